@@ -1,0 +1,126 @@
+//! The command line: argument definitions, dispatch, and printing. A command's product goes to
+//! stdout; progress and messages go to stderr. Errors are printed once and mapped to an exit code
+//! (2 for bad input, 1 for the environment or a bug).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::config;
+use crate::engine::{self, BuildOptions, Stage};
+use crate::error::{Error, Result};
+
+#[derive(Parser)]
+#[command(name = "r2e", version, about = "Turn Python repositories into executable coding-benchmark environments")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a pipeline: every stage, memoized; only what changed is recomputed.
+    Build {
+        /// The pipeline file.
+        #[arg(default_value = "pipeline.toml")]
+        pipeline: PathBuf,
+        /// Stop after this stage.
+        #[arg(long, value_enum, default_value = "slice")]
+        until: Stage,
+        /// Worker threads (default: one per core).
+        #[arg(long, short)]
+        jobs: Option<usize>,
+        /// Print a JSON summary on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Say what a build would run and why, without running it.
+    Status {
+        #[arg(short, long, default_value = "pipeline.toml")]
+        pipeline: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the inputs behind one function's results and whether each is cached.
+    Explain {
+        /// A function id, `REPO:path.py:Qual.name`.
+        id: String,
+        #[arg(short, long, default_value = "pipeline.toml")]
+        pipeline: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs the command line and returns the exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Build { pipeline, until, jobs, json } => {
+            let cfg = config::load(&pipeline)?;
+            let summary = engine::build(&cfg, &BuildOptions { until, jobs })?;
+            if json {
+                let text = serde_json::to_string_pretty(&summary).map_err(|e| Error::Internal(e.to_string()))?;
+                print_text(&format!("{text}\n"))
+            } else {
+                eprintln!("{}", human_summary(&summary));
+                Ok(())
+            }
+        }
+        Command::Status { pipeline, json } => {
+            let cfg = config::load(&pipeline)?;
+            let report = crate::inspect::status(&cfg)?;
+            if json { print_json(&report) } else { print_text(&crate::inspect::status_text(&report)) }
+        }
+        Command::Explain { id, pipeline, json } => {
+            let cfg = config::load(&pipeline)?;
+            let report = crate::inspect::explain(&cfg, &id)?;
+            if json { print_json(&report) } else { print_text(&crate::inspect::explain_text(&report)) }
+        }
+    }
+}
+
+fn human_summary(s: &engine::Summary) -> String {
+    let mut out = String::new();
+    for (stage, c) in &s.stages.0 {
+        out.push_str(&format!("{stage:>9}: {} executed, {} cached, {} failed\n", c.executed, c.cached, c.failed));
+    }
+    let counts: Vec<String> = s.counts.0.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    out.push_str(&format!("   counts: {}\n", counts.join(", ")));
+    out.push_str(&format!("   output: {}", s.output.display()));
+    if let Some(v) = &s.dataset_version {
+        out.push_str(&format!("\n  version: {v}"));
+    }
+    out
+}
+
+fn print_json(v: &serde_json::Value) -> Result<()> {
+    print_text(&format!("{}\n", serde_json::to_string_pretty(v).map_err(|e| Error::Internal(e.to_string()))?))
+}
+
+/// Prints a command's product; a closed pipe is not an error.
+fn print_text(s: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::env(format!("cannot write to stdout: {e}"))),
+        _ => Ok(()),
+    }
+}

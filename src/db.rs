@@ -1,0 +1,533 @@
+//! The salsa database: inputs (repositories, source files by content hash, stage settings) and
+//! the pure derived queries over them (parse, interfaces, module index, dependencies, extraction,
+//! slices, contexts).
+//!
+//! Salsa gives in-process incrementality and early cutoff: `file_interface` drops positions and
+//! text, so a comment edit changes a file's summary but not its interface, and nothing that reads
+//! only interfaces re-runs. Across processes, `parse_file` reads through the on-disk action cache,
+//! keyed by the file's content hash.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::cache::{self, Cache};
+use crate::config::{ContextConfig, ExtractConfig, Strategy};
+use crate::hash::Hash;
+use crate::python::extract::summarize;
+use crate::python::resolve::{self, Deps, FileIx, Item, ModuleIndex, World};
+use crate::python::summary::{Chunk, DefKind, ModuleInterface, ModuleSummary};
+use crate::python::{decode, tokens};
+use crate::stages::extract::local_filters;
+
+/// Reads a file's bytes by repository-relative path.
+pub trait SourceReader: Send + Sync {
+    fn read(&self, path: &str) -> Result<Vec<u8>, String>;
+}
+
+/// Counts of work done in this process, by stage.
+#[derive(Default)]
+pub struct Counters {
+    pub parsed: AtomicU64,
+    pub parse_cached: AtomicU64,
+    pub parse_failed: AtomicU64,
+    pub extracted: AtomicU64,
+    pub sliced: AtomicU64,
+    pub contexts: AtomicU64,
+    /// Salsa query executions by query name (from `WillExecute` events).
+    pub executions: Mutex<HashMap<String, u64>>,
+}
+
+impl Counters {
+    pub fn executions_of(&self, query: &str) -> u64 {
+        self.executions.lock().unwrap().get(query).copied().unwrap_or(0)
+    }
+    pub fn reset_executions(&self) {
+        self.executions.lock().unwrap().clear();
+    }
+}
+
+/// What the queries may use besides their inputs: the action cache, file readers, counters.
+#[derive(Default)]
+pub struct Env {
+    pub cache: Option<Arc<Cache>>,
+    pub readers: Mutex<Vec<Arc<dyn SourceReader>>>,
+    pub counters: Counters,
+    tokens: Mutex<HashMap<(Hash, u32, u32), u32>>,
+}
+
+#[salsa::db]
+pub trait Db: salsa::Database {
+    fn env(&self) -> &Env;
+}
+
+#[salsa::db]
+#[derive(Clone)]
+pub struct Database {
+    storage: salsa::Storage<Self>,
+    env: Arc<Env>,
+}
+
+impl Database {
+    pub fn new(cache: Option<Arc<Cache>>) -> Self {
+        let env = Arc::new(Env { cache, ..Env::default() });
+        let events = env.clone();
+        let storage = salsa::Storage::new(Some(Box::new(move |event: salsa::Event| {
+            if let salsa::EventKind::WillExecute { database_key } = event.kind {
+                let name = format!("{database_key:?}");
+                let name = name.split('(').next().unwrap_or_default().to_owned();
+                *events.counters.executions.lock().unwrap().entry(name).or_default() += 1;
+            }
+        })));
+        Database { storage, env }
+    }
+
+    /// Registers a reader for a repository; returns its index for [`Repo::new`].
+    pub fn add_reader(&self, reader: Arc<dyn SourceReader>) -> u32 {
+        let mut readers = self.env.readers.lock().unwrap();
+        readers.push(reader);
+        readers.len() as u32 - 1
+    }
+
+    pub fn env_arc(&self) -> Arc<Env> {
+        self.env.clone()
+    }
+}
+
+#[salsa::db]
+impl salsa::Database for Database {}
+
+#[salsa::db]
+impl Db for Database {
+    fn env(&self) -> &Env {
+        &self.env
+    }
+}
+
+/// A repository: its name, its reader and its files.
+#[salsa::input(debug)]
+pub struct Repo {
+    #[returns(ref)]
+    pub name: String,
+    #[returns(copy)]
+    pub reader: u32,
+    #[returns(ref)]
+    pub files: Vec<SourceFile>,
+}
+
+/// One source file: where it is and the hash of its content.
+#[salsa::input(debug)]
+pub struct SourceFile {
+    #[returns(copy)]
+    pub repo: Repo,
+    #[returns(copy)]
+    pub ix: u32,
+    #[returns(ref)]
+    pub path: String,
+    #[returns(copy)]
+    pub hash: Hash,
+}
+
+/// The settings of the analysis stages.
+#[salsa::input(debug)]
+pub struct Settings {
+    #[returns(ref)]
+    pub extract: ExtractConfig,
+    #[returns(ref)]
+    pub context: ContextConfig,
+}
+
+/// An item (definition or global) of a repository.
+#[salsa::interned(debug)]
+pub struct ItemId<'db> {
+    #[returns(copy)]
+    pub repo: Repo,
+    #[returns(copy)]
+    pub item: Item,
+}
+
+/// Bump when the summary format or the parser changes (see `docs/caching.md`).
+const PARSE_KEY_VERSION: &str = "ruff_python_parser=0.0.10;summary=1";
+
+/// The action key of parsing a file with this content hash.
+pub fn parse_key(content: Hash) -> Hash {
+    Hash::of_key(&(PARSE_KEY_VERSION, content))
+}
+
+/// A parse outcome: a summary, or why the file could not be decoded or parsed.
+pub type Parsed = Result<Arc<ModuleSummary>, String>;
+
+#[salsa::tracked(returns(ref))]
+pub fn source_text(db: &dyn Db, file: SourceFile) -> Result<Arc<str>, String> {
+    let reader = db.env().readers.lock().unwrap()[file.repo(db).reader(db) as usize].clone();
+    let bytes = reader.read(file.path(db))?;
+    decode::decode_source(&bytes).map(Arc::from)
+}
+
+/// Stage `parse`: the file's summary, from the action cache or by parsing.
+#[salsa::tracked(returns(ref))]
+pub fn parse_file(db: &dyn Db, file: SourceFile) -> Parsed {
+    let env = db.env();
+    let key = parse_key(file.hash(db));
+    if let Some(cache) = &env.cache
+        && let Some(stored) = cache.get::<Result<ModuleSummary, String>>(cache::PARSE, key)
+    {
+        env.counters.parse_cached.fetch_add(1, Ordering::Relaxed);
+        if stored.is_err() {
+            env.counters.parse_failed.fetch_add(1, Ordering::Relaxed);
+        }
+        return stored.map(Arc::new);
+    }
+    env.counters.parsed.fetch_add(1, Ordering::Relaxed);
+    let reader = env.readers.lock().unwrap()[file.repo(db).reader(db) as usize].clone();
+    let bytes = match reader.read(file.path(db)) {
+        Ok(b) => b,
+        // An I/O failure may be transient: report it, never cache it.
+        Err(e) => {
+            env.counters.parse_failed.fetch_add(1, Ordering::Relaxed);
+            return Err(e);
+        }
+    };
+    let outcome = decode::decode_source(&bytes).and_then(|text| summarize(&text).map_err(|e| e.to_string()));
+    if outcome.is_err() {
+        env.counters.parse_failed.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(cache) = &env.cache
+        && let Err(e) = cache.put(cache::PARSE, key, &outcome)
+    {
+        eprintln!("warning: cannot store a parse result: {e}");
+    }
+    outcome.map(Arc::new)
+}
+
+/// A file's interface: names and references only, so that edits to comments, formatting or
+/// positions stop here.
+#[salsa::tracked(returns(ref))]
+pub fn file_interface(db: &dyn Db, file: SourceFile) -> Arc<ModuleInterface> {
+    match parse_file(db, file) {
+        Ok(s) => Arc::new(s.interface.clone()),
+        Err(_) => Arc::new(ModuleInterface::default()),
+    }
+}
+
+/// The module names of a repository's files (depends on paths only).
+#[salsa::tracked(returns(ref))]
+pub fn module_index(db: &dyn Db, repo: Repo) -> Arc<ModuleIndex> {
+    let paths: Vec<&str> = repo.files(db).iter().map(|f| f.path(db).as_str()).collect();
+    Arc::new(ModuleIndex::build(&paths))
+}
+
+struct DbWorld<'a> {
+    db: &'a dyn Db,
+    files: &'a [SourceFile],
+    index: &'a ModuleIndex,
+}
+
+impl World for DbWorld<'_> {
+    fn index(&self) -> &ModuleIndex {
+        self.index
+    }
+    fn interface(&self, file: FileIx) -> Arc<ModuleInterface> {
+        file_interface(self.db, self.files[file as usize]).clone()
+    }
+}
+
+/// The direct dependencies of an item.
+#[salsa::tracked(returns(ref))]
+pub fn item_deps<'db>(db: &'db dyn Db, item: ItemId<'db>) -> Arc<Deps> {
+    let repo = item.repo(db);
+    let world = DbWorld { db, files: repo.files(db), index: module_index(db, repo) };
+    Arc::new(resolve::direct_deps(&world, item.item(db)))
+}
+
+/// The ids of a file's definitions: `REPO:path:qualname`, later duplicates `#2`, `#3`, ...
+#[salsa::tracked(returns(ref))]
+pub fn def_ids(db: &dyn Db, file: SourceFile) -> Arc<Vec<String>> {
+    let iface = file_interface(db, file);
+    let prefix = format!("{}:{}:", file.repo(db).name(db), file.path(db));
+    let mut seen: HashMap<&str, u32> = HashMap::new();
+    Arc::new(
+        iface
+            .defs
+            .iter()
+            .map(|d| {
+                let n = seen.entry(d.qualname.as_str()).or_insert(0);
+                *n += 1;
+                if *n == 1 { format!("{prefix}{}", d.qualname) } else { format!("{prefix}{}#{n}", d.qualname) }
+            })
+            .collect(),
+    )
+}
+
+/// One extracted function, as `functions.jsonl` lists it (without its slice).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionRow {
+    pub def: u32,
+    pub id: String,
+    pub qualname: String,
+    pub kind: DefKind,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub docstring: Option<String>,
+    pub excluded_by: Option<&'static str>,
+}
+
+/// Stage `extract`: a file's in-scope functions with the filters' verdicts.
+#[salsa::tracked(returns(ref))]
+pub fn file_functions(db: &dyn Db, file: SourceFile, settings: Settings) -> Arc<Vec<FunctionRow>> {
+    db.env().counters.extracted.fetch_add(1, Ordering::Relaxed);
+    let Ok(summary) = parse_file(db, file) else { return Arc::new(Vec::new()) };
+    let cfg = settings.extract(db);
+    let ids = def_ids(db, file);
+    let repo = file.repo(db);
+    let mut rows = Vec::new();
+    for (i, (def, layout)) in summary.interface.defs.iter().zip(&summary.layout.defs).enumerate() {
+        if !layout.in_scope || def.kind == DefKind::Class {
+            continue;
+        }
+        let mut excluded_by = local_filters(cfg, &def.qualname, layout);
+        if excluded_by.is_none() && cfg.connectivity {
+            let item = ItemId::new(db, repo, Item::Def(file.ix(db), i as u32));
+            if item_deps(db, item).explicit.is_empty() {
+                excluded_by = Some("connectivity");
+            }
+        }
+        rows.push(FunctionRow {
+            def: i as u32,
+            id: ids[i].clone(),
+            qualname: def.qualname.clone(),
+            kind: def.kind,
+            start_line: layout.start_line,
+            end_line: layout.end_line,
+            docstring: layout.docstring.clone(),
+            excluded_by,
+        });
+    }
+    Arc::new(rows)
+}
+
+/// A candidate's dependency slice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceSet {
+    /// Items with their BFS distance from the function.
+    pub items: Vec<(Item, u32)>,
+    /// Names bound to nothing in the repository, over the whole slice.
+    pub unresolved: Vec<String>,
+}
+
+/// Stage `slice`: the transitive closure of an item's dependencies. Reads interfaces only, so
+/// comments and formatting never re-run it.
+#[salsa::tracked(returns(ref))]
+pub fn slice_of<'db>(db: &'db dyn Db, item: ItemId<'db>) -> Arc<SliceSet> {
+    db.env().counters.sliced.fetch_add(1, Ordering::Relaxed);
+    let repo = item.repo(db);
+    let mut unresolved = HashSet::new();
+    let items = resolve::closure(item.item(db), |i| {
+        let deps = item_deps(db, ItemId::new(db, repo, i)).clone();
+        unresolved.extend(deps.unresolved.iter().cloned());
+        deps
+    });
+    unresolved.extend(item_deps(db, item).unresolved.iter().cloned());
+    let mut unresolved: Vec<String> = unresolved.into_iter().collect();
+    unresolved.sort_unstable();
+    Arc::new(SliceSet { items, unresolved })
+}
+
+/// A context: the chunks to render, in order, and their token count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Context {
+    /// (file, chunk) in rendering order; a chunk with `start == end == u32::MAX` is a file
+    /// header line.
+    pub parts: Vec<(FileIx, Chunk)>,
+    pub tokens: u32,
+    /// Whether definitions were dropped to fit `max_tokens`.
+    pub truncated: bool,
+}
+
+const HEADER: Chunk = Chunk { start: u32::MAX, end: u32::MAX };
+
+/// The header line that opens each file's part of a context.
+pub fn file_header(path: &str) -> String {
+    format!("# file: {path}\n")
+}
+
+fn chunk_tokens(db: &dyn Db, file: SourceFile, chunk: Chunk) -> u32 {
+    if chunk == HEADER {
+        return tokens::count(&file_header(file.path(db)));
+    }
+    let key = (file.hash(db), chunk.start, chunk.end);
+    if let Some(&n) = db.env().tokens.lock().unwrap().get(&key) {
+        return n;
+    }
+    let n = match source_text(db, file) {
+        Ok(text) => tokens::count_chunk(text.get(chunk.start as usize..chunk.end as usize).unwrap_or_default()),
+        Err(_) => 0,
+    };
+    db.env().tokens.lock().unwrap().insert(key, n);
+    n
+}
+
+/// The chunks that show one item: a class's header and attributes; a method's class header and
+/// its own lines; a function's or global's lines.
+fn item_chunks(summary: &ModuleSummary, item: Item) -> Vec<Chunk> {
+    match item {
+        Item::Def(_, ix) => {
+            let layout = &summary.layout.defs[ix as usize];
+            let def = &summary.interface.defs[ix as usize];
+            match def.kind {
+                DefKind::Class => std::iter::once(layout.header).chain(layout.attrs.iter().copied()).collect(),
+                DefKind::Method => {
+                    let class = def.class.expect("methods have a class") as usize;
+                    vec![summary.layout.defs[class].header, layout.chunk]
+                }
+                DefKind::Function => vec![layout.chunk],
+            }
+        }
+        Item::Global(_, ix) => vec![summary.layout.globals[ix as usize]],
+    }
+}
+
+/// Stage `slice` (contexts): the context of an item under the configured strategy, cut to
+/// `max_tokens` by dropping the farthest definitions (or files) first.
+#[salsa::tracked(returns(ref))]
+pub fn context_of<'db>(db: &'db dyn Db, item: ItemId<'db>, settings: Settings) -> Arc<Context> {
+    db.env().counters.contexts.fetch_add(1, Ordering::Relaxed);
+    let cfg = settings.context(db);
+    let repo = item.repo(db);
+    let files = repo.files(db);
+    let (own_file, _) = item_file(item.item(db));
+    let mut plan = Plan { db, files, budget: cfg.max_tokens, used: 0, parts: HashSet::new(), order: Vec::new() };
+    let mut truncated = false;
+    match cfg.strategy {
+        Strategy::Naive | Strategy::Sliced => {
+            let mut wanted = vec![(item.item(db), 0u32)];
+            if cfg.strategy == Strategy::Sliced {
+                wanted.extend(slice_of(db, item).items.iter().copied());
+            }
+            for (n, (it, dist)) in wanted.into_iter().enumerate() {
+                if !plan.add_item(it, dist, n == 0) {
+                    truncated = true;
+                    break;
+                }
+            }
+        }
+        Strategy::Full => {
+            let mut imported = vec![own_file];
+            let index = module_index(db, repo);
+            let world = DbWorld { db, files, index };
+            for f in imported_files(&world, own_file) {
+                if !imported.contains(&f) {
+                    imported.push(f);
+                }
+            }
+            for (n, f) in imported.into_iter().enumerate() {
+                if !plan.add_file(f, n as u32, n == 0) {
+                    truncated = true;
+                    break;
+                }
+            }
+        }
+    }
+    let tokens = plan.used;
+    Arc::new(Context { parts: plan.finish(own_file), tokens, truncated })
+}
+
+fn item_file(item: Item) -> (FileIx, u32) {
+    match item {
+        Item::Def(f, i) | Item::Global(f, i) => (f, i),
+    }
+}
+
+/// The repository files a module imports at module level.
+fn imported_files(world: &dyn World, file: FileIx) -> Vec<FileIx> {
+    let iface = world.interface(file);
+    let index = world.index();
+    let mut out = Vec::new();
+    for binding in &iface.imports {
+        let module = match &binding.target {
+            crate::python::summary::ImportTarget::Module(m) => Some(m.clone()),
+            crate::python::summary::ImportTarget::From(from, name) => index.absolute(file, from).map(|abs| {
+                let sub = format!("{abs}.{name}");
+                if index.lookup(&sub).is_some() { sub } else { abs }
+            }),
+        };
+        if let Some(f) = module.and_then(|m| index.lookup(&m))
+            && f != file
+            && !out.contains(&f)
+        {
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// A context being assembled within a token budget.
+struct Plan<'a> {
+    db: &'a dyn Db,
+    files: &'a [SourceFile],
+    budget: u32,
+    used: u32,
+    parts: HashSet<(FileIx, Chunk)>,
+    /// (file, distance of the nearest item, chunk)
+    order: Vec<(FileIx, u32, Chunk)>,
+}
+
+impl Plan<'_> {
+    /// Adds the chunks an item needs; `force` adds them even over budget. Returns whether it fit.
+    fn add_item(&mut self, item: Item, dist: u32, force: bool) -> bool {
+        let (file, _) = item_file(item);
+        let Ok(summary) = parse_file(self.db, self.files[file as usize]) else { return true };
+        let mut chunks = vec![HEADER];
+        chunks.extend(item_chunks(summary, item));
+        self.add(file, dist, chunks, force)
+    }
+
+    fn add_file(&mut self, file: FileIx, dist: u32, force: bool) -> bool {
+        let Ok(summary) = parse_file(self.db, self.files[file as usize]) else { return true };
+        self.add(file, dist, vec![HEADER, Chunk { start: 0, end: summary.layout.bytes }], force)
+    }
+
+    fn add(&mut self, file: FileIx, dist: u32, chunks: Vec<Chunk>, force: bool) -> bool {
+        let new: Vec<Chunk> = chunks.into_iter().filter(|c| !self.parts.contains(&(file, *c))).collect();
+        let cost: u32 = new.iter().map(|&c| chunk_tokens(self.db, self.files[file as usize], c)).sum();
+        if !force && self.used + cost > self.budget {
+            return false;
+        }
+        self.used += cost;
+        for c in new {
+            self.parts.insert((file, c));
+            self.order.push((file, dist, c));
+        }
+        true
+    }
+
+    /// Files farthest first, the function's own file last; chunks in source order within a file.
+    fn finish(self, own: FileIx) -> Vec<(FileIx, Chunk)> {
+        let mut far: HashMap<FileIx, u32> = HashMap::new();
+        for &(f, d, _) in &self.order {
+            let e = far.entry(f).or_insert(0);
+            *e = (*e).max(d);
+        }
+        let mut parts: Vec<(FileIx, Chunk)> = self.order.iter().map(|&(f, _, c)| (f, c)).collect();
+        parts.sort_by_key(|&(f, c)| {
+            let header_first = if c == HEADER { 0 } else { 1 };
+            (f == own, std::cmp::Reverse(far[&f]), f, header_first, c.start, c.end)
+        });
+        parts
+    }
+}
+
+/// Renders a context's text.
+pub fn render(db: &dyn Db, repo: Repo, ctx: &Context) -> String {
+    let files = repo.files(db);
+    let mut out = String::new();
+    for &(f, c) in &ctx.parts {
+        let file = files[f as usize];
+        if c == HEADER {
+            out.push_str(&file_header(file.path(db)));
+        } else if let Ok(text) = source_text(db, file) {
+            out.push_str(text.get(c.start as usize..c.end as usize).unwrap_or_default());
+        }
+    }
+    out
+}

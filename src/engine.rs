@@ -1,0 +1,461 @@
+//! The build: check out the repositories, decide whether anything changed since the last build
+//! of this output, feed the salsa database, run the stages in parallel, write the outputs, and
+//! report what ran.
+//!
+//! A no-op build is decided before any parsing: the build fingerprint (settings, stage limit, and
+//! every repository's identity, itself a hash of its files' content hashes) is compared with the
+//! one recorded in `<output>/.r2e/state`, and the outputs are checked against their recorded
+//! hashes. Then nothing is parsed, read or rewritten.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::cache::{Cache, write_if_changed};
+use crate::config::Config;
+use crate::db::{self, Database, Db, FunctionRow, ItemId, Repo, Settings, SourceFile, SourceReader};
+use crate::error::{Error, Result};
+use crate::hash::Hash;
+use crate::python::resolve::Item;
+use crate::python::summary::DefKind;
+use crate::stages::checkout::{self, Checkout};
+use crate::log;
+use crate::stages::extract::FILTERS;
+
+/// The stages, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Checkout,
+    Parse,
+    Extract,
+    Slice,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [Stage::Checkout, Stage::Parse, Stage::Extract, Stage::Slice];
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Checkout => "checkout",
+            Stage::Parse => "parse",
+            Stage::Extract => "extract",
+            Stage::Slice => "slice",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageCounts {
+    pub executed: u64,
+    pub cached: u64,
+    pub failed: u64,
+}
+
+/// What `r2e build --json` prints.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub dataset_version: Option<String>,
+    pub output: PathBuf,
+    pub stages: indexmap_like::OrderedMap<StageCounts>,
+    pub counts: indexmap_like::OrderedMap<u64>,
+    pub excluded_by: indexmap_like::OrderedMap<u64>,
+}
+
+/// A tiny insertion-ordered map that serializes as a JSON object.
+pub mod indexmap_like {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct OrderedMap<V>(pub Vec<(String, V)>);
+
+    impl<V> OrderedMap<V> {
+        pub fn get(&self, key: &str) -> Option<&V> {
+            self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+        }
+        pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+            self.0.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v)
+        }
+        pub fn insert(&mut self, key: &str, value: V) {
+            match self.get_mut(key) {
+                Some(v) => *v = value,
+                None => self.0.push((key.to_owned(), value)),
+            }
+        }
+    }
+
+    impl<V: Serialize> Serialize for OrderedMap<V> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut map = s.serialize_map(Some(self.0.len()))?;
+            for (k, v) in &self.0 {
+                map.serialize_entry(k, v)?;
+            }
+            map.end()
+        }
+    }
+
+    impl<'de, V: Deserialize<'de>> Deserialize<'de> for OrderedMap<V> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let pairs: serde_json::Map<String, serde_json::Value> = Deserialize::deserialize(d)?;
+            pairs
+                .into_iter()
+                .map(|(k, v)| V::deserialize(v).map(|v| (k, v)).map_err(serde::de::Error::custom))
+                .collect::<Result<Vec<_>, _>>()
+                .map(OrderedMap)
+        }
+    }
+}
+
+/// Options of one build.
+#[derive(Clone, Debug)]
+pub struct BuildOptions {
+    pub until: Stage,
+    pub jobs: Option<usize>,
+}
+
+/// What the last build of an output recorded.
+#[derive(Serialize, Deserialize)]
+struct State {
+    fingerprint: Hash,
+    summary_json: String,
+    /// Output files with their content hashes, sizes and modification times.
+    outputs: Vec<(String, Hash, u64, i64)>,
+    /// Repo name → identity.
+    repos: Vec<(String, String)>,
+    /// The hash of the stage settings.
+    settings: Hash,
+}
+
+const STATE_VERSION: &str = "r2e-state-1";
+
+fn state_path(output: &Path) -> PathBuf {
+    output.join(".r2e").join("state")
+}
+
+pub(crate) fn read_state_public(output: &Path) -> Option<(Hash, Vec<(String, String)>, Hash)> {
+    read_state(output).map(|s| (s.fingerprint, s.repos, s.settings))
+}
+
+fn read_state(output: &Path) -> Option<State> {
+    let bytes = std::fs::read(state_path(output)).ok()?;
+    let (version, state): (String, State) = postcard::from_bytes(&bytes).ok()?;
+    (version == STATE_VERSION).then_some(state)
+}
+
+pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>]) -> Hash {
+    #[derive(Serialize)]
+    struct Key<'a> {
+        version: &'a str,
+        extract: &'a crate::config::ExtractConfig,
+        context: &'a crate::config::ContextConfig,
+        until: Stage,
+        repos: Vec<(&'a str, &'a str, Option<&'a str>)>,
+    }
+    Hash::of_key(&Key {
+        version: env!("CARGO_PKG_VERSION"),
+        extract: &cfg.extract,
+        context: &cfg.context,
+        until: opts.until,
+        repos: checkouts.iter().map(|c| (c.name.as_str(), c.identity.as_str(), c.rev.as_deref())).collect(),
+    })
+}
+
+/// Size and modification time (ns) of a file.
+fn stat(path: &Path) -> Option<(u64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec()))
+}
+
+pub(crate) fn settings_hash(cfg: &Config) -> Hash {
+    Hash::of_key(&(&cfg.extract, &cfg.context))
+}
+
+struct CheckoutReader(Arc<Checkout>);
+
+impl SourceReader for CheckoutReader {
+    fn read(&self, path: &str) -> std::result::Result<Vec<u8>, String> {
+        self.0.read(path).map_err(|e| e.to_string())
+    }
+}
+
+fn progress(len: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>9} [{bar:30}] {pos}/{len} {msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(what.to_owned());
+    bar
+}
+
+/// The in-process state of a build: checkouts, the database and its inputs.
+pub struct Session {
+    pub cfg: Config,
+    pub cache: Arc<Cache>,
+    pub checkouts: Vec<Arc<Checkout>>,
+    pub db: Database,
+    pub repos: Vec<Repo>,
+    pub settings: Settings,
+}
+
+impl Session {
+    /// Checks out every repository and sets up the database inputs.
+    pub fn open(cfg: &Config) -> Result<Session> {
+        let cache = Arc::new(Cache::open(&cfg.cache)?);
+        let mut checkouts = Vec::new();
+        for repo in &cfg.repos {
+            checkouts.push(Arc::new(checkout::checkout(repo, &cache)?));
+        }
+        let db = Database::new(Some(cache.clone()));
+        let mut repos = Vec::new();
+        for c in &checkouts {
+            let reader = db.add_reader(Arc::new(CheckoutReader(c.clone())));
+            let repo = Repo::new(&db, c.name.clone(), reader, Vec::new());
+            repos.push(repo);
+        }
+        let mut db = db;
+        for (c, &repo) in checkouts.iter().zip(&repos) {
+            let files: Vec<SourceFile> = c
+                .files
+                .iter()
+                .enumerate()
+                .map(|(i, f)| SourceFile::new(&db, repo, i as u32, f.path.clone(), f.hash))
+                .collect();
+            use salsa::Setter;
+            repo.set_files(&mut db).to(files);
+        }
+        let settings = Settings::new(&db, cfg.extract.clone(), cfg.context.clone());
+        Ok(Session { cfg: cfg.clone(), cache, checkouts, db, repos, settings })
+    }
+
+    pub fn all_files(&self) -> Vec<SourceFile> {
+        self.repos.iter().flat_map(|r| r.files(&self.db).iter().copied()).collect()
+    }
+}
+
+/// Runs a build and returns its summary.
+pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
+    let started = std::time::Instant::now();
+    let session = Session::open(cfg)?;
+    log::timing("checkout", started.elapsed());
+    let fp = fingerprint(cfg, opts, &session.checkouts);
+    let output = std::path::absolute(&cfg.output).map_err(|e| Error::env(format!("{}: {e}", cfg.output.display())))?;
+    if let Some(state) = read_state(&output)
+        && state.fingerprint == fp
+        && state.outputs.iter().all(|(name, _, size, mtime)| stat(&output.join(name)) == Some((*size, *mtime)))
+        && let Ok(mut summary) = serde_json::from_str::<Summary>(&state.summary_json)
+    {
+        for (_, counts) in summary.stages.0.iter_mut() {
+            counts.cached += counts.executed;
+            counts.executed = 0;
+        }
+        summary.output = output;
+        eprintln!("up to date: nothing changed since the last build ({:.0} ms)", started.elapsed().as_secs_f64() * 1000.0);
+        return Ok(summary);
+    }
+    let previous = read_state(&output);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.jobs.unwrap_or(0))
+        .build()
+        .map_err(|e| Error::env(format!("cannot start worker threads: {e}")))?;
+    pool.install(move || run(session, opts, &output, fp, previous))
+}
+
+fn run(session: Session, opts: &BuildOptions, output: &Path, fp: Hash, previous: Option<State>) -> Result<Summary> {
+    let s = &session;
+    let db = &s.db;
+    let settings = s.settings;
+    let files = s.all_files();
+    let mut stages = indexmap_like::OrderedMap::default();
+    for stage in Stage::ALL {
+        stages.insert(stage.name(), StageCounts::default());
+    }
+    let mut counts = indexmap_like::OrderedMap::default();
+    let prev_repos: BTreeMap<&str, &str> =
+        previous.as_ref().map(|p| p.repos.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect()).unwrap_or_default();
+    let changed = s.checkouts.iter().filter(|c| prev_repos.get(c.name.as_str()) != Some(&c.identity.as_str())).count() as u64;
+    *stages.get_mut("checkout").unwrap() =
+        StageCounts { executed: changed, cached: s.checkouts.len() as u64 - changed, failed: 0 };
+    counts.insert("repos", s.checkouts.len() as u64);
+    counts.insert("files", files.len() as u64);
+
+    let mut failures: Vec<serde_json::Value> = Vec::new();
+    for c in &s.checkouts {
+        for (path, reason) in &c.unreadable {
+            failures.push(serde_json::json!({"repo": c.name, "path": path, "stage": "checkout", "reason": reason}));
+        }
+    }
+
+    let mut clock = std::time::Instant::now();
+    let mut lap = |what: &str| {
+        log::timing(what, clock.elapsed());
+        clock = std::time::Instant::now();
+    };
+    let mut rows: Vec<(SourceFile, FunctionRow)> = Vec::new();
+    let mut slices: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    if opts.until >= Stage::Parse {
+        let bar = progress(files.len() as u64, "parse");
+        files.par_iter().for_each_with(db.clone(), |db, &f| {
+            let _ = db::parse_file(db, f);
+            bar.inc(1);
+        });
+        bar.finish_and_clear();
+        lap("parse");
+        let c = &db.env().counters;
+        *stages.get_mut("parse").unwrap() = StageCounts {
+            executed: c.parsed.load(Ordering::Relaxed),
+            cached: c.parse_cached.load(Ordering::Relaxed),
+            failed: c.parse_failed.load(Ordering::Relaxed),
+        };
+        for &f in &files {
+            if let Err(reason) = db::parse_file(db, f) {
+                let repo = f.repo(db);
+                failures.push(serde_json::json!({"repo": repo.name(db), "path": f.path(db), "stage": "parse", "reason": reason}));
+            }
+        }
+    }
+    if opts.until >= Stage::Extract {
+        let bar = progress(files.len() as u64, "extract");
+        let per_file: Vec<Arc<Vec<FunctionRow>>> = files
+            .par_iter()
+            .map_with(db.clone(), |db, &f| {
+                let r = db::file_functions(db, f, settings).clone();
+                bar.inc(1);
+                r
+            })
+            .collect();
+        bar.finish_and_clear();
+        lap("extract");
+        for (f, list) in files.iter().zip(per_file) {
+            rows.extend(list.iter().map(|r| (*f, r.clone())));
+        }
+        let executed = db.env().counters.extracted.load(Ordering::Relaxed);
+        *stages.get_mut("extract").unwrap() = StageCounts { executed, cached: files.len() as u64 - executed, failed: 0 };
+        counts.insert("functions", rows.len() as u64);
+        counts.insert("candidates", rows.iter().filter(|(_, r)| r.excluded_by.is_none()).count() as u64);
+    }
+    let mut excluded_by = indexmap_like::OrderedMap::default();
+    for name in FILTERS {
+        excluded_by.insert(name, rows.iter().filter(|(_, r)| r.excluded_by == Some(name)).count() as u64);
+    }
+    if opts.until >= Stage::Slice {
+        let candidates: Vec<&(SourceFile, FunctionRow)> = rows.iter().filter(|(_, r)| r.excluded_by.is_none()).collect();
+        let bar = progress(candidates.len() as u64, "slice");
+        let objects: Vec<(String, serde_json::Value)> = candidates
+            .par_iter()
+            .map_with(db.clone(), |db, (f, row)| {
+                let v = slice_object(db, *f, row, settings);
+                bar.inc(1);
+                (row.id.clone(), v)
+            })
+            .collect();
+        bar.finish_and_clear();
+        lap("slice");
+        slices.extend(objects);
+        let executed = db.env().counters.sliced.load(Ordering::Relaxed).min(candidates.len() as u64);
+        *stages.get_mut("slice").unwrap() =
+            StageCounts { executed, cached: candidates.len() as u64 - executed, failed: 0 };
+    }
+    counts.insert("failures", failures.len() as u64);
+
+    // Outputs.
+    fs_err::create_dir_all(output.join(".r2e"))?;
+    let mut out_files: Vec<(String, Vec<u8>)> = Vec::new();
+    if opts.until >= Stage::Extract {
+        let mut text = Vec::new();
+        for (f, row) in &rows {
+            let mut obj = serde_json::json!({
+                "id": row.id,
+                "repo": f.repo(db).name(db),
+                "path": f.path(db),
+                "qualname": row.qualname,
+                "kind": if row.kind == DefKind::Method { "method" } else { "function" },
+                "start_line": row.start_line,
+                "end_line": row.end_line,
+                "docstring": row.docstring,
+                "excluded_by": row.excluded_by,
+            });
+            if let Some(slice) = slices.remove(&row.id) {
+                obj["slice"] = slice;
+            }
+            serde_json::to_writer(&mut text, &obj).map_err(|e| Error::Internal(e.to_string()))?;
+            text.push(b'\n');
+        }
+        out_files.push(("functions.jsonl".into(), text));
+    }
+    let mut text = Vec::new();
+    for f in &failures {
+        serde_json::to_writer(&mut text, f).map_err(|e| Error::Internal(e.to_string()))?;
+        text.push(b'\n');
+    }
+    out_files.push(("failures.jsonl".into(), text));
+    let mut recorded = Vec::new();
+    for (name, bytes) in &out_files {
+        let path = output.join(name);
+        write_if_changed(&path, bytes)?;
+        let (size, mtime) = stat(&path).ok_or_else(|| Error::env(format!("cannot stat `{}`", path.display())))?;
+        recorded.push((name.clone(), Hash::of_bytes(bytes), size, mtime));
+    }
+    lap("write");
+    let dataset_version = (opts.until == Stage::Slice).then(|| {
+        let mut h = blake3::Hasher::new();
+        for (name, bytes) in &out_files {
+            h.update(name.as_bytes());
+            h.update(&Hash::of_bytes(bytes).0);
+        }
+        h.finalize().to_hex().to_string()
+    });
+    let summary = Summary { dataset_version, output: output.to_path_buf(), stages, counts, excluded_by };
+    let state = State {
+        fingerprint: fp,
+        summary_json: serde_json::to_string(&summary).map_err(|e| Error::Internal(e.to_string()))?,
+        outputs: recorded,
+        repos: s.checkouts.iter().map(|c| (c.name.clone(), c.identity.clone())).collect(),
+        settings: settings_hash(&s.cfg),
+    };
+    let bytes = postcard::to_stdvec(&(STATE_VERSION, &state)).map_err(|e| Error::Internal(e.to_string()))?;
+    write_if_changed(&state_path(output), &bytes)?;
+    Ok(summary)
+}
+
+/// The `slice` object of a candidate in `functions.jsonl`.
+fn slice_object(db: &Database, file: SourceFile, row: &FunctionRow, settings: Settings) -> serde_json::Value {
+    let repo = file.repo(db);
+    let item = ItemId::new(db, repo, Item::Def(file.ix(db), row.def));
+    let slice = db::slice_of(db, item);
+    let ctx = db::context_of(db, item, settings);
+    let files = repo.files(db);
+    let index = db::module_index(db, repo);
+    let mut functions = Vec::new();
+    let mut globals = Vec::new();
+    for &(it, _) in &slice.items {
+        match it {
+            Item::Def(f, ix) => functions.push(db::def_ids(db, files[f as usize])[ix as usize].clone()),
+            Item::Global(f, ix) => {
+                let name = &db::file_interface(db, files[f as usize]).globals[ix as usize].name;
+                let module = index.module_name(f);
+                globals.push(if module.is_empty() { name.clone() } else { format!("{module}.{name}") });
+            }
+        }
+    }
+    functions.sort();
+    globals.sort();
+    globals.dedup();
+    let in_file = slice.items.iter().all(|&(it, _)| matches!(it, Item::Def(f, _) | Item::Global(f, _) if f == file.ix(db)));
+    serde_json::json!({
+        "functions": functions,
+        "globals": globals,
+        "size": functions.len() + globals.len(),
+        "tokens": ctx.tokens,
+        "truncated": ctx.truncated,
+        "in_file": in_file,
+        "unresolved": slice.unresolved,
+    })
+}

@@ -1,0 +1,56 @@
+//! The three kinds of failure and the exit codes they map to.
+//!
+//! - **Input**: the user's fault (a bad config, a missing path, an unknown id): exit 2.
+//! - **Env**: the machine's (I/O, git, a daemon): exit 1, with a clear message.
+//! - **Internal**: a bug: exit 1.
+//!
+//! A function or file that fails to analyse is not an error here: it is data, recorded in the
+//! build's outputs.
+
+use std::fmt;
+
+/// An error that stops a command.
+#[derive(Debug)]
+pub enum Error {
+    /// Bad input from the user. Exit status 2.
+    Input(String),
+    /// The environment failed: I/O, a subprocess, a lock. Exit status 1.
+    Env(String),
+    /// A bug in r2e. Exit status 1.
+    Internal(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn input(msg: impl Into<String>) -> Self {
+        Error::Input(msg.into())
+    }
+    pub fn env(msg: impl Into<String>) -> Self {
+        Error::Env(msg.into())
+    }
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Input(_) => 2,
+            Error::Env(_) | Error::Internal(_) => 1,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Input(m) | Error::Env(m) => f.write_str(m),
+            Error::Internal(m) => write!(f, "internal error (a bug in r2e): {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<std::io::Error> for Error {
+    /// `fs_err` errors already name their path.
+    fn from(e: std::io::Error) -> Self {
+        Error::Env(e.to_string())
+    }
+}

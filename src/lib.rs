@@ -1,0 +1,15 @@
+//! r2e: turns Python repositories into executable coding-benchmark environments.
+//!
+//! See `ARCHITECTURE.md` for the code map and the data flow.
+
+pub mod cache;
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod engine;
+pub mod error;
+pub mod hash;
+pub mod inspect;
+pub mod log;
+pub mod python;
+pub mod stages;

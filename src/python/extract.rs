@@ -1,0 +1,669 @@
+//! One parse of one module into a [`ModuleSummary`]: definitions in R2E's scope with their lines,
+//! docstrings and filter features, module-level bindings, and every definition's references.
+//!
+//! Pure: text in, summary out. A file that does not parse yields a [`SyntaxError`], never a panic.
+
+use std::hash::{Hash, Hasher};
+
+use ruff_python_ast::comparable::ComparableStmt;
+use ruff_python_ast::visitor::{self, Visitor};
+use ruff_python_ast::{self as ast, Expr, ExprContext, Stmt};
+use ruff_text_size::{Ranged, TextSize};
+
+use super::docstring::cleandoc;
+use super::summary::*;
+
+/// Why a module could not be summarized.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyntaxError {
+    pub line: u32,
+    pub column: u32,
+    pub message: String,
+}
+
+impl std::fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "syntax error at {}:{}: {}", self.line, self.column, self.message)
+    }
+}
+
+/// Parses `source` and summarizes it.
+pub fn summarize(source: &str) -> Result<ModuleSummary, SyntaxError> {
+    let lines = LineIndex::new(source);
+    let parsed = ruff_python_parser::parse_module(source).map_err(|e| {
+        let (line, column) = lines.line_col(source, e.location.start());
+        SyntaxError { line, column, message: e.error.to_string() }
+    })?;
+    let module = parsed.syntax();
+    let mut b = Builder { source, lines: &lines, summary: ModuleSummary::default() };
+    b.module_body(&module.body, true);
+    b.summary.layout.bytes = source.len() as u32;
+    Ok(b.summary)
+}
+
+/// Byte offsets of line starts; `\n`, `\r\n` and a lone `\r` each end a line, as in CPython.
+pub struct LineIndex {
+    starts: Vec<u32>,
+}
+
+impl LineIndex {
+    pub fn new(source: &str) -> Self {
+        let bytes = source.as_bytes();
+        let mut starts = vec![0u32];
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'\n' => starts.push(i as u32 + 1),
+                b'\r' if bytes.get(i + 1) != Some(&b'\n') => starts.push(i as u32 + 1),
+                _ => {}
+            }
+            i += 1;
+        }
+        LineIndex { starts }
+    }
+
+    /// The 1-based line holding byte `offset`.
+    pub fn line(&self, offset: TextSize) -> u32 {
+        self.starts.partition_point(|&s| s <= offset.to_u32()) as u32
+    }
+
+    /// 1-based line and column (in characters) of `offset`.
+    pub fn line_col(&self, source: &str, offset: TextSize) -> (u32, u32) {
+        let line = self.line(offset);
+        let start = self.starts[line as usize - 1] as usize;
+        let end = (offset.to_usize()).min(source.len());
+        let column = source.get(start..end).map_or(0, |s| s.chars().count()) as u32 + 1;
+        (line, column)
+    }
+
+    /// Byte offset where 1-based `line` starts.
+    fn start_of(&self, line: u32) -> u32 {
+        self.starts[line as usize - 1]
+    }
+
+    /// Byte offset just past the end of 1-based `line`, its terminator included.
+    fn end_of(&self, line: u32, len: usize) -> u32 {
+        self.starts.get(line as usize).copied().unwrap_or(len as u32)
+    }
+}
+
+struct Builder<'s> {
+    source: &'s str,
+    lines: &'s LineIndex,
+    summary: ModuleSummary,
+}
+
+impl<'s> Builder<'s> {
+    /// Walks a module body; `direct` is false under module-level `if`/`try`/`with`/loops.
+    fn module_body(&mut self, body: &[Stmt], direct: bool) {
+        for stmt in body {
+            match stmt {
+                Stmt::FunctionDef(def) => self.function(stmt, def, None, direct),
+                Stmt::ClassDef(class) => self.class(stmt, class, direct),
+                Stmt::Import(import) => {
+                    let bindings = import_bindings(import);
+                    self.summary.interface.imports.extend(bindings);
+                }
+                Stmt::ImportFrom(import) => {
+                    let from = ImportFrom {
+                        level: import.level,
+                        module: import.module.as_ref().map(|m| m.id.to_string()).unwrap_or_default(),
+                    };
+                    for alias in &import.names {
+                        if alias.name.id.as_str() == "*" {
+                            self.summary.interface.star_imports.push(from.clone());
+                        } else {
+                            let name = alias.asname.as_ref().unwrap_or(&alias.name).id.to_string();
+                            self.summary.interface.imports.push(ImportBinding {
+                                name,
+                                target: ImportTarget::From(from.clone(), alias.name.id.to_string()),
+                            });
+                        }
+                    }
+                }
+                Stmt::Assign(_) | Stmt::AnnAssign(_) | Stmt::AugAssign(_) | Stmt::TypeAlias(_) => {
+                    self.global(stmt)
+                }
+                Stmt::If(s) => {
+                    self.module_body(&s.body, false);
+                    for clause in &s.elif_else_clauses {
+                        self.module_body(&clause.body, false);
+                    }
+                }
+                Stmt::Try(s) => {
+                    self.module_body(&s.body, false);
+                    for handler in &s.handlers {
+                        let ast::ExceptHandler::ExceptHandler(h) = handler;
+                        self.module_body(&h.body, false);
+                    }
+                    self.module_body(&s.orelse, false);
+                    self.module_body(&s.finalbody, false);
+                }
+                Stmt::With(s) => self.module_body(&s.body, false),
+                Stmt::For(s) => {
+                    self.module_body(&s.body, false);
+                    self.module_body(&s.orelse, false);
+                }
+                Stmt::While(s) => {
+                    self.module_body(&s.body, false);
+                    self.module_body(&s.orelse, false);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn global(&mut self, stmt: &Stmt) {
+        let (targets, value): (Vec<&Expr>, Option<&Expr>) = match stmt {
+            Stmt::Assign(s) => (s.targets.iter().collect(), Some(&s.value)),
+            Stmt::AnnAssign(s) => (vec![&s.target], s.value.as_deref()),
+            Stmt::AugAssign(s) => (vec![&s.target], Some(&s.value)),
+            Stmt::TypeAlias(s) => (vec![&s.name], Some(&s.value)),
+            _ => return,
+        };
+        let mut names = Vec::new();
+        for target in targets {
+            collect_target_names(target, &mut names);
+        }
+        if names.is_empty() {
+            return;
+        }
+        let mut refs = RefCollector::new(Vec::new(), None);
+        if let Some(value) = value {
+            refs.visit_expr(value);
+        }
+        if let Stmt::AnnAssign(s) = stmt {
+            refs.visit_expr(&s.annotation);
+        }
+        let refs = refs.finish();
+        let chunk = self.chunk_of_lines(
+            self.lines.line(stmt.start()),
+            self.lines.line(end_offset(stmt.range())),
+        );
+        for name in names {
+            self.summary.interface.globals.push(GlobalInterface { name, refs: refs.clone() });
+            self.summary.layout.globals.push(chunk);
+        }
+    }
+
+    fn class(&mut self, stmt: &Stmt, class: &ast::StmtClassDef, direct: bool) {
+        let index = self.summary.interface.defs.len() as u32;
+        let name = class.name.id.to_string();
+        let start_line = self.keyword_line(class.range(), &class.decorator_list, "class");
+        let first_line = first_line(self.lines, class.range(), &class.decorator_list);
+        let end_line = self.lines.line(end_offset(class.range()));
+        let chunk = self.chunk_of_lines(first_line, end_line);
+        let body_line = class.body.first().map(|s| self.lines.line(s.start())).unwrap_or(end_line);
+        let header = if body_line > start_line {
+            self.chunk_of_lines(first_line, body_line - 1)
+        } else {
+            chunk
+        };
+
+        let mut refs = RefCollector::new(Vec::new(), None);
+        let mut bases = Vec::new();
+        if let Some(arguments) = &class.arguments {
+            for base in arguments.args.iter() {
+                if let Some(chain) = dotted(base) {
+                    bases.push(chain);
+                }
+            }
+            refs.visit_arguments(arguments);
+        }
+        for decorator in &class.decorator_list {
+            refs.visit_decorator(decorator);
+        }
+        let mut attrs = Vec::new();
+        for stmt in &class.body {
+            if !matches!(stmt, Stmt::FunctionDef(_)) {
+                refs.visit_stmt(stmt);
+                if body_line > start_line {
+                    attrs.push(self.chunk_of_lines(
+                        self.lines.line(stmt.start()),
+                        self.lines.line(end_offset(stmt.range())),
+                    ));
+                }
+            }
+        }
+        let code_hash = code_hash(stmt);
+        let words = words(&self.source[chunk.start as usize..header.end as usize]);
+        self.summary.interface.defs.push(DefInterface {
+            qualname: name.clone(),
+            kind: DefKind::Class,
+            class: None,
+            bases,
+            refs: refs.finish(),
+        });
+        self.summary.layout.defs.push(DefLayout {
+            in_scope: false,
+            is_async: false,
+            start_line,
+            end_line,
+            chunk,
+            header,
+            attrs: merge_chunks(attrs),
+            docstring: docstring(&class.body),
+            code_hash,
+            features: Features {
+                decorators: class.decorator_list.iter().map(|d| decorator_name(&d.expression)).collect(),
+                words,
+                lines: end_line - start_line + 1,
+                ..Features::default()
+            },
+        });
+        for member in &class.body {
+            if let Stmt::FunctionDef(def) = member {
+                self.function(member, def, Some((index, &name)), direct);
+            }
+        }
+    }
+
+    fn function(&mut self, stmt: &Stmt, def: &ast::StmtFunctionDef, class: Option<(u32, &str)>, in_scope: bool) {
+        let qualname = match class {
+            Some((_, class_name)) => format!("{class_name}.{}", def.name.id),
+            None => def.name.id.to_string(),
+        };
+        let start_line = self.keyword_line(def.range(), &def.decorator_list, "def");
+        let first_line = first_line(self.lines, def.range(), &def.decorator_list);
+        let end_line = self.lines.line(end_offset(def.range()));
+        let chunk = self.chunk_of_lines(first_line, end_line);
+        let decorators: Vec<String> = def.decorator_list.iter().map(|d| decorator_name(&d.expression)).collect();
+        let is_static = decorators.iter().any(|d| d == "staticmethod");
+
+        let params = &def.parameters;
+        let positional: Vec<&ast::ParameterWithDefault> = params.posonlyargs.iter().chain(params.args.iter()).collect();
+        let receiver = match class {
+            Some(_) if !is_static => positional.first().map(|p| p.parameter.name.id.to_string()),
+            _ => None,
+        };
+        let total = positional.len()
+            + params.kwonlyargs.len()
+            + usize::from(params.vararg.is_some())
+            + usize::from(params.kwarg.is_some());
+        let params_count = total - usize::from(receiver.is_some());
+
+        // Locals: parameters and every name bound anywhere in the body.
+        let mut binder = Binder::default();
+        binder.visit_parameters(params);
+        visitor::walk_body(&mut binder, &def.body);
+        let locals: Vec<String> = binder.locals.into_iter().filter(|n| !binder.globals.contains(n)).collect();
+
+        let mut refs = RefCollector::new(locals, receiver);
+        for decorator in &def.decorator_list {
+            refs.visit_decorator(decorator);
+        }
+        refs.visit_parameters(params);
+        if let Some(returns) = &def.returns {
+            refs.visit_annotation(returns);
+        }
+        visitor::walk_body(&mut refs, &def.body);
+
+        let mut returns = ReturnCounter::default();
+        visitor::walk_body(&mut returns, &def.body);
+
+        let docstring = docstring(&def.body);
+        let body_statements = def.body.len() - usize::from(docstring.is_some() || is_docstring_stmt(def.body.first()));
+        self.summary.interface.defs.push(DefInterface {
+            qualname,
+            kind: if class.is_some() { DefKind::Method } else { DefKind::Function },
+            class: class.map(|(i, _)| i),
+            bases: Vec::new(),
+            refs: refs.finish(),
+        });
+        self.summary.layout.defs.push(DefLayout {
+            in_scope,
+            is_async: def.is_async,
+            start_line,
+            end_line,
+            chunk,
+            header: Chunk::default(),
+            attrs: Vec::new(),
+            docstring,
+            code_hash: code_hash(stmt),
+            features: Features {
+                params: params_count as u32,
+                value_returns: returns.value,
+                literal_returns: returns.literal,
+                body_statements: body_statements as u32,
+                lines: end_line - start_line + 1,
+                decorators,
+                words: words(&self.source[chunk.start as usize..chunk.end as usize]),
+            },
+        });
+    }
+
+    /// The line of the `def`/`class` keyword, after any decorators.
+    fn keyword_line(&self, range: ruff_text_size::TextRange, decorators: &[ast::Decorator], keyword: &str) -> u32 {
+        let from = decorators.last().map_or(range.start(), |d| d.end()).to_usize();
+        let bytes = self.source.as_bytes();
+        let mut i = from;
+        while i < range.end().to_usize() {
+            match bytes[i] {
+                b' ' | b'\t' | b'\x0c' | b'\r' | b'\n' | b'\\' => i += 1,
+                b'#' => {
+                    while i < bytes.len() && bytes[i] != b'\n' && bytes[i] != b'\r' {
+                        i += 1;
+                    }
+                }
+                _ if self.source[i..].starts_with("async") && !self.source[i..].starts_with(keyword) => i += 5,
+                _ => break,
+            }
+        }
+        self.lines.line(TextSize::new(i as u32))
+    }
+
+    /// Whole lines `first..=last`.
+    fn chunk_of_lines(&self, first: u32, last: u32) -> Chunk {
+        let start = self.lines.start_of(first);
+        let end = self.lines.end_of(last, self.source.len());
+        Chunk { start, end }
+    }
+}
+
+/// The offset of the last byte of a range (its end is exclusive).
+fn end_offset(range: ruff_text_size::TextRange) -> TextSize {
+    if range.is_empty() { range.start() } else { range.end() - TextSize::new(1) }
+}
+
+/// The first line of a definition: its first decorator's, or its own.
+fn first_line(lines: &LineIndex, range: ruff_text_size::TextRange, decorators: &[ast::Decorator]) -> u32 {
+    let start = decorators.first().map_or(range.start(), |d| d.start().min(range.start()));
+    lines.line(start)
+}
+
+/// Joins adjacent chunks so that a class's attributes render as few runs as possible.
+fn merge_chunks(chunks: Vec<Chunk>) -> Vec<Chunk> {
+    let mut out: Vec<Chunk> = Vec::new();
+    for c in chunks {
+        match out.last_mut() {
+            Some(last) if last.end == c.start => {
+                last.end = c.end;
+            }
+            Some(last) if c.end <= last.end => {}
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn import_bindings(import: &ast::StmtImport) -> Vec<ImportBinding> {
+    import
+        .names
+        .iter()
+        .map(|alias| {
+            let full = alias.name.id.to_string();
+            match &alias.asname {
+                Some(asname) => ImportBinding { name: asname.id.to_string(), target: ImportTarget::Module(full) },
+                None => {
+                    let root = full.split('.').next().unwrap_or_default().to_owned();
+                    ImportBinding { name: root.clone(), target: ImportTarget::Module(root) }
+                }
+            }
+        })
+        .collect()
+}
+
+fn is_docstring_stmt(stmt: Option<&Stmt>) -> bool {
+    matches!(stmt, Some(Stmt::Expr(e)) if matches!(&*e.value, Expr::StringLiteral(_)))
+}
+
+/// `ast.get_docstring(node, clean=True)`.
+fn docstring(body: &[Stmt]) -> Option<String> {
+    match body.first() {
+        Some(Stmt::Expr(e)) => match &*e.value {
+            Expr::StringLiteral(s) => Some(cleandoc(s.value.to_str())),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The dotted chain of a `Name` or `Attribute` expression, like `os.path.join`.
+fn dotted(expr: &Expr) -> Option<Vec<String>> {
+    match expr {
+        Expr::Name(n) => Some(vec![n.id.to_string()]),
+        Expr::Attribute(a) => {
+            let mut chain = dotted(&a.value)?;
+            chain.push(a.attr.id.to_string());
+            Some(chain)
+        }
+        _ => None,
+    }
+}
+
+/// A decorator as the filters see it: its dotted name, or the callee's for `@f(...)`.
+fn decorator_name(expr: &Expr) -> String {
+    let callee = match expr {
+        Expr::Call(c) => &*c.func,
+        other => other,
+    };
+    dotted(callee).map_or_else(|| "<expression>".to_owned(), |c| c.join("."))
+}
+
+fn collect_target_names(target: &Expr, out: &mut Vec<String>) {
+    match target {
+        Expr::Name(n) => out.push(n.id.to_string()),
+        Expr::Tuple(t) => t.elts.iter().for_each(|e| collect_target_names(e, out)),
+        Expr::List(l) => l.elts.iter().for_each(|e| collect_target_names(e, out)),
+        Expr::Starred(s) => collect_target_names(&s.value, out),
+        _ => {}
+    }
+}
+
+fn is_literal(expr: &Expr) -> bool {
+    match expr {
+        Expr::StringLiteral(_)
+        | Expr::BytesLiteral(_)
+        | Expr::NumberLiteral(_)
+        | Expr::BooleanLiteral(_)
+        | Expr::NoneLiteral(_)
+        | Expr::EllipsisLiteral(_) => true,
+        Expr::UnaryOp(u) => is_literal(&u.operand),
+        Expr::Tuple(t) => t.elts.iter().all(is_literal),
+        Expr::List(l) => l.elts.iter().all(is_literal),
+        Expr::Set(s) => s.elts.iter().all(is_literal),
+        Expr::Dict(d) => d.items.iter().all(|i| i.key.as_ref().is_none_or(is_literal) && is_literal(&i.value)),
+        _ => false,
+    }
+}
+
+/// blake3 of the definition's syntax tree: positions, formatting and comments do not count.
+fn code_hash(stmt: &Stmt) -> [u8; 32] {
+    /// Buffers the many small writes of `Hash` and hashes them once.
+    struct Buffer(Vec<u8>);
+    impl Hasher for Buffer {
+        fn finish(&self) -> u64 {
+            0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.extend_from_slice(bytes);
+        }
+    }
+    let mut h = Buffer(Vec::with_capacity(4096));
+    ComparableStmt::from(stmt).hash(&mut h);
+    *blake3::hash(&h.0).as_bytes()
+}
+
+/// Lower-cased identifier words of `text` and their `_`-separated parts, sorted and unique.
+fn words(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut slices: Vec<&[u8]> = Vec::with_capacity(bytes.len() / 8);
+    let mut i = 0;
+    while i < bytes.len() {
+        if !is_word(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && is_word(bytes[i]) {
+            i += 1;
+        }
+        let word = &bytes[start..i];
+        if word[0].is_ascii_digit() {
+            continue;
+        }
+        if word.contains(&b'_') {
+            slices.extend(word.split(|&b| b == b'_').filter(|p| p.len() > 1));
+        }
+        slices.push(word);
+    }
+    slices.sort_unstable();
+    slices.dedup();
+    let mut out: Vec<String> =
+        slices.into_iter().map(|w| String::from_utf8_lossy(w).to_ascii_lowercase()).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Collects the names a function binds: parameters, assignment targets, imports, nested
+/// definitions, handler names, pattern captures; and its `global` declarations.
+#[derive(Default)]
+struct Binder {
+    locals: Vec<String>,
+    globals: Vec<String>,
+}
+
+impl<'a> Visitor<'a> for Binder {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::FunctionDef(f) => self.locals.push(f.name.id.to_string()),
+            Stmt::ClassDef(c) => self.locals.push(c.name.id.to_string()),
+            Stmt::Global(g) => self.globals.extend(g.names.iter().map(|n| n.id.to_string())),
+            Stmt::Try(t) => {
+                for handler in &t.handlers {
+                    let ast::ExceptHandler::ExceptHandler(h) = handler;
+                    if let Some(name) = &h.name {
+                        self.locals.push(name.id.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+        // Imports are not locals here: the reference collector resolves them.
+        visitor::walk_stmt(self, stmt);
+    }
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if let Expr::Name(n) = expr
+            && matches!(n.ctx, ExprContext::Store | ExprContext::Del)
+        {
+            self.locals.push(n.id.to_string());
+        }
+        visitor::walk_expr(self, expr);
+    }
+    fn visit_parameter(&mut self, parameter: &'a ast::Parameter) {
+        self.locals.push(parameter.name.id.to_string());
+        visitor::walk_parameter(self, parameter);
+    }
+    fn visit_pattern(&mut self, pattern: &'a ast::Pattern) {
+        match pattern {
+            ast::Pattern::MatchAs(p) => self.locals.extend(p.name.iter().map(|n| n.id.to_string())),
+            ast::Pattern::MatchStar(p) => self.locals.extend(p.name.iter().map(|n| n.id.to_string())),
+            ast::Pattern::MatchMapping(p) => self.locals.extend(p.rest.iter().map(|n| n.id.to_string())),
+            _ => {}
+        }
+        visitor::walk_pattern(self, pattern);
+    }
+}
+
+/// Collects the dotted chains a piece of code reads whose root is not a local name.
+struct RefCollector {
+    locals: std::collections::HashSet<String>,
+    receiver: Option<String>,
+    refs: Refs,
+}
+
+impl RefCollector {
+    fn new(locals: Vec<String>, receiver: Option<String>) -> Self {
+        RefCollector { locals: locals.into_iter().collect(), receiver, refs: Refs::default() }
+    }
+
+    fn finish(mut self) -> Refs {
+        for list in [&mut self.refs.self_attrs, &mut self.refs.super_attrs] {
+            list.sort_unstable();
+            list.dedup();
+        }
+        self.refs.names.sort_unstable();
+        self.refs.names.dedup();
+        self.refs
+    }
+
+    fn chain(&mut self, chain: Vec<String>) {
+        let root = chain[0].as_str();
+        if self.receiver.as_deref() == Some(root) {
+            if let Some(attr) = chain.get(1) {
+                self.refs.self_attrs.push(attr.clone());
+            }
+        } else if !self.locals.contains(root) {
+            self.refs.names.push(chain);
+        }
+    }
+}
+
+impl<'a> Visitor<'a> for RefCollector {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::Import(import) => self.refs.local_imports.extend(import_bindings(import)),
+            Stmt::ImportFrom(import) => {
+                let from = ImportFrom {
+                    level: import.level,
+                    module: import.module.as_ref().map(|m| m.id.to_string()).unwrap_or_default(),
+                };
+                for alias in &import.names {
+                    if alias.name.id.as_str() != "*" {
+                        let name = alias.asname.as_ref().unwrap_or(&alias.name).id.to_string();
+                        self.refs.local_imports.push(ImportBinding {
+                            name,
+                            target: ImportTarget::From(from.clone(), alias.name.id.to_string()),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+        visitor::walk_stmt(self, stmt);
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        match expr {
+            Expr::Name(n) if n.ctx == ExprContext::Load => self.chain(vec![n.id.to_string()]),
+            Expr::Attribute(a) if a.ctx == ExprContext::Load => {
+                if let Some(chain) = dotted(expr) {
+                    self.chain(chain);
+                    return;
+                }
+                if let Expr::Call(call) = &*a.value
+                    && matches!(&*call.func, Expr::Name(n) if n.id.as_str() == "super")
+                {
+                    self.refs.super_attrs.push(a.attr.id.to_string());
+                }
+                visitor::walk_expr(self, expr);
+            }
+            _ => visitor::walk_expr(self, expr),
+        }
+    }
+}
+
+/// Counts a function's own `return <value>` statements, and those returning literals.
+#[derive(Default)]
+struct ReturnCounter {
+    value: u32,
+    literal: u32,
+}
+
+impl<'a> Visitor<'a> for ReturnCounter {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
+            Stmt::Return(r) => {
+                if let Some(value) = &r.value {
+                    self.value += 1;
+                    self.literal += u32::from(is_literal(value));
+                }
+            }
+            _ => visitor::walk_stmt(self, stmt),
+        }
+    }
+    fn visit_expr(&mut self, _expr: &'a Expr) {}
+}

@@ -1,0 +1,273 @@
+//! Stage `checkout`: a repository's `.py` files, each with a content hash and a way to read it.
+//!
+//! A `path` repo is walked in its working tree; a stat memo (path, size, mtime, ctime, inode →
+//! content hash) in the cache spares rehashing unchanged files, as cargo and DVC do. A `git` repo
+//! is mirrored into the cache, its revision resolved to a commit (once per build), and its files
+//! listed from the commit's tree; a git blob id is already a content hash. Hidden folders (names
+//! starting with `.`) below the repository root are skipped.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cache::{Cache, write_atomic};
+use crate::config::{RepoConfig, RepoSource};
+use crate::error::{Error, Result};
+use crate::hash::Hash;
+
+/// One source file of a repository.
+#[derive(Clone, Debug)]
+pub struct SourceEntry {
+    /// Relative to the repository root, `/`-separated.
+    pub path: String,
+    pub hash: Hash,
+}
+
+/// A checked-out repository.
+pub struct Checkout {
+    pub name: String,
+    /// The commit sha for a git repo; `tree:<blake3>` of the file list for a folder.
+    pub identity: String,
+    /// For a git repo: the revision as written, when it differs from the commit.
+    pub rev: Option<String>,
+    pub files: Vec<SourceEntry>,
+    /// Files that could not be read, with the reason.
+    pub unreadable: Vec<(String, String)>,
+    /// How many files had to be hashed afresh.
+    pub hashed: usize,
+    reader: Reader,
+}
+
+enum Reader {
+    Dir(PathBuf),
+    Git(Mutex<Option<CatFile>>, PathBuf, HashMap<String, String>),
+}
+
+impl Checkout {
+    /// The bytes of the file at `path` (as listed in `files`).
+    pub fn read(&self, path: &str) -> Result<Vec<u8>> {
+        match &self.reader {
+            Reader::Dir(root) => Ok(fs_err::read(root.join(path))?),
+            Reader::Git(batch, git_dir, oids) => {
+                let oid = oids.get(path).ok_or_else(|| Error::Internal(format!("`{path}` is not in the tree")))?;
+                let mut guard = batch.lock().unwrap_or_else(|e| e.into_inner());
+                if guard.is_none() {
+                    *guard = Some(CatFile::spawn(git_dir)?);
+                }
+                guard.as_mut().expect("spawned").read(oid)
+            }
+        }
+    }
+}
+
+/// Checks out one repository.
+pub fn checkout(repo: &RepoConfig, cache: &Cache) -> Result<Checkout> {
+    match &repo.source {
+        RepoSource::Path(root) => walk(repo, root, cache),
+        RepoSource::Git { url, rev } => git(repo, url, rev, cache),
+    }
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct StatMemo {
+    entries: HashMap<String, (u64, i64, i64, u64, Hash)>,
+}
+
+fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
+    let memo_path = cache.dir("stat-v1")?.join(Hash::of_bytes(root.as_os_str().as_encoded_bytes()).to_hex());
+    let old: StatMemo = std::fs::read(&memo_path).ok().and_then(|b| postcard::from_bytes(&b).ok()).unwrap_or_default();
+    let mut memo = StatMemo::default();
+    let mut files = Vec::new();
+    let mut unreadable = Vec::new();
+    let mut hashed = 0;
+    let walker = walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !e.file_name().as_encoded_bytes().starts_with(b"."));
+    for entry in walker {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                let path = e.path().and_then(|p| p.strip_prefix(root).ok()).map(|p| p.to_string_lossy().into_owned());
+                unreadable.push((path.unwrap_or_default(), e.to_string()));
+                continue;
+            }
+        };
+        if !entry.file_type().is_file() || !entry.file_name().as_encoded_bytes().ends_with(b".py") {
+            continue;
+        }
+        let Some(rel) = entry.path().strip_prefix(root).ok().and_then(|p| p.to_str()) else {
+            unreadable.push((entry.path().to_string_lossy().into_owned(), "the path is not valid UTF-8".into()));
+            continue;
+        };
+        let rel = rel.replace('\\', "/");
+        let meta = match entry.metadata() {
+            Ok(m) => m,
+            Err(e) => {
+                unreadable.push((rel, e.to_string()));
+                continue;
+            }
+        };
+        let stat = (meta.len(), meta.mtime() * 1_000_000_000 + meta.mtime_nsec(), meta.ctime() * 1_000_000_000 + meta.ctime_nsec(), meta.ino());
+        let hash = match old.entries.get(&rel) {
+            Some(&(size, mtime, ctime, ino, hash)) if (size, mtime, ctime, ino) == stat => hash,
+            _ => match std::fs::read(entry.path()) {
+                Ok(bytes) => {
+                    hashed += 1;
+                    Hash::of_bytes(&bytes)
+                }
+                Err(e) => {
+                    unreadable.push((rel, format!("cannot read: {e}")));
+                    continue;
+                }
+            },
+        };
+        memo.entries.insert(rel.clone(), (stat.0, stat.1, stat.2, stat.3, hash));
+        files.push(SourceEntry { path: rel, hash });
+    }
+    if hashed > 0 || memo.entries.len() != old.entries.len() {
+        let bytes = postcard::to_stdvec(&memo).map_err(|e| Error::Internal(e.to_string()))?;
+        write_atomic(&memo_path, &bytes)?;
+    }
+    let mut tree = blake3::Hasher::new();
+    for f in &files {
+        tree.update(f.path.as_bytes());
+        tree.update(&[0]);
+        tree.update(&f.hash.0);
+    }
+    Ok(Checkout {
+        name: repo.name.clone(),
+        identity: format!("tree:{}", tree.finalize().to_hex()),
+        rev: None,
+        files,
+        unreadable,
+        hashed,
+        reader: Reader::Dir(root.to_path_buf()),
+    })
+}
+
+fn run_git(args: &[&str], dir: Option<&Path>) -> Result<std::process::Output> {
+    let mut cmd = Command::new("git");
+    if let Some(dir) = dir {
+        cmd.arg("-C").arg(dir);
+    }
+    cmd.args(args).env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
+    cmd.output().map_err(|e| Error::env(format!("cannot run `git`: {e} (is git installed?)")))
+}
+
+fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkout> {
+    let mirror = cache.dir("git-v1")?.join(format!("{}.git", Hash::of_bytes(url.as_bytes()).to_hex()));
+    if !mirror.join("HEAD").exists() {
+        let tmp = mirror.with_extension(format!("tmp{}", std::process::id()));
+        let _ = fs_err::remove_dir_all(&tmp);
+        let out = run_git(&["clone", "--quiet", "--mirror", url, &tmp.to_string_lossy()], None)?;
+        if !out.status.success() {
+            let _ = fs_err::remove_dir_all(&tmp);
+            return Err(Error::input(format!(
+                "repo `{}`: cannot clone `{url}`: {}",
+                repo.name,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        fs_err::rename(&tmp, &mirror)?;
+    }
+    let resolve = |r: &str| -> Result<Option<String>> {
+        let out = run_git(&["rev-parse", "--verify", "--quiet", &format!("{r}^{{commit}}")], Some(&mirror))?;
+        Ok(out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()))
+    };
+    let is_full_sha = rev.len() == 40 && rev.bytes().all(|b| b.is_ascii_hexdigit());
+    // A full commit sha that is present needs no fetch; a branch or tag is fetched once per build.
+    let mut commit = if is_full_sha { resolve(rev)? } else { None };
+    if commit.is_none() {
+        let out = run_git(&["fetch", "--quiet", "--prune", "origin", "+refs/*:refs/*"], Some(&mirror))?;
+        if !out.status.success() {
+            eprintln!(
+                "warning: repo `{}`: cannot fetch `{url}`; using the mirror as it is: {}",
+                repo.name,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        commit = resolve(rev)?;
+    }
+    let commit = commit.ok_or_else(|| Error::input(format!("repo `{}`: git rev `{rev}` does not exist in `{url}`", repo.name)))?;
+    let out = run_git(&["ls-tree", "-r", "-z", "--full-tree", &commit], Some(&mirror))?;
+    if !out.status.success() {
+        return Err(Error::env(format!("repo `{}`: git ls-tree failed: {}", repo.name, String::from_utf8_lossy(&out.stderr).trim())));
+    }
+    let mut files = Vec::new();
+    let mut oids = HashMap::new();
+    for record in out.stdout.split(|&b| b == 0).filter(|r| !r.is_empty()) {
+        let record = String::from_utf8_lossy(record);
+        let Some((meta, path)) = record.split_once('\t') else { continue };
+        let mut parts = meta.split(' ');
+        let (_mode, kind, oid) = (parts.next(), parts.next(), parts.next().unwrap_or_default());
+        if kind != Some("blob") || !path.ends_with(".py") || path.split('/').any(|seg| seg.starts_with('.')) {
+            continue;
+        }
+        files.push(SourceEntry { path: path.to_owned(), hash: Hash::of_bytes(format!("git-blob {oid}").as_bytes()) });
+        oids.insert(path.to_owned(), oid.to_owned());
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Checkout {
+        name: repo.name.clone(),
+        identity: commit.clone(),
+        rev: (rev != commit).then(|| rev.to_owned()),
+        files,
+        unreadable: Vec::new(),
+        hashed: 0,
+        reader: Reader::Git(Mutex::new(None), mirror, oids),
+    })
+}
+
+/// A long-lived `git cat-file --batch` process.
+struct CatFile {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl CatFile {
+    fn spawn(git_dir: &Path) -> Result<CatFile> {
+        let mut child = Command::new("git")
+            .arg("-C")
+            .arg(git_dir)
+            .args(["cat-file", "--batch"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| Error::env(format!("cannot run `git cat-file`: {e}")))?;
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        Ok(CatFile { child, stdin, stdout })
+    }
+
+    fn read(&mut self, oid: &str) -> Result<Vec<u8>> {
+        let fail = |e: std::io::Error| Error::env(format!("git cat-file: {e}"));
+        writeln!(self.stdin, "{oid}").map_err(fail)?;
+        self.stdin.flush().map_err(fail)?;
+        let mut header = String::new();
+        self.stdout.read_line(&mut header).map_err(fail)?;
+        let size: usize = header
+            .split_whitespace()
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| Error::env(format!("git cat-file: unexpected answer `{}`", header.trim())))?;
+        let mut buf = vec![0; size + 1];
+        self.stdout.read_exact(&mut buf).map_err(fail)?;
+        buf.pop();
+        Ok(buf)
+    }
+}
+
+impl Drop for CatFile {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
