@@ -147,7 +147,7 @@ pub struct ItemId<'db> {
 }
 
 /// Bump when the summary format or the parser changes (see `docs/caching.md`).
-const PARSE_KEY_VERSION: &str = "ruff_python_parser=0.0.10;summary=1";
+const PARSE_KEY_VERSION: &str = "ruff_python_parser=0.0.10;summary=2";
 
 /// The action key of parsing a file with this content hash.
 pub fn parse_key(content: Hash) -> Hash {
@@ -159,6 +159,8 @@ pub type Parsed = Result<Arc<ModuleSummary>, String>;
 
 #[salsa::tracked(returns(ref))]
 pub fn source_text(db: &dyn Db, file: SourceFile) -> Result<Arc<str>, String> {
+    // The text is a function of the content hash: depend on it, so an edit re-reads.
+    let _ = file.hash(db);
     let reader = db.env().readers.lock().unwrap()[file.repo(db).reader(db) as usize].clone();
     let bytes = reader.read(file.path(db))?;
     decode::decode_source(&bytes).map(Arc::from)

@@ -214,7 +214,14 @@ impl<'s> Builder<'s> {
             refs.visit_decorator(decorator);
         }
         let mut attrs = Vec::new();
+        let mut attr_names = Vec::new();
         for stmt in &class.body {
+            match stmt {
+                Stmt::Assign(a) => a.targets.iter().for_each(|t| collect_target_names(t, &mut attr_names)),
+                Stmt::AnnAssign(a) => collect_target_names(&a.target, &mut attr_names),
+                Stmt::AugAssign(a) => collect_target_names(&a.target, &mut attr_names),
+                _ => {}
+            }
             if !matches!(stmt, Stmt::FunctionDef(_)) {
                 refs.visit_stmt(stmt);
                 if body_line > start_line {
@@ -232,6 +239,11 @@ impl<'s> Builder<'s> {
             kind: DefKind::Class,
             class: None,
             bases,
+            attrs: {
+                attr_names.sort_unstable();
+                attr_names.dedup();
+                attr_names
+            },
             refs: refs.finish(),
         });
         self.summary.layout.defs.push(DefLayout {
@@ -308,6 +320,7 @@ impl<'s> Builder<'s> {
             kind: if class.is_some() { DefKind::Method } else { DefKind::Function },
             class: class.map(|(i, _)| i),
             bases: Vec::new(),
+            attrs: Vec::new(),
             refs: refs.finish(),
         });
         self.summary.layout.defs.push(DefLayout {

@@ -385,6 +385,11 @@ impl Resolver<'_> {
                     out.extend(found);
                     continue;
                 }
+                // A class attribute: the class body is the definition read.
+                if class_def.attrs.binary_search_by(|a| a.as_str().cmp(attr)).is_ok() {
+                    out.push(Item::Def(f, c));
+                    continue;
+                }
             }
             for base in class_def.bases.clone() {
                 let roots = self.name_in_module(f, &base[0]);

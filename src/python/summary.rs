@@ -46,6 +46,8 @@ pub struct DefInterface {
     pub class: Option<u32>,
     /// For a class, the dotted names of its bases (those that are plain dotted names).
     pub bases: Vec<Vec<String>>,
+    /// For a class, the names its body assigns (class attributes), sorted.
+    pub attrs: Vec<String>,
     pub refs: Refs,
 }
 

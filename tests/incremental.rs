@@ -1,0 +1,167 @@
+//! Incrementality is a feature: these tests count executed queries (salsa's `WillExecute`
+//! events) and executed actions across rebuilds.
+
+mod common;
+use common::Project;
+use r2e::db::{self, Db, ItemId, SourceFile};
+use r2e::engine::Session;
+use r2e::hash::Hash;
+use r2e::python::resolve::Item;
+use salsa::Setter;
+
+const REPO: &str = r#"
+//- pkg/__init__.py
+//- pkg/base.py
+RATE = 3
+
+def leaf(x):
+    """Leaf."""
+    y = x * RATE
+    return y
+//- pkg/other.py
+RATE = 4
+
+def other_leaf(x):
+    """Not in any slice but its own."""
+    y = x - RATE
+    return y
+//- pkg/mid.py
+from pkg.base import leaf
+
+def middle(x):
+    """Calls leaf."""
+    y = leaf(x)
+    return y + 1
+
+def alone(x):
+    """Calls other_leaf only."""
+    from pkg.other import other_leaf
+    z = other_leaf(x)
+    return z
+//- pkg/top.py
+from pkg import mid
+
+def top(x):
+    """Calls middle."""
+    y = mid.middle(x)
+    return y * 2
+"#;
+
+/// Runs every query a build runs; returns the candidates as (file, def index).
+fn run_all(s: &Session) -> Vec<(SourceFile, u32)> {
+    let mut candidates = Vec::new();
+    for f in s.all_files() {
+        let _ = db::parse_file(&s.db, f);
+        for row in db::file_functions(&s.db, f, s.settings).iter() {
+            if row.excluded_by.is_none() {
+                candidates.push((f, row.def));
+            }
+        }
+    }
+    for &(f, def) in &candidates {
+        let item = ItemId::new(&s.db, f.repo(&s.db), Item::Def(f.ix(&s.db), def));
+        let _ = db::slice_of(&s.db, item);
+        let _ = db::context_of(&s.db, item, s.settings);
+    }
+    candidates
+}
+
+fn executions(s: &Session, query: &str) -> u64 {
+    s.db.env().counters.executions_of(query)
+}
+
+fn edit(p: &Project, s: &mut Session, path: &str, text: &str) {
+    p.write(path, text);
+    let bytes = std::fs::read(p.path().join("repo").join(path)).unwrap();
+    let file = s.all_files().into_iter().find(|f| f.path(&s.db) == path).unwrap();
+    file.set_hash(&mut s.db).to(Hash::of_bytes(&bytes));
+    s.db.env().counters.reset_executions();
+}
+
+fn session(p: &Project) -> Session {
+    let cfg = r2e::config::load(&p.pipeline()).unwrap();
+    Session::open(&cfg).unwrap()
+}
+
+const BASE: &str = "RATE = 3\n\ndef leaf(x):\n    \"\"\"Leaf.\"\"\"\n    y = x * RATE\n    return y\n";
+
+#[test]
+fn noop_rebuild_executes_nothing() {
+    let p = Project::new(REPO, "");
+    let s = session(&p);
+    let candidates = run_all(&s);
+    assert_eq!(candidates.len(), 5);
+    assert!(executions(&s, "parse_file") > 0);
+    s.db.env().counters.reset_executions();
+    run_all(&s);
+    let total: u64 = s.db.env().counters.executions.lock().unwrap().values().sum();
+    assert_eq!(total, 0);
+}
+
+#[test]
+fn editing_one_file_reparses_only_that_file() {
+    let p = Project::new(REPO, "");
+    let mut s = session(&p);
+    run_all(&s);
+    edit(&p, &mut s, "pkg/top.py", "from pkg import mid\n\ndef top(x):\n    \"\"\"Calls middle, twice.\"\"\"\n    y = mid.middle(x)\n    return y * 2 + mid.middle(y)\n");
+    run_all(&s);
+    assert_eq!(executions(&s, "parse_file"), 1);
+    assert_eq!(executions(&s, "file_functions"), 1, "only the edited file is re-extracted");
+}
+
+#[test]
+fn comment_in_a_sliced_function_reslices_nothing() {
+    let p = Project::new(REPO, "");
+    let mut s = session(&p);
+    run_all(&s);
+    edit(&p, &mut s, "pkg/base.py", &BASE.replace("    y = x * RATE\n", "    # a new comment\n    y = x * RATE  # and another\n"));
+    run_all(&s);
+    assert_eq!(executions(&s, "parse_file"), 1);
+    assert_eq!(executions(&s, "file_interface"), 1);
+    assert_eq!(executions(&s, "slice_of"), 0, "interfaces did not change");
+    assert_eq!(executions(&s, "item_deps"), 0);
+    // Contexts show source text, comments included: exactly those showing base.py re-render
+    // (leaf, middle, top); `alone` and `other_leaf` do not.
+    assert_eq!(executions(&s, "context_of"), 3);
+}
+
+#[test]
+fn body_edit_reslices_exactly_the_functions_holding_it() {
+    let p = Project::new(REPO, "");
+    let mut s = session(&p);
+    run_all(&s);
+    // A new call in leaf's body changes what it references.
+    let edited = BASE.replace("    return y\n", "    return helper(y)\n\ndef helper(v):\n    return v\n");
+    edit(&p, &mut s, "pkg/base.py", &edited);
+    run_all(&s);
+    // leaf, middle and top hold leaf; `alone` and `other_leaf` do not.
+    assert_eq!(executions(&s, "slice_of"), 3);
+    assert_eq!(executions(&s, "context_of"), 3);
+    // A body edit that keeps every reference: slices stop early, contexts re-render for the same three.
+    let edited2 = edited.replace("x * RATE", "x * RATE * RATE");
+    edit(&p, &mut s, "pkg/base.py", &edited2);
+    run_all(&s);
+    assert_eq!(executions(&s, "slice_of"), 0);
+    assert_eq!(executions(&s, "context_of"), 3);
+}
+
+#[test]
+fn second_build_reports_zero_executed_and_keeps_outputs() {
+    let p = Project::new(REPO, "");
+    let first = p.build();
+    assert!(first.stages.get("parse").unwrap().executed > 0);
+    let out = p.path().join("out/functions.jsonl");
+    let mtime = std::fs::metadata(&out).unwrap().modified().unwrap();
+    let second = p.build();
+    for (stage, c) in &second.stages.0 {
+        assert_eq!(c.executed, 0, "{stage}");
+    }
+    assert_eq!(second.dataset_version, first.dataset_version);
+    assert_eq!(std::fs::metadata(&out).unwrap().modified().unwrap(), mtime, "unchanged outputs are not rewritten");
+    // An edit re-parses exactly one file in a new process.
+    p.write("pkg/top.py", "from pkg import mid\n\ndef top(x):\n    \"\"\"Changed.\"\"\"\n    y = mid.middle(x)\n    return y * 3\n");
+    let third = p.build();
+    let parse = third.stages.get("parse").unwrap();
+    assert_eq!((parse.executed, parse.cached), (1, 4));
+    assert_ne!(third.dataset_version, first.dataset_version);
+}
