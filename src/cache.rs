@@ -26,7 +26,10 @@ pub struct Kind {
 }
 
 /// Parse results: a module summary per source content hash.
-pub const PARSE: Kind = Kind { name: "parse", version: 1 };
+pub const PARSE: Kind = Kind {
+    name: "parse",
+    version: 1,
+};
 
 /// An open cache, locked for this process.
 pub struct Cache {
@@ -48,18 +51,35 @@ impl Cache {
             write_atomic(&root.join(".gitignore"), b"*\n")?;
         }
         let lock_path = root.join(".lock");
-        let lock = fs_err::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path)?.into_parts().0;
+        let lock = fs_err::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)?
+            .into_parts()
+            .0;
         match lock.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
-                eprintln!("waiting for the lock on `{}`: another build is using this cache", root.display());
-                lock.lock().map_err(|e| Error::env(format!("cannot lock `{}`: {e}", lock_path.display())))?;
+                eprintln!(
+                    "waiting for the lock on `{}`: another build is using this cache",
+                    root.display()
+                );
+                lock.lock().map_err(|e| {
+                    Error::env(format!("cannot lock `{}`: {e}", lock_path.display()))
+                })?;
             }
             Err(std::fs::TryLockError::Error(e)) => {
-                return Err(Error::env(format!("cannot lock `{}`: {e}", lock_path.display())));
+                return Err(Error::env(format!(
+                    "cannot lock `{}`: {e}",
+                    lock_path.display()
+                )));
             }
         }
-        Ok(Cache { root: root.to_path_buf(), _lock: lock })
+        Ok(Cache {
+            root: root.to_path_buf(),
+            _lock: lock,
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -68,7 +88,11 @@ impl Cache {
 
     fn entry(&self, kind: Kind, key: Hash) -> PathBuf {
         let hex = key.to_hex();
-        self.root.join("actions").join(format!("{}-v{}", kind.name, kind.version)).join(&hex[..2]).join(hex)
+        self.root
+            .join("actions")
+            .join(format!("{}-v{}", kind.name, kind.version))
+            .join(&hex[..2])
+            .join(hex)
     }
 
     /// Whether an entry exists, without reading it.
@@ -89,7 +113,8 @@ impl Cache {
 
     /// Stores a final result.
     pub fn put<T: Serialize>(&self, kind: Kind, key: Hash, value: &T) -> Result<()> {
-        let payload = postcard::to_stdvec(value).map_err(|e| Error::Internal(format!("cannot encode a `{}` entry: {e}", kind.name)))?;
+        let payload = postcard::to_stdvec(value)
+            .map_err(|e| Error::Internal(format!("cannot encode a `{}` entry: {e}", kind.name)))?;
         let mut bytes = Vec::with_capacity(payload.len() + 32);
         bytes.extend_from_slice(blake3::hash(&payload).as_bytes());
         bytes.extend_from_slice(&payload);
@@ -118,8 +143,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 fn write_atomic_with(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp.{}.{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}.tmp.{}.{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
     let result = (|| -> std::io::Result<()> {
         let mut file = fs_err::File::create(&tmp)?;
         file.write_all(bytes)?;

@@ -13,7 +13,11 @@ use crate::engine::{self, BuildOptions, Stage};
 use crate::error::{Error, Result};
 
 #[derive(Parser)]
-#[command(name = "r2e", version, about = "Turn Python repositories into executable coding-benchmark environments")]
+#[command(
+    name = "r2e",
+    version,
+    about = "Turn Python repositories into executable coding-benchmark environments"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -74,11 +78,17 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Build { pipeline, until, jobs, json } => {
+        Command::Build {
+            pipeline,
+            until,
+            jobs,
+            json,
+        } => {
             let cfg = config::load(&pipeline)?;
             let summary = engine::build(&cfg, &BuildOptions { until, jobs })?;
             if json {
-                let text = serde_json::to_string_pretty(&summary).map_err(|e| Error::Internal(e.to_string()))?;
+                let text = serde_json::to_string_pretty(&summary)
+                    .map_err(|e| Error::Internal(e.to_string()))?;
                 print_text(&format!("{text}\n"))
             } else {
                 eprintln!("{}", human_summary(&summary));
@@ -88,12 +98,20 @@ fn run(cli: Cli) -> Result<()> {
         Command::Status { pipeline, json } => {
             let cfg = config::load(&pipeline)?;
             let report = crate::inspect::status(&cfg)?;
-            if json { print_json(&report) } else { print_text(&crate::inspect::status_text(&report)) }
+            if json {
+                print_json(&report)
+            } else {
+                print_text(&crate::inspect::status_text(&report))
+            }
         }
         Command::Explain { id, pipeline, json } => {
             let cfg = config::load(&pipeline)?;
             let report = crate::inspect::explain(&cfg, &id)?;
-            if json { print_json(&report) } else { print_text(&crate::inspect::explain_text(&report)) }
+            if json {
+                print_json(&report)
+            } else {
+                print_text(&crate::inspect::explain_text(&report))
+            }
         }
     }
 }
@@ -101,7 +119,10 @@ fn run(cli: Cli) -> Result<()> {
 fn human_summary(s: &engine::Summary) -> String {
     let mut out = String::new();
     for (stage, c) in &s.stages.0 {
-        out.push_str(&format!("{stage:>9}: {} executed, {} cached, {} failed\n", c.executed, c.cached, c.failed));
+        out.push_str(&format!(
+            "{stage:>9}: {} executed, {} cached, {} failed\n",
+            c.executed, c.cached, c.failed
+        ));
     }
     let counts: Vec<String> = s.counts.0.iter().map(|(k, v)| format!("{v} {k}")).collect();
     out.push_str(&format!("   counts: {}\n", counts.join(", ")));
@@ -113,14 +134,19 @@ fn human_summary(s: &engine::Summary) -> String {
 }
 
 fn print_json(v: &serde_json::Value) -> Result<()> {
-    print_text(&format!("{}\n", serde_json::to_string_pretty(v).map_err(|e| Error::Internal(e.to_string()))?))
+    print_text(&format!(
+        "{}\n",
+        serde_json::to_string_pretty(v).map_err(|e| Error::Internal(e.to_string()))?
+    ))
 }
 
 /// Prints a command's product; a closed pipe is not an error.
 fn print_text(s: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(s.as_bytes()).and_then(|_| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::env(format!("cannot write to stdout: {e}"))),
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(Error::env(format!("cannot write to stdout: {e}")))
+        }
         _ => Ok(()),
     }
 }

@@ -88,7 +88,16 @@ impl Default for ExtractConfig {
             no_docstring: true,
             dunder: true,
             name_prefix: true,
-            prefixes: strings(&["test", "main", "demo", "example", "setup", "teardown", "benchmark", "bench"]),
+            prefixes: strings(&[
+                "test",
+                "main",
+                "demo",
+                "example",
+                "setup",
+                "teardown",
+                "benchmark",
+                "bench",
+            ]),
             decorator: true,
             allowed_decorators: strings(&["staticmethod", "classmethod"]),
             no_params: true,
@@ -99,13 +108,48 @@ impl Default for ExtractConfig {
             literal_returns: true,
             keywords: true,
             docstring_keywords: strings(&[
-                "gpu", "cuda", "cloud", "aws", "s3", "gcs", "azure", "download", "upload", "network",
-                "socket", "training", "plot", "plotting", "matplotlib", "argparse", "command-line",
+                "gpu",
+                "cuda",
+                "cloud",
+                "aws",
+                "s3",
+                "gcs",
+                "azure",
+                "download",
+                "upload",
+                "network",
+                "socket",
+                "training",
+                "plot",
+                "plotting",
+                "matplotlib",
+                "argparse",
+                "command-line",
             ]),
             body_keywords: strings(&[
-                "cuda", "gpu", "boto3", "botocore", "requests", "urllib", "urlopen", "socket", "httpx",
-                "aiohttp", "subprocess", "popen", "matplotlib", "plt", "seaborn", "plotly", "argparse",
-                "click", "getpass", "webbrowser", "smtplib", "ftplib", "paramiko",
+                "cuda",
+                "gpu",
+                "boto3",
+                "botocore",
+                "requests",
+                "urllib",
+                "urlopen",
+                "socket",
+                "httpx",
+                "aiohttp",
+                "subprocess",
+                "popen",
+                "matplotlib",
+                "plt",
+                "seaborn",
+                "plotly",
+                "argparse",
+                "click",
+                "getpass",
+                "webbrowser",
+                "smtplib",
+                "ftplib",
+                "paramiko",
             ]),
             connectivity: true,
         }
@@ -135,7 +179,10 @@ pub struct ContextConfig {
 
 impl Default for ContextConfig {
     fn default() -> Self {
-        ContextConfig { strategy: Strategy::Sliced, max_tokens: 6000 }
+        ContextConfig {
+            strategy: Strategy::Sliced,
+            max_tokens: 6000,
+        }
     }
 }
 
@@ -180,7 +227,8 @@ pub fn load(path: &Path) -> Result<Config> {
         }
         Err(e) => return Err(Error::input(e.to_string())),
     };
-    let file = std::path::absolute(path).map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
+    let file =
+        std::path::absolute(path).map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
     parse(&text, &file)
 }
 
@@ -194,10 +242,20 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
     if let Some(v) = &options.version
         && *v.get_ref() != 1
     {
-        return Err(at(Some(v.span()), &format!("unsupported format version {}; this r2e reads version 1", v.get_ref())));
+        return Err(at(
+            Some(v.span()),
+            &format!(
+                "unsupported format version {}; this r2e reads version 1",
+                v.get_ref()
+            ),
+        ));
     }
     let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let project = options.project.unwrap_or(ProjectOptions { name: None, output: None, cache: None });
+    let project = options.project.unwrap_or(ProjectOptions {
+        name: None,
+        output: None,
+        cache: None,
+    });
     let rel = |p: &Option<Spanned<String>>, default: &str| -> PathBuf {
         let s = p.as_ref().map_or(default, |s| s.get_ref().as_str());
         base.join(s)
@@ -205,52 +263,89 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
     let output = rel(&project.output, "out");
     let cache = rel(&project.cache, "cache");
     let name = project.name.unwrap_or_else(|| {
-        base.file_name().map_or_else(|| "r2e".into(), |n| n.to_string_lossy().into_owned())
+        base.file_name()
+            .map_or_else(|| "r2e".into(), |n| n.to_string_lossy().into_owned())
     });
 
     if options.repo.is_empty() {
-        return Err(at(None, "no `[[repo]]` table: name at least one repository to build"));
+        return Err(at(
+            None,
+            "no `[[repo]]` table: name at least one repository to build",
+        ));
     }
     let mut repos: Vec<RepoConfig> = Vec::new();
     for r in options.repo {
         let source = match (&r.path, &r.git) {
             (Some(p), None) => {
                 if let Some(rev) = &r.rev {
-                    return Err(at(Some(rev.span()), "`rev` goes with `git`, not with `path`"));
+                    return Err(at(
+                        Some(rev.span()),
+                        "`rev` goes with `git`, not with `path`",
+                    ));
                 }
                 let dir = base.join(p.get_ref());
                 if !dir.is_dir() {
-                    let what = if dir.exists() { "is not a folder" } else { "does not exist" };
-                    return Err(at(Some(p.span()), &format!("repo path `{}` {what}", dir.display())));
+                    let what = if dir.exists() {
+                        "is not a folder"
+                    } else {
+                        "does not exist"
+                    };
+                    return Err(at(
+                        Some(p.span()),
+                        &format!("repo path `{}` {what}", dir.display()),
+                    ));
                 }
                 RepoSource::Path(dir)
             }
             (None, Some(g)) => {
                 let url = g.get_ref().clone();
                 // A local path (relative to the pipeline) or a URL.
-                let url = if url.contains("://") || url.contains('@') { url } else { base.join(&url).to_string_lossy().into_owned() };
-                let rev = r.rev.as_ref().map_or_else(|| "HEAD".to_string(), |r| r.get_ref().clone());
+                let url = if url.contains("://") || url.contains('@') {
+                    url
+                } else {
+                    base.join(&url).to_string_lossy().into_owned()
+                };
+                let rev = r
+                    .rev
+                    .as_ref()
+                    .map_or_else(|| "HEAD".to_string(), |r| r.get_ref().clone());
                 RepoSource::Git { url, rev }
             }
-            (Some(p), Some(_)) => return Err(at(Some(p.span()), "a repo takes `path` or `git`, not both")),
+            (Some(p), Some(_)) => {
+                return Err(at(Some(p.span()), "a repo takes `path` or `git`, not both"));
+            }
             (None, None) => {
                 let span = r.name.as_ref().map(|n| n.span());
-                return Err(at(span, "a `[[repo]]` needs `path = \"...\"` or `git = \"...\"`"));
+                return Err(at(
+                    span,
+                    "a `[[repo]]` needs `path = \"...\"` or `git = \"...\"`",
+                ));
             }
         };
         let name = match &r.name {
             Some(n) => {
                 let n_ref = n.get_ref();
                 if n_ref.is_empty() || n_ref.contains([':', '/', '\\']) {
-                    return Err(at(Some(n.span()), "a repo name must be non-empty and hold no `:`, `/` or `\\`"));
+                    return Err(at(
+                        Some(n.span()),
+                        "a repo name must be non-empty and hold no `:`, `/` or `\\`",
+                    ));
                 }
                 n_ref.clone()
             }
             None => default_repo_name(&source),
         };
         if repos.iter().any(|other| other.name == name) {
-            let span = r.name.as_ref().or(r.path.as_ref()).or(r.git.as_ref()).map(|s| s.span());
-            return Err(at(span, &format!("two repos are named `{name}`; give one a `name = \"...\"`")));
+            let span = r
+                .name
+                .as_ref()
+                .or(r.path.as_ref())
+                .or(r.git.as_ref())
+                .map(|s| s.span());
+            return Err(at(
+                span,
+                &format!("two repos are named `{name}`; give one a `name = \"...\"`"),
+            ));
         }
         repos.push(RepoConfig { name, source });
     }
@@ -271,13 +366,24 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
 
 fn default_repo_name(source: &RepoSource) -> String {
     let raw = match source {
-        RepoSource::Path(p) => p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        RepoSource::Path(p) => p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         RepoSource::Git { url, .. } => {
-            let last = url.trim_end_matches('/').rsplit(['/', ':']).next().unwrap_or_default();
+            let last = url
+                .trim_end_matches('/')
+                .rsplit(['/', ':'])
+                .next()
+                .unwrap_or_default();
             last.trim_end_matches(".git").to_owned()
         }
     };
-    if raw.is_empty() { "repo".into() } else { raw.replace(':', "_") }
+    if raw.is_empty() {
+        "repo".into()
+    } else {
+        raw.replace(':', "_")
+    }
 }
 
 /// 1-based line and column (in characters) of byte `offset`.
@@ -301,6 +407,11 @@ fn find_key(text: &str, key: &str) -> Option<Range<usize>> {
         offset += line.len();
     }
     None
+}
+
+/// Whether `R2E_LOG` asks for stage timings on stderr.
+pub fn log_timings() -> bool {
+    std::env::var("R2E_LOG").is_ok_and(|v| v.split(',').any(|p| p.trim() == "timings"))
 }
 
 #[cfg(test)]
@@ -337,23 +448,25 @@ mod tests {
     #[test]
     fn missing_repo_path_is_named() {
         let e = err("[[repo]]\npath = \"nope\"\n");
-        assert!(e.starts_with("P:2:8: repo path") && e.contains("nope` does not exist"), "{e}");
+        assert!(
+            e.starts_with("P:2:8: repo path") && e.contains("nope` does not exist"),
+            "{e}"
+        );
     }
 
     #[test]
     fn defaults() {
         let dir = tempfile::tempdir().unwrap();
         fs_err::create_dir(dir.path().join("repo")).unwrap();
-        let c = parse("[[repo]]\npath = \"repo\"\n", &dir.path().join("pipeline.toml")).unwrap();
+        let c = parse(
+            "[[repo]]\npath = \"repo\"\n",
+            &dir.path().join("pipeline.toml"),
+        )
+        .unwrap();
         assert_eq!(c.output, dir.path().join("out"));
         assert_eq!(c.cache, dir.path().join("cache"));
         assert_eq!(c.repos[0].name, "repo");
         assert_eq!(c.context, ContextConfig::default());
         assert!(c.extract.connectivity);
     }
-}
-
-/// Whether `R2E_LOG` asks for stage timings on stderr.
-pub fn log_timings() -> bool {
-    std::env::var("R2E_LOG").is_ok_and(|v| v.split(',').any(|p| p.trim() == "timings"))
 }

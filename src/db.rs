@@ -40,7 +40,12 @@ pub struct Counters {
 
 impl Counters {
     pub fn executions_of(&self, query: &str) -> u64 {
-        self.executions.lock().unwrap().get(query).copied().unwrap_or(0)
+        self.executions
+            .lock()
+            .unwrap()
+            .get(query)
+            .copied()
+            .unwrap_or(0)
     }
     pub fn reset_executions(&self) {
         self.executions.lock().unwrap().clear();
@@ -70,13 +75,22 @@ pub struct Database {
 
 impl Database {
     pub fn new(cache: Option<Arc<Cache>>) -> Self {
-        let env = Arc::new(Env { cache, ..Env::default() });
+        let env = Arc::new(Env {
+            cache,
+            ..Env::default()
+        });
         let events = env.clone();
         let storage = salsa::Storage::new(Some(Box::new(move |event: salsa::Event| {
             if let salsa::EventKind::WillExecute { database_key } = event.kind {
                 let name = format!("{database_key:?}");
                 let name = name.split('(').next().unwrap_or_default().to_owned();
-                *events.counters.executions.lock().unwrap().entry(name).or_default() += 1;
+                *events
+                    .counters
+                    .executions
+                    .lock()
+                    .unwrap()
+                    .entry(name)
+                    .or_default() += 1;
             }
         })));
         Database { storage, env }
@@ -190,7 +204,8 @@ pub fn parse_file(db: &dyn Db, file: SourceFile) -> Parsed {
             return Err(e);
         }
     };
-    let outcome = decode::decode_source(&bytes).and_then(|text| summarize(&text).map_err(|e| e.to_string()));
+    let outcome =
+        decode::decode_source(&bytes).and_then(|text| summarize(&text).map_err(|e| e.to_string()));
     if outcome.is_err() {
         env.counters.parse_failed.fetch_add(1, Ordering::Relaxed);
     }
@@ -238,7 +253,11 @@ impl World for DbWorld<'_> {
 #[salsa::tracked(returns(ref))]
 pub fn item_deps<'db>(db: &'db dyn Db, item: ItemId<'db>) -> Arc<Deps> {
     let repo = item.repo(db);
-    let world = DbWorld { db, files: repo.files(db), index: module_index(db, repo) };
+    let world = DbWorld {
+        db,
+        files: repo.files(db),
+        index: module_index(db, repo),
+    };
     Arc::new(resolve::direct_deps(&world, item.item(db)))
 }
 
@@ -255,7 +274,11 @@ pub fn def_ids(db: &dyn Db, file: SourceFile) -> Arc<Vec<String>> {
             .map(|d| {
                 let n = seen.entry(d.qualname.as_str()).or_insert(0);
                 *n += 1;
-                if *n == 1 { format!("{prefix}{}", d.qualname) } else { format!("{prefix}{}#{n}", d.qualname) }
+                if *n == 1 {
+                    format!("{prefix}{}", d.qualname)
+                } else {
+                    format!("{prefix}{}#{n}", d.qualname)
+                }
             })
             .collect(),
     )
@@ -278,12 +301,20 @@ pub struct FunctionRow {
 #[salsa::tracked(returns(ref))]
 pub fn file_functions(db: &dyn Db, file: SourceFile, settings: Settings) -> Arc<Vec<FunctionRow>> {
     db.env().counters.extracted.fetch_add(1, Ordering::Relaxed);
-    let Ok(summary) = parse_file(db, file) else { return Arc::new(Vec::new()) };
+    let Ok(summary) = parse_file(db, file) else {
+        return Arc::new(Vec::new());
+    };
     let cfg = settings.extract(db);
     let ids = def_ids(db, file);
     let repo = file.repo(db);
     let mut rows = Vec::new();
-    for (i, (def, layout)) in summary.interface.defs.iter().zip(&summary.layout.defs).enumerate() {
+    for (i, (def, layout)) in summary
+        .interface
+        .defs
+        .iter()
+        .zip(&summary.layout.defs)
+        .enumerate()
+    {
         if !layout.in_scope || def.kind == DefKind::Class {
             continue;
         }
@@ -346,7 +377,10 @@ pub struct Context {
     pub truncated: bool,
 }
 
-const HEADER: Chunk = Chunk { start: u32::MAX, end: u32::MAX };
+const HEADER: Chunk = Chunk {
+    start: u32::MAX,
+    end: u32::MAX,
+};
 
 /// The header line that opens each file's part of a context.
 pub fn file_header(path: &str) -> String {
@@ -362,7 +396,10 @@ fn chunk_tokens(db: &dyn Db, file: SourceFile, chunk: Chunk) -> u32 {
         return n;
     }
     let n = match source_text(db, file) {
-        Ok(text) => tokens::count_chunk(text.get(chunk.start as usize..chunk.end as usize).unwrap_or_default()),
+        Ok(text) => tokens::count_chunk(
+            text.get(chunk.start as usize..chunk.end as usize)
+                .unwrap_or_default(),
+        ),
         Err(_) => 0,
     };
     db.env().tokens.lock().unwrap().insert(key, n);
@@ -377,7 +414,9 @@ fn item_chunks(summary: &ModuleSummary, item: Item) -> Vec<Chunk> {
             let layout = &summary.layout.defs[ix as usize];
             let def = &summary.interface.defs[ix as usize];
             match def.kind {
-                DefKind::Class => std::iter::once(layout.header).chain(layout.attrs.iter().copied()).collect(),
+                DefKind::Class => std::iter::once(layout.header)
+                    .chain(layout.attrs.iter().copied())
+                    .collect(),
                 DefKind::Method => {
                     let class = def.class.expect("methods have a class") as usize;
                     vec![summary.layout.defs[class].header, layout.chunk]
@@ -398,7 +437,14 @@ pub fn context_of<'db>(db: &'db dyn Db, item: ItemId<'db>, settings: Settings) -
     let repo = item.repo(db);
     let files = repo.files(db);
     let (own_file, _) = item_file(item.item(db));
-    let mut plan = Plan { db, files, budget: cfg.max_tokens, used: 0, parts: HashSet::new(), order: Vec::new() };
+    let mut plan = Plan {
+        db,
+        files,
+        budget: cfg.max_tokens,
+        used: 0,
+        parts: HashSet::new(),
+        order: Vec::new(),
+    };
     let mut truncated = false;
     match cfg.strategy {
         Strategy::Naive | Strategy::Sliced => {
@@ -431,7 +477,11 @@ pub fn context_of<'db>(db: &'db dyn Db, item: ItemId<'db>, settings: Settings) -
         }
     }
     let tokens = plan.used;
-    Arc::new(Context { parts: plan.finish(own_file), tokens, truncated })
+    Arc::new(Context {
+        parts: plan.finish(own_file),
+        tokens,
+        truncated,
+    })
 }
 
 fn item_file(item: Item) -> (FileIx, u32) {
@@ -448,10 +498,16 @@ fn imported_files(world: &dyn World, file: FileIx) -> Vec<FileIx> {
     for binding in &iface.imports {
         let module = match &binding.target {
             crate::python::summary::ImportTarget::Module(m) => Some(m.clone()),
-            crate::python::summary::ImportTarget::From(from, name) => index.absolute(file, from).map(|abs| {
-                let sub = format!("{abs}.{name}");
-                if index.lookup(&sub).is_some() { sub } else { abs }
-            }),
+            crate::python::summary::ImportTarget::From(from, name) => {
+                index.absolute(file, from).map(|abs| {
+                    let sub = format!("{abs}.{name}");
+                    if index.lookup(&sub).is_some() {
+                        sub
+                    } else {
+                        abs
+                    }
+                })
+            }
         };
         if let Some(f) = module.and_then(|m| index.lookup(&m))
             && f != file
@@ -478,20 +534,41 @@ impl Plan<'_> {
     /// Adds the chunks an item needs; `force` adds them even over budget. Returns whether it fit.
     fn add_item(&mut self, item: Item, dist: u32, force: bool) -> bool {
         let (file, _) = item_file(item);
-        let Ok(summary) = parse_file(self.db, self.files[file as usize]) else { return true };
+        let Ok(summary) = parse_file(self.db, self.files[file as usize]) else {
+            return true;
+        };
         let mut chunks = vec![HEADER];
         chunks.extend(item_chunks(summary, item));
         self.add(file, dist, chunks, force)
     }
 
     fn add_file(&mut self, file: FileIx, dist: u32, force: bool) -> bool {
-        let Ok(summary) = parse_file(self.db, self.files[file as usize]) else { return true };
-        self.add(file, dist, vec![HEADER, Chunk { start: 0, end: summary.layout.bytes }], force)
+        let Ok(summary) = parse_file(self.db, self.files[file as usize]) else {
+            return true;
+        };
+        self.add(
+            file,
+            dist,
+            vec![
+                HEADER,
+                Chunk {
+                    start: 0,
+                    end: summary.layout.bytes,
+                },
+            ],
+            force,
+        )
     }
 
     fn add(&mut self, file: FileIx, dist: u32, chunks: Vec<Chunk>, force: bool) -> bool {
-        let new: Vec<Chunk> = chunks.into_iter().filter(|c| !self.parts.contains(&(file, *c))).collect();
-        let cost: u32 = new.iter().map(|&c| chunk_tokens(self.db, self.files[file as usize], c)).sum();
+        let new: Vec<Chunk> = chunks
+            .into_iter()
+            .filter(|c| !self.parts.contains(&(file, *c)))
+            .collect();
+        let cost: u32 = new
+            .iter()
+            .map(|&c| chunk_tokens(self.db, self.files[file as usize], c))
+            .sum();
         if !force && self.used + cost > self.budget {
             return false;
         }
@@ -513,7 +590,14 @@ impl Plan<'_> {
         let mut parts: Vec<(FileIx, Chunk)> = self.order.iter().map(|&(f, _, c)| (f, c)).collect();
         parts.sort_by_key(|&(f, c)| {
             let header_first = if c == HEADER { 0 } else { 1 };
-            (f == own, std::cmp::Reverse(far[&f]), f, header_first, c.start, c.end)
+            (
+                f == own,
+                std::cmp::Reverse(far[&f]),
+                f,
+                header_first,
+                c.start,
+                c.end,
+            )
         });
         parts
     }
@@ -528,7 +612,10 @@ pub fn render(db: &dyn Db, repo: Repo, ctx: &Context) -> String {
         if c == HEADER {
             out.push_str(&file_header(file.path(db)));
         } else if let Ok(text) = source_text(db, file) {
-            out.push_str(text.get(c.start as usize..c.end as usize).unwrap_or_default());
+            out.push_str(
+                text.get(c.start as usize..c.end as usize)
+                    .unwrap_or_default(),
+            );
         }
     }
     out

@@ -18,17 +18,31 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{Cache, write_if_changed};
 use crate::config::Config;
-use crate::db::{self, Database, Db, FunctionRow, ItemId, Repo, Settings, SourceFile, SourceReader};
+use crate::db::{
+    self, Database, Db, FunctionRow, ItemId, Repo, Settings, SourceFile, SourceReader,
+};
 use crate::error::{Error, Result};
 use crate::hash::Hash;
+use crate::log;
 use crate::python::resolve::Item;
 use crate::python::summary::DefKind;
 use crate::stages::checkout::{self, Checkout};
-use crate::log;
 use crate::stages::extract::FILTERS;
 
 /// The stages, in order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
     Checkout,
@@ -104,7 +118,11 @@ pub mod indexmap_like {
             let pairs: serde_json::Map<String, serde_json::Value> = Deserialize::deserialize(d)?;
             pairs
                 .into_iter()
-                .map(|(k, v)| V::deserialize(v).map(|v| (k, v)).map_err(serde::de::Error::custom))
+                .map(|(k, v)| {
+                    V::deserialize(v)
+                        .map(|v| (k, v))
+                        .map_err(serde::de::Error::custom)
+                })
                 .collect::<Result<Vec<_>, _>>()
                 .map(OrderedMap)
         }
@@ -137,7 +155,10 @@ fn state_path(output: &Path) -> PathBuf {
     output.join(".r2e").join("state")
 }
 
-pub(crate) fn read_state_public(output: &Path) -> Option<(Hash, Vec<(String, String)>, Hash)> {
+/// (fingerprint, repo identities, settings hash) of the last build of an output.
+pub(crate) type LastBuild = (Hash, Vec<(String, String)>, Hash);
+
+pub(crate) fn read_state_public(output: &Path) -> Option<LastBuild> {
     read_state(output).map(|s| (s.fingerprint, s.repos, s.settings))
 }
 
@@ -161,7 +182,10 @@ pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Ch
         extract: &cfg.extract,
         context: &cfg.context,
         until: opts.until,
-        repos: checkouts.iter().map(|c| (c.name.as_str(), c.identity.as_str(), c.rev.as_deref())).collect(),
+        repos: checkouts
+            .iter()
+            .map(|c| (c.name.as_str(), c.identity.as_str(), c.rev.as_deref()))
+            .collect(),
     })
 }
 
@@ -232,11 +256,21 @@ impl Session {
             repo.set_files(&mut db).to(files);
         }
         let settings = Settings::new(&db, cfg.extract.clone(), cfg.context.clone());
-        Ok(Session { cfg: cfg.clone(), cache, checkouts, db, repos, settings })
+        Ok(Session {
+            cfg: cfg.clone(),
+            cache,
+            checkouts,
+            db,
+            repos,
+            settings,
+        })
     }
 
     pub fn all_files(&self) -> Vec<SourceFile> {
-        self.repos.iter().flat_map(|r| r.files(&self.db).iter().copied()).collect()
+        self.repos
+            .iter()
+            .flat_map(|r| r.files(&self.db).iter().copied())
+            .collect()
     }
 }
 
@@ -246,10 +280,14 @@ pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
     let session = Session::open(cfg)?;
     log::timing("checkout", started.elapsed());
     let fp = fingerprint(cfg, opts, &session.checkouts);
-    let output = std::path::absolute(&cfg.output).map_err(|e| Error::env(format!("{}: {e}", cfg.output.display())))?;
+    let output = std::path::absolute(&cfg.output)
+        .map_err(|e| Error::env(format!("{}: {e}", cfg.output.display())))?;
     if let Some(state) = read_state(&output)
         && state.fingerprint == fp
-        && state.outputs.iter().all(|(name, _, size, mtime)| stat(&output.join(name)) == Some((*size, *mtime)))
+        && state
+            .outputs
+            .iter()
+            .all(|(name, _, size, mtime)| stat(&output.join(name)) == Some((*size, *mtime)))
         && let Ok(mut summary) = serde_json::from_str::<Summary>(&state.summary_json)
     {
         for (_, counts) in summary.stages.0.iter_mut() {
@@ -257,7 +295,10 @@ pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
             counts.executed = 0;
         }
         summary.output = output;
-        eprintln!("up to date: nothing changed since the last build ({:.0} ms)", started.elapsed().as_secs_f64() * 1000.0);
+        eprintln!(
+            "up to date: nothing changed since the last build ({:.0} ms)",
+            started.elapsed().as_secs_f64() * 1000.0
+        );
         return Ok(summary);
     }
     let previous = read_state(&output);
@@ -268,7 +309,13 @@ pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
     pool.install(move || run(session, opts, &output, fp, previous))
 }
 
-fn run(session: Session, opts: &BuildOptions, output: &Path, fp: Hash, previous: Option<State>) -> Result<Summary> {
+fn run(
+    session: Session,
+    opts: &BuildOptions,
+    output: &Path,
+    fp: Hash,
+    previous: Option<State>,
+) -> Result<Summary> {
     let s = &session;
     let db = &s.db;
     let settings = s.settings;
@@ -278,11 +325,25 @@ fn run(session: Session, opts: &BuildOptions, output: &Path, fp: Hash, previous:
         stages.insert(stage.name(), StageCounts::default());
     }
     let mut counts = indexmap_like::OrderedMap::default();
-    let prev_repos: BTreeMap<&str, &str> =
-        previous.as_ref().map(|p| p.repos.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect()).unwrap_or_default();
-    let changed = s.checkouts.iter().filter(|c| prev_repos.get(c.name.as_str()) != Some(&c.identity.as_str())).count() as u64;
-    *stages.get_mut("checkout").unwrap() =
-        StageCounts { executed: changed, cached: s.checkouts.len() as u64 - changed, failed: 0 };
+    let prev_repos: BTreeMap<&str, &str> = previous
+        .as_ref()
+        .map(|p| {
+            p.repos
+                .iter()
+                .map(|(a, b)| (a.as_str(), b.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let changed = s
+        .checkouts
+        .iter()
+        .filter(|c| prev_repos.get(c.name.as_str()) != Some(&c.identity.as_str()))
+        .count() as u64;
+    *stages.get_mut("checkout").unwrap() = StageCounts {
+        executed: changed,
+        cached: s.checkouts.len() as u64 - changed,
+        failed: 0,
+    };
     counts.insert("repos", s.checkouts.len() as u64);
     counts.insert("files", files.len() as u64);
 
@@ -337,16 +398,31 @@ fn run(session: Session, opts: &BuildOptions, output: &Path, fp: Hash, previous:
             rows.extend(list.iter().map(|r| (*f, r.clone())));
         }
         let executed = db.env().counters.extracted.load(Ordering::Relaxed);
-        *stages.get_mut("extract").unwrap() = StageCounts { executed, cached: files.len() as u64 - executed, failed: 0 };
+        *stages.get_mut("extract").unwrap() = StageCounts {
+            executed,
+            cached: files.len() as u64 - executed,
+            failed: 0,
+        };
         counts.insert("functions", rows.len() as u64);
-        counts.insert("candidates", rows.iter().filter(|(_, r)| r.excluded_by.is_none()).count() as u64);
+        counts.insert(
+            "candidates",
+            rows.iter().filter(|(_, r)| r.excluded_by.is_none()).count() as u64,
+        );
     }
     let mut excluded_by = indexmap_like::OrderedMap::default();
     for name in FILTERS {
-        excluded_by.insert(name, rows.iter().filter(|(_, r)| r.excluded_by == Some(name)).count() as u64);
+        excluded_by.insert(
+            name,
+            rows.iter()
+                .filter(|(_, r)| r.excluded_by == Some(name))
+                .count() as u64,
+        );
     }
     if opts.until >= Stage::Slice {
-        let candidates: Vec<&(SourceFile, FunctionRow)> = rows.iter().filter(|(_, r)| r.excluded_by.is_none()).collect();
+        let candidates: Vec<&(SourceFile, FunctionRow)> = rows
+            .iter()
+            .filter(|(_, r)| r.excluded_by.is_none())
+            .collect();
         let bar = progress(candidates.len() as u64, "slice");
         let objects: Vec<(String, serde_json::Value)> = candidates
             .par_iter()
@@ -359,9 +435,17 @@ fn run(session: Session, opts: &BuildOptions, output: &Path, fp: Hash, previous:
         bar.finish_and_clear();
         lap("slice");
         slices.extend(objects);
-        let executed = db.env().counters.sliced.load(Ordering::Relaxed).min(candidates.len() as u64);
-        *stages.get_mut("slice").unwrap() =
-            StageCounts { executed, cached: candidates.len() as u64 - executed, failed: 0 };
+        let executed = db
+            .env()
+            .counters
+            .sliced
+            .load(Ordering::Relaxed)
+            .min(candidates.len() as u64);
+        *stages.get_mut("slice").unwrap() = StageCounts {
+            executed,
+            cached: candidates.len() as u64 - executed,
+            failed: 0,
+        };
     }
     counts.insert("failures", failures.len() as u64);
 
@@ -400,7 +484,8 @@ fn run(session: Session, opts: &BuildOptions, output: &Path, fp: Hash, previous:
     for (name, bytes) in &out_files {
         let path = output.join(name);
         write_if_changed(&path, bytes)?;
-        let (size, mtime) = stat(&path).ok_or_else(|| Error::env(format!("cannot stat `{}`", path.display())))?;
+        let (size, mtime) =
+            stat(&path).ok_or_else(|| Error::env(format!("cannot stat `{}`", path.display())))?;
         recorded.push((name.clone(), Hash::of_bytes(bytes), size, mtime));
     }
     lap("write");
@@ -412,21 +497,38 @@ fn run(session: Session, opts: &BuildOptions, output: &Path, fp: Hash, previous:
         }
         h.finalize().to_hex().to_string()
     });
-    let summary = Summary { dataset_version, output: output.to_path_buf(), stages, counts, excluded_by };
+    let summary = Summary {
+        dataset_version,
+        output: output.to_path_buf(),
+        stages,
+        counts,
+        excluded_by,
+    };
     let state = State {
         fingerprint: fp,
-        summary_json: serde_json::to_string(&summary).map_err(|e| Error::Internal(e.to_string()))?,
+        summary_json: serde_json::to_string(&summary)
+            .map_err(|e| Error::Internal(e.to_string()))?,
         outputs: recorded,
-        repos: s.checkouts.iter().map(|c| (c.name.clone(), c.identity.clone())).collect(),
+        repos: s
+            .checkouts
+            .iter()
+            .map(|c| (c.name.clone(), c.identity.clone()))
+            .collect(),
         settings: settings_hash(&s.cfg),
     };
-    let bytes = postcard::to_stdvec(&(STATE_VERSION, &state)).map_err(|e| Error::Internal(e.to_string()))?;
+    let bytes = postcard::to_stdvec(&(STATE_VERSION, &state))
+        .map_err(|e| Error::Internal(e.to_string()))?;
     write_if_changed(&state_path(output), &bytes)?;
     Ok(summary)
 }
 
 /// The `slice` object of a candidate in `functions.jsonl`.
-fn slice_object(db: &Database, file: SourceFile, row: &FunctionRow, settings: Settings) -> serde_json::Value {
+fn slice_object(
+    db: &Database,
+    file: SourceFile,
+    row: &FunctionRow,
+    settings: Settings,
+) -> serde_json::Value {
     let repo = file.repo(db);
     let item = ItemId::new(db, repo, Item::Def(file.ix(db), row.def));
     let slice = db::slice_of(db, item);
@@ -437,18 +539,27 @@ fn slice_object(db: &Database, file: SourceFile, row: &FunctionRow, settings: Se
     let mut globals = Vec::new();
     for &(it, _) in &slice.items {
         match it {
-            Item::Def(f, ix) => functions.push(db::def_ids(db, files[f as usize])[ix as usize].clone()),
+            Item::Def(f, ix) => {
+                functions.push(db::def_ids(db, files[f as usize])[ix as usize].clone())
+            }
             Item::Global(f, ix) => {
                 let name = &db::file_interface(db, files[f as usize]).globals[ix as usize].name;
                 let module = index.module_name(f);
-                globals.push(if module.is_empty() { name.clone() } else { format!("{module}.{name}") });
+                globals.push(if module.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{module}.{name}")
+                });
             }
         }
     }
     functions.sort();
     globals.sort();
     globals.dedup();
-    let in_file = slice.items.iter().all(|&(it, _)| matches!(it, Item::Def(f, _) | Item::Global(f, _) if f == file.ix(db)));
+    let in_file = slice
+        .items
+        .iter()
+        .all(|&(it, _)| matches!(it, Item::Def(f, _) | Item::Global(f, _) if f == file.ix(db)));
     serde_json::json!({
         "functions": functions,
         "globals": globals,

@@ -3,7 +3,9 @@
 use serde::Serialize;
 
 /// A blake3 digest.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Hash(pub [u8; 32]);
 
 impl Hash {

@@ -13,7 +13,14 @@ use crate::python::resolve::Item;
 pub fn status(cfg: &Config) -> Result<Value> {
     let session = Session::open(cfg)?;
     let output = std::path::absolute(&cfg.output).map_err(|e| Error::env(e.to_string()))?;
-    let fp = engine::fingerprint(cfg, &BuildOptions { until: Stage::Slice, jobs: None }, &session.checkouts);
+    let fp = engine::fingerprint(
+        cfg,
+        &BuildOptions {
+            until: Stage::Slice,
+            jobs: None,
+        },
+        &session.checkouts,
+    );
     let state = engine::read_state_public(&output);
     let mut reasons = Vec::new();
     match &state {
@@ -25,9 +32,12 @@ pub fn status(cfg: &Config) -> Result<Value> {
             for c in &session.checkouts {
                 match repos.iter().find(|(n, _)| n == &c.name) {
                     None => reasons.push(format!("repo `{}` is new", c.name)),
-                    Some((_, id)) if id != &c.identity => {
-                        reasons.push(format!("repo `{}` changed: {} -> {}", c.name, short(id), short(&c.identity)))
-                    }
+                    Some((_, id)) if id != &c.identity => reasons.push(format!(
+                        "repo `{}` changed: {} -> {}",
+                        c.name,
+                        short(id),
+                        short(&c.identity)
+                    )),
                     _ => {}
                 }
             }
@@ -39,8 +49,15 @@ pub fn status(cfg: &Config) -> Result<Value> {
     let files = session.all_files();
     let mut to_parse = Vec::new();
     for &f in &files {
-        if !session.cache.contains(crate::cache::PARSE, db::parse_key(f.hash(&session.db))) {
-            to_parse.push(format!("{}:{}", f.repo(&session.db).name(&session.db), f.path(&session.db)));
+        if !session
+            .cache
+            .contains(crate::cache::PARSE, db::parse_key(f.hash(&session.db)))
+        {
+            to_parse.push(format!(
+                "{}:{}",
+                f.repo(&session.db).name(&session.db),
+                f.path(&session.db)
+            ));
         }
     }
     let up_to_date = state.as_ref().is_some_and(|(old, _, _)| *old == fp) && reasons.is_empty();
@@ -73,7 +90,11 @@ pub fn status_text(v: &Value) -> String {
     for f in v["parse"]["files"].as_array().into_iter().flatten() {
         out.push_str(&format!("    {}\n", f.as_str().unwrap_or_default()));
     }
-    out.push_str(&format!("  extract: {} files\n  slice: {}\n", v["extract"]["would_run"], v["slice"]["would_run"].as_str().unwrap_or_default()));
+    out.push_str(&format!(
+        "  extract: {} files\n  slice: {}\n",
+        v["extract"]["would_run"],
+        v["slice"]["would_run"].as_str().unwrap_or_default()
+    ));
     out
 }
 
@@ -81,24 +102,41 @@ pub fn status_text(v: &Value) -> String {
 pub fn explain(cfg: &Config, id: &str) -> Result<Value> {
     let mut parts = id.splitn(3, ':');
     let (Some(repo_name), Some(path), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
-        return Err(Error::input(format!("`{id}` is not a function id; ids look like `REPO:path/to/file.py:Class.method`")));
+        return Err(Error::input(format!(
+            "`{id}` is not a function id; ids look like `REPO:path/to/file.py:Class.method`"
+        )));
     };
     let s = Session::open(cfg)?;
     let db = &s.db;
     let Some(&repo) = s.repos.iter().find(|r| r.name(db) == repo_name) else {
-        return Err(Error::input(format!("no repo is named `{repo_name}` in `{}`", cfg.file.display())));
+        return Err(Error::input(format!(
+            "no repo is named `{repo_name}` in `{}`",
+            cfg.file.display()
+        )));
     };
     let Some(&file) = repo.files(db).iter().find(|f| f.path(db) == path) else {
-        return Err(Error::input(format!("repo `{repo_name}` has no file `{path}`")));
+        return Err(Error::input(format!(
+            "repo `{repo_name}` has no file `{path}`"
+        )));
     };
-    let cached_before = |f: db::SourceFile| s.cache.contains(crate::cache::PARSE, db::parse_key(f.hash(db)));
+    let cached_before = |f: db::SourceFile| {
+        s.cache
+            .contains(crate::cache::PARSE, db::parse_key(f.hash(db)))
+    };
     let file_cached = cached_before(file);
     let rows = db::file_functions(db, file, s.settings);
     let Some(row) = rows.iter().find(|r| r.id == id) else {
         let known: Vec<&str> = rows.iter().map(|r| r.id.as_str()).take(20).collect();
-        return Err(Error::input(format!("no function `{id}`; that file has: {}", known.join(", "))));
+        return Err(Error::input(format!(
+            "no function `{id}`; that file has: {}",
+            known.join(", ")
+        )));
     };
-    let checkout = s.checkouts.iter().find(|c| c.name == repo_name).expect("every repo has a checkout");
+    let checkout = s
+        .checkouts
+        .iter()
+        .find(|c| c.name == repo_name)
+        .expect("every repo has a checkout");
     let mut out = json!({
         "id": id,
         "repo": {"name": repo_name, "identity": checkout.identity, "rev": checkout.rev},
@@ -114,7 +152,12 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Value> {
         for &(it, dist) in &slice.items {
             let (f, name) = match it {
                 Item::Def(f, ix) => (f, db::def_ids(db, files[f as usize])[ix as usize].clone()),
-                Item::Global(f, ix) => (f, db::file_interface(db, files[f as usize]).globals[ix as usize].name.clone()),
+                Item::Global(f, ix) => (
+                    f,
+                    db::file_interface(db, files[f as usize]).globals[ix as usize]
+                        .name
+                        .clone(),
+                ),
             };
             let sf = files[f as usize];
             deps.push(json!({"item": name, "distance": dist, "file": sf.path(db), "content_hash": sf.hash(db).to_hex(), "parse_cached": cached_before(sf)}));
@@ -128,14 +171,25 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Value> {
 
 pub fn explain_text(v: &Value) -> String {
     let mut out = format!("{}\n", v["id"].as_str().unwrap_or_default());
-    out.push_str(&format!("  repo {} at {}\n", v["repo"]["name"].as_str().unwrap_or_default(), v["repo"]["identity"].as_str().unwrap_or_default()));
+    out.push_str(&format!(
+        "  repo {} at {}\n",
+        v["repo"]["name"].as_str().unwrap_or_default(),
+        v["repo"]["identity"].as_str().unwrap_or_default()
+    ));
     out.push_str(&format!(
         "  file {} (content {}, parse {})\n",
         v["file"]["path"].as_str().unwrap_or_default(),
         short(v["file"]["content_hash"].as_str().unwrap_or_default()),
-        if v["file"]["parse_cached"] == true { "cached" } else { "not cached" }
+        if v["file"]["parse_cached"] == true {
+            "cached"
+        } else {
+            "not cached"
+        }
     ));
-    out.push_str(&format!("  settings {}\n", short(v["settings"]["hash"].as_str().unwrap_or_default())));
+    out.push_str(&format!(
+        "  settings {}\n",
+        short(v["settings"]["hash"].as_str().unwrap_or_default())
+    ));
     match v["excluded_by"].as_str() {
         Some(f) => out.push_str(&format!("  excluded by filter `{f}`\n")),
         None => {
@@ -146,13 +200,28 @@ pub fn explain_text(v: &Value) -> String {
                     d["distance"],
                     d["item"].as_str().unwrap_or_default(),
                     short(d["content_hash"].as_str().unwrap_or_default()),
-                    if d["parse_cached"] == true { "cached" } else { "not cached" }
+                    if d["parse_cached"] == true {
+                        "cached"
+                    } else {
+                        "not cached"
+                    }
                 ));
             }
             for u in v["slice"]["unresolved"].as_array().into_iter().flatten() {
-                out.push_str(&format!("    unresolved: {}\n", u.as_str().unwrap_or_default()));
+                out.push_str(&format!(
+                    "    unresolved: {}\n",
+                    u.as_str().unwrap_or_default()
+                ));
             }
-            out.push_str(&format!("  context: {} tokens{}\n", v["context"]["tokens"], if v["context"]["truncated"] == true { " (truncated)" } else { "" }));
+            out.push_str(&format!(
+                "  context: {} tokens{}\n",
+                v["context"]["tokens"],
+                if v["context"]["truncated"] == true {
+                    " (truncated)"
+                } else {
+                    ""
+                }
+            ));
         }
     }
     out

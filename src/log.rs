@@ -6,7 +6,7 @@ use std::time::Duration;
 
 fn timings_enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| crate::config::log_timings())
+    *ON.get_or_init(crate::config::log_timings)
 }
 
 /// Prints how long a stage took, when timings are on.

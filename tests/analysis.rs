@@ -126,16 +126,42 @@ fn every_import_form_resolves() {
     p.build();
     let f = p.functions();
     let helper = "r:pkg/core.py:helper".to_string();
-    for id in ["via_import", "via_alias", "via_from_dot", "via_from_as", "via_package"] {
-        assert_eq!(slice_functions(&f, &format!("r:pkg/app.py:{id}")), vec![helper.clone()], "{id}");
-        assert_eq!(slice_globals(&f, &format!("r:pkg/app.py:{id}")), vec!["pkg.core.LIMIT"], "{id}");
+    for id in [
+        "via_import",
+        "via_alias",
+        "via_from_dot",
+        "via_from_as",
+        "via_package",
+    ] {
+        assert_eq!(
+            slice_functions(&f, &format!("r:pkg/app.py:{id}")),
+            vec![helper.clone()],
+            "{id}"
+        );
+        assert_eq!(
+            slice_globals(&f, &format!("r:pkg/app.py:{id}")),
+            vec!["pkg.core.LIMIT"],
+            "{id}"
+        );
     }
     // A class through `from pkg.star import Base` (a star import), with its constructor and the
     // method called on the instance... which is not resolved (no types): only the class and __init__.
-    assert_eq!(slice_functions(&f, "r:pkg/app.py:via_star"), vec!["r:pkg/core.py:Base", "r:pkg/core.py:Base.__init__"]);
-    assert_eq!(slice_functions(&f, "r:pkg/app.py:via_submodule"), vec!["r:pkg/sub/deep.py:deep"]);
-    assert_eq!(slice_globals(&f, "r:pkg/app.py:via_local_import"), vec!["pkg.core.LIMIT", "pkg.core.TABLE"]);
-    assert_eq!(slice_globals(&f, "r:pkg/app.py:via_global"), vec!["pkg.core.LIMIT", "pkg.core.TABLE"]);
+    assert_eq!(
+        slice_functions(&f, "r:pkg/app.py:via_star"),
+        vec!["r:pkg/core.py:Base", "r:pkg/core.py:Base.__init__"]
+    );
+    assert_eq!(
+        slice_functions(&f, "r:pkg/app.py:via_submodule"),
+        vec!["r:pkg/sub/deep.py:deep"]
+    );
+    assert_eq!(
+        slice_globals(&f, "r:pkg/app.py:via_local_import"),
+        vec!["pkg.core.LIMIT", "pkg.core.TABLE"]
+    );
+    assert_eq!(
+        slice_globals(&f, "r:pkg/app.py:via_global"),
+        vec!["pkg.core.LIMIT", "pkg.core.TABLE"]
+    );
     // Third-party names are recorded, not guessed; with nothing else the function is unconnected.
     assert_eq!(f["r:pkg/app.py:third_party"]["excluded_by"], "connectivity");
 }
@@ -148,13 +174,24 @@ fn self_super_and_inherited_methods() {
     // self.size() is inherited from Base; helper() is a module function; the method's class and
     // its base come in through the class.
     let grow = slice_functions(&f, "r:pkg/core.py:Child.grow");
-    for want in ["r:pkg/core.py:Base.size", "r:pkg/core.py:helper", "r:pkg/core.py:Child", "r:pkg/core.py:Base"] {
+    for want in [
+        "r:pkg/core.py:Base.size",
+        "r:pkg/core.py:helper",
+        "r:pkg/core.py:Child",
+        "r:pkg/core.py:Base",
+    ] {
         assert!(grow.contains(&want.to_string()), "{want} not in {grow:?}");
     }
     assert!(!grow.contains(&"r:pkg/core.py:unused".to_string()));
-    assert!(slice_functions(&f, "r:pkg/core.py:Child.parent_size").contains(&"r:pkg/core.py:Base.size".to_string()));
+    assert!(
+        slice_functions(&f, "r:pkg/core.py:Child.parent_size")
+            .contains(&"r:pkg/core.py:Base.size".to_string())
+    );
     // A class attribute read through self counts as reading the class.
-    assert_eq!(slice_functions(&f, "r:pkg/core.py:Base.scaled"), vec!["r:pkg/core.py:Base", "r:pkg/core.py:Base.__init__"]);
+    assert_eq!(
+        slice_functions(&f, "r:pkg/core.py:Base.scaled"),
+        vec!["r:pkg/core.py:Base", "r:pkg/core.py:Base.__init__"]
+    );
     assert_eq!(f["r:pkg/core.py:unused"]["excluded_by"], "connectivity");
     let rec = &f["r:pkg/app.py:third_party"];
     assert_eq!(rec["kind"], "function");
@@ -336,7 +373,10 @@ def unrelated(x):
 fn tokens_of(p: &Project, id: &str) -> (u64, bool) {
     let f = p.functions();
     let s = &f[id]["slice"];
-    (s["tokens"].as_u64().unwrap(), s["truncated"].as_bool().unwrap())
+    (
+        s["tokens"].as_u64().unwrap(),
+        s["truncated"].as_bool().unwrap(),
+    )
 }
 
 #[test]
@@ -346,30 +386,57 @@ fn context_strategies_and_cutting() {
 
     let p = Project::new(CONTEXT, "[context]\nstrategy = \"naive\"\n");
     p.build();
-    assert_eq!(tokens_of(&p, "r:a.py:target"), (count(&format!("# file: a.py\n{target_src}")), false));
+    assert_eq!(
+        tokens_of(&p, "r:a.py:target"),
+        (count(&format!("# file: a.py\n{target_src}")), false)
+    );
 
     // Sliced: every definition of the slice fits in a large budget.
-    let p = Project::new(CONTEXT, "[context]\nstrategy = \"sliced\"\nmax_tokens = 6000\n");
+    let p = Project::new(
+        CONTEXT,
+        "[context]\nstrategy = \"sliced\"\nmax_tokens = 6000\n",
+    );
     p.build();
     let (all, truncated) = tokens_of(&p, "r:a.py:target");
     assert!(!truncated);
-    assert_eq!(slice_functions(&p.functions(), "r:a.py:target"), vec!["r:a.py:near", "r:b.py:far_helper", "r:c.py:farthest"]);
+    assert_eq!(
+        slice_functions(&p.functions(), "r:a.py:target"),
+        vec!["r:a.py:near", "r:b.py:far_helper", "r:c.py:farthest"]
+    );
     // The rendered context's real token count equals the sum the planner used.
     let cfg = r2e::config::load(&p.pipeline()).unwrap();
     let explained = r2e::inspect::explain(&cfg, "r:a.py:target").unwrap();
     let text = explained["context"]["text"].as_str().unwrap();
     assert_eq!(count(text), all, "{text}");
-    assert!(text.find("def farthest").unwrap() < text.find("def far_helper").unwrap(), "farthest file first: {text}");
-    assert!(text.ends_with(target_src), "the function's own file comes last: {text}");
+    assert!(
+        text.find("def farthest").unwrap() < text.find("def far_helper").unwrap(),
+        "farthest file first: {text}"
+    );
+    assert!(
+        text.ends_with(target_src),
+        "the function's own file comes last: {text}"
+    );
 
     // A budget that cannot hold the farthest definition drops it first.
-    let p2 = Project::new(CONTEXT, &format!("[context]\nstrategy = \"sliced\"\nmax_tokens = {}\n", all - 5));
+    let p2 = Project::new(
+        CONTEXT,
+        &format!(
+            "[context]\nstrategy = \"sliced\"\nmax_tokens = {}\n",
+            all - 5
+        ),
+    );
     p2.build();
     let (cut, truncated) = tokens_of(&p2, "r:a.py:target");
     assert!(truncated && cut < all - 5);
     let cfg = r2e::config::load(&p2.pipeline()).unwrap();
-    let text = r2e::inspect::explain(&cfg, "r:a.py:target").unwrap()["context"]["text"].as_str().unwrap().to_owned();
-    assert!(!text.contains("def farthest") && text.contains("def far_helper"), "{text}");
+    let text = r2e::inspect::explain(&cfg, "r:a.py:target").unwrap()["context"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        !text.contains("def farthest") && text.contains("def far_helper"),
+        "{text}"
+    );
 
     // Full: its file plus the files it imports, never an unrelated one.
     let p3 = Project::new(CONTEXT, "[context]\nstrategy = \"full\"\n");
@@ -377,7 +444,12 @@ fn context_strategies_and_cutting() {
     let cfg = r2e::config::load(&p3.pipeline()).unwrap();
     let v = r2e::inspect::explain(&cfg, "r:a.py:target").unwrap();
     let text = v["context"]["text"].as_str().unwrap();
-    assert!(text.contains("# file: b.py") && text.contains("# file: a.py") && !text.contains("unrelated"), "{text}");
+    assert!(
+        text.contains("# file: b.py")
+            && text.contains("# file: a.py")
+            && !text.contains("unrelated"),
+        "{text}"
+    );
     assert_eq!(count(text), v["context"]["tokens"].as_u64().unwrap());
 }
 
@@ -417,8 +489,15 @@ if K:
     );
     p.build();
     let f = p.functions();
-    assert!(f.contains_key("r:m.py:P.v") && f.contains_key("r:m.py:P.v#2"), "{:?}", f.keys());
-    assert_eq!(f["r:m.py:P.v#2"]["start_line"], 13, "the def line, not the decorator's");
+    assert!(
+        f.contains_key("r:m.py:P.v") && f.contains_key("r:m.py:P.v#2"),
+        "{:?}",
+        f.keys()
+    );
+    assert_eq!(
+        f["r:m.py:P.v#2"]["start_line"], 13,
+        "the def line, not the decorator's"
+    );
     // The conditional `f` is outside R2E's scope, so it is not listed.
     assert!(f.contains_key("r:m.py:f") && !f.contains_key("r:m.py:f#2"));
 }
@@ -449,14 +528,28 @@ def f(:
 "#,
         "",
     );
-    std::fs::write(p.path().join("repo/latin.py"), b"# -*- coding: latin-1 -*-\ndef caf\xe9(x):\n    \"\"\"Caf\xe9.\"\"\"\n    return x\n").unwrap();
+    std::fs::write(
+        p.path().join("repo/latin.py"),
+        b"# -*- coding: latin-1 -*-\ndef caf\xe9(x):\n    \"\"\"Caf\xe9.\"\"\"\n    return x\n",
+    )
+    .unwrap();
     std::fs::write(p.path().join("repo/binary.py"), b"\x00\xff\xfe\x00garbage").unwrap();
     let summary = p.build();
     let f = p.functions();
-    assert!(f["r:modern.py:matcher"]["excluded_by"].is_null(), "{}", f["r:modern.py:matcher"]);
+    assert!(
+        f["r:modern.py:matcher"]["excluded_by"].is_null(),
+        "{}",
+        f["r:modern.py:matcher"]
+    );
     assert_eq!(f["r:latin.py:café"]["docstring"], "Café.");
     let failures = std::fs::read_to_string(p.path().join("out/failures.jsonl")).unwrap();
-    assert!(failures.contains("broken.py") && failures.contains("syntax error at 1:7"), "{failures}");
-    assert!(failures.contains("binary.py") && failures.contains("not valid UTF-8"), "{failures}");
+    assert!(
+        failures.contains("broken.py") && failures.contains("syntax error at 1:7"),
+        "{failures}"
+    );
+    assert!(
+        failures.contains("binary.py") && failures.contains("not valid UTF-8"),
+        "{failures}"
+    );
     assert_eq!(summary.stages.get("parse").unwrap().failed, 2);
 }

@@ -26,8 +26,17 @@ def user(x):
 #[test]
 fn json_summary_has_every_stage_and_exits_zero() {
     let p = Project::new(SMALL, "");
-    let out = r2e().arg("build").arg(p.pipeline()).arg("--json").assert().success().get_output().stdout.clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).expect("stdout is exactly one JSON object");
+    let out = r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value =
+        serde_json::from_slice(&out).expect("stdout is exactly one JSON object");
     for stage in ["checkout", "parse", "extract", "slice"] {
         for k in ["executed", "cached", "failed"] {
             assert!(v["stages"][stage][k].is_u64(), "{stage}.{k} in {v}");
@@ -40,7 +49,15 @@ fn json_summary_has_every_stage_and_exits_zero() {
 
     // --until stops early: later stages are zero and there is no dataset version.
     let p2 = Project::new(SMALL, "");
-    let out = r2e().arg("build").arg(p2.pipeline()).args(["--until", "parse", "--json"]).assert().success().get_output().stdout.clone();
+    let out = r2e()
+        .arg("build")
+        .arg(p2.pipeline())
+        .args(["--until", "parse", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["stages"]["slice"]["executed"], 0);
     assert_eq!(v["stages"]["parse"]["executed"], 1);
@@ -52,14 +69,40 @@ fn bad_config_names_file_line_and_column() {
     let p = Project::new(SMALL, "[contxt]\nstrategy = \"sliced\"\n");
     let assert = r2e().arg("build").arg(p.pipeline()).assert().code(2);
     let err = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
-    assert!(err.contains("pipeline.toml:8:2") && err.contains("unknown field `contxt`"), "{err}");
+    assert!(
+        err.contains("pipeline.toml:8:2") && err.contains("unknown field `contxt`"),
+        "{err}"
+    );
 
     std::fs::write(p.pipeline(), "[[repo]]\npath = \"nowhere\"\n").unwrap();
-    let err = String::from_utf8_lossy(&r2e().arg("build").arg(p.pipeline()).assert().code(2).get_output().stderr).into_owned();
-    assert!(err.contains("pipeline.toml:2:8") && err.contains("nowhere` does not exist"), "{err}");
+    let err = String::from_utf8_lossy(
+        &r2e()
+            .arg("build")
+            .arg(p.pipeline())
+            .assert()
+            .code(2)
+            .get_output()
+            .stderr,
+    )
+    .into_owned();
+    assert!(
+        err.contains("pipeline.toml:2:8") && err.contains("nowhere` does not exist"),
+        "{err}"
+    );
 
-    let err = String::from_utf8_lossy(&r2e().args(["build", "/no/such/pipeline.toml"]).assert().code(2).get_output().stderr).into_owned();
-    assert!(err.contains("/no/such/pipeline.toml` does not exist"), "{err}");
+    let err = String::from_utf8_lossy(
+        &r2e()
+            .args(["build", "/no/such/pipeline.toml"])
+            .assert()
+            .code(2)
+            .get_output()
+            .stderr,
+    )
+    .into_owned();
+    assert!(
+        err.contains("/no/such/pipeline.toml` does not exist"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -67,55 +110,139 @@ fn git_repos_resolve_revisions_and_reject_unknown_ones() {
     let p = Project::new(SMALL, "");
     let repo = p.path().join("repo");
     let git = |args: &[&str]| {
-        let ok = std::process::Command::new("git").arg("-C").arg(&repo).args(args)
-            .env("GIT_AUTHOR_NAME", "t").env("GIT_AUTHOR_EMAIL", "t@t").env("GIT_COMMITTER_NAME", "t").env("GIT_COMMITTER_EMAIL", "t@t")
-            .output().unwrap();
-        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+        let ok = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .output()
+            .unwrap();
+        assert!(
+            ok.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
         String::from_utf8_lossy(&ok.stdout).trim().to_owned()
     };
     git(&["init", "-q", "-b", "main"]);
     git(&["add", "."]);
     git(&["commit", "-qm", "one"]);
     let first = git(&["rev-parse", "HEAD"]);
-    std::fs::write(repo.join("extra.py"), "def more(x):\n    \"\"\"More.\"\"\"\n    y = x\n    return y\n").unwrap();
+    std::fs::write(
+        repo.join("extra.py"),
+        "def more(x):\n    \"\"\"More.\"\"\"\n    y = x\n    return y\n",
+    )
+    .unwrap();
     git(&["add", "."]);
     git(&["commit", "-qm", "two"]);
 
     let toml = |rev: &str| format!("[[repo]]\ngit = \"repo\"\nrev = \"{rev}\"\nname = \"g\"\n");
     std::fs::write(p.pipeline(), toml(&first)).unwrap();
-    let out = r2e().arg("build").arg(p.pipeline()).arg("--json").assert().success().get_output().stdout.clone();
+    let out = r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["counts"]["files"], 1, "the first commit has one file");
 
     std::fs::write(p.pipeline(), toml("main")).unwrap();
-    let out = r2e().arg("build").arg(p.pipeline()).arg("--json").assert().success().get_output().stdout.clone();
+    let out = r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(v["counts"]["files"], 2, "the branch resolves to its newest commit");
-    assert_eq!(v["stages"]["parse"]["cached"], 1, "the unchanged file's parse is reused");
+    assert_eq!(
+        v["counts"]["files"], 2,
+        "the branch resolves to its newest commit"
+    );
+    assert_eq!(
+        v["stages"]["parse"]["cached"], 1,
+        "the unchanged file's parse is reused"
+    );
 
     std::fs::write(p.pipeline(), toml("no-such-branch")).unwrap();
-    let err = String::from_utf8_lossy(&r2e().arg("build").arg(p.pipeline()).assert().code(2).get_output().stderr).into_owned();
-    assert!(err.contains("git rev `no-such-branch` does not exist"), "{err}");
+    let err = String::from_utf8_lossy(
+        &r2e()
+            .arg("build")
+            .arg(p.pipeline())
+            .assert()
+            .code(2)
+            .get_output()
+            .stderr,
+    )
+    .into_owned();
+    assert!(
+        err.contains("git rev `no-such-branch` does not exist"),
+        "{err}"
+    );
 }
 
 #[test]
 fn status_and_explain() {
     let p = Project::new(SMALL, "");
-    let out = r2e().args(["status", "--json", "-p"]).arg(p.pipeline()).assert().success().get_output().stdout.clone();
+    let out = r2e()
+        .args(["status", "--json", "-p"])
+        .arg(p.pipeline())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["up_to_date"], false);
     assert_eq!(v["parse"]["would_run"], 1);
     r2e().arg("build").arg(p.pipeline()).assert().success();
-    let out = r2e().args(["status", "--json", "-p"]).arg(p.pipeline()).assert().success().get_output().stdout.clone();
+    let out = r2e()
+        .args(["status", "--json", "-p"])
+        .arg(p.pipeline())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["up_to_date"], true, "{v}");
 
-    let out = r2e().args(["explain", "r:m.py:user", "--json", "-p"]).arg(p.pipeline()).assert().success().get_output().stdout.clone();
+    let out = r2e()
+        .args(["explain", "r:m.py:user", "--json", "-p"])
+        .arg(p.pipeline())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["file"]["parse_cached"], true);
     assert_eq!(v["slice"]["items"][0]["item"], "r:m.py:helper");
-    assert!(v["context"]["text"].as_str().unwrap().contains("def helper"));
-    let err = String::from_utf8_lossy(&r2e().args(["explain", "r:m.py:nope", "-p"]).arg(p.pipeline()).assert().code(2).get_output().stderr).into_owned();
+    assert!(
+        v["context"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("def helper")
+    );
+    let err = String::from_utf8_lossy(
+        &r2e()
+            .args(["explain", "r:m.py:nope", "-p"])
+            .arg(p.pipeline())
+            .assert()
+            .code(2)
+            .get_output()
+            .stderr,
+    )
+    .into_owned();
     assert!(err.contains("no function `r:m.py:nope`"), "{err}");
 }
 
@@ -123,9 +250,22 @@ fn status_and_explain() {
 fn a_killed_build_loses_no_finished_parse() {
     // Parse results are stored as they finish; a build that dies after parsing re-parses nothing.
     let p = Project::new(SMALL, "");
-    r2e().arg("build").arg(p.pipeline()).args(["--until", "parse"]).assert().success();
+    r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .args(["--until", "parse"])
+        .assert()
+        .success();
     std::fs::remove_dir_all(p.path().join("out")).unwrap();
-    let out = r2e().arg("build").arg(p.pipeline()).arg("--json").assert().success().get_output().stdout.clone();
+    let out = r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["stages"]["parse"]["executed"], 0);
     assert_eq!(v["stages"]["parse"]["cached"], 1);

@@ -73,7 +73,11 @@ fn executions(s: &Session, query: &str) -> u64 {
 fn edit(p: &Project, s: &mut Session, path: &str, text: &str) {
     p.write(path, text);
     let bytes = std::fs::read(p.path().join("repo").join(path)).unwrap();
-    let file = s.all_files().into_iter().find(|f| f.path(&s.db) == path).unwrap();
+    let file = s
+        .all_files()
+        .into_iter()
+        .find(|f| f.path(&s.db) == path)
+        .unwrap();
     file.set_hash(&mut s.db).to(Hash::of_bytes(&bytes));
     s.db.env().counters.reset_executions();
 }
@@ -83,7 +87,8 @@ fn session(p: &Project) -> Session {
     Session::open(&cfg).unwrap()
 }
 
-const BASE: &str = "RATE = 3\n\ndef leaf(x):\n    \"\"\"Leaf.\"\"\"\n    y = x * RATE\n    return y\n";
+const BASE: &str =
+    "RATE = 3\n\ndef leaf(x):\n    \"\"\"Leaf.\"\"\"\n    y = x * RATE\n    return y\n";
 
 #[test]
 fn noop_rebuild_executes_nothing() {
@@ -94,7 +99,14 @@ fn noop_rebuild_executes_nothing() {
     assert!(executions(&s, "parse_file") > 0);
     s.db.env().counters.reset_executions();
     run_all(&s);
-    let total: u64 = s.db.env().counters.executions.lock().unwrap().values().sum();
+    let total: u64 =
+        s.db.env()
+            .counters
+            .executions
+            .lock()
+            .unwrap()
+            .values()
+            .sum();
     assert_eq!(total, 0);
 }
 
@@ -103,10 +115,19 @@ fn editing_one_file_reparses_only_that_file() {
     let p = Project::new(REPO, "");
     let mut s = session(&p);
     run_all(&s);
-    edit(&p, &mut s, "pkg/top.py", "from pkg import mid\n\ndef top(x):\n    \"\"\"Calls middle, twice.\"\"\"\n    y = mid.middle(x)\n    return y * 2 + mid.middle(y)\n");
+    edit(
+        &p,
+        &mut s,
+        "pkg/top.py",
+        "from pkg import mid\n\ndef top(x):\n    \"\"\"Calls middle, twice.\"\"\"\n    y = mid.middle(x)\n    return y * 2 + mid.middle(y)\n",
+    );
     run_all(&s);
     assert_eq!(executions(&s, "parse_file"), 1);
-    assert_eq!(executions(&s, "file_functions"), 1, "only the edited file is re-extracted");
+    assert_eq!(
+        executions(&s, "file_functions"),
+        1,
+        "only the edited file is re-extracted"
+    );
 }
 
 #[test]
@@ -114,7 +135,15 @@ fn comment_in_a_sliced_function_reslices_nothing() {
     let p = Project::new(REPO, "");
     let mut s = session(&p);
     run_all(&s);
-    edit(&p, &mut s, "pkg/base.py", &BASE.replace("    y = x * RATE\n", "    # a new comment\n    y = x * RATE  # and another\n"));
+    edit(
+        &p,
+        &mut s,
+        "pkg/base.py",
+        &BASE.replace(
+            "    y = x * RATE\n",
+            "    # a new comment\n    y = x * RATE  # and another\n",
+        ),
+    );
     run_all(&s);
     assert_eq!(executions(&s, "parse_file"), 1);
     assert_eq!(executions(&s, "file_interface"), 1);
@@ -131,7 +160,10 @@ fn body_edit_reslices_exactly_the_functions_holding_it() {
     let mut s = session(&p);
     run_all(&s);
     // A new call in leaf's body changes what it references.
-    let edited = BASE.replace("    return y\n", "    return helper(y)\n\ndef helper(v):\n    return v\n");
+    let edited = BASE.replace(
+        "    return y\n",
+        "    return helper(y)\n\ndef helper(v):\n    return v\n",
+    );
     edit(&p, &mut s, "pkg/base.py", &edited);
     run_all(&s);
     // leaf, middle and top hold leaf; `alone` and `other_leaf` do not.
@@ -157,7 +189,11 @@ fn second_build_reports_zero_executed_and_keeps_outputs() {
         assert_eq!(c.executed, 0, "{stage}");
     }
     assert_eq!(second.dataset_version, first.dataset_version);
-    assert_eq!(std::fs::metadata(&out).unwrap().modified().unwrap(), mtime, "unchanged outputs are not rewritten");
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().modified().unwrap(),
+        mtime,
+        "unchanged outputs are not rewritten"
+    );
     // An edit re-parses exactly one file in a new process.
     p.write("pkg/top.py", "from pkg import mid\n\ndef top(x):\n    \"\"\"Changed.\"\"\"\n    y = mid.middle(x)\n    return y * 3\n");
     let third = p.build();

@@ -10,17 +10,28 @@ pub fn decode_source(bytes: &[u8]) -> Result<String, String> {
     let encoding = coding_cookie(body);
     let normal = encoding.as_deref().map(normal_name);
     match normal.as_deref() {
-        None | Some("utf-8") => std::str::from_utf8(body)
-            .map(str::to_owned)
-            .map_err(|e| match &encoding {
-                None => format!("not valid UTF-8 at byte {} and no PEP 263 coding line", e.valid_up_to() + usize::from(bom) * 3),
-                Some(name) => format!("not valid `{name}` at byte {}", e.valid_up_to()),
-            }),
-        Some(_) if bom => Err("a UTF-8 byte-order mark together with a non-UTF-8 coding line".into()),
+        None | Some("utf-8") => {
+            std::str::from_utf8(body)
+                .map(str::to_owned)
+                .map_err(|e| match &encoding {
+                    None => format!(
+                        "not valid UTF-8 at byte {} and no PEP 263 coding line",
+                        e.valid_up_to() + usize::from(bom) * 3
+                    ),
+                    Some(name) => format!("not valid `{name}` at byte {}", e.valid_up_to()),
+                })
+        }
+        Some(_) if bom => {
+            Err("a UTF-8 byte-order mark together with a non-UTF-8 coding line".into())
+        }
         Some("iso-8859-1") => Ok(body.iter().map(|&b| b as char).collect()),
         Some(name) => {
-            let enc = encoding_rs::Encoding::for_label(name.as_bytes())
-                .ok_or_else(|| format!("unknown encoding `{}` in its coding line", encoding.as_deref().unwrap_or_default()))?;
+            let enc = encoding_rs::Encoding::for_label(name.as_bytes()).ok_or_else(|| {
+                format!(
+                    "unknown encoding `{}` in its coding line",
+                    encoding.as_deref().unwrap_or_default()
+                )
+            })?;
             enc.decode_without_bom_handling_and_without_replacement(body)
                 .map(|text| text.into_owned())
                 .ok_or_else(|| format!("not valid `{name}` text"))
@@ -36,7 +47,11 @@ fn coding_cookie(bytes: &[u8]) -> Option<String> {
         return Some(name);
     }
     // CPython reads line 2 only when line 1 is blank or a comment.
-    let trimmed: Vec<u8> = first.iter().copied().skip_while(|b| matches!(b, b' ' | b'\t' | b'\x0c' | b'\r')).collect();
+    let trimmed: Vec<u8> = first
+        .iter()
+        .copied()
+        .skip_while(|b| matches!(b, b' ' | b'\t' | b'\x0c' | b'\r'))
+        .collect();
     if trimmed.is_empty() || trimmed[0] == b'#' {
         return lines.next().and_then(cookie_in_line);
     }
@@ -45,7 +60,9 @@ fn coding_cookie(bytes: &[u8]) -> Option<String> {
 
 /// Matches `^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)` on one line.
 fn cookie_in_line(line: &[u8]) -> Option<String> {
-    let start = line.iter().position(|b| !matches!(b, b' ' | b'\t' | b'\x0c'))?;
+    let start = line
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\x0c'))?;
     if line[start] != b'#' {
         return None;
     }
@@ -99,7 +116,10 @@ mod tests {
         assert!(err.contains("not valid UTF-8"), "{err}");
         let text = decode_source(b"# -*- coding: latin-1 -*-\ns = '\xe9'\n").unwrap();
         assert!(text.contains('\u{e9}'));
-        let text = decode_source(b"#!/usr/bin/env python\n# vim: set fileencoding=iso-8859-15 :\ns = '\xa4'\n").unwrap();
+        let text = decode_source(
+            b"#!/usr/bin/env python\n# vim: set fileencoding=iso-8859-15 :\ns = '\xa4'\n",
+        )
+        .unwrap();
         assert!(text.contains('\u{20ac}'), "{text}");
     }
 

@@ -72,7 +72,10 @@ mod tests {
         // Expected values were produced by Python 3.11's inspect.cleandoc.
         let cases = [
             ("Summary.", "Summary."),
-            ("\n    Summary.\n\n    Body\n      indented\n    ", "Summary.\n\nBody\n  indented"),
+            (
+                "\n    Summary.\n\n    Body\n      indented\n    ",
+                "Summary.\n\nBody\n  indented",
+            ),
             ("  First\n\tTabbed\n        Spaced", "First\nTabbed\nSpaced"),
             ("\n\n", ""),
             ("One\n  two\n three", "One\n two\nthree"),

@@ -23,7 +23,11 @@ pub struct SyntaxError {
 
 impl std::fmt::Display for SyntaxError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "syntax error at {}:{}: {}", self.line, self.column, self.message)
+        write!(
+            f,
+            "syntax error at {}:{}: {}",
+            self.line, self.column, self.message
+        )
     }
 }
 
@@ -32,10 +36,18 @@ pub fn summarize(source: &str) -> Result<ModuleSummary, SyntaxError> {
     let lines = LineIndex::new(source);
     let parsed = ruff_python_parser::parse_module(source).map_err(|e| {
         let (line, column) = lines.line_col(source, e.location.start());
-        SyntaxError { line, column, message: e.error.to_string() }
+        SyntaxError {
+            line,
+            column,
+            message: e.error.to_string(),
+        }
     })?;
     let module = parsed.syntax();
-    let mut b = Builder { source, lines: &lines, summary: ModuleSummary::default() };
+    let mut b = Builder {
+        source,
+        lines: &lines,
+        summary: ModuleSummary::default(),
+    };
     b.module_body(&module.body, true);
     b.summary.layout.bytes = source.len() as u32;
     Ok(b.summary)
@@ -83,7 +95,10 @@ impl LineIndex {
 
     /// Byte offset just past the end of 1-based `line`, its terminator included.
     fn end_of(&self, line: u32, len: usize) -> u32 {
-        self.starts.get(line as usize).copied().unwrap_or(len as u32)
+        self.starts
+            .get(line as usize)
+            .copied()
+            .unwrap_or(len as u32)
     }
 }
 
@@ -107,7 +122,11 @@ impl<'s> Builder<'s> {
                 Stmt::ImportFrom(import) => {
                     let from = ImportFrom {
                         level: import.level,
-                        module: import.module.as_ref().map(|m| m.id.to_string()).unwrap_or_default(),
+                        module: import
+                            .module
+                            .as_ref()
+                            .map(|m| m.id.to_string())
+                            .unwrap_or_default(),
                     };
                     for alias in &import.names {
                         if alias.name.id.as_str() == "*" {
@@ -181,7 +200,10 @@ impl<'s> Builder<'s> {
             self.lines.line(end_offset(stmt.range())),
         );
         for name in names {
-            self.summary.interface.globals.push(GlobalInterface { name, refs: refs.clone() });
+            self.summary.interface.globals.push(GlobalInterface {
+                name,
+                refs: refs.clone(),
+            });
             self.summary.layout.globals.push(chunk);
         }
     }
@@ -193,7 +215,11 @@ impl<'s> Builder<'s> {
         let first_line = first_line(self.lines, class.range(), &class.decorator_list);
         let end_line = self.lines.line(end_offset(class.range()));
         let chunk = self.chunk_of_lines(first_line, end_line);
-        let body_line = class.body.first().map(|s| self.lines.line(s.start())).unwrap_or(end_line);
+        let body_line = class
+            .body
+            .first()
+            .map(|s| self.lines.line(s.start()))
+            .unwrap_or(end_line);
         let header = if body_line > start_line {
             self.chunk_of_lines(first_line, body_line - 1)
         } else {
@@ -217,7 +243,10 @@ impl<'s> Builder<'s> {
         let mut attr_names = Vec::new();
         for stmt in &class.body {
             match stmt {
-                Stmt::Assign(a) => a.targets.iter().for_each(|t| collect_target_names(t, &mut attr_names)),
+                Stmt::Assign(a) => a
+                    .targets
+                    .iter()
+                    .for_each(|t| collect_target_names(t, &mut attr_names)),
                 Stmt::AnnAssign(a) => collect_target_names(&a.target, &mut attr_names),
                 Stmt::AugAssign(a) => collect_target_names(&a.target, &mut attr_names),
                 _ => {}
@@ -257,7 +286,11 @@ impl<'s> Builder<'s> {
             docstring: docstring(&class.body),
             code_hash,
             features: Features {
-                decorators: class.decorator_list.iter().map(|d| decorator_name(&d.expression)).collect(),
+                decorators: class
+                    .decorator_list
+                    .iter()
+                    .map(|d| decorator_name(&d.expression))
+                    .collect(),
                 words,
                 lines: end_line - start_line + 1,
                 ..Features::default()
@@ -270,7 +303,13 @@ impl<'s> Builder<'s> {
         }
     }
 
-    fn function(&mut self, stmt: &Stmt, def: &ast::StmtFunctionDef, class: Option<(u32, &str)>, in_scope: bool) {
+    fn function(
+        &mut self,
+        stmt: &Stmt,
+        def: &ast::StmtFunctionDef,
+        class: Option<(u32, &str)>,
+        in_scope: bool,
+    ) {
         let qualname = match class {
             Some((_, class_name)) => format!("{class_name}.{}", def.name.id),
             None => def.name.id.to_string(),
@@ -279,11 +318,19 @@ impl<'s> Builder<'s> {
         let first_line = first_line(self.lines, def.range(), &def.decorator_list);
         let end_line = self.lines.line(end_offset(def.range()));
         let chunk = self.chunk_of_lines(first_line, end_line);
-        let decorators: Vec<String> = def.decorator_list.iter().map(|d| decorator_name(&d.expression)).collect();
+        let decorators: Vec<String> = def
+            .decorator_list
+            .iter()
+            .map(|d| decorator_name(&d.expression))
+            .collect();
         let is_static = decorators.iter().any(|d| d == "staticmethod");
 
         let params = &def.parameters;
-        let positional: Vec<&ast::ParameterWithDefault> = params.posonlyargs.iter().chain(params.args.iter()).collect();
+        let positional: Vec<&ast::ParameterWithDefault> = params
+            .posonlyargs
+            .iter()
+            .chain(params.args.iter())
+            .collect();
         let receiver = match class {
             Some(_) if !is_static => positional.first().map(|p| p.parameter.name.id.to_string()),
             _ => None,
@@ -298,7 +345,11 @@ impl<'s> Builder<'s> {
         let mut binder = Binder::default();
         binder.visit_parameters(params);
         visitor::walk_body(&mut binder, &def.body);
-        let locals: Vec<String> = binder.locals.into_iter().filter(|n| !binder.globals.contains(n)).collect();
+        let locals: Vec<String> = binder
+            .locals
+            .into_iter()
+            .filter(|n| !binder.globals.contains(n))
+            .collect();
 
         let mut refs = RefCollector::new(locals, receiver);
         for decorator in &def.decorator_list {
@@ -314,10 +365,15 @@ impl<'s> Builder<'s> {
         visitor::walk_body(&mut returns, &def.body);
 
         let docstring = docstring(&def.body);
-        let body_statements = def.body.len() - usize::from(docstring.is_some() || is_docstring_stmt(def.body.first()));
+        let body_statements = def.body.len()
+            - usize::from(docstring.is_some() || is_docstring_stmt(def.body.first()));
         self.summary.interface.defs.push(DefInterface {
             qualname,
-            kind: if class.is_some() { DefKind::Method } else { DefKind::Function },
+            kind: if class.is_some() {
+                DefKind::Method
+            } else {
+                DefKind::Function
+            },
             class: class.map(|(i, _)| i),
             bases: Vec::new(),
             attrs: Vec::new(),
@@ -346,8 +402,16 @@ impl<'s> Builder<'s> {
     }
 
     /// The line of the `def`/`class` keyword, after any decorators.
-    fn keyword_line(&self, range: ruff_text_size::TextRange, decorators: &[ast::Decorator], keyword: &str) -> u32 {
-        let from = decorators.last().map_or(range.start(), |d| d.end()).to_usize();
+    fn keyword_line(
+        &self,
+        range: ruff_text_size::TextRange,
+        decorators: &[ast::Decorator],
+        keyword: &str,
+    ) -> u32 {
+        let from = decorators
+            .last()
+            .map_or(range.start(), |d| d.end())
+            .to_usize();
         let bytes = self.source.as_bytes();
         let mut i = from;
         while i < range.end().to_usize() {
@@ -358,7 +422,11 @@ impl<'s> Builder<'s> {
                         i += 1;
                     }
                 }
-                _ if self.source[i..].starts_with("async") && !self.source[i..].starts_with(keyword) => i += 5,
+                _ if self.source[i..].starts_with("async")
+                    && !self.source[i..].starts_with(keyword) =>
+                {
+                    i += 5
+                }
                 _ => break,
             }
         }
@@ -375,12 +443,22 @@ impl<'s> Builder<'s> {
 
 /// The offset of the last byte of a range (its end is exclusive).
 fn end_offset(range: ruff_text_size::TextRange) -> TextSize {
-    if range.is_empty() { range.start() } else { range.end() - TextSize::new(1) }
+    if range.is_empty() {
+        range.start()
+    } else {
+        range.end() - TextSize::new(1)
+    }
 }
 
 /// The first line of a definition: its first decorator's, or its own.
-fn first_line(lines: &LineIndex, range: ruff_text_size::TextRange, decorators: &[ast::Decorator]) -> u32 {
-    let start = decorators.first().map_or(range.start(), |d| d.start().min(range.start()));
+fn first_line(
+    lines: &LineIndex,
+    range: ruff_text_size::TextRange,
+    decorators: &[ast::Decorator],
+) -> u32 {
+    let start = decorators
+        .first()
+        .map_or(range.start(), |d| d.start().min(range.start()));
     lines.line(start)
 }
 
@@ -406,10 +484,16 @@ fn import_bindings(import: &ast::StmtImport) -> Vec<ImportBinding> {
         .map(|alias| {
             let full = alias.name.id.to_string();
             match &alias.asname {
-                Some(asname) => ImportBinding { name: asname.id.to_string(), target: ImportTarget::Module(full) },
+                Some(asname) => ImportBinding {
+                    name: asname.id.to_string(),
+                    target: ImportTarget::Module(full),
+                },
                 None => {
                     let root = full.split('.').next().unwrap_or_default().to_owned();
-                    ImportBinding { name: root.clone(), target: ImportTarget::Module(root) }
+                    ImportBinding {
+                        name: root.clone(),
+                        target: ImportTarget::Module(root),
+                    }
                 }
             }
         })
@@ -475,7 +559,10 @@ fn is_literal(expr: &Expr) -> bool {
         Expr::Tuple(t) => t.elts.iter().all(is_literal),
         Expr::List(l) => l.elts.iter().all(is_literal),
         Expr::Set(s) => s.elts.iter().all(is_literal),
-        Expr::Dict(d) => d.items.iter().all(|i| i.key.as_ref().is_none_or(is_literal) && is_literal(&i.value)),
+        Expr::Dict(d) => d
+            .items
+            .iter()
+            .all(|i| i.key.as_ref().is_none_or(is_literal) && is_literal(&i.value)),
         _ => false,
     }
 }
@@ -523,8 +610,10 @@ fn words(text: &str) -> Vec<String> {
     }
     slices.sort_unstable();
     slices.dedup();
-    let mut out: Vec<String> =
-        slices.into_iter().map(|w| String::from_utf8_lossy(w).to_ascii_lowercase()).collect();
+    let mut out: Vec<String> = slices
+        .into_iter()
+        .map(|w| String::from_utf8_lossy(w).to_ascii_lowercase())
+        .collect();
     out.sort_unstable();
     out.dedup();
     out
@@ -543,7 +632,9 @@ impl<'a> Visitor<'a> for Binder {
         match stmt {
             Stmt::FunctionDef(f) => self.locals.push(f.name.id.to_string()),
             Stmt::ClassDef(c) => self.locals.push(c.name.id.to_string()),
-            Stmt::Global(g) => self.globals.extend(g.names.iter().map(|n| n.id.to_string())),
+            Stmt::Global(g) => self
+                .globals
+                .extend(g.names.iter().map(|n| n.id.to_string())),
             Stmt::Try(t) => {
                 for handler in &t.handlers {
                     let ast::ExceptHandler::ExceptHandler(h) = handler;
@@ -572,8 +663,12 @@ impl<'a> Visitor<'a> for Binder {
     fn visit_pattern(&mut self, pattern: &'a ast::Pattern) {
         match pattern {
             ast::Pattern::MatchAs(p) => self.locals.extend(p.name.iter().map(|n| n.id.to_string())),
-            ast::Pattern::MatchStar(p) => self.locals.extend(p.name.iter().map(|n| n.id.to_string())),
-            ast::Pattern::MatchMapping(p) => self.locals.extend(p.rest.iter().map(|n| n.id.to_string())),
+            ast::Pattern::MatchStar(p) => {
+                self.locals.extend(p.name.iter().map(|n| n.id.to_string()))
+            }
+            ast::Pattern::MatchMapping(p) => {
+                self.locals.extend(p.rest.iter().map(|n| n.id.to_string()))
+            }
             _ => {}
         }
         visitor::walk_pattern(self, pattern);
@@ -589,7 +684,11 @@ struct RefCollector {
 
 impl RefCollector {
     fn new(locals: Vec<String>, receiver: Option<String>) -> Self {
-        RefCollector { locals: locals.into_iter().collect(), receiver, refs: Refs::default() }
+        RefCollector {
+            locals: locals.into_iter().collect(),
+            receiver,
+            refs: Refs::default(),
+        }
     }
 
     fn finish(mut self) -> Refs {
@@ -621,7 +720,11 @@ impl<'a> Visitor<'a> for RefCollector {
             Stmt::ImportFrom(import) => {
                 let from = ImportFrom {
                     level: import.level,
-                    module: import.module.as_ref().map(|m| m.id.to_string()).unwrap_or_default(),
+                    module: import
+                        .module
+                        .as_ref()
+                        .map(|m| m.id.to_string())
+                        .unwrap_or_default(),
                 };
                 for alias in &import.names {
                     if alias.name.id.as_str() != "*" {

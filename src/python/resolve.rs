@@ -99,7 +99,11 @@ impl ModuleIndex {
             return Some(from.module.clone());
         }
         let name = self.module_name(file);
-        let mut parts: Vec<&str> = if name.is_empty() { Vec::new() } else { name.split('.').collect() };
+        let mut parts: Vec<&str> = if name.is_empty() {
+            Vec::new()
+        } else {
+            name.split('.').collect()
+        };
         if !self.is_package[file as usize] {
             parts.pop();
         }
@@ -119,7 +123,8 @@ impl ModuleIndex {
 
 fn is_identifier(s: &str) -> bool {
     let mut chars = s.chars();
-    chars.next().is_some_and(|c| c == '_' || c.is_alphabetic()) && chars.all(|c| c == '_' || c.is_alphanumeric())
+    chars.next().is_some_and(|c| c == '_' || c.is_alphabetic())
+        && chars.all(|c| c == '_' || c.is_alphanumeric())
 }
 
 /// Whatever hands out module interfaces.
@@ -167,9 +172,17 @@ pub fn direct_deps(world: &dyn World, item: Item) -> Deps {
             let def = &iface.defs[ix as usize];
             (file, def.refs.clone(), def.class, Some((def.kind, ix)))
         }
-        Item::Global(file, ix) => (file, world.interface(file).globals[ix as usize].refs.clone(), None, None),
+        Item::Global(file, ix) => (
+            file,
+            world.interface(file).globals[ix as usize].refs.clone(),
+            None,
+            None,
+        ),
     };
-    let mut r = Resolver { world, seen: HashSet::new() };
+    let mut r = Resolver {
+        world,
+        seen: HashSet::new(),
+    };
     let mut deps = Deps::default();
     collect_refs(&mut r, file, &refs, own_class, &mut deps);
     match kind {
@@ -183,7 +196,10 @@ pub fn direct_deps(world: &dyn World, item: Item) -> Deps {
             let prefix = format!("{}.", iface.defs[ix as usize].qualname);
             for (j, d) in iface.defs.iter().enumerate() {
                 if d.class == Some(ix)
-                    && matches!(d.qualname.strip_prefix(&prefix), Some("__init__" | "__new__" | "__post_init__"))
+                    && matches!(
+                        d.qualname.strip_prefix(&prefix),
+                        Some("__init__" | "__new__" | "__post_init__")
+                    )
                 {
                     deps.implicit.push(Item::Def(file, j as u32));
                 }
@@ -222,10 +238,12 @@ fn collect_refs(r: &mut Resolver, file: FileIx, refs: &Refs, class: Option<u32>,
     }
     if let Some(class) = class {
         for attr in &refs.self_attrs {
-            deps.explicit.extend(r.class_member(file, class, attr, true));
+            deps.explicit
+                .extend(r.class_member(file, class, attr, true));
         }
         for attr in &refs.super_attrs {
-            deps.explicit.extend(r.class_member(file, class, attr, false));
+            deps.explicit
+                .extend(r.class_member(file, class, attr, false));
         }
     }
 }
@@ -289,11 +307,17 @@ impl Resolver<'_> {
         match target {
             ImportTarget::Module(dotted) => vec![self.module(dotted)],
             ImportTarget::From(from, name) => {
-                let Some(abs) = index.absolute(file, from) else { return Vec::new() };
+                let Some(abs) = index.absolute(file, from) else {
+                    return Vec::new();
+                };
                 match self.module(&abs) {
                     Target::Module(f) => {
                         let found = self.name_in_module(f, name);
-                        if found.is_empty() { vec![self.module(&format!("{abs}.{name}"))] } else { found }
+                        if found.is_empty() {
+                            vec![self.module(&format!("{abs}.{name}"))]
+                        } else {
+                            found
+                        }
                     }
                     Target::Namespace(_) => vec![self.module(&format!("{abs}.{name}"))],
                     other => vec![other],
@@ -352,7 +376,10 @@ impl Resolver<'_> {
             Target::Item(Item::Def(f, ix)) => {
                 let iface = self.world.interface(*f);
                 if iface.defs[*ix as usize].kind == DefKind::Class {
-                    self.class_member(*f, *ix, attr, true).into_iter().map(Target::Item).collect()
+                    self.class_member(*f, *ix, attr, true)
+                        .into_iter()
+                        .map(Target::Item)
+                        .collect()
                 } else {
                     Vec::new()
                 }
@@ -386,7 +413,11 @@ impl Resolver<'_> {
                     continue;
                 }
                 // A class attribute: the class body is the definition read.
-                if class_def.attrs.binary_search_by(|a| a.as_str().cmp(attr)).is_ok() {
+                if class_def
+                    .attrs
+                    .binary_search_by(|a| a.as_str().cmp(attr))
+                    .is_ok()
+                {
                     out.push(Item::Def(f, c));
                     continue;
                 }
@@ -418,29 +449,165 @@ fn dedup(mut v: Vec<Target>) -> Vec<Target> {
 /// Python 3 builtins, which are never reported as unresolved.
 pub fn is_builtin(name: &str) -> bool {
     const BUILTINS: &[&str] = &[
-        "ArithmeticError", "AssertionError", "AttributeError", "BaseException", "BaseExceptionGroup",
-        "BlockingIOError", "BrokenPipeError", "BufferError", "BytesWarning", "ChildProcessError",
-        "ConnectionAbortedError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
-        "DeprecationWarning", "EOFError", "Ellipsis", "EncodingWarning", "EnvironmentError", "Exception",
-        "ExceptionGroup", "False", "FileExistsError", "FileNotFoundError", "FloatingPointError",
-        "FutureWarning", "GeneratorExit", "IOError", "ImportError", "ImportWarning", "IndentationError",
-        "IndexError", "InterruptedError", "IsADirectoryError", "KeyError", "KeyboardInterrupt",
-        "LookupError", "MemoryError", "ModuleNotFoundError", "NameError", "None", "NotADirectoryError",
-        "NotImplemented", "NotImplementedError", "OSError", "OverflowError", "PendingDeprecationWarning",
-        "PermissionError", "ProcessLookupError", "RecursionError", "ReferenceError", "ResourceWarning",
-        "RuntimeError", "RuntimeWarning", "StopAsyncIteration", "StopIteration", "SyntaxError",
-        "SyntaxWarning", "SystemError", "SystemExit", "TabError", "TimeoutError", "True", "TypeError",
-        "UnboundLocalError", "UnicodeDecodeError", "UnicodeEncodeError", "UnicodeError",
-        "UnicodeTranslateError", "UnicodeWarning", "UserWarning", "ValueError", "Warning",
-        "ZeroDivisionError", "__build_class__", "__debug__", "__doc__", "__import__", "__loader__",
-        "__name__", "__package__", "__spec__", "__file__", "__builtins__", "abs", "aiter", "all", "anext", "any", "ascii",
-        "bin", "bool", "breakpoint", "bytearray", "bytes", "callable", "chr", "classmethod", "compile",
-        "complex", "copyright", "credits", "delattr", "dict", "dir", "divmod", "enumerate", "eval", "exec",
-        "exit", "filter", "float", "format", "frozenset", "getattr", "globals", "hasattr", "hash", "help",
-        "hex", "id", "input", "int", "isinstance", "issubclass", "iter", "len", "license", "list", "locals",
-        "map", "max", "memoryview", "min", "next", "object", "oct", "open", "ord", "pow", "print",
-        "property", "quit", "range", "repr", "reversed", "round", "set", "setattr", "slice", "sorted",
-        "staticmethod", "str", "sum", "super", "tuple", "type", "vars", "zip",
+        "ArithmeticError",
+        "AssertionError",
+        "AttributeError",
+        "BaseException",
+        "BaseExceptionGroup",
+        "BlockingIOError",
+        "BrokenPipeError",
+        "BufferError",
+        "BytesWarning",
+        "ChildProcessError",
+        "ConnectionAbortedError",
+        "ConnectionError",
+        "ConnectionRefusedError",
+        "ConnectionResetError",
+        "DeprecationWarning",
+        "EOFError",
+        "Ellipsis",
+        "EncodingWarning",
+        "EnvironmentError",
+        "Exception",
+        "ExceptionGroup",
+        "False",
+        "FileExistsError",
+        "FileNotFoundError",
+        "FloatingPointError",
+        "FutureWarning",
+        "GeneratorExit",
+        "IOError",
+        "ImportError",
+        "ImportWarning",
+        "IndentationError",
+        "IndexError",
+        "InterruptedError",
+        "IsADirectoryError",
+        "KeyError",
+        "KeyboardInterrupt",
+        "LookupError",
+        "MemoryError",
+        "ModuleNotFoundError",
+        "NameError",
+        "None",
+        "NotADirectoryError",
+        "NotImplemented",
+        "NotImplementedError",
+        "OSError",
+        "OverflowError",
+        "PendingDeprecationWarning",
+        "PermissionError",
+        "ProcessLookupError",
+        "RecursionError",
+        "ReferenceError",
+        "ResourceWarning",
+        "RuntimeError",
+        "RuntimeWarning",
+        "StopAsyncIteration",
+        "StopIteration",
+        "SyntaxError",
+        "SyntaxWarning",
+        "SystemError",
+        "SystemExit",
+        "TabError",
+        "TimeoutError",
+        "True",
+        "TypeError",
+        "UnboundLocalError",
+        "UnicodeDecodeError",
+        "UnicodeEncodeError",
+        "UnicodeError",
+        "UnicodeTranslateError",
+        "UnicodeWarning",
+        "UserWarning",
+        "ValueError",
+        "Warning",
+        "ZeroDivisionError",
+        "__build_class__",
+        "__debug__",
+        "__doc__",
+        "__import__",
+        "__loader__",
+        "__name__",
+        "__package__",
+        "__spec__",
+        "__file__",
+        "__builtins__",
+        "abs",
+        "aiter",
+        "all",
+        "anext",
+        "any",
+        "ascii",
+        "bin",
+        "bool",
+        "breakpoint",
+        "bytearray",
+        "bytes",
+        "callable",
+        "chr",
+        "classmethod",
+        "compile",
+        "complex",
+        "copyright",
+        "credits",
+        "delattr",
+        "dict",
+        "dir",
+        "divmod",
+        "enumerate",
+        "eval",
+        "exec",
+        "exit",
+        "filter",
+        "float",
+        "format",
+        "frozenset",
+        "getattr",
+        "globals",
+        "hasattr",
+        "hash",
+        "help",
+        "hex",
+        "id",
+        "input",
+        "int",
+        "isinstance",
+        "issubclass",
+        "iter",
+        "len",
+        "license",
+        "list",
+        "locals",
+        "map",
+        "max",
+        "memoryview",
+        "min",
+        "next",
+        "object",
+        "oct",
+        "open",
+        "ord",
+        "pow",
+        "print",
+        "property",
+        "quit",
+        "range",
+        "repr",
+        "reversed",
+        "round",
+        "set",
+        "setattr",
+        "slice",
+        "sorted",
+        "staticmethod",
+        "str",
+        "sum",
+        "super",
+        "tuple",
+        "type",
+        "vars",
+        "zip",
     ];
     BUILTINS.binary_search(&name).is_ok() || BUILTINS.contains(&name)
 }

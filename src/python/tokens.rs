@@ -8,7 +8,10 @@
 
 /// Tokens in `text`.
 pub fn count(text: &str) -> u32 {
-    if std::env::var_os("NOTOK").is_some() { return 0 } bpe_openai::cl100k_base().count(text) as u32
+    if std::env::var_os("NOTOK").is_some() {
+        return 0;
+    }
+    bpe_openai::cl100k_base().count(text) as u32
 }
 
 /// Tokens in a chunk of whole source lines (see the module docs).

@@ -54,7 +54,9 @@ impl Checkout {
         match &self.reader {
             Reader::Dir(root) => Ok(fs_err::read(root.join(path))?),
             Reader::Git(batch, git_dir, oids) => {
-                let oid = oids.get(path).ok_or_else(|| Error::Internal(format!("`{path}` is not in the tree")))?;
+                let oid = oids
+                    .get(path)
+                    .ok_or_else(|| Error::Internal(format!("`{path}` is not in the tree")))?;
                 let mut guard = batch.lock().unwrap_or_else(|e| e.into_inner());
                 if guard.is_none() {
                     *guard = Some(CatFile::spawn(git_dir)?);
@@ -79,8 +81,13 @@ struct StatMemo {
 }
 
 fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
-    let memo_path = cache.dir("stat-v1")?.join(Hash::of_bytes(root.as_os_str().as_encoded_bytes()).to_hex());
-    let old: StatMemo = std::fs::read(&memo_path).ok().and_then(|b| postcard::from_bytes(&b).ok()).unwrap_or_default();
+    let memo_path = cache
+        .dir("stat-v1")?
+        .join(Hash::of_bytes(root.as_os_str().as_encoded_bytes()).to_hex());
+    let old: StatMemo = std::fs::read(&memo_path)
+        .ok()
+        .and_then(|b| postcard::from_bytes(&b).ok())
+        .unwrap_or_default();
     let mut memo = StatMemo::default();
     let mut files = Vec::new();
     let mut unreadable = Vec::new();
@@ -93,7 +100,10 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
-                let path = e.path().and_then(|p| p.strip_prefix(root).ok()).map(|p| p.to_string_lossy().into_owned());
+                let path = e
+                    .path()
+                    .and_then(|p| p.strip_prefix(root).ok())
+                    .map(|p| p.to_string_lossy().into_owned());
                 unreadable.push((path.unwrap_or_default(), e.to_string()));
                 continue;
             }
@@ -101,8 +111,16 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
         if !entry.file_type().is_file() || !entry.file_name().as_encoded_bytes().ends_with(b".py") {
             continue;
         }
-        let Some(rel) = entry.path().strip_prefix(root).ok().and_then(|p| p.to_str()) else {
-            unreadable.push((entry.path().to_string_lossy().into_owned(), "the path is not valid UTF-8".into()));
+        let Some(rel) = entry
+            .path()
+            .strip_prefix(root)
+            .ok()
+            .and_then(|p| p.to_str())
+        else {
+            unreadable.push((
+                entry.path().to_string_lossy().into_owned(),
+                "the path is not valid UTF-8".into(),
+            ));
             continue;
         };
         let rel = rel.replace('\\', "/");
@@ -113,7 +131,12 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
                 continue;
             }
         };
-        let stat = (meta.len(), meta.mtime() * 1_000_000_000 + meta.mtime_nsec(), meta.ctime() * 1_000_000_000 + meta.ctime_nsec(), meta.ino());
+        let stat = (
+            meta.len(),
+            meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+            meta.ino(),
+        );
         let hash = match old.entries.get(&rel) {
             Some(&(size, mtime, ctime, ino, hash)) if (size, mtime, ctime, ino) == stat => hash,
             _ => match std::fs::read(entry.path()) {
@@ -127,7 +150,8 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
                 }
             },
         };
-        memo.entries.insert(rel.clone(), (stat.0, stat.1, stat.2, stat.3, hash));
+        memo.entries
+            .insert(rel.clone(), (stat.0, stat.1, stat.2, stat.3, hash));
         files.push(SourceEntry { path: rel, hash });
     }
     if hashed > 0 || memo.entries.len() != old.entries.len() {
@@ -156,16 +180,24 @@ fn run_git(args: &[&str], dir: Option<&Path>) -> Result<std::process::Output> {
     if let Some(dir) = dir {
         cmd.arg("-C").arg(dir);
     }
-    cmd.args(args).env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
-    cmd.output().map_err(|e| Error::env(format!("cannot run `git`: {e} (is git installed?)")))
+    cmd.args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null());
+    cmd.output()
+        .map_err(|e| Error::env(format!("cannot run `git`: {e} (is git installed?)")))
 }
 
 fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkout> {
-    let mirror = cache.dir("git-v1")?.join(format!("{}.git", Hash::of_bytes(url.as_bytes()).to_hex()));
+    let mirror = cache
+        .dir("git-v1")?
+        .join(format!("{}.git", Hash::of_bytes(url.as_bytes()).to_hex()));
     if !mirror.join("HEAD").exists() {
         let tmp = mirror.with_extension(format!("tmp{}", std::process::id()));
         let _ = fs_err::remove_dir_all(&tmp);
-        let out = run_git(&["clone", "--quiet", "--mirror", url, &tmp.to_string_lossy()], None)?;
+        let out = run_git(
+            &["clone", "--quiet", "--mirror", url, &tmp.to_string_lossy()],
+            None,
+        )?;
         if !out.status.success() {
             let _ = fs_err::remove_dir_all(&tmp);
             return Err(Error::input(format!(
@@ -177,14 +209,28 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
         fs_err::rename(&tmp, &mirror)?;
     }
     let resolve = |r: &str| -> Result<Option<String>> {
-        let out = run_git(&["rev-parse", "--verify", "--quiet", &format!("{r}^{{commit}}")], Some(&mirror))?;
-        Ok(out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()))
+        let out = run_git(
+            &[
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("{r}^{{commit}}"),
+            ],
+            Some(&mirror),
+        )?;
+        Ok(out
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()))
     };
     let is_full_sha = rev.len() == 40 && rev.bytes().all(|b| b.is_ascii_hexdigit());
     // A full commit sha that is present needs no fetch; a branch or tag is fetched once per build.
     let mut commit = if is_full_sha { resolve(rev)? } else { None };
     if commit.is_none() {
-        let out = run_git(&["fetch", "--quiet", "--prune", "origin", "+refs/*:refs/*"], Some(&mirror))?;
+        let out = run_git(
+            &["fetch", "--quiet", "--prune", "origin", "+refs/*:refs/*"],
+            Some(&mirror),
+        )?;
         if !out.status.success() {
             eprintln!(
                 "warning: repo `{}`: cannot fetch `{url}`; using the mirror as it is: {}",
@@ -194,22 +240,42 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
         }
         commit = resolve(rev)?;
     }
-    let commit = commit.ok_or_else(|| Error::input(format!("repo `{}`: git rev `{rev}` does not exist in `{url}`", repo.name)))?;
-    let out = run_git(&["ls-tree", "-r", "-z", "--full-tree", &commit], Some(&mirror))?;
+    let commit = commit.ok_or_else(|| {
+        Error::input(format!(
+            "repo `{}`: git rev `{rev}` does not exist in `{url}`",
+            repo.name
+        ))
+    })?;
+    let out = run_git(
+        &["ls-tree", "-r", "-z", "--full-tree", &commit],
+        Some(&mirror),
+    )?;
     if !out.status.success() {
-        return Err(Error::env(format!("repo `{}`: git ls-tree failed: {}", repo.name, String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(Error::env(format!(
+            "repo `{}`: git ls-tree failed: {}",
+            repo.name,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
     let mut files = Vec::new();
     let mut oids = HashMap::new();
     for record in out.stdout.split(|&b| b == 0).filter(|r| !r.is_empty()) {
         let record = String::from_utf8_lossy(record);
-        let Some((meta, path)) = record.split_once('\t') else { continue };
+        let Some((meta, path)) = record.split_once('\t') else {
+            continue;
+        };
         let mut parts = meta.split(' ');
         let (_mode, kind, oid) = (parts.next(), parts.next(), parts.next().unwrap_or_default());
-        if kind != Some("blob") || !path.ends_with(".py") || path.split('/').any(|seg| seg.starts_with('.')) {
+        if kind != Some("blob")
+            || !path.ends_with(".py")
+            || path.split('/').any(|seg| seg.starts_with('.'))
+        {
             continue;
         }
-        files.push(SourceEntry { path: path.to_owned(), hash: Hash::of_bytes(format!("git-blob {oid}").as_bytes()) });
+        files.push(SourceEntry {
+            path: path.to_owned(),
+            hash: Hash::of_bytes(format!("git-blob {oid}").as_bytes()),
+        });
         oids.insert(path.to_owned(), oid.to_owned());
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -244,7 +310,11 @@ impl CatFile {
             .map_err(|e| Error::env(format!("cannot run `git cat-file`: {e}")))?;
         let stdin = child.stdin.take().expect("piped");
         let stdout = BufReader::new(child.stdout.take().expect("piped"));
-        Ok(CatFile { child, stdin, stdout })
+        Ok(CatFile {
+            child,
+            stdin,
+            stdout,
+        })
     }
 
     fn read(&mut self, oid: &str) -> Result<Vec<u8>> {
@@ -257,7 +327,12 @@ impl CatFile {
             .split_whitespace()
             .nth(2)
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| Error::env(format!("git cat-file: unexpected answer `{}`", header.trim())))?;
+            .ok_or_else(|| {
+                Error::env(format!(
+                    "git cat-file: unexpected answer `{}`",
+                    header.trim()
+                ))
+            })?;
         let mut buf = vec![0; size + 1];
         self.stdout.read_exact(&mut buf).map_err(fail)?;
         buf.pop();

@@ -24,7 +24,12 @@ pub const FILTERS: &[&str] = &[
 pub fn local_filters(cfg: &ExtractConfig, name: &str, layout: &DefLayout) -> Option<&'static str> {
     let f = &layout.features;
     let bare = name.rsplit('.').next().unwrap_or(name);
-    if cfg.no_docstring && layout.docstring.as_deref().is_none_or(|d| d.trim().is_empty()) {
+    if cfg.no_docstring
+        && layout
+            .docstring
+            .as_deref()
+            .is_none_or(|d| d.trim().is_empty())
+    {
         return Some("no_docstring");
     }
     if cfg.dunder && bare.len() > 4 && bare.starts_with("__") && bare.ends_with("__") {
@@ -32,11 +37,19 @@ pub fn local_filters(cfg: &ExtractConfig, name: &str, layout: &DefLayout) -> Opt
     }
     if cfg.name_prefix {
         let lower = bare.trim_start_matches('_').to_ascii_lowercase();
-        if cfg.prefixes.iter().any(|p| lower.starts_with(&p.to_ascii_lowercase())) {
+        if cfg
+            .prefixes
+            .iter()
+            .any(|p| lower.starts_with(&p.to_ascii_lowercase()))
+        {
             return Some("name_prefix");
         }
     }
-    if cfg.decorator && f.decorators.iter().any(|d| !cfg.allowed_decorators.contains(d)) {
+    if cfg.decorator
+        && f.decorators
+            .iter()
+            .any(|d| !cfg.allowed_decorators.contains(d))
+    {
         return Some("decorator");
     }
     if cfg.no_params && f.params == 0 {
@@ -55,18 +68,27 @@ pub fn local_filters(cfg: &ExtractConfig, name: &str, layout: &DefLayout) -> Opt
         return Some("literal_returns");
     }
     if cfg.keywords {
-        let lowered = layout.docstring.as_deref().map(str::to_lowercase).unwrap_or_default();
+        let lowered = layout
+            .docstring
+            .as_deref()
+            .map(str::to_lowercase)
+            .unwrap_or_default();
         let doc_words = doc_words(&lowered);
         let hit_doc = cfg.docstring_keywords.iter().any(|k| {
             let k = k.to_ascii_lowercase();
             if k.contains([' ', '-']) {
                 let phrase: Vec<&str> = k.split([' ', '-']).collect();
-                doc_words.windows(phrase.len()).any(|w| w == phrase.as_slice())
+                doc_words
+                    .windows(phrase.len())
+                    .any(|w| w == phrase.as_slice())
             } else {
                 doc_words.contains(&k.as_str())
             }
         });
-        let hit_body = cfg.body_keywords.iter().any(|k| f.words.binary_search(&k.to_ascii_lowercase()).is_ok());
+        let hit_body = cfg
+            .body_keywords
+            .iter()
+            .any(|k| f.words.binary_search(&k.to_ascii_lowercase()).is_ok());
         if hit_doc || hit_body {
             return Some("keywords");
         }
@@ -75,6 +97,7 @@ pub fn local_filters(cfg: &ExtractConfig, name: &str, layout: &DefLayout) -> Opt
 }
 
 fn doc_words(doc: &str) -> Vec<&str> {
-    doc.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect::<Vec<_>>()
+    doc.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
 }
-

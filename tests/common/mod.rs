@@ -29,8 +29,23 @@ pub fn write_fixture(root: &Path, spec: &str) {
 }
 
 fn dedent(text: &str) -> String {
-    let margin = text.lines().filter(|l| !l.trim().is_empty()).map(|l| l.len() - l.trim_start().len()).min().unwrap_or(0);
-    text.lines().map(|l| if l.len() >= margin { &l[margin..] } else { l.trim_start() }).collect::<Vec<_>>().join("\n") + "\n"
+    let margin = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    text.lines()
+        .map(|l| {
+            if l.len() >= margin {
+                &l[margin..]
+            } else {
+                l.trim_start()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 /// A temporary project: a repo folder `repo/` and a `pipeline.toml` beside it.
@@ -44,7 +59,9 @@ impl Project {
         write_fixture(&dir.path().join("repo"), spec);
         std::fs::write(
             dir.path().join("pipeline.toml"),
-            format!("[project]\nname = \"t\"\n\n[[repo]]\npath = \"repo\"\nname = \"r\"\n\n{extra_toml}"),
+            format!(
+                "[project]\nname = \"t\"\n\n[[repo]]\npath = \"repo\"\nname = \"r\"\n\n{extra_toml}"
+            ),
         )
         .unwrap();
         Project { dir }
@@ -64,7 +81,14 @@ impl Project {
 
     pub fn build(&self) -> engine::Summary {
         let cfg = r2e::config::load(&self.pipeline()).unwrap();
-        engine::build(&cfg, &BuildOptions { until: Stage::Slice, jobs: Some(2) }).unwrap()
+        engine::build(
+            &cfg,
+            &BuildOptions {
+                until: Stage::Slice,
+                jobs: Some(2),
+            },
+        )
+        .unwrap()
     }
 
     /// `functions.jsonl`, by id.
@@ -81,11 +105,25 @@ impl Project {
 
 /// The `slice.functions` of a candidate, or panics with what there is.
 pub fn slice_functions(f: &BTreeMap<String, serde_json::Value>, id: &str) -> Vec<String> {
-    let row = f.get(id).unwrap_or_else(|| panic!("no {id}; have {:?}", f.keys().collect::<Vec<_>>()));
-    let slice = row.get("slice").unwrap_or_else(|| panic!("{id} is not a candidate: {row}"));
-    slice["functions"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+    let row = f
+        .get(id)
+        .unwrap_or_else(|| panic!("no {id}; have {:?}", f.keys().collect::<Vec<_>>()));
+    let slice = row
+        .get("slice")
+        .unwrap_or_else(|| panic!("{id} is not a candidate: {row}"));
+    slice["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect()
 }
 
 pub fn slice_globals(f: &BTreeMap<String, serde_json::Value>, id: &str) -> Vec<String> {
-    f[id]["slice"]["globals"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+    f[id]["slice"]["globals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect()
 }

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Cold throughput of r2e (parse + extract + slice) next to CPython's ast on the same files, the
+# no-op rebuild time, and the extraction cross-check. Usage: bash bench/run.sh [ROOT ...]
+# (default ROOT: this machine's Python standard library).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cargo build --release --quiet --manifest-path "$here/../Cargo.toml"
+r2e="$here/../target/release/r2e"
+roots=("$@")
+[ ${#roots[@]} -gt 0 ] || roots=("$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')")
+
+for root in "${roots[@]}"; do
+  work=$(mktemp -d)
+  printf '[project]\nname = "bench"\n\n[[repo]]\npath = "%s"\nname = "bench"\n' "$root" > "$work/pipeline.toml"
+  echo "== $root"
+  ast_json=$(python3 "$here/ast_extract.py" "$root" --time)
+  bytes=$(echo "$ast_json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes"])')
+  ast_s=$(echo "$ast_json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')
+  start=$(python3 -c "import time; print(time.time())")
+  "$r2e" build "$work/pipeline.toml" --json > "$work/cold.json" 2> "$work/cold.err"
+  end=$(python3 -c "import time; print(time.time())")
+  cold_s=$(python3 -c "print($end - $start)")
+  start=$(python3 -c "import time; print(time.time())")
+  "$r2e" build "$work/pipeline.toml" --json > "$work/noop.json" 2> /dev/null
+  end=$(python3 -c "import time; print(time.time())")
+  noop_s=$(python3 -c "print($end - $start)")
+  python3 - "$bytes" "$ast_s" "$cold_s" "$noop_s" "$work/cold.json" "$work/noop.json" <<'PY'
+import json, sys
+b, ast_s, cold_s, noop_s = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+cold, noop = json.load(open(sys.argv[5])), json.load(open(sys.argv[6]))
+mb = b / 1e6
+print(f"files: {cold['counts']['files']}, {mb:.1f} MB; functions {cold['counts'].get('functions')}, candidates {cold['counts'].get('candidates')}")
+print(f"CPython ast extractor: {ast_s:.2f} s, {mb/ast_s:.1f} MB/s (one core)")
+print(f"r2e cold build:        {cold_s:.2f} s, {mb/cold_s:.1f} MB/s (parse+extract+slice+write, empty cache)")
+print(f"ratio (ast time / r2e time): {ast_s/cold_s:.2f}x")
+executed = {k: v['executed'] for k, v in noop['stages'].items()}
+print(f"no-op rebuild:         {noop_s*1000:.0f} ms, executed {executed}")
+PY
+  grep timing "$work/cold.err" || true
+  python3 "$here/ast_extract.py" "$root" --compare "$work/out/functions.jsonl" > "$work/compare.json" || true
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("differences"); print("cross-check:", json.dumps(d))' "$work/compare.json"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["differences"][:3]; [print("  differs:", json.dumps(x)[:400]) for x in d]' "$work/compare.json"
+  rm -rf "$work"
+done
