@@ -35,14 +35,18 @@ class Trie:
     def __repr__(self):
         return f"Trie({len(self)} words)"
 
-    def _path(self, text):
-        nodes = [self._root]
+    def _walk(self, text):
+        node = self._root
+        yield node
         for char in text:
-            child = nodes[-1].children.get(char)
-            if child is None:
-                return None
-            nodes.append(child)
-        return nodes
+            node = node.children.get(char)
+            if node is None:
+                return
+            yield node
+
+    def _path(self, text):
+        nodes = list(self._walk(text))
+        return nodes if len(nodes) == len(text) + 1 else None
 
     def insert(self, word):
         """Add ``word``; return whether it was new."""
@@ -89,12 +93,8 @@ class Trie:
         >>> Trie(["a", "abc", "abcdef"]).longest_prefix_of("abcde")
         'abc'
         """
-        node = self._root
         best = 0
-        for depth, char in enumerate(text, start=1):
-            node = node.children.get(char)
-            if node is None:
-                break
+        for depth, node in enumerate(self._walk(text)):
             if node.terminal:
                 best = depth
         return text[:best]
