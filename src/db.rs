@@ -58,7 +58,7 @@ pub struct Env {
     pub cache: Option<Arc<Cache>>,
     pub readers: Mutex<Vec<Arc<dyn SourceReader>>>,
     pub counters: Counters,
-    tokens: Mutex<HashMap<(Hash, u32, u32), u32>>,
+    tokens: Mutex<rustc_hash::FxHashMap<(Hash, u32, u32), u32>>,
 }
 
 #[salsa::db]
@@ -74,26 +74,35 @@ pub struct Database {
 }
 
 impl Database {
-    pub fn new(cache: Option<Arc<Cache>>) -> Self {
+    /// A database; with `track_executions`, salsa's `WillExecute` events are counted by query
+    /// name (tests use this; builds leave it off, as events cost time on every query).
+    pub fn new(cache: Option<Arc<Cache>>, track_executions: bool) -> Self {
         let env = Arc::new(Env {
             cache,
             ..Env::default()
         });
         let events = env.clone();
-        let storage = salsa::Storage::new(Some(Box::new(move |event: salsa::Event| {
-            if let salsa::EventKind::WillExecute { database_key } = event.kind {
-                let name = format!("{database_key:?}");
-                let name = name.split('(').next().unwrap_or_default().to_owned();
-                *events
-                    .counters
-                    .executions
-                    .lock()
-                    .unwrap()
-                    .entry(name)
-                    .or_default() += 1;
-            }
-        })));
-        Database { storage, env }
+        let callback: Option<Box<dyn Fn(salsa::Event) + Send + Sync>> = if track_executions {
+            Some(Box::new(move |event: salsa::Event| {
+                if let salsa::EventKind::WillExecute { database_key } = event.kind {
+                    let name = format!("{database_key:?}");
+                    let name = name.split('(').next().unwrap_or_default().to_owned();
+                    *events
+                        .counters
+                        .executions
+                        .lock()
+                        .unwrap()
+                        .entry(name)
+                        .or_default() += 1;
+                }
+            }))
+        } else {
+            None
+        };
+        Database {
+            storage: salsa::Storage::new(callback),
+            env,
+        }
     }
 
     /// Registers a reader for a repository; returns its index for [`Repo::new`].
@@ -161,7 +170,7 @@ pub struct ItemId<'db> {
 }
 
 /// Bump when the summary format or the parser changes (see `docs/caching.md`).
-const PARSE_KEY_VERSION: &str = "ruff_python_parser=0.0.10;summary=2";
+const PARSE_KEY_VERSION: &str = "ruff_python_parser=0.0.10;summary=4";
 
 /// The action key of parsing a file with this content hash.
 pub fn parse_key(content: Hash) -> Hash {
@@ -318,7 +327,11 @@ pub fn file_functions(db: &dyn Db, file: SourceFile, settings: Settings) -> Arc<
         if !layout.in_scope || def.kind == DefKind::Class {
             continue;
         }
-        let mut excluded_by = local_filters(cfg, &def.qualname, layout);
+        let code = || match source_text(db, file) {
+            Ok(text) => text.get(layout.chunk.start as usize..layout.chunk.end as usize),
+            Err(_) => None,
+        };
+        let mut excluded_by = local_filters(cfg, &def.qualname, layout, code);
         if excluded_by.is_none() && cfg.connectivity {
             let item = ItemId::new(db, repo, Item::Def(file.ix(db), i as u32));
             if item_deps(db, item).explicit.is_empty() {
@@ -354,14 +367,19 @@ pub struct SliceSet {
 pub fn slice_of<'db>(db: &'db dyn Db, item: ItemId<'db>) -> Arc<SliceSet> {
     db.env().counters.sliced.fetch_add(1, Ordering::Relaxed);
     let repo = item.repo(db);
-    let mut unresolved = HashSet::new();
+    let mut seen = vec![item_deps(db, item).clone()];
     let items = resolve::closure(item.item(db), |i| {
         let deps = item_deps(db, ItemId::new(db, repo, i)).clone();
-        unresolved.extend(deps.unresolved.iter().cloned());
+        seen.push(deps.clone());
         deps
     });
-    unresolved.extend(item_deps(db, item).unresolved.iter().cloned());
-    let mut unresolved: Vec<String> = unresolved.into_iter().collect();
+    let mut unresolved: Vec<String> = seen
+        .iter()
+        .flat_map(|d| d.unresolved.iter())
+        .collect::<HashSet<&String>>()
+        .into_iter()
+        .cloned()
+        .collect();
     unresolved.sort_unstable();
     Arc::new(SliceSet { items, unresolved })
 }

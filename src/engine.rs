@@ -232,12 +232,17 @@ pub struct Session {
 impl Session {
     /// Checks out every repository and sets up the database inputs.
     pub fn open(cfg: &Config) -> Result<Session> {
+        Self::open_with(cfg, false)
+    }
+
+    /// Like [`Session::open`]; `track_executions` counts salsa query executions (for tests).
+    pub fn open_with(cfg: &Config, track_executions: bool) -> Result<Session> {
         let cache = Arc::new(Cache::open(&cfg.cache)?);
         let mut checkouts = Vec::new();
         for repo in &cfg.repos {
             checkouts.push(Arc::new(checkout::checkout(repo, &cache)?));
         }
-        let db = Database::new(Some(cache.clone()));
+        let db = Database::new(Some(cache.clone()), track_executions);
         let mut repos = Vec::new();
         for c in &checkouts {
             let reader = db.add_reader(Arc::new(CheckoutReader(c.clone())));
@@ -360,7 +365,6 @@ fn run(
         clock = std::time::Instant::now();
     };
     let mut rows: Vec<(SourceFile, FunctionRow)> = Vec::new();
-    let mut slices: BTreeMap<String, serde_json::Value> = BTreeMap::new();
     if opts.until >= Stage::Parse {
         let bar = progress(files.len() as u64, "parse");
         files.par_iter().for_each_with(db.clone(), |db, &f| {
@@ -424,17 +428,16 @@ fn run(
             .filter(|(_, r)| r.excluded_by.is_none())
             .collect();
         let bar = progress(candidates.len() as u64, "slice");
-        let objects: Vec<(String, serde_json::Value)> = candidates
+        candidates
             .par_iter()
-            .map_with(db.clone(), |db, (f, row)| {
-                let v = slice_object(db, *f, row, settings);
+            .for_each_with(db.clone(), |db, (f, row)| {
+                let item = ItemId::new(db, f.repo(db), Item::Def(f.ix(db), row.def));
+                let _ = db::slice_of(db, item);
+                let _ = db::context_of(db, item, settings);
                 bar.inc(1);
-                (row.id.clone(), v)
-            })
-            .collect();
+            });
         bar.finish_and_clear();
         lap("slice");
-        slices.extend(objects);
         let executed = db
             .env()
             .counters
@@ -451,49 +454,36 @@ fn run(
 
     // Outputs.
     fs_err::create_dir_all(output.join(".r2e"))?;
-    let mut out_files: Vec<(String, Vec<u8>)> = Vec::new();
-    if opts.until >= Stage::Extract {
-        let mut text = Vec::new();
-        for (f, row) in &rows {
-            let mut obj = serde_json::json!({
-                "id": row.id,
-                "repo": f.repo(db).name(db),
-                "path": f.path(db),
-                "qualname": row.qualname,
-                "kind": if row.kind == DefKind::Method { "method" } else { "function" },
-                "start_line": row.start_line,
-                "end_line": row.end_line,
-                "docstring": row.docstring,
-                "excluded_by": row.excluded_by,
-            });
-            if let Some(slice) = slices.remove(&row.id) {
-                obj["slice"] = slice;
-            }
-            serde_json::to_writer(&mut text, &obj).map_err(|e| Error::Internal(e.to_string()))?;
-            text.push(b'\n');
-        }
-        out_files.push(("functions.jsonl".into(), text));
-    }
-    let mut text = Vec::new();
-    for f in &failures {
-        serde_json::to_writer(&mut text, f).map_err(|e| Error::Internal(e.to_string()))?;
-        text.push(b'\n');
-    }
-    out_files.push(("failures.jsonl".into(), text));
+    let previous_outputs: Vec<(String, Hash, u64, i64)> =
+        previous.map(|p| p.outputs).unwrap_or_default();
     let mut recorded = Vec::new();
-    for (name, bytes) in &out_files {
-        let path = output.join(name);
-        write_if_changed(&path, bytes)?;
-        let (size, mtime) =
-            stat(&path).ok_or_else(|| Error::env(format!("cannot stat `{}`", path.display())))?;
-        recorded.push((name.clone(), Hash::of_bytes(bytes), size, mtime));
+    if opts.until >= Stage::Extract {
+        let mut out = JsonlWriter::create(&output.join("functions.jsonl"))?;
+        let with_slices = opts.until >= Stage::Slice;
+        for chunk in rows.chunks(4096) {
+            let lines: Vec<Vec<u8>> = chunk
+                .par_iter()
+                .map_with(db.clone(), |db, (f, row)| {
+                    function_line(db, *f, row, settings, with_slices)
+                })
+                .collect();
+            for line in lines {
+                out.write_line(&line)?;
+            }
+        }
+        recorded.push(out.finish(&previous_outputs)?);
     }
+    let mut out = JsonlWriter::create(&output.join("failures.jsonl"))?;
+    for f in &failures {
+        out.write_line(&serde_json::to_vec(f).map_err(|e| Error::Internal(e.to_string()))?)?;
+    }
+    recorded.push(out.finish(&previous_outputs)?);
     lap("write");
     let dataset_version = (opts.until == Stage::Slice).then(|| {
         let mut h = blake3::Hasher::new();
-        for (name, bytes) in &out_files {
+        for (name, hash, _, _) in &recorded {
             h.update(name.as_bytes());
-            h.update(&Hash::of_bytes(bytes).0);
+            h.update(&hash.0);
         }
         h.finalize().to_hex().to_string()
     });
@@ -522,51 +512,170 @@ fn run(
     Ok(summary)
 }
 
-/// The `slice` object of a candidate in `functions.jsonl`.
-fn slice_object(
+/// One line of `functions.jsonl`.
+#[derive(Serialize)]
+struct FunctionLine<'a> {
+    id: &'a str,
+    repo: &'a str,
+    path: &'a str,
+    qualname: &'a str,
+    kind: &'static str,
+    start_line: u32,
+    end_line: u32,
+    docstring: Option<&'a str>,
+    excluded_by: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slice: Option<SliceLine<'a>>,
+}
+
+/// The `slice` object of a candidate.
+#[derive(Serialize)]
+struct SliceLine<'a> {
+    functions: Vec<&'a str>,
+    globals: Vec<String>,
+    size: usize,
+    tokens: u32,
+    truncated: bool,
+    in_file: bool,
+    unresolved: &'a [String],
+}
+
+fn function_line(
     db: &Database,
     file: SourceFile,
     row: &FunctionRow,
     settings: Settings,
-) -> serde_json::Value {
+    with_slice: bool,
+) -> Vec<u8> {
     let repo = file.repo(db);
-    let item = ItemId::new(db, repo, Item::Def(file.ix(db), row.def));
-    let slice = db::slice_of(db, item);
-    let ctx = db::context_of(db, item, settings);
-    let files = repo.files(db);
-    let index = db::module_index(db, repo);
-    let mut functions = Vec::new();
-    let mut globals = Vec::new();
-    for &(it, _) in &slice.items {
-        match it {
-            Item::Def(f, ix) => {
-                functions.push(db::def_ids(db, files[f as usize])[ix as usize].clone())
-            }
-            Item::Global(f, ix) => {
-                let name = &db::file_interface(db, files[f as usize]).globals[ix as usize].name;
-                let module = index.module_name(f);
-                globals.push(if module.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{module}.{name}")
-                });
+    let slice = (with_slice && row.excluded_by.is_none()).then(|| {
+        let item = ItemId::new(db, repo, Item::Def(file.ix(db), row.def));
+        let slice = db::slice_of(db, item);
+        let ctx = db::context_of(db, item, settings);
+        let files = repo.files(db);
+        let index = db::module_index(db, repo);
+        let mut items: Vec<Item> = slice.items.iter().map(|&(it, _)| it).collect();
+        // Files are in path order and definitions in source order: ids come out sorted by path.
+        items.sort_unstable();
+        let mut functions = Vec::new();
+        let mut globals = Vec::new();
+        for &it in &items {
+            match it {
+                Item::Def(f, ix) => {
+                    functions.push(db::def_ids(db, files[f as usize])[ix as usize].as_str())
+                }
+                Item::Global(f, ix) => {
+                    let name = &db::file_interface(db, files[f as usize]).globals[ix as usize].name;
+                    let module = index.module_name(f);
+                    globals.push(if module.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{module}.{name}")
+                    });
+                }
             }
         }
+        globals.sort_unstable();
+        globals.dedup();
+        let own = file.ix(db);
+        SliceLine {
+            size: functions.len() + globals.len(),
+            functions,
+            globals,
+            tokens: ctx.tokens,
+            truncated: ctx.truncated,
+            in_file: slice
+                .items
+                .iter()
+                .all(|&(it, _)| matches!(it, Item::Def(f, _) | Item::Global(f, _) if f == own)),
+            unresolved: &slice.unresolved,
+        }
+    });
+    let line = FunctionLine {
+        id: &row.id,
+        repo: repo.name(db),
+        path: file.path(db),
+        qualname: &row.qualname,
+        kind: if row.kind == DefKind::Method {
+            "method"
+        } else {
+            "function"
+        },
+        start_line: row.start_line,
+        end_line: row.end_line,
+        docstring: row.docstring.as_deref(),
+        excluded_by: row.excluded_by,
+        slice,
+    };
+    let mut bytes = serde_json::to_vec(&line).expect("lines serialize");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Streams a JSON-lines output to a temporary file, hashing it; on `finish`, replaces the old
+/// file only if the content changed, so unchanged outputs keep their bytes and mtime.
+struct JsonlWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: std::io::BufWriter<fs_err::File>,
+    hasher: blake3::Hasher,
+}
+
+impl JsonlWriter {
+    fn create(path: &Path) -> Result<JsonlWriter> {
+        let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+        let file = fs_err::File::create(&tmp)?;
+        Ok(JsonlWriter {
+            path: path.to_path_buf(),
+            tmp,
+            out: std::io::BufWriter::with_capacity(1 << 20, file),
+            hasher: blake3::Hasher::new(),
+        })
     }
-    functions.sort();
-    globals.sort();
-    globals.dedup();
-    let in_file = slice
-        .items
-        .iter()
-        .all(|&(it, _)| matches!(it, Item::Def(f, _) | Item::Global(f, _) if f == file.ix(db)));
-    serde_json::json!({
-        "functions": functions,
-        "globals": globals,
-        "size": functions.len() + globals.len(),
-        "tokens": ctx.tokens,
-        "truncated": ctx.truncated,
-        "in_file": in_file,
-        "unresolved": slice.unresolved,
-    })
+
+    fn write_line(&mut self, line: &[u8]) -> Result<()> {
+        use std::io::Write;
+        self.hasher.update(line);
+        if !line.ends_with(b"\n") {
+            self.hasher.update(b"\n");
+        }
+        self.out
+            .write_all(line)
+            .map_err(|e| Error::env(format!("cannot write `{}`: {e}", self.tmp.display())))?;
+        if !line.ends_with(b"\n") {
+            self.out
+                .write_all(b"\n")
+                .map_err(|e| Error::env(format!("cannot write `{}`: {e}", self.tmp.display())))?;
+        }
+        Ok(())
+    }
+
+    /// Returns (name, content hash, size, mtime) as recorded in the build state.
+    fn finish(self, previous: &[(String, Hash, u64, i64)]) -> Result<(String, Hash, u64, i64)> {
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let hash = Hash(*self.hasher.finalize().as_bytes());
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::env(format!("cannot write `{}`: {e}", self.tmp.display())))?;
+        let unchanged = previous.iter().any(|(n, h, size, mtime)| {
+            n == &name && *h == hash && stat(&self.path) == Some((*size, *mtime))
+        });
+        if unchanged {
+            drop(file);
+            fs_err::remove_file(&self.tmp)?;
+        } else {
+            file.sync_data()
+                .map_err(|e| Error::env(format!("cannot write `{}`: {e}", self.tmp.display())))?;
+            drop(file);
+            fs_err::rename(&self.tmp, &self.path)?;
+        }
+        let (size, mtime) = stat(&self.path)
+            .ok_or_else(|| Error::env(format!("cannot stat `{}`", self.path.display())))?;
+        Ok((name, hash, size, mtime))
+    }
 }

@@ -84,7 +84,7 @@ fn edit(p: &Project, s: &mut Session, path: &str, text: &str) {
 
 fn session(p: &Project) -> Session {
     let cfg = r2e::config::load(&p.pipeline()).unwrap();
-    Session::open(&cfg).unwrap()
+    Session::open_with(&cfg, true).unwrap()
 }
 
 const BASE: &str =

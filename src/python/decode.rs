@@ -91,7 +91,7 @@ fn cookie_in_line(line: &[u8]) -> Option<String> {
 fn normal_name(name: &str) -> String {
     let lower = name.to_ascii_lowercase().replace('_', "-");
     let is = |base: &str| lower == base || lower.starts_with(&format!("{base}-"));
-    if is("utf-8") || lower == "utf8" {
+    if is("utf-8") {
         "utf-8".into()
     } else if is("latin-1") || is("iso-8859-1") || is("iso-latin-1") {
         "iso-8859-1".into()

@@ -3,9 +3,6 @@
 //!
 //! Pure: text in, summary out. A file that does not parse yields a [`SyntaxError`], never a panic.
 
-use std::hash::{Hash, Hasher};
-
-use ruff_python_ast::comparable::ComparableStmt;
 use ruff_python_ast::visitor::{self, Visitor};
 use ruff_python_ast::{self as ast, Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextSize};
@@ -46,6 +43,7 @@ pub fn summarize(source: &str) -> Result<ModuleSummary, SyntaxError> {
     let mut b = Builder {
         source,
         lines: &lines,
+        tokens: parsed.tokens(),
         summary: ModuleSummary::default(),
     };
     b.module_body(&module.body, true);
@@ -61,15 +59,12 @@ pub struct LineIndex {
 impl LineIndex {
     pub fn new(source: &str) -> Self {
         let bytes = source.as_bytes();
-        let mut starts = vec![0u32];
-        let mut i = 0;
-        while i < bytes.len() {
-            match bytes[i] {
-                b'\n' => starts.push(i as u32 + 1),
-                b'\r' if bytes.get(i + 1) != Some(&b'\n') => starts.push(i as u32 + 1),
-                _ => {}
+        let mut starts = Vec::with_capacity(bytes.len() / 32);
+        starts.push(0u32);
+        for i in memchr::memchr2_iter(b'\n', b'\r', bytes) {
+            if bytes[i] == b'\n' || bytes.get(i + 1) != Some(&b'\n') {
+                starts.push(i as u32 + 1);
             }
-            i += 1;
         }
         LineIndex { starts }
     }
@@ -105,6 +100,7 @@ impl LineIndex {
 struct Builder<'s> {
     source: &'s str,
     lines: &'s LineIndex,
+    tokens: &'s ruff_python_ast::token::Tokens,
     summary: ModuleSummary,
 }
 
@@ -261,8 +257,7 @@ impl<'s> Builder<'s> {
                 }
             }
         }
-        let code_hash = code_hash(stmt);
-        let words = words(&self.source[chunk.start as usize..header.end as usize]);
+        let code_hash = self.code_hash(stmt.range());
         self.summary.interface.defs.push(DefInterface {
             qualname: name.clone(),
             kind: DefKind::Class,
@@ -291,7 +286,6 @@ impl<'s> Builder<'s> {
                     .iter()
                     .map(|d| decorator_name(&d.expression))
                     .collect(),
-                words,
                 lines: end_line - start_line + 1,
                 ..Features::default()
             },
@@ -388,7 +382,7 @@ impl<'s> Builder<'s> {
             header: Chunk::default(),
             attrs: Vec::new(),
             docstring,
-            code_hash: code_hash(stmt),
+            code_hash: self.code_hash(stmt.range()),
             features: Features {
                 params: params_count as u32,
                 value_returns: returns.value,
@@ -396,7 +390,6 @@ impl<'s> Builder<'s> {
                 body_statements: body_statements as u32,
                 lines: end_line - start_line + 1,
                 decorators,
-                words: words(&self.source[chunk.start as usize..chunk.end as usize]),
             },
         });
     }
@@ -431,6 +424,34 @@ impl<'s> Builder<'s> {
             }
         }
         self.lines.line(TextSize::new(i as u32))
+    }
+
+    /// blake3 of the definition's tokens (kind and text), comments and non-logical line breaks
+    /// left out: blind to positions, formatting inside brackets, and comments.
+    fn code_hash(&self, range: ruff_text_size::TextRange) -> [u8; 32] {
+        use ruff_python_ast::token::TokenKind;
+        let mut buf: Vec<u8> = Vec::with_capacity(range.len().to_usize());
+        for token in self.tokens.in_range(range) {
+            let kind = token.kind();
+            if matches!(kind, TokenKind::Comment | TokenKind::NonLogicalNewline) {
+                continue;
+            }
+            buf.push(kind as u8);
+            if matches!(
+                kind,
+                TokenKind::Name
+                    | TokenKind::Int
+                    | TokenKind::Float
+                    | TokenKind::Complex
+                    | TokenKind::String
+                    | TokenKind::FStringMiddle
+                    | TokenKind::TStringMiddle
+            ) {
+                buf.extend_from_slice(self.source[token.range()].as_bytes());
+                buf.push(0);
+            }
+        }
+        *blake3::hash(&buf).as_bytes()
     }
 
     /// Whole lines `first..=last`.
@@ -567,58 +588,6 @@ fn is_literal(expr: &Expr) -> bool {
     }
 }
 
-/// blake3 of the definition's syntax tree: positions, formatting and comments do not count.
-fn code_hash(stmt: &Stmt) -> [u8; 32] {
-    /// Buffers the many small writes of `Hash` and hashes them once.
-    struct Buffer(Vec<u8>);
-    impl Hasher for Buffer {
-        fn finish(&self) -> u64 {
-            0
-        }
-        fn write(&mut self, bytes: &[u8]) {
-            self.0.extend_from_slice(bytes);
-        }
-    }
-    let mut h = Buffer(Vec::with_capacity(4096));
-    ComparableStmt::from(stmt).hash(&mut h);
-    *blake3::hash(&h.0).as_bytes()
-}
-
-/// Lower-cased identifier words of `text` and their `_`-separated parts, sorted and unique.
-fn words(text: &str) -> Vec<String> {
-    let bytes = text.as_bytes();
-    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut slices: Vec<&[u8]> = Vec::with_capacity(bytes.len() / 8);
-    let mut i = 0;
-    while i < bytes.len() {
-        if !is_word(bytes[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < bytes.len() && is_word(bytes[i]) {
-            i += 1;
-        }
-        let word = &bytes[start..i];
-        if word[0].is_ascii_digit() {
-            continue;
-        }
-        if word.contains(&b'_') {
-            slices.extend(word.split(|&b| b == b'_').filter(|p| p.len() > 1));
-        }
-        slices.push(word);
-    }
-    slices.sort_unstable();
-    slices.dedup();
-    let mut out: Vec<String> = slices
-        .into_iter()
-        .map(|w| String::from_utf8_lossy(w).to_ascii_lowercase())
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
 /// Collects the names a function binds: parameters, assignment targets, imports, nested
 /// definitions, handler names, pattern captures; and its `global` declarations.
 #[derive(Default)]
@@ -677,7 +646,7 @@ impl<'a> Visitor<'a> for Binder {
 
 /// Collects the dotted chains a piece of code reads whose root is not a local name.
 struct RefCollector {
-    locals: std::collections::HashSet<String>,
+    locals: rustc_hash::FxHashSet<String>,
     receiver: Option<String>,
     refs: Refs,
 }

@@ -615,7 +615,7 @@ pub fn is_builtin(name: &str) -> bool {
 /// The closure of `start` over direct dependencies, with each item's distance (BFS order, ties
 /// broken by item order). `start` itself is not in the result.
 pub fn closure(start: Item, mut deps_of: impl FnMut(Item) -> Arc<Deps>) -> Vec<(Item, u32)> {
-    let mut dist: HashMap<Item, u32> = HashMap::new();
+    let mut dist: rustc_hash::FxHashMap<Item, u32> = rustc_hash::FxHashMap::default();
     dist.insert(start, 0);
     let mut frontier = vec![start];
     let mut out = Vec::new();

@@ -152,6 +152,4 @@ pub struct Features {
     pub lines: u32,
     /// Decorators as written, e.g. `staticmethod`, `functools.lru_cache`.
     pub decorators: Vec<String>,
-    /// Lower-cased words of the code (identifiers and their `_`-separated parts), sorted, unique.
-    pub words: Vec<String>,
 }

@@ -21,7 +21,13 @@ pub const FILTERS: &[&str] = &[
 
 /// The first filter (all but `connectivity`, which needs the call graph) that excludes a
 /// function, or `None`.
-pub fn local_filters(cfg: &ExtractConfig, name: &str, layout: &DefLayout) -> Option<&'static str> {
+/// `code` gives the function's source text; it is read only when the keyword filter needs it.
+pub fn local_filters<'t>(
+    cfg: &ExtractConfig,
+    name: &str,
+    layout: &DefLayout,
+    code: impl FnOnce() -> Option<&'t str>,
+) -> Option<&'static str> {
     let f = &layout.features;
     let bare = name.rsplit('.').next().unwrap_or(name);
     if cfg.no_docstring
@@ -85,10 +91,12 @@ pub fn local_filters(cfg: &ExtractConfig, name: &str, layout: &DefLayout) -> Opt
                 doc_words.contains(&k.as_str())
             }
         });
-        let hit_body = cfg
-            .body_keywords
-            .iter()
-            .any(|k| f.words.binary_search(&k.to_ascii_lowercase()).is_ok());
+        let hit_body = !cfg.body_keywords.is_empty() && {
+            let words = code().map(words).unwrap_or_default();
+            cfg.body_keywords
+                .iter()
+                .any(|k| words.binary_search(&k.to_ascii_lowercase()).is_ok())
+        };
         if hit_doc || hit_body {
             return Some("keywords");
         }
@@ -100,4 +108,36 @@ fn doc_words(doc: &str) -> Vec<&str> {
     doc.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .collect::<Vec<_>>()
+}
+
+/// Lower-cased identifier words of `text` and their `_`-separated parts, sorted and unique.
+fn words(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut seen: rustc_hash::FxHashSet<&[u8]> = rustc_hash::FxHashSet::default();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !is_word(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && is_word(bytes[i]) {
+            i += 1;
+        }
+        let word = &bytes[start..i];
+        if word[0].is_ascii_digit() || !seen.insert(word) {
+            continue;
+        }
+        if word.contains(&b'_') {
+            seen.extend(word.split(|&b| b == b'_').filter(|p| p.len() > 1));
+        }
+    }
+    let mut out: Vec<String> = seen
+        .into_iter()
+        .map(|w| String::from_utf8_lossy(w).to_ascii_lowercase())
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
