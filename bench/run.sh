@@ -16,14 +16,20 @@ for root in "${roots[@]}"; do
   ast_json=$(python3 "$here/ast_extract.py" "$root" --time)
   bytes=$(echo "$ast_json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["bytes"])')
   ast_s=$(echo "$ast_json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')
-  start=$(python3 -c "import time; print(time.time())")
-  "$r2e" build "$work/pipeline.toml" --json > "$work/cold.json" 2> "$work/cold.err"
-  end=$(python3 -c "import time; print(time.time())")
-  cold_s=$(python3 -c "print($end - $start)")
-  start=$(python3 -c "import time; print(time.time())")
-  "$r2e" build "$work/pipeline.toml" --json > "$work/noop.json" 2> /dev/null
-  end=$(python3 -c "import time; print(time.time())")
-  noop_s=$(python3 -c "print($end - $start)")
+  # Time each build from one Python process, so no interpreter start-up is counted.
+  read -r cold_s noop_s < <(python3 - "$r2e" "$work" <<'PY'
+import os, subprocess, sys, time
+r2e, work = sys.argv[1], sys.argv[2]
+times = []
+for name in ("cold", "noop"):
+    with open(f"{work}/{name}.json", "wb") as out, open(f"{work}/{name}.err", "wb") as err:
+        start = time.perf_counter()
+        subprocess.run([r2e, "build", f"{work}/pipeline.toml", "--json"], stdout=out, stderr=err, check=True,
+                       env={**os.environ, "R2E_LOG": "timings"})
+        times.append(time.perf_counter() - start)
+print(*times)
+PY
+)
   python3 - "$bytes" "$ast_s" "$cold_s" "$noop_s" "$work/cold.json" "$work/noop.json" <<'PY'
 import json, sys
 b, ast_s, cold_s, noop_s = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])

@@ -152,12 +152,11 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Value> {
         for &(it, dist) in &slice.items {
             let (f, name) = match it {
                 Item::Def(f, ix) => (f, db::def_ids(db, files[f as usize])[ix as usize].clone()),
-                Item::Global(f, ix) => (
-                    f,
-                    db::file_interface(db, files[f as usize]).globals[ix as usize]
-                        .name
-                        .clone(),
-                ),
+                Item::Global(f, ix) => {
+                    let name = &db::file_interface(db, files[f as usize]).globals[ix as usize].name;
+                    let module = db::module_index(db, repo).module_name(f);
+                    (f, if module.is_empty() { name.clone() } else { format!("{module}.{name}") })
+                }
             };
             let sf = files[f as usize];
             deps.push(json!({"item": name, "distance": dist, "file": sf.path(db), "content_hash": sf.hash(db).to_hex(), "parse_cached": cached_before(sf)}));
