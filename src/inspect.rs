@@ -155,7 +155,14 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Value> {
                 Item::Global(f, ix) => {
                     let name = &db::file_interface(db, files[f as usize]).globals[ix as usize].name;
                     let module = db::module_index(db, repo).module_name(f);
-                    (f, if module.is_empty() { name.clone() } else { format!("{module}.{name}") })
+                    (
+                        f,
+                        if module.is_empty() {
+                            name.clone()
+                        } else {
+                            format!("{module}.{name}")
+                        },
+                    )
                 }
             };
             let sf = files[f as usize];

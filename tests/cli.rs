@@ -281,10 +281,24 @@ fn bad_input_loses_nothing_already_cached() {
     r2e().arg("build").arg(p.pipeline()).assert().code(2);
     std::fs::write(p.path().join("repo/broken.py"), "def f(:\n").unwrap();
     std::fs::write(p.pipeline(), &good).unwrap();
-    let out = r2e().arg("build").arg(p.pipeline()).arg("--json").assert().success().get_output().stdout.clone();
+    let out = r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(v["stages"]["parse"]["executed"], 1, "only the new file is parsed: {v}");
+    assert_eq!(
+        v["stages"]["parse"]["executed"], 1,
+        "only the new file is parsed: {v}"
+    );
     assert_eq!(v["stages"]["parse"]["cached"], 1);
     assert_eq!(v["stages"]["parse"]["failed"], 1);
-    assert_eq!(v["counts"]["candidates"], 2, "the failure is data; the build goes on");
+    assert_eq!(
+        v["counts"]["candidates"], 2,
+        "the failure is data; the build goes on"
+    );
 }
