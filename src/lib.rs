@@ -12,4 +12,5 @@ pub mod hash;
 pub mod inspect;
 pub mod log;
 pub mod python;
+pub mod sandbox;
 pub mod stages;
