@@ -31,7 +31,7 @@ enum Command {
         #[arg(default_value = "pipeline.toml")]
         pipeline: PathBuf,
         /// Stop after this stage.
-        #[arg(long, value_enum, default_value = "slice")]
+        #[arg(long, value_enum, default_value = "env")]
         until: Stage,
         /// Worker threads (default: one per core).
         #[arg(long, short)]
@@ -44,6 +44,9 @@ enum Command {
     Status {
         #[arg(short, long, default_value = "pipeline.toml")]
         pipeline: PathBuf,
+        /// The stage a build would stop after.
+        #[arg(long, value_enum, default_value = "env")]
+        until: Stage,
         #[arg(long)]
         json: bool,
     },
@@ -95,9 +98,13 @@ fn run(cli: Cli) -> Result<()> {
                 Ok(())
             }
         }
-        Command::Status { pipeline, json } => {
+        Command::Status {
+            pipeline,
+            until,
+            json,
+        } => {
             let cfg = config::load(&pipeline)?;
-            let report = crate::inspect::status(&cfg)?;
+            let report = crate::inspect::status(&cfg, until)?;
             if json {
                 print_json(&report)
             } else {

@@ -28,6 +28,8 @@ struct Options {
     extract: ExtractConfig,
     #[serde(default)]
     context: ContextConfig,
+    #[serde(default)]
+    env: EnvOptions,
 }
 
 #[derive(Deserialize)]
@@ -186,6 +188,81 @@ impl Default for ContextConfig {
     }
 }
 
+/// `[env]` as written.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct EnvOptions {
+    python: Option<String>,
+    installer: Option<Installer>,
+    extra_packages: Option<Vec<String>>,
+    infer_imports: Option<bool>,
+    timeout_seconds: Option<u64>,
+}
+
+/// How environments are created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Installer {
+    /// `uv` when it is available or can be installed from the package index, else `venv` + pip.
+    #[default]
+    Auto,
+    Uv,
+    Pip,
+}
+
+/// The settings of the `env` stage, with what it takes from the environment variables.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EnvConfig {
+    /// The interpreter environments are made from (never downloaded).
+    pub python: String,
+    pub installer: Installer,
+    /// Installed into every environment besides the repository's dependencies and `coverage`.
+    pub extra_packages: Vec<String>,
+    /// Install third-party modules the code imports but no declaration names (as pipreqs does).
+    pub infer_imports: bool,
+    pub timeout_seconds: u64,
+    /// Index and certificate settings passed to installers (`PIP_INDEX_URL`, `UV_INDEX_URL`,
+    /// `PIP_EXTRA_INDEX_URL`, `UV_EXTRA_INDEX_URL`, `SSL_CERT_FILE`, proxies), by name.
+    pub passthrough: Vec<(String, String)>,
+}
+
+/// Environment variables that installers honour and that change what they install or reach.
+const PASSTHROUGH: &[&str] = &[
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "PIP_CERT",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "PIP_RETRIES",
+    "PIP_TIMEOUT",
+    "UV_HTTP_TIMEOUT",
+];
+
+impl EnvOptions {
+    fn resolve(self) -> EnvConfig {
+        EnvConfig {
+            python: self.python.unwrap_or_else(|| "python3".into()),
+            installer: self.installer.unwrap_or_default(),
+            extra_packages: self.extra_packages.unwrap_or_default(),
+            infer_imports: self.infer_imports.unwrap_or(true),
+            timeout_seconds: self.timeout_seconds.unwrap_or(900),
+            passthrough: PASSTHROUGH
+                .iter()
+                .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+                .collect(),
+        }
+    }
+}
+
 /// Where a repository's files come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RepoSource {
@@ -212,6 +289,7 @@ pub struct Config {
     pub repos: Vec<RepoConfig>,
     pub extract: ExtractConfig,
     pub context: ContextConfig,
+    pub env: EnvConfig,
 }
 
 /// Reads and resolves the pipeline at `path`.
@@ -361,6 +439,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         repos,
         extract: options.extract,
         context: options.context,
+        env: options.env.resolve(),
     })
 }
 

@@ -638,3 +638,38 @@ pub fn render(db: &dyn Db, repo: Repo, ctx: &Context) -> String {
     }
     out
 }
+
+/// Top-level names of the modules a repository imports that are not its own (absolute imports
+/// whose first component no file of the repository provides), sorted. The `env` stage drops the
+/// standard library's and installs the rest when no declaration names them.
+#[salsa::tracked(returns(ref))]
+pub fn external_imports(db: &dyn Db, repo: Repo) -> Arc<Vec<String>> {
+    use crate::python::summary::ImportTarget;
+    let index = module_index(db, repo);
+    let mut out = std::collections::BTreeSet::new();
+    let mut consider = |target: &ImportTarget| {
+        let module = match target {
+            ImportTarget::Module(m) => m.as_str(),
+            ImportTarget::From(from, _) if from.level == 0 => from.module.as_str(),
+            ImportTarget::From(..) => return,
+        };
+        let root = module.split('.').next().unwrap_or_default();
+        if !root.is_empty() && index.lookup(root).is_none() && !index.is_package_prefix(root) {
+            out.insert(root.to_owned());
+        }
+    };
+    for &file in repo.files(db) {
+        let iface = file_interface(db, file);
+        iface.imports.iter().for_each(|b| consider(&b.target));
+        for def in &iface.defs {
+            def.refs
+                .local_imports
+                .iter()
+                .for_each(|b| consider(&b.target));
+        }
+        for star in &iface.star_imports {
+            consider(&ImportTarget::From(star.clone(), String::new()));
+        }
+    }
+    Arc::new(out.into_iter().collect())
+}

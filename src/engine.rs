@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{Cache, write_if_changed};
+use crate::cache::{self, Cache, write_if_changed};
 use crate::config::Config;
 use crate::db::{
     self, Database, Db, FunctionRow, ItemId, Repo, Settings, SourceFile, SourceReader,
@@ -49,16 +49,26 @@ pub enum Stage {
     Parse,
     Extract,
     Slice,
+    Env,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 4] = [Stage::Checkout, Stage::Parse, Stage::Extract, Stage::Slice];
+    pub const ALL: [Stage; 5] = [
+        Stage::Checkout,
+        Stage::Parse,
+        Stage::Extract,
+        Stage::Slice,
+        Stage::Env,
+    ];
+    /// The last stage.
+    pub const LAST: Stage = Stage::Env;
     pub fn name(self) -> &'static str {
         match self {
             Stage::Checkout => "checkout",
             Stage::Parse => "parse",
             Stage::Extract => "extract",
             Stage::Slice => "slice",
+            Stage::Env => "env",
         }
     }
 }
@@ -174,6 +184,7 @@ pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Ch
         version: &'a str,
         extract: &'a crate::config::ExtractConfig,
         context: &'a crate::config::ContextConfig,
+        env: &'a crate::config::EnvConfig,
         until: Stage,
         repos: Vec<(&'a str, &'a str, Option<&'a str>)>,
     }
@@ -181,6 +192,7 @@ pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Ch
         version: env!("CARGO_PKG_VERSION"),
         extract: &cfg.extract,
         context: &cfg.context,
+        env: &cfg.env,
         until: opts.until,
         repos: checkouts
             .iter()
@@ -450,6 +462,13 @@ fn run(
             failed: 0,
         };
     }
+    let mut env_lines: Vec<Vec<u8>> = Vec::new();
+    if opts.until >= Stage::Env {
+        let (lines, env_counts) = run_env_stage(s, &mut failures, output)?;
+        env_lines = lines;
+        *stages.get_mut("env").unwrap() = env_counts;
+        lap("env");
+    }
     counts.insert("failures", failures.len() as u64);
 
     // Outputs.
@@ -473,13 +492,20 @@ fn run(
         }
         recorded.push(out.finish(&previous_outputs)?);
     }
+    if opts.until >= Stage::Env {
+        let mut out = JsonlWriter::create(&output.join("envs.jsonl"))?;
+        for line in &env_lines {
+            out.write_line(line)?;
+        }
+        recorded.push(out.finish(&previous_outputs)?);
+    }
     let mut out = JsonlWriter::create(&output.join("failures.jsonl"))?;
     for f in &failures {
         out.write_line(&serde_json::to_vec(f).map_err(|e| Error::Internal(e.to_string()))?)?;
     }
     recorded.push(out.finish(&previous_outputs)?);
     lap("write");
-    let dataset_version = (opts.until == Stage::Slice).then(|| {
+    let dataset_version = (opts.until >= Stage::Slice).then(|| {
         let mut h = blake3::Hasher::new();
         for (name, hash, _, _) in &recorded {
             h.update(name.as_bytes());
@@ -510,6 +536,92 @@ fn run(
         .map_err(|e| Error::Internal(e.to_string()))?;
     write_if_changed(&state_path(output), &bytes)?;
     Ok(summary)
+}
+
+/// Stage `env`: an environment per repository. Returns the lines of `envs.jsonl` and the counts.
+fn run_env_stage(
+    s: &Session,
+    failures: &mut Vec<serde_json::Value>,
+    output: &Path,
+) -> Result<(Vec<Vec<u8>>, StageCounts)> {
+    use crate::stages::env::{self, EnvBuilder, EnvOutcome, Interpreter};
+    let sandbox = crate::sandbox::local::LocalSandbox::new();
+    let interpreter = Interpreter::probe(&s.cfg.env.python)?;
+    let uv = env::find_or_install_uv(&s.cache, &sandbox, &interpreter, &s.cfg.env);
+    if uv.is_none() && s.cfg.env.installer == crate::config::Installer::Uv {
+        return Err(Error::env(
+            "`installer = \"uv\"` but `uv` is neither on the PATH nor installable from the package index",
+        ));
+    }
+    let builder = EnvBuilder {
+        cache: &s.cache,
+        sandbox: &sandbox,
+        cfg: &s.cfg.env,
+        interpreter: &interpreter,
+        uv,
+    };
+    let logs = output.join("logs");
+    fs_err::create_dir_all(&logs)?;
+    let mut counts = StageCounts::default();
+    let mut lines = Vec::new();
+    let bar = progress(s.checkouts.len() as u64, "env");
+    for (checkout, &repo) in s.checkouts.iter().zip(&s.repos) {
+        bar.set_message(checkout.name.clone());
+        let scratch = s
+            .cache
+            .dir("scratch")?
+            .join(format!("env-{}", std::process::id()));
+        let declared =
+            env::declared_dependencies(checkout, &sandbox, &interpreter.executable, &scratch);
+        let _ = fs_err::remove_dir_all(&scratch);
+        let inferred: Vec<String> = if s.cfg.env.infer_imports {
+            db::external_imports(&s.db, repo)
+                .iter()
+                .filter(|m| !interpreter.stdlib_modules.contains(*m) && !m.starts_with('_'))
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        match builder.build(&declared, &inferred) {
+            Ok(built) => {
+                if built.cached {
+                    counts.cached += 1;
+                } else {
+                    counts.executed += 1;
+                }
+                let log_name = format!("env-{}.log", checkout.name);
+                cache::write_if_changed(&logs.join(&log_name), built.record.log.as_bytes())?;
+                if built.record.outcome == EnvOutcome::Failed {
+                    counts.failed += 1;
+                    failures.push(serde_json::json!({"repo": checkout.name, "stage": "env", "reason": "the environment could not be created", "log": format!("logs/{log_name}")}));
+                }
+                let r = &built.record;
+                let line = serde_json::json!({
+                    "repo": checkout.name,
+                    "env_key": r.key,
+                    "outcome": r.outcome,
+                    "installer": r.installer,
+                    "python_version": r.python_version,
+                    "declared": r.declared,
+                    "inferred": r.inferred,
+                    "failed_packages": r.failed_packages,
+                    "lock_hash": r.lock_hash,
+                    "lock": r.lock,
+                    "log": format!("logs/{log_name}"),
+                });
+                lines.push(serde_json::to_vec(&line).map_err(|e| Error::Internal(e.to_string()))?);
+            }
+            Err(e) => {
+                // Transient: reported, never cached; the next build tries again.
+                counts.failed += 1;
+                failures.push(serde_json::json!({"repo": checkout.name, "stage": "env", "reason": e.to_string()}));
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok((lines, counts))
 }
 
 /// One line of `functions.jsonl`.

@@ -10,17 +10,10 @@ use crate::error::{Error, Result};
 use crate::python::resolve::Item;
 
 /// What a full build would run.
-pub fn status(cfg: &Config) -> Result<Value> {
+pub fn status(cfg: &Config, until: Stage) -> Result<Value> {
     let session = Session::open(cfg)?;
     let output = std::path::absolute(&cfg.output).map_err(|e| Error::env(e.to_string()))?;
-    let fp = engine::fingerprint(
-        cfg,
-        &BuildOptions {
-            until: Stage::Slice,
-            jobs: None,
-        },
-        &session.checkouts,
-    );
+    let fp = engine::fingerprint(cfg, &BuildOptions { until, jobs: None }, &session.checkouts);
     let state = engine::read_state_public(&output);
     let mut reasons = Vec::new();
     match &state {

@@ -29,7 +29,7 @@ fn json_summary_has_every_stage_and_exits_zero() {
     let out = r2e()
         .arg("build")
         .arg(p.pipeline())
-        .arg("--json")
+        .args(["--until", "slice", "--json"])
         .assert()
         .success()
         .get_output()
@@ -37,7 +37,8 @@ fn json_summary_has_every_stage_and_exits_zero() {
         .clone();
     let v: serde_json::Value =
         serde_json::from_slice(&out).expect("stdout is exactly one JSON object");
-    for stage in ["checkout", "parse", "extract", "slice"] {
+    assert_eq!(v["stages"]["env"]["executed"], 0, "not reached");
+    for stage in ["checkout", "parse", "extract", "slice", "env"] {
         for k in ["executed", "cached", "failed"] {
             assert!(v["stages"][stage][k].is_u64(), "{stage}.{k} in {v}");
         }
@@ -67,7 +68,12 @@ fn json_summary_has_every_stage_and_exits_zero() {
 #[test]
 fn bad_config_names_file_line_and_column() {
     let p = Project::new(SMALL, "[contxt]\nstrategy = \"sliced\"\n");
-    let assert = r2e().arg("build").arg(p.pipeline()).assert().code(2);
+    let assert = r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .args(["--until", "slice"])
+        .assert()
+        .code(2);
     let err = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(
         err.contains("pipeline.toml:8:2") && err.contains("unknown field `contxt`"),
@@ -144,7 +150,7 @@ fn git_repos_resolve_revisions_and_reject_unknown_ones() {
     let out = r2e()
         .arg("build")
         .arg(p.pipeline())
-        .arg("--json")
+        .args(["--until", "slice", "--json"])
         .assert()
         .success()
         .get_output()
@@ -157,7 +163,7 @@ fn git_repos_resolve_revisions_and_reject_unknown_ones() {
     let out = r2e()
         .arg("build")
         .arg(p.pipeline())
-        .arg("--json")
+        .args(["--until", "slice", "--json"])
         .assert()
         .success()
         .get_output()
@@ -194,7 +200,7 @@ fn git_repos_resolve_revisions_and_reject_unknown_ones() {
 fn status_and_explain() {
     let p = Project::new(SMALL, "");
     let out = r2e()
-        .args(["status", "--json", "-p"])
+        .args(["status", "--json", "--until", "slice", "-p"])
         .arg(p.pipeline())
         .assert()
         .success()
@@ -204,9 +210,14 @@ fn status_and_explain() {
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["up_to_date"], false);
     assert_eq!(v["parse"]["would_run"], 1);
-    r2e().arg("build").arg(p.pipeline()).assert().success();
+    r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .args(["--until", "slice"])
+        .assert()
+        .success();
     let out = r2e()
-        .args(["status", "--json", "-p"])
+        .args(["status", "--json", "--until", "slice", "-p"])
         .arg(p.pipeline())
         .assert()
         .success()
@@ -260,7 +271,7 @@ fn a_killed_build_loses_no_finished_parse() {
     let out = r2e()
         .arg("build")
         .arg(p.pipeline())
-        .arg("--json")
+        .args(["--until", "slice", "--json"])
         .assert()
         .success()
         .get_output()
@@ -274,17 +285,27 @@ fn a_killed_build_loses_no_finished_parse() {
 #[test]
 fn bad_input_loses_nothing_already_cached() {
     let p = Project::new(SMALL, "");
-    r2e().arg("build").arg(p.pipeline()).assert().success();
+    r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .args(["--until", "slice"])
+        .assert()
+        .success();
     let good = std::fs::read_to_string(p.pipeline()).unwrap();
     // A misspelled key, then a file with a syntax error, then the good config again.
     std::fs::write(p.pipeline(), good.replace("[project]", "[projcet]")).unwrap();
-    r2e().arg("build").arg(p.pipeline()).assert().code(2);
+    r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .args(["--until", "slice"])
+        .assert()
+        .code(2);
     std::fs::write(p.path().join("repo/broken.py"), "def f(:\n").unwrap();
     std::fs::write(p.pipeline(), &good).unwrap();
     let out = r2e()
         .arg("build")
         .arg(p.pipeline())
-        .arg("--json")
+        .args(["--until", "slice", "--json"])
         .assert()
         .success()
         .get_output()

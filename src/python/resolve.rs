@@ -116,7 +116,7 @@ impl ModuleIndex {
         Some(parts.join("."))
     }
 
-    fn is_package_prefix(&self, dotted: &str) -> bool {
+    pub fn is_package_prefix(&self, dotted: &str) -> bool {
         self.packages.contains(dotted)
     }
 }

@@ -20,6 +20,17 @@ use crate::config::{RepoConfig, RepoSource};
 use crate::error::{Error, Result};
 use crate::hash::Hash;
 
+/// Files at a repository's root that declare its dependencies.
+pub const DECLARATIONS: &[&str] = &[
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "requirements.txt",
+    "requirements-dev.txt",
+    "requirements_dev.txt",
+    "requirements/base.txt",
+];
+
 /// One source file of a repository.
 #[derive(Clone, Debug)]
 pub struct SourceEntry {
@@ -61,7 +72,66 @@ impl Checkout {
                 if guard.is_none() {
                     *guard = Some(CatFile::spawn(git_dir)?);
                 }
-                guard.as_mut().expect("spawned").read(oid)
+                guard
+                    .as_mut()
+                    .expect("spawned")
+                    .read(oid)?
+                    .ok_or_else(|| Error::env(format!("git: blob `{oid}` is missing")))
+            }
+        }
+    }
+
+    /// Any file of the repository by its relative path (not only `.py` files), or `None`.
+    pub fn read_any(&self, path: &str) -> Option<Vec<u8>> {
+        match &self.reader {
+            Reader::Dir(root) => std::fs::read(root.join(path)).ok(),
+            Reader::Git(batch, git_dir, _) => {
+                let mut guard = batch.lock().unwrap_or_else(|e| e.into_inner());
+                if guard.is_none() {
+                    *guard = CatFile::spawn(git_dir).ok();
+                }
+                guard
+                    .as_mut()?
+                    .read(&format!("{}:{path}", self.identity))
+                    .ok()
+                    .flatten()
+            }
+        }
+    }
+
+    /// A folder holding the repository's files, to run its code from: the folder itself for a
+    /// `path` repo; for a `git` repo, its commit checked out once into the cache.
+    pub fn materialize(&self, cache: &Cache) -> Result<PathBuf> {
+        match &self.reader {
+            Reader::Dir(root) => Ok(root.clone()),
+            Reader::Git(_, git_dir, _) => {
+                let dir = cache.dir("trees-v1")?.join(&self.identity);
+                if dir.is_dir() {
+                    return Ok(dir);
+                }
+                let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+                let _ = fs_err::remove_dir_all(&tmp);
+                fs_err::create_dir_all(&tmp)?;
+                let out = Command::new("git")
+                    .arg("--git-dir")
+                    .arg(git_dir)
+                    .arg("--work-tree")
+                    .arg(&tmp)
+                    .args(["checkout", "-f", &self.identity, "--", "."])
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|e| Error::env(format!("cannot run `git`: {e}")))?;
+                if !out.status.success() {
+                    let _ = fs_err::remove_dir_all(&tmp);
+                    return Err(Error::env(format!(
+                        "repo `{}`: cannot check out {}: {}",
+                        self.name,
+                        self.identity,
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    )));
+                }
+                fs_err::rename(&tmp, &dir)?;
+                Ok(dir)
             }
         }
     }
@@ -163,6 +233,14 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
         tree.update(f.path.as_bytes());
         tree.update(&[0]);
         tree.update(&f.hash.0);
+    }
+    // The dependency declarations are part of the repository too (the `env` stage reads them).
+    for name in DECLARATIONS {
+        if let Ok(bytes) = std::fs::read(root.join(name)) {
+            tree.update(name.as_bytes());
+            tree.update(&[0]);
+            tree.update(blake3::hash(&bytes).as_bytes());
+        }
     }
     Ok(Checkout {
         name: repo.name.clone(),
@@ -317,12 +395,16 @@ impl CatFile {
         })
     }
 
-    fn read(&mut self, oid: &str) -> Result<Vec<u8>> {
+    /// The object named `oid` (or `rev:path`), or `None` when it does not exist.
+    fn read(&mut self, oid: &str) -> Result<Option<Vec<u8>>> {
         let fail = |e: std::io::Error| Error::env(format!("git cat-file: {e}"));
         writeln!(self.stdin, "{oid}").map_err(fail)?;
         self.stdin.flush().map_err(fail)?;
         let mut header = String::new();
         self.stdout.read_line(&mut header).map_err(fail)?;
+        if header.trim_end().ends_with(" missing") || header.trim_end().ends_with(" ambiguous") {
+            return Ok(None);
+        }
         let size: usize = header
             .split_whitespace()
             .nth(2)
@@ -336,7 +418,7 @@ impl CatFile {
         let mut buf = vec![0; size + 1];
         self.stdout.read_exact(&mut buf).map_err(fail)?;
         buf.pop();
-        Ok(buf)
+        Ok(Some(buf))
     }
 }
 

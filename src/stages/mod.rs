@@ -2,4 +2,5 @@
 //! curation filters. Later stages (env, generate, validate, refine, assemble) join here.
 
 pub mod checkout;
+pub mod env;
 pub mod extract;

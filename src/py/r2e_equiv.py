@@ -1,0 +1,699 @@
+"""Equivalence helper imported by r2e's generated test harnesses.
+
+A harness compares a *candidate* implementation of one function (or method) with the
+*reference*, the repository's original. This module
+
+- loads both versions of the target module (`load_pair`, `harness_modules`);
+- runs one call on each side on deep copies of the same inputs and records what happened
+  (`observe_function`, `observe_method`): the outcome (a return value or an exception), the
+  arguments' states after the call and, for methods, the instance's state;
+- compares two observations structurally (`equivalent`, `differences`) and fails a
+  `unittest.TestCase` with a readable message (`check_function`, `check_method`).
+
+Standard library only (numpy and pandas values are compared specially when those libraries are
+already imported by the code under test). The explorer (r2e_explore.py) reuses the observation
+and comparison functions so that what it keeps is exactly what a harness will accept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections.abc
+import copy
+import enum
+import importlib
+import importlib.machinery
+import importlib.util
+import inspect
+import itertools
+import math
+import os
+import re
+import reprlib
+import sys
+import types
+
+__all__ = [
+    "CALLS",
+    "Observation",
+    "Timeout",
+    "check_function",
+    "check_method",
+    "differences",
+    "equivalent",
+    "harness_modules",
+    "load_pair",
+    "observe_function",
+    "observe_method",
+    "outcome_kind",
+    "short_repr",
+]
+
+# One record per check_function/check_method call: {"returned_normally": bool}, where
+# "returned normally" means the *reference* call returned instead of raising. The runner clears
+# this list before each test and reads it afterwards.
+CALLS: list[dict] = []
+
+# How many items of an iterator/generator are compared.
+MAX_ITEMS = 1000
+# Bound on each side's representation in failure messages.
+REPR_LIMIT = 300
+
+
+class Timeout(BaseException):
+    """Raised by a caller's timer (the explorer's SIGALRM handler) to abandon a call.
+
+    It derives from BaseException so that `except Exception` in the code under test does not
+    swallow it, and the observers below let it propagate instead of recording it as an outcome.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# Loading the reference and the candidate
+# --------------------------------------------------------------------------------------------
+
+
+class FreshSourceLoader(importlib.machinery.SourceFileLoader):
+    """A source loader that compiles the file every time and never touches `__pycache__`.
+
+    Candidate files and harnesses are rewritten in place, possibly within the same second and
+    with the same size, which would fool the mtime/size check of cached bytecode.
+    """
+
+    def get_code(self, fullname):  # noqa: D401 - importlib API
+        source = self.get_data(self.path)
+        return self.source_to_code(source, self.path)
+
+
+def load_file_as_module(name: str, path: str, *, package_paths=None) -> types.ModuleType:
+    """Executes the Python file `path` as a new module called `name` (not put in sys.modules)."""
+    loader = FreshSourceLoader(name, path)
+    spec = importlib.util.spec_from_file_location(
+        name, path, loader=loader, submodule_search_locations=package_paths
+    )
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+# module name -> (candidate module, reference module), filled by load_pair. Used to hand the
+# candidate side its own twins of the reference module's classes (see _twin_memo).
+_PAIRS: dict[str, tuple[types.ModuleType, types.ModuleType]] = {}
+_TWIN_MEMOS: dict[str, dict[int, object]] = {}
+
+
+def load_pair(module: str, candidate_file: str | None):
+    """Returns (candidate_module, reference_module) for the dotted module name `module`.
+
+    The reference is imported normally. Without a candidate file the candidate *is* the
+    reference module object. Otherwise the candidate file (a full copy of the module's source
+    with one definition replaced) is executed as a separate module object with the same name
+    and package, so relative imports resolve exactly as in the original, while
+    `sys.modules[module]` keeps pointing at the reference.
+    """
+    reference = importlib.import_module(module)
+    if candidate_file is None:
+        candidate = reference
+    else:
+        # A package's __init__ is its own package: give the candidate the same search path so
+        # that its spec's parent (hence __package__) is the package itself.
+        package_paths = list(reference.__path__) if hasattr(reference, "__path__") else None
+        loader = FreshSourceLoader(module, candidate_file)
+        spec = importlib.util.spec_from_file_location(
+            module, candidate_file, loader=loader, submodule_search_locations=package_paths
+        )
+        candidate = importlib.util.module_from_spec(spec)
+        candidate.__package__ = reference.__package__
+        # Module-level code often locates data files relative to __file__: let the candidate
+        # see the original's location (its code objects still name the candidate file).
+        if getattr(reference, "__file__", None):
+            candidate.__file__ = reference.__file__
+        loader.exec_module(candidate)
+    _PAIRS[module] = (candidate, reference)
+    _TWIN_MEMOS.pop(module, None)
+    return candidate, reference
+
+
+def harness_modules():
+    """`load_pair` driven by the environment: R2E_MODULE and (optional) R2E_CANDIDATE_FILE."""
+    return load_pair(os.environ["R2E_MODULE"], os.environ.get("R2E_CANDIDATE_FILE") or None)
+
+
+def _twin_memo(module_name: str | None) -> dict[int, object]:
+    """A deepcopy memo mapping the reference module's classes, enum members and functions to
+    the candidate module's objects of the same name.
+
+    Harness inputs built from the reference module's classes (``reference.Interval(1, 3)``) are
+    deep-copied for the candidate with this memo, so the candidate receives instances of *its
+    own* classes (deepcopy reconstructs instances through their class, which the memo maps) and
+    `isinstance` checks or identity comparisons with enum members inside the candidate behave as
+    they do in the reference. Empty when the candidate is the reference module.
+    """
+    if module_name is None:
+        return {}
+    memo = _TWIN_MEMOS.get(module_name)
+    if memo is not None:
+        return memo
+    memo = {}
+    pair = _PAIRS.get(module_name)
+    if pair is not None and pair[0] is not pair[1]:
+        candidate, reference = pair
+
+        def visit(ref_ns, cand_ns, depth):
+            for name, ref_value in list(vars(ref_ns).items()):
+                cand_value = getattr(cand_ns, name, None)
+                if cand_value is None or cand_value is ref_value:
+                    continue
+                if isinstance(ref_value, type) and isinstance(cand_value, type):
+                    if ref_value.__module__ != reference.__name__:
+                        continue
+                    memo[id(ref_value)] = cand_value
+                    if issubclass(ref_value, enum.Enum) and issubclass(cand_value, enum.Enum):
+                        for member_name, member in ref_value.__members__.items():
+                            twin = cand_value.__members__.get(member_name)
+                            if twin is not None:
+                                memo[id(member)] = twin
+                    elif depth < 3:
+                        visit(ref_value, cand_value, depth + 1)
+                elif depth == 0 and isinstance(ref_value, types.FunctionType) and isinstance(
+                    cand_value, types.FunctionType
+                ):
+                    memo[id(ref_value)] = cand_value
+
+        visit(reference, candidate, 0)
+    _TWIN_MEMOS[module_name] = memo
+    return memo
+
+
+# --------------------------------------------------------------------------------------------
+# Observing one call
+# --------------------------------------------------------------------------------------------
+
+_NO_INSTANCE = object()
+
+
+class Iterated:
+    """The first MAX_ITEMS items produced by an iterator or generator that a call returned."""
+
+    def __init__(self, type_name: str, items: list):
+        self.type_name = type_name
+        self.items = items
+
+    def __repr__(self):
+        return f"<{self.type_name} yielding {reprlib.repr(self.items)}>"
+
+
+class Observation:
+    """What one side of a comparison did.
+
+    outcome: ("return", value) or ("raise", exception type's qualified name, message).
+    args, kwargs: the arguments' states after the call.
+    instance: the instance's state after a method call (_NO_INSTANCE for functions, static and
+    class methods, or when the constructor raised).
+    """
+
+    __slots__ = ("outcome", "args", "kwargs", "instance")
+
+    def __init__(self, outcome, args, kwargs, instance=_NO_INSTANCE):
+        self.outcome = outcome
+        self.args = args
+        self.kwargs = kwargs
+        self.instance = instance
+
+    @property
+    def returned(self) -> bool:
+        return self.outcome[0] == "return"
+
+    def __repr__(self):
+        return f"Observation({describe_outcome(self.outcome)})"
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _normalize_message(text: str) -> str:
+    """Drops memory addresses, which differ between two otherwise identical objects."""
+    return _ADDRESS.sub(" at 0x?", text)
+
+
+def _exception_outcome(exc: BaseException):
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ is still an outcome
+        message = f"<unprintable {type(exc).__qualname__}>"
+    return ("raise", type(exc).__qualname__, _normalize_message(message))
+
+
+def _deep_copy(value, memo=None):
+    """copy.deepcopy with a private copy of `memo`; falls back to the value itself when it
+    cannot be copied (then both sides share it and mutations are not comparable)."""
+    try:
+        return copy.deepcopy(value, dict(memo) if memo else None)
+    except Exception:
+        return value
+
+
+def _is_lazy_iterator(value) -> bool:
+    return isinstance(value, collections.abc.Iterator) and not isinstance(
+        value, (str, bytes, bytearray, collections.abc.Sequence, collections.abc.Mapping)
+    )
+
+
+def _finish(value):
+    """Runs a returned coroutine to completion and drains a returned iterator (so that
+    exceptions and mutations that happen while iterating belong to the call)."""
+    if inspect.iscoroutine(value):
+        loop = asyncio.new_event_loop()
+        try:
+            value = loop.run_until_complete(value)
+        finally:
+            loop.close()
+    if _is_lazy_iterator(value):
+        value = Iterated(type(value).__name__, list(itertools.islice(value, MAX_ITEMS)))
+    return value
+
+
+def _call(fn, args, kwargs):
+    """Calls fn and returns its outcome. Timeout and KeyboardInterrupt propagate; any other
+    exception (SystemExit included) is an outcome."""
+    try:
+        return ("return", _finish(fn(*args, **kwargs)))
+    except (Timeout, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - every exception is a behaviour to compare
+        return _exception_outcome(exc)
+
+
+def observe_function(fn, args, kwargs, *, copy_memo=None) -> Observation:
+    """Calls fn on deep copies of (args, kwargs) and records the outcome and the arguments'
+    states afterwards. `copy_memo` maps reference objects to candidate twins (_twin_memo)."""
+    args, kwargs = _deep_copy((tuple(args), dict(kwargs)), copy_memo)
+    outcome = _call(fn, args, kwargs)
+    return Observation(outcome, args, kwargs)
+
+
+def method_kind(cls, method_name: str) -> str:
+    """'static', 'class', 'property', 'init' or 'instance' for the attribute `method_name`."""
+    if method_name == "__init__":
+        return "init"
+    try:
+        raw = inspect.getattr_static(cls, method_name)
+    except AttributeError:
+        return "instance"
+    if isinstance(raw, staticmethod):
+        return "static"
+    if isinstance(raw, classmethod):
+        return "class"
+    if isinstance(raw, property):
+        return "property"
+    return "instance"
+
+
+def observe_method(
+    cls, ctor_args, ctor_kwargs, method_name, args, kwargs, *, copy_memo=None
+) -> Observation:
+    """Observes `cls(*ctor_args, **ctor_kwargs).method_name(*args, **kwargs)` on deep copies.
+
+    Static and class methods are called through the class (no instance is built). For
+    `__init__` the call under test is the construction itself, from args/kwargs (ctor_args and
+    ctor_kwargs are ignored), and its outcome is ("return", None). For a property the "call" is
+    reading the attribute. A constructor that raises is the outcome (with no instance state).
+    """
+    ctor_args, ctor_kwargs, args, kwargs = _deep_copy(
+        (tuple(ctor_args), dict(ctor_kwargs), tuple(args), dict(kwargs)), copy_memo
+    )
+    kind = method_kind(cls, method_name)
+    if kind in ("static", "class"):
+        outcome = _call(getattr(cls, method_name), args, kwargs)
+        return Observation(outcome, args, kwargs)
+    if kind == "init":
+        holder = []
+        outcome = _call(lambda *a, **k: holder.append(cls(*a, **k)), args, kwargs)
+        instance = holder[0] if holder else _NO_INSTANCE
+        return Observation(outcome, args, kwargs, instance)
+    built = _call(cls, ctor_args, ctor_kwargs)
+    if built[0] != "return":
+        return Observation(built, args, kwargs)
+    instance = built[1]
+    if kind == "property":
+        outcome = _call(lambda: getattr(instance, method_name), (), {})
+    else:
+        outcome = _call(lambda *a, **k: getattr(instance, method_name)(*a, **k), args, kwargs)
+    return Observation(outcome, args, kwargs, instance)
+
+
+# --------------------------------------------------------------------------------------------
+# Structural equality
+# --------------------------------------------------------------------------------------------
+
+
+def _type_key(t: type):
+    """Types are compared by module and qualified name, so a candidate module's twin of a
+    reference class counts as the same type."""
+    return (getattr(t, "__module__", None), getattr(t, "__qualname__", t.__name__))
+
+
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"builtins", "__main__"}
+
+
+def _is_user_class(t: type) -> bool:
+    """A class from the repository or a third-party library (not builtins/stdlib)."""
+    module = (getattr(t, "__module__", None) or "").partition(".")[0]
+    return module not in _STDLIB
+
+
+def _slot_names(t: type):
+    names = []
+    for klass in t.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        if isinstance(slots, str):
+            slots = (slots,)
+        for name in slots:
+            if name not in ("__dict__", "__weakref__") and name not in names:
+                names.append(name)
+    return names
+
+
+_MISSING = object()
+
+
+def _state(obj):
+    """(vars, slots) of an object, or None when it exposes neither."""
+    attrs = getattr(obj, "__dict__", None)
+    slots = _slot_names(type(obj))
+    if not isinstance(attrs, dict) and not slots:
+        return None
+    slot_values = {name: getattr(obj, name, _MISSING) for name in slots}
+    return (dict(attrs) if isinstance(attrs, dict) else {}, slot_values)
+
+
+def _floats_close(a: float, b: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _safe_eq(a, b) -> bool | None:
+    """a == b as a bool, or None when == raises or does not give a truth value."""
+    try:
+        result = a == b
+        if isinstance(result, bool):
+            return result
+        return bool(result)
+    except Exception:
+        return None
+
+
+def _safe_repr(value) -> str:
+    try:
+        return _normalize_message(repr(value))
+    except Exception:
+        return f"<unrepresentable {type(value).__qualname__}>"
+
+
+def equivalent(a, b) -> bool:
+    """Structural equality of two values produced by the candidate and the reference.
+
+    Same type (by module and qualified name); floats with a tolerance (NaN equals NaN); bool is
+    not int; containers elementwise; objects of repository/third-party classes by their state
+    (vars and __slots__), cycle-safe; iterators by their first MAX_ITEMS items; numpy arrays and
+    pandas frames/series with their libraries' tolerant comparisons; anything else by ==, then
+    by repr.
+    """
+    return _equiv(a, b, {})
+
+
+def _equiv(a, b, memo: dict) -> bool:
+    if a is b:
+        return True
+    ta, tb = type(a), type(b)
+    if ta is not tb and _type_key(ta) != _type_key(tb):
+        return False
+
+    # Scalars. Enum first: IntEnum members are ints, and twins from the candidate module are
+    # distinct objects with the same name.
+    if isinstance(a, enum.Enum):
+        return a.name == b.name and _equiv(a.value, b.value, memo)
+    if isinstance(a, float):
+        return _floats_close(a, b)
+    if isinstance(a, complex):
+        return _floats_close(a.real, b.real) and _floats_close(a.imag, b.imag)
+    if a is None or isinstance(a, (bool, int, str, bytes, bytearray, range)):
+        return a == b
+    if isinstance(a, Iterated):
+        return _equiv(a.items, b.items, memo)
+
+    # Array libraries, only when the code under test already imported them.
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(a, numpy.ndarray):
+        return _numpy_equal(numpy, a, b)
+    pandas = sys.modules.get("pandas")
+    if pandas is not None and isinstance(a, (pandas.DataFrame, pandas.Series)):
+        return _pandas_equal(pandas, a, b)
+
+    # Everything below may recurse: a visited pair is assumed equal (cycles). The memo keeps
+    # the pair alive so that the ids of temporaries (state dicts) are not reused meanwhile.
+    pair = (id(a), id(b))
+    if pair in memo:
+        return True
+    memo[pair] = (a, b)
+
+    if isinstance(a, (list, tuple, collections.deque)):
+        if len(a) != len(b) or not all(_equiv(x, y, memo) for x, y in zip(a, b)):
+            return False
+        return _equiv_extra_state(a, b, memo)
+    if isinstance(a, dict):
+        return _equiv_dicts(a, b, memo) and _equiv_extra_state(a, b, memo)
+    if isinstance(a, (set, frozenset)):
+        return _equiv_sets(a, b, memo)
+    if isinstance(a, BaseException):
+        return _equiv(a.args, b.args, memo) and _equiv_extra_state(a, b, memo)
+    if isinstance(a, (types.FunctionType, types.BuiltinFunctionType, type, types.MethodType)):
+        return _type_key(a) == _type_key(b) if isinstance(a, type) else (
+            getattr(a, "__module__", None) == getattr(b, "__module__", None)
+            and getattr(a, "__qualname__", None) == getattr(b, "__qualname__", None)
+        )
+    if isinstance(a, types.ModuleType):
+        return a.__name__ == b.__name__
+    if _is_lazy_iterator(a):
+        return _equiv(
+            list(itertools.islice(a, MAX_ITEMS)), list(itertools.islice(b, MAX_ITEMS)), memo
+        )
+
+    # Other objects: repository classes (and classes with identity-based ==) by their state;
+    # standard-library values (datetime, Decimal, Path...) by their own ==.
+    if _is_user_class(ta) or ta.__eq__ is object.__eq__:
+        state_a, state_b = _state(a), _state(b)
+        if state_a is not None and state_b is not None:
+            return _equiv(state_a, state_b, memo)
+    equal = _safe_eq(a, b)
+    if equal:
+        return True
+    if equal is False and ta.__eq__ is not object.__eq__:
+        return False
+    return _safe_repr(a) == _safe_repr(b)
+
+
+def _equiv_extra_state(a, b, memo) -> bool:
+    """Attributes of container subclasses (e.g. a list subclass with a `name`)."""
+    da, db = getattr(a, "__dict__", None), getattr(b, "__dict__", None)
+    if not isinstance(da, dict) and not isinstance(db, dict):
+        return True
+    return _equiv(da or {}, db or {}, memo)
+
+
+def _equiv_dicts(a, b, memo) -> bool:
+    if len(a) != len(b):
+        return False
+    # Keys are compared with fresh memos: they are hashable (no cycles in practice), and a
+    # failed tentative comparison must not leave "visited" pairs behind.
+    if all(_equiv(ka, kb, {}) for ka, kb in zip(a, b)):
+        # Same keys in the same insertion order: compare pairwise (this also handles keys
+        # that hash by identity, such as twin objects).
+        return all(_equiv(a[ka], b[kb], memo) for ka, kb in zip(a, b))
+    # Otherwise look each key up (dict equality ignores order).
+    try:
+        b_keys = {k: k for k in b}
+        for key, value in a.items():
+            if key not in b_keys:
+                return False
+            other = b_keys[key]
+            if not _equiv(key, other, {}) or not _equiv(value, b[other], memo):
+                return False
+        return True
+    except TypeError:
+        return False
+
+
+def _equiv_sets(a, b, memo) -> bool:
+    if len(a) != len(b):
+        return False
+    if _safe_eq(a, b):
+        return True
+    # Elements that are equivalent but not == (floats within tolerance, twin objects): match
+    # them pairwise for small sets, else compare sorted reprs.
+    if len(a) <= 64:
+        remaining = sorted(b, key=_safe_repr)
+        for x in sorted(a, key=_safe_repr):
+            for i, y in enumerate(remaining):
+                if _equiv(x, y, dict(memo)):
+                    del remaining[i]
+                    break
+            else:
+                return False
+        return True
+    return sorted(map(_safe_repr, a)) == sorted(map(_safe_repr, b))
+
+
+def _numpy_equal(numpy, a, b) -> bool:
+    if a.shape != b.shape or a.dtype.kind != b.dtype.kind:
+        return False
+    try:
+        if a.dtype.kind in "fc":
+            return bool(numpy.allclose(a, b, equal_nan=True))
+        if a.dtype.kind == "O":
+            return _equiv(a.tolist(), b.tolist(), {})
+        return bool(numpy.array_equal(a, b))
+    except Exception:
+        return _safe_repr(a) == _safe_repr(b)
+
+
+def _pandas_equal(pandas, a, b) -> bool:
+    check = (
+        pandas.testing.assert_frame_equal
+        if isinstance(a, pandas.DataFrame)
+        else pandas.testing.assert_series_equal
+    )
+    try:
+        check(a, b, check_exact=False)
+        return True
+    except (AssertionError, TypeError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+# Comparing observations and failing tests
+# --------------------------------------------------------------------------------------------
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 6
+_REPR.maxstring = 160
+_REPR.maxother = 160
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdeque = _REPR.maxarray = 30
+_REPR.maxdict = _REPR.maxset = _REPR.maxfrozenset = 20
+_REPR.maxlong = 80
+
+
+def short_repr(value, limit: int = REPR_LIMIT) -> str:
+    """A bounded repr (at most `limit` characters)."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:
+        text = f"<unrepresentable {type(value).__qualname__}>"
+    text = _normalize_message(text)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return text
+
+
+def describe_outcome(outcome) -> str:
+    if outcome[0] == "return":
+        return "return " + short_repr(outcome[1])
+    message = outcome[2]
+    if len(message) > REPR_LIMIT:
+        message = message[: REPR_LIMIT - 3] + "..."
+    return f"raise {outcome[1]}: {message}" if message else f"raise {outcome[1]}"
+
+
+def outcome_kind(outcome) -> str:
+    """'return:<type name>' or 'raise:<exception type name>'."""
+    if outcome[0] == "return":
+        value = outcome[1]
+        name = value.type_name if isinstance(value, Iterated) else type(value).__name__
+        return "return:" + name
+    return "raise:" + outcome[1]
+
+
+def differences(cand: Observation, ref: Observation) -> list[tuple[str, str]]:
+    """The parts in which two observations differ, as (part, detail) pairs; [] if none.
+
+    Parts: "return value", "exception", "outcome" (one returned, the other raised),
+    "argument N mutation", "argument 'name' mutation", "instance state".
+    """
+    diffs = []
+    co, ro = cand.outcome, ref.outcome
+    if co[0] != ro[0]:
+        diffs.append(("outcome", "one side returned and the other raised"))
+    elif co[0] == "return":
+        if not equivalent(co[1], ro[1]):
+            diffs.append(("return value", ""))
+    elif co[1:] != ro[1:]:
+        diffs.append(("exception", ""))
+    for i, (ca, ra) in enumerate(zip(cand.args, ref.args)):
+        if not equivalent(ca, ra):
+            diffs.append((f"argument {i} mutation", f"{short_repr(ca)} / {short_repr(ra)}"))
+    for name in ref.kwargs:
+        if name in cand.kwargs and not equivalent(cand.kwargs[name], ref.kwargs[name]):
+            diffs.append(
+                (
+                    f"argument {name!r} mutation",
+                    f"{short_repr(cand.kwargs[name])} / {short_repr(ref.kwargs[name])}",
+                )
+            )
+    ci, ri = cand.instance, ref.instance
+    if (ci is _NO_INSTANCE) != (ri is _NO_INSTANCE) or (
+        ci is not _NO_INSTANCE and not equivalent(ci, ri)
+    ):
+        detail = f"{_state_repr(ci)} / {_state_repr(ri)}"
+        diffs.append(("instance state", detail))
+    return diffs
+
+
+def _state_repr(instance) -> str:
+    if instance is _NO_INSTANCE:
+        return "<no instance>"
+    state = getattr(instance, "__dict__", None)
+    return short_repr(state if isinstance(state, dict) else instance)
+
+
+def failure_message(cand: Observation, ref: Observation, diffs) -> str:
+    lines = ["candidate and reference differ in: " + "; ".join(part for part, _ in diffs)]
+    lines.append("  candidate: " + describe_outcome(cand.outcome))
+    lines.append("  reference: " + describe_outcome(ref.outcome))
+    for part, detail in diffs:
+        if detail and part != "outcome":
+            lines.append(f"  {part} (candidate / reference): {detail}")
+    return "\n".join(lines)
+
+
+def _module_of(obj) -> str | None:
+    module = getattr(obj, "__module__", None)
+    if module is None and callable(obj):
+        module = getattr(inspect.unwrap(obj), "__module__", None)
+    return module
+
+
+def _check(test, cand: Observation, ref: Observation):
+    CALLS.append({"returned_normally": ref.returned})
+    diffs = differences(cand, ref)
+    if diffs:
+        test.fail(failure_message(cand, ref, diffs))
+
+
+def check_function(test, cand_fn, ref_fn, args, kwargs):
+    """Fails `test` unless cand_fn and ref_fn behave the same on (deep copies of) args/kwargs."""
+    memo = _twin_memo(_module_of(ref_fn)) if cand_fn is not ref_fn else None
+    cand = observe_function(cand_fn, args, kwargs, copy_memo=memo)
+    ref = observe_function(ref_fn, args, kwargs)
+    _check(test, cand, ref)
+
+
+def check_method(test, cand_cls, ref_cls, ctor_args, ctor_kwargs, method_name, args, kwargs):
+    """Fails `test` unless the method behaves the same on instances of both classes built from
+    (deep copies of) the same constructor arguments: outcome, arguments and instance state."""
+    memo = _twin_memo(getattr(ref_cls, "__module__", None)) if cand_cls is not ref_cls else None
+    cand = observe_method(
+        cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, copy_memo=memo
+    )
+    ref = observe_method(ref_cls, ctor_args, ctor_kwargs, method_name, args, kwargs)
+    _check(test, cand, ref)

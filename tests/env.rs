@@ -1,0 +1,209 @@
+//! Stage `env` against a package index on loopback that the test serves itself (never the
+//! internet): declared and imported dependencies are installed, a missing one is recorded, the
+//! environment is cached, and editing a function never rebuilds it.
+
+mod common;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use common::Project;
+
+/// Builds a pure-Python wheel with Python's zipfile module.
+fn wheel(dir: &Path, name: &str, version: &str) -> String {
+    let file = format!("{name}-{version}-py3-none-any.whl");
+    let script = format!(
+        "import zipfile\nz = zipfile.ZipFile({path:?}, 'w')\n\
+         z.writestr('{name}/__init__.py', 'VERSION = {version:?}\\n')\n\
+         z.writestr('{name}-{version}.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n')\n\
+         z.writestr('{name}-{version}.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+         z.writestr('{name}-{version}.dist-info/RECORD', '{name}/__init__.py,,\\n{name}-{version}.dist-info/METADATA,,\\n{name}-{version}.dist-info/WHEEL,,\\n{name}-{version}.dist-info/RECORD,,\\n')\n\
+         z.close()\n",
+        path = dir.join(&file).to_string_lossy(),
+    );
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    file
+}
+
+/// Serves `/simple/<name>/` pages and wheel files from `dir` for at most two minutes.
+fn serve_index(dir: std::path::PathBuf) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let until = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < until {
+            let Ok((stream, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            };
+            stream.set_nonblocking(false).unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request = String::new();
+            if reader.read_line(&mut request).is_err() {
+                continue;
+            }
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
+                    break;
+                }
+            }
+            let path = request.split_whitespace().nth(1).unwrap_or("/").to_owned();
+            let (status, kind, body) = if let Some(project) = path.strip_prefix("/simple/") {
+                let project = project
+                    .trim_end_matches('/')
+                    .to_lowercase()
+                    .replace('_', "-");
+                let links: String = std::fs::read_dir(&dir)
+                    .unwrap()
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|f| {
+                        f.to_lowercase()
+                            .replace('_', "-")
+                            .starts_with(&format!("{project}-"))
+                    })
+                    .map(|f| format!("<a href=\"/files/{f}\">{f}</a>\n"))
+                    .collect();
+                if links.is_empty() {
+                    ("404 Not Found", "text/html", b"not found".to_vec())
+                } else {
+                    (
+                        "200 OK",
+                        "text/html",
+                        format!("<html><body>\n{links}</body></html>").into_bytes(),
+                    )
+                }
+            } else if let Some(file) = path.strip_prefix("/files/") {
+                match std::fs::read(dir.join(file)) {
+                    Ok(b) => ("200 OK", "application/octet-stream", b),
+                    Err(_) => ("404 Not Found", "text/plain", b"no".to_vec()),
+                }
+            } else {
+                ("404 Not Found", "text/plain", b"no".to_vec())
+            };
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(&body);
+        }
+    });
+    port
+}
+
+const REPO: &str = r#"
+//- requirements.txt
+tinydep
+//- pkg/__init__.py
+//- pkg/core.py
+import tinydep
+import missingdep
+
+def version_of(x):
+    """The dependency's version, with x."""
+    v = tinydep.VERSION
+    return v + str(x)
+"#;
+
+#[test]
+fn environments_install_from_the_configured_index_and_are_cached() {
+    let index = tempfile::tempdir().unwrap();
+    wheel(index.path(), "coverage", "99.0");
+    wheel(index.path(), "tinydep", "1.0");
+    let port = serve_index(index.path().to_path_buf());
+    let p = Project::new(REPO, "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n");
+    let build = || {
+        let out = Command::cargo_bin("r2e")
+            .unwrap()
+            .arg("build")
+            .arg(p.pipeline())
+            .arg("--json")
+            .env("PIP_INDEX_URL", format!("http://127.0.0.1:{port}/simple/"))
+            .env("PIP_RETRIES", "0")
+            .env("PIP_TIMEOUT", "5")
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice::<serde_json::Value>(&out).unwrap()
+    };
+    let first = build();
+    assert_eq!(first["stages"]["env"]["executed"], 1, "{first}");
+    let envs = std::fs::read_to_string(p.path().join("out/envs.jsonl")).unwrap();
+    let env: serde_json::Value = serde_json::from_str(envs.lines().next().unwrap()).unwrap();
+    let log =
+        std::fs::read_to_string(p.path().join("out").join(env["log"].as_str().unwrap())).unwrap();
+    assert_eq!(env["outcome"], "partial", "{env}\n{log}");
+    assert_eq!(env["declared"], serde_json::json!(["tinydep"]));
+    assert_eq!(
+        env["inferred"],
+        serde_json::json!(["missingdep", "tinydep"])
+    );
+    assert_eq!(env["failed_packages"], serde_json::json!(["missingdep"]));
+    let lock: Vec<&str> = env["lock"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        lock.contains(&"coverage==99.0") && lock.contains(&"tinydep==1.0"),
+        "{lock:?}"
+    );
+
+    // Editing a function body changes the repository, never its environment.
+    p.write("pkg/core.py", "import tinydep\nimport missingdep\n\ndef version_of(x):\n    \"\"\"Changed.\"\"\"\n    v = tinydep.VERSION * 2\n    return v + str(x)\n");
+    let second = build();
+    assert_eq!(second["stages"]["env"]["executed"], 0, "{second}");
+    assert_eq!(second["stages"]["env"]["cached"], 1);
+    assert_eq!(second["stages"]["parse"]["executed"], 1);
+}
+
+#[test]
+fn an_unreachable_index_is_reported_and_not_cached() {
+    // Nothing listens on this port: a transient failure.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let p = Project::new(REPO, "[env]\ninstaller = \"pip\"\ntimeout_seconds = 120\n");
+    let run = || {
+        let out = Command::cargo_bin("r2e")
+            .unwrap()
+            .arg("build")
+            .arg(p.pipeline())
+            .arg("--json")
+            .env("PIP_INDEX_URL", format!("http://127.0.0.1:{port}/simple/"))
+            .env("PIP_RETRIES", "0")
+            .env("PIP_TIMEOUT", "2")
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice::<serde_json::Value>(&out).unwrap()
+    };
+    let first = run();
+    assert_eq!(first["stages"]["env"]["failed"], 1, "{first}");
+    let failures = std::fs::read_to_string(p.path().join("out/failures.jsonl")).unwrap();
+    assert!(
+        failures.contains("\"stage\":\"env\"") && failures.contains("may pass"),
+        "{failures}"
+    );
+    // Not cached: the next build tries again.
+    let second = run();
+    assert_eq!(second["stages"]["env"]["failed"], 1);
+    assert_eq!(second["stages"]["env"]["cached"], 0);
+}
