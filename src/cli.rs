@@ -31,7 +31,7 @@ enum Command {
         #[arg(default_value = "pipeline.toml")]
         pipeline: PathBuf,
         /// Stop after this stage.
-        #[arg(long, value_enum, default_value = "env")]
+        #[arg(long, value_enum, default_value = "assemble")]
         until: Stage,
         /// Worker threads (default: one per core).
         #[arg(long, short)]
@@ -45,8 +45,21 @@ enum Command {
         #[arg(short, long, default_value = "pipeline.toml")]
         pipeline: PathBuf,
         /// The stage a build would stop after.
-        #[arg(long, value_enum, default_value = "env")]
+        #[arg(long, value_enum, default_value = "assemble")]
         until: Stage,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run an instance's harness on a candidate implementation: exit 0 when every test passes,
+    /// 1 when one fails or the candidate does not compile, 2 for bad input, 3 when it cannot run.
+    Check {
+        /// An instance id from `dataset.jsonl`.
+        id: String,
+        /// A Python file defining the candidate function (or, for a method, the method or its class).
+        #[arg(long)]
+        candidate: PathBuf,
+        #[arg(short, long, default_value = "pipeline.toml")]
+        pipeline: PathBuf,
         #[arg(long)]
         json: bool,
     },
@@ -71,7 +84,7 @@ pub fn main() -> ExitCode {
         }
     };
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(e.exit_code())
@@ -79,8 +92,27 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Check {
+            id,
+            candidate,
+            pipeline,
+            json,
+        } => {
+            let cfg = config::load(&pipeline)?;
+            let report = crate::check::check(&cfg, &id, &candidate)?;
+            if json {
+                print_json(&report.json)?;
+            } else {
+                print_text(&crate::check::report_text(&report))?;
+            }
+            Ok(if report.passed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
         Command::Build {
             pipeline,
             until,
@@ -92,11 +124,11 @@ fn run(cli: Cli) -> Result<()> {
             if json {
                 let text = serde_json::to_string_pretty(&summary)
                     .map_err(|e| Error::Internal(e.to_string()))?;
-                print_text(&format!("{text}\n"))
+                print_text(&format!("{text}\n"))?;
             } else {
                 eprintln!("{}", human_summary(&summary));
-                Ok(())
             }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Status {
             pipeline,
@@ -106,19 +138,21 @@ fn run(cli: Cli) -> Result<()> {
             let cfg = config::load(&pipeline)?;
             let report = crate::inspect::status(&cfg, until)?;
             if json {
-                print_json(&report)
+                print_json(&report)?;
             } else {
-                print_text(&crate::inspect::status_text(&report))
+                print_text(&crate::inspect::status_text(&report))?;
             }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Explain { id, pipeline, json } => {
             let cfg = config::load(&pipeline)?;
             let report = crate::inspect::explain(&cfg, &id)?;
             if json {
-                print_json(&report)
+                print_json(&report)?;
             } else {
-                print_text(&crate::inspect::explain_text(&report))
+                print_text(&crate::inspect::explain_text(&report))?;
             }
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

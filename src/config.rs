@@ -30,6 +30,10 @@ struct Options {
     context: ContextConfig,
     #[serde(default)]
     env: EnvOptions,
+    #[serde(default)]
+    generate: GenerateConfig,
+    #[serde(default)]
+    select: SelectConfig,
 }
 
 #[derive(Deserialize)]
@@ -188,6 +192,59 @@ impl Default for ContextConfig {
     }
 }
 
+/// Which harness generator runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Generator {
+    /// The built-in coverage-guided explorer: no model needed.
+    #[default]
+    Builtin,
+}
+
+/// `[generate]`: the harness generator and its budget.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GenerateConfig {
+    pub generator: Generator,
+    /// Executions of the function the explorer may spend; this, not time, decides what is kept.
+    pub budget: u32,
+    pub seed: u64,
+    pub max_tests: u32,
+    /// Milliseconds one call may take.
+    pub per_call_timeout_ms: u64,
+    /// A safety stop for one exploration, recorded when it fires.
+    pub time_limit_seconds: u64,
+}
+
+impl Default for GenerateConfig {
+    fn default() -> Self {
+        GenerateConfig {
+            generator: Generator::Builtin,
+            budget: 1500,
+            seed: 0,
+            max_tests: 12,
+            per_call_timeout_ms: 1000,
+            time_limit_seconds: 60,
+        }
+    }
+}
+
+/// `[select]`: which validated harnesses make benchmark instances.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SelectConfig {
+    /// The branch coverage (line coverage, for a function without branches) an instance needs.
+    pub min_branch_coverage: f64,
+}
+
+impl Default for SelectConfig {
+    fn default() -> Self {
+        SelectConfig {
+            min_branch_coverage: 0.8,
+        }
+    }
+}
+
 /// `[env]` as written.
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -197,6 +254,7 @@ struct EnvOptions {
     extra_packages: Option<Vec<String>>,
     infer_imports: Option<bool>,
     timeout_seconds: Option<u64>,
+    system_site_packages: Option<bool>,
 }
 
 /// How environments are created.
@@ -221,6 +279,9 @@ pub struct EnvConfig {
     /// Install third-party modules the code imports but no declaration names (as pipreqs does).
     pub infer_imports: bool,
     pub timeout_seconds: u64,
+    /// Let environments see the interpreter's own packages (for offline machines that have
+    /// `coverage` and the dependencies installed already).
+    pub system_site_packages: bool,
     /// Index and certificate settings passed to installers (`PIP_INDEX_URL`, `UV_INDEX_URL`,
     /// `PIP_EXTRA_INDEX_URL`, `UV_EXTRA_INDEX_URL`, `SSL_CERT_FILE`, proxies), by name.
     pub passthrough: Vec<(String, String)>,
@@ -243,6 +304,9 @@ const PASSTHROUGH: &[&str] = &[
     "https_proxy",
     "no_proxy",
     "PIP_RETRIES",
+    "PIP_NO_INDEX",
+    "PIP_FIND_LINKS",
+    "UV_OFFLINE",
     "PIP_TIMEOUT",
     "UV_HTTP_TIMEOUT",
 ];
@@ -255,6 +319,7 @@ impl EnvOptions {
             extra_packages: self.extra_packages.unwrap_or_default(),
             infer_imports: self.infer_imports.unwrap_or(true),
             timeout_seconds: self.timeout_seconds.unwrap_or(900),
+            system_site_packages: self.system_site_packages.unwrap_or(false),
             passthrough: PASSTHROUGH
                 .iter()
                 .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
@@ -290,6 +355,8 @@ pub struct Config {
     pub extract: ExtractConfig,
     pub context: ContextConfig,
     pub env: EnvConfig,
+    pub generate: GenerateConfig,
+    pub select: SelectConfig,
 }
 
 /// Reads and resolves the pipeline at `path`.
@@ -427,6 +494,18 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         }
         repos.push(RepoConfig { name, source });
     }
+    if !(0.0..=1.0).contains(&options.select.min_branch_coverage) {
+        return Err(at(
+            find_key(text, "min_branch_coverage"),
+            "`min_branch_coverage` must be between 0 and 1",
+        ));
+    }
+    if options.generate.budget == 0 || options.generate.max_tests == 0 {
+        return Err(at(
+            find_key(text, "budget").or(find_key(text, "max_tests")),
+            "`budget` and `max_tests` must be at least 1",
+        ));
+    }
     if options.context.max_tokens == 0 {
         let span = find_key(text, "max_tokens");
         return Err(at(span, "`max_tokens` must be at least 1"));
@@ -440,6 +519,8 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         extract: options.extract,
         context: options.context,
         env: options.env.resolve(),
+        generate: options.generate,
+        select: options.select,
     })
 }
 

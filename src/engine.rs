@@ -50,18 +50,24 @@ pub enum Stage {
     Extract,
     Slice,
     Env,
+    Generate,
+    Validate,
+    Assemble,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 5] = [
+    pub const ALL: [Stage; 8] = [
         Stage::Checkout,
         Stage::Parse,
         Stage::Extract,
         Stage::Slice,
         Stage::Env,
+        Stage::Generate,
+        Stage::Validate,
+        Stage::Assemble,
     ];
     /// The last stage.
-    pub const LAST: Stage = Stage::Env;
+    pub const LAST: Stage = Stage::Assemble;
     pub fn name(self) -> &'static str {
         match self {
             Stage::Checkout => "checkout",
@@ -69,16 +75,14 @@ impl Stage {
             Stage::Extract => "extract",
             Stage::Slice => "slice",
             Stage::Env => "env",
+            Stage::Generate => "generate",
+            Stage::Validate => "validate",
+            Stage::Assemble => "assemble",
         }
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StageCounts {
-    pub executed: u64,
-    pub cached: u64,
-    pub failed: u64,
-}
+pub use crate::stages::StageCounts;
 
 /// What `r2e build --json` prints.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -185,6 +189,8 @@ pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Ch
         extract: &'a crate::config::ExtractConfig,
         context: &'a crate::config::ContextConfig,
         env: &'a crate::config::EnvConfig,
+        generate: &'a crate::config::GenerateConfig,
+        select: &'a crate::config::SelectConfig,
         until: Stage,
         repos: Vec<(&'a str, &'a str, Option<&'a str>)>,
     }
@@ -193,10 +199,12 @@ pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Ch
         extract: &cfg.extract,
         context: &cfg.context,
         env: &cfg.env,
+        generate: &cfg.generate,
+        select: &cfg.select,
         until: opts.until,
         repos: checkouts
             .iter()
-            .map(|c| (c.name.as_str(), c.identity.as_str(), c.rev.as_deref()))
+            .map(|c| (c.name.as_str(), c.tree.as_str(), c.rev.as_deref()))
             .collect(),
     })
 }
@@ -354,7 +362,7 @@ fn run(
     let changed = s
         .checkouts
         .iter()
-        .filter(|c| prev_repos.get(c.name.as_str()) != Some(&c.identity.as_str()))
+        .filter(|c| prev_repos.get(c.name.as_str()) != Some(&c.tree.as_str()))
         .count() as u64;
     *stages.get_mut("checkout").unwrap() = StageCounts {
         executed: changed,
@@ -463,11 +471,46 @@ fn run(
         };
     }
     let mut env_lines: Vec<Vec<u8>> = Vec::new();
+    let mut harness_out = crate::stages::assemble::HarnessOutputs::default();
     if opts.until >= Stage::Env {
-        let (lines, env_counts) = run_env_stage(s, &mut failures, output)?;
+        let (lines, env_counts, envs) = run_env_stage(s, &mut failures, output)?;
         env_lines = lines;
         *stages.get_mut("env").unwrap() = env_counts;
         lap("env");
+        if opts.until >= Stage::Generate {
+            let candidates: Vec<(SourceFile, FunctionRow)> = rows
+                .iter()
+                .filter(|(_, r)| r.excluded_by.is_none())
+                .cloned()
+                .collect();
+            let bar = progress(candidates.len() as u64, "harness");
+            let inputs = crate::stages::assemble::Inputs {
+                cfg: &s.cfg,
+                db,
+                cache: &s.cache,
+                checkouts: &s.checkouts,
+                repos: &s.repos,
+                settings,
+                envs: &envs,
+            };
+            harness_out = crate::stages::assemble::run(
+                &inputs,
+                &candidates,
+                opts.until >= Stage::Validate,
+                &bar,
+            )?;
+            bar.finish_and_clear();
+            for (stage, c) in [
+                ("generate", harness_out.generate),
+                ("validate", harness_out.validate),
+                ("assemble", harness_out.assemble),
+            ] {
+                *stages.get_mut(stage).unwrap() = c;
+            }
+            counts.insert("harnesses_valid", harness_out.valid);
+            counts.insert("instances", harness_out.instances.len() as u64);
+            lap("harnesses");
+        }
     }
     counts.insert("failures", failures.len() as u64);
 
@@ -499,20 +542,34 @@ fn run(
         }
         recorded.push(out.finish(&previous_outputs)?);
     }
+    if opts.until >= Stage::Generate {
+        let mut out = JsonlWriter::create(&output.join("harnesses.jsonl"))?;
+        for line in &harness_out.harness_lines {
+            out.write_line(line)?;
+        }
+        recorded.push(out.finish(&previous_outputs)?);
+    }
+    let mut manifest_version = None;
+    if opts.until >= Stage::Assemble {
+        let mut out = JsonlWriter::create(&output.join("dataset.jsonl"))?;
+        for (_, line) in &harness_out.instances {
+            out.write_line(line)?;
+        }
+        recorded.push(out.finish(&previous_outputs)?);
+        let (version, manifest) =
+            crate::stages::assemble::manifest(&s.cfg, &s.checkouts, &harness_out.instances)?;
+        let mut out = JsonlWriter::create(&output.join("manifest.json"))?;
+        out.write_line(&manifest)?;
+        recorded.push(out.finish(&previous_outputs)?);
+        manifest_version = Some(version);
+    }
     let mut out = JsonlWriter::create(&output.join("failures.jsonl"))?;
     for f in &failures {
         out.write_line(&serde_json::to_vec(f).map_err(|e| Error::Internal(e.to_string()))?)?;
     }
     recorded.push(out.finish(&previous_outputs)?);
     lap("write");
-    let dataset_version = (opts.until >= Stage::Slice).then(|| {
-        let mut h = blake3::Hasher::new();
-        for (name, hash, _, _) in &recorded {
-            h.update(name.as_bytes());
-            h.update(&hash.0);
-        }
-        h.finalize().to_hex().to_string()
-    });
+    let dataset_version = manifest_version;
     let summary = Summary {
         dataset_version,
         output: output.to_path_buf(),
@@ -528,7 +585,7 @@ fn run(
         repos: s
             .checkouts
             .iter()
-            .map(|c| (c.name.clone(), c.identity.clone()))
+            .map(|c| (c.name.clone(), c.tree.clone()))
             .collect(),
         settings: settings_hash(&s.cfg),
     };
@@ -543,7 +600,7 @@ fn run_env_stage(
     s: &Session,
     failures: &mut Vec<serde_json::Value>,
     output: &Path,
-) -> Result<(Vec<Vec<u8>>, StageCounts)> {
+) -> Result<(Vec<Vec<u8>>, StageCounts, crate::stages::env::Envs)> {
     use crate::stages::env::{self, EnvBuilder, EnvOutcome, Interpreter};
     let sandbox = crate::sandbox::local::LocalSandbox::new();
     let interpreter = Interpreter::probe(&s.cfg.env.python)?;
@@ -564,6 +621,7 @@ fn run_env_stage(
     fs_err::create_dir_all(&logs)?;
     let mut counts = StageCounts::default();
     let mut lines = Vec::new();
+    let mut envs = crate::stages::env::Envs::new();
     let bar = progress(s.checkouts.len() as u64, "env");
     for (checkout, &repo) in s.checkouts.iter().zip(&s.repos) {
         bar.set_message(checkout.name.clone());
@@ -611,6 +669,7 @@ fn run_env_stage(
                     "log": format!("logs/{log_name}"),
                 });
                 lines.push(serde_json::to_vec(&line).map_err(|e| Error::Internal(e.to_string()))?);
+                envs.insert(checkout.name.clone(), Arc::new(built));
             }
             Err(e) => {
                 // Transient: reported, never cached; the next build tries again.
@@ -621,7 +680,7 @@ fn run_env_stage(
         bar.inc(1);
     }
     bar.finish_and_clear();
-    Ok((lines, counts))
+    Ok((lines, counts, envs))
 }
 
 /// One line of `functions.jsonl`.

@@ -18,6 +18,8 @@ pub enum Error {
     Env(String),
     /// A bug in r2e. Exit status 1.
     Internal(String),
+    /// `r2e check` could not run the candidate (no environment, the sandbox failed). Exit 3.
+    Unrunnable(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -33,6 +35,7 @@ impl Error {
         match self {
             Error::Input(_) => 2,
             Error::Env(_) | Error::Internal(_) => 1,
+            Error::Unrunnable(_) => 3,
         }
     }
 }
@@ -40,7 +43,7 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Input(m) | Error::Env(m) => f.write_str(m),
+            Error::Input(m) | Error::Env(m) | Error::Unrunnable(m) => f.write_str(m),
             Error::Internal(m) => write!(f, "internal error (a bug in r2e): {m}"),
         }
     }

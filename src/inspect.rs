@@ -25,11 +25,11 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Value> {
             for c in &session.checkouts {
                 match repos.iter().find(|(n, _)| n == &c.name) {
                     None => reasons.push(format!("repo `{}` is new", c.name)),
-                    Some((_, id)) if id != &c.identity => reasons.push(format!(
+                    Some((_, id)) if id != &c.tree => reasons.push(format!(
                         "repo `{}` changed: {} -> {}",
                         c.name,
                         short(id),
-                        short(&c.identity)
+                        short(&c.tree)
                     )),
                     _ => {}
                 }

@@ -3,6 +3,7 @@
 //! See `ARCHITECTURE.md` for the code map and the data flow.
 
 pub mod cache;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod db;

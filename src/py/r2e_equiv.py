@@ -37,12 +37,16 @@ __all__ = [
     "CALLS",
     "Observation",
     "Timeout",
+    "call_outcome",
     "check_function",
     "check_method",
+    "describe_outcome",
     "differences",
     "equivalent",
     "harness_modules",
+    "load_file_as_module",
     "load_pair",
+    "method_kind",
     "observe_function",
     "observe_method",
     "outcome_kind",
@@ -273,7 +277,7 @@ def _finish(value):
     return value
 
 
-def _call(fn, args, kwargs):
+def call_outcome(fn, args, kwargs):
     """Calls fn and returns its outcome. Timeout and KeyboardInterrupt propagate; any other
     exception (SystemExit included) is an outcome."""
     try:
@@ -288,7 +292,7 @@ def observe_function(fn, args, kwargs, *, copy_memo=None) -> Observation:
     """Calls fn on deep copies of (args, kwargs) and records the outcome and the arguments'
     states afterwards. `copy_memo` maps reference objects to candidate twins (_twin_memo)."""
     args, kwargs = _deep_copy((tuple(args), dict(kwargs)), copy_memo)
-    outcome = _call(fn, args, kwargs)
+    outcome = call_outcome(fn, args, kwargs)
     return Observation(outcome, args, kwargs)
 
 
@@ -324,21 +328,21 @@ def observe_method(
     )
     kind = method_kind(cls, method_name)
     if kind in ("static", "class"):
-        outcome = _call(getattr(cls, method_name), args, kwargs)
+        outcome = call_outcome(getattr(cls, method_name), args, kwargs)
         return Observation(outcome, args, kwargs)
     if kind == "init":
         holder = []
-        outcome = _call(lambda *a, **k: holder.append(cls(*a, **k)), args, kwargs)
+        outcome = call_outcome(lambda *a, **k: holder.append(cls(*a, **k)), args, kwargs)
         instance = holder[0] if holder else _NO_INSTANCE
         return Observation(outcome, args, kwargs, instance)
-    built = _call(cls, ctor_args, ctor_kwargs)
+    built = call_outcome(cls, ctor_args, ctor_kwargs)
     if built[0] != "return":
         return Observation(built, args, kwargs)
     instance = built[1]
     if kind == "property":
-        outcome = _call(lambda: getattr(instance, method_name), (), {})
+        outcome = call_outcome(lambda: getattr(instance, method_name), (), {})
     else:
-        outcome = _call(lambda *a, **k: getattr(instance, method_name)(*a, **k), args, kwargs)
+        outcome = call_outcome(lambda *a, **k: getattr(instance, method_name)(*a, **k), args, kwargs)
     return Observation(outcome, args, kwargs, instance)
 
 

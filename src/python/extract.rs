@@ -257,7 +257,17 @@ impl<'s> Builder<'s> {
                 }
             }
         }
-        let code_hash = self.code_hash(stmt.range());
+        // A class's own code is its header and the statements of its body that are not methods:
+        // editing one method does not change the class that the other methods' slices hold.
+        let mut ranges = Vec::new();
+        let header_end = class.body.first().map_or(stmt.end(), |s| s.start());
+        ranges.push(ruff_text_size::TextRange::new(stmt.start(), header_end));
+        for member in &class.body {
+            if !matches!(member, Stmt::FunctionDef(_)) {
+                ranges.push(member.range());
+            }
+        }
+        let code_hash = self.code_hash_of(&ranges);
         self.summary.interface.defs.push(DefInterface {
             qualname: name.clone(),
             kind: DefKind::Class,
@@ -429,9 +439,13 @@ impl<'s> Builder<'s> {
     /// blake3 of the definition's tokens (kind and text), comments and non-logical line breaks
     /// left out: blind to positions, formatting inside brackets, and comments.
     fn code_hash(&self, range: ruff_text_size::TextRange) -> [u8; 32] {
+        self.code_hash_of(&[range])
+    }
+
+    fn code_hash_of(&self, ranges: &[ruff_text_size::TextRange]) -> [u8; 32] {
         use ruff_python_ast::token::TokenKind;
-        let mut buf: Vec<u8> = Vec::with_capacity(range.len().to_usize());
-        for token in self.tokens.in_range(range) {
+        let mut buf: Vec<u8> = Vec::with_capacity(ranges.iter().map(|r| r.len().to_usize()).sum());
+        for token in ranges.iter().flat_map(|&r| self.tokens.in_range(r)) {
             let kind = token.kind();
             if matches!(kind, TokenKind::Comment | TokenKind::NonLogicalNewline) {
                 continue;

@@ -44,6 +44,8 @@ pub struct Checkout {
     pub name: String,
     /// The commit sha for a git repo; `tree:<blake3>` of the file list for a folder.
     pub identity: String,
+    /// A hash of exactly the files read (for a git repo, its commit): what decides a rebuild.
+    pub tree: String,
     /// For a git repo: the revision as written, when it differs from the commit.
     pub rev: Option<String>,
     pub files: Vec<SourceEntry>,
@@ -242,15 +244,39 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
             tree.update(blake3::hash(&bytes).as_bytes());
         }
     }
+    // A clean git checkout is identified by its commit.
+    let tree = format!("tree:{}", tree.finalize().to_hex());
+    let identity = clean_git_commit(root).unwrap_or_else(|| tree.clone());
     Ok(Checkout {
         name: repo.name.clone(),
-        identity: format!("tree:{}", tree.finalize().to_hex()),
+        identity,
+        tree,
         rev: None,
         files,
         unreadable,
         hashed,
         reader: Reader::Dir(root.to_path_buf()),
     })
+}
+
+/// The commit of a folder that is the root of a git checkout with no changes, untracked files
+/// included.
+fn clean_git_commit(root: &Path) -> Option<String> {
+    if !root.join(".git").exists() {
+        return None;
+    }
+    let status = run_git(
+        &["status", "--porcelain", "--untracked-files=normal"],
+        Some(root),
+    )
+    .ok()?;
+    if !status.status.success() || !status.stdout.is_empty() {
+        return None;
+    }
+    let head = run_git(&["rev-parse", "--verify", "HEAD"], Some(root)).ok()?;
+    head.status
+        .success()
+        .then(|| String::from_utf8_lossy(&head.stdout).trim().to_owned())
 }
 
 fn run_git(args: &[&str], dir: Option<&Path>) -> Result<std::process::Output> {
@@ -360,6 +386,7 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
     Ok(Checkout {
         name: repo.name.clone(),
         identity: commit.clone(),
+        tree: commit.clone(),
         rev: (rev != commit).then(|| rev.to_owned()),
         files,
         unreadable: Vec::new(),

@@ -38,6 +38,7 @@ pub struct EnvKey<'a> {
     pub inferred: &'a [String],
     pub extra: &'a [String],
     pub installer: Installer,
+    pub system_site_packages: bool,
     pub passthrough: &'a [(String, String)],
 }
 
@@ -449,6 +450,7 @@ impl EnvBuilder<'_> {
             inferred,
             extra: &self.cfg.extra_packages,
             installer: self.cfg.installer,
+            system_site_packages: self.cfg.system_site_packages,
             // Index settings decide what gets installed; certificates, proxies and timeouts do not.
             passthrough: &self
                 .cfg
@@ -620,6 +622,14 @@ impl EnvBuilder<'_> {
         wanted.extend(declared.iter().cloned());
         // Whether the package index answers at all: a failure while it does not may pass.
         let index_down = |log: &mut String| -> Result<bool> {
+            if self
+                .cfg
+                .passthrough
+                .iter()
+                .any(|(k, _)| k == "PIP_NO_INDEX" || k == "UV_OFFLINE")
+            {
+                return Ok(false);
+            }
             let url = self
                 .cfg
                 .passthrough

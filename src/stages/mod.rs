@@ -1,6 +1,17 @@
-//! The stages that turn queries into actions. `checkout` reads repositories; `extract` holds the
-//! curation filters. Later stages (env, generate, validate, refine, assemble) join here.
+//! The stages that turn queries into actions: `checkout` reads repositories; `extract` holds the
+//! curation filters; `env` builds environments; `harness` generates and validates harnesses;
+//! `assemble` runs those over every candidate and makes the dataset.
 
+pub mod assemble;
 pub mod checkout;
 pub mod env;
 pub mod extract;
+pub mod harness;
+
+/// How much of a stage ran, came from the cache, or failed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct StageCounts {
+    pub executed: u64,
+    pub cached: u64,
+    pub failed: u64,
+}

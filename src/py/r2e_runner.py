@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Runs an equivalence test harness, records every test, and measures the function's coverage.
+
+    python r2e_runner.py REQUEST.json OUT.json
+
+REQUEST.json: {"repo_root", "module", "qualname", "harness_file", "source_file", "start_line",
+"end_line", "candidate_file": null | path, "coverage": bool}. The harness is imported as a
+module (with coverage.py already measuring `source_file` when coverage is requested, so that
+module-level lines count) and its tests run with a recording `unittest` result. OUT.json:
+
+    {"status": "ok" | "error", "error": null | "harness import failed: <Type>: <msg>",
+     "tests": [{"name", "outcome": "pass" | "fail" | "error", "message", "returned_normally"}],
+     "coverage": {"lines_total", "lines_covered", "branches_total", "branches_covered"} | null}
+
+Coverage counts only the statements and branches of `source_file` within [start_line,
+end_line]; branches are counted as coverage.py counts them, one per destination of each line
+with more than one exit. The exit code is 0 unless the runner itself crashes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import os
+import re
+import sys
+import traceback
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _natural_key(name: str):
+    """test_2 before test_10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _natural_cmp(a: str, b: str) -> int:
+    ka, kb = _natural_key(a), _natural_key(b)
+    try:
+        return (ka > kb) - (ka < kb)
+    except TypeError:
+        return (a > b) - (a < b)
+
+
+class RecordingResult(unittest.TestResult):
+    """Records one entry per test: its outcome, a message, and whether the reference returned
+    normally in every check the test made (read from r2e_equiv.CALLS)."""
+
+    def __init__(self, equiv):
+        super().__init__()
+        self.equiv = equiv
+        self.records: list[dict] = []
+        self._current: dict | None = None
+
+    @staticmethod
+    def _name(test) -> str:
+        return getattr(test, "_testMethodName", None) or test.id()
+
+    def startTest(self, test):
+        super().startTest(test)
+        self.equiv.CALLS.clear()
+        self._current = {"name": self._name(test), "outcome": "pass", "message": None, "returned_normally": False}
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        if self._current is not None:
+            calls = list(self.equiv.CALLS)
+            self._current["returned_normally"] = bool(calls) and all(c.get("returned_normally") for c in calls)
+            self.records.append(self._current)
+        self._current = None
+
+    def _record(self, test, outcome: str, message: str):
+        if self._current is None:
+            # An error outside any test (setUpClass, setUpModule): a record of its own.
+            self.records.append({"name": self._name(test), "outcome": outcome, "message": message, "returned_normally": False})
+        elif self._current["outcome"] == "pass":
+            self._current["outcome"] = outcome
+            self._current["message"] = message
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._record(test, "fail", _failure_text(err))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._record(test, "error", _error_text(err))
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            failed = issubclass(err[0], test.failureException)
+            self._record(test, "fail" if failed else "error", _failure_text(err) if failed else _error_text(err))
+
+    def addSkip(self, test, reason):
+        # Harnesses do not skip; a skipped test validated nothing.
+        super().addSkip(test, reason)
+        self._record(test, "error", f"skipped: {reason}")
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._record(test, "fail", "unexpected success")
+
+
+def _failure_text(err) -> str:
+    return str(err[1])
+
+
+def _error_text(err) -> str:
+    """'<Type>: <message>' and where it was raised."""
+    exc_type, exc, tb = err
+    text = "".join(traceback.format_exception_only(exc_type, exc)).strip()
+    frames = traceback.extract_tb(tb)
+    if frames:
+        last = frames[-1]
+        text += f"\n  at {last.filename}:{last.lineno} in {last.name}"
+    return text
+
+
+def measure(cov, source_file: str, start: int, end: int) -> dict | None:
+    """Statement and branch coverage of source_file restricted to [start, end]."""
+    try:
+        analysis = cov._analyze(source_file)
+    except Exception:
+        return None
+
+    def inside(line):
+        return start <= line <= end
+
+    statements = {line for line in analysis.statements if inside(line)}
+    missing = {line for line in analysis.missing if inside(line)}
+    branches_total = branches_covered = 0
+    if getattr(analysis, "has_arcs", True):
+        stats = analysis.branch_stats()  # {line: (exits, exits taken)}, lines with > 1 exit
+        for line, (exits, taken) in stats.items():
+            if inside(line):
+                branches_total += exits
+                branches_covered += taken
+    return {
+        "lines_total": len(statements),
+        "lines_covered": len(statements - missing),
+        "branches_total": branches_total,
+        "branches_covered": branches_covered,
+    }
+
+
+def run(request: dict) -> dict:
+    sys.dont_write_bytecode = True
+    repo_root = os.path.abspath(request["repo_root"])
+    harness_file = os.path.abspath(request["harness_file"])
+    source_file = os.path.abspath(request["source_file"]) if request.get("source_file") else None
+    candidate_file = request.get("candidate_file") or None
+    sys.path[0:0] = [repo_root, os.path.dirname(harness_file), HERE]
+    os.environ["R2E_MODULE"] = request["module"]
+    if candidate_file:
+        os.environ["R2E_CANDIDATE_FILE"] = os.path.abspath(candidate_file)
+    else:
+        os.environ.pop("R2E_CANDIDATE_FILE", None)
+    import r2e_equiv
+
+    result = {"status": "ok", "error": None, "tests": [], "coverage": None}
+    cov = None
+    if request.get("coverage") and source_file:
+        try:
+            import coverage
+        except ImportError:
+            result.update(status="error", error="coverage is not installed")
+            return result
+        cov = coverage.Coverage(branch=True, include=[source_file], data_file=None)
+        cov.start()
+    saved_stdin = sys.stdin
+    try:
+        # Output of the code under test goes to stderr; nothing reads stdin.
+        with contextlib.redirect_stdout(sys.stderr):
+            sys.stdin = io.StringIO("")
+            try:
+                harness = r2e_equiv.load_file_as_module("r2e_harness", harness_file)
+            except (KeyboardInterrupt, MemoryError):
+                raise
+            except BaseException as exc:  # noqa: BLE001 - SystemExit at import is a failure too
+                result.update(status="error", error=f"harness import failed: {type(exc).__qualname__}: {exc}")
+            else:
+                sys.modules["r2e_harness"] = harness
+                loader = unittest.TestLoader()
+                loader.sortTestMethodsUsing = _natural_cmp
+                suite = loader.loadTestsFromModule(harness)
+                recorder = RecordingResult(r2e_equiv)
+                suite.run(recorder)
+                result["tests"] = recorder.records
+    finally:
+        sys.stdin = saved_stdin
+        if cov is not None:
+            cov.stop()
+    if cov is not None and result["status"] == "ok":
+        result["coverage"] = measure(cov, source_file, int(request["start_line"]), int(request["end_line"]))
+    return result
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: r2e_runner.py REQUEST.json OUT.json", file=sys.stderr)
+        return 2
+    out_path = os.path.abspath(argv[2])
+    with open(argv[1], encoding="utf-8") as f:
+        request = json.load(f)
+    result = run(request)
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

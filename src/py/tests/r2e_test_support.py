@@ -1,0 +1,209 @@
+"""Shared fixtures for the tests of r2e's Python helpers: a small sample package written to a
+temporary folder, and helpers that run the explorer and the runner as the Rust side does (as
+scripts, in subprocesses, with JSON files)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+PY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXPLORE = os.path.join(PY_DIR, "r2e_explore.py")
+RUNNER = os.path.join(PY_DIR, "r2e_runner.py")
+
+if PY_DIR not in sys.path:
+    sys.path.insert(0, PY_DIR)
+
+UTIL_SOURCE = textwrap.dedent(
+    '''
+    def clamp(x, lo, hi):
+        return max(lo, min(hi, x))
+    '''
+)
+
+CORE_SOURCE = textwrap.dedent(
+    '''
+    """A sample module for the explorer and runner tests."""
+
+    from .util import clamp
+
+
+    def classify(n):
+        """Classify an integer.
+
+        >>> classify(5)
+        'small'
+        """
+        if n < 0:
+            raise ValueError("negative: %d" % n)
+        elif n == 0:
+            return "zero"
+        elif n < 10:
+            return "small"
+        else:
+            return "large"
+
+
+    def total(values):
+        s = 0
+        for v in values:
+            if v > 0:
+                s += clamp(v, 0, 100)
+        return s
+
+
+    def shout(text):
+        return text.upper() + "!"
+
+
+    def spin(n):
+        while n != 0:
+            n -= 2
+        return "done"
+
+
+    def flat(x):
+        y = x * 2
+        return y + 1
+
+
+    class Buffer:
+        def __init__(self, capacity):
+            if capacity <= 0:
+                raise ValueError("capacity must be positive")
+            self.capacity = capacity
+            self.items = []
+
+        def fill(self, values):
+            for v in values:
+                if len(self.items) >= self.capacity:
+                    return False
+                self.items.append(v)
+            return True
+
+
+    class Interval:
+        def __init__(self, lo: int, hi: int):
+            if lo > hi:
+                raise ValueError("empty interval")
+            self.lo = lo
+            self.hi = hi
+
+        def overlaps(self, other: "Interval") -> bool:
+            if not isinstance(other, Interval):
+                raise TypeError("not an interval")
+            return self.lo <= other.hi and other.lo <= self.hi
+
+
+    class Broken:
+        def __init__(self, x):
+            raise RuntimeError("never")
+
+        def method(self):
+            return 1
+    '''
+)
+
+
+class SampleRepo:
+    """A temporary repository holding `samplepkg` (core.py, util.py)."""
+
+    def __init__(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="r2e-py-test-")
+        self.root = self._tmp.name
+        self.repo = os.path.join(self.root, "repo")
+        pkg = os.path.join(self.repo, "samplepkg")
+        os.makedirs(pkg)
+        self.write(os.path.join(pkg, "__init__.py"), "")
+        self.write(os.path.join(pkg, "util.py"), UTIL_SOURCE)
+        self.core = os.path.join(pkg, "core.py")
+        self.write(self.core, CORE_SOURCE)
+
+    @staticmethod
+    def write(path: str, text: str):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.root, name)
+
+    def cleanup(self):
+        self._tmp.cleanup()
+
+    def function_range(self, qualname: str) -> tuple[int, int]:
+        """(def line, last line) of a function or method of core.py."""
+        tree = ast.parse(CORE_SOURCE)
+        scope = tree.body
+        parts = qualname.split(".")
+        for part in parts[:-1]:
+            scope = next(n for n in scope if isinstance(n, ast.ClassDef) and n.name == part).body
+        node = next(n for n in scope if isinstance(n, ast.FunctionDef) and n.name == parts[-1])
+        return node.lineno, node.end_lineno
+
+    # -- running the scripts ------------------------------------------------------------------
+
+    def _run_script(self, script: str, request: dict, name: str, timeout: float) -> dict:
+        req_path = self.path(name + ".request.json")
+        out_path = self.path(name + ".out.json")
+        with open(req_path, "w", encoding="utf-8") as f:
+            json.dump(request, f)
+        if os.path.exists(out_path):
+            os.remove(out_path)
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        proc = subprocess.run(
+            [sys.executable, script, req_path, out_path],
+            capture_output=True, text=True, timeout=timeout, env=env, cwd=self.root,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"{os.path.basename(script)} exited {proc.returncode}:\n{proc.stderr}")
+        with open(out_path, encoding="utf-8") as f:
+            return json.load(f)
+
+    def explore(self, qualname: str, kind: str = "function", name: str = "explore", timeout: float = 120, **overrides) -> dict:
+        request = {
+            "repo_root": self.repo,
+            "module": "samplepkg.core",
+            "qualname": qualname,
+            "kind": kind,
+            "call_sites": [],
+            "budget": 400,
+            "seed": 0,
+            "max_tests": 12,
+            "per_call_timeout": 1.0,
+            "time_limit": 60,
+        }
+        request.update(overrides)
+        return self._run_script(EXPLORE, request, name, timeout)
+
+    def run_harness(self, harness_source: str, qualname: str, candidate_source: str | None = None,
+                    coverage: bool = True, name: str = "run", **overrides) -> dict:
+        harness_file = self.path(name + "_harness.py")
+        self.write(harness_file, harness_source)
+        candidate_file = None
+        if candidate_source is not None:
+            candidate_file = self.path(name + "_candidate.py")
+            self.write(candidate_file, candidate_source)
+        start, end = self.function_range(qualname)
+        request = {
+            "repo_root": self.repo,
+            "module": "samplepkg.core",
+            "qualname": qualname,
+            "harness_file": harness_file,
+            "source_file": self.core,
+            "start_line": start,
+            "end_line": end,
+            "candidate_file": candidate_file,
+            "coverage": coverage,
+        }
+        request.update(overrides)
+        return self._run_script(RUNNER, request, name, 120)
+
+
+def read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()

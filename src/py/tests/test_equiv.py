@@ -1,0 +1,358 @@
+"""Tests of r2e_equiv: structural equality, observations, check_function/check_method and
+loading a candidate module next to the reference."""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+import sys
+import unittest
+
+from r2e_test_support import SampleRepo, read_text  # also puts r2e_equiv on sys.path
+
+import r2e_equiv
+from r2e_equiv import equivalent
+
+
+class Point:
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+
+
+class Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a, b):
+        self.a = a
+        self.b = b
+
+
+def make_twin():
+    """A class with the same module and qualified name as Point, but a different object (what
+    a candidate module's copy of a reference class is)."""
+
+    class Point:  # noqa: F811 - deliberately the same name
+        def __init__(self, x, y):
+            self.x = x
+            self.y = y
+
+    Point.__qualname__ = globals()["Point"].__qualname__
+    return Point
+
+
+class EquivalentTest(unittest.TestCase):
+    def test_floats_use_a_tolerance_and_nan_equals_nan(self):
+        self.assertTrue(equivalent(0.1 + 0.2, 0.3))
+        self.assertTrue(equivalent(1e-13, 0.0))
+        self.assertFalse(equivalent(1.0, 1.0001))
+        self.assertTrue(equivalent(math.nan, float("nan")))
+        self.assertFalse(equivalent(math.nan, 0.0))
+        self.assertTrue(equivalent(math.inf, math.inf))
+        self.assertFalse(equivalent(math.inf, -math.inf))
+        self.assertTrue(equivalent(complex(1, 2), complex(1, 2 + 1e-15)))
+
+    def test_types_must_match_and_bool_is_not_int(self):
+        self.assertTrue(equivalent(1, 1))
+        self.assertFalse(equivalent(True, 1))
+        self.assertFalse(equivalent(1, 1.0))
+        self.assertFalse(equivalent("1", 1))
+        self.assertFalse(equivalent([1, 2], (1, 2)))
+        self.assertTrue(equivalent(None, None))
+        self.assertFalse(equivalent(None, 0))
+        self.assertTrue(equivalent(b"ab", b"ab"))
+        self.assertFalse(equivalent(b"ab", "ab"))
+
+    def test_containers(self):
+        self.assertTrue(equivalent([1, [2.0, "x"]], [1, [2.0 + 1e-12, "x"]]))
+        self.assertFalse(equivalent([1, 2], [1, 2, 3]))
+        self.assertFalse(equivalent([1, 2], [2, 1]))
+        self.assertTrue(equivalent((1, (2, 3)), (1, (2, 3))))
+        self.assertTrue(equivalent({"a": 1, "b": [2]}, {"b": [2], "a": 1}))
+        self.assertFalse(equivalent({"a": 1}, {"a": 2}))
+        self.assertFalse(equivalent({"a": [1]}, {"a": [2]}))
+        self.assertFalse(equivalent({"a": 1}, {"b": 1}))
+        self.assertTrue(equivalent(collections.OrderedDict(a=1), collections.OrderedDict(a=1)))
+        self.assertFalse(equivalent(collections.OrderedDict(a=1), {"a": 1}))
+        self.assertTrue(equivalent(collections.deque([1, 2]), collections.deque([1, 2])))
+
+    def test_sets(self):
+        self.assertTrue(equivalent({1, 2, 3}, {3, 2, 1}))
+        self.assertFalse(equivalent({1, 2}, {1, 3}))
+        self.assertTrue(equivalent({0.1 + 0.2}, {0.3}))  # equal within tolerance, not ==
+        self.assertTrue(equivalent(frozenset({"a"}), frozenset({"a"})))
+        self.assertFalse(equivalent({1}, frozenset({1})))
+
+    def test_objects_by_state(self):
+        self.assertTrue(equivalent(Point(1, [2]), Point(1, [2])))
+        self.assertFalse(equivalent(Point(1, 2), Point(1, 3)))
+        self.assertTrue(equivalent(Slotted(1, 2), Slotted(1, 2)))
+        self.assertFalse(equivalent(Slotted(1, 2), Slotted(1, 3)))
+        half = Slotted(1, 2)
+        del half.b
+        self.assertFalse(equivalent(half, Slotted(1, 2)))
+
+    def test_twin_classes_compare_by_name_and_state(self):
+        Twin = make_twin()
+        self.assertIsNot(Twin, Point)
+        self.assertTrue(equivalent(Twin(1, 2), Point(1, 2)))
+        self.assertFalse(equivalent(Twin(1, 2), Point(1, 5)))
+
+    def test_cycles_terminate(self):
+        a, b = [1], [1]
+        a.append(a)
+        b.append(b)
+        self.assertTrue(equivalent(a, b))
+        c = [2]
+        c.append(c)
+        self.assertFalse(equivalent(a, c))
+        p, q = Point(1, None), Point(1, None)
+        p.y, q.y = p, q
+        self.assertTrue(equivalent(p, q))
+        d1, d2 = {}, {}
+        d1["self"], d2["self"] = d1, d2
+        self.assertTrue(equivalent(d1, d2))
+
+    def test_iterators_and_exceptions_and_functions(self):
+        self.assertTrue(equivalent(iter([1, 2]), (x for x in [1, 2])) is False)  # different types
+        self.assertTrue(equivalent((x for x in [1, 2]), (x for x in [1, 2])))
+        self.assertFalse(equivalent((x for x in [1, 2]), (x for x in [1, 3])))
+        self.assertTrue(equivalent(ValueError("x"), ValueError("x")))
+        self.assertFalse(equivalent(ValueError("x"), ValueError("y")))
+        self.assertTrue(equivalent(len, len))
+        self.assertTrue(equivalent(Point, make_twin()))
+
+    def test_standard_library_values_use_eq(self):
+        import datetime
+        import decimal
+        import fractions
+
+        self.assertTrue(equivalent(datetime.date(2020, 1, 2), datetime.date(2020, 1, 2)))
+        self.assertFalse(equivalent(datetime.date(2020, 1, 2), datetime.date(2020, 1, 3)))
+        self.assertTrue(equivalent(decimal.Decimal("1.10"), decimal.Decimal("1.10")))
+        self.assertTrue(equivalent(fractions.Fraction(1, 3), fractions.Fraction(2, 6)))
+
+    def test_short_repr_is_bounded(self):
+        text = r2e_equiv.short_repr("x" * 10_000)
+        self.assertLessEqual(len(text), 300)
+        text = r2e_equiv.short_repr([list(range(100))] * 100)
+        self.assertLessEqual(len(text), 300)
+
+
+# Functions compared by the check tests.
+def add_one(x):
+    return x + 1
+
+
+def add_two(x):
+    return x + 2
+
+
+def parse_value_error(text):
+    raise ValueError(f"bad: {text}")
+
+
+def parse_key_error(text):
+    raise KeyError(text)
+
+
+def append_one(xs):
+    xs.append(1)
+    return len(xs)
+
+
+def append_one_twice(xs):
+    xs.append(1)
+    xs.append(1)
+    return len(xs) - 1
+
+
+def sorts_copy(xs):
+    return sorted(xs)
+
+
+def sorts_in_place(xs):
+    xs.sort()
+    return list(xs)
+
+
+class Counter:
+    def __init__(self, start=0):
+        self.count = start
+
+    def add(self, n):
+        if n < 0:
+            raise ValueError("negative")
+        self.count += n
+        return self.count
+
+    @staticmethod
+    def double(x):
+        return 2 * x
+
+    @classmethod
+    def make(cls, start):
+        return cls(start).count
+
+    @property
+    def positive(self):
+        return self.count > 0
+
+
+class SloppyCounter(Counter):
+    def add(self, n):
+        self.count += n + 1  # wrong state, right return value
+        return self.count - 1
+
+
+class CheckTest(unittest.TestCase):
+    def setUp(self):
+        r2e_equiv.CALLS.clear()
+
+    def assertFailsWith(self, *fragments):
+        """A context manager: the block must fail the test with a message containing every
+        fragment."""
+        test = self
+
+        class _Ctx:
+            def __enter__(self):
+                self.cm = test.assertRaises(test.failureException)
+                return self.cm.__enter__()
+
+            def __exit__(self, *exc):
+                result = self.cm.__exit__(*exc)
+                message = str(self.cm.exception)
+                for fragment in fragments:
+                    test.assertIn(fragment, message)
+                return result
+
+        return _Ctx()
+
+    def test_same_function_passes_and_records_normal_return(self):
+        r2e_equiv.check_function(self, add_one, add_one, (1,), {})
+        r2e_equiv.check_function(self, parse_value_error, parse_value_error, ("x",), {})
+        self.assertEqual(r2e_equiv.CALLS, [{"returned_normally": True}, {"returned_normally": False}])
+
+    def test_different_return_value_fails_with_both_outcomes(self):
+        with self.assertFailsWith("return value", "candidate: return 3", "reference: return 2"):
+            r2e_equiv.check_function(self, add_two, add_one, (1,), {})
+
+    def test_different_exception_fails(self):
+        with self.assertFailsWith("exception", "raise KeyError", "raise ValueError: bad: x"):
+            r2e_equiv.check_function(self, parse_key_error, parse_value_error, ("x",), {})
+        with self.assertFailsWith("outcome", "candidate: return 2", "reference: raise ValueError"):
+            r2e_equiv.check_function(self, add_one, parse_value_error, (1,), {})
+
+    def test_argument_mutation_is_compared(self):
+        with self.assertFailsWith("argument 0 mutation", "[1, 1] / [1]"):
+            r2e_equiv.check_function(self, append_one_twice, append_one, ([],), {})
+        with self.assertFailsWith("argument 'xs' mutation"):
+            r2e_equiv.check_function(self, sorts_in_place, sorts_copy, (), {"xs": [3, 1, 2]})
+        # The inputs themselves are never touched: each side gets deep copies.
+        xs = [3, 1, 2]
+        r2e_equiv.check_function(self, sorts_in_place, sorts_in_place, (xs,), {})
+        self.assertEqual(xs, [3, 1, 2])
+
+    def test_check_method(self):
+        r2e_equiv.check_method(self, Counter, Counter, (1,), {}, "add", (2,), {})
+        r2e_equiv.check_method(self, Counter, Counter, (), {}, "add", (-1,), {})
+        r2e_equiv.check_method(self, Counter, Counter, (), {}, "double", (4,), {})
+        r2e_equiv.check_method(self, Counter, Counter, (), {}, "make", (4,), {})
+        r2e_equiv.check_method(self, Counter, Counter, (5,), {}, "positive", (), {})
+        r2e_equiv.check_method(self, Counter, Counter, (), {}, "__init__", (3,), {})
+        self.assertEqual([c["returned_normally"] for c in r2e_equiv.CALLS], [True, False, True, True, True, True])
+        with self.assertFailsWith("instance state", "'count': 4", "'count': 3"):
+            r2e_equiv.check_method(self, SloppyCounter, Counter, (1,), {}, "add", (2,), {})
+
+    def test_observations(self):
+        obs = r2e_equiv.observe_function(add_one, (1,), {})
+        self.assertEqual(obs.outcome, ("return", 2))
+        obs = r2e_equiv.observe_function(parse_value_error, ("z",), {})
+        self.assertEqual(obs.outcome, ("raise", "ValueError", "bad: z"))
+        self.assertEqual(r2e_equiv.outcome_kind(obs.outcome), "raise:ValueError")
+
+        def gen(n):
+            yield from range(n)
+            raise RuntimeError("late")
+
+        # A returned generator is drained inside the call: its late exception is the outcome.
+        obs = r2e_equiv.observe_function(gen, (2,), {})
+        self.assertEqual(obs.outcome[:2], ("raise", "RuntimeError"))
+
+        async def coro(x):
+            return x * 3
+
+        self.assertEqual(r2e_equiv.observe_function(coro, (2,), {}).outcome, ("return", 6))
+        obs = r2e_equiv.observe_method(Counter, (1,), {}, "add", (2,), {})
+        self.assertEqual(obs.outcome, ("return", 3))
+        self.assertEqual(obs.instance.count, 3)
+
+
+class LoadPairTest(unittest.TestCase):
+    """load_pair on a real package: relative imports in the candidate, sys.modules untouched,
+    and reference-class inputs handed to the candidate as its own classes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sample = SampleRepo()
+        sys.path.insert(0, cls.sample.repo)
+
+    @classmethod
+    def tearDownClass(cls):
+        sys.path.remove(cls.sample.repo)
+        for name in [n for n in sys.modules if n == "samplepkg" or n.startswith("samplepkg.")]:
+            del sys.modules[name]
+        cls.sample.cleanup()
+
+    def test_without_candidate_the_candidate_is_the_reference(self):
+        cand, ref = r2e_equiv.load_pair("samplepkg.core", None)
+        self.assertIs(cand, ref)
+        self.assertIs(ref, sys.modules["samplepkg.core"])
+
+    def test_candidate_file_is_a_separate_module_of_the_same_package(self):
+        path = self.sample.path("cand_core.py")
+        source = read_text(self.sample.core).replace('return "zero"', 'return "ZERO"')
+        self.sample.write(path, source)
+        cand, ref = r2e_equiv.load_pair("samplepkg.core", path)
+        self.assertIsNot(cand, ref)
+        self.assertIs(sys.modules["samplepkg.core"], ref)
+        self.assertEqual(cand.__name__, "samplepkg.core")
+        self.assertEqual(cand.__package__, "samplepkg")
+        self.assertEqual(cand.total([5, 200]), 105)  # uses `from .util import clamp`
+        self.assertEqual(cand.classify(0), "ZERO")
+        self.assertEqual(ref.classify(0), "zero")
+        with self.assertRaises(self.failureException):
+            r2e_equiv.check_function(self, cand.classify, ref.classify, (0,), {})
+
+    def test_reference_instances_become_candidate_instances(self):
+        path = self.sample.path("cand_same.py")
+        self.sample.write(path, read_text(self.sample.core))
+        cand, ref = r2e_equiv.load_pair("samplepkg.core", path)
+        self.assertIsNot(cand.Interval, ref.Interval)
+        # The method checks isinstance(other, Interval) against its own module's class.
+        r2e_equiv.check_method(self, cand.Interval, ref.Interval, (0, 5), {}, "overlaps", (ref.Interval(3, 9),), {})
+        obs = r2e_equiv.observe_method(
+            cand.Interval, (0, 5), {}, "overlaps", (ref.Interval(3, 9),), {},
+            copy_memo=r2e_equiv._twin_memo("samplepkg.core"),
+        )
+        self.assertEqual(obs.outcome, ("return", True))
+        self.assertIs(type(obs.args[0]), cand.Interval)
+
+    def test_harness_modules_reads_the_environment(self):
+        saved = {k: os.environ.get(k) for k in ("R2E_MODULE", "R2E_CANDIDATE_FILE")}
+        try:
+            os.environ["R2E_MODULE"] = "samplepkg.core"
+            os.environ["R2E_CANDIDATE_FILE"] = ""
+            cand, ref = r2e_equiv.harness_modules()
+            self.assertIs(cand, ref)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,176 @@
+"""Tests of r2e_explore.py, run as a script on a sample package; its harnesses are validated with
+r2e_runner.py the way the Rust side does it."""
+
+from __future__ import annotations
+
+import ast
+import time
+import unittest
+
+from r2e_test_support import SampleRepo
+
+
+def test_bodies(harness: str) -> dict[str, ast.FunctionDef]:
+    """The test methods of a harness, by name."""
+    tree = ast.parse(harness)
+    return {
+        node.name: node
+        for cls in tree.body
+        if isinstance(cls, ast.ClassDef)
+        for node in cls.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
+
+
+def assigned(test: ast.FunctionDef, name: str):
+    """The source of `name = ...` in a test method."""
+    for stmt in test.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+            return ast.unparse(stmt.value)
+    return None
+
+
+class ExploreTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sample = SampleRepo()
+        cls.classify = cls.sample.explore("classify", name="classify")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sample.cleanup()
+
+    def assertValidHarness(self, out: dict, qualname: str, min_tests: int = 3, **run_args) -> dict:
+        """The explorer succeeded, wrote valid Python with as many tests as it says, and the
+        harness passes against the reference (self-equivalence). Returns the runner's output."""
+        self.assertEqual(out["status"], "ok", out.get("error"))
+        harness = out["harness"]
+        compile(harness, "<harness>", "exec")
+        tests = test_bodies(harness)
+        self.assertEqual(sorted(tests), sorted(f"test_{i}" for i in range(out["tests"])))
+        self.assertGreaterEqual(out["tests"], min_tests)
+        self.assertEqual(len(out["outcomes"]), out["tests"])
+        self.assertLessEqual(out["executions"], 400)
+        self.assertGreater(out["arcs"], 0)
+        run = self.sample.run_harness(harness, qualname, name="run_" + qualname.replace(".", "_"), **run_args)
+        self.assertEqual(run["status"], "ok", run["error"])
+        self.assertEqual(len(run["tests"]), out["tests"])
+        for test in run["tests"]:
+            self.assertEqual(test["outcome"], "pass", test)
+        return run
+
+    # -- functions ------------------------------------------------------------------------------
+
+    def test_classify_harness_is_valid_and_covers_every_branch(self):
+        out = self.classify
+        run = self.assertValidHarness(out, "classify")
+        cov = run["coverage"]
+        self.assertGreater(cov["branches_total"], 0)
+        self.assertEqual(cov["branches_covered"], cov["branches_total"])
+        self.assertEqual(cov["lines_covered"], cov["lines_total"])
+        self.assertIn("raise:ValueError", out["outcomes"])
+        self.assertIn("return:str", out["outcomes"])
+        self.assertFalse(out["time_limit_hit"])
+        # Some tests raise, some return: the runner reports which.
+        flags = {t["returned_normally"] for t in run["tests"]}
+        self.assertEqual(flags, {True, False})
+
+    def test_harness_has_the_r2e_shape(self):
+        harness = self.classify["harness"]
+        self.assertIn("candidate, reference = r2e_equiv.harness_modules()", harness)
+        self.assertIn("classify = candidate.classify", harness)
+        self.assertIn("reference_classify = reference.classify", harness)
+        self.assertIn("class TestClassify(unittest.TestCase):", harness)
+        test_0 = test_bodies(harness)["test_0"]
+        # The doctest example comes first.
+        self.assertEqual(assigned(test_0, "args"), "(5,)")
+        self.assertEqual(assigned(test_0, "kwargs"), "{}")
+        self.assertIn("r2e_equiv.check_function(self, classify, reference_classify, args, kwargs)", harness)
+
+    def test_same_seed_gives_the_same_harness(self):
+        again = self.sample.explore("classify", name="classify_again")
+        self.assertEqual(again["harness"], self.classify["harness"])
+        self.assertEqual(again["executions"], self.classify["executions"])
+        loop_a = self.sample.explore("total", name="total_a", seed=7)
+        loop_b = self.sample.explore("total", name="total_b", seed=7)
+        self.assertEqual(loop_a["harness"], loop_b["harness"])
+
+    def test_function_with_a_loop(self):
+        out = self.sample.explore("total", name="total")
+        run = self.assertValidHarness(out, "total")
+        cov = run["coverage"]
+        self.assertGreater(cov["branches_total"], 0)
+        self.assertEqual(cov["branches_covered"], cov["branches_total"])
+
+    def test_call_site_literals_are_used(self):
+        out = self.sample.explore(
+            "shout", name="shout",
+            call_sites=[{"args": ["'quiet please'"], "kwargs": {}}, {"args": ["some_variable"]}, {"args": ["'a'", "'too many'"]}],
+        )
+        self.assertValidHarness(out, "shout")
+        self.assertEqual(assigned(test_bodies(out["harness"])["test_0"], "args"), "('quiet please',)")
+
+    def test_budget_bounds_executions(self):
+        out = self.sample.explore("total", name="total_small", budget=30)
+        self.assertEqual(out["status"], "ok", out.get("error"))
+        self.assertLessEqual(out["executions"], 30)
+
+    def test_infinite_loop_does_not_hang_the_explorer(self):
+        started = time.monotonic()
+        out = self.sample.explore("spin", name="spin", per_call_timeout=0.05, budget=120, time_limit=30, timeout=60)
+        self.assertLess(time.monotonic() - started, 45)
+        self.assertValidHarness(out, "spin")
+        # Only terminating inputs were kept (odd or negative ints never terminate).
+        for test in test_bodies(out["harness"]).values():
+            (n,) = ast.literal_eval(assigned(test, "args"))
+            if isinstance(n, int) and not isinstance(n, bool):
+                self.assertTrue(n >= 0 and n % 2 == 0, n)
+
+    # -- methods --------------------------------------------------------------------------------
+
+    def test_method_explores_on_working_constructions(self):
+        out = self.sample.explore("Buffer.fill", kind="method", name="buffer")
+        run = self.assertValidHarness(out, "Buffer.fill")
+        harness = out["harness"]
+        self.assertIn("Buffer = candidate.Buffer", harness)
+        self.assertIn("reference_Buffer = reference.Buffer", harness)
+        self.assertIn("'fill', args, kwargs)", harness)
+        for test in test_bodies(harness).values():
+            (capacity,) = ast.literal_eval(assigned(test, "ctor_args"))
+            self.assertGreater(capacity, 0)  # only constructions that succeed
+        self.assertEqual(run["coverage"]["branches_covered"], run["coverage"]["branches_total"])
+
+    def test_repository_class_arguments_are_constructor_expressions(self):
+        out = self.sample.explore("Interval.overlaps", kind="method", name="interval")
+        self.assertValidHarness(out, "Interval.overlaps")
+        self.assertIn("args = (reference.Interval(", out["harness"])
+        # Against an identical copy of the module (distinct classes), the harness still passes.
+        run = self.sample.run_harness(out["harness"], "Interval.overlaps", candidate_source=self.sample_source(), name="interval_copy")
+        self.assertEqual([t["outcome"] for t in run["tests"]], ["pass"] * out["tests"])
+
+    def test_constructor_that_always_fails_is_an_error(self):
+        out = self.sample.explore("Broken.method", kind="method", name="broken")
+        self.assertEqual(out["status"], "error")
+        self.assertIn("could not construct Broken", out["error"])
+        self.assertIn("RuntimeError", out["error"])
+
+    # -- errors ---------------------------------------------------------------------------------
+
+    def test_import_failure_is_reported(self):
+        out = self.sample.explore("f", name="missing", module="samplepkg.nope")
+        self.assertEqual(out["status"], "error")
+        self.assertIn("the import failed: ModuleNotFoundError", out["error"])
+
+    def test_unknown_function_is_reported(self):
+        out = self.sample.explore("nothing_here", name="unknown")
+        self.assertEqual(out["status"], "error")
+        self.assertIn("nothing_here", out["error"])
+
+    def sample_source(self) -> str:
+        from r2e_test_support import read_text
+
+        return read_text(self.sample.core)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,130 @@
+"""Tests of r2e_runner.py on hand-written harnesses (independent of the explorer)."""
+
+from __future__ import annotations
+
+import unittest
+
+from r2e_test_support import SampleRepo, read_text
+
+HEADER = '''
+import unittest
+
+import r2e_equiv
+
+candidate, reference = r2e_equiv.harness_modules()
+classify = candidate.classify
+reference_classify = reference.classify
+flat = candidate.flat
+reference_flat = reference.flat
+
+
+class TestClassify(unittest.TestCase):
+'''
+
+
+def classify_harness(inputs) -> str:
+    body = ""
+    for i, n in enumerate(inputs):
+        body += (
+            f"    def test_{i}(self):\n"
+            f"        args = ({n!r},)\n"
+            f"        kwargs = {{}}\n"
+            f"        r2e_equiv.check_function(self, classify, reference_classify, args, kwargs)\n\n"
+        )
+    return HEADER + body
+
+
+class RunnerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.sample = SampleRepo()
+        cls.source = read_text(cls.sample.core)
+        cls.harness = classify_harness([0, 5, -3, 20])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sample.cleanup()
+
+    def test_reference_passes_with_full_coverage(self):
+        out = self.sample.run_harness(self.harness, "classify", name="original")
+        self.assertEqual(out["status"], "ok")
+        self.assertIsNone(out["error"])
+        self.assertEqual([t["name"] for t in out["tests"]], ["test_0", "test_1", "test_2", "test_3"])
+        self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 4)
+        self.assertEqual([t["message"] for t in out["tests"]], [None] * 4)
+        self.assertEqual([t["returned_normally"] for t in out["tests"]], [True, True, False, True])
+        cov = out["coverage"]
+        # def line + 4 conditions/raise + 3 returns: 9 statements; 3 two-way branch lines.
+        self.assertEqual(cov, {"lines_total": 9, "lines_covered": 9, "branches_total": 6, "branches_covered": 6})
+
+    def test_identical_candidate_file_passes(self):
+        out = self.sample.run_harness(self.harness, "classify", candidate_source=self.source, name="identical")
+        self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 4)
+
+    def test_flipped_comparison_fails(self):
+        flipped = self.source.replace("if n < 0:", "if n <= 0:")
+        self.assertNotEqual(flipped, self.source)
+        out = self.sample.run_harness(self.harness, "classify", candidate_source=flipped, name="flipped")
+        self.assertEqual(out["status"], "ok")
+        outcomes = {t["name"]: t for t in out["tests"]}
+        self.assertEqual(outcomes["test_0"]["outcome"], "fail")
+        message = outcomes["test_0"]["message"]
+        self.assertIn("candidate: raise ValueError: negative: 0", message)
+        self.assertIn("reference: return 'zero'", message)
+        self.assertTrue(outcomes["test_0"]["returned_normally"])
+        for name in ("test_1", "test_2", "test_3"):
+            self.assertEqual(outcomes[name]["outcome"], "pass")
+
+        upper = self.source.replace("elif n < 10:", "elif n > 10:")
+        out = self.sample.run_harness(self.harness, "classify", candidate_source=upper, name="flipped_upper")
+        self.assertIn("fail", [t["outcome"] for t in out["tests"]])
+
+    def test_partial_coverage(self):
+        out = self.sample.run_harness(classify_harness([5]), "classify", name="partial")
+        cov = out["coverage"]
+        self.assertEqual(cov["branches_total"], 6)
+        self.assertLess(cov["branches_covered"], cov["branches_total"])
+        self.assertLess(cov["lines_covered"], cov["lines_total"])
+
+    def test_function_without_branches(self):
+        harness = HEADER + (
+            "    def test_0(self):\n"
+            "        r2e_equiv.check_function(self, flat, reference_flat, (2,), {})\n"
+        )
+        out = self.sample.run_harness(harness, "flat", name="flat")
+        self.assertEqual(out["tests"][0]["outcome"], "pass")
+        self.assertEqual(out["coverage"]["branches_total"], 0)
+        self.assertEqual(out["coverage"]["branches_covered"], 0)
+        self.assertEqual(out["coverage"]["lines_total"], out["coverage"]["lines_covered"])
+
+    def test_coverage_can_be_skipped(self):
+        out = self.sample.run_harness(self.harness, "classify", coverage=False, name="nocov")
+        self.assertEqual(out["status"], "ok")
+        self.assertIsNone(out["coverage"])
+
+    def test_harness_import_errors_are_reported(self):
+        out = self.sample.run_harness("import does_not_exist_anywhere\n" + self.harness, "classify", name="badimport")
+        self.assertEqual(out["status"], "error")
+        self.assertTrue(out["error"].startswith("harness import failed: ModuleNotFoundError:"), out["error"])
+        self.assertEqual(out["tests"], [])
+        self.assertIsNone(out["coverage"])
+        # A candidate that does not compile breaks the harness's import too.
+        out = self.sample.run_harness(self.harness, "classify", candidate_source="def classify(:\n", name="badcandidate")
+        self.assertEqual(out["status"], "error")
+        self.assertTrue(out["error"].startswith("harness import failed: SyntaxError:"), out["error"])
+
+    def test_errors_and_natural_order(self):
+        harness = classify_harness(list(range(11))) + (
+            "    def test_11(self):\n"
+            "        raise ZeroDivisionError('boom')\n"
+        )
+        out = self.sample.run_harness(harness, "classify", name="many")
+        self.assertEqual([t["name"] for t in out["tests"]], [f"test_{i}" for i in range(12)])
+        last = out["tests"][-1]
+        self.assertEqual(last["outcome"], "error")
+        self.assertIn("ZeroDivisionError: boom", last["message"])
+        self.assertFalse(last["returned_normally"])
+
+
+if __name__ == "__main__":
+    unittest.main()

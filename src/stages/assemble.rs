@@ -1,0 +1,411 @@
+//! Stages `generate`, `validate` and `assemble` over every candidate: harnesses from the built-in
+//! generator, their validation, and the benchmark instances with the dataset's manifest.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rayon::prelude::*;
+use serde_json::json;
+
+use super::StageCounts;
+use super::checkout::Checkout;
+use super::env::{Env, EnvOutcome, Envs};
+use super::harness::{self, CodeKey, GenerateSettings, Target, Validation};
+use crate::cache::Cache;
+use crate::config::Config;
+use crate::db::{self, Database, FunctionRow, ItemId, Repo, Settings, SourceFile};
+use crate::error::{Error, Result};
+use crate::hash::Hash;
+use crate::python::resolve::Item;
+use crate::python::summary::DefKind;
+use crate::sandbox::Sandbox;
+
+/// What these stages produce.
+#[derive(Default)]
+pub struct HarnessOutputs {
+    pub generate: StageCounts,
+    pub validate: StageCounts,
+    pub assemble: StageCounts,
+    pub valid: u64,
+    /// Lines of `harnesses.jsonl`, one per candidate.
+    pub harness_lines: Vec<Vec<u8>>,
+    /// Lines of `dataset.jsonl` with their ids and content hashes.
+    pub instances: Vec<(String, Vec<u8>)>,
+}
+
+/// Everything one candidate needs, gathered from the database.
+struct Prepared {
+    id: String,
+    repo: String,
+    commit: String,
+    path: String,
+    qualname: String,
+    docstring: Option<String>,
+    context: String,
+    target: Target,
+    code: CodeKey,
+    env: Option<Arc<Env>>,
+}
+
+/// The folder to put on `sys.path` so that `module` imports from `path` (relative to `root`).
+pub fn import_root(root: &std::path::Path, path: &str, module: &str) -> PathBuf {
+    let stem = path.strip_suffix(".py").unwrap_or(path);
+    let mut parts: Vec<&str> = stem.split('/').collect();
+    if parts.last() == Some(&"__init__") {
+        parts.pop();
+    }
+    let depth = module.split('.').count();
+    let keep = parts.len().saturating_sub(depth);
+    parts[..keep]
+        .iter()
+        .fold(root.to_path_buf(), |p, s| p.join(s))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn prepare(
+    db: &Database,
+    cache: &Cache,
+    checkouts: &[Arc<Checkout>],
+    repos: &[Repo],
+    settings: Settings,
+    envs: &Envs,
+    file: SourceFile,
+    row: &FunctionRow,
+) -> Result<Prepared> {
+    let repo = file.repo(db);
+    let ix = repos
+        .iter()
+        .position(|r| *r == repo)
+        .expect("the file's repo is in the session");
+    let checkout = &checkouts[ix];
+    let root = checkout.materialize(cache)?;
+    let index = db::module_index(db, repo);
+    let module = index.module_name(file.ix(db)).to_owned();
+    let path = file.path(db).clone();
+    let summary = db::parse_file(db, file).clone().map_err(Error::Internal)?;
+    let item = ItemId::new(db, repo, Item::Def(file.ix(db), row.def));
+    let slice = db::slice_of(db, item);
+    let files = repo.files(db);
+    let mut slice_hashes = Vec::new();
+    for &(it, _) in &slice.items {
+        match it {
+            Item::Def(f, d) => {
+                if let Ok(s) = db::parse_file(db, files[f as usize]) {
+                    slice_hashes.push(Hash(s.layout.defs[d as usize].code_hash));
+                }
+            }
+            Item::Global(f, g) => {
+                let sf = files[f as usize];
+                if let (Ok(s), Ok(text)) = (db::parse_file(db, sf), db::source_text(db, sf)) {
+                    let c = s.layout.globals[g as usize];
+                    slice_hashes.push(Hash::of_bytes(
+                        text.get(c.start as usize..c.end as usize)
+                            .unwrap_or_default()
+                            .as_bytes(),
+                    ));
+                }
+            }
+        }
+    }
+    slice_hashes.sort_unstable();
+    let layout = &summary.layout.defs[row.def as usize];
+    let kind = if row.kind == DefKind::Method {
+        "method"
+    } else {
+        "function"
+    };
+    let env = envs.get(&checkout.name).cloned();
+    let code = CodeKey {
+        module: module.clone(),
+        qualname: row.qualname.clone(),
+        kind,
+        code: Hash(layout.code_hash),
+        slice: slice_hashes,
+        imports: Hash::of_key(&summary.interface.imports),
+        env: env
+            .as_ref()
+            .map(|e| e.record.key.clone())
+            .unwrap_or_default(),
+    };
+    let ctx = db::context_of(db, item, settings);
+    Ok(Prepared {
+        id: row.id.clone(),
+        repo: checkout.name.clone(),
+        commit: checkout.identity.clone(),
+        qualname: row.qualname.clone(),
+        docstring: row.docstring.clone(),
+        context: db::render(db, repo, ctx),
+        target: Target {
+            import_root: import_root(&root, &path, &module),
+            module,
+            qualname: row.qualname.clone(),
+            kind,
+            source_file: root.join(&path),
+            start_line: layout.start_line,
+            end_line: layout.end_line,
+            call_sites: Vec::new(),
+        },
+        path,
+        code,
+        env,
+    })
+}
+
+/// A candidate's harness record and, when selected, its instance.
+struct Done {
+    harness_line: serde_json::Value,
+    instance: Option<(String, serde_json::Value)>,
+    valid: bool,
+}
+
+/// What the harness stages read from the build.
+pub struct Inputs<'a> {
+    pub cfg: &'a Config,
+    pub db: &'a Database,
+    pub cache: &'a Cache,
+    pub checkouts: &'a [Arc<Checkout>],
+    pub repos: &'a [Repo],
+    pub settings: Settings,
+    pub envs: &'a Envs,
+}
+
+/// Runs `generate` (and `validate` and `assemble` when `validate`) over the candidates.
+pub fn run(
+    inputs: &Inputs,
+    candidates: &[(SourceFile, FunctionRow)],
+    validate: bool,
+    progress: &indicatif::ProgressBar,
+) -> Result<HarnessOutputs> {
+    let Inputs {
+        cfg,
+        db,
+        cache,
+        checkouts,
+        repos,
+        settings,
+        envs,
+    } = *inputs;
+    let sandbox = crate::sandbox::local::LocalSandbox::new();
+    let gen_settings = GenerateSettings {
+        budget: cfg.generate.budget,
+        seed: cfg.generate.seed,
+        max_tests: cfg.generate.max_tests,
+        per_call_timeout_ms: cfg.generate.per_call_timeout_ms,
+        time_limit_seconds: cfg.generate.time_limit_seconds,
+    };
+    let counters: [AtomicU64; 6] = Default::default();
+    let results: Vec<Result<Done>> = candidates
+        .par_iter()
+        .map_with(db.clone(), |db, (file, row)| {
+            let prepared = prepare(db, cache, checkouts, repos, settings, envs, *file, row)?;
+            let done = one(
+                &sandbox,
+                cache,
+                cfg,
+                &gen_settings,
+                &prepared,
+                validate,
+                &counters,
+            );
+            progress.inc(1);
+            done
+        })
+        .collect();
+    let mut out = HarnessOutputs::default();
+    let mut instances = Vec::new();
+    for r in results {
+        let done = r?;
+        out.valid += u64::from(done.valid);
+        out.harness_lines.push(
+            serde_json::to_vec(&done.harness_line).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+        if let Some((id, v)) = done.instance {
+            instances.push((
+                id,
+                serde_json::to_vec(&v).map_err(|e| Error::Internal(e.to_string()))?,
+            ));
+        }
+    }
+    let c = |i: usize| counters[i].load(Ordering::Relaxed);
+    out.generate = StageCounts {
+        executed: c(0),
+        cached: c(1),
+        failed: c(2),
+    };
+    out.validate = StageCounts {
+        executed: c(3),
+        cached: c(4),
+        failed: c(5),
+    };
+    out.assemble = StageCounts {
+        executed: instances.len() as u64,
+        cached: 0,
+        failed: 0,
+    };
+    out.instances = instances;
+    Ok(out)
+}
+
+fn one(
+    sandbox: &dyn Sandbox,
+    cache: &Cache,
+    cfg: &Config,
+    gen_settings: &GenerateSettings,
+    p: &Prepared,
+    validate: bool,
+    counters: &[AtomicU64; 6],
+) -> Result<Done> {
+    let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
+    let invalid = |class: &str, message: String| Done {
+        harness_line: json!({
+            "id": p.id, "generator": "builtin", "valid": false, "tests": 0, "branches": 0,
+            "branch_coverage": null, "line_coverage": null, "failure_class": class, "failure_message": message,
+        }),
+        instance: None,
+        valid: false,
+    };
+    let env = match &p.env {
+        Some(env) if env.record.outcome != EnvOutcome::Failed => env,
+        _ => {
+            bump(2);
+            return Ok(invalid(
+                "import_env",
+                format!(
+                    "no usable environment for repo `{}` (see envs.jsonl)",
+                    p.repo
+                ),
+            ));
+        }
+    };
+    if p.target.module.is_empty() {
+        bump(2);
+        return Ok(invalid(
+            "import_env",
+            format!(
+                "`{}` is not importable: its path is not a module name",
+                p.path
+            ),
+        ));
+    }
+    let (generated, fresh) = harness::generate(
+        sandbox,
+        cache,
+        &env.python,
+        &p.target,
+        &p.code,
+        gen_settings,
+    )?;
+    bump(if fresh { 0 } else { 1 });
+    let harness_text = match (&generated.status[..], &generated.harness) {
+        ("ok", Some(h)) => h.clone(),
+        _ => {
+            bump(2);
+            let message = generated
+                .error
+                .clone()
+                .unwrap_or_else(|| "the explorer wrote no harness".into());
+            return Ok(invalid(harness::classify_message(&message), message));
+        }
+    };
+    if !validate {
+        return Ok(Done {
+            harness_line: json!({
+                "id": p.id, "generator": "builtin", "valid": null, "tests": generated.tests, "branches": null,
+                "branch_coverage": null, "line_coverage": null, "failure_class": null, "failure_message": null,
+            }),
+            instance: None,
+            valid: false,
+        });
+    }
+    let (v, fresh): (Validation, bool) = harness::validate(
+        sandbox,
+        cache,
+        &env.python,
+        &p.target,
+        &p.code,
+        &harness_text,
+    )?;
+    bump(if fresh { 3 } else { 4 });
+    if !v.valid {
+        bump(5);
+    }
+    let harness_line = json!({
+        "id": p.id, "generator": "builtin", "valid": v.valid, "tests": v.tests, "branches": v.branches,
+        "branch_coverage": v.branch_coverage, "line_coverage": v.line_coverage,
+        "failure_class": v.failure_class, "failure_message": v.failure_message,
+    });
+    let coverage = if v.branches > 0 {
+        v.branch_coverage
+    } else {
+        v.line_coverage
+    };
+    let selected = v.valid && coverage.unwrap_or(0.0) >= cfg.select.min_branch_coverage;
+    let instance = selected.then(|| {
+        (
+            p.id.clone(),
+            json!({
+                "id": p.id,
+                "repo": p.repo,
+                "commit": p.commit,
+                "path": p.path,
+                "qualname": p.qualname,
+                "docstring": p.docstring,
+                "spec": p.docstring,
+                "context": p.context,
+                "harness": harness_text,
+                "tests": v.tests,
+                "branch_coverage": v.branch_coverage,
+                "line_coverage": v.line_coverage,
+                "harness_hash": Hash::of_bytes(harness_text.as_bytes()).to_hex(),
+                "env_lock": env.record.lock_hash,
+            }),
+        )
+    });
+    Ok(Done {
+        harness_line,
+        instance,
+        valid: v.valid,
+    })
+}
+
+/// `manifest.json`: the dataset version (blake3 over the instances and the settings that made
+/// them), the repos with their commits, and each instance's hash. No times, no absolute paths.
+pub fn manifest(
+    cfg: &Config,
+    checkouts: &[Arc<Checkout>],
+    instances: &[(String, Vec<u8>)],
+) -> Result<(String, Vec<u8>)> {
+    let settings = Hash::of_key(&(
+        &cfg.extract,
+        &cfg.context,
+        &cfg.generate,
+        &cfg.select,
+        env!("CARGO_PKG_VERSION"),
+    ));
+    let mut listed: Vec<(String, String)> = instances
+        .iter()
+        .map(|(id, line)| (id.clone(), Hash::of_bytes(line).to_hex()))
+        .collect();
+    listed.sort();
+    let mut h = blake3::Hasher::new();
+    h.update(&settings.0);
+    for (id, hash) in &listed {
+        h.update(id.as_bytes());
+        h.update(&[0]);
+        h.update(hash.as_bytes());
+    }
+    let version = h.finalize().to_hex().to_string();
+    let manifest = json!({
+        "format": "r2e-dataset-1",
+        "version": version,
+        "r2e": env!("CARGO_PKG_VERSION"),
+        "settings_hash": settings.to_hex(),
+        "repos": checkouts.iter().map(|c| json!({"name": c.name, "commit": c.identity, "rev": c.rev})).collect::<Vec<_>>(),
+        "instances": listed.iter().map(|(id, hash)| json!({"id": id, "hash": hash})).collect::<Vec<_>>(),
+    });
+    let mut bytes =
+        serde_json::to_vec_pretty(&manifest).map_err(|e| Error::Internal(e.to_string()))?;
+    bytes.push(b'\n');
+    Ok((version, bytes))
+}
