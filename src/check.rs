@@ -352,3 +352,55 @@ pub fn report_text(r: &Report) -> String {
     }
     out
 }
+
+/// The instances added, removed and changed between two manifests.
+pub fn diff_manifests(old: &Path, new: &Path) -> Result<Value> {
+    let load = |p: &Path| -> Result<Value> {
+        let bytes = std::fs::read(p).map_err(|e| Error::input(format!("cannot read manifest `{}`: {e}", p.display())))?;
+        let v: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::input(format!("`{}` is not a manifest: {e}", p.display())))?;
+        if v["format"] != "r2e-dataset-1" {
+            return Err(Error::input(format!("`{}` is not an r2e manifest (no `format: r2e-dataset-1`)", p.display())));
+        }
+        Ok(v)
+    };
+    let (a, b) = (load(old)?, load(new)?);
+    let index = |v: &Value| -> std::collections::BTreeMap<String, String> {
+        v["instances"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|i| Some((i["id"].as_str()?.to_owned(), i["hash"].as_str()?.to_owned())))
+            .collect()
+    };
+    let (ia, ib) = (index(&a), index(&b));
+    let added: Vec<&String> = ib.keys().filter(|k| !ia.contains_key(*k)).collect();
+    let removed: Vec<&String> = ia.keys().filter(|k| !ib.contains_key(*k)).collect();
+    let changed: Vec<&String> = ib.iter().filter(|(k, h)| ia.get(*k).is_some_and(|old| old != *h)).map(|(k, _)| k).collect();
+    Ok(json!({
+        "old_version": a["version"], "new_version": b["version"],
+        "added": added, "removed": removed, "changed": changed,
+        "unchanged": ib.len() - added.len() - changed.len(),
+    }))
+}
+
+pub fn diff_text(v: &Value) -> String {
+    let mut out = format!(
+        "{} -> {}\n",
+        v["old_version"].as_str().unwrap_or("?").get(..16).unwrap_or("?"),
+        v["new_version"].as_str().unwrap_or("?").get(..16).unwrap_or("?")
+    );
+    for (what, sign) in [("added", "+"), ("removed", "-"), ("changed", "~")] {
+        for id in v[what].as_array().into_iter().flatten() {
+            out.push_str(&format!("{sign} {}\n", id.as_str().unwrap_or_default()));
+        }
+    }
+    out.push_str(&format!(
+        "{} added, {} removed, {} changed, {} unchanged\n",
+        v["added"].as_array().map_or(0, Vec::len),
+        v["removed"].as_array().map_or(0, Vec::len),
+        v["changed"].as_array().map_or(0, Vec::len),
+        v["unchanged"]
+    ));
+    out
+}

@@ -63,12 +63,28 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Work with built datasets.
+    Dataset {
+        #[command(subcommand)]
+        command: DatasetCommand,
+    },
     /// Show the inputs behind one function's results and whether each is cached.
     Explain {
         /// A function id, `REPO:path.py:Qual.name`.
         id: String,
         #[arg(short, long, default_value = "pipeline.toml")]
         pipeline: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum DatasetCommand {
+    /// List the instances added, removed and changed between two manifests (`manifest.json`).
+    Diff {
+        old: PathBuf,
+        new: PathBuf,
         #[arg(long)]
         json: bool,
     },
@@ -94,6 +110,17 @@ pub fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Dataset {
+            command: DatasetCommand::Diff { old, new, json },
+        } => {
+            let diff = crate::check::diff_manifests(&old, &new)?;
+            if json {
+                print_json(&diff)?;
+            } else {
+                print_text(&crate::check::diff_text(&diff))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Check {
             id,
             candidate,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc
+import contextlib
 import copy
 import enum
 import importlib
@@ -84,7 +85,7 @@ class FreshSourceLoader(importlib.machinery.SourceFileLoader):
     with the same size, which would fool the mtime/size check of cached bytecode.
     """
 
-    def get_code(self, fullname):  # noqa: D401 - importlib API
+    def get_code(self, fullname):
         source = self.get_data(self.path)
         return self.source_to_code(source, self.path)
 
@@ -132,10 +133,44 @@ def load_pair(module: str, candidate_file: str | None):
         # see the original's location (its code objects still name the candidate file).
         if getattr(reference, "__file__", None):
             candidate.__file__ = reference.__file__
-        loader.exec_module(candidate)
+        with _submodules_visible(module):
+            loader.exec_module(candidate)
     _PAIRS[module] = (candidate, reference)
     _TWIN_MEMOS.pop(module, None)
     return candidate, reference
+
+
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def _submodules_visible(module: str):
+    """While the candidate module runs, let every package attribute named like one of its loaded
+    submodules refer to that submodule, as it did when the original first ran during its
+    package's import. (A package that re-exports a function named like a submodule, as in
+    ``from .wrap import wrap``, would otherwise turn ``import pkg.wrap as m`` into the function.)
+    """
+    root = module.split(".")[0]
+    saved = []
+    for name, sub in list(sys.modules.items()):
+        if sub is None or not name.startswith(root + "."):
+            continue
+        parent_name, _, attr = name.rpartition(".")
+        parent = sys.modules.get(parent_name)
+        if parent is None:
+            continue
+        current = parent.__dict__.get(attr, _MISSING)
+        if current is not sub:
+            saved.append((parent, attr, current))
+            setattr(parent, attr, sub)
+    try:
+        yield
+    finally:
+        for parent, attr, current in reversed(saved):
+            if current is _MISSING:
+                delattr(parent, attr)
+            else:
+                setattr(parent, attr, current)
 
 
 def harness_modules():
@@ -179,8 +214,10 @@ def _twin_memo(module_name: str | None) -> dict[int, object]:
                                 memo[id(member)] = twin
                     elif depth < 3:
                         visit(ref_value, cand_value, depth + 1)
-                elif depth == 0 and isinstance(ref_value, types.FunctionType) and isinstance(
-                    cand_value, types.FunctionType
+                elif (
+                    depth == 0
+                    and isinstance(ref_value, types.FunctionType)
+                    and isinstance(cand_value, types.FunctionType)
                 ):
                     memo[id(ref_value)] = cand_value
 
@@ -342,7 +379,9 @@ def observe_method(
     if kind == "property":
         outcome = call_outcome(lambda: getattr(instance, method_name), (), {})
     else:
-        outcome = call_outcome(lambda *a, **k: getattr(instance, method_name)(*a, **k), args, kwargs)
+        outcome = call_outcome(
+            lambda *a, **k: getattr(instance, method_name)(*a, **k), args, kwargs
+        )
     return Observation(outcome, args, kwargs, instance)
 
 
@@ -473,9 +512,13 @@ def _equiv(a, b, memo: dict) -> bool:
     if isinstance(a, BaseException):
         return _equiv(a.args, b.args, memo) and _equiv_extra_state(a, b, memo)
     if isinstance(a, (types.FunctionType, types.BuiltinFunctionType, type, types.MethodType)):
-        return _type_key(a) == _type_key(b) if isinstance(a, type) else (
-            getattr(a, "__module__", None) == getattr(b, "__module__", None)
-            and getattr(a, "__qualname__", None) == getattr(b, "__qualname__", None)
+        return (
+            _type_key(a) == _type_key(b)
+            if isinstance(a, type)
+            else (
+                getattr(a, "__module__", None) == getattr(b, "__module__", None)
+                and getattr(a, "__qualname__", None) == getattr(b, "__qualname__", None)
+            )
         )
     if isinstance(a, types.ModuleType):
         return a.__name__ == b.__name__

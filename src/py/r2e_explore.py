@@ -23,8 +23,10 @@ import ast
 import collections.abc
 import contextlib
 import enum
+import importlib
 import inspect
 import io
+import itertools
 import json
 import keyword
 import math
@@ -33,6 +35,7 @@ import random
 import re
 import signal
 import sys
+import textwrap
 import time
 import tokenize
 import types
@@ -64,6 +67,7 @@ COMMON_ATOMS = {
 }
 
 MUTATION_CHARS = " a1,.-_A#/:\n"
+MAX_MUTATED_INT = 10**6
 
 STR_METHODS = {
     "capitalize", "casefold", "center", "encode", "endswith", "expandtabs", "find", "format",
@@ -74,7 +78,18 @@ STR_METHODS = {
 }  # fmt: skip
 DICT_METHODS = {"items", "keys", "values", "get", "setdefault", "update", "popitem"}
 LIST_METHODS = {"append", "extend", "insert", "sort", "remove", "reverse"}
-SEQUENCE_FUNCTIONS = {"len", "sorted", "sum", "min", "max", "enumerate", "reversed", "zip", "any", "all"}
+SEQUENCE_FUNCTIONS = {
+    "len",
+    "sorted",
+    "sum",
+    "min",
+    "max",
+    "enumerate",
+    "reversed",
+    "zip",
+    "any",
+    "all",
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,7 +209,9 @@ def build(v, reference):
         return {build(x, reference) for x in sorted(v, key=render)}
     if t is New:
         cls = resolve(reference, v.path)
-        return cls(*[build(a, reference) for a in v.args], **{k: build(x, reference) for k, x in v.kwargs})
+        return cls(
+            *[build(a, reference) for a in v.args], **{k: build(x, reference) for k, x in v.kwargs}
+        )
     if t is Member:
         return resolve(reference, v.path)
     return v
@@ -219,7 +236,9 @@ def spec_from_node(node: ast.AST, reference, depth: int = 0):
                 if any(k.arg is None for k in node.keywords):
                     raise ValueError("** arguments")
                 args = [spec_from_node(a, reference, depth + 1) for a in node.args]
-                kwargs = [(k.arg, spec_from_node(k.value, reference, depth + 1)) for k in node.keywords]
+                kwargs = [
+                    (k.arg, spec_from_node(k.value, reference, depth + 1)) for k in node.keywords
+                ]
                 return New(class_at, args, kwargs)
     raise ValueError("not a literal")
 
@@ -306,7 +325,9 @@ class ArcTracer:
     def _is_wanted(self, code) -> bool:
         wanted = self._wanted.get(code)
         if wanted is None:
-            wanted = code.co_filename == self.filename and self.first <= code.co_firstlineno <= self.last
+            wanted = (
+                code.co_filename == self.filename and self.first <= code.co_firstlineno <= self.last
+            )
             self._wanted[code] = wanted
         return wanted
 
@@ -367,7 +388,12 @@ class Executor:
         """Returns ("ok", result, arcs), ("invalid", exception, None) when `prepare` (building
         the inputs) raised, or ("timeout", None, None)."""
         self.executions += 1
-        cwd = os.getcwd()
+        # Reinstalled every time: the code under test may have replaced it.
+        signal.signal(signal.SIGALRM, self._on_alarm)
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            cwd = None
         null = _NullWriter()
         saved_stdin = sys.stdin
         arcs = frozenset()
@@ -403,7 +429,7 @@ class Executor:
             sys.settrace(None)
             sys.stdin = saved_stdin
             with contextlib.suppress(OSError):
-                if os.getcwd() != cwd:
+                if cwd is not None and os.getcwd() != cwd:
                     os.chdir(cwd)
 
 
@@ -439,8 +465,6 @@ def function_node(func):
                 best = node
         if best is not None:
             return best
-    import textwrap
-
     try:
         module = ast.parse(textwrap.dedent("".join(lines)))
     except SyntaxError:
@@ -457,7 +481,12 @@ def body_literals(node) -> list:
     if node is None:
         return []
     body = list(node.body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(getattr(body[0], "value", None), ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]
     skip: set = set()
     found = []
@@ -469,14 +498,20 @@ def body_literals(node) -> list:
             return
         if isinstance(n, (ast.arg, ast.AnnAssign)) and getattr(n, "annotation", None) is not None:
             skip.add(id(n.annotation))
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and isinstance(n.operand, ast.Constant):
+        if (
+            isinstance(n, ast.UnaryOp)
+            and isinstance(n.op, ast.USub)
+            and isinstance(n.operand, ast.Constant)
+        ):
             value = n.operand.value
             if type(value) in (int, float):
                 found.append(-value)
                 skip.add(id(n.operand))
         elif isinstance(n, ast.Constant):
             value = n.value
-            if type(value) in (int, float, complex, bytes) or (type(value) is str and len(value) <= 100):
+            if type(value) in (int, float, complex, bytes) or (
+                type(value) is str and len(value) <= 100
+            ):
                 found.append(value)
         for child in ast.iter_child_nodes(n):
             visit(child)
@@ -484,6 +519,63 @@ def body_literals(node) -> list:
     for stmt in body:
         visit(stmt)
     return dedupe(found, limit=40)
+
+
+def global_literals(node, globalns, limit: int = 30) -> list:
+    """Scalars held by the module-level values a function body names (constant tables,
+    registries): dict keys and values, elements, and attributes of objects, two levels deep.
+    Keys of a lookup table are often the only inputs that reach a function's main path."""
+    if node is None or not isinstance(globalns, dict):
+        return []
+    found: list = []
+    seen_ids: set = set()
+
+    def collect(value, depth):
+        if len(found) >= limit or id(value) in seen_ids:
+            return
+        t = type(value)
+        if t in (int, float, str, bytes) and not (t is str and len(value) > 100):
+            found.append(value)
+            return
+        if (
+            depth > 2
+            or isinstance(
+                value, (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+            )
+            or callable(value)
+            and not hasattr(value, "__dict__")
+        ):
+            return
+        seen_ids.add(id(value))
+        if isinstance(value, dict):
+            for k, v in list(value.items())[:50]:
+                collect(k, depth + 1)
+                collect(v, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for v in value[:50]:
+                collect(v, depth + 1)
+        elif isinstance(value, (set, frozenset)):
+            for v in sorted(value, key=repr)[:50]:
+                collect(v, depth + 1)
+        elif isinstance(value, enum.Enum):
+            return
+        elif not callable(value) and isinstance(getattr(value, "__dict__", None), dict):
+            for v in list(vars(value).values())[:50]:
+                collect(v, depth + 1)
+
+    names = []
+    for n in ast.walk(node):
+        if (
+            isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)
+            and n.id in globalns
+            and n.id not in names
+        ):
+            names.append(n.id)
+    for name in names:
+        if not name.startswith("__"):
+            collect(globalns[name], 0)
+    return dedupe(found, limit=limit)
 
 
 def literal_variants(value) -> list:
@@ -537,8 +629,28 @@ def usage_hints(node, name: str) -> list:
             elif n.func.id == "isinstance" and len(n.args) == 2 and is_param(n.args[0]):
                 names = n.args[1].elts if isinstance(n.args[1], ast.Tuple) else [n.args[1]]
                 for t in names:
-                    if isinstance(t, ast.Name) and t.id in ("int", "float", "str", "bytes", "list", "dict", "tuple", "bool"):
-                        hints.append({"int": int, "float": float, "str": str, "bytes": bytes, "list": list, "dict": dict, "tuple": tuple, "bool": bool}[t.id])
+                    if isinstance(t, ast.Name) and t.id in (
+                        "int",
+                        "float",
+                        "str",
+                        "bytes",
+                        "list",
+                        "dict",
+                        "tuple",
+                        "bool",
+                    ):
+                        hints.append(
+                            {
+                                "int": int,
+                                "float": float,
+                                "str": str,
+                                "bytes": bytes,
+                                "list": list,
+                                "dict": dict,
+                                "tuple": tuple,
+                                "bool": bool,
+                            }[t.id]
+                        )
         elif isinstance(n, (ast.For, ast.comprehension)) and is_param(n.iter):
             hints.append("seq")
         elif isinstance(n, ast.Subscript) and is_param(n.value):
@@ -580,7 +692,11 @@ def docstring_calls(docs, target_names, class_name, reference):
                                     if isinstance(t, ast.Name):
                                         session_vars[t.id] = ctor
                         continue
-                    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                    name = (
+                        func.id
+                        if isinstance(func, ast.Name)
+                        else func.attr if isinstance(func, ast.Attribute) else None
+                    )
                     if name not in target_names:
                         continue
                     call = _call_specs(node, reference)
@@ -589,7 +705,11 @@ def docstring_calls(docs, target_names, class_name, reference):
                     ctor = None
                     if class_name and isinstance(func, ast.Attribute):
                         receiver = func.value
-                        if isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Name) and receiver.func.id == class_name:
+                        if (
+                            isinstance(receiver, ast.Call)
+                            and isinstance(receiver.func, ast.Name)
+                            and receiver.func.id == class_name
+                        ):
                             ctor = _call_specs(receiver, reference)
                         elif isinstance(receiver, ast.Name):
                             ctor = session_vars.get(receiver.id)
@@ -617,7 +737,9 @@ def _doctest_sources(doc: str):
 
 
 def _call_specs(node: ast.Call, reference):
-    if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(
+        k.arg is None for k in node.keywords
+    ):
         return None
     args = []
     for a in node.args:
@@ -658,7 +780,9 @@ class PoolMaker:
         variants = [v for lit in self.literals for v in literal_variants(lit) if type(v) is t]
         if t is float:
             # Integral literals compared with floats are useful boundaries too.
-            variants += [float(v) for lit in self.literals if type(lit) is int for v in literal_variants(lit)]
+            variants += [
+                float(v) for lit in self.literals if type(lit) is int for v in literal_variants(lit)
+            ]
         return dedupe(variants + COMMON_ATOMS[t], limit=24)
 
     # -- annotations ------------------------------------------------------------------------
@@ -675,7 +799,9 @@ class PoolMaker:
             return [None]
         origin = typing.get_origin(ann)
         targs = typing.get_args(ann)
-        if origin is typing.Union or (hasattr(types, "UnionType") and isinstance(ann, types.UnionType)):
+        if origin is typing.Union or (
+            hasattr(types, "UnionType") and isinstance(ann, types.UnionType)
+        ):
             out = []
             for a in targs:
                 vals = self.for_annotation(a, globalns, depth)
@@ -685,7 +811,9 @@ class PoolMaker:
             return dedupe(out)
         if origin is typing.Literal:
             return dedupe(targs)
-        if origin is typing.Annotated or (hasattr(typing, "Annotated") and origin is getattr(typing, "Annotated")):
+        if origin is typing.Annotated or (
+            hasattr(typing, "Annotated") and origin is getattr(typing, "Annotated")
+        ):
             return self.for_annotation(targs[0], globalns, depth) if targs else None
         base = origin or ann
         if base is bool:
@@ -700,7 +828,15 @@ class PoolMaker:
             return list(self.atoms[str])
         if base is bytes:
             return list(self.atoms[bytes])
-        if base in (list, collections.abc.Sequence, collections.abc.MutableSequence, collections.abc.Iterable, collections.abc.Collection, collections.abc.Iterator, collections.abc.Reversible):
+        if base in (
+            list,
+            collections.abc.Sequence,
+            collections.abc.MutableSequence,
+            collections.abc.Iterable,
+            collections.abc.Collection,
+            collections.abc.Iterator,
+            collections.abc.Reversible,
+        ):
             elems = self._elements(targs[0] if targs else None, globalns, depth)
             return make_lists(elems)
         if base is tuple:
@@ -782,7 +918,18 @@ def _eval_annotation(text: str, globalns):
     try:
         return eval(text, dict(globalns or {}), {"typing": typing})  # noqa: S307 - annotations
     except Exception:
-        builtin = {"int": int, "float": float, "str": str, "bool": bool, "bytes": bytes, "list": list, "dict": dict, "tuple": tuple, "set": set, "None": None}
+        builtin = {
+            "int": int,
+            "float": float,
+            "str": str,
+            "bool": bool,
+            "bytes": bytes,
+            "list": list,
+            "dict": dict,
+            "tuple": tuple,
+            "set": set,
+            "None": None,
+        }
         return builtin.get(text.strip(), text)
 
 
@@ -832,7 +979,13 @@ class Param:
     KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
 
     def __init__(self, name, kind, required, default, pool, typed=False):
-        self.name, self.kind, self.required, self.default, self.pool = name, kind, required, default, pool
+        self.name, self.kind, self.required, self.default, self.pool = (
+            name,
+            kind,
+            required,
+            default,
+            pool,
+        )
         # For an annotated parameter, the kinds of values its annotation allows.
         self.shapes = {shape(v) for v in pool} if typed else None
 
@@ -873,7 +1026,13 @@ class InputSpace:
 
     def base(self, ctor=None) -> Input:
         """Every required parameter at the first value of its pool, the others omitted."""
-        return Input(ctor, [p.pool[0] if p.required else (() if p.kind is p.VAR_POSITIONAL else OMIT) for p in self.params])
+        return Input(
+            ctor,
+            [
+                p.pool[0] if p.required else (() if p.kind is p.VAR_POSITIONAL else OMIT)
+                for p in self.params
+            ],
+        )
 
     def from_call(self, call, ctor=None) -> Input | None:
         """An input from (args, kwargs) found in a doctest or at a call site; arguments that
@@ -881,7 +1040,11 @@ class InputSpace:
         args, kwargs = call
         base = self.base(ctor)
         values = list(base.values)
-        positional = [i for i, p in enumerate(self.params) if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        positional = [
+            i
+            for i, p in enumerate(self.params)
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
         var_index = next((i for i, p in enumerate(self.params) if p.kind is p.VAR_POSITIONAL), None)
         if len(args) > len(positional) and var_index is None:
             return None
@@ -889,11 +1052,15 @@ class InputSpace:
             if a is not _UNKNOWN:
                 values[i] = a
         if len(args) > len(positional):
-            extras = args[len(positional):]
+            extras = args[len(positional) :]
             if any(a is _UNKNOWN for a in extras):
                 return None
             values[var_index] = tuple(extras)
-        by_name = {p.name: i for i, p in enumerate(self.params) if p.kind is not p.POSITIONAL_ONLY and p.kind is not p.VAR_POSITIONAL}
+        by_name = {
+            p.name: i
+            for i, p in enumerate(self.params)
+            if p.kind is not p.POSITIONAL_ONLY and p.kind is not p.VAR_POSITIONAL
+        }
         for name, v in kwargs.items():
             if name not in by_name:
                 return None
@@ -905,7 +1072,11 @@ class InputSpace:
         """(args, kwargs) specs for an input: required positional parameters positionally,
         optional ones by keyword (positionally when *args must be reached); None when an
         omitted default would have to be written and cannot be."""
-        positional = [(i, p) for i, p in enumerate(self.params) if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        positional = [
+            (i, p)
+            for i, p in enumerate(self.params)
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
         extras = ()
         for i, p in enumerate(self.params):
             if p.kind is p.VAR_POSITIONAL:
@@ -952,9 +1123,32 @@ class InputSpace:
                     continue
                 p = self.params[dim]
                 value = pool[k]
-                if p.kind is not p.VAR_POSITIONAL and not p.required and p.default is not _UNKNOWN and sort_key(value) == sort_key(p.default):
+                if (
+                    p.kind is not p.VAR_POSITIONAL
+                    and not p.required
+                    and p.default is not _UNKNOWN
+                    and sort_key(value) == sort_key(p.default)
+                ):
                     continue  # the same as omitting it
                 yield base.replace(dim, value)
+
+    def homogeneous(self, base: Input):
+        """Inputs where every unannotated required parameter takes one of the first values of
+        the same type (all ints, all strings...): a plausible call when the first pool values
+        of several parameters do not go together."""
+        for t in (int, str, float, list, dict, bool):
+            for k in range(3):
+                values = list(base.values)
+                changed = False
+                for i, p in enumerate(self.params):
+                    if p.shapes is not None or not p.required:
+                        continue
+                    of_type = [v for v in p.pool if type(v) is t]
+                    if k < len(of_type):
+                        values[i] = of_type[k]
+                        changed = True
+                if changed:
+                    yield Input(base.ctor, values)
 
     def random_input(self, rng: random.Random, ctor_count: int) -> Input:
         values = []
@@ -978,15 +1172,42 @@ def mutate_value(v, rng: random.Random, pool: list, depth: int = 0):
     if t is bool:
         return not v
     if t is int:
-        return rng.choice([v + 1, v - 1, -v, v * 2 if abs(v) < 2**62 else v // 2, v // 2, 0, rng.randint(-10, 10), rng.randint(-1000, 1000)])
+        # Magnitudes stay moderate: sizes like 'x' * n must not exhaust memory.
+        doubled = v * 2 if abs(v) <= MAX_MUTATED_INT // 2 else v // 2
+        return rng.choice(
+            [v + 1, v - 1, -v, doubled, v // 2, 0, rng.randint(-10, 10), rng.randint(-1000, 1000)]
+        )
     if t is float:
-        return rng.choice([v + 1.0, v - 1.0, -v, v * 2.0 if abs(v) < 1e300 else v / 2, v / 2.0, 0.0, round(rng.uniform(-10, 10), 3)])
+        return rng.choice(
+            [
+                v + 1.0,
+                v - 1.0,
+                -v,
+                v * 2.0 if abs(v) < 1e300 else v / 2,
+                v / 2.0,
+                0.0,
+                round(rng.uniform(-10, 10), 3),
+            ]
+        )
     if t is str:
         c = rng.choice(MUTATION_CHARS)
         pos = rng.randint(0, len(v))
-        options = ["", v[:-1], v[1:], v + c, c + v, v[:pos] + c + v[pos:], v.upper(), v.lower(), v.swapcase(), v.strip(), f" {v} ", v[::-1]]
+        options = [
+            "",
+            v[:-1],
+            v[1:],
+            v + c,
+            c + v,
+            v[:pos] + c + v[pos:],
+            v.upper(),
+            v.lower(),
+            v.swapcase(),
+            v.strip(),
+            f" {v} ",
+            v[::-1],
+        ]
         if v:
-            options.append(v[:pos] + v[pos + 1:])
+            options.append(v[:pos] + v[pos + 1 :])
         if len(v) < 100:
             options.append(v * 2)
         strs = [p for p in pool if type(p) is str]
@@ -1000,7 +1221,11 @@ def mutate_value(v, rng: random.Random, pool: list, depth: int = 0):
         items = list(v)
         op = rng.randrange(8)
         if op == 0 or not items:
-            items.append(mutate_value(rng.choice(items), rng, pool, depth + 1) if items and depth < 3 else _atom_from(pool, rng))
+            items.append(
+                mutate_value(rng.choice(items), rng, pool, depth + 1)
+                if items and depth < 3
+                else _atom_from(pool, rng)
+            )
         elif op == 1:
             items.pop(rng.randrange(len(items)))
         elif op == 2 and len(items) > 1:
@@ -1031,7 +1256,12 @@ def mutate_value(v, rng: random.Random, pool: list, depth: int = 0):
         elif items:
             # A new entry shaped like an existing one.
             key, value = rng.choice(items)
-            items.append((mutate_value(key, rng, pool, 3), mutate_value(value, rng, pool, depth + 1) if depth < 3 else value))
+            items.append(
+                (
+                    mutate_value(key, rng, pool, 3),
+                    mutate_value(value, rng, pool, depth + 1) if depth < 3 else value,
+                )
+            )
         else:
             items.append((rng.choice(["a", "b", "key", "x", ""]), _atom_from(pool, rng)))
         return dict(items[:30])
@@ -1063,7 +1293,11 @@ def _atom_from(pool, rng):
     if not atoms:
         for p in pool:
             if type(p) in (list, tuple, set):
-                atoms += [x for x in sorted(p, key=sort_key) if type(x) in scalars] if type(p) is set else [x for x in p if type(x) in scalars]
+                atoms += (
+                    [x for x in sorted(p, key=sort_key) if type(x) in scalars]
+                    if type(p) is set
+                    else [x for x in p if type(x) in scalars]
+                )
             elif type(p) is dict:
                 atoms += [x for x in p.values() if type(x) in scalars]
     return rng.choice(atoms or [0, 1, "a"])
@@ -1094,7 +1328,13 @@ class Entry:
 
     def __init__(self, inp, key, ctor_call, call, arcs, kind, returned, value_key, seq):
         self.inp, self.key, self.ctor_call, self.call = inp, key, ctor_call, call
-        self.arcs, self.kind, self.returned, self.value_key, self.seq = arcs, kind, returned, value_key, seq
+        self.arcs, self.kind, self.returned, self.value_key, self.seq = (
+            arcs,
+            kind,
+            returned,
+            value_key,
+            seq,
+        )
 
 
 class ExploreError(Exception):
@@ -1132,12 +1372,23 @@ class Explorer:
     # -- loading ----------------------------------------------------------------------------
 
     def load(self):
-        import importlib
-
         null = _NullWriter()
+        executor = self.executor
         try:
             with contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
-                self.reference = importlib.import_module(self.module_name)
+                # An import that hangs is stopped at the time limit.
+                executor._armed = True
+                signal.setitimer(signal.ITIMER_REAL, max(self.time_limit, 0.001), 0.05)
+                try:
+                    self.reference = importlib.import_module(self.module_name)
+                finally:
+                    executor._armed = False
+                    signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        except self.equiv.Timeout:
+            self.time_limit_hit = True
+            raise ExploreError(
+                f"the import failed: it took more than {self.time_limit} seconds"
+            ) from None
         except BaseException as exc:  # noqa: BLE001 - SystemExit at import is a failed import too
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -1156,7 +1407,9 @@ class Explorer:
                 self.method_name = parts[-1]
                 raw = inspect.getattr_static(self.cls, self.method_name)
                 self.method_kind = self.equiv.method_kind(self.cls, self.method_name)
-                self.callable = getattr(self.cls, self.method_name) if self.method_kind != "property" else raw
+                self.callable = (
+                    getattr(self.cls, self.method_name) if self.method_kind != "property" else raw
+                )
                 func = raw
                 if isinstance(raw, (staticmethod, classmethod)):
                     func = raw.__func__
@@ -1172,7 +1425,11 @@ class Explorer:
         self.signature = self._signature(func)
         self.tracer = self._tracer_for(self.func)
         self.node = function_node(self.func)
-        self.literals = body_literals(self.node)
+        self.literals = dedupe(
+            body_literals(self.node)
+            + global_literals(self.node, getattr(self.func, "__globals__", None)),
+            limit=60,
+        )
         self.globalns = getattr(self.func, "__globals__", vars(self.reference))
         self.annotations = _annotations(self.func)
 
@@ -1187,7 +1444,10 @@ class Explorer:
             raise ExploreError(f"no signature for {self.qualname}: {exc}") from None
         if self.method_kind in ("instance", "init"):
             params = list(sig.parameters.values())
-            if params and params[0].kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            if params and params[0].kind in (
+                inspect.Parameter.POSITIONAL_ONLY,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            ):
                 params = params[1:]
             sig = sig.replace(parameters=params)
         return sig
@@ -1209,19 +1469,26 @@ class Explorer:
         """A thunk pair (prepare, action) observing one call of the target on fresh values."""
         reference, equiv = self.reference, self.equiv
         if self.cls is None:
+
             def prepare():
                 return (build(call[0], reference), build(call[1], reference))
 
             def action(built):
                 return equiv.observe_function(self.callable, built[0], built[1])
+
         else:
             ctor_args, ctor_kwargs = ctor_call if ctor_call is not None else ((), {})
 
             def prepare():
-                return tuple(build(x, reference) for x in (ctor_args, ctor_kwargs, call[0], call[1]))
+                return tuple(
+                    build(x, reference) for x in (ctor_args, ctor_kwargs, call[0], call[1])
+                )
 
             def action(built):
-                return equiv.observe_method(self.cls, built[0], built[1], self.method_name, built[2], built[3])
+                return equiv.observe_method(
+                    self.cls, built[0], built[1], self.method_name, built[2], built[3]
+                )
+
         return prepare, action
 
     def execute(self, ctor_call, call, traced=True):
@@ -1250,7 +1517,9 @@ class Explorer:
         # The method's own literals (thresholds on the instance's state) help too.
         literals = dedupe(body_literals(node) + self.literals, limit=60)
         pools = PoolMaker(reference, literals, instance_finder=self.instances_of)
-        space = InputSpace(sig, pools, _annotations(init), getattr(init, "__globals__", vars(reference)), node)
+        space = InputSpace(
+            sig, pools, _annotations(init), getattr(init, "__globals__", vars(reference)), node
+        )
         self.ctor_space = space
         seeds = [space.from_call(c) for c in self.doc_ctors]
         seeds += [space.from_call(ctor) for ctor, _ in self.doc_calls if ctor is not None]
@@ -1261,7 +1530,15 @@ class Explorer:
         tried = set()
         last_error = "no constructor call was tried"
         base = space.base()
-        candidates = [s for s in seeds if s is not None] + [base] + list(space.variations(base))
+        candidates = itertools.chain(
+            [s for s in seeds if s is not None],
+            [base],
+            space.homogeneous(base),
+            space.variations(base),
+            # Random combinations of pool values when nothing simpler worked.
+            (space.random_input(self.rng, 1) for _ in range(attempts_left * 4)),
+        )
+        signatures = set()
         for inp in candidates:
             if len(self.constructions) >= MAX_CONSTRUCTIONS or attempts_left <= 0:
                 break
@@ -1289,18 +1566,35 @@ class Explorer:
 
             status, outcome, arcs = self.executor.run(prepare, construct, tracer)
             if status != "ok":
-                last_error = "timed out" if status == "timeout" else f"{type(outcome).__qualname__}: {outcome}"
+                last_error = (
+                    "timed out"
+                    if status == "timeout"
+                    else f"{type(outcome).__qualname__}: {outcome}"
+                )
                 continue
             if outcome[0] != "return":
                 last_error = equiv.describe_outcome(outcome)
                 continue
             instance = outcome[1]
             new_arcs = arcs - covered
+            # Keep constructions that reach new arcs of __init__, give the instance attributes
+            # of new types (a str where others had an int), or a few distinct states.
+            signature = _state_signature(instance)
             distinct = all(not equiv.equivalent(instance, other) for other in kept_instances)
-            if self.constructions and not new_arcs and not (distinct and len(self.constructions) < 4):
+            if (
+                self.constructions
+                and not new_arcs
+                and signature in signatures
+                and not (distinct and len(self.constructions) < 3)
+            ):
                 continue
+            signatures.add(signature)
             status2, outcome2, _ = self.executor.run(prepare, construct)
-            if status2 != "ok" or outcome2[0] != "return" or not equiv.equivalent(outcome2[1], instance):
+            if (
+                status2 != "ok"
+                or outcome2[0] != "return"
+                or not equiv.equivalent(outcome2[1], instance)
+            ):
                 last_error = "the construction is not deterministic"
                 continue
             covered |= arcs
@@ -1330,7 +1624,9 @@ class Explorer:
             return []
         node = function_node(init) if inspect.isfunction(init) else None
         pools = PoolMaker(self.reference, body_literals(node))
-        space = InputSpace(sig, pools, _annotations(init), getattr(init, "__globals__", vars(self.reference)), node)
+        space = InputSpace(
+            sig, pools, _annotations(init), getattr(init, "__globals__", vars(self.reference)), node
+        )
         found = []
         base = space.base()
         for n, inp in enumerate([base, *space.variations(base)]):
@@ -1342,7 +1638,10 @@ class Explorer:
             spec = New(path, call[0], call[1].items())
             if not writable(spec):
                 continue
-            status, outcome, _ = self.executor.run(lambda spec=spec: spec, lambda s: self.equiv.call_outcome(build, (s, self.reference), {}))
+            status, outcome, _ = self.executor.run(
+                lambda spec=spec: spec,
+                lambda s: self.equiv.call_outcome(build, (s, self.reference), {}),
+            )
             self.executor.executions -= 1  # helper constructions are not executions of the target
             if status == "ok" and outcome[0] == "return" and spec not in found:
                 found.append(spec)
@@ -1359,17 +1658,27 @@ class Explorer:
         docs = [inspect.getdoc(self.func) if callable(self.func) else None]
         if self.cls is not None:
             docs += [inspect.getdoc(self.cls), inspect.getdoc(getattr(self.cls, "__init__", None))]
-        self.doc_calls, self.doc_ctors = docstring_calls(docs, target_names, class_name, self.reference)
+        self.doc_calls, self.doc_ctors = docstring_calls(
+            docs, target_names, class_name, self.reference
+        )
         try:
             self.find_constructions()
         except Stop:
-            if not getattr(self, "constructions", None) and self.cls is not None and self.method_kind not in ("static", "class", "init"):
-                raise ExploreError(f"could not construct {self.cls.__qualname__} within the budget") from None
+            if (
+                not getattr(self, "constructions", None)
+                and self.cls is not None
+                and self.method_kind not in ("static", "class", "init")
+            ):
+                raise ExploreError(
+                    f"could not construct {self.cls.__qualname__} within the budget"
+                ) from None
 
         own = []
         if self.cls is not None:
             own = self.instances_of(self.cls)
-        pools = PoolMaker(self.reference, self.literals, own_instances=own, instance_finder=self.instances_of)
+        pools = PoolMaker(
+            self.reference, self.literals, own_instances=own, instance_finder=self.instances_of
+        )
         self.space = InputSpace(self.signature, pools, self.annotations, self.globalns, self.node)
         ctor_count = len(self.constructions) if self.constructions else 1
         ctor0 = 0 if self.constructions else None
@@ -1392,7 +1701,9 @@ class Explorer:
                     self.try_input(self.space.from_call(call, ctor0))
             base = self.space.base(ctor0)
             self.try_input(base)
-            for inp in self.space.variations(base, ctor_count):
+            for inp in itertools.chain(
+                self.space.homogeneous(base), self.space.variations(base, ctor_count)
+            ):
                 self.try_input(inp)
             self.mutate_loop(ctor_count)
         except Stop:
@@ -1438,7 +1749,9 @@ class Explorer:
         call = self.space.to_call(inp)
         if call is None:
             return None
-        ctor_call = self.constructions[inp.ctor] if self.constructions and inp.ctor is not None else None
+        ctor_call = (
+            self.constructions[inp.ctor] if self.constructions and inp.ctor is not None else None
+        )
         return ctor_call, call
 
     def try_input(self, inp: Input | None) -> bool:
@@ -1462,8 +1775,20 @@ class Explorer:
             return True
         self.seq += 1
         kind = self.equiv.outcome_kind(obs.outcome)
-        entry = Entry(inp, key, ctor_call, call, arcs, kind, obs.returned, _value_key(self.equiv, obs), self.seq)
-        if (arcs - self.covered or kind not in self.kinds) and self.is_deterministic(ctor_call, call, obs):
+        entry = Entry(
+            inp,
+            key,
+            ctor_call,
+            call,
+            arcs,
+            kind,
+            obs.returned,
+            _value_key(self.equiv, obs),
+            self.seq,
+        )
+        if (arcs - self.covered or kind not in self.kinds) and self.is_deterministic(
+            ctor_call, call, obs
+        ):
             self.corpus.append(entry)
             self.covered |= arcs
             self.kinds.add(kind)
@@ -1493,7 +1818,11 @@ class Explorer:
         current = inp.values[dim]
         r = rng.random()
         if p.kind is inspect.Parameter.VAR_POSITIONAL:
-            value = tuple(mutate_value(list(current), rng, params[0].pool if params else [])) if r < 0.6 else rng.choice(p.pool)
+            value = (
+                tuple(mutate_value(list(current), rng, params[0].pool if params else []))
+                if r < 0.6
+                else rng.choice(p.pool)
+            )
         elif current is OMIT or r < 0.3:
             value = rng.choice(p.pool)
         elif r < 0.4:
@@ -1548,7 +1877,11 @@ class Explorer:
                     chosen.pop()
                 chosen.append(normal)
         # Top up: normal returns with distinct values, other distinct outcomes, then any.
-        for accept, distinct in ((lambda e: e.returned, True), (lambda e: True, True), (lambda e: True, False)):
+        for accept, distinct in (
+            (lambda e: e.returned, True),
+            (lambda e: True, True),
+            (lambda e: True, False),
+        ):
             if len(chosen) < wanted:
                 chosen += self._top_up(accept, wanted - len(chosen), chosen, distinct)
         chosen.sort(key=lambda e: e.seq)
@@ -1578,7 +1911,9 @@ class Explorer:
 
     def render_harness(self, chosen: list[Entry]) -> str:
         parts = self.qualname.split(".")
-        test_class = "Test" + "".join(p[:1].upper() + p[1:] for p in re.split(r"[_.]+", self.qualname) if p)
+        test_class = "Test" + "".join(
+            p[:1].upper() + p[1:] for p in re.split(r"[_.]+", self.qualname) if p
+        )
         if not test_class.isidentifier():
             test_class = "TestTarget"
         lines = [
@@ -1592,11 +1927,17 @@ class Explorer:
         ]
         if self.cls is None:
             local = _local_name(parts[-1], "target")
-            lines += [f"{local} = candidate.{self.qualname}", f"reference_{local} = reference.{self.qualname}"]
+            lines += [
+                f"{local} = candidate.{self.qualname}",
+                f"reference_{local} = reference.{self.qualname}",
+            ]
         else:
             class_qualname = ".".join(parts[:-1])
             local = _local_name(parts[-2], "TargetClass")
-            lines += [f"{local} = candidate.{class_qualname}", f"reference_{local} = reference.{class_qualname}"]
+            lines += [
+                f"{local} = candidate.{class_qualname}",
+                f"reference_{local} = reference.{class_qualname}",
+            ]
         lines += ["", "", f"class {test_class}(unittest.TestCase):"]
         for i, e in enumerate(chosen):
             args, kwargs = e.call
@@ -1621,13 +1962,40 @@ class Explorer:
         return "\n".join(lines)
 
 
-_RESERVED = {"unittest", "r2e_equiv", "candidate", "reference", "args", "kwargs", "ctor_args", "ctor_kwargs", "self"}
+_RESERVED = {
+    "unittest",
+    "r2e_equiv",
+    "candidate",
+    "reference",
+    "args",
+    "kwargs",
+    "ctor_args",
+    "ctor_kwargs",
+    "self",
+}
 
 
 def _local_name(name: str, fallback: str) -> str:
-    if not name.isidentifier() or keyword.iskeyword(name) or name in _RESERVED or name.startswith("Test"):
+    if (
+        not name.isidentifier()
+        or keyword.iskeyword(name)
+        or name in _RESERVED
+        or name.startswith("Test")
+    ):
         return fallback
     return name
+
+
+def _state_signature(instance):
+    """The names and types of an instance's attributes."""
+    state = getattr(instance, "__dict__", None)
+    items = list(state.items()) if isinstance(state, dict) else []
+    for klass in type(instance).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if hasattr(instance, name):
+                items.append((name, getattr(instance, name)))
+    return tuple(sorted((name, type(value).__name__) for name, value in items))
 
 
 def _value_key(equiv, obs) -> str:
@@ -1673,7 +2041,8 @@ def _call_site_specs(site: dict, reference):
 
 
 def explore(request: dict) -> dict:
-    repo_root = os.path.abspath(request["repo_root"])
+    # A relative path in the request is relative to this script's folder.
+    repo_root = os.path.join(HERE, request["repo_root"])
     sys.path[0:0] = [repo_root, HERE]
     sys.dont_write_bytecode = True
     import r2e_equiv
@@ -1684,17 +2053,60 @@ def explore(request: dict) -> dict:
         return {"status": "error", "error": str(exc)}
 
 
+_REEXEC_MARKER = "R2E_EXPLORE_REEXECUTED"
+
+
 def _ensure_hash_seed():
     """Re-executes the interpreter with PYTHONHASHSEED=0 so that hash-order-dependent code
-    (set iteration in the code under test) explores the same way on every run."""
-    if os.environ.get("PYTHONHASHSEED") == "0" or not sys.executable:
+    (set iteration in the code under test) explores the same way on every run.
+
+    The Rust side runs the explorer with `-I`, which ignores PYTHON* environment variables: the
+    re-executed command replaces `-I` by its other parts (`-s -P`) and drops PYTHON* variables
+    itself, so it stays as isolated while honouring the seed. Tried once (a marker variable).
+    """
+    if sys.flags.hash_randomization == 0 or os.environ.get(_REEXEC_MARKER) or not sys.executable:
         return
-    env = dict(os.environ, PYTHONHASHSEED="0")
-    argv = [sys.executable, *getattr(sys, "orig_argv", [sys.executable, *sys.argv])[1:]]
+    argv = _reexec_argv()
+    if argv is None:
+        return
+    env = dict(os.environ)
+    if sys.flags.ignore_environment:
+        env = {k: v for k, v in env.items() if not k.startswith("PYTHON")}
+    env.update({"PYTHONHASHSEED": "0", _REEXEC_MARKER: "1"})
     with contextlib.suppress(OSError):
         sys.stdout.flush()
         sys.stderr.flush()
         os.execve(sys.executable, argv, env)
+
+
+def _reexec_argv() -> list[str] | None:
+    """The original command line with -I/-E taken out of the interpreter options."""
+    orig = list(getattr(sys, "orig_argv", None) or [])
+    script = sys.argv[0] if sys.argv else None
+    if not orig or not script or script not in orig[1:]:
+        return None
+    index = orig.index(script, 1)
+    options, rest = orig[1:index], orig[index:]
+    kept, isolated = [], False
+    i = 0
+    while i < len(options):
+        option = options[i]
+        if option in ("-X", "-W", "-c", "-m"):
+            kept += options[i : i + 2]
+            i += 2
+            continue
+        if option.startswith(("-X", "-W")) or option.startswith("--") or not option.startswith("-"):
+            kept.append(option)
+        else:
+            flags = option[1:]
+            isolated = isolated or "I" in flags
+            flags = flags.replace("I", "").replace("E", "")
+            if flags:
+                kept.append("-" + flags)
+        i += 1
+    if isolated:
+        kept += ["-s", "-P"]
+    return [sys.executable, *kept, *rest]
 
 
 def main(argv: list[str]) -> int:

@@ -20,7 +20,6 @@ with more than one exit. The exit code is 0 unless the runner itself crashes.
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import json
 import os
@@ -62,20 +61,34 @@ class RecordingResult(unittest.TestResult):
     def startTest(self, test):
         super().startTest(test)
         self.equiv.CALLS.clear()
-        self._current = {"name": self._name(test), "outcome": "pass", "message": None, "returned_normally": False}
+        self._current = {
+            "name": self._name(test),
+            "outcome": "pass",
+            "message": None,
+            "returned_normally": False,
+        }
 
     def stopTest(self, test):
         super().stopTest(test)
         if self._current is not None:
             calls = list(self.equiv.CALLS)
-            self._current["returned_normally"] = bool(calls) and all(c.get("returned_normally") for c in calls)
+            self._current["returned_normally"] = bool(calls) and all(
+                c.get("returned_normally") for c in calls
+            )
             self.records.append(self._current)
         self._current = None
 
     def _record(self, test, outcome: str, message: str):
         if self._current is None:
             # An error outside any test (setUpClass, setUpModule): a record of its own.
-            self.records.append({"name": self._name(test), "outcome": outcome, "message": message, "returned_normally": False})
+            self.records.append(
+                {
+                    "name": self._name(test),
+                    "outcome": outcome,
+                    "message": message,
+                    "returned_normally": False,
+                }
+            )
         elif self._current["outcome"] == "pass":
             self._current["outcome"] = outcome
             self._current["message"] = message
@@ -92,7 +105,11 @@ class RecordingResult(unittest.TestResult):
         super().addSubTest(test, subtest, err)
         if err is not None:
             failed = issubclass(err[0], test.failureException)
-            self._record(test, "fail" if failed else "error", _failure_text(err) if failed else _error_text(err))
+            self._record(
+                test,
+                "fail" if failed else "error",
+                _failure_text(err) if failed else _error_text(err),
+            )
 
     def addSkip(self, test, reason):
         # Harnesses do not skip; a skipped test validated nothing.
@@ -148,14 +165,19 @@ def measure(cov, source_file: str, start: int, end: int) -> dict | None:
 
 def run(request: dict) -> dict:
     sys.dont_write_bytecode = True
-    repo_root = os.path.abspath(request["repo_root"])
-    harness_file = os.path.abspath(request["harness_file"])
-    source_file = os.path.abspath(request["source_file"]) if request.get("source_file") else None
-    candidate_file = request.get("candidate_file") or None
+
+    # Relative paths in the request are relative to this script's folder (the scratch folder
+    # the harness and the candidate are written to).
+    def path(key):
+        value = request.get(key)
+        return os.path.normpath(os.path.join(HERE, value)) if value else None
+
+    repo_root, harness_file = path("repo_root"), path("harness_file")
+    source_file, candidate_file = path("source_file"), path("candidate_file")
     sys.path[0:0] = [repo_root, os.path.dirname(harness_file), HERE]
     os.environ["R2E_MODULE"] = request["module"]
     if candidate_file:
-        os.environ["R2E_CANDIDATE_FILE"] = os.path.abspath(candidate_file)
+        os.environ["R2E_CANDIDATE_FILE"] = candidate_file
     else:
         os.environ.pop("R2E_CANDIDATE_FILE", None)
     import r2e_equiv
@@ -180,7 +202,9 @@ def run(request: dict) -> dict:
             except (KeyboardInterrupt, MemoryError):
                 raise
             except BaseException as exc:  # noqa: BLE001 - SystemExit at import is a failure too
-                result.update(status="error", error=f"harness import failed: {type(exc).__qualname__}: {exc}")
+                result.update(
+                    status="error", error=f"harness import failed: {type(exc).__qualname__}: {exc}"
+                )
             else:
                 sys.modules["r2e_harness"] = harness
                 loader = unittest.TestLoader()
@@ -194,7 +218,9 @@ def run(request: dict) -> dict:
         if cov is not None:
             cov.stop()
     if cov is not None and result["status"] == "ok":
-        result["coverage"] = measure(cov, source_file, int(request["start_line"]), int(request["end_line"]))
+        result["coverage"] = measure(
+            cov, source_file, int(request["start_line"]), int(request["end_line"])
+        )
     return result
 
 

@@ -551,26 +551,27 @@ impl EnvBuilder<'_> {
 
         // 1. The environment itself.
         let created = match &self.uv {
-            Some(uv) => run(
-                uv,
-                vec![
-                    "venv".into(),
+            Some(uv) => {
+                let mut args = vec![
+                    "venv".to_string(),
                     "--no-python-downloads".into(),
                     "--python".into(),
                     self.interpreter.executable.to_string_lossy().into_owned(),
-                    venv.to_string_lossy().into_owned(),
-                ],
-                &mut log,
-            )?,
-            None => run(
-                &self.interpreter.executable,
-                vec![
-                    "-m".into(),
-                    "venv".into(),
-                    venv.to_string_lossy().into_owned(),
-                ],
-                &mut log,
-            )?,
+                ];
+                if self.cfg.system_site_packages {
+                    args.push("--system-site-packages".into());
+                }
+                args.push(venv.to_string_lossy().into_owned());
+                run(uv, args, &mut log)?
+            }
+            None => {
+                let mut args = vec!["-m".to_string(), "venv".into()];
+                if self.cfg.system_site_packages {
+                    args.push("--system-site-packages".into());
+                }
+                args.push(venv.to_string_lossy().into_owned());
+                run(&self.interpreter.executable, args, &mut log)?
+            }
         };
         let finish = |outcome: EnvOutcome,
                       failed: Vec<String>,

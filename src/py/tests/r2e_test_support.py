@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,15 +20,12 @@ RUNNER = os.path.join(PY_DIR, "r2e_runner.py")
 if PY_DIR not in sys.path:
     sys.path.insert(0, PY_DIR)
 
-UTIL_SOURCE = textwrap.dedent(
-    '''
+UTIL_SOURCE = textwrap.dedent("""
     def clamp(x, lo, hi):
         return max(lo, min(hi, x))
-    '''
-)
+    """)
 
-CORE_SOURCE = textwrap.dedent(
-    '''
+CORE_SOURCE = textwrap.dedent('''
     """A sample module for the explorer and runner tests."""
 
     from .util import clamp
@@ -106,8 +104,16 @@ CORE_SOURCE = textwrap.dedent(
 
         def method(self):
             return 1
-    '''
-)
+
+
+    def first_of(words):
+        # Depends on the iteration order of a set of strings, i.e. on the hash seed.
+        for w in set(words):
+            if w.startswith("a"):
+                return "a-first"
+            return "other-first"
+        return "empty"
+    ''')
 
 
 class SampleRepo:
@@ -147,24 +153,50 @@ class SampleRepo:
 
     # -- running the scripts ------------------------------------------------------------------
 
-    def _run_script(self, script: str, request: dict, name: str, timeout: float) -> dict:
+    def scratch(self, name: str) -> str:
+        """A folder holding copies of the three scripts, like the Rust side's scratch folders."""
+        folder = self.path(name)
+        os.makedirs(folder, exist_ok=True)
+        for script in ("r2e_equiv.py", "r2e_explore.py", "r2e_runner.py"):
+            shutil.copy(os.path.join(PY_DIR, script), folder)
+        return folder
+
+    def _run_script(
+        self, script: str, request: dict, name: str, timeout: float, python_args=(), env=None
+    ) -> dict:
         req_path = self.path(name + ".request.json")
         out_path = self.path(name + ".out.json")
         with open(req_path, "w", encoding="utf-8") as f:
             json.dump(request, f)
         if os.path.exists(out_path):
             os.remove(out_path)
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        env = dict(os.environ if env is None else env, PYTHONDONTWRITEBYTECODE="1")
         proc = subprocess.run(
-            [sys.executable, script, req_path, out_path],
-            capture_output=True, text=True, timeout=timeout, env=env, cwd=self.root,
+            [sys.executable, *python_args, script, req_path, out_path],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=self.root,
         )
         if proc.returncode != 0:
-            raise AssertionError(f"{os.path.basename(script)} exited {proc.returncode}:\n{proc.stderr}")
+            raise AssertionError(
+                f"{os.path.basename(script)} exited {proc.returncode}:\n{proc.stderr}"
+            )
         with open(out_path, encoding="utf-8") as f:
             return json.load(f)
 
-    def explore(self, qualname: str, kind: str = "function", name: str = "explore", timeout: float = 120, **overrides) -> dict:
+    def explore(
+        self,
+        qualname: str,
+        kind: str = "function",
+        name: str = "explore",
+        timeout: float = 120,
+        script: str | None = None,
+        python_args=(),
+        env=None,
+        **overrides,
+    ) -> dict:
         request = {
             "repo_root": self.repo,
             "module": "samplepkg.core",
@@ -178,10 +210,19 @@ class SampleRepo:
             "time_limit": 60,
         }
         request.update(overrides)
-        return self._run_script(EXPLORE, request, name, timeout)
+        return self._run_script(
+            script or EXPLORE, request, name, timeout, python_args=python_args, env=env
+        )
 
-    def run_harness(self, harness_source: str, qualname: str, candidate_source: str | None = None,
-                    coverage: bool = True, name: str = "run", **overrides) -> dict:
+    def run_harness(
+        self,
+        harness_source: str,
+        qualname: str,
+        candidate_source: str | None = None,
+        coverage: bool = True,
+        name: str = "run",
+        **overrides,
+    ) -> dict:
         harness_file = self.path(name + "_harness.py")
         self.write(harness_file, harness_source)
         candidate_file = None

@@ -232,7 +232,9 @@ class CheckTest(unittest.TestCase):
     def test_same_function_passes_and_records_normal_return(self):
         r2e_equiv.check_function(self, add_one, add_one, (1,), {})
         r2e_equiv.check_function(self, parse_value_error, parse_value_error, ("x",), {})
-        self.assertEqual(r2e_equiv.CALLS, [{"returned_normally": True}, {"returned_normally": False}])
+        self.assertEqual(
+            r2e_equiv.CALLS, [{"returned_normally": True}, {"returned_normally": False}]
+        )
 
     def test_different_return_value_fails_with_both_outcomes(self):
         with self.assertFailsWith("return value", "candidate: return 3", "reference: return 2"):
@@ -261,7 +263,9 @@ class CheckTest(unittest.TestCase):
         r2e_equiv.check_method(self, Counter, Counter, (), {}, "make", (4,), {})
         r2e_equiv.check_method(self, Counter, Counter, (5,), {}, "positive", (), {})
         r2e_equiv.check_method(self, Counter, Counter, (), {}, "__init__", (3,), {})
-        self.assertEqual([c["returned_normally"] for c in r2e_equiv.CALLS], [True, False, True, True, True, True])
+        self.assertEqual(
+            [c["returned_normally"] for c in r2e_equiv.CALLS], [True, False, True, True, True, True]
+        )
         with self.assertFailsWith("instance state", "'count': 4", "'count': 3"):
             r2e_equiv.check_method(self, SloppyCounter, Counter, (1,), {}, "add", (2,), {})
 
@@ -331,9 +335,16 @@ class LoadPairTest(unittest.TestCase):
         cand, ref = r2e_equiv.load_pair("samplepkg.core", path)
         self.assertIsNot(cand.Interval, ref.Interval)
         # The method checks isinstance(other, Interval) against its own module's class.
-        r2e_equiv.check_method(self, cand.Interval, ref.Interval, (0, 5), {}, "overlaps", (ref.Interval(3, 9),), {})
+        r2e_equiv.check_method(
+            self, cand.Interval, ref.Interval, (0, 5), {}, "overlaps", (ref.Interval(3, 9),), {}
+        )
         obs = r2e_equiv.observe_method(
-            cand.Interval, (0, 5), {}, "overlaps", (ref.Interval(3, 9),), {},
+            cand.Interval,
+            (0, 5),
+            {},
+            "overlaps",
+            (ref.Interval(3, 9),),
+            {},
             copy_memo=r2e_equiv._twin_memo("samplepkg.core"),
         )
         self.assertEqual(obs.outcome, ("return", True))

@@ -4,6 +4,7 @@ r2e_runner.py the way the Rust side does it."""
 from __future__ import annotations
 
 import ast
+import os
 import time
 import unittest
 
@@ -25,7 +26,9 @@ def test_bodies(harness: str) -> dict[str, ast.FunctionDef]:
 def assigned(test: ast.FunctionDef, name: str):
     """The source of `name = ...` in a test method."""
     for stmt in test.body:
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in stmt.targets
+        ):
             return ast.unparse(stmt.value)
     return None
 
@@ -52,7 +55,9 @@ class ExploreTest(unittest.TestCase):
         self.assertEqual(len(out["outcomes"]), out["tests"])
         self.assertLessEqual(out["executions"], 400)
         self.assertGreater(out["arcs"], 0)
-        run = self.sample.run_harness(harness, qualname, name="run_" + qualname.replace(".", "_"), **run_args)
+        run = self.sample.run_harness(
+            harness, qualname, name="run_" + qualname.replace(".", "_"), **run_args
+        )
         self.assertEqual(run["status"], "ok", run["error"])
         self.assertEqual(len(run["tests"]), out["tests"])
         for test in run["tests"]:
@@ -75,6 +80,16 @@ class ExploreTest(unittest.TestCase):
         flags = {t["returned_normally"] for t in run["tests"]}
         self.assertEqual(flags, {True, False})
 
+    def test_classify_harness_catches_a_flipped_comparison(self):
+        from r2e_test_support import read_text
+
+        flipped = read_text(self.sample.core).replace("if n < 0:", "if n <= 0:")
+        run = self.sample.run_harness(
+            self.classify["harness"], "classify", candidate_source=flipped, name="classify_flip"
+        )
+        self.assertEqual(run["status"], "ok", run["error"])
+        self.assertIn("fail", [t["outcome"] for t in run["tests"]])
+
     def test_harness_has_the_r2e_shape(self):
         harness = self.classify["harness"]
         self.assertIn("candidate, reference = r2e_equiv.harness_modules()", harness)
@@ -85,7 +100,9 @@ class ExploreTest(unittest.TestCase):
         # The doctest example comes first.
         self.assertEqual(assigned(test_0, "args"), "(5,)")
         self.assertEqual(assigned(test_0, "kwargs"), "{}")
-        self.assertIn("r2e_equiv.check_function(self, classify, reference_classify, args, kwargs)", harness)
+        self.assertIn(
+            "r2e_equiv.check_function(self, classify, reference_classify, args, kwargs)", harness
+        )
 
     def test_same_seed_gives_the_same_harness(self):
         again = self.sample.explore("classify", name="classify_again")
@@ -104,11 +121,18 @@ class ExploreTest(unittest.TestCase):
 
     def test_call_site_literals_are_used(self):
         out = self.sample.explore(
-            "shout", name="shout",
-            call_sites=[{"args": ["'quiet please'"], "kwargs": {}}, {"args": ["some_variable"]}, {"args": ["'a'", "'too many'"]}],
+            "shout",
+            name="shout",
+            call_sites=[
+                {"args": ["'quiet please'"], "kwargs": {}},
+                {"args": ["some_variable"]},
+                {"args": ["'a'", "'too many'"]},
+            ],
         )
         self.assertValidHarness(out, "shout")
-        self.assertEqual(assigned(test_bodies(out["harness"])["test_0"], "args"), "('quiet please',)")
+        self.assertEqual(
+            assigned(test_bodies(out["harness"])["test_0"], "args"), "('quiet please',)"
+        )
 
     def test_budget_bounds_executions(self):
         out = self.sample.explore("total", name="total_small", budget=30)
@@ -117,7 +141,9 @@ class ExploreTest(unittest.TestCase):
 
     def test_infinite_loop_does_not_hang_the_explorer(self):
         started = time.monotonic()
-        out = self.sample.explore("spin", name="spin", per_call_timeout=0.05, budget=120, time_limit=30, timeout=60)
+        out = self.sample.explore(
+            "spin", name="spin", per_call_timeout=0.05, budget=120, time_limit=30, timeout=60
+        )
         self.assertLess(time.monotonic() - started, 45)
         self.assertValidHarness(out, "spin")
         # Only terminating inputs were kept (odd or negative ints never terminate).
@@ -125,6 +151,27 @@ class ExploreTest(unittest.TestCase):
             (n,) = ast.literal_eval(assigned(test, "args"))
             if isinstance(n, int) and not isinstance(n, bool):
                 self.assertTrue(n >= 0 and n % 2 == 0, n)
+
+    def test_isolated_interpreter_explores_the_same_across_hash_seeds(self):
+        # The Rust side runs `python -I` (PYTHON* variables ignored) from a scratch folder; the
+        # explorer pins the hash seed itself, so set iteration order in the code under test
+        # does not change the harness.
+        scratch = self.sample.scratch("scratch_explore")
+        script = os.path.join(scratch, "r2e_explore.py")
+        harnesses = set()
+        for i, (python_args, seed) in enumerate(
+            [(("-I",), "1"), (("-I",), "2"), (("-I",), "3"), ((), "1"), ((), "2")]
+        ):
+            out = self.sample.explore(
+                "first_of",
+                name=f"first_of_{i}",
+                script=script,
+                python_args=python_args,
+                env=dict(os.environ, PYTHONHASHSEED=seed),
+            )
+            self.assertEqual(out["status"], "ok", out.get("error"))
+            harnesses.add(out["harness"])
+        self.assertEqual(len(harnesses), 1)
 
     # -- methods --------------------------------------------------------------------------------
 
@@ -145,7 +192,12 @@ class ExploreTest(unittest.TestCase):
         self.assertValidHarness(out, "Interval.overlaps")
         self.assertIn("args = (reference.Interval(", out["harness"])
         # Against an identical copy of the module (distinct classes), the harness still passes.
-        run = self.sample.run_harness(out["harness"], "Interval.overlaps", candidate_source=self.sample_source(), name="interval_copy")
+        run = self.sample.run_harness(
+            out["harness"],
+            "Interval.overlaps",
+            candidate_source=self.sample_source(),
+            name="interval_copy",
+        )
         self.assertEqual([t["outcome"] for t in run["tests"]], ["pass"] * out["tests"])
 
     def test_constructor_that_always_fails_is_an_error(self):

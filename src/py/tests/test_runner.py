@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import unittest
 
 from r2e_test_support import SampleRepo, read_text
 
-HEADER = '''
+HEADER = """
 import unittest
 
 import r2e_equiv
@@ -19,7 +20,7 @@ reference_flat = reference.flat
 
 
 class TestClassify(unittest.TestCase):
-'''
+"""
 
 
 def classify_harness(inputs) -> str:
@@ -49,22 +50,30 @@ class RunnerTest(unittest.TestCase):
         out = self.sample.run_harness(self.harness, "classify", name="original")
         self.assertEqual(out["status"], "ok")
         self.assertIsNone(out["error"])
-        self.assertEqual([t["name"] for t in out["tests"]], ["test_0", "test_1", "test_2", "test_3"])
+        self.assertEqual(
+            [t["name"] for t in out["tests"]], ["test_0", "test_1", "test_2", "test_3"]
+        )
         self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 4)
         self.assertEqual([t["message"] for t in out["tests"]], [None] * 4)
         self.assertEqual([t["returned_normally"] for t in out["tests"]], [True, True, False, True])
         cov = out["coverage"]
-        # def line + 4 conditions/raise + 3 returns: 9 statements; 3 two-way branch lines.
-        self.assertEqual(cov, {"lines_total": 9, "lines_covered": 9, "branches_total": 6, "branches_covered": 6})
+        # Statements: the def line, 3 conditions, the raise and 3 returns; 3 two-way branches.
+        self.assertEqual(
+            cov, {"lines_total": 8, "lines_covered": 8, "branches_total": 6, "branches_covered": 6}
+        )
 
     def test_identical_candidate_file_passes(self):
-        out = self.sample.run_harness(self.harness, "classify", candidate_source=self.source, name="identical")
+        out = self.sample.run_harness(
+            self.harness, "classify", candidate_source=self.source, name="identical"
+        )
         self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 4)
 
     def test_flipped_comparison_fails(self):
         flipped = self.source.replace("if n < 0:", "if n <= 0:")
         self.assertNotEqual(flipped, self.source)
-        out = self.sample.run_harness(self.harness, "classify", candidate_source=flipped, name="flipped")
+        out = self.sample.run_harness(
+            self.harness, "classify", candidate_source=flipped, name="flipped"
+        )
         self.assertEqual(out["status"], "ok")
         outcomes = {t["name"]: t for t in out["tests"]}
         self.assertEqual(outcomes["test_0"]["outcome"], "fail")
@@ -76,7 +85,9 @@ class RunnerTest(unittest.TestCase):
             self.assertEqual(outcomes[name]["outcome"], "pass")
 
         upper = self.source.replace("elif n < 10:", "elif n > 10:")
-        out = self.sample.run_harness(self.harness, "classify", candidate_source=upper, name="flipped_upper")
+        out = self.sample.run_harness(
+            self.harness, "classify", candidate_source=upper, name="flipped_upper"
+        )
         self.assertIn("fail", [t["outcome"] for t in out["tests"]])
 
     def test_partial_coverage(self):
@@ -103,20 +114,51 @@ class RunnerTest(unittest.TestCase):
         self.assertIsNone(out["coverage"])
 
     def test_harness_import_errors_are_reported(self):
-        out = self.sample.run_harness("import does_not_exist_anywhere\n" + self.harness, "classify", name="badimport")
+        out = self.sample.run_harness(
+            "import does_not_exist_anywhere\n" + self.harness, "classify", name="badimport"
+        )
         self.assertEqual(out["status"], "error")
-        self.assertTrue(out["error"].startswith("harness import failed: ModuleNotFoundError:"), out["error"])
+        self.assertTrue(
+            out["error"].startswith("harness import failed: ModuleNotFoundError:"), out["error"]
+        )
         self.assertEqual(out["tests"], [])
         self.assertIsNone(out["coverage"])
         # A candidate that does not compile breaks the harness's import too.
-        out = self.sample.run_harness(self.harness, "classify", candidate_source="def classify(:\n", name="badcandidate")
+        out = self.sample.run_harness(
+            self.harness, "classify", candidate_source="def classify(:\n", name="badcandidate"
+        )
         self.assertEqual(out["status"], "error")
-        self.assertTrue(out["error"].startswith("harness import failed: SyntaxError:"), out["error"])
+        self.assertTrue(
+            out["error"].startswith("harness import failed: SyntaxError:"), out["error"]
+        )
+
+    def test_relative_paths_resolve_against_the_runner_folder(self):
+        # As the Rust side does it: scripts, harness and candidate in one scratch folder, the
+        # request naming the latter two relative to it, `python -I`, another working directory.
+        scratch = self.sample.scratch("scratch_runner")
+        self.sample.write(os.path.join(scratch, "harness.py"), self.harness)
+        flipped = self.source.replace("if n < 0:", "if n <= 0:")
+        self.sample.write(os.path.join(scratch, "candidate.py"), flipped)
+        start, end = self.sample.function_range("classify")
+        request = {
+            "repo_root": self.sample.repo,
+            "module": "samplepkg.core",
+            "qualname": "classify",
+            "harness_file": "harness.py",
+            "source_file": self.sample.core,
+            "start_line": start,
+            "end_line": end,
+            "candidate_file": "candidate.py",
+            "coverage": False,
+        }
+        script = os.path.join(scratch, "r2e_runner.py")
+        out = self.sample._run_script(script, request, "relative", 120, python_args=("-I",))
+        self.assertEqual(out["status"], "ok", out["error"])
+        self.assertEqual([t["outcome"] for t in out["tests"]], ["fail", "pass", "pass", "pass"])
 
     def test_errors_and_natural_order(self):
         harness = classify_harness(list(range(11))) + (
-            "    def test_11(self):\n"
-            "        raise ZeroDivisionError('boom')\n"
+            "    def test_11(self):\n" "        raise ZeroDivisionError('boom')\n"
         )
         out = self.sample.run_harness(harness, "classify", name="many")
         self.assertEqual([t["name"] for t in out["tests"]], [f"test_{i}" for i in range(12)])
