@@ -356,11 +356,15 @@ pub fn report_text(r: &Report) -> String {
 /// The instances added, removed and changed between two manifests.
 pub fn diff_manifests(old: &Path, new: &Path) -> Result<Value> {
     let load = |p: &Path| -> Result<Value> {
-        let bytes = std::fs::read(p).map_err(|e| Error::input(format!("cannot read manifest `{}`: {e}", p.display())))?;
+        let bytes = std::fs::read(p)
+            .map_err(|e| Error::input(format!("cannot read manifest `{}`: {e}", p.display())))?;
         let v: Value = serde_json::from_slice(&bytes)
             .map_err(|e| Error::input(format!("`{}` is not a manifest: {e}", p.display())))?;
         if v["format"] != "r2e-dataset-1" {
-            return Err(Error::input(format!("`{}` is not an r2e manifest (no `format: r2e-dataset-1`)", p.display())));
+            return Err(Error::input(format!(
+                "`{}` is not an r2e manifest (no `format: r2e-dataset-1`)",
+                p.display()
+            )));
         }
         Ok(v)
     };
@@ -376,7 +380,11 @@ pub fn diff_manifests(old: &Path, new: &Path) -> Result<Value> {
     let (ia, ib) = (index(&a), index(&b));
     let added: Vec<&String> = ib.keys().filter(|k| !ia.contains_key(*k)).collect();
     let removed: Vec<&String> = ia.keys().filter(|k| !ib.contains_key(*k)).collect();
-    let changed: Vec<&String> = ib.iter().filter(|(k, h)| ia.get(*k).is_some_and(|old| old != *h)).map(|(k, _)| k).collect();
+    let changed: Vec<&String> = ib
+        .iter()
+        .filter(|(k, h)| ia.get(*k).is_some_and(|old| old != *h))
+        .map(|(k, _)| k)
+        .collect();
     Ok(json!({
         "old_version": a["version"], "new_version": b["version"],
         "added": added, "removed": removed, "changed": changed,
@@ -387,8 +395,16 @@ pub fn diff_manifests(old: &Path, new: &Path) -> Result<Value> {
 pub fn diff_text(v: &Value) -> String {
     let mut out = format!(
         "{} -> {}\n",
-        v["old_version"].as_str().unwrap_or("?").get(..16).unwrap_or("?"),
-        v["new_version"].as_str().unwrap_or("?").get(..16).unwrap_or("?")
+        v["old_version"]
+            .as_str()
+            .unwrap_or("?")
+            .get(..16)
+            .unwrap_or("?"),
+        v["new_version"]
+            .as_str()
+            .unwrap_or("?")
+            .get(..16)
+            .unwrap_or("?")
     );
     for (what, sign) in [("added", "+"), ("removed", "-"), ("changed", "~")] {
         for id in v[what].as_array().into_iter().flatten() {

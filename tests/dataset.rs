@@ -54,7 +54,14 @@ impl Examples {
     }
 
     fn build(&self) -> Value {
-        let out = self.r2e().args(["build", "--json"]).assert().success().get_output().stdout.clone();
+        let out = self
+            .r2e()
+            .args(["build", "--json"])
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
         serde_json::from_slice(&out).unwrap()
     }
 
@@ -70,16 +77,29 @@ impl Examples {
 /// Mutants of a function's source: a flipped comparison, a dropped branch, a changed constant.
 fn mutants(source: &str) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
-    for (from, to) in [(" < ", " >= "), (" > ", " <= "), (" <= ", " > "), (" >= ", " < "), (" == ", " != "), (" != ", " == ")] {
+    for (from, to) in [
+        (" < ", " >= "),
+        (" > ", " <= "),
+        (" <= ", " > "),
+        (" >= ", " < "),
+        (" == ", " != "),
+        (" != ", " == "),
+    ] {
         if let Some(i) = source.find(from) {
-            out.push(("flip", format!("{}{to}{}", &source[..i], &source[i + from.len()..])));
+            out.push((
+                "flip",
+                format!("{}{to}{}", &source[..i], &source[i + from.len()..]),
+            ));
             break;
         }
     }
     if let Some(i) = source.find("\n    if ").map(|i| i + 1) {
         let end = source[i..].find(":\n").map(|e| i + e);
         if let Some(end) = end {
-            out.push(("drop_branch", format!("{}    if False{}", &source[..i], &source[end..])));
+            out.push((
+                "drop_branch",
+                format!("{}    if False{}", &source[..i], &source[end..]),
+            ));
         }
     }
     let bytes = source.as_bytes();
@@ -88,19 +108,33 @@ fn mutants(source: &str) -> Vec<(&'static str, String)> {
     let body = match source[after_header..].find("\"\"\"") {
         Some(open) => {
             let open = after_header + open + 3;
-            source[open..].find("\"\"\"").map_or(after_header, |close| open + close + 3)
+            source[open..]
+                .find("\"\"\"")
+                .map_or(after_header, |close| open + close + 3)
         }
         None => after_header,
     };
     for i in body..bytes.len() {
-        let starts = bytes[i].is_ascii_digit() && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_' || bytes[i - 1] == b'.'));
+        let starts = bytes[i].is_ascii_digit()
+            && (i == 0
+                || !(bytes[i - 1].is_ascii_alphanumeric()
+                    || bytes[i - 1] == b'_'
+                    || bytes[i - 1] == b'.'));
         if starts {
-            let end = (i..bytes.len()).find(|&j| !bytes[j].is_ascii_digit()).unwrap_or(bytes.len());
-            if bytes.get(end).is_some_and(|&b| b == b'.' || b.is_ascii_alphabetic()) {
+            let end = (i..bytes.len())
+                .find(|&j| !bytes[j].is_ascii_digit())
+                .unwrap_or(bytes.len());
+            if bytes
+                .get(end)
+                .is_some_and(|&b| b == b'.' || b.is_ascii_alphabetic())
+            {
                 continue;
             }
             let n: u64 = source[i..end].parse().unwrap_or(0);
-            out.push(("constant", format!("{}{}{}", &source[..i], n + 1, &source[end..])));
+            out.push((
+                "constant",
+                format!("{}{}{}", &source[..i], n + 1, &source[end..]),
+            ));
             break;
         }
     }
@@ -108,8 +142,23 @@ fn mutants(source: &str) -> Vec<(&'static str, String)> {
 }
 
 fn dedent(text: &str) -> String {
-    let margin = text.lines().filter(|l| !l.trim().is_empty()).map(|l| l.len() - l.trim_start().len()).min().unwrap_or(0);
-    text.lines().map(|l| if l.len() >= margin { &l[margin..] } else { l.trim_start() }).collect::<Vec<_>>().join("\n") + "\n"
+    let margin = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    text.lines()
+        .map(|l| {
+            if l.len() >= margin {
+                &l[margin..]
+            } else {
+                l.trim_start()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
 }
 
 #[test]
@@ -121,18 +170,41 @@ fn examples_build_into_a_checked_dataset() {
     let candidates = first["counts"]["candidates"].as_u64().unwrap() as usize;
     assert_eq!(harnesses.len(), candidates);
     assert!(candidates >= 40, "{candidates} candidates");
-    assert!(valid * 10 >= candidates * 8, "{valid} of {candidates} valid: {:#?}", harnesses.iter().filter(|h| h["valid"] != true).collect::<Vec<_>>());
+    assert!(
+        valid * 10 >= candidates * 8,
+        "{valid} of {candidates} valid: {:#?}",
+        harnesses
+            .iter()
+            .filter(|h| h["valid"] != true)
+            .collect::<Vec<_>>()
+    );
     let dataset = ex.jsonl("dataset.jsonl");
     let coverage: Vec<f64> = dataset
         .iter()
-        .map(|i| i["branch_coverage"].as_f64().or(i["line_coverage"].as_f64()).unwrap())
+        .map(|i| {
+            i["branch_coverage"]
+                .as_f64()
+                .or(i["line_coverage"].as_f64())
+                .unwrap()
+        })
         .collect();
     let mean = coverage.iter().sum::<f64>() / coverage.len() as f64;
     assert!(mean >= 0.9, "mean coverage {mean}");
     for h in &harnesses {
         if h["valid"] == false {
             let class = h["failure_class"].as_str().unwrap();
-            let known = ["type_value_error", "assertion", "import_env", "timeout", "resource_limit", "os_error", "nondeterministic", "too_few_tests", "no_normal_return", "other"];
+            let known = [
+                "type_value_error",
+                "assertion",
+                "import_env",
+                "timeout",
+                "resource_limit",
+                "os_error",
+                "nondeterministic",
+                "too_few_tests",
+                "no_normal_return",
+                "other",
+            ];
             assert!(known.contains(&class), "{h}");
         }
     }
@@ -143,13 +215,19 @@ fn examples_build_into_a_checked_dataset() {
     for stage in ["env", "generate", "validate"] {
         assert_eq!(second["stages"][stage]["executed"], 0, "{stage}: {second}");
     }
-    assert_eq!(std::fs::read(ex.path().join("out/manifest.json")).unwrap(), manifest);
+    assert_eq!(
+        std::fs::read(ex.path().join("out/manifest.json")).unwrap(),
+        manifest
+    );
     assert_eq!(second["dataset_version"], first["dataset_version"]);
 
     // `r2e check`: the original passes; mutants that behave differently on the harness's own
     // inputs fail.
-    let functions: BTreeMap<String, Value> =
-        ex.jsonl("functions.jsonl").into_iter().map(|f| (f["id"].as_str().unwrap().to_owned(), f)).collect();
+    let functions: BTreeMap<String, Value> = ex
+        .jsonl("functions.jsonl")
+        .into_iter()
+        .map(|f| (f["id"].as_str().unwrap().to_owned(), f))
+        .collect();
     let scratch = tempfile::tempdir().unwrap();
     let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/same_on_inputs.py");
     let (mut killed, mut total, mut checked_differs) = (0, 0, 0);
@@ -161,7 +239,10 @@ fn examples_build_into_a_checked_dataset() {
         let file = ex.path().join(repo).join(path);
         let text = std::fs::read_to_string(&file).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        let (mut start, end) = (f["start_line"].as_u64().unwrap() as usize, f["end_line"].as_u64().unwrap() as usize);
+        let (mut start, end) = (
+            f["start_line"].as_u64().unwrap() as usize,
+            f["end_line"].as_u64().unwrap() as usize,
+        );
         // Decorators belong to the definition.
         while start > 1 && lines[start - 2].trim_start().starts_with('@') {
             start -= 1;
@@ -169,16 +250,36 @@ fn examples_build_into_a_checked_dataset() {
         let source = dedent(&(lines[start - 1..end].join("\n") + "\n"));
         let original = scratch.path().join("original.py");
         std::fs::write(&original, &source).unwrap();
-        let out = ex.r2e().args(["check", id, "--candidate"]).arg(&original).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "the original fails its own harness: {id}\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let out = ex
+            .r2e()
+            .args(["check", id, "--candidate"])
+            .arg(&original)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "the original fails its own harness: {id}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         let is_method = f["kind"] == "method";
         for (kind, mutant) in mutants(&source) {
             total += 1;
             let candidate = scratch.path().join("mutant.py");
             std::fs::write(&candidate, &mutant).unwrap();
-            let out = ex.r2e().args(["check", id, "--candidate"]).arg(&candidate).output().unwrap();
+            let out = ex
+                .r2e()
+                .args(["check", id, "--candidate"])
+                .arg(&candidate)
+                .output()
+                .unwrap();
             let code = out.status.code();
-            assert!(matches!(code, Some(0) | Some(1)), "{id} {kind}: {code:?} {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                matches!(code, Some(0) | Some(1)),
+                "{id} {kind}: {code:?} {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             if code == Some(1) {
                 killed += 1;
                 continue;
@@ -188,7 +289,11 @@ fn examples_build_into_a_checked_dataset() {
             }
             // It passed: then it must behave like the original on every input of the harness.
             let module_file = scratch.path().join("mutant_module.py");
-            std::fs::write(&module_file, text.replace(&lines[start - 1..end].join("\n"), mutant.trim_end())).unwrap();
+            std::fs::write(
+                &module_file,
+                text.replace(&lines[start - 1..end].join("\n"), mutant.trim_end()),
+            )
+            .unwrap();
             let harness = scratch.path().join("harness.py");
             std::fs::write(&harness, instance["harness"].as_str().unwrap()).unwrap();
             let module = path.trim_end_matches(".py").replace('/', ".");
@@ -202,13 +307,22 @@ fn examples_build_into_a_checked_dataset() {
                 .arg(&module_file)
                 .output()
                 .unwrap();
-            let verdict = format!("{}{}", String::from_utf8_lossy(&verdict.stdout), String::from_utf8_lossy(&verdict.stderr));
+            let verdict = format!(
+                "{}{}",
+                String::from_utf8_lossy(&verdict.stdout),
+                String::from_utf8_lossy(&verdict.stderr)
+            );
             checked_differs += 1;
-            assert!(verdict.starts_with("same"), "{id} {kind}: check passed a mutant that differs on the harness's inputs: {verdict}\n{mutant}");
+            assert!(
+                verdict.starts_with("same"),
+                "{id} {kind}: check passed a mutant that differs on the harness's inputs: {verdict}\n{mutant}"
+            );
         }
     }
     assert!(total >= 100, "{total} mutants");
-    eprintln!("mutants: {killed} of {total} killed; {checked_differs} survivors checked to be equivalent on the harness inputs");
+    eprintln!(
+        "mutants: {killed} of {total} killed; {checked_differs} survivors checked to be equivalent on the harness inputs"
+    );
     assert!(killed * 2 >= total, "{killed} of {total} mutants killed");
 
     // Editing one function's body regenerates exactly the functions whose code or slice holds it.
@@ -216,7 +330,14 @@ fn examples_build_into_a_checked_dataset() {
     let holders: BTreeSet<String> = functions
         .values()
         .filter(|f| f["excluded_by"].is_null())
-        .filter(|f| f["id"] == target || f["slice"]["functions"].as_array().unwrap().iter().any(|x| x == target))
+        .filter(|f| {
+            f["id"] == target
+                || f["slice"]["functions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|x| x == target)
+        })
         .map(|f| f["id"].as_str().unwrap().to_owned())
         .collect();
     let file: PathBuf = ex.path().join("textkit/textkit/case.py");
@@ -225,13 +346,26 @@ fn examples_build_into_a_checked_dataset() {
     let lines: Vec<&str> = text.lines().collect();
     let end = f["end_line"].as_u64().unwrap() as usize;
     let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    let indent: String = lines[end - 1].chars().take_while(|c| c.is_whitespace()).collect();
+    let indent: String = lines[end - 1]
+        .chars()
+        .take_while(|c| c.is_whitespace())
+        .collect();
     edited.insert(end - 1, format!("{indent}_unused = len(repr(0))"));
     std::fs::write(&file, edited.join("\n") + "\n").unwrap();
     let third = ex.build();
     let regenerated = third["stages"]["generate"]["executed"].as_u64().unwrap() as usize;
     assert_eq!(regenerated, holders.len(), "{holders:?}: {third}");
     assert_eq!(third["stages"]["env"]["executed"], 0);
-    let diff = ex.r2e().args(["dataset", "diff", "--json"]).arg(scratch.path().join("old.json")).arg("out/manifest.json").output().unwrap();
-    assert_eq!(diff.status.code(), Some(2), "a missing manifest is bad input");
+    let diff = ex
+        .r2e()
+        .args(["dataset", "diff", "--json"])
+        .arg(scratch.path().join("old.json"))
+        .arg("out/manifest.json")
+        .output()
+        .unwrap();
+    assert_eq!(
+        diff.status.code(),
+        Some(2),
+        "a missing manifest is bad input"
+    );
 }

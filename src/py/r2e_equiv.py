@@ -286,12 +286,56 @@ def _exception_outcome(exc: BaseException):
 
 
 def _deep_copy(value, memo=None):
-    """copy.deepcopy with a private copy of `memo`; falls back to the value itself when it
-    cannot be copied (then both sides share it and mutations are not comparable)."""
+    """copy.deepcopy with a private copy of `memo`. Objects that refuse deepcopy (immutable
+    classes whose ``__setattr__`` raises, for example) are rebuilt field by field; a value that
+    cannot be copied at all is shared by both sides (then its mutations are not comparable)."""
     try:
         return copy.deepcopy(value, dict(memo) if memo else None)
     except Exception:
+        try:
+            return _rebuild(value, dict(memo) if memo else {})
+        except Exception:
+            return value
+
+
+def _slot_names(cls):
+    names = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        names.extend([slots] if isinstance(slots, str) else slots)
+    return [n for n in names if n not in ("__dict__", "__weakref__")]
+
+
+def _rebuild(value, memo):
+    """A deep copy that bypasses ``__setattr__``: containers element by element, objects of user
+    classes through ``object.__new__`` of their (twin) class and ``object.__setattr__``."""
+    key = id(value)
+    if key in memo:
+        return memo[key]
+    if isinstance(value, (int, float, complex, str, bytes, bool, type(None), type, types.FunctionType)):
         return value
+    if isinstance(value, list):
+        out = memo[key] = []
+        out.extend(_rebuild(v, memo) for v in value)
+        return out
+    if isinstance(value, tuple):
+        return type(value)(_rebuild(v, memo) for v in value) if type(value) is tuple else copy.deepcopy(value, memo)
+    if isinstance(value, dict):
+        out = memo[key] = type(value)()
+        for k, v in value.items():
+            out[_rebuild(k, memo)] = _rebuild(v, memo)
+        return out
+    if isinstance(value, (set, frozenset)):
+        return type(value)(_rebuild(v, memo) for v in value)
+    cls = memo.get(id(type(value)), type(value))
+    out = object.__new__(cls)
+    memo[key] = out
+    for name in _slot_names(type(value)):
+        if hasattr(value, name):
+            object.__setattr__(out, name, _rebuild(getattr(value, name), memo))
+    for name, v in getattr(value, "__dict__", {}).items():
+        object.__setattr__(out, name, _rebuild(v, memo))
+    return out
 
 
 def _is_lazy_iterator(value) -> bool:

@@ -1,0 +1,25 @@
+//! The Python side that runs in the sandbox (`src/py/`: the equivalence helper, the explorer,
+//! the runner) has its own unittest suite; it runs with the Rust tests.
+
+#[test]
+fn python_unit_tests_pass() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/py");
+    let out = std::process::Command::new("python3")
+        .args(["-m", "unittest", "discover", "-s", "tests"])
+        .current_dir(&dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python3 runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let ran = stderr
+        .lines()
+        .find(|l| l.starts_with("Ran "))
+        .unwrap_or_default();
+    let count: u32 = ran
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(count >= 30, "only {count} Python tests ran: {stderr}");
+}
