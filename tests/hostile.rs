@@ -1,0 +1,134 @@
+//! A repository of hostile functions, built through the whole pipeline: each is stopped or
+//! contained, its harness is recorded with a failure class or validated, the build goes on, and
+//! nothing outside the sandbox's scratch folders changes.
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+const HOSTILE: &str = r#"
+LIMIT = 3
+
+def spin(n):
+    """Loops forever for positive n."""
+    total = LIMIT
+    while n > 0:
+        total += 1
+    return total
+
+def hog(n):
+    """Allocates without bound."""
+    chunks = [LIMIT]
+    while True:
+        chunks.append(bytearray(10 ** 7 * max(n, 1)))
+    return chunks
+
+def breed(n):
+    """Forks without bound."""
+    import os
+    pids = [LIMIT]
+    for _ in range(100000):
+        pids.append(os.fork())
+    return len(pids)
+
+def vandal(n):
+    """Writes outside its folder."""
+    with open(OUTSIDE, "w") as f:
+        f.write(str(n + LIMIT))
+    return n
+
+def caller(n):
+    """Opens a network connection."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", PORT), timeout=2)
+    s.sendall(b"hello")
+    return n + LIMIT
+
+def quitter(n):
+    """Ends the process."""
+    import os
+    if n > LIMIT:
+        os._exit(3)
+    return n * 2
+
+def fine(n):
+    """A well-behaved neighbour."""
+    if n > LIMIT:
+        return n - LIMIT
+    return n + LIMIT
+"#;
+
+#[test]
+fn hostile_functions_are_contained_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let sentinel = outside.path().join("owned.txt");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let source = format!(
+        "OUTSIDE = {:?}\nPORT = {port}\n{HOSTILE}",
+        sentinel.to_string_lossy()
+    );
+    std::fs::create_dir_all(dir.path().join("repo")).unwrap();
+    std::fs::write(dir.path().join("repo/hostile.py"), source).unwrap();
+    std::fs::write(
+        dir.path().join("pipeline.toml"),
+        "[[repo]]\npath = \"repo\"\n\n[extract]\nkeywords = false\n\n[env]\ninstaller = \"pip\"\nsystem_site_packages = true\n\n\
+         [generate]\nbudget = 200\nper_call_timeout_ms = 500\ntime_limit_seconds = 30\n",
+    )
+    .unwrap();
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["build", "--json"])
+        .current_dir(dir.path())
+        .env("PIP_NO_INDEX", "1")
+        .timeout(std::time::Duration::from_secs(900))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let summary: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(summary["counts"]["candidates"], 7, "{summary}");
+    let harnesses: Vec<Value> = std::fs::read_to_string(dir.path().join("out/harnesses.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(harnesses.len(), 7);
+    let by_name = |name: &str| {
+        harnesses
+            .iter()
+            .find(|h| h["id"].as_str().unwrap().ends_with(&format!(":{name}")))
+            .unwrap()
+            .clone()
+    };
+    // The neighbour is unharmed.
+    assert_eq!(by_name("fine")["valid"], true, "{}", by_name("fine"));
+    // The hostile ones are recorded, each with a class when invalid.
+    for name in ["spin", "hog", "breed", "vandal", "caller", "quitter"] {
+        let h = by_name(name);
+        if h["valid"] == false {
+            assert!(
+                h["failure_class"].is_string() && h["failure_message"].is_string(),
+                "{h}"
+            );
+        }
+    }
+    // Nothing escaped.
+    assert!(!sentinel.exists(), "a function wrote outside the sandbox");
+    assert!(listener.accept().is_err(), "a function reached the network");
+    // And a second build reruns nothing that was recorded.
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["build", "--json"])
+        .current_dir(dir.path())
+        .env("PIP_NO_INDEX", "1")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let again: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(again["stages"]["generate"]["executed"], 0, "{again}");
+}
