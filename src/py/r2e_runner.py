@@ -143,8 +143,10 @@ def measure(cov, source_file: str, start: int, end: int) -> dict | None:
     except Exception:
         return None
 
+    # The `def` line itself runs when the module is imported, not when the function is called:
+    # only the body's statements count.
     def inside(line):
-        return start <= line <= end
+        return start < line <= end
 
     statements = {line for line in analysis.statements if inside(line)}
     missing = {line for line in analysis.missing if inside(line)}

@@ -195,22 +195,56 @@ pub fn run(
         time_limit_seconds: cfg.generate.time_limit_seconds,
     };
     let counters: [AtomicU64; 6] = Default::default();
-    let results: Vec<Result<Done>> = candidates
+    // Generate, in parallel.
+    let generated: Vec<Result<Step>> = candidates
         .par_iter()
         .map_with(db.clone(), |db, (file, row)| {
             let prepared = prepare(db, cache, checkouts, repos, settings, envs, *file, row)?;
-            let done = one(
-                &sandbox,
-                cache,
-                cfg,
-                &gen_settings,
-                &prepared,
-                validate,
-                &counters,
-            );
+            let step = generate_one(&sandbox, cache, &gen_settings, prepared, &counters);
             progress.inc(1);
-            done
+            step
         })
+        .collect();
+    let steps: Vec<Step> = generated.into_iter().collect::<Result<_>>()?;
+    // Validate: the harnesses of each environment in a few warm workers.
+    let mut validations: Vec<Option<(Validation, bool)>> = vec![None; steps.len()];
+    if validate {
+        let mut by_env: std::collections::BTreeMap<PathBuf, Vec<usize>> = Default::default();
+        for (i, step) in steps.iter().enumerate() {
+            if let Step::Harness(_, env, _) = step {
+                by_env.entry(env.python.clone()).or_default().push(i);
+            }
+        }
+        let workers = rayon::current_num_threads().max(1);
+        let mut chunks: Vec<(PathBuf, Vec<usize>)> = Vec::new();
+        for (python, idx) in by_env {
+            let size = idx.len().div_ceil(workers).max(1);
+            chunks.extend(idx.chunks(size).map(|c| (python.clone(), c.to_vec())));
+        }
+        let done: Vec<Result<Vec<(usize, (Validation, bool))>>> = chunks
+            .par_iter()
+            .map(|(python, idx)| {
+                let items: Vec<(&Target, &CodeKey, &str)> = idx
+                    .iter()
+                    .map(|&i| match &steps[i] {
+                        Step::Harness(p, _, h) => (&p.target, &p.code, h.as_str()),
+                        Step::Done(_) => unreachable!("only harnesses are validated"),
+                    })
+                    .collect();
+                let results = harness::validate_batch(&sandbox, cache, python, &items)?;
+                Ok(idx.iter().copied().zip(results).collect())
+            })
+            .collect();
+        for chunk in done {
+            for (i, v) in chunk? {
+                validations[i] = Some(v);
+            }
+        }
+    }
+    let results: Vec<Result<Done>> = steps
+        .into_iter()
+        .zip(validations)
+        .map(|(step, validation)| finish_one(cfg, step, validation, validate, &counters))
         .collect();
     let mut out = HarnessOutputs::default();
     let mut instances = Vec::new();
@@ -247,46 +281,49 @@ pub fn run(
     Ok(out)
 }
 
-fn one(
-    sandbox: &dyn Sandbox,
-    cache: &Cache,
-    cfg: &Config,
-    gen_settings: &GenerateSettings,
-    p: &Prepared,
-    validate: bool,
-    counters: &[AtomicU64; 6],
-) -> Result<Done> {
-    let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
-    let invalid = |class: &str, message: String| Done {
+/// A candidate after `generate`: finished (no harness, or not validating), or a harness to validate.
+enum Step {
+    Done(Done),
+    Harness(Box<Prepared>, Arc<Env>, String),
+}
+
+fn invalid(p: &Prepared, class: &str, message: String) -> Done {
+    Done {
         harness_line: json!({
             "id": p.id, "generator": "builtin", "valid": false, "tests": 0, "branches": 0,
             "branch_coverage": null, "line_coverage": null, "failure_class": class, "failure_message": message,
         }),
         instance: None,
         valid: false,
-    };
+    }
+}
+
+fn generate_one(
+    sandbox: &dyn Sandbox,
+    cache: &Cache,
+    gen_settings: &GenerateSettings,
+    p: Prepared,
+    counters: &[AtomicU64; 6],
+) -> Result<Step> {
+    let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
     let env = match &p.env {
-        Some(env) if env.record.outcome != EnvOutcome::Failed => env,
+        Some(env) if env.record.outcome != EnvOutcome::Failed => env.clone(),
         _ => {
             bump(2);
-            return Ok(invalid(
-                "import_env",
-                format!(
-                    "no usable environment for repo `{}` (see envs.jsonl)",
-                    p.repo
-                ),
-            ));
+            let message = format!(
+                "no usable environment for repo `{}` (see envs.jsonl)",
+                p.repo
+            );
+            return Ok(Step::Done(invalid(&p, "import_env", message)));
         }
     };
     if p.target.module.is_empty() {
         bump(2);
-        return Ok(invalid(
-            "import_env",
-            format!(
-                "`{}` is not importable: its path is not a module name",
-                p.path
-            ),
-        ));
+        let message = format!(
+            "`{}` is not importable: its path is not a module name",
+            p.path
+        );
+        return Ok(Step::Done(invalid(&p, "import_env", message)));
     }
     let (generated, fresh) = harness::generate(
         sandbox,
@@ -297,35 +334,48 @@ fn one(
         gen_settings,
     )?;
     bump(if fresh { 0 } else { 1 });
-    let harness_text = match (&generated.status[..], &generated.harness) {
-        ("ok", Some(h)) => h.clone(),
+    match (&generated.status[..], generated.harness) {
+        ("ok", Some(h)) => Ok(Step::Harness(Box::new(p), env, h)),
         _ => {
             bump(2);
             let message = generated
                 .error
                 .clone()
                 .unwrap_or_else(|| "the explorer wrote no harness".into());
-            return Ok(invalid(harness::classify_message(&message), message));
+            Ok(Step::Done(invalid(
+                &p,
+                harness::classify_message(&message),
+                message,
+            )))
+        }
+    }
+}
+
+fn finish_one(
+    cfg: &Config,
+    step: Step,
+    validation: Option<(Validation, bool)>,
+    validate: bool,
+    counters: &[AtomicU64; 6],
+) -> Result<Done> {
+    let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
+    let (p, env, harness_text) = match step {
+        Step::Done(done) => return Ok(done),
+        Step::Harness(p, env, h) => (p, env, h),
+    };
+    let (v, fresh) = match (validate, validation) {
+        (true, Some(v)) => v,
+        _ => {
+            return Ok(Done {
+                harness_line: json!({
+                    "id": p.id, "generator": "builtin", "valid": null, "tests": null, "branches": null,
+                    "branch_coverage": null, "line_coverage": null, "failure_class": null, "failure_message": null,
+                }),
+                instance: None,
+                valid: false,
+            });
         }
     };
-    if !validate {
-        return Ok(Done {
-            harness_line: json!({
-                "id": p.id, "generator": "builtin", "valid": null, "tests": generated.tests, "branches": null,
-                "branch_coverage": null, "line_coverage": null, "failure_class": null, "failure_message": null,
-            }),
-            instance: None,
-            valid: false,
-        });
-    }
-    let (v, fresh): (Validation, bool) = harness::validate(
-        sandbox,
-        cache,
-        &env.python,
-        &p.target,
-        &p.code,
-        &harness_text,
-    )?;
     bump(if fresh { 3 } else { 4 });
     if !v.valid {
         bump(5);

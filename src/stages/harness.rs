@@ -19,6 +19,7 @@ use crate::sandbox::{Exit, Job, Limits, Outcome, Sandbox};
 pub const EQUIV_PY: &str = include_str!("../py/r2e_equiv.py");
 pub const EXPLORE_PY: &str = include_str!("../py/r2e_explore.py");
 pub const RUNNER_PY: &str = include_str!("../py/r2e_runner.py");
+pub const BATCH_PY: &str = include_str!("../py/r2e_batch.py");
 
 pub const GENERATE: cache::Kind = cache::Kind {
     name: "generate",
@@ -251,6 +252,133 @@ fn describe_crash(outcome: &Outcome) -> String {
     }
 }
 
+/// The action key of validating `harness` for `target`.
+fn validate_key(target: &Target, code: &CodeKey, harness: &str) -> Hash {
+    Hash::of_key(&(
+        Hash::of_bytes(RUNNER_PY.as_bytes()),
+        Hash::of_bytes(EQUIV_PY.as_bytes()),
+        code,
+        Hash::of_bytes(harness.as_bytes()),
+        // Lines decide what coverage counts.
+        target.start_line,
+        target.end_line,
+    ))
+}
+
+/// Seconds one run of a harness may take.
+const RUN_TIMEOUT: u64 = 60;
+
+/// Stage `validate` for many harnesses of one environment: the cache first, then every miss in
+/// one sandboxed warm worker (`r2e_batch.py`) that imports the targets once and forks a fresh
+/// child per run. Falls back to one job per harness when the worker itself fails.
+pub fn validate_batch(
+    sandbox: &dyn Sandbox,
+    cache: &Cache,
+    python: &Path,
+    items: &[(&Target, &CodeKey, &str)],
+) -> Result<Vec<(Validation, bool)>> {
+    let keys: Vec<Hash> = items
+        .iter()
+        .map(|(t, c, h)| validate_key(t, c, h))
+        .collect();
+    let mut out: Vec<Option<(Validation, bool)>> = keys
+        .iter()
+        .map(|k| cache.get::<Validation>(VALIDATE, *k).map(|v| (v, false)))
+        .collect();
+    let misses: Vec<usize> = (0..items.len()).filter(|&i| out[i].is_none()).collect();
+    if !misses.is_empty() {
+        let names: Vec<String> = misses.iter().map(|i| format!("harness_{i}.py")).collect();
+        let jobs: Vec<serde_json::Value> = misses
+            .iter()
+            .zip(&names)
+            .map(|(&i, name)| runner_request(items[i].0, name, None))
+            .collect();
+        let request = serde_json::json!({"runs": 2, "timeout": RUN_TIMEOUT, "jobs": jobs});
+        let mut files: Vec<(&str, &str)> = vec![("r2e_runner.py", RUNNER_PY)];
+        files.extend(
+            misses
+                .iter()
+                .zip(&names)
+                .map(|(&i, name)| (name.as_str(), items[i].2)),
+        );
+        let wall = RUN_TIMEOUT * 2 * misses.len() as u64 + 60;
+        let (_, answer) = run_script(
+            sandbox,
+            cache,
+            python,
+            ("r2e_batch.py", BATCH_PY),
+            &files,
+            &request,
+            job_limits(wall),
+        )?;
+        let results = answer
+            .as_ref()
+            .and_then(|a| a["results"].as_array())
+            .cloned()
+            .unwrap_or_default();
+        for (n, &i) in misses.iter().enumerate() {
+            let Some(runs) = results.get(n).and_then(|r| r.as_array()) else {
+                // The worker failed as a whole: this harness gets a job of its own.
+                out[i] = Some(validate(
+                    sandbox, cache, python, items[i].0, items[i].1, items[i].2,
+                )?);
+                continue;
+            };
+            let runs: Vec<Run> = runs.iter().map(run_from_worker).collect();
+            let validation = classify(&runs);
+            if runs.iter().all(|r| r.outcome.exit != Exit::Timeout) {
+                cache.put(VALIDATE, keys[i], &validation)?;
+            }
+            out[i] = Some((validation, true));
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|v| v.expect("every item is validated"))
+        .collect())
+}
+
+/// A run as the warm worker reports it, in the shape `classify` reads.
+fn run_from_worker(result: &serde_json::Value) -> Run {
+    let status = result["status"].as_str().unwrap_or("crash");
+    let exit = match status {
+        "timeout" => Exit::Timeout,
+        "crash" => Exit::Code(-1),
+        _ => Exit::Code(0),
+    };
+    let outcome = Outcome {
+        exit,
+        stdout: Vec::new(),
+        stderr: result["error"]
+            .as_str()
+            .unwrap_or_default()
+            .as_bytes()
+            .to_vec(),
+        duration: std::time::Duration::from_secs(if status == "timeout" { RUN_TIMEOUT } else { 0 }),
+        limit_hit: None,
+    };
+    let answer = matches!(status, "ok" | "error").then(|| result.clone());
+    Run { outcome, answer }
+}
+
+fn runner_request(
+    target: &Target,
+    harness_file: &str,
+    candidate: Option<&str>,
+) -> serde_json::Value {
+    serde_json::json!({
+        "repo_root": target.import_root,
+        "module": target.module,
+        "qualname": target.qualname,
+        "harness_file": harness_file,
+        "source_file": target.source_file,
+        "start_line": target.start_line,
+        "end_line": target.end_line,
+        "candidate_file": candidate,
+        "coverage": candidate.is_none(),
+    })
+}
+
 /// One run of the runner.
 struct Run {
     outcome: Outcome,
@@ -267,15 +395,7 @@ pub fn validate(
     code: &CodeKey,
     harness: &str,
 ) -> Result<(Validation, bool)> {
-    let key = Hash::of_key(&(
-        Hash::of_bytes(RUNNER_PY.as_bytes()),
-        Hash::of_bytes(EQUIV_PY.as_bytes()),
-        code,
-        Hash::of_bytes(harness.as_bytes()),
-        // Lines decide what coverage counts.
-        target.start_line,
-        target.end_line,
-    ));
+    let key = validate_key(target, code, harness);
     if let Some(hit) = cache.get::<Validation>(VALIDATE, key) {
         return Ok((hit, false));
     }
@@ -306,17 +426,7 @@ pub fn run_harness(
     if let Some(c) = candidate {
         files.push(("candidate.py", c));
     }
-    let request = serde_json::json!({
-        "repo_root": target.import_root,
-        "module": target.module,
-        "qualname": target.qualname,
-        "harness_file": "harness.py",
-        "source_file": target.source_file,
-        "start_line": target.start_line,
-        "end_line": target.end_line,
-        "candidate_file": candidate.map(|_| "candidate.py"),
-        "coverage": candidate.is_none(),
-    });
+    let request = runner_request(target, "harness.py", candidate.map(|_| "candidate.py"));
     run_script(
         sandbox,
         cache,

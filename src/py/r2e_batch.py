@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Validates many harnesses in one process: a warm worker.
+
+    python r2e_batch.py REQUEST.json OUT.json
+
+REQUEST.json: {"jobs": [<r2e_runner request>, ...], "runs": 2, "timeout": seconds per run}.
+The worker imports coverage and every target module once, then runs each harness `runs` times,
+each time in a child forked from this warm parent. Nothing of the function under test has run in
+the parent, so each child is a fresh process as far as the harness is concerned; the imports are
+paid once. A child that runs past `timeout` is killed and reported as {"status": "timeout"}.
+
+OUT.json: {"results": [[<r2e_runner result>, ...runs], ...jobs]}.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import r2e_runner  # noqa: E402
+
+
+def _warm(jobs: list[dict]) -> None:
+    """Imports what every child needs; failures are left for the children to report."""
+    try:
+        import coverage  # noqa: F401
+    except ImportError:
+        pass
+    for job in jobs:
+        root = os.path.normpath(os.path.join(HERE, job["repo_root"]))
+        if root not in sys.path:
+            sys.path.insert(0, root)
+        try:
+            importlib.import_module(job["module"])
+        except BaseException:  # noqa: BLE001 - the child reports it
+            pass
+
+
+def _run_in_child(job: dict, timeout: float) -> dict:
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            result = r2e_runner.run(job)
+        except BaseException as exc:  # noqa: BLE001
+            result = {"status": "error", "error": f"runner crashed: {type(exc).__name__}: {exc}", "tests": [], "coverage": None}
+        data = json.dumps(result).encode()
+        with os.fdopen(write_end, "wb") as out:
+            out.write(data)
+        os._exit(0)
+    os.close(write_end)
+    chunks = []
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    with os.fdopen(read_end, "rb") as pipe:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([pipe], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(pipe.fileno(), 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    if timed_out:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    if timed_out:
+        return {"status": "timeout", "error": f"the harness ran past {timeout:.0f}s", "tests": [], "coverage": None}
+    try:
+        return json.loads(b"".join(chunks))
+    except ValueError:
+        how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
+        return {"status": "crash", "error": f"the harness process died ({how})", "tests": [], "coverage": None}
+
+
+def main(argv: list[str]) -> int:
+    with open(argv[1]) as f:
+        request = json.load(f)
+    jobs = request["jobs"]
+    _warm(jobs)
+    results = [[_run_in_child(job, float(request.get("timeout", 60))) for _ in range(int(request.get("runs", 2)))] for job in jobs]
+    with open(argv[2], "w") as f:
+        json.dump({"results": results}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
