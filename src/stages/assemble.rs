@@ -221,7 +221,7 @@ pub fn run(
             let size = idx.len().div_ceil(workers).max(1);
             chunks.extend(idx.chunks(size).map(|c| (python.clone(), c.to_vec())));
         }
-        let done: Vec<Result<Vec<(usize, (Validation, bool))>>> = chunks
+        let done: Vec<Result<Vec<Validated>>> = chunks
             .par_iter()
             .map(|(python, idx)| {
                 let items: Vec<(&Target, &CodeKey, &str)> = idx
@@ -280,6 +280,9 @@ pub fn run(
     out.instances = instances;
     Ok(out)
 }
+
+/// A validation for the candidate at an index, and whether it ran now.
+type Validated = (usize, (Validation, bool));
 
 /// A candidate after `generate`: finished (no harness, or not validating), or a harness to validate.
 enum Step {
