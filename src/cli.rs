@@ -60,6 +60,9 @@ enum Command {
         candidate: PathBuf,
         #[arg(short, long, default_value = "pipeline.toml")]
         pipeline: PathBuf,
+        /// The variant whose dataset holds the instance (pipelines with `[[variant]]` tables).
+        #[arg(long)]
+        variant: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -125,9 +128,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             id,
             candidate,
             pipeline,
+            variant,
             json,
         } => {
             let cfg = config::load(&pipeline)?;
+            if let Some(name) = variant {
+                return Err(Error::input(format!(
+                    "`{}` defines no variant `{name}` (it has no `[[variant]]` tables)",
+                    cfg.file.display()
+                )));
+            }
             let report = crate::check::check(&cfg, &id, &candidate)?;
             if json {
                 print_json(&report.json)?;
