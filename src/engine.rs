@@ -209,6 +209,25 @@ pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Ch
     })
 }
 
+/// Whether every environment the outputs name is still in the cache (`r2e check` runs in them).
+fn envs_present(output: &Path, cache: &Cache) -> bool {
+    let Ok(text) = std::fs::read_to_string(output.join("envs.jsonl")) else {
+        return true;
+    };
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .all(|e| {
+            e["env_key"].as_str().is_none_or(|key| {
+                cache
+                    .root()
+                    .join("envs-v1")
+                    .join(key)
+                    .join("env.json")
+                    .exists()
+            })
+        })
+}
+
 /// Size and modification time (ns) of a file.
 fn stat(path: &Path) -> Option<(u64, i64)> {
     use std::os::unix::fs::MetadataExt;
@@ -313,6 +332,7 @@ pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
             .outputs
             .iter()
             .all(|(name, _, size, mtime)| stat(&output.join(name)) == Some((*size, *mtime)))
+        && envs_present(&output, &session.cache)
         && let Ok(mut summary) = serde_json::from_str::<Summary>(&state.summary_json)
     {
         for (_, counts) in summary.stages.0.iter_mut() {

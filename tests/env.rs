@@ -168,6 +168,11 @@ fn environments_install_from_the_configured_index_and_are_cached() {
     assert_eq!(second["stages"]["env"]["executed"], 0, "{second}");
     assert_eq!(second["stages"]["env"]["cached"], 1);
     assert_eq!(second["stages"]["parse"]["executed"], 1);
+
+    // An environment removed from the cache is rebuilt, even when nothing else changed.
+    std::fs::remove_dir_all(p.path().join("cache/envs-v1")).unwrap();
+    let third = build();
+    assert_eq!(third["stages"]["env"]["executed"], 1, "{third}");
 }
 
 #[test]
