@@ -85,7 +85,6 @@ pub fn check(cfg: &Config, id: &str, candidate: &Path) -> Result<Report> {
         .iter()
         .find(|r| r.id == id)
         .ok_or_else(|| Error::input(format!("`{id}` is no longer in `{path}`")))?;
-    let def = &summary.interface.defs[row.def as usize];
     let layout = &summary.layout.defs[row.def as usize];
 
     // The environment this instance was validated in.
@@ -124,7 +123,6 @@ pub fn check(cfg: &Config, id: &str, candidate: &Path) -> Result<Report> {
             });
         }
     };
-    let _ = def;
     let root = s.checkouts[ix].materialize(&s.cache)?;
     let module = db::module_index(dbase, *repo)
         .module_name(file.ix(dbase))
@@ -232,7 +230,7 @@ fn splice(
         let line_start = candidate[..start.to_usize()]
             .rfind('\n')
             .map_or(0, |i| i + 1);
-        dedent(&candidate[line_start..stmt.end().to_usize()])
+        crate::python::dedent(&candidate[line_start..stmt.end().to_usize()])
     };
     // A whole class, for a method, when the candidate gives one.
     if let Some(class_name) = class
@@ -297,26 +295,6 @@ fn splice(
             ))
         }
     }
-}
-
-fn dedent(text: &str) -> String {
-    let margin = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    text.lines()
-        .map(|l| {
-            if l.len() >= margin {
-                &l[margin..]
-            } else {
-                l.trim_start()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
 }
 
 /// Text for people: what failed.

@@ -33,7 +33,6 @@ pub struct Counters {
     pub parse_failed: AtomicU64,
     pub extracted: AtomicU64,
     pub sliced: AtomicU64,
-    pub contexts: AtomicU64,
     /// Salsa query executions by query name (from `WillExecute` events).
     pub executions: Mutex<HashMap<String, u64>>,
 }
@@ -414,7 +413,7 @@ fn chunk_tokens(db: &dyn Db, file: SourceFile, chunk: Chunk) -> u32 {
         return n;
     }
     let n = match source_text(db, file) {
-        Ok(text) => tokens::count_chunk(
+        Ok(text) => tokens::count(
             text.get(chunk.start as usize..chunk.end as usize)
                 .unwrap_or_default(),
         ),
@@ -450,7 +449,6 @@ fn item_chunks(summary: &ModuleSummary, item: Item) -> Vec<Chunk> {
 /// `max_tokens` by dropping the farthest definitions (or files) first.
 #[salsa::tracked(returns(ref))]
 pub fn context_of<'db>(db: &'db dyn Db, item: ItemId<'db>, settings: Settings) -> Arc<Context> {
-    db.env().counters.contexts.fetch_add(1, Ordering::Relaxed);
     let cfg = settings.context(db);
     let repo = item.repo(db);
     let files = repo.files(db);

@@ -326,7 +326,8 @@ pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
     let fp = fingerprint(cfg, opts, &session.checkouts);
     let output = std::path::absolute(&cfg.output)
         .map_err(|e| Error::env(format!("{}: {e}", cfg.output.display())))?;
-    if let Some(state) = read_state(&output)
+    let previous = read_state(&output);
+    if let Some(state) = &previous
         && state.fingerprint == fp
         && state
             .outputs
@@ -346,7 +347,6 @@ pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
         );
         return Ok(summary);
     }
-    let previous = read_state(&output);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(opts.jobs.unwrap_or(0))
         .build()

@@ -141,26 +141,6 @@ fn mutants(source: &str) -> Vec<(&'static str, String)> {
     out
 }
 
-fn dedent(text: &str) -> String {
-    let margin = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    text.lines()
-        .map(|l| {
-            if l.len() >= margin {
-                &l[margin..]
-            } else {
-                l.trim_start()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
-}
-
 #[test]
 fn examples_build_into_a_checked_dataset() {
     let ex = Examples::new();
@@ -247,7 +227,7 @@ fn examples_build_into_a_checked_dataset() {
         while start > 1 && lines[start - 2].trim_start().starts_with('@') {
             start -= 1;
         }
-        let source = dedent(&(lines[start - 1..end].join("\n") + "\n"));
+        let source = r2e::python::dedent(&(lines[start - 1..end].join("\n") + "\n"));
         let original = scratch.path().join("original.py");
         std::fs::write(&original, &source).unwrap();
         let out = ex

@@ -101,6 +101,24 @@ fn serve_index(dir: std::path::PathBuf) -> u16 {
     port
 }
 
+/// `r2e build --json` with pip pointed at the index on `port`; the build must succeed.
+fn build_with_index(pipeline: &Path, port: u16, timeout: &str) -> serde_json::Value {
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("build")
+        .arg(pipeline)
+        .arg("--json")
+        .env("PIP_INDEX_URL", format!("http://127.0.0.1:{port}/simple/"))
+        .env("PIP_RETRIES", "0")
+        .env("PIP_TIMEOUT", timeout)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice(&out).unwrap()
+}
+
 const REPO: &str = r#"
 //- requirements.txt
 tinydep
@@ -122,22 +140,7 @@ fn environments_install_from_the_configured_index_and_are_cached() {
     wheel(index.path(), "tinydep", "1.0");
     let port = serve_index(index.path().to_path_buf());
     let p = Project::new(REPO, "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n");
-    let build = || {
-        let out = Command::cargo_bin("r2e")
-            .unwrap()
-            .arg("build")
-            .arg(p.pipeline())
-            .arg("--json")
-            .env("PIP_INDEX_URL", format!("http://127.0.0.1:{port}/simple/"))
-            .env("PIP_RETRIES", "0")
-            .env("PIP_TIMEOUT", "5")
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        serde_json::from_slice::<serde_json::Value>(&out).unwrap()
-    };
+    let build = || build_with_index(&p.pipeline(), port, "5");
     let first = build();
     assert_eq!(first["stages"]["env"]["executed"], 1, "{first}");
     let envs = std::fs::read_to_string(p.path().join("out/envs.jsonl")).unwrap();
@@ -184,22 +187,7 @@ fn an_unreachable_index_is_reported_and_not_cached() {
         .unwrap()
         .port();
     let p = Project::new(REPO, "[env]\ninstaller = \"pip\"\ntimeout_seconds = 120\n");
-    let run = || {
-        let out = Command::cargo_bin("r2e")
-            .unwrap()
-            .arg("build")
-            .arg(p.pipeline())
-            .arg("--json")
-            .env("PIP_INDEX_URL", format!("http://127.0.0.1:{port}/simple/"))
-            .env("PIP_RETRIES", "0")
-            .env("PIP_TIMEOUT", "2")
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        serde_json::from_slice::<serde_json::Value>(&out).unwrap()
-    };
+    let run = || build_with_index(&p.pipeline(), port, "2");
     let first = run();
     assert_eq!(first["stages"]["env"]["failed"], 1, "{first}");
     let failures = std::fs::read_to_string(p.path().join("out/failures.jsonl")).unwrap();

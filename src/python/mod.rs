@@ -10,3 +10,27 @@ pub mod extract;
 pub mod resolve;
 pub mod summary;
 pub mod tokens;
+
+/// Removes the common leading white space of the non-blank lines (as `textwrap.dedent` does for
+/// uniformly indented code); the result ends with a newline.
+pub fn dedent(text: &str) -> String {
+    let margin = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    let mut out: String = text
+        .lines()
+        .map(|l| {
+            if l.len() >= margin {
+                &l[margin..]
+            } else {
+                l.trim_start()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    out.push('\n');
+    out
+}

@@ -41,11 +41,6 @@ pub fn count(text: &str) -> u32 {
     })
 }
 
-/// Tokens in a chunk of whole source lines (see the module docs).
-pub fn count_chunk(text: &str) -> u32 {
-    count(text)
-}
-
 #[cfg(test)]
 mod tests {
     use super::count;

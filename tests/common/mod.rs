@@ -24,28 +24,8 @@ pub fn write_fixture(root: &Path, spec: &str) {
     for (path, text) in files {
         let full = root.join(&path);
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        std::fs::write(full, dedent(&text)).unwrap();
+        std::fs::write(full, r2e::python::dedent(&text)).unwrap();
     }
-}
-
-fn dedent(text: &str) -> String {
-    let margin = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    text.lines()
-        .map(|l| {
-            if l.len() >= margin {
-                &l[margin..]
-            } else {
-                l.trim_start()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
 }
 
 /// A temporary project: a repo folder `repo/` and a `pipeline.toml` beside it.
@@ -76,7 +56,11 @@ impl Project {
     }
 
     pub fn write(&self, rel: &str, text: &str) {
-        std::fs::write(self.dir.path().join("repo").join(rel), dedent(text)).unwrap();
+        std::fs::write(
+            self.dir.path().join("repo").join(rel),
+            r2e::python::dedent(text),
+        )
+        .unwrap();
     }
 
     pub fn build(&self) -> engine::Summary {
