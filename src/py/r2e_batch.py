@@ -5,7 +5,7 @@
 
 REQUEST.json: {"jobs": [<r2e_runner request>, ...], "runs": 2, "timeout": seconds per run}.
 The worker imports coverage and every target module once, then runs each harness `runs` times,
-each time in a child forked from this warm parent. Nothing of the function under test has run in
+each time in a child forked from this warm parent (coverage is measured in the first run). Nothing of the function under test has run in
 the parent, so each child is a fresh process as far as the harness is concerned; the imports are
 paid once. A child that runs past `timeout` is killed and reported as {"status": "timeout"}.
 
@@ -28,12 +28,21 @@ sys.path.insert(0, HERE)
 import r2e_runner  # noqa: E402
 
 
-def _warm(jobs: list[dict]) -> None:
-    """Imports what every child needs; failures are left for the children to report."""
-    try:
-        import coverage  # noqa: F401
-    except ImportError:
-        pass
+def _warm(jobs: list[dict]):
+    """Imports what every child needs and prepares the coverage measurer; failures are left for
+    the children to report. Returns the measurer, or None."""
+    # What every run imports: the runner's and the equivalence helper's own modules.
+    import unittest  # noqa: F401
+
+    import r2e_equiv  # noqa: F401
+
+    prepared = None
+    sources = sorted({r2e_runner.resolve(job, "source_file") for job in jobs if job.get("coverage")} - {None})
+    if sources:
+        try:
+            prepared = r2e_runner.Coverage(sources)
+        except BaseException:  # noqa: BLE001 - each run sets coverage up itself, or reports why not
+            prepared = None
     for job in jobs:
         root = os.path.normpath(os.path.join(HERE, job["repo_root"]))
         if root not in sys.path:
@@ -42,15 +51,16 @@ def _warm(jobs: list[dict]) -> None:
             importlib.import_module(job["module"])
         except BaseException:  # noqa: BLE001 - the child reports it
             pass
+    return prepared
 
 
-def _run_in_child(job: dict, timeout: float) -> dict:
+def _run_in_child(job: dict, timeout: float, prepared=None) -> dict:
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
         try:
-            result = r2e_runner.run(job)
+            result = r2e_runner.run(job, prepared)
         except BaseException as exc:  # noqa: BLE001
             result = {"status": "error", "error": f"runner crashed: {type(exc).__name__}: {exc}", "tests": [], "coverage": None}
         data = json.dumps(result).encode()
@@ -90,8 +100,15 @@ def main(argv: list[str]) -> int:
     with open(argv[1]) as f:
         request = json.load(f)
     jobs = request["jobs"]
-    _warm(jobs)
-    results = [[_run_in_child(job, float(request.get("timeout", 60))) for _ in range(int(request.get("runs", 2)))] for job in jobs]
+    prepared = _warm(jobs)
+    timeout = float(request.get("timeout", 60))
+    runs = int(request.get("runs", 2))
+    # Coverage is measured in the first run only; the later runs check that the tests come out
+    # the same, and cost a third as much without the tracer.
+    results = [
+        [_run_in_child(job if n == 0 else dict(job, coverage=False), timeout, prepared) for n in range(runs)]
+        for job in jobs
+    ]
     with open(argv[2], "w") as f:
         json.dump({"results": results}, f)
     return 0

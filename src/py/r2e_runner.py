@@ -136,10 +136,50 @@ def _error_text(err) -> str:
     return text
 
 
-def measure(cov, source_file: str, start: int, end: int) -> dict | None:
+class Coverage:
+    """One coverage.py measurer, prepared once (in a warm worker, before it forks) for a set of
+    source files: the object is initialised and every file's static analysis (its statements,
+    possible arcs and exit counts) is parsed up front, so that a run only collects arcs."""
+
+    def __init__(self, source_files):
+        import coverage
+
+        self.cov = coverage.Coverage(branch=True, include=list(source_files), data_file=None)
+        # Starting once does the expensive set-up (sys.path matchers, the tracer); nothing of
+        # the sources runs in between.
+        self.cov.start()
+        self.cov.stop()
+        self.reporters = {}
+        for path in source_files:
+            self.reporter(path)
+
+    def reporter(self, source_file):
+        if source_file not in self.reporters:
+            try:
+                fr = self.cov._get_file_reporter(source_file)
+                fr.lines(), fr.arcs(), fr.exit_counts(), fr.excluded_lines(), fr.no_branch_lines()
+                self.reporters[source_file] = fr
+            except Exception:  # noqa: BLE001 - measured the slow way instead
+                self.reporters[source_file] = None
+        return self.reporters[source_file]
+
+    def analyze(self, source_file):
+        fr = self.reporter(source_file)
+        if fr is not None:
+            try:
+                from coverage.results import analysis_from_file_reporter
+
+                data = self.cov.get_data()
+                return analysis_from_file_reporter(data, 2, fr, fr.filename)
+            except Exception:  # noqa: BLE001
+                pass
+        return self.cov._analyze(source_file)
+
+
+def measure(cov: Coverage, source_file: str, start: int, end: int) -> dict | None:
     """Statement and branch coverage of source_file restricted to [start, end]."""
     try:
-        analysis = cov._analyze(source_file)
+        analysis = cov.analyze(source_file)
     except Exception:
         return None
 
@@ -165,14 +205,20 @@ def measure(cov, source_file: str, start: int, end: int) -> dict | None:
     }
 
 
-def run(request: dict) -> dict:
+def resolve(request: dict, key: str) -> str | None:
+    """A path of the request. Relative paths are relative to this script's folder (the scratch
+    folder the harness and the candidate are written to)."""
+    value = request.get(key)
+    return os.path.normpath(os.path.join(HERE, value)) if value else None
+
+
+def run(request: dict, prepared: Coverage | None = None) -> dict:
+    """Runs one harness. `prepared` is a measurer made ahead of time for the request's source file
+    (by a warm worker); without it, coverage is set up here when the request asks for it."""
     sys.dont_write_bytecode = True
 
-    # Relative paths in the request are relative to this script's folder (the scratch folder
-    # the harness and the candidate are written to).
     def path(key):
-        value = request.get(key)
-        return os.path.normpath(os.path.join(HERE, value)) if value else None
+        return resolve(request, key)
 
     repo_root, harness_file = path("repo_root"), path("harness_file")
     source_file, candidate_file = path("source_file"), path("candidate_file")
@@ -188,12 +234,11 @@ def run(request: dict) -> dict:
     cov = None
     if request.get("coverage") and source_file:
         try:
-            import coverage
+            cov = prepared if prepared is not None else Coverage([source_file])
         except ImportError:
             result.update(status="error", error="coverage is not installed")
             return result
-        cov = coverage.Coverage(branch=True, include=[source_file], data_file=None)
-        cov.start()
+        cov.cov.start()
     saved_stdin = sys.stdin
     try:
         # Output of the code under test goes to stderr; nothing reads stdin.
@@ -218,7 +263,7 @@ def run(request: dict) -> dict:
     finally:
         sys.stdin = saved_stdin
         if cov is not None:
-            cov.stop()
+            cov.cov.stop()
     if cov is not None and result["status"] == "ok":
         result["coverage"] = measure(
             cov, source_file, int(request["start_line"]), int(request["end_line"])

@@ -256,6 +256,7 @@ fn describe_crash(outcome: &Outcome) -> String {
 fn validate_key(target: &Target, code: &CodeKey, harness: &str) -> Hash {
     Hash::of_key(&(
         Hash::of_bytes(RUNNER_PY.as_bytes()),
+        Hash::of_bytes(BATCH_PY.as_bytes()),
         Hash::of_bytes(EQUIV_PY.as_bytes()),
         code,
         Hash::of_bytes(harness.as_bytes()),
@@ -482,15 +483,20 @@ fn classify(runs: &[Run]) -> Validation {
             .expect("one has no answer");
         fail(&mut v, "other", describe_crash(&crashed.outcome));
     }
+    // Coverage comes from the run that measured it (the warm worker measures the first).
+    if let Some(cov) = answers
+        .iter()
+        .filter_map(|a| a.get("coverage").filter(|c| !c.is_null()))
+        .next()
+    {
+        let n = |k: &str| cov[k].as_u64().unwrap_or(0);
+        v.branches = n("branches_total") as u32;
+        v.branch_coverage = (n("branches_total") > 0)
+            .then(|| n("branches_covered") as f64 / n("branches_total") as f64);
+        v.line_coverage =
+            (n("lines_total") > 0).then(|| n("lines_covered") as f64 / n("lines_total") as f64);
+    }
     if let Some(last) = answers.last() {
-        if let Some(cov) = last.get("coverage").filter(|c| !c.is_null()) {
-            let n = |k: &str| cov[k].as_u64().unwrap_or(0);
-            v.branches = n("branches_total") as u32;
-            v.branch_coverage = (n("branches_total") > 0)
-                .then(|| n("branches_covered") as f64 / n("branches_total") as f64);
-            v.line_coverage =
-                (n("lines_total") > 0).then(|| n("lines_covered") as f64 / n("lines_total") as f64);
-        }
         let tests = last["tests"].as_array().cloned().unwrap_or_default();
         v.tests = tests.len() as u32;
         v.normal_returns = tests

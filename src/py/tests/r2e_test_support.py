@@ -16,6 +16,7 @@ import textwrap
 PY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPLORE = os.path.join(PY_DIR, "r2e_explore.py")
 RUNNER = os.path.join(PY_DIR, "r2e_runner.py")
+BATCH = os.path.join(PY_DIR, "r2e_batch.py")
 
 if PY_DIR not in sys.path:
     sys.path.insert(0, PY_DIR)
@@ -214,7 +215,7 @@ class SampleRepo:
             script or EXPLORE, request, name, timeout, python_args=python_args, env=env
         )
 
-    def run_harness(
+    def runner_request(
         self,
         harness_source: str,
         qualname: str,
@@ -242,7 +243,16 @@ class SampleRepo:
             "coverage": coverage,
         }
         request.update(overrides)
+        return request
+
+    def run_harness(self, harness_source: str, qualname: str, name: str = "run", **kwargs) -> dict:
+        request = self.runner_request(harness_source, qualname, name=name, **kwargs)
         return self._run_script(RUNNER, request, name, 120)
+
+    def run_batch(self, requests: list[dict], runs: int = 2, name: str = "batch") -> list[list[dict]]:
+        """Runs runner requests through the warm worker; one list of runs per request."""
+        out = self._run_script(BATCH, {"jobs": requests, "runs": runs, "timeout": 60}, name, 120)
+        return out["results"]
 
 
 def read_text(path: str) -> str:

@@ -109,6 +109,27 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(out["coverage"]["branches_covered"], 0)
         self.assertEqual(out["coverage"]["lines_total"], out["coverage"]["lines_covered"])
 
+    def test_warm_worker_measures_what_a_fresh_runner_measures(self):
+        harnesses = {
+            "full": classify_harness([0, 5, -3, 20]),
+            "partial": classify_harness([5]),
+            "mixed": classify_harness([20, -1]),
+        }
+        requests = [
+            self.sample.runner_request(h, "classify", name=f"warm_{n}") for n, h in harnesses.items()
+        ]
+        fresh = [self.sample.run_harness(h, "classify", name=f"fresh_{n}") for n, h in harnesses.items()]
+        batch = self.sample.run_batch(requests)
+        self.assertEqual(len(batch), 3)
+        for runs, alone in zip(batch, fresh):
+            self.assertEqual(len(runs), 2)
+            # The first run measures coverage, exactly as a runner of its own does; the second
+            # only checks that the tests come out the same.
+            self.assertEqual(runs[0], alone)
+            self.assertIsNone(runs[1]["coverage"])
+            self.assertEqual(runs[1]["tests"], alone["tests"])
+        self.assertNotEqual(fresh[0]["coverage"], fresh[1]["coverage"])
+
     def test_coverage_can_be_skipped(self):
         out = self.sample.run_harness(self.harness, "classify", coverage=False, name="nocov")
         self.assertEqual(out["status"], "ok")
