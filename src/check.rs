@@ -129,6 +129,7 @@ pub fn check(cfg: &Config, id: &str, candidate: &Path) -> Result<Report> {
         .to_owned();
     let target = Target {
         import_root: crate::stages::assemble::import_root(&root, path, &module),
+        extra_roots: crate::stages::assemble::extra_roots(&root),
         module,
         qualname: qualname.to_owned(),
         kind: if qualname.contains('.') {

@@ -169,7 +169,7 @@ pub struct ItemId<'db> {
 }
 
 /// Bump when the summary format or the parser changes (see `docs/caching.md`).
-const PARSE_KEY_VERSION: &str = "ruff_python_parser=0.0.10;summary=4";
+const PARSE_KEY_VERSION: &str = "ruff_python_parser=0.0.10;summary=5";
 
 /// The action key of parsing a file with this content hash.
 pub fn parse_key(content: Hash) -> Hash {
@@ -670,4 +670,59 @@ pub fn external_imports(db: &dyn Db, repo: Repo) -> Arc<Vec<String>> {
         }
     }
     Arc::new(out.into_iter().collect())
+}
+
+/// Every call site of a repository that passes a literal argument, by called name, in file
+/// order. Read by the `generate` stage for the explorer's inputs.
+#[salsa::tracked(returns(ref))]
+pub fn call_index(
+    db: &dyn Db,
+    repo: Repo,
+) -> Arc<HashMap<String, Vec<(u32, crate::python::summary::CallSite)>>> {
+    let mut out: HashMap<String, Vec<_>> = HashMap::new();
+    for (i, &file) in repo.files(db).iter().enumerate() {
+        if let Ok(summary) = parse_file(db, file) {
+            for call in &summary.layout.calls {
+                out.entry(call.callee.clone())
+                    .or_default()
+                    .push((i as u32, call.clone()));
+            }
+        }
+    }
+    Arc::new(out)
+}
+
+/// At most this many call sites are handed to the explorer per function.
+pub const MAX_CALL_SITES: usize = 24;
+
+/// The call sites that may call the function or method `qualname` of `file`: calls of its name,
+/// the likeliest first (for a function, `name(...)` in its own module, then elsewhere, then
+/// `x.name(...)`; for a method, `x.name(...)` first), without repeats. Name-based: a call of
+/// another function of the same name costs the explorer a few executions, no more.
+pub fn call_sites_for(
+    db: &dyn Db,
+    file: SourceFile,
+    qualname: &str,
+    method: bool,
+) -> Vec<crate::python::summary::CallSite> {
+    let repo = file.repo(db);
+    let name = qualname.rsplit('.').next().unwrap_or(qualname);
+    let own = repo.files(db).iter().position(|&f| f == file);
+    let Some(sites) = call_index(db, repo).get(name) else {
+        return Vec::new();
+    };
+    let rank = |(f, site): &(u32, crate::python::summary::CallSite)| {
+        let style = if site.attribute != method { 1 } else { 0 };
+        (style, usize::from(Some(*f as usize) != own))
+    };
+    let mut ranked: Vec<_> = sites.iter().collect();
+    ranked.sort_by_key(|s| rank(s));
+    let mut seen = std::collections::HashSet::new();
+    ranked
+        .into_iter()
+        .map(|(_, s)| s)
+        .filter(|s| seen.insert((&s.args, &s.kwargs)))
+        .take(MAX_CALL_SITES)
+        .cloned()
+        .collect()
 }

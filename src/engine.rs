@@ -182,6 +182,27 @@ fn read_state(output: &Path) -> Option<State> {
     (version == STATE_VERSION).then_some(state)
 }
 
+/// What identifies this build of r2e for the no-op check: its version and its executable's size
+/// and modification time, so that a rebuilt r2e (new analysis, new embedded scripts) never
+/// mistakes an output of the previous one for up to date. The action caches carry their own
+/// recipe versions; this only decides whether the build may skip everything.
+fn build_identity() -> String {
+    let exe = std::env::current_exe()
+        .and_then(|p| p.metadata())
+        .ok()
+        .map(|m| {
+            let mtime = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos())
+                .unwrap_or_default();
+            format!("{}:{mtime}", m.len())
+        })
+        .unwrap_or_default();
+    format!("{}+{exe}", env!("CARGO_PKG_VERSION"))
+}
+
 pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>]) -> Hash {
     #[derive(Serialize)]
     struct Key<'a> {
@@ -195,7 +216,7 @@ pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Ch
         repos: Vec<(&'a str, &'a str, Option<&'a str>)>,
     }
     Hash::of_key(&Key {
-        version: env!("CARGO_PKG_VERSION"),
+        version: &build_identity(),
         extract: &cfg.extract,
         context: &cfg.context,
         env: &cfg.env,

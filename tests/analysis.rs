@@ -553,3 +553,82 @@ def f(:
     );
     assert_eq!(summary.stages.get("parse").unwrap().failed, 2);
 }
+
+#[test]
+fn call_sites_with_literal_arguments_are_found_likeliest_first() {
+    let p = Project::new(
+        r#"
+//- m.py
+def area(w, h):
+    """Area."""
+    z = w * h
+    return z
+
+class Box:
+    def area(self, scale):
+        """Scaled."""
+        z = scale * 2
+        return z
+
+X = area(2, 3)
+Y = area(w=4, h=some_name)
+Z = area(some_name, other_name)
+//- tests/test_m.py
+import datetime
+from m import area, Box
+
+def test_area():
+    assert area(5, -6) == -30
+    assert area(*pair) == 1
+    assert Box().area(7) == 14
+    assert area(2, 3) == 6
+    assert area(datetime.date(2020, 1, 31), [1, 2]) is None
+"#,
+        "",
+    );
+    let cfg = r2e::config::load(&p.pipeline()).unwrap();
+    let session = r2e::engine::Session::open(&cfg).unwrap();
+    let db = &session.db;
+    let repo = session.repos[0];
+    let file = *repo
+        .files(db)
+        .iter()
+        .find(|f| f.path(db) == "m.py")
+        .unwrap();
+    let show = |sites: Vec<r2e::python::summary::CallSite>| -> Vec<String> {
+        sites
+            .into_iter()
+            .map(|s| {
+                let kw = s.kwargs.iter().map(|(k, v)| format!("{k}={v}"));
+                format!(
+                    "{}{}({})",
+                    if s.attribute { "." } else { "" },
+                    s.callee,
+                    s.args
+                        .iter()
+                        .cloned()
+                        .chain(kw)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+            .collect()
+    };
+    // The function: its own module's calls first, then the others; repeats and calls without a
+    // literal argument (or with *args) are left out; method-style calls come last.
+    assert_eq!(
+        show(r2e::db::call_sites_for(db, file, "area", false)),
+        [
+            "area(2, 3)",
+            "area(w=4, h=some_name)",
+            "area(5, -6)",
+            "area(datetime.date(2020, 1, 31), [1, 2])",
+            ".area(7)",
+        ]
+    );
+    // The method: `x.area(...)` first.
+    assert_eq!(
+        show(r2e::db::call_sites_for(db, file, "Box.area", true))[0],
+        ".area(7)"
+    );
+}

@@ -47,6 +47,10 @@ def _warm(jobs: list[dict]):
         root = os.path.normpath(os.path.join(HERE, job["repo_root"]))
         if root not in sys.path:
             sys.path.insert(0, root)
+        for extra in job.get("extra_roots") or []:
+            extra = os.path.normpath(os.path.join(HERE, extra))
+            if extra not in sys.path:
+                sys.path.append(extra)
         try:
             importlib.import_module(job["module"])
         except BaseException:  # noqa: BLE001 - the child reports it

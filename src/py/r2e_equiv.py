@@ -253,13 +253,16 @@ class Observation:
     class methods, or when the constructor raised).
     """
 
-    __slots__ = ("outcome", "args", "kwargs", "instance")
+    __slots__ = ("outcome", "args", "kwargs", "instance", "then")
 
-    def __init__(self, outcome, args, kwargs, instance=_NO_INSTANCE):
+    def __init__(self, outcome, args, kwargs, instance=_NO_INSTANCE, then=()):
         self.outcome = outcome
         self.args = args
         self.kwargs = kwargs
         self.instance = instance
+        # The outcomes of calling a returned function (a closure, a decorator's wrapper) with
+        # each of the `then` calls, in order; () when nothing was called.
+        self.then = then
 
     @property
     def returned(self) -> bool:
@@ -369,12 +372,62 @@ def call_outcome(fn, args, kwargs):
         return _exception_outcome(exc)
 
 
-def observe_function(fn, args, kwargs, *, copy_memo=None) -> Observation:
+def returns_callable(outcome) -> bool:
+    """Whether an outcome is the return of a function (not a class): a closure, a wrapper."""
+    if outcome[0] != "return":
+        return False
+    value = outcome[1]
+    return callable(value) and not isinstance(value, type)
+
+
+def sample_function(*args, **kwargs):
+    """A function to hand to decorators and higher-order functions under test: it returns
+    what it was called with."""
+    return ("sample_function", args, kwargs)
+
+
+def observe_function(fn, args, kwargs, *, copy_memo=None, then=()) -> Observation:
     """Calls fn on deep copies of (args, kwargs) and records the outcome and the arguments'
-    states afterwards. `copy_memo` maps reference objects to candidate twins (_twin_memo)."""
+    states afterwards. `copy_memo` maps reference objects to candidate twins (_twin_memo).
+
+    `then`: a list of (args, kwargs) calls made, on deep copies, of the function fn returned
+    (when it returned one), so that the behaviour of a returned closure is compared too."""
     args, kwargs = _deep_copy((tuple(args), dict(kwargs)), copy_memo)
     outcome = call_outcome(fn, args, kwargs)
-    return Observation(outcome, args, kwargs)
+    return Observation(outcome, args, kwargs, then=_call_returned(outcome, then, copy_memo))
+
+
+# A function returned by a `then` call (a decorator factory's decorator's wrapper) is called in
+# turn with the first few `then` calls, once more.
+_THEN_DEPTH = 2
+_THEN_NESTED = 3
+
+
+def _call_returned(outcome, then, copy_memo, depth=1):
+    """((outcome, nested), ...) for each `then` call of the function `outcome` returned."""
+    if not then or not returns_callable(outcome):
+        return ()
+    returned = outcome[1]
+    out = []
+    for a, k in then:
+        result = call_outcome(returned, *_deep_copy((tuple(a), dict(k)), copy_memo))
+        nested = (
+            _call_returned(result, then[:_THEN_NESTED], copy_memo, depth + 1)
+            if depth < _THEN_DEPTH
+            else ()
+        )
+        out.append((result, nested))
+    return tuple(out)
+
+
+def _then_differences(cand, ref, prefix, diffs):
+    if len(cand) != len(ref):
+        diffs.append((prefix, "one side returned a function and the other did not"))
+    for i, ((co, cn), (ro, rn)) in enumerate(zip(cand, ref)):
+        where = f"{prefix} call {i}"
+        if co[0] != ro[0] or (not equivalent(co[1], ro[1]) if co[0] == "return" else co[1:] != ro[1:]):
+            diffs.append((where, f"{describe_outcome(co)} / {describe_outcome(ro)}"))
+        _then_differences(cn, rn, where + ", its returned function", diffs)
 
 
 def method_kind(cls, method_name: str) -> str:
@@ -731,6 +784,7 @@ def differences(cand: Observation, ref: Observation) -> list[tuple[str, str]]:
                     f"{short_repr(cand.kwargs[name])} / {short_repr(ref.kwargs[name])}",
                 )
             )
+    _then_differences(cand.then, ref.then, "returned function", diffs)
     ci, ri = cand.instance, ref.instance
     if (ci is _NO_INSTANCE) != (ri is _NO_INSTANCE) or (
         ci is not _NO_INSTANCE and not equivalent(ci, ri)
@@ -771,11 +825,13 @@ def _check(test, cand: Observation, ref: Observation):
         test.fail(failure_message(cand, ref, diffs))
 
 
-def check_function(test, cand_fn, ref_fn, args, kwargs):
-    """Fails `test` unless cand_fn and ref_fn behave the same on (deep copies of) args/kwargs."""
+def check_function(test, cand_fn, ref_fn, args, kwargs, then=()):
+    """Fails `test` unless cand_fn and ref_fn behave the same on (deep copies of) args/kwargs;
+    and, when they return functions, unless those behave the same on each of the `then` calls
+    ((args, kwargs) pairs)."""
     memo = _twin_memo(_module_of(ref_fn)) if cand_fn is not ref_fn else None
-    cand = observe_function(cand_fn, args, kwargs, copy_memo=memo)
-    ref = observe_function(ref_fn, args, kwargs)
+    cand = observe_function(cand_fn, args, kwargs, copy_memo=memo, then=then)
+    ref = observe_function(ref_fn, args, kwargs, then=then)
     _check(test, cand, ref)
 
 

@@ -59,7 +59,7 @@ COMMON_VALUES = [
 
 COMMON_ATOMS = {
     int: [0, 1, -1, 2, 10, 100, -7],
-    float: [0.0, 0.5, -2.5, 1.0, 3.25, 100.0, -1.0],
+    float: [0.0, 0.5, -2.5, 1.0, 3.25, 100.0, -1.0, math.inf, -math.inf, math.nan],
     str: ["", "a", "hello world", "Hello, World!", "abc", "  padded  ", "A1 b2-c3"],
     bytes: [b"", b"a", b"hello world"],
     bool: [True, False],
@@ -127,6 +127,25 @@ class New:
         return render(self)
 
 
+class Helper:
+    """r2e_equiv.<name>: a function of the equivalence helper, such as `sample_function`, to
+    hand to decorators and higher-order functions."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __eq__(self, other):
+        return isinstance(other, Helper) and self.name == other.name
+
+    def __hash__(self):
+        return hash(("r2e_equiv", self.name))
+
+    def __repr__(self):
+        return render(self)
+
+
 class Member:
     """reference.<path>, e.g. an enum member."""
 
@@ -153,7 +172,8 @@ def render(v) -> str:
         return repr(v)
     if t is float:
         if not math.isfinite(v):
-            raise Unwritable("non-finite float")
+            # float("inf"), float("-inf"), float("nan"): the literal forms do not exist.
+            return f"float({repr(v)!r})"
         return repr(v)
     if t is complex:
         if not (math.isfinite(v.real) and math.isfinite(v.imag)):
@@ -177,6 +197,8 @@ def render(v) -> str:
         return f"reference.{v.path}(" + ", ".join(parts) + ")"
     if t is Member:
         return f"reference.{v.path}"
+    if t is Helper:
+        return f"r2e_equiv.{v.name}"
     raise Unwritable(f"cannot write a {t.__name__}")
 
 
@@ -214,7 +236,28 @@ def build(v, reference):
         )
     if t is Member:
         return resolve(reference, v.path)
+    if t is Helper:
+        return getattr(sys.modules["r2e_equiv"], v.name)
     return v
+
+
+# Values tried last for an annotated parameter, whatever its annotation says.
+OFF_TYPE_VALUES = [None, 0, "", 1.5, [], Helper("sample_function")]
+
+# The calls made of a function the target returns (a closure, a decorator's wrapper), so that
+# the returned function's code is exercised and compared too.
+THEN_CALLS = (
+    ((), {}),
+    ((Helper("sample_function"),), {}),
+    ((0,), {}),
+    (("a",), {}),
+    ((1, 2), {}),
+    (([1, 2, 3],), {}),
+    (({"a": 1},), {}),
+    ((None,), {}),
+    (("hello world",), {}),
+    ((-2.5,), {}),
+)
 
 
 def spec_from_node(node: ast.AST, reference, depth: int = 0):
@@ -278,7 +321,36 @@ def class_path(reference, cls) -> str | None:
     for name, value in vars(reference).items():
         if value is cls:
             return name
+    # A class of a module the reference imports: `import datetime as dt` gives `dt.date`.
+    simple = getattr(cls, "__name__", "")
+    for name, value in sorted(vars(reference).items()):
+        if isinstance(value, types.ModuleType) and getattr(value, simple, None) is cls:
+            return f"{name}.{simple}"
     return None
+
+
+def _standard_samples():
+    """Constructor arguments for standard-library value types an annotation may name."""
+    import datetime
+    import decimal
+    import fractions
+    import pathlib
+
+    dates = [(2020, 1, 31), (1999, 12, 31), (2024, 2, 29), (1970, 1, 1)]
+    return {
+        datetime.date: dates,
+        datetime.datetime: [d + (12, 30, 15) for d in dates[:3]] + [(1970, 1, 1)],
+        datetime.time: [(0, 0), (12, 30, 15), (23, 59, 59)],
+        datetime.timedelta: [(), (1,), (0, 90), (0, 3600), (-1,), (400,)],
+        decimal.Decimal: [("0",), ("1.5",), ("-2.25",), ("1000000",)],
+        fractions.Fraction: [(1, 3), (-5, 2), (4,)],
+        pathlib.Path: [("a/b.txt",), ("/tmp",), (".",)],
+        pathlib.PurePath: [("a/b.txt",), ("/tmp",)],
+        pathlib.PurePosixPath: [("a/b.txt",), ("/tmp",)],
+    }
+
+
+STANDARD_SAMPLES = _standard_samples()
 
 
 def sort_key(v) -> str:
@@ -811,6 +883,12 @@ class PoolMaker:
             return dedupe(out)
         if origin is typing.Literal:
             return dedupe(targs)
+        if isinstance(ann, typing.TypeVar):
+            if ann.__bound__ is not None:
+                return self.for_annotation(ann.__bound__, globalns, depth)
+            return None
+        if origin is collections.abc.Callable or ann is collections.abc.Callable or ann is callable:
+            return [Helper("sample_function")]
         if origin is typing.Annotated or (
             hasattr(typing, "Annotated") and origin is getattr(typing, "Annotated")
         ):
@@ -860,6 +938,10 @@ class PoolMaker:
             if path is None:
                 return None
             return [Member(f"{path}.{name}") for name in base.__members__][:POOL_MAX]
+        if base in STANDARD_SAMPLES:
+            path = class_path(self.reference, base)
+            if path is not None:
+                return [New(path, args) for args in STANDARD_SAMPLES[base]]
         if isinstance(base, type) and self.instance_finder is not None and depth == 0:
             found = self.instance_finder(base)
             return found or None
@@ -881,8 +963,11 @@ class PoolMaker:
             default = [param.default]
         typed = self.for_annotation(annotation, globalns)
         if typed:
-            # Literals of the body of the annotated types come with the atoms already.
-            return dedupe(default + typed, limit=POOL_MAX), True
+            # Literals of the body of the annotated types come with the atoms already. A few
+            # values of other types come last: annotations are often narrower than the code,
+            # which checks types itself (`isinstance(x, str)`, `callable(x)`, `x is None`).
+            typed = dedupe(default + typed, limit=POOL_MAX - len(OFF_TYPE_VALUES))
+            return dedupe(typed + OFF_TYPE_VALUES), True
         hinted = []
         for h in usage_hints(node, param.name):
             if h in self.atoms:
@@ -905,7 +990,15 @@ class PoolMaker:
             containers += [[strs[0]], strs[:], {s: 1 for s in strs}]
         if ints:
             containers += [ints[:], sorted(ints, reverse=True)]
-        values = default + hinted + literal_values + COMMON_VALUES + containers + self.own_instances
+        values = (
+            default
+            + hinted
+            + literal_values
+            + COMMON_VALUES
+            + [Helper("sample_function")]
+            + containers
+            + self.own_instances
+        )
         return dedupe(values, limit=POOL_MAX), False
 
     def for_var_positional(self) -> list:
@@ -986,8 +1079,10 @@ class Param:
             default,
             pool,
         )
-        # For an annotated parameter, the kinds of values its annotation allows.
-        self.shapes = {shape(v) for v in pool} if typed else None
+        # For an annotated parameter, the kinds of values its annotation allows (the values of
+        # other types its pool ends with are tried as they are, never mutated into).
+        off_type = {render(v) for v in OFF_TYPE_VALUES}
+        self.shapes = {shape(v) for v in pool if render(v) not in off_type} if typed else None
 
 
 class Input:
@@ -1324,10 +1419,14 @@ class Stop(Exception):
 class Entry:
     """An executed input: its call, arcs and outcome."""
 
-    __slots__ = ("inp", "key", "ctor_call", "call", "arcs", "kind", "returned", "value_key", "seq")
+    __slots__ = (
+        "inp", "key", "ctor_call", "call", "arcs", "kind", "returned", "value_key", "seq", "then",
+    )  # fmt: skip
 
-    def __init__(self, inp, key, ctor_call, call, arcs, kind, returned, value_key, seq):
+    def __init__(self, inp, key, ctor_call, call, arcs, kind, returned, value_key, seq, then=False):
         self.inp, self.key, self.ctor_call, self.call = inp, key, ctor_call, call
+        # Whether the target returned a function that the THEN_CALLS were made of.
+        self.then = then
         self.arcs, self.kind, self.returned, self.value_key, self.seq = (
             arcs,
             kind,
@@ -1471,10 +1570,14 @@ class Explorer:
         if self.cls is None:
 
             def prepare():
-                return (build(call[0], reference), build(call[1], reference))
+                return (
+                    build(call[0], reference),
+                    build(call[1], reference),
+                    build(THEN_CALLS, reference),
+                )
 
             def action(built):
-                return equiv.observe_function(self.callable, built[0], built[1])
+                return equiv.observe_function(self.callable, built[0], built[1], then=built[2])
 
         else:
             ctor_args, ctor_kwargs = ctor_call if ctor_call is not None else ((), {})
@@ -1623,28 +1726,40 @@ class Explorer:
         except (TypeError, ValueError):
             return []
         node = function_node(init) if inspect.isfunction(init) else None
-        pools = PoolMaker(self.reference, body_literals(node))
-        space = InputSpace(
-            sig, pools, _annotations(init), getattr(init, "__globals__", vars(self.reference)), node
-        )
-        found = []
-        base = space.base()
-        for n, inp in enumerate([base, *space.variations(base)]):
-            if len(found) >= 4 or n >= 24:
-                break
-            call = space.to_call(inp)
-            if call is None:
-                continue
-            spec = New(path, call[0], call[1].items())
-            if not writable(spec):
-                continue
-            status, outcome, _ = self.executor.run(
-                lambda spec=spec: spec,
-                lambda s: self.equiv.call_outcome(build, (s, self.reference), {}),
+        # A constructor parameter annotated with another class of the repository gets instances
+        # of it in turn (a Context needs a Command), two levels deep at most.
+        self._instance_depth = getattr(self, "_instance_depth", 0) + 1
+        try:
+            finder = self.instances_of if self._instance_depth < 3 else None
+            pools = PoolMaker(self.reference, body_literals(node), instance_finder=finder)
+            space = InputSpace(
+                sig,
+                pools,
+                _annotations(init),
+                getattr(init, "__globals__", vars(self.reference)),
+                node,
             )
-            self.executor.executions -= 1  # helper constructions are not executions of the target
-            if status == "ok" and outcome[0] == "return" and spec not in found:
-                found.append(spec)
+            found = []
+            base = space.base()
+            for n, inp in enumerate([base, *space.variations(base)]):
+                if len(found) >= 4 or n >= 24:
+                    break
+                call = space.to_call(inp)
+                if call is None:
+                    continue
+                spec = New(path, call[0], call[1].items())
+                if not writable(spec):
+                    continue
+                status, outcome, _ = self.executor.run(
+                    lambda spec=spec: spec,
+                    lambda s: self.equiv.call_outcome(build, (s, self.reference), {}),
+                )
+                # Helper constructions are not executions of the target.
+                self.executor.executions -= 1
+                if status == "ok" and outcome[0] == "return" and spec not in found:
+                    found.append(spec)
+        finally:
+            self._instance_depth -= 1
         self._instances[cls] = found
         return found
 
@@ -1785,6 +1900,7 @@ class Explorer:
             obs.returned,
             _value_key(self.equiv, obs),
             self.seq,
+            then=bool(getattr(obs, "then", ())),
         )
         if (arcs - self.covered or kind not in self.kinds) and self.is_deterministic(
             ctor_call, call, obs
@@ -1946,8 +2062,17 @@ class Explorer:
                 lines += [
                     f"        args = {render(tuple(args))}",
                     f"        kwargs = {render(dict(kwargs))}",
-                    f"        r2e_equiv.check_function(self, {local}, reference_{local}, args, kwargs)",
                 ]
+                if e.then:
+                    # The target returned a function: it is called too, on each of these.
+                    lines += [
+                        f"        then = {render(THEN_CALLS)}",
+                        f"        r2e_equiv.check_function(self, {local}, reference_{local}, args, kwargs, then)",
+                    ]
+                else:
+                    lines.append(
+                        f"        r2e_equiv.check_function(self, {local}, reference_{local}, args, kwargs)"
+                    )
             else:
                 ctor_args, ctor_kwargs = e.ctor_call if e.ctor_call is not None else ((), {})
                 lines += [
@@ -2044,6 +2169,12 @@ def explore(request: dict) -> dict:
     # A relative path in the request is relative to this script's folder.
     repo_root = os.path.join(HERE, request["repo_root"])
     sys.path[0:0] = [repo_root, HERE]
+    # The repository's other import roots (its root, `src/`) come last: a module of one root
+    # may import the packages of another (an examples/ script importing the project itself).
+    for extra in request.get("extra_roots") or []:
+        extra = os.path.join(HERE, extra)
+        if extra not in sys.path:
+            sys.path.append(extra)
     sys.dont_write_bytecode = True
     import r2e_equiv
 

@@ -3,7 +3,7 @@
 
     python r2e_runner.py REQUEST.json OUT.json
 
-REQUEST.json: {"repo_root", "module", "qualname", "harness_file", "source_file", "start_line",
+REQUEST.json: {"repo_root", "extra_roots" (optional), "module", "qualname", "harness_file", "source_file", "start_line",
 "end_line", "candidate_file": null | path, "coverage": bool}. The harness is imported as a
 module (with coverage.py already measuring `source_file` when coverage is requested, so that
 module-level lines count) and its tests run with a recording `unittest` result. OUT.json:
@@ -223,6 +223,11 @@ def run(request: dict, prepared: Coverage | None = None) -> dict:
     repo_root, harness_file = path("repo_root"), path("harness_file")
     source_file, candidate_file = path("source_file"), path("candidate_file")
     sys.path[0:0] = [repo_root, os.path.dirname(harness_file), HERE]
+    # The repository's other import roots come last (see r2e_explore.explore).
+    for extra in request.get("extra_roots") or []:
+        extra = os.path.normpath(os.path.join(HERE, extra))
+        if extra not in sys.path:
+            sys.path.append(extra)
     os.environ["R2E_MODULE"] = request["module"]
     if candidate_file:
         os.environ["R2E_CANDIDATE_FILE"] = candidate_file

@@ -48,7 +48,90 @@ pub fn summarize(source: &str) -> Result<ModuleSummary, SyntaxError> {
     };
     b.module_body(&module.body, true);
     b.summary.layout.bytes = source.len() as u32;
+    let mut calls = CallCollector {
+        source,
+        calls: Vec::new(),
+    };
+    visitor::walk_body(&mut calls, &module.body);
+    b.summary.layout.calls = calls.calls;
     Ok(b.summary)
+}
+
+/// At most this many call sites are kept per module, and arguments longer than this are not.
+const MAX_CALLS_PER_MODULE: usize = 4000;
+const MAX_ARG_TEXT: usize = 240;
+
+/// Collects the calls of a module that pass literal arguments (see `ModuleLayout::calls`).
+struct CallCollector<'s> {
+    source: &'s str,
+    calls: Vec<CallSite>,
+}
+
+impl CallCollector<'_> {
+    fn record(&mut self, call: &ast::ExprCall) {
+        let (callee, attribute) = match &*call.func {
+            Expr::Name(n) => (n.id.to_string(), false),
+            Expr::Attribute(a) => (a.attr.to_string(), true),
+            _ => return,
+        };
+        let args = &call.arguments;
+        let useful = args.args.iter().any(is_input_literal)
+            || args.keywords.iter().any(|k| is_input_literal(&k.value));
+        if !useful || self.calls.len() >= MAX_CALLS_PER_MODULE {
+            return;
+        }
+        let text = |e: &Expr| -> Option<String> {
+            let t = &self.source[e.range()];
+            (t.len() <= MAX_ARG_TEXT).then(|| t.to_owned())
+        };
+        let mut site = CallSite {
+            callee,
+            attribute,
+            args: Vec::new(),
+            kwargs: Vec::new(),
+        };
+        for a in &args.args {
+            if a.is_starred_expr() {
+                return;
+            }
+            let Some(t) = text(a) else { return };
+            site.args.push(t);
+        }
+        for k in &args.keywords {
+            let (Some(name), Some(t)) = (&k.arg, text(&k.value)) else {
+                return;
+            };
+            site.kwargs.push((name.to_string(), t));
+        }
+        self.calls.push(site);
+    }
+}
+
+impl<'a> Visitor<'a> for CallCollector<'_> {
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if let Expr::Call(call) = expr {
+            self.record(call);
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
+/// A literal, or a call of a dotted name whose arguments are all such (`Decimal("1.5")`,
+/// `datetime.date(2020, 1, 31)`): what the explorer can rebuild as an input.
+fn is_input_literal(expr: &Expr) -> bool {
+    match expr {
+        Expr::Call(c) => {
+            dotted(&c.func).is_some()
+                && c.arguments.args.iter().all(is_input_literal)
+                && c.arguments
+                    .keywords
+                    .iter()
+                    .all(|k| is_input_literal(&k.value))
+        }
+        Expr::Tuple(t) => t.elts.iter().all(is_input_literal),
+        Expr::List(l) => l.elts.iter().all(is_input_literal),
+        _ => is_literal(expr),
+    }
 }
 
 /// Byte offsets of line starts; `\n`, `\r\n` and a lone `\r` each end a line, as in CPython.

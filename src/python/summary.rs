@@ -104,6 +104,20 @@ pub struct ModuleLayout {
     pub globals: Vec<Chunk>,
     /// The module's length in bytes.
     pub bytes: u32,
+    /// Calls anywhere in the module that pass at least one literal argument (a constant, a
+    /// container of constants, or a constructor call of those): inputs for the explorer.
+    pub calls: Vec<CallSite>,
+}
+
+/// One call `name(...)` or `x.name(...)` and the source text of its arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CallSite {
+    /// The called name: `f` for `f(...)`, `m` for `x.y.m(...)`.
+    pub callee: String,
+    /// Whether the call was `x.name(...)` rather than `name(...)`.
+    pub attribute: bool,
+    pub args: Vec<String>,
+    pub kwargs: Vec<(String, String)>,
 }
 
 /// A run of whole lines of the source: `[start, end)` in bytes.

@@ -62,6 +62,15 @@ pub fn import_root(root: &std::path::Path, path: &str, module: &str) -> PathBuf 
         .fold(root.to_path_buf(), |p, s| p.join(s))
 }
 
+/// A repository's import roots other than a module's own: its root, and `src/` when present.
+pub fn extra_roots(root: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = vec![root.to_path_buf()];
+    if root.join("src").is_dir() {
+        out.push(root.join("src"));
+    }
+    out
+}
+
 #[allow(clippy::too_many_arguments)]
 fn prepare(
     db: &Database,
@@ -138,13 +147,24 @@ fn prepare(
         context: db::render(db, repo, ctx),
         target: Target {
             import_root: import_root(&root, &path, &module),
+            extra_roots: extra_roots(&root),
             module,
             qualname: row.qualname.clone(),
             kind,
             source_file: root.join(&path),
             start_line: layout.start_line,
             end_line: layout.end_line,
-            call_sites: Vec::new(),
+            call_sites: db::call_sites_for(db, file, &row.qualname, kind == "method")
+                .into_iter()
+                .map(|site| {
+                    let kwargs: serde_json::Map<String, serde_json::Value> = site
+                        .kwargs
+                        .into_iter()
+                        .map(|(k, v)| (k, serde_json::Value::String(v)))
+                        .collect();
+                    serde_json::json!({"args": site.args, "kwargs": kwargs})
+                })
+                .collect(),
         },
         path,
         code,

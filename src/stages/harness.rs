@@ -60,6 +60,9 @@ impl Default for GenerateSettings {
 pub struct Target {
     /// The folder put first on `sys.path` (the package root of the module).
     pub import_root: PathBuf,
+    /// The repository's other import roots (its root, and `src/` when there is one), put last
+    /// on `sys.path`.
+    pub extra_roots: Vec<PathBuf>,
     pub module: String,
     pub qualname: String,
     /// `function` or `method`.
@@ -194,6 +197,7 @@ pub fn generate(
     }
     let request = serde_json::json!({
         "repo_root": target.import_root,
+        "extra_roots": target.extra_roots,
         "module": target.module,
         "qualname": target.qualname,
         "kind": target.kind,
@@ -369,6 +373,7 @@ fn runner_request(
 ) -> serde_json::Value {
     serde_json::json!({
         "repo_root": target.import_root,
+        "extra_roots": target.extra_roots,
         "module": target.module,
         "qualname": target.qualname,
         "harness_file": harness_file,

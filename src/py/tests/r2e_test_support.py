@@ -29,6 +29,9 @@ UTIL_SOURCE = textwrap.dedent("""
 CORE_SOURCE = textwrap.dedent('''
     """A sample module for the explorer and runner tests."""
 
+    import datetime as dt
+    import math
+
     from .util import clamp
 
 
@@ -114,6 +117,53 @@ CORE_SOURCE = textwrap.dedent('''
                 return "a-first"
             return "other-first"
         return "empty"
+
+
+    def make_scaler(factor: int):
+        def scale(x):
+            if x is None:
+                return 0
+            return x * factor
+        return scale
+
+
+    def season(day: dt.date) -> str:
+        if day.month in (12, 1, 2):
+            return "winter"
+        return "not winter"
+
+
+    def finite(x: float) -> str:
+        if math.isinf(x):
+            return "infinite"
+        return "finite"
+
+
+    def label(text: str) -> str:
+        if not isinstance(text, str):
+            return "not text"
+        return text.strip()
+
+
+    class Span:
+        def __init__(self, interval: Interval, name: str):
+            self.interval = interval
+            self.name = name
+
+        def width(self):
+            if self.interval.hi == self.interval.lo:
+                return 0
+            return self.interval.hi - self.interval.lo
+
+
+    class Labelled:
+        def __init__(self, span: Span):
+            self.span = span
+
+        def describe(self):
+            if self.span.width() > 0:
+                return self.span.name + " (wide)"
+            return self.span.name
     ''')
 
 

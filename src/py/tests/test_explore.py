@@ -134,6 +134,44 @@ class ExploreTest(unittest.TestCase):
             assigned(test_bodies(out["harness"])["test_0"], "args"), "('quiet please',)"
         )
 
+    def assertCoversEveryBranch(self, qualname: str, kind: str = "function") -> str:
+        out = self.sample.explore(qualname, kind=kind, name=qualname.replace(".", "_"))
+        run = self.assertValidHarness(out, qualname)
+        cov = run["coverage"]
+        self.assertGreater(cov["branches_total"], 0)
+        self.assertEqual(cov["branches_covered"], cov["branches_total"], out["harness"])
+        return out["harness"]
+
+    def test_returned_function_is_called_and_compared(self):
+        harness = self.assertCoversEveryBranch("make_scaler")
+        self.assertIn("then = (", harness)
+        # A candidate whose closure differs (only inside the returned function) fails.
+        changed = self.source_with("return x * factor", "return x * factor + 1")
+        run = self.sample.run_harness(harness, "make_scaler", candidate_source=changed, name="scaler_mut")
+        self.assertIn("fail", [t["outcome"] for t in run["tests"]])
+
+    def test_standard_library_values_from_annotations(self):
+        harness = self.assertCoversEveryBranch("season")
+        self.assertIn("reference.dt.date(", harness)
+
+    def test_non_finite_floats_are_written_and_tried(self):
+        harness = self.assertCoversEveryBranch("finite")
+        self.assertIn("float('inf')", harness)
+
+    def test_annotated_parameters_also_get_values_of_other_types(self):
+        self.assertCoversEveryBranch("label")
+
+    def test_constructor_arguments_are_built_two_classes_deep(self):
+        harness = self.assertCoversEveryBranch("Labelled.describe", kind="method")
+        self.assertIn("reference.Span(reference.Interval(", harness)
+
+    def source_with(self, old: str, new: str) -> str:
+        from r2e_test_support import read_text
+
+        source = read_text(self.sample.core)
+        self.assertIn(old, source)
+        return source.replace(old, new)
+
     def test_budget_bounds_executions(self):
         out = self.sample.explore("total", name="total_small", budget=30)
         self.assertEqual(out["status"], "ok", out.get("error"))
