@@ -204,6 +204,14 @@ fn human_summary(s: &engine::Summary) -> String {
     }
     let counts: Vec<String> = s.counts.0.iter().map(|(k, v)| format!("{v} {k}")).collect();
     out.push_str(&format!("   counts: {}\n", counts.join(", ")));
+    for (stage, models) in &s.llm {
+        for (model, u) in models {
+            out.push_str(&format!(
+                "      llm: {stage} {model}: {} executed, {} cached, {} failed; {} prompt + {} completion tokens\n",
+                u.executed, u.cached, u.failed, u.prompt_tokens, u.completion_tokens
+            ));
+        }
+    }
     out.push_str(&format!("   output: {}", s.output.display()));
     if let Some(v) = &s.dataset_version {
         out.push_str(&format!("\n  version: {v}"));

@@ -34,7 +34,69 @@ struct Options {
     generate: GenerateConfig,
     #[serde(default)]
     select: SelectConfig,
+    #[serde(default)]
+    providers: std::collections::BTreeMap<String, ProviderOptions>,
+    #[serde(default)]
+    prompts: std::collections::BTreeMap<String, Spanned<String>>,
 }
+
+/// `[providers.NAME]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProviderOptions {
+    base_url: Spanned<String>,
+    api_key_env: Option<String>,
+    api: Option<Api>,
+    max_concurrency: Option<u32>,
+    timeout_seconds: Option<u64>,
+    max_retries: Option<u32>,
+}
+
+/// Which OpenAI-compatible endpoint a provider is asked through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    /// `POST {base_url}/chat/completions` with messages.
+    #[default]
+    Chat,
+    /// `POST {base_url}/completions` with one prompt (base models).
+    Completions,
+}
+
+/// A model server. The API key is read from the environment variable `api_key_env` names, at
+/// load time; it is held in memory only and never written anywhere (not even in `Debug`).
+#[derive(Clone)]
+pub struct ProviderConfig {
+    pub name: String,
+    pub base_url: String,
+    pub api_key_env: Option<String>,
+    pub api_key: Option<String>,
+    pub api: Api,
+    pub max_concurrency: u32,
+    pub timeout_seconds: u64,
+    pub max_retries: u32,
+}
+
+impl std::fmt::Debug for ProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderConfig")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("api_key_env", &self.api_key_env)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("api", &self.api)
+            .finish()
+    }
+}
+
+/// The prompt templates (`prompts/`), by name.
+pub const TEMPLATE_NAMES: &[&str] = &[
+    "testgen_equivalence",
+    "testgen_output_prediction",
+    "testgen_fix_error",
+    "testgen_improve_coverage",
+    "specgen",
+];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -199,13 +261,36 @@ pub enum Generator {
     /// The built-in coverage-guided explorer: no model needed.
     #[default]
     Builtin,
+    /// A language model writes the harness from the function's context, then repairs it.
+    Llm,
+}
+
+/// What a model-written harness asserts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum HarnessMode {
+    /// The function under test and the reference are called on the same inputs and compared.
+    #[default]
+    Equivalence,
+    /// The model predicts expected outputs and the harness asserts them.
+    OutputPrediction,
 }
 
 /// `[generate]`: the harness generator and its budget.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GenerateConfig {
     pub generator: Generator,
+    /// For `llm`: the `[providers.NAME]` asked, and the model.
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// `equivalence` (R2E's harness) or `output_prediction` (the paper's baseline).
+    pub mode: HarnessMode,
+    /// Repair rounds after the first answer (fix-error, improve-coverage).
+    pub repair_rounds: u32,
+    /// Sampling: the temperature (0 = greedy) and the answer's token limit.
+    pub temperature: f64,
+    pub max_completion_tokens: u32,
     /// Executions of the function the explorer may spend; this, not time, decides what is kept.
     pub budget: u32,
     pub seed: u64,
@@ -220,6 +305,12 @@ impl Default for GenerateConfig {
     fn default() -> Self {
         GenerateConfig {
             generator: Generator::Builtin,
+            provider: None,
+            model: None,
+            mode: HarnessMode::Equivalence,
+            repair_rounds: 3,
+            temperature: 0.0,
+            max_completion_tokens: 2048,
             budget: 1500,
             seed: 0,
             max_tests: 12,
@@ -357,6 +448,18 @@ pub struct Config {
     pub env: EnvConfig,
     pub generate: GenerateConfig,
     pub select: SelectConfig,
+    pub providers: Vec<ProviderConfig>,
+    /// Prompt template files named in `[prompts]`, absolute; the others come from the
+    /// pipeline's `prompts/` folder or, failing that, r2e's built-in templates.
+    pub prompts: Vec<(String, PathBuf)>,
+}
+
+impl Config {
+    /// The provider the `[generate]` stage asks, when its generator needs one.
+    pub fn generate_provider(&self) -> Option<&ProviderConfig> {
+        let name = self.generate.provider.as_deref()?;
+        self.providers.iter().find(|p| p.name == name)
+    }
 }
 
 /// Reads and resolves the pipeline at `path`.
@@ -510,6 +613,93 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         let span = find_key(text, "max_tokens");
         return Err(at(span, "`max_tokens` must be at least 1"));
     }
+    let mut providers = Vec::new();
+    for (pname, p) in options.providers {
+        let url = p.base_url.get_ref().trim_end_matches('/').to_owned();
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(at(
+                Some(p.base_url.span()),
+                "`base_url` must start with http:// or https://",
+            ));
+        }
+        if p.max_concurrency == Some(0) || p.timeout_seconds == Some(0) {
+            return Err(at(
+                find_key(text, "max_concurrency").or(find_key(text, "timeout_seconds")),
+                "`max_concurrency` and `timeout_seconds` must be at least 1",
+            ));
+        }
+        let api_key = p
+            .api_key_env
+            .as_ref()
+            .and_then(|v| std::env::var(v).ok())
+            .filter(|k| !k.is_empty());
+        providers.push(ProviderConfig {
+            name: pname,
+            base_url: url,
+            api_key_env: p.api_key_env,
+            api_key,
+            api: p.api.unwrap_or_default(),
+            max_concurrency: p.max_concurrency.unwrap_or(8),
+            timeout_seconds: p.timeout_seconds.unwrap_or(120),
+            max_retries: p.max_retries.unwrap_or(6),
+        });
+    }
+    if options.generate.generator == Generator::Llm {
+        let span = find_key(text, "generator");
+        let Some(name) = &options.generate.provider else {
+            return Err(at(
+                span,
+                "`generator = \"llm\"` needs `provider = \"NAME\"` naming a `[providers.NAME]` table",
+            ));
+        };
+        let Some(provider) = providers.iter().find(|p| &p.name == name) else {
+            let known: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
+            return Err(at(
+                find_key(text, "provider").or(span),
+                &format!(
+                    "unknown provider `{name}`; the pipeline defines {}",
+                    if known.is_empty() {
+                        "no `[providers.NAME]` table".to_owned()
+                    } else {
+                        format!("`{}`", known.join("`, `"))
+                    }
+                ),
+            ));
+        };
+        if options.generate.model.as_deref().is_none_or(str::is_empty) {
+            return Err(at(span, "`generator = \"llm\"` needs `model = \"...\"`"));
+        }
+        if let Some(var) = &provider.api_key_env
+            && provider.api_key.is_none()
+        {
+            return Err(at(
+                find_key(text, "api_key_env"),
+                &format!(
+                    "provider `{name}` reads its API key from the environment variable `{var}`, which is not set"
+                ),
+            ));
+        }
+    }
+    let mut prompts = Vec::new();
+    for (pname, path) in options.prompts {
+        if !TEMPLATE_NAMES.contains(&pname.as_str()) {
+            return Err(at(
+                Some(path.span()),
+                &format!(
+                    "unknown prompt `{pname}`; the templates are {}",
+                    TEMPLATE_NAMES.join(", ")
+                ),
+            ));
+        }
+        let full = base.join(path.get_ref());
+        if !full.is_file() {
+            return Err(at(
+                Some(path.span()),
+                &format!("prompt file `{}` does not exist", full.display()),
+            ));
+        }
+        prompts.push((pname, full));
+    }
     Ok(Config {
         file: file.to_path_buf(),
         name,
@@ -521,6 +711,8 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         env: options.env.resolve(),
         generate: options.generate,
         select: options.select,
+        providers,
+        prompts,
     })
 }
 

@@ -92,6 +92,10 @@ pub struct Summary {
     pub stages: indexmap_like::OrderedMap<StageCounts>,
     pub counts: indexmap_like::OrderedMap<u64>,
     pub excluded_by: indexmap_like::OrderedMap<u64>,
+    /// Model requests executed, cached and failed, and tokens, by stage and model.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub llm:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::llm::Usage>>,
 }
 
 /// A tiny insertion-ordered map that serializes as a JSON object.
@@ -214,8 +218,23 @@ pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Ch
         select: &'a crate::config::SelectConfig,
         until: Stage,
         repos: Vec<(&'a str, &'a str, Option<&'a str>)>,
+        /// The prompt templates in use (their texts' hashes), and the providers asked.
+        prompts: Vec<(String, String, Hash)>,
+        providers: Vec<(&'a str, &'a str, crate::config::Api)>,
     }
+    let prompts = match cfg.generate.generator {
+        crate::config::Generator::Llm => crate::llm::prompts::Templates::load(cfg)
+            .map(|t| t.sources)
+            .unwrap_or_default(),
+        crate::config::Generator::Builtin => Vec::new(),
+    };
     Hash::of_key(&Key {
+        prompts,
+        providers: cfg
+            .providers
+            .iter()
+            .map(|p| (p.name.as_str(), p.base_url.as_str(), p.api))
+            .collect(),
         version: &build_identity(),
         extract: &cfg.extract,
         context: &cfg.context,
@@ -617,6 +636,7 @@ fn run(
         stages,
         counts,
         excluded_by,
+        llm: harness_out.llm.clone(),
     };
     let state = State {
         fingerprint: fp,
@@ -632,7 +652,12 @@ fn run(
     };
     let bytes = postcard::to_stdvec(&(STATE_VERSION, &state))
         .map_err(|e| Error::Internal(e.to_string()))?;
-    write_if_changed(&state_path(output), &bytes)?;
+    if harness_out.retry_later {
+        // Something may succeed next time (a model request failed): the next build must run.
+        let _ = std::fs::remove_file(state_path(output));
+    } else {
+        write_if_changed(&state_path(output), &bytes)?;
+    }
     Ok(summary)
 }
 

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod hash;
 pub mod inspect;
+pub mod llm;
 pub mod log;
 pub mod python;
 pub mod sandbox;

@@ -191,17 +191,24 @@ def measure(cov: Coverage, source_file: str, start: int, end: int) -> dict | Non
     statements = {line for line in analysis.statements if inside(line)}
     missing = {line for line in analysis.missing if inside(line)}
     branches_total = branches_covered = 0
+    partial = []
     if getattr(analysis, "has_arcs", True):
         stats = analysis.branch_stats()  # {line: (exits, exits taken)}, lines with > 1 exit
         for line, (exits, taken) in stats.items():
             if inside(line):
                 branches_total += exits
                 branches_covered += taken
+                if taken < exits and line not in missing:
+                    partial.append(line)
     return {
         "lines_total": len(statements),
         "lines_covered": len(statements - missing),
         "branches_total": branches_total,
         "branches_covered": branches_covered,
+        # For the improve-coverage prompt: lines no test ran, and branch lines an exit of which
+        # no test took.
+        "missing_lines": sorted(missing),
+        "partial_lines": sorted(partial),
     }
 
 

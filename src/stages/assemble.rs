@@ -32,6 +32,12 @@ pub struct HarnessOutputs {
     pub harness_lines: Vec<Vec<u8>>,
     /// Lines of `dataset.jsonl` with their ids and content hashes.
     pub instances: Vec<(String, Vec<u8>)>,
+    /// Model usage by stage and model.
+    pub llm:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::llm::Usage>>,
+    /// Something failed that a later build may get (a model request, a sandbox timeout): the
+    /// build must not be taken for up to date.
+    pub retry_later: bool,
 }
 
 /// Everything one candidate needs, gathered from the database.
@@ -215,16 +221,60 @@ pub fn run(
         time_limit_seconds: cfg.generate.time_limit_seconds,
     };
     let counters: [AtomicU64; 6] = Default::default();
+    let retry_later = std::sync::atomic::AtomicBool::new(false);
+    // The model-driven generator, when configured: its own pool, as wide as the provider allows
+    // (its threads mostly wait for answers).
+    let llm_parts = match cfg.generate.generator {
+        crate::config::Generator::Llm if validate => {
+            let provider = cfg
+                .generate_provider()
+                .ok_or_else(|| Error::input("`generator = \"llm\"` names no known provider"))?;
+            let templates = crate::llm::prompts::Templates::load(cfg)?;
+            let threads = (provider.max_concurrency as usize).max(rayon::current_num_threads());
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .map_err(|e| Error::Internal(e.to_string()))?;
+            Some((crate::llm::Llm::new()?, templates, provider, pool))
+        }
+        _ => None,
+    };
     // Generate, in parallel.
-    let generated: Vec<Result<Step>> = candidates
-        .par_iter()
-        .map_with(db.clone(), |db, (file, row)| {
-            let prepared = prepare(db, cache, checkouts, repos, settings, envs, *file, row)?;
-            let step = generate_one(&sandbox, cache, &gen_settings, prepared, &counters);
-            progress.inc(1);
-            step
-        })
-        .collect();
+    let generated: Vec<Result<Step>> = match &llm_parts {
+        None => candidates
+            .par_iter()
+            .map_with(db.clone(), |db, (file, row)| {
+                let prepared = prepare(db, cache, checkouts, repos, settings, envs, *file, row)?;
+                let step = generate_one(&sandbox, cache, &gen_settings, prepared, &counters);
+                progress.inc(1);
+                step
+            })
+            .collect(),
+        Some((llm, templates, provider, pool)) => {
+            let generator = crate::stages::llmgen::LlmGenerator {
+                llm,
+                templates,
+                provider,
+                settings: &cfg.generate,
+                min_coverage: cfg.select.min_branch_coverage,
+            };
+            // Prepare on this thread (the database is not shared across pools), ask in the pool.
+            let prepared: Vec<Prepared> = candidates
+                .iter()
+                .map(|(file, row)| prepare(db, cache, checkouts, repos, settings, envs, *file, row))
+                .collect::<Result<_>>()?;
+            pool.install(|| {
+                prepared
+                    .into_par_iter()
+                    .map(|p| {
+                        let step = llm_one(&sandbox, cache, &generator, p, &counters, &retry_later);
+                        progress.inc(1);
+                        step
+                    })
+                    .collect()
+            })
+        }
+    };
     let steps: Vec<Step> = generated.into_iter().collect::<Result<_>>()?;
     // Validate: the harnesses of each environment in a few warm workers.
     let mut validations: Vec<Option<(Validation, bool)>> = vec![None; steps.len()];
@@ -248,7 +298,9 @@ pub fn run(
                     .iter()
                     .map(|&i| match &steps[i] {
                         Step::Harness(p, _, h) => (&p.target, &p.code, h.as_str()),
-                        Step::Done(_) => unreachable!("only harnesses are validated"),
+                        Step::Done(_) | Step::Validated(..) => {
+                            unreachable!("only harnesses are validated")
+                        }
                     })
                     .collect();
                 let results = harness::validate_batch(&sandbox, cache, python, &items)?;
@@ -298,6 +350,12 @@ pub fn run(
         failed: 0,
     };
     out.instances = instances;
+    if let Some((llm, ..)) = &llm_parts {
+        for ((stage, model), usage) in llm.usage() {
+            out.llm.entry(stage).or_default().insert(model, usage);
+        }
+    }
+    out.retry_later = retry_later.load(Ordering::Relaxed);
     Ok(out)
 }
 
@@ -308,12 +366,90 @@ type Validated = (usize, (Validation, bool));
 enum Step {
     Done(Done),
     Harness(Box<Prepared>, Arc<Env>, String),
+    /// Generated and validated together (the model-driven generator validates every round).
+    Validated(Box<Prepared>, Arc<Env>, String, (Validation, bool)),
 }
 
-fn invalid(p: &Prepared, class: &str, message: String) -> Done {
+/// The model-driven generator for one candidate.
+fn llm_one(
+    sandbox: &dyn Sandbox,
+    cache: &Cache,
+    generator: &crate::stages::llmgen::LlmGenerator,
+    p: Prepared,
+    counters: &[AtomicU64; 6],
+    retry_later: &std::sync::atomic::AtomicBool,
+) -> Result<Step> {
+    let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
+    let env = match usable_env(&p) {
+        Ok(env) => env,
+        Err(done) => {
+            bump(2);
+            return Ok(Step::Done(*done));
+        }
+    };
+    let outcome = generator.run(sandbox, cache, &env.python, &p.target, &p.code, &p.context)?;
+    bump(if outcome.fresh { 0 } else { 1 });
+    if outcome.request_failed {
+        retry_later.store(true, Ordering::Relaxed);
+    }
+    match outcome.harness {
+        Some(h) => Ok(Step::Validated(
+            Box::new(p),
+            env,
+            h,
+            (outcome.validation, outcome.fresh),
+        )),
+        None => {
+            bump(2);
+            let v = outcome.validation;
+            Ok(Step::Done(invalid(
+                &p,
+                "llm",
+                v.failure_class.as_deref().unwrap_or("other"),
+                v.failure_message.unwrap_or_default(),
+            )))
+        }
+    }
+}
+
+/// The candidate's environment, or its failure record when it has none that works.
+fn usable_env(p: &Prepared) -> std::result::Result<Arc<Env>, Box<Done>> {
+    match &p.env {
+        Some(env) if env.record.outcome != EnvOutcome::Failed => {}
+        _ => {
+            let message = format!(
+                "no usable environment for repo `{}` (see envs.jsonl)",
+                p.repo
+            );
+            return Err(Box::new(invalid(
+                p,
+                GENERATOR_BUILTIN,
+                "import_env",
+                message,
+            )));
+        }
+    }
+    if p.target.module.is_empty() {
+        let message = format!(
+            "`{}` is not importable: its path is not a module name",
+            p.path
+        );
+        return Err(Box::new(invalid(
+            p,
+            GENERATOR_BUILTIN,
+            "import_env",
+            message,
+        )));
+    }
+    Ok(p.env.clone().expect("checked above"))
+}
+
+const GENERATOR_BUILTIN: &str = "builtin";
+
+fn invalid(p: &Prepared, generator: &str, class: &str, message: String) -> Done {
     Done {
         harness_line: json!({
-            "id": p.id, "generator": "builtin", "valid": false, "tests": 0, "branches": 0,
+            "id": p.id, "generator": generator, "valid": false, "tests": 0, "branches": 0,
             "branch_coverage": null, "line_coverage": null, "failure_class": class, "failure_message": message,
         }),
         instance: None,
@@ -329,25 +465,13 @@ fn generate_one(
     counters: &[AtomicU64; 6],
 ) -> Result<Step> {
     let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
-    let env = match &p.env {
-        Some(env) if env.record.outcome != EnvOutcome::Failed => env.clone(),
-        _ => {
+    let env = match usable_env(&p) {
+        Ok(env) => env,
+        Err(done) => {
             bump(2);
-            let message = format!(
-                "no usable environment for repo `{}` (see envs.jsonl)",
-                p.repo
-            );
-            return Ok(Step::Done(invalid(&p, "import_env", message)));
+            return Ok(Step::Done(*done));
         }
     };
-    if p.target.module.is_empty() {
-        bump(2);
-        let message = format!(
-            "`{}` is not importable: its path is not a module name",
-            p.path
-        );
-        return Ok(Step::Done(invalid(&p, "import_env", message)));
-    }
     let (generated, fresh) = harness::generate(
         sandbox,
         cache,
@@ -367,6 +491,7 @@ fn generate_one(
                 .unwrap_or_else(|| "the explorer wrote no harness".into());
             Ok(Step::Done(invalid(
                 &p,
+                GENERATOR_BUILTIN,
                 harness::classify_message(&message),
                 message,
             )))
@@ -382,16 +507,17 @@ fn finish_one(
     counters: &[AtomicU64; 6],
 ) -> Result<Done> {
     let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
-    let (p, env, harness_text) = match step {
+    let (p, env, harness_text, validation, generator) = match step {
         Step::Done(done) => return Ok(done),
-        Step::Harness(p, env, h) => (p, env, h),
+        Step::Harness(p, env, h) => (p, env, h, validation, GENERATOR_BUILTIN),
+        Step::Validated(p, env, h, v) => (p, env, h, Some(v), "llm"),
     };
     let (v, fresh) = match (validate, validation) {
         (true, Some(v)) => v,
         _ => {
             return Ok(Done {
                 harness_line: json!({
-                    "id": p.id, "generator": "builtin", "valid": null, "tests": null, "branches": null,
+                    "id": p.id, "generator": generator, "valid": null, "tests": null, "branches": null,
                     "branch_coverage": null, "line_coverage": null, "failure_class": null, "failure_message": null,
                 }),
                 instance: None,
@@ -404,7 +530,7 @@ fn finish_one(
         bump(5);
     }
     let harness_line = json!({
-        "id": p.id, "generator": "builtin", "valid": v.valid, "tests": v.tests, "branches": v.branches,
+        "id": p.id, "generator": generator, "valid": v.valid, "tests": v.tests, "branches": v.branches,
         "branch_coverage": v.branch_coverage, "line_coverage": v.line_coverage,
         "failure_class": v.failure_class, "failure_message": v.failure_message,
     });

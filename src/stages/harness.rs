@@ -27,7 +27,7 @@ pub const GENERATE: cache::Kind = cache::Kind {
 };
 pub const VALIDATE: cache::Kind = cache::Kind {
     name: "validate",
-    version: 1,
+    version: 2,
 };
 
 /// The settings of the built-in generator.
@@ -112,6 +112,9 @@ pub struct Validation {
     pub failure_message: Option<String>,
     /// Tests whose reference call returned normally (the last run).
     pub normal_returns: u32,
+    /// Lines of the function no test ran, and branch lines an exit of which no test took.
+    pub missing_lines: Vec<u32>,
+    pub partial_lines: Vec<u32>,
 }
 
 /// Runs one embedded script in the sandbox with a JSON request; returns the JSON answer, or why
@@ -454,6 +457,8 @@ fn classify(runs: &[Run]) -> Validation {
         failure_class: None,
         failure_message: None,
         normal_returns: 0,
+        missing_lines: Vec::new(),
+        partial_lines: Vec::new(),
     };
     let fail = |v: &mut Validation, class: &str, message: String| {
         if v.failure_class.is_none() {
@@ -500,6 +505,19 @@ fn classify(runs: &[Run]) -> Validation {
             .then(|| n("branches_covered") as f64 / n("branches_total") as f64);
         v.line_coverage =
             (n("lines_total") > 0).then(|| n("lines_covered") as f64 / n("lines_total") as f64);
+        let lines = |k: &str| -> Vec<u32> {
+            cov[k]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|l| l.as_u64())
+                        .map(|l| l as u32)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        v.missing_lines = lines("missing_lines");
+        v.partial_lines = lines("partial_lines");
     }
     if let Some(last) = answers.last() {
         let tests = last["tests"].as_array().cloned().unwrap_or_default();

@@ -1,12 +1,14 @@
 //! The stages that turn queries into actions: `checkout` reads repositories; `extract` holds the
 //! curation filters; `env` builds environments; `harness` generates and validates harnesses;
-//! `assemble` runs those over every candidate and makes the dataset.
+//! `llmgen` is the model-driven generator (with repair); `assemble` runs those over every
+//! candidate and makes the dataset.
 
 pub mod assemble;
 pub mod checkout;
 pub mod env;
 pub mod extract;
 pub mod harness;
+pub mod llmgen;
 
 /// How much of a stage ran, came from the cache, or failed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

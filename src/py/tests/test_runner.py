@@ -60,7 +60,15 @@ class RunnerTest(unittest.TestCase):
         # Statements of the body (not the def line, which runs at import): 3 conditions, the
         # raise and 3 returns; 3 two-way branches.
         self.assertEqual(
-            cov, {"lines_total": 7, "lines_covered": 7, "branches_total": 6, "branches_covered": 6}
+            cov,
+            {
+                "lines_total": 7,
+                "lines_covered": 7,
+                "branches_total": 6,
+                "branches_covered": 6,
+                "missing_lines": [],
+                "partial_lines": [],
+            },
         )
 
     def test_identical_candidate_file_passes(self):
@@ -97,6 +105,10 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(cov["branches_total"], 6)
         self.assertLess(cov["branches_covered"], cov["branches_total"])
         self.assertLess(cov["lines_covered"], cov["lines_total"])
+        # classify(5): the raise and the other returns never ran; the first three conditions
+        # each took one exit only, the last never ran.
+        self.assertEqual(len(cov["missing_lines"]), cov["lines_total"] - cov["lines_covered"])
+        self.assertEqual(len(cov["partial_lines"]), 3)
 
     def test_function_without_branches(self):
         harness = HEADER + (

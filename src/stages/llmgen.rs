@@ -1,0 +1,273 @@
+//! `generator = "llm"`: a model writes the harness from the function's context, r2e brings it to
+//! the harness shape, validates it exactly as a built-in harness, and repairs it for up to
+//! `repair_rounds` rounds (fix-error for a failing harness, improve-coverage for a valid one under
+//! the selection threshold). Every round is its own cached request and its own cached validation;
+//! the valid harness with the best coverage wins, else the last one.
+
+use std::path::Path;
+
+use serde_json::json;
+
+use crate::cache::Cache;
+use crate::config::{GenerateConfig, HarnessMode, ProviderConfig};
+use crate::error::Result;
+use crate::llm::prompts::Templates;
+use crate::llm::{Failure, Llm, Message, Request};
+use crate::sandbox::Sandbox;
+use crate::stages::harness::{self, CodeKey, Target, Validation};
+
+/// Everything the model-driven generator needs, shared by every function of a build.
+pub struct LlmGenerator<'a> {
+    pub llm: &'a Llm,
+    pub templates: &'a Templates,
+    pub provider: &'a ProviderConfig,
+    pub settings: &'a GenerateConfig,
+    pub min_coverage: f64,
+}
+
+/// What the generator made of one function.
+pub struct LlmOutcome {
+    /// The winning harness (the best valid one, else the last one written), if any.
+    pub harness: Option<String>,
+    pub validation: Validation,
+    /// Whether any request or validation ran now (rather than coming from the cache).
+    pub fresh: bool,
+    /// A model request failed (never cached): the function is retried by the next build.
+    pub request_failed: bool,
+}
+
+/// The first lines of every model-written harness: the function under test (`local`) and the
+/// reference (`reference_<local>`), as the built-in generator writes them.
+pub fn header(target: &Target) -> (String, String) {
+    let parts: Vec<&str> = target.qualname.split('.').collect();
+    let (bound, local) = if target.kind == "method" && parts.len() > 1 {
+        let class = parts[..parts.len() - 1].join(".");
+        (class, parts[parts.len() - 2].to_owned())
+    } else {
+        (target.qualname.clone(), parts[parts.len() - 1].to_owned())
+    };
+    let text = format!(
+        "import unittest\n\nimport r2e_equiv\n\ncandidate, reference = r2e_equiv.harness_modules()\n{local} = candidate.{bound}\nreference_{local} = reference.{bound}\n"
+    );
+    (text, local)
+}
+
+/// Brings model code to the harness shape: the header first (unless the code starts with it),
+/// and no import of the function under test from its own module (which would test the reference
+/// against itself). Returns the harness, or why it cannot be one.
+pub fn shape(code: &str, target: &Target) -> std::result::Result<String, String> {
+    let (head, local) = header(target);
+    let module = &target.module;
+    let mut kept = Vec::new();
+    for line in code.lines() {
+        let t = line.trim_start();
+        let imports_target = t.starts_with(&format!("from {module} import "))
+            || t == format!("import {module}")
+            || t.starts_with(&format!("import {module} as "));
+        if imports_target && line.len() == t.len() {
+            continue;
+        }
+        kept.push(line);
+    }
+    let body = kept.join("\n");
+    let body = body.replace(&head, "");
+    let body = body
+        .lines()
+        .filter(|l| {
+            let t = l.trim();
+            t != "import unittest"
+                && t != "import r2e_equiv"
+                && t != "candidate, reference = r2e_equiv.harness_modules()"
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    if !body.contains("unittest.TestCase") && !body.contains("TestCase)") {
+        return Err("the code defines no unittest.TestCase".into());
+    }
+    if !calls_name(&body, &local) {
+        return Err(format!(
+            "the harness never uses `{local}`, the implementation under test"
+        ));
+    }
+    let harness = format!("{head}\n{}\n", body.trim_matches('\n'));
+    crate::python::extract::summarize(&harness)
+        .map_err(|e| format!("the harness is not valid Python: {e}"))?;
+    Ok(harness)
+}
+
+/// Whether `name` is used as a name (not as part of `reference_name` or `x.name`) in `code`.
+fn calls_name(code: &str, name: &str) -> bool {
+    code.match_indices(name).any(|(i, _)| {
+        let before = code[..i].chars().next_back();
+        let after = code[i + name.len()..].chars().next();
+        let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !ident(before) && before != Some('.') && !ident(after)
+    })
+}
+
+impl LlmGenerator<'_> {
+    fn request(&self, prompt: String) -> Request {
+        Request {
+            api: self.provider.api,
+            model: self.settings.model.clone().unwrap_or_default(),
+            temperature: self.settings.temperature,
+            max_tokens: self.settings.max_completion_tokens,
+            messages: vec![
+                Message::system(
+                    "You write Python unit tests. Answer with one ```python code block.",
+                ),
+                Message::user(prompt),
+            ],
+            sample: 0,
+        }
+    }
+
+    /// Generates, validates and repairs the harness of one function.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &self,
+        sandbox: &dyn Sandbox,
+        cache: &Cache,
+        python: &Path,
+        target: &Target,
+        code: &CodeKey,
+        context: &str,
+    ) -> Result<LlmOutcome> {
+        let (head, local) = header(target);
+        let method = target.qualname.rsplit('.').next().unwrap_or_default();
+        let base = json!({
+            "qualname": target.qualname,
+            "module": target.module,
+            "kind": target.kind,
+            "method": method,
+            "local": local,
+            "header": head.trim_end(),
+            "context": context,
+            "min_tests": 3,
+        });
+        let first = match self.settings.mode {
+            HarnessMode::Equivalence => "testgen_equivalence",
+            HarnessMode::OutputPrediction => "testgen_output_prediction",
+        };
+        let mut fresh = false;
+        let mut best: Option<(String, Validation)> = None;
+        let mut last: Option<(Option<String>, Validation)> = None;
+        let mut prompt = self.templates.render(first, &base)?;
+        let mut stage = "generate";
+        for round in 0..=self.settings.repair_rounds {
+            let answer = match self
+                .llm
+                .ask(cache, stage, self.provider, &self.request(prompt))
+            {
+                Ok((r, now)) => {
+                    fresh |= now;
+                    r.text
+                }
+                Err(Failure { message, .. }) => {
+                    return Ok(LlmOutcome {
+                        harness: best.as_ref().map(|b| b.0.clone()),
+                        validation: best.map(|b| b.1).unwrap_or_else(|| {
+                            failed("other", format!("model request failed: {message}"))
+                        }),
+                        fresh: true,
+                        request_failed: true,
+                    });
+                }
+            };
+            let shaped = crate::llm::code_block(&answer)
+                .ok_or_else(|| "the answer holds no Python code".to_owned())
+                .and_then(|c| shape(&c, target));
+            let (harness, validation) = match shaped {
+                Ok(h) => {
+                    let (v, now) = harness::validate(sandbox, cache, python, target, code, &h)?;
+                    fresh |= now;
+                    (Some(h), v)
+                }
+                Err(why) => (None, failed("other", why)),
+            };
+            if let (Some(h), true) = (&harness, validation.valid) {
+                let better = best
+                    .as_ref()
+                    .is_none_or(|(_, b)| coverage(&validation) > coverage(b));
+                if better {
+                    best = Some((h.clone(), validation.clone()));
+                }
+            }
+            let done = validation.valid && coverage(&validation) >= self.min_coverage;
+            last = Some((harness.clone(), validation.clone()));
+            if done || round == self.settings.repair_rounds {
+                break;
+            }
+            // The next round: repair what this one wrote.
+            stage = "repair";
+            let mut vars = base.clone();
+            vars["harness"] = json!(harness.clone().unwrap_or_else(|| answer.clone()));
+            prompt = if validation.valid {
+                vars["coverage_percent"] = json!((coverage(&validation) * 100.0).round() as u32);
+                vars["marked_source"] = json!(marked_source(target, &validation));
+                self.templates.render("testgen_improve_coverage", &vars)?
+            } else {
+                vars["failure_class"] = json!(validation.failure_class.clone().unwrap_or_default());
+                vars["failure_message"] =
+                    json!(validation.failure_message.clone().unwrap_or_default());
+                self.templates.render("testgen_fix_error", &vars)?
+            };
+        }
+        let (harness, validation) = match best {
+            Some((h, v)) => (Some(h), v),
+            None => last.expect("at least one round ran"),
+        };
+        Ok(LlmOutcome {
+            harness,
+            validation,
+            fresh,
+            request_failed: false,
+        })
+    }
+}
+
+fn coverage(v: &Validation) -> f64 {
+    if v.branches > 0 {
+        v.branch_coverage
+    } else {
+        v.line_coverage
+    }
+    .unwrap_or(0.0)
+}
+
+fn failed(class: &str, message: String) -> Validation {
+    Validation {
+        valid: false,
+        tests: 0,
+        branches: 0,
+        branch_coverage: None,
+        line_coverage: None,
+        failure_class: Some(class.to_owned()),
+        failure_message: Some(message),
+        normal_returns: 0,
+        missing_lines: Vec::new(),
+        partial_lines: Vec::new(),
+    }
+}
+
+/// The function's source with `# NOT RUN` and `# PARTIAL` marks from its validation.
+fn marked_source(target: &Target, v: &Validation) -> String {
+    let Ok(text) = std::fs::read_to_string(&target.source_file) else {
+        return String::new();
+    };
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i as u32 + 1, l))
+        .filter(|(n, _)| (target.start_line..=target.end_line).contains(n))
+        .map(|(n, l)| {
+            if v.missing_lines.contains(&n) {
+                format!("{l}  # NOT RUN")
+            } else if v.partial_lines.contains(&n) {
+                format!("{l}  # PARTIAL")
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
