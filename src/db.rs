@@ -707,13 +707,13 @@ pub fn call_sites_for(
 ) -> Vec<crate::python::summary::CallSite> {
     let repo = file.repo(db);
     let name = qualname.rsplit('.').next().unwrap_or(qualname);
-    let own = repo.files(db).iter().position(|&f| f == file);
+    let own = file.ix(db);
     let Some(sites) = call_index(db, repo).get(name) else {
         return Vec::new();
     };
     let rank = |(f, site): &(u32, crate::python::summary::CallSite)| {
         let style = if site.attribute != method { 1 } else { 0 };
-        (style, usize::from(Some(*f as usize) != own))
+        (style, usize::from(*f != own))
     };
     let mut ranked: Vec<_> = sites.iter().collect();
     ranked.sort_by_key(|s| rank(s));

@@ -8,6 +8,12 @@ fn r2e() -> Command {
     Command::cargo_bin("r2e").unwrap()
 }
 
+/// Runs `cmd`, which must exit with status 2 (bad input); returns its stderr.
+fn stderr_of_bad_input(cmd: &mut Command) -> String {
+    let out = cmd.assert().code(2).get_output().stderr.clone();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// `r2e build PIPELINE --until slice --json`, which must succeed; stdout is exactly one JSON object.
 fn build_json(pipeline: &std::path::Path) -> serde_json::Value {
     let out = r2e()
@@ -88,30 +94,13 @@ fn bad_config_names_file_line_and_column() {
     );
 
     std::fs::write(p.pipeline(), "[[repo]]\npath = \"nowhere\"\n").unwrap();
-    let err = String::from_utf8_lossy(
-        &r2e()
-            .arg("build")
-            .arg(p.pipeline())
-            .assert()
-            .code(2)
-            .get_output()
-            .stderr,
-    )
-    .into_owned();
+    let err = stderr_of_bad_input(r2e().arg("build").arg(p.pipeline()));
     assert!(
         err.contains("pipeline.toml:2:8") && err.contains("nowhere` does not exist"),
         "{err}"
     );
 
-    let err = String::from_utf8_lossy(
-        &r2e()
-            .args(["build", "/no/such/pipeline.toml"])
-            .assert()
-            .code(2)
-            .get_output()
-            .stderr,
-    )
-    .into_owned();
+    let err = stderr_of_bad_input(r2e().args(["build", "/no/such/pipeline.toml"]));
     assert!(
         err.contains("/no/such/pipeline.toml` does not exist"),
         "{err}"
@@ -169,16 +158,7 @@ fn git_repos_resolve_revisions_and_reject_unknown_ones() {
     );
 
     std::fs::write(p.pipeline(), toml("no-such-branch")).unwrap();
-    let err = String::from_utf8_lossy(
-        &r2e()
-            .arg("build")
-            .arg(p.pipeline())
-            .assert()
-            .code(2)
-            .get_output()
-            .stderr,
-    )
-    .into_owned();
+    let err = stderr_of_bad_input(r2e().arg("build").arg(p.pipeline()));
     assert!(
         err.contains("git rev `no-such-branch` does not exist"),
         "{err}"
@@ -233,16 +213,11 @@ fn status_and_explain() {
             .unwrap()
             .contains("def helper")
     );
-    let err = String::from_utf8_lossy(
-        &r2e()
+    let err = stderr_of_bad_input(
+        r2e()
             .args(["explain", "r:m.py:nope", "-p"])
-            .arg(p.pipeline())
-            .assert()
-            .code(2)
-            .get_output()
-            .stderr,
-    )
-    .into_owned();
+            .arg(p.pipeline()),
+    );
     assert!(err.contains("no function `r:m.py:nope`"), "{err}");
 }
 

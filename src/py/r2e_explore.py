@@ -243,6 +243,7 @@ def build(v, reference):
 
 # Values tried last for an annotated parameter, whatever its annotation says.
 OFF_TYPE_VALUES = [None, 0, "", 1.5, [], Helper("sample_function")]
+_OFF_TYPE_KEYS = {render(v) for v in OFF_TYPE_VALUES}
 
 # The calls made of a function the target returns (a closure, a decorator's wrapper), so that
 # the returned function's code is exercised and compared too.
@@ -1081,8 +1082,9 @@ class Param:
         )
         # For an annotated parameter, the kinds of values its annotation allows (the values of
         # other types its pool ends with are tried as they are, never mutated into).
-        off_type = {render(v) for v in OFF_TYPE_VALUES}
-        self.shapes = {shape(v) for v in pool if render(v) not in off_type} if typed else None
+        self.shapes = (
+            {shape(v) for v in pool if render(v) not in _OFF_TYPE_KEYS} if typed else None
+        )
 
 
 class Input:

@@ -382,9 +382,14 @@ fn llm_one(
     let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
     let env = match usable_env(&p) {
         Ok(env) => env,
-        Err(done) => {
+        Err(message) => {
             bump(2);
-            return Ok(Step::Done(*done));
+            return Ok(Step::Done(invalid(
+                &p,
+                GENERATOR_LLM,
+                "import_env",
+                message,
+            )));
         }
     };
     let outcome = generator.run(sandbox, cache, &env.python, &p.target, &p.code, &p.context)?;
@@ -404,7 +409,7 @@ fn llm_one(
             let v = outcome.validation;
             Ok(Step::Done(invalid(
                 &p,
-                "llm",
+                GENERATOR_LLM,
                 v.failure_class.as_deref().unwrap_or("other"),
                 v.failure_message.unwrap_or_default(),
             )))
@@ -412,39 +417,29 @@ fn llm_one(
     }
 }
 
-/// The candidate's environment, or its failure record when it has none that works.
-fn usable_env(p: &Prepared) -> std::result::Result<Arc<Env>, Box<Done>> {
-    match &p.env {
-        Some(env) if env.record.outcome != EnvOutcome::Failed => {}
-        _ => {
-            let message = format!(
+/// The candidate's environment, or why it cannot run (an `import_env` failure).
+fn usable_env(p: &Prepared) -> std::result::Result<Arc<Env>, String> {
+    let env = p
+        .env
+        .as_ref()
+        .filter(|env| env.record.outcome != EnvOutcome::Failed)
+        .ok_or_else(|| {
+            format!(
                 "no usable environment for repo `{}` (see envs.jsonl)",
                 p.repo
-            );
-            return Err(Box::new(invalid(
-                p,
-                GENERATOR_BUILTIN,
-                "import_env",
-                message,
-            )));
-        }
-    }
+            )
+        })?;
     if p.target.module.is_empty() {
-        let message = format!(
+        return Err(format!(
             "`{}` is not importable: its path is not a module name",
             p.path
-        );
-        return Err(Box::new(invalid(
-            p,
-            GENERATOR_BUILTIN,
-            "import_env",
-            message,
-        )));
+        ));
     }
-    Ok(p.env.clone().expect("checked above"))
+    Ok(env.clone())
 }
 
 const GENERATOR_BUILTIN: &str = "builtin";
+const GENERATOR_LLM: &str = "llm";
 
 fn invalid(p: &Prepared, generator: &str, class: &str, message: String) -> Done {
     Done {
@@ -467,9 +462,14 @@ fn generate_one(
     let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
     let env = match usable_env(&p) {
         Ok(env) => env,
-        Err(done) => {
+        Err(message) => {
             bump(2);
-            return Ok(Step::Done(*done));
+            return Ok(Step::Done(invalid(
+                &p,
+                GENERATOR_BUILTIN,
+                "import_env",
+                message,
+            )));
         }
     };
     let (generated, fresh) = harness::generate(
@@ -510,7 +510,7 @@ fn finish_one(
     let (p, env, harness_text, validation, generator) = match step {
         Step::Done(done) => return Ok(done),
         Step::Harness(p, env, h) => (p, env, h, validation, GENERATOR_BUILTIN),
-        Step::Validated(p, env, h, v) => (p, env, h, Some(v), "llm"),
+        Step::Validated(p, env, h, v) => (p, env, h, Some(v), GENERATOR_LLM),
     };
     let (v, fresh) = match (validate, validation) {
         (true, Some(v)) => v,

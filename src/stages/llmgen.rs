@@ -69,16 +69,10 @@ pub fn shape(code: &str, target: &Target) -> std::result::Result<String, String>
         }
         kept.push(line);
     }
-    let body = kept.join("\n");
-    let body = body.replace(&head, "");
-    let body = body
-        .lines()
-        .filter(|l| {
-            let t = l.trim();
-            t != "import unittest"
-                && t != "import r2e_equiv"
-                && t != "candidate, reference = r2e_equiv.harness_modules()"
-        })
+    // The header's own lines, when the model repeated them, are not written twice.
+    let body = kept
+        .into_iter()
+        .filter(|l| l.trim().is_empty() || !head.lines().any(|h| h == l.trim()))
         .collect::<Vec<_>>()
         .join("\n");
     if !body.contains("unittest.TestCase") && !body.contains("TestCase)") {
@@ -270,4 +264,48 @@ fn marked_source(target: &Target, v: &Validation) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> Target {
+        Target {
+            import_root: "/r".into(),
+            extra_roots: Vec::new(),
+            module: "pkg.ops".into(),
+            qualname: "add".into(),
+            kind: "function",
+            source_file: "/r/pkg/ops.py".into(),
+            start_line: 1,
+            end_line: 3,
+            call_sites: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn shaping_keeps_one_header_and_drops_imports_of_the_target() {
+        let code = "import unittest\nimport r2e_equiv\nfrom pkg.ops import add\n\nclass T(unittest.TestCase):\n    def test_0(self):\n        self.assertEqual(add(1, 2), reference_add(1, 2))\n";
+        let h = shape(code, &target()).unwrap();
+        let (head, _) = header(&target());
+        assert!(h.starts_with(&head));
+        assert_eq!(h.matches("import unittest").count(), 1);
+        assert!(!h.contains("from pkg.ops import"));
+    }
+
+    #[test]
+    fn shaping_rejects_harnesses_that_never_use_the_function() {
+        let code = "import unittest\n\nclass T(unittest.TestCase):\n    def test_0(self):\n        self.assertEqual(reference_add(1, 2), 3)\n";
+        assert!(
+            shape(code, &target())
+                .unwrap_err()
+                .contains("never uses `add`")
+        );
+        assert!(
+            shape("x = add(1)\n", &target())
+                .unwrap_err()
+                .contains("TestCase")
+        );
+    }
 }
