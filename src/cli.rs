@@ -66,6 +66,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// A table with a row per variant (or one for the pipeline): candidates, valid harnesses,
+    /// coverage, the in-file / out-of-file split, failure classes, model requests and tokens.
+    /// Prints Markdown (or JSON) and writes `report.md` and `report.json` into the output.
+    Report {
+        #[arg(short, long, default_value = "pipeline.toml")]
+        pipeline: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
     /// Work with built datasets.
     Dataset {
         #[command(subcommand)]
@@ -132,13 +141,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             let cfg = config::load(&pipeline)?;
-            if let Some(name) = variant {
-                return Err(Error::input(format!(
-                    "`{}` defines no variant `{name}` (it has no `[[variant]]` tables)",
-                    cfg.file.display()
-                )));
-            }
-            let report = crate::check::check(&cfg, &id, &candidate)?;
+            let cfg = match &variant {
+                Some(name) => cfg.variant(name)?,
+                None if !cfg.variants.is_empty() => {
+                    return Err(Error::input(format!(
+                        "`{}` builds variants; name one with `--variant NAME` ({})",
+                        cfg.file.display(),
+                        cfg.variants
+                            .iter()
+                            .map(|v| v.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
+                None => &cfg,
+            };
+            let report = crate::check::check(cfg, &id, &candidate)?;
             if json {
                 print_json(&report.json)?;
             } else {
@@ -181,6 +199,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Report { pipeline, json } => {
+            let cfg = config::load(&pipeline)?;
+            let rows = crate::report::report(&cfg)?;
+            let md = crate::report::write(&cfg, &rows)?;
+            if json {
+                print_text(&format!(
+                    "{}\n",
+                    serde_json::to_string_pretty(&rows)
+                        .map_err(|e| Error::Internal(e.to_string()))?
+                ))?;
+            } else {
+                print_text(&md)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Explain { id, pipeline, json } => {
             let cfg = config::load(&pipeline)?;
             let report = crate::inspect::explain(&cfg, &id)?;
@@ -196,6 +229,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
 
 fn human_summary(s: &engine::Summary) -> String {
     let mut out = String::new();
+    for (name, v) in &s.variants.0 {
+        out.push_str(&format!("variant {name}:\n"));
+        for line in human_summary(v).lines() {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
+    if !s.variants.is_empty() {
+        out.push_str("all variants:\n");
+    }
     for (stage, c) in &s.stages.0 {
         out.push_str(&format!(
             "{stage:>9}: {} executed, {} cached, {} failed\n",

@@ -38,6 +38,51 @@ struct Options {
     providers: std::collections::BTreeMap<String, ProviderOptions>,
     #[serde(default)]
     prompts: std::collections::BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    refine: RefineConfig,
+    #[serde(default)]
+    variant: Vec<Spanned<VariantOptions>>,
+}
+
+/// `[[variant]]` as written: a name and overrides of stage settings, merged key by key over the
+/// pipeline's own tables.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VariantOptions {
+    name: Spanned<String>,
+    extract: Option<Spanned<toml::Table>>,
+    context: Option<Spanned<toml::Table>>,
+    generate: Option<Spanned<toml::Table>>,
+    select: Option<Spanned<toml::Table>>,
+    refine: Option<Spanned<toml::Table>>,
+    prompts: Option<Spanned<toml::Table>>,
+}
+
+/// `[refine]`: docstring refinement by a model (stage `refine`), for selected instances.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RefineConfig {
+    pub enabled: bool,
+    /// The `[providers.NAME]` asked, and the model.
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    pub temperature: f64,
+    pub max_completion_tokens: u32,
+    /// Input/output examples (captured while validating) shown to the model.
+    pub max_examples: u32,
+}
+
+impl Default for RefineConfig {
+    fn default() -> Self {
+        RefineConfig {
+            enabled: false,
+            provider: None,
+            model: None,
+            temperature: 0.0,
+            max_completion_tokens: 1024,
+            max_examples: 5,
+        }
+    }
 }
 
 /// `[providers.NAME]` as written.
@@ -263,6 +308,16 @@ pub enum Generator {
     Builtin,
     /// A language model writes the harness from the function's context, then repairs it.
     Llm,
+    /// The built-in generator first; the model only where it falls short of the thresholds,
+    /// with the built-in harness's tests kept beside the model's.
+    Hybrid,
+}
+
+impl Generator {
+    /// Whether this generator asks a model.
+    pub fn uses_model(self) -> bool {
+        matches!(self, Generator::Llm | Generator::Hybrid)
+    }
 }
 
 /// What a model-written harness asserts.
@@ -452,6 +507,17 @@ pub struct Config {
     /// Prompt template files named in `[prompts]`, absolute; the others come from the
     /// pipeline's `prompts/` folder or, failing that, r2e's built-in templates.
     pub prompts: Vec<(String, PathBuf)>,
+    pub refine: RefineConfig,
+    /// `[[variant]]` tables, each resolved into a whole configuration whose output is
+    /// `<output>/variants/NAME`. Empty: the pipeline builds its own configuration into `<output>`.
+    pub variants: Vec<Variant>,
+}
+
+/// One `[[variant]]`: its name and its resolved configuration.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub name: String,
+    pub cfg: Config,
 }
 
 impl Config {
@@ -459,6 +525,47 @@ impl Config {
     pub fn generate_provider(&self) -> Option<&ProviderConfig> {
         let name = self.generate.provider.as_deref()?;
         self.providers.iter().find(|p| p.name == name)
+    }
+
+    /// The provider the `[refine]` stage asks, when it is enabled.
+    pub fn refine_provider(&self) -> Option<&ProviderConfig> {
+        if !self.refine.enabled {
+            return None;
+        }
+        let name = self.refine.provider.as_deref()?;
+        self.providers.iter().find(|p| p.name == name)
+    }
+
+    /// What one build computes: every variant, or this configuration alone (named `None`).
+    pub fn builds(&self) -> Vec<(Option<&str>, &Config)> {
+        if self.variants.is_empty() {
+            vec![(None, self)]
+        } else {
+            self.variants
+                .iter()
+                .map(|v| (Some(v.name.as_str()), &v.cfg))
+                .collect()
+        }
+    }
+
+    /// The configuration of the variant `name` (exit 2 when there is none).
+    pub fn variant(&self, name: &str) -> Result<&Config> {
+        self.variants
+            .iter()
+            .find(|v| v.name == name)
+            .map(|v| &v.cfg)
+            .ok_or_else(|| {
+                let known: Vec<&str> = self.variants.iter().map(|v| v.name.as_str()).collect();
+                Error::input(format!(
+                    "`{}` defines no variant `{name}`{}",
+                    self.file.display(),
+                    if known.is_empty() {
+                        " (it has no `[[variant]]` tables)".to_owned()
+                    } else {
+                        format!("; its variants are `{}`", known.join("`, `"))
+                    }
+                ))
+            })
     }
 }
 
@@ -597,22 +704,6 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         }
         repos.push(RepoConfig { name, source });
     }
-    if !(0.0..=1.0).contains(&options.select.min_branch_coverage) {
-        return Err(at(
-            find_key(text, "min_branch_coverage"),
-            "`min_branch_coverage` must be between 0 and 1",
-        ));
-    }
-    if options.generate.budget == 0 || options.generate.max_tests == 0 {
-        return Err(at(
-            find_key(text, "budget").or(find_key(text, "max_tests")),
-            "`budget` and `max_tests` must be at least 1",
-        ));
-    }
-    if options.context.max_tokens == 0 {
-        let span = find_key(text, "max_tokens");
-        return Err(at(span, "`max_tokens` must be at least 1"));
-    }
     let mut providers = Vec::new();
     for (pname, p) in options.providers {
         let url = p.base_url.get_ref().trim_end_matches('/').to_owned();
@@ -644,63 +735,13 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
             max_retries: p.max_retries.unwrap_or(6),
         });
     }
-    if options.generate.generator == Generator::Llm {
-        let span = find_key(text, "generator");
-        let Some(name) = &options.generate.provider else {
-            return Err(at(
-                span,
-                "`generator = \"llm\"` needs `provider = \"NAME\"` naming a `[providers.NAME]` table",
-            ));
-        };
-        let Some(provider) = providers.iter().find(|p| &p.name == name) else {
-            let known: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
-            return Err(at(
-                find_key(text, "provider").or(span),
-                &format!(
-                    "unknown provider `{name}`; the pipeline defines {}",
-                    if known.is_empty() {
-                        "no `[providers.NAME]` table".to_owned()
-                    } else {
-                        format!("`{}`", known.join("`, `"))
-                    }
-                ),
-            ));
-        };
-        if options.generate.model.as_deref().is_none_or(str::is_empty) {
-            return Err(at(span, "`generator = \"llm\"` needs `model = \"...\"`"));
-        }
-        if let Some(var) = &provider.api_key_env
-            && provider.api_key.is_none()
-        {
-            return Err(at(
-                find_key(text, "api_key_env"),
-                &format!(
-                    "provider `{name}` reads its API key from the environment variable `{var}`, which is not set"
-                ),
-            ));
-        }
-    }
     let mut prompts = Vec::new();
-    for (pname, path) in options.prompts {
-        if !TEMPLATE_NAMES.contains(&pname.as_str()) {
-            return Err(at(
-                Some(path.span()),
-                &format!(
-                    "unknown prompt `{pname}`; the templates are {}",
-                    TEMPLATE_NAMES.join(", ")
-                ),
-            ));
-        }
-        let full = base.join(path.get_ref());
-        if !full.is_file() {
-            return Err(at(
-                Some(path.span()),
-                &format!("prompt file `{}` does not exist", full.display()),
-            ));
-        }
-        prompts.push((pname, full));
+    for (pname, path) in &options.prompts {
+        prompts.push(
+            prompt_file(&base, pname, path.get_ref()).map_err(|m| at(Some(path.span()), &m))?,
+        );
     }
-    Ok(Config {
+    let cfg = Config {
         file: file.to_path_buf(),
         name,
         output,
@@ -713,7 +754,246 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         select: options.select,
         providers,
         prompts,
-    })
+        refine: options.refine,
+        variants: Vec::new(),
+    };
+    check_stages(&cfg, &|section, key, msg| {
+        at(find_section_key(text, section, key), msg)
+    })?;
+    if options.variant.is_empty() {
+        return Ok(cfg);
+    }
+    // Each variant: the pipeline's tables with the variant's keys merged over them.
+    let doc: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| at(e.span(), e.message()))?;
+    let mut variants: Vec<Variant> = Vec::new();
+    for v in options.variant {
+        let span = v.span();
+        let v = v.into_inner();
+        let vname = v.name.get_ref().clone();
+        let valid_name = !vname.is_empty()
+            && vname
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            && !vname.starts_with('.');
+        if !valid_name {
+            return Err(at(
+                Some(v.name.span()),
+                "a variant name must be non-empty and hold only letters, digits, `_`, `-` and `.` (it names a folder)",
+            ));
+        }
+        if variants.iter().any(|o| o.name == vname) {
+            return Err(at(
+                Some(v.name.span()),
+                &format!("two variants are named `{vname}`"),
+            ));
+        }
+        // The variant's text: from its header to the next table that is not one of its own.
+        let body_start = text[span.start..]
+            .find('\n')
+            .map_or(text.len(), |i| span.start + i + 1);
+        let mut end = body_start;
+        for line in text[body_start..].split_inclusive('\n') {
+            let t = line.trim_start();
+            if t.starts_with('[') && !t.starts_with("[variant.") {
+                break;
+            }
+            end += line.len();
+        }
+        let span = span.start..end;
+        let in_variant = |key: &str, msg: &str| -> Error {
+            let local = find_dotted_key(&text[span.clone()], key)
+                .map(|r| r.start + span.start..r.end + span.start);
+            at(
+                local.or(Some(span.clone())),
+                &format!("variant `{vname}`: {msg}"),
+            )
+        };
+        let bad = |section: &str, e: toml::de::Error| {
+            in_variant(section, &format!("`{section}`: {}", e.message()))
+        };
+        let mut vcfg = cfg.clone();
+        vcfg.output = cfg.output.join("variants").join(&vname);
+        if let Some(t) = merged(&doc, "extract", &v.extract) {
+            vcfg.extract = t.try_into().map_err(|e| bad("extract", e))?;
+        }
+        if let Some(t) = merged(&doc, "context", &v.context) {
+            vcfg.context = t.try_into().map_err(|e| bad("context", e))?;
+        }
+        if let Some(t) = merged(&doc, "generate", &v.generate) {
+            vcfg.generate = t.try_into().map_err(|e| bad("generate", e))?;
+        }
+        if let Some(t) = merged(&doc, "select", &v.select) {
+            vcfg.select = t.try_into().map_err(|e| bad("select", e))?;
+        }
+        if let Some(t) = merged(&doc, "refine", &v.refine) {
+            vcfg.refine = t.try_into().map_err(|e| bad("refine", e))?;
+        }
+        if let Some(over) = &v.prompts {
+            for (pname, path) in over.get_ref() {
+                let Some(path) = path.as_str() else {
+                    return Err(in_variant(pname, "a prompt is the path of a file"));
+                };
+                let entry = prompt_file(&base, pname, path).map_err(|m| in_variant(pname, &m))?;
+                vcfg.prompts.retain(|(n, _)| n != pname);
+                vcfg.prompts.push(entry);
+            }
+            vcfg.prompts.sort();
+        }
+        check_stages(&vcfg, &|_, key, msg| in_variant(key, msg))?;
+        variants.push(Variant {
+            name: vname,
+            cfg: vcfg,
+        });
+    }
+    Ok(Config { variants, ..cfg })
+}
+
+/// The pipeline's `section` table with a variant's keys put over it, when the variant has any.
+fn merged(
+    doc: &toml::Table,
+    section: &str,
+    over: &Option<Spanned<toml::Table>>,
+) -> Option<toml::Value> {
+    let over = over.as_ref()?;
+    let mut table = doc
+        .get(section)
+        .and_then(|v| v.as_table())
+        .cloned()
+        .unwrap_or_default();
+    for (k, v) in over.get_ref() {
+        table.insert(k.clone(), v.clone());
+    }
+    Some(toml::Value::Table(table))
+}
+
+/// A `[prompts]` entry: a known template name and an existing file, relative to `base`.
+fn prompt_file(
+    base: &Path,
+    name: &str,
+    path: &str,
+) -> std::result::Result<(String, PathBuf), String> {
+    if !TEMPLATE_NAMES.contains(&name) {
+        return Err(format!(
+            "unknown prompt `{name}`; the templates are {}",
+            TEMPLATE_NAMES.join(", ")
+        ));
+    }
+    let full = base.join(path);
+    if !full.is_file() {
+        return Err(format!("prompt file `{}` does not exist", full.display()));
+    }
+    Ok((name.to_owned(), full))
+}
+
+/// Locates a key for a message: `(section, key)`.
+type Locate<'a> = dyn Fn(&str, &str, &str) -> Error + 'a;
+
+/// The checks of stage settings that types cannot express, for the pipeline and each variant.
+fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
+    if !(0.0..=1.0).contains(&cfg.select.min_branch_coverage) {
+        return Err(at(
+            "select",
+            "min_branch_coverage",
+            "`min_branch_coverage` must be between 0 and 1",
+        ));
+    }
+    if cfg.generate.budget == 0 || cfg.generate.max_tests == 0 {
+        let key = if cfg.generate.budget == 0 {
+            "budget"
+        } else {
+            "max_tests"
+        };
+        return Err(at(
+            "generate",
+            key,
+            "`budget` and `max_tests` must be at least 1",
+        ));
+    }
+    if cfg.context.max_tokens == 0 {
+        return Err(at(
+            "context",
+            "max_tokens",
+            "`max_tokens` must be at least 1",
+        ));
+    }
+    if cfg.generate.generator.uses_model() {
+        let what = match cfg.generate.generator {
+            Generator::Hybrid => "`generator = \"hybrid\"`",
+            _ => "`generator = \"llm\"`",
+        };
+        check_model(
+            cfg,
+            "generate",
+            "generator",
+            what,
+            cfg.generate.provider.as_deref(),
+            cfg.generate.model.as_deref(),
+            at,
+        )?;
+    }
+    if cfg.refine.enabled {
+        check_model(
+            cfg,
+            "refine",
+            "enabled",
+            "`[refine] enabled = true`",
+            cfg.refine.provider.as_deref(),
+            cfg.refine.model.as_deref(),
+            at,
+        )?;
+    }
+    Ok(())
+}
+
+/// A model-driven stage names a known provider, whose key (if it needs one) is set, and a model.
+fn check_model(
+    cfg: &Config,
+    section: &str,
+    key: &str,
+    what: &str,
+    provider: Option<&str>,
+    model: Option<&str>,
+    at: &Locate,
+) -> Result<()> {
+    let Some(name) = provider else {
+        return Err(at(
+            section,
+            key,
+            &format!("{what} needs `provider = \"NAME\"` naming a `[providers.NAME]` table"),
+        ));
+    };
+    let Some(p) = cfg.providers.iter().find(|p| p.name == name) else {
+        let known: Vec<&str> = cfg.providers.iter().map(|p| p.name.as_str()).collect();
+        return Err(at(
+            section,
+            "provider",
+            &format!(
+                "unknown provider `{name}`; the pipeline defines {}",
+                if known.is_empty() {
+                    "no `[providers.NAME]` table".to_owned()
+                } else {
+                    format!("`{}`", known.join("`, `"))
+                }
+            ),
+        ));
+    };
+    if model.is_none_or(str::is_empty) {
+        return Err(at(section, key, &format!("{what} needs `model = \"...\"`")));
+    }
+    if let Some(var) = &p.api_key_env
+        && p.api_key.is_none()
+    {
+        return Err(at(
+            &format!("providers.{name}"),
+            "api_key_env",
+            &format!(
+                "provider `{name}` reads its API key from the environment variable `{var}`, which is not set"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn default_repo_name(source: &RepoSource) -> String {
@@ -761,6 +1041,58 @@ fn find_key(text: &str, key: &str) -> Option<Range<usize>> {
     None
 }
 
+/// The span of the first `key` written as `key = `, `a.b.key = ` or `key.x = `.
+fn find_dotted_key(text: &str, key: &str) -> Option<Range<usize>> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let mut rest = line.trim_start();
+        loop {
+            if let Some(after) = rest.strip_prefix(key)
+                && (after.trim_start().starts_with('=') || after.starts_with('.'))
+            {
+                let start = offset + (line.len() - rest.len());
+                return Some(start..start + key.len());
+            }
+            match rest.split_once('.') {
+                Some((head, tail))
+                    if !head.is_empty()
+                        && head
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+                {
+                    rest = tail;
+                }
+                _ => break,
+            }
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// The span of `key =` inside the `[section]` table (or as `section.key =`), else anywhere.
+fn find_section_key(text: &str, section: &str, key: &str) -> Option<Range<usize>> {
+    let header = format!("[{section}]");
+    let mut offset = 0;
+    let mut inside = false;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            inside = trimmed.trim_end().starts_with(&header);
+        } else if inside || trimmed.starts_with(&format!("{section}.")) {
+            let rest = trimmed
+                .strip_prefix(&format!("{section}."))
+                .unwrap_or(trimmed);
+            if rest.starts_with(key) && rest[key.len()..].trim_start().starts_with('=') {
+                let start = offset + (line.len() - rest.len());
+                return Some(start..start + key.len());
+            }
+        }
+        offset += line.len();
+    }
+    find_key(text, key)
+}
+
 /// Whether `R2E_LOG` asks for stage timings on stderr.
 pub fn log_timings() -> bool {
     std::env::var("R2E_LOG").is_ok_and(|v| v.split(',').any(|p| p.trim() == "timings"))
@@ -804,6 +1136,72 @@ mod tests {
             e.starts_with("P:2:8: repo path") && e.contains("nope` does not exist"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn variants_merge_over_the_pipeline_and_bad_ones_are_located() {
+        let dir = tempfile::tempdir().unwrap();
+        fs_err::create_dir(dir.path().join("repo")).unwrap();
+        let text = "[[repo]]\npath = \"repo\"\n[context]\nmax_tokens = 500\n[select]\nmin_branch_coverage = 0.5\n\
+                    [[variant]]\nname = \"naive\"\ncontext.strategy = \"naive\"\n\
+                    [[variant]]\nname = \"strict\"\n[variant.select]\nmin_branch_coverage = 0.9\n";
+        let c = parse(text, &dir.path().join("pipeline.toml")).unwrap();
+        let names: Vec<&str> = c.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["naive", "strict"]);
+        let naive = c.variant("naive").unwrap();
+        // Only the named key changes; the pipeline's other keys of the table stay.
+        assert_eq!(naive.context.strategy, Strategy::Naive);
+        assert_eq!(naive.context.max_tokens, 500);
+        assert_eq!(naive.select.min_branch_coverage, 0.5);
+        assert_eq!(naive.output, dir.path().join("out/variants/naive"));
+        let strict = c.variant("strict").unwrap();
+        assert_eq!(strict.select.min_branch_coverage, 0.9);
+        assert_eq!(strict.context.strategy, Strategy::Sliced);
+        assert!(
+            c.variant("other")
+                .unwrap_err()
+                .to_string()
+                .contains("`naive`, `strict`")
+        );
+
+        // A bad value in a variant names the variant, its line and column.
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[[variant]]\nname = \"v\"\ncontext.strategy = \"wide\"\n",
+        );
+        assert!(
+            e.starts_with("P:5:1: variant `v`: `context`:") && e.contains("wide"),
+            "{e}"
+        );
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[[variant]]\nname = \"v\"\nselect.min_branch_coverage = 2.0\n",
+        );
+        assert!(
+            e.starts_with("P:5:8: variant `v`: `min_branch_coverage`"),
+            "{e}"
+        );
+        // Settings a variant cannot change, duplicate and unsafe names.
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[[variant]]\nname = \"v\"\nenv.python = \"python3.12\"\n",
+        );
+        assert!(e.starts_with("P:5:1: unknown field `env`"), "{e}");
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[[variant]]\nname = \"v\"\n[[variant]]\nname = \"v\"\n",
+        );
+        assert!(e.starts_with("P:6:8: two variants are named `v`"), "{e}");
+        let e = err("[[repo]]\npath = \"repo\"\n[[variant]]\nname = \"../x\"\n");
+        assert!(e.starts_with("P:4:8: a variant name"), "{e}");
+        // A variant that asks a model checks its provider as the pipeline would.
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[[variant]]\nname = \"m\"\ngenerate.generator = \"hybrid\"\n",
+        );
+        assert!(
+            e.starts_with("P:5:10: variant `m`: `generator = \"hybrid\"` needs `provider"),
+            "{e}"
+        );
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[refine]\nenabled = true\nprovider = \"nowhere\"\nmodel = \"m\"\n",
+        );
+        assert!(e.starts_with("P:5:1: unknown provider `nowhere`"), "{e}");
     }
 
     #[test]

@@ -360,6 +360,15 @@ pub struct SliceSet {
     pub unresolved: Vec<String>,
 }
 
+impl SliceSet {
+    /// Whether every item of the slice is in the file `own` (the paper's in-file functions).
+    pub fn in_file(&self, own: u32) -> bool {
+        self.items
+            .iter()
+            .all(|&(it, _)| matches!(it, Item::Def(f, _) | Item::Global(f, _) if f == own))
+    }
+}
+
 /// Stage `slice`: the transitive closure of an item's dependencies. Reads interfaces only, so
 /// comments and formatting never re-run it.
 #[salsa::tracked(returns(ref))]

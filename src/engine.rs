@@ -52,11 +52,12 @@ pub enum Stage {
     Env,
     Generate,
     Validate,
+    Refine,
     Assemble,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 8] = [
+    pub const ALL: [Stage; 9] = [
         Stage::Checkout,
         Stage::Parse,
         Stage::Extract,
@@ -64,6 +65,7 @@ impl Stage {
         Stage::Env,
         Stage::Generate,
         Stage::Validate,
+        Stage::Refine,
         Stage::Assemble,
     ];
     /// The last stage.
@@ -77,6 +79,7 @@ impl Stage {
             Stage::Env => "env",
             Stage::Generate => "generate",
             Stage::Validate => "validate",
+            Stage::Refine => "refine",
             Stage::Assemble => "assemble",
         }
     }
@@ -96,16 +99,30 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub llm:
         std::collections::BTreeMap<String, std::collections::BTreeMap<String, crate::llm::Usage>>,
+    /// With `[[variant]]` tables: each variant's own summary (its output is
+    /// `<output>/variants/NAME`). The top-level stages then count the shared stages once and
+    /// sum the others over the variants.
+    #[serde(default, skip_serializing_if = "indexmap_like::OrderedMap::is_empty")]
+    pub variants: indexmap_like::OrderedMap<Summary>,
 }
 
 /// A tiny insertion-ordered map that serializes as a JSON object.
 pub mod indexmap_like {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-    #[derive(Clone, Debug, Default, PartialEq)]
+    #[derive(Clone, Debug, PartialEq)]
     pub struct OrderedMap<V>(pub Vec<(String, V)>);
 
+    impl<V> Default for OrderedMap<V> {
+        fn default() -> Self {
+            OrderedMap(Vec::new())
+        }
+    }
+
     impl<V> OrderedMap<V> {
+        pub fn is_empty(&self) -> bool {
+            self.0.is_empty()
+        }
         pub fn get(&self, key: &str) -> Option<&V> {
             self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
         }
@@ -208,45 +225,73 @@ fn build_identity() -> String {
 }
 
 pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>]) -> Hash {
+    /// What one dataset (the pipeline's own, or a variant's) is made from.
+    #[derive(Serialize)]
+    struct Stages<'a> {
+        name: Option<&'a str>,
+        extract: &'a crate::config::ExtractConfig,
+        context: &'a crate::config::ContextConfig,
+        generate: &'a crate::config::GenerateConfig,
+        select: &'a crate::config::SelectConfig,
+        refine: &'a crate::config::RefineConfig,
+        /// The prompt templates in use (their texts' hashes).
+        prompts: Vec<(String, String, Hash)>,
+    }
     #[derive(Serialize)]
     struct Key<'a> {
         version: &'a str,
-        extract: &'a crate::config::ExtractConfig,
-        context: &'a crate::config::ContextConfig,
         env: &'a crate::config::EnvConfig,
-        generate: &'a crate::config::GenerateConfig,
-        select: &'a crate::config::SelectConfig,
         until: Stage,
         repos: Vec<(&'a str, &'a str, Option<&'a str>)>,
-        /// The prompt templates in use (their texts' hashes), and the providers asked.
-        prompts: Vec<(String, String, Hash)>,
+        /// The providers asked.
         providers: Vec<(&'a str, &'a str, crate::config::Api)>,
+        builds: Vec<Stages<'a>>,
     }
-    let prompts = match cfg.generate.generator {
-        crate::config::Generator::Llm => crate::llm::prompts::Templates::load(cfg)
-            .map(|t| t.sources)
-            .unwrap_or_default(),
-        crate::config::Generator::Builtin => Vec::new(),
-    };
+    let builds = cfg
+        .builds()
+        .into_iter()
+        .map(|(name, c)| Stages {
+            name,
+            extract: &c.extract,
+            context: &c.context,
+            generate: &c.generate,
+            select: &c.select,
+            refine: &c.refine,
+            prompts: if c.generate.generator.uses_model() || c.refine.enabled {
+                crate::llm::prompts::Templates::load(c)
+                    .map(|t| t.sources)
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            },
+        })
+        .collect();
     Hash::of_key(&Key {
-        prompts,
         providers: cfg
             .providers
             .iter()
             .map(|p| (p.name.as_str(), p.base_url.as_str(), p.api))
             .collect(),
         version: &build_identity(),
-        extract: &cfg.extract,
-        context: &cfg.context,
         env: &cfg.env,
-        generate: &cfg.generate,
-        select: &cfg.select,
         until: opts.until,
         repos: checkouts
             .iter()
             .map(|c| (c.name.as_str(), c.tree.as_str(), c.rev.as_deref()))
             .collect(),
+        builds,
     })
+}
+
+/// The folders a build writes datasets into: `<output>`, or `<output>/variants/NAME` each.
+fn dataset_dirs(cfg: &Config, output: &Path) -> Vec<PathBuf> {
+    cfg.builds()
+        .into_iter()
+        .map(|(name, _)| match name {
+            Some(n) => output.join("variants").join(n),
+            None => output.to_path_buf(),
+        })
+        .collect()
 }
 
 /// Whether every environment the outputs name is still in the cache (`r2e check` runs in them).
@@ -373,12 +418,25 @@ pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
             .outputs
             .iter()
             .all(|(name, _, size, mtime)| stat(&output.join(name)) == Some((*size, *mtime)))
-        && envs_present(&output, &session.cache)
+        && dataset_dirs(cfg, &output)
+            .iter()
+            .all(|dir| envs_present(dir, &session.cache))
         && let Ok(mut summary) = serde_json::from_str::<Summary>(&state.summary_json)
     {
-        for (_, counts) in summary.stages.0.iter_mut() {
-            counts.cached += counts.executed;
-            counts.executed = 0;
+        let all_cached = |s: &mut Summary| {
+            for (_, counts) in s.stages.0.iter_mut() {
+                counts.cached += counts.executed;
+                counts.executed = 0;
+            }
+            for usage in s.llm.values_mut().flat_map(|m| m.values_mut()) {
+                usage.cached += usage.executed;
+                usage.executed = 0;
+            }
+        };
+        all_cached(&mut summary);
+        for (name, v) in summary.variants.0.iter_mut() {
+            all_cached(v);
+            v.output = output.join("variants").join(name);
         }
         summary.output = output;
         eprintln!(
@@ -403,13 +461,19 @@ fn run(
 ) -> Result<Summary> {
     let s = &session;
     let db = &s.db;
-    let settings = s.settings;
     let files = s.all_files();
-    let mut stages = indexmap_like::OrderedMap::default();
+    let mut shared = Summary {
+        dataset_version: None,
+        output: output.to_path_buf(),
+        stages: Default::default(),
+        counts: Default::default(),
+        excluded_by: Default::default(),
+        llm: Default::default(),
+        variants: Default::default(),
+    };
     for stage in Stage::ALL {
-        stages.insert(stage.name(), StageCounts::default());
+        shared.stages.insert(stage.name(), StageCounts::default());
     }
-    let mut counts = indexmap_like::OrderedMap::default();
     let prev_repos: BTreeMap<&str, &str> = previous
         .as_ref()
         .map(|p| {
@@ -424,13 +488,13 @@ fn run(
         .iter()
         .filter(|c| prev_repos.get(c.name.as_str()) != Some(&c.tree.as_str()))
         .count() as u64;
-    *stages.get_mut("checkout").unwrap() = StageCounts {
+    *shared.stages.get_mut("checkout").unwrap() = StageCounts {
         executed: changed,
         cached: s.checkouts.len() as u64 - changed,
         failed: 0,
     };
-    counts.insert("repos", s.checkouts.len() as u64);
-    counts.insert("files", files.len() as u64);
+    shared.counts.insert("repos", s.checkouts.len() as u64);
+    shared.counts.insert("files", files.len() as u64);
 
     let mut failures: Vec<serde_json::Value> = Vec::new();
     for c in &s.checkouts {
@@ -438,13 +502,7 @@ fn run(
             failures.push(serde_json::json!({"repo": c.name, "path": path, "stage": "checkout", "reason": reason}));
         }
     }
-
-    let mut clock = std::time::Instant::now();
-    let mut lap = |what: &str| {
-        log::timing(what, clock.elapsed());
-        clock = std::time::Instant::now();
-    };
-    let mut rows: Vec<(SourceFile, FunctionRow)> = Vec::new();
+    let mut clock = Lap(std::time::Instant::now());
     if opts.until >= Stage::Parse {
         let bar = progress(files.len() as u64, "parse");
         files.par_iter().for_each_with(db.clone(), |db, &f| {
@@ -452,9 +510,9 @@ fn run(
             bar.inc(1);
         });
         bar.finish_and_clear();
-        lap("parse");
+        clock.lap("parse");
         let c = &db.env().counters;
-        *stages.get_mut("parse").unwrap() = StageCounts {
+        *shared.stages.get_mut("parse").unwrap() = StageCounts {
             executed: c.parsed.load(Ordering::Relaxed),
             cached: c.parse_cached.load(Ordering::Relaxed),
             failed: c.parse_failed.load(Ordering::Relaxed),
@@ -466,178 +524,108 @@ fn run(
             }
         }
     }
-    if opts.until >= Stage::Extract {
-        let bar = progress(files.len() as u64, "extract");
-        let per_file: Vec<Arc<Vec<FunctionRow>>> = files
-            .par_iter()
-            .map_with(db.clone(), |db, &f| {
-                let r = db::file_functions(db, f, settings).clone();
-                bar.inc(1);
-                r
-            })
-            .collect();
-        bar.finish_and_clear();
-        lap("extract");
-        for (f, list) in files.iter().zip(per_file) {
-            rows.extend(list.iter().map(|r| (*f, r.clone())));
-        }
-        let executed = db.env().counters.extracted.load(Ordering::Relaxed);
-        *stages.get_mut("extract").unwrap() = StageCounts {
-            executed,
-            cached: files.len() as u64 - executed,
-            failed: 0,
-        };
-        counts.insert("functions", rows.len() as u64);
-        counts.insert(
-            "candidates",
-            rows.iter().filter(|(_, r)| r.excluded_by.is_none()).count() as u64,
-        );
-    }
-    let mut excluded_by = indexmap_like::OrderedMap::default();
-    for name in FILTERS {
-        excluded_by.insert(
-            name,
-            rows.iter()
-                .filter(|(_, r)| r.excluded_by == Some(name))
-                .count() as u64,
-        );
-    }
-    if opts.until >= Stage::Slice {
-        let candidates: Vec<&(SourceFile, FunctionRow)> = rows
-            .iter()
-            .filter(|(_, r)| r.excluded_by.is_none())
-            .collect();
-        let bar = progress(candidates.len() as u64, "slice");
-        candidates
-            .par_iter()
-            .for_each_with(db.clone(), |db, (f, row)| {
-                let item = ItemId::new(db, f.repo(db), Item::Def(f.ix(db), row.def));
-                let _ = db::slice_of(db, item);
-                let _ = db::context_of(db, item, settings);
-                bar.inc(1);
-            });
-        bar.finish_and_clear();
-        lap("slice");
-        let executed = db
-            .env()
-            .counters
-            .sliced
-            .load(Ordering::Relaxed)
-            .min(candidates.len() as u64);
-        *stages.get_mut("slice").unwrap() = StageCounts {
-            executed,
-            cached: candidates.len() as u64 - executed,
-            failed: 0,
-        };
-    }
+    // Environments are per repository, shared by every variant.
     let mut env_lines: Vec<Vec<u8>> = Vec::new();
-    let mut harness_out = crate::stages::assemble::HarnessOutputs::default();
+    let mut envs = crate::stages::env::Envs::new();
     if opts.until >= Stage::Env {
-        let (lines, env_counts, envs) = run_env_stage(s, &mut failures, output)?;
+        let (lines, env_counts, built) = run_env_stage(s, &mut failures, output)?;
         env_lines = lines;
-        *stages.get_mut("env").unwrap() = env_counts;
-        lap("env");
-        if opts.until >= Stage::Generate {
-            let candidates: Vec<(SourceFile, FunctionRow)> = rows
-                .iter()
-                .filter(|(_, r)| r.excluded_by.is_none())
-                .cloned()
-                .collect();
-            let bar = progress(candidates.len() as u64, "harness");
-            let inputs = crate::stages::assemble::Inputs {
-                cfg: &s.cfg,
-                db,
-                cache: &s.cache,
-                checkouts: &s.checkouts,
-                repos: &s.repos,
-                settings,
-                envs: &envs,
-            };
-            harness_out = crate::stages::assemble::run(
-                &inputs,
-                &candidates,
-                opts.until >= Stage::Validate,
-                &bar,
-            )?;
-            bar.finish_and_clear();
-            for (stage, c) in [
-                ("generate", harness_out.generate),
-                ("validate", harness_out.validate),
-                ("assemble", harness_out.assemble),
-            ] {
-                *stages.get_mut(stage).unwrap() = c;
-            }
-            counts.insert("harnesses_valid", harness_out.valid);
-            counts.insert("instances", harness_out.instances.len() as u64);
-            lap("harnesses");
-        }
+        envs = built;
+        *shared.stages.get_mut("env").unwrap() = env_counts;
+        clock.lap("env");
     }
-    counts.insert("failures", failures.len() as u64);
-
-    // Outputs.
-    fs_err::create_dir_all(output.join(".r2e"))?;
-    let previous_outputs: Vec<(String, Hash, u64, i64)> =
-        previous.map(|p| p.outputs).unwrap_or_default();
-    let mut recorded = Vec::new();
-    if opts.until >= Stage::Extract {
-        let mut out = JsonlWriter::create(&output.join("functions.jsonl"))?;
-        let with_slices = opts.until >= Stage::Slice;
-        for chunk in rows.chunks(4096) {
-            let lines: Vec<Vec<u8>> = chunk
-                .par_iter()
-                .map_with(db.clone(), |db, (f, row)| {
-                    function_line(db, *f, row, settings, with_slices)
-                })
-                .collect();
-            for line in lines {
-                out.write_line(&line)?;
-            }
-        }
-        recorded.push(out.finish(&previous_outputs)?);
-    }
-    if opts.until >= Stage::Env {
-        let mut out = JsonlWriter::create(&output.join("envs.jsonl"))?;
-        for line in &env_lines {
-            out.write_line(line)?;
-        }
-        recorded.push(out.finish(&previous_outputs)?);
-    }
-    if opts.until >= Stage::Generate {
-        let mut out = JsonlWriter::create(&output.join("harnesses.jsonl"))?;
-        for line in &harness_out.harness_lines {
-            out.write_line(line)?;
-        }
-        recorded.push(out.finish(&previous_outputs)?);
-    }
-    let mut manifest_version = None;
-    if opts.until >= Stage::Assemble {
-        let mut out = JsonlWriter::create(&output.join("dataset.jsonl"))?;
-        for (_, line) in &harness_out.instances {
-            out.write_line(line)?;
-        }
-        recorded.push(out.finish(&previous_outputs)?);
-        let (version, manifest) =
-            crate::stages::assemble::manifest(&s.cfg, &s.checkouts, &harness_out.instances)?;
-        let mut out = JsonlWriter::create(&output.join("manifest.json"))?;
-        out.write_line(&manifest)?;
-        recorded.push(out.finish(&previous_outputs)?);
-        manifest_version = Some(version);
-    }
-    let mut out = JsonlWriter::create(&output.join("failures.jsonl"))?;
-    for f in &failures {
-        out.write_line(&serde_json::to_vec(f).map_err(|e| Error::Internal(e.to_string()))?)?;
-    }
-    recorded.push(out.finish(&previous_outputs)?);
-    lap("write");
-    let dataset_version = manifest_version;
-    let summary = Summary {
-        dataset_version,
-        output: output.to_path_buf(),
-        stages,
-        counts,
-        excluded_by,
-        llm: harness_out.llm.clone(),
+    let shared_outputs = SharedOutputs {
+        failures: &failures,
+        env_lines: &env_lines,
+        envs: &envs,
+        previous: previous.map(|p| p.outputs).unwrap_or_default(),
     };
+    fs_err::create_dir_all(output.join(".r2e"))?;
+    // Each dataset: the pipeline's own, or one per variant. Extraction reads only the extract
+    // settings and contexts only the context settings, so a variant uses the first salsa input
+    // whose extract (for extraction) or context (for contexts) equals its own: variants that
+    // differ in one share every query of the other.
+    let mut inputs: Vec<Settings> = vec![s.settings];
+    let mut recorded = Vec::new();
+    let mut retry_later = false;
+    let builds = s.cfg.builds();
+    let mut summary = shared.clone();
+    for (name, cfg) in &builds {
+        let find = |inputs: &[Settings]| {
+            let extract = inputs
+                .iter()
+                .find(|i| *i.extract(db) == cfg.extract)
+                .copied();
+            let context = inputs
+                .iter()
+                .find(|i| *i.context(db) == cfg.context)
+                .copied();
+            extract.zip(context)
+        };
+        let settings = match find(&inputs) {
+            Some(found) => found,
+            None => {
+                inputs.push(Settings::new(db, cfg.extract.clone(), cfg.context.clone()));
+                find(&inputs).expect("the new input matches")
+            }
+        };
+        if let Some(name) = name {
+            eprintln!("variant {name}");
+        }
+        let rel = name.map(|n| format!("variants/{n}/")).unwrap_or_default();
+        let mut one = shared.clone();
+        let built = run_dataset(
+            s,
+            cfg,
+            settings,
+            opts,
+            output,
+            &rel,
+            &files,
+            &shared_outputs,
+            &mut one,
+            &mut clock,
+        )?;
+        recorded.extend(built.recorded);
+        retry_later |= built.retry_later;
+        match name {
+            None => summary = one,
+            Some(name) => {
+                for (stage, c) in &one.stages.0 {
+                    if matches!(stage.as_str(), "checkout" | "parse" | "env") {
+                        continue;
+                    }
+                    let total = summary
+                        .stages
+                        .get_mut(stage)
+                        .expect("every stage is listed");
+                    total.executed += c.executed;
+                    total.cached += c.cached;
+                    total.failed += c.failed;
+                }
+                for (stage, models) in &one.llm {
+                    for (model, u) in models {
+                        summary
+                            .llm
+                            .entry(stage.clone())
+                            .or_default()
+                            .entry(model.clone())
+                            .or_default()
+                            .add(u);
+                    }
+                }
+                one.output = output.join("variants").join(name);
+                summary.variants.insert(name, one);
+            }
+        }
+    }
+    if !summary.variants.is_empty() {
+        summary
+            .counts
+            .insert("variants", summary.variants.0.len() as u64);
+        summary.counts.insert("failures", failures.len() as u64);
+    }
+    clock.lap("write");
     let state = State {
         fingerprint: fp,
         summary_json: serde_json::to_string(&summary)
@@ -652,13 +640,214 @@ fn run(
     };
     let bytes = postcard::to_stdvec(&(STATE_VERSION, &state))
         .map_err(|e| Error::Internal(e.to_string()))?;
-    if harness_out.retry_later {
+    if retry_later {
         // Something may succeed next time (a model request failed): the next build must run.
         let _ = std::fs::remove_file(state_path(output));
     } else {
         write_if_changed(&state_path(output), &bytes)?;
     }
     Ok(summary)
+}
+
+/// Stage timings on stderr (`R2E_LOG=timings`).
+struct Lap(std::time::Instant);
+
+impl Lap {
+    fn lap(&mut self, what: &str) {
+        log::timing(what, self.0.elapsed());
+        self.0 = std::time::Instant::now();
+    }
+}
+
+/// What every dataset of a build shares: failures of the shared stages, environments, and the
+/// outputs recorded by the previous build.
+struct SharedOutputs<'a> {
+    failures: &'a [serde_json::Value],
+    env_lines: &'a [Vec<u8>],
+    envs: &'a crate::stages::env::Envs,
+    previous: Vec<(String, Hash, u64, i64)>,
+}
+
+/// What one dataset's build recorded.
+struct Built {
+    recorded: Vec<(String, Hash, u64, i64)>,
+    retry_later: bool,
+}
+
+/// Extract, slice, generate, validate, refine and assemble one dataset (the pipeline's own or a
+/// variant's) into `<output>/<rel>`, filling `summary`.
+#[allow(clippy::too_many_arguments)]
+fn run_dataset(
+    s: &Session,
+    cfg: &Config,
+    (extract_settings, settings): (Settings, Settings),
+    opts: &BuildOptions,
+    output: &Path,
+    rel: &str,
+    files: &[SourceFile],
+    shared: &SharedOutputs,
+    summary: &mut Summary,
+    clock: &mut Lap,
+) -> Result<Built> {
+    let db = &s.db;
+    let stages = &mut summary.stages;
+    let counts = &mut summary.counts;
+    let mut rows: Vec<(SourceFile, FunctionRow)> = Vec::new();
+    if opts.until >= Stage::Extract {
+        let before = db.env().counters.extracted.load(Ordering::Relaxed);
+        let bar = progress(files.len() as u64, "extract");
+        let per_file: Vec<Arc<Vec<FunctionRow>>> = files
+            .par_iter()
+            .map_with(db.clone(), |db, &f| {
+                let r = db::file_functions(db, f, extract_settings).clone();
+                bar.inc(1);
+                r
+            })
+            .collect();
+        bar.finish_and_clear();
+        clock.lap("extract");
+        for (f, list) in files.iter().zip(per_file) {
+            rows.extend(list.iter().map(|r| (*f, r.clone())));
+        }
+        let executed = db.env().counters.extracted.load(Ordering::Relaxed) - before;
+        *stages.get_mut("extract").unwrap() = StageCounts {
+            executed,
+            cached: files.len() as u64 - executed,
+            failed: 0,
+        };
+        counts.insert("functions", rows.len() as u64);
+        counts.insert(
+            "candidates",
+            rows.iter().filter(|(_, r)| r.excluded_by.is_none()).count() as u64,
+        );
+    }
+    for name in FILTERS {
+        summary.excluded_by.insert(
+            name,
+            rows.iter()
+                .filter(|(_, r)| r.excluded_by == Some(name))
+                .count() as u64,
+        );
+    }
+    let candidates: Vec<(SourceFile, FunctionRow)> = rows
+        .iter()
+        .filter(|(_, r)| r.excluded_by.is_none())
+        .cloned()
+        .collect();
+    if opts.until >= Stage::Slice {
+        let before = db.env().counters.sliced.load(Ordering::Relaxed);
+        let bar = progress(candidates.len() as u64, "slice");
+        candidates
+            .par_iter()
+            .for_each_with(db.clone(), |db, (f, row)| {
+                let item = ItemId::new(db, f.repo(db), Item::Def(f.ix(db), row.def));
+                let _ = db::slice_of(db, item);
+                let _ = db::context_of(db, item, settings);
+                bar.inc(1);
+            });
+        bar.finish_and_clear();
+        clock.lap("slice");
+        let executed = (db.env().counters.sliced.load(Ordering::Relaxed) - before)
+            .min(candidates.len() as u64);
+        *stages.get_mut("slice").unwrap() = StageCounts {
+            executed,
+            cached: candidates.len() as u64 - executed,
+            failed: 0,
+        };
+    }
+    let mut harness_out = crate::stages::assemble::HarnessOutputs::default();
+    if opts.until >= Stage::Generate {
+        let bar = progress(candidates.len() as u64, "harness");
+        let inputs = crate::stages::assemble::Inputs {
+            cfg,
+            db,
+            cache: &s.cache,
+            checkouts: &s.checkouts,
+            repos: &s.repos,
+            settings,
+            envs: shared.envs,
+        };
+        harness_out = crate::stages::assemble::run(&inputs, &candidates, opts.until, &bar)?;
+        bar.finish_and_clear();
+        for (stage, c) in [
+            ("generate", harness_out.generate),
+            ("validate", harness_out.validate),
+            ("refine", harness_out.refine),
+            ("assemble", harness_out.assemble),
+        ] {
+            *stages.get_mut(stage).unwrap() = c;
+        }
+        counts.insert("harnesses_valid", harness_out.valid);
+        if cfg.generate.generator == crate::config::Generator::Hybrid {
+            counts.insert("hybrid_builtin_sufficient", harness_out.builtin_sufficient);
+        }
+        if cfg.refine.enabled {
+            counts.insert("specs_refined", harness_out.refined);
+        }
+        counts.insert("instances", harness_out.instances.len() as u64);
+        clock.lap("harnesses");
+    }
+    counts.insert("failures", shared.failures.len() as u64);
+    summary.llm = harness_out.llm.clone();
+
+    // Outputs.
+    let dir = output.join(rel);
+    fs_err::create_dir_all(&dir)?;
+    let previous = &shared.previous;
+    let mut recorded = Vec::new();
+    let open = |name: &str| JsonlWriter::create(output, &format!("{rel}{name}"));
+    if opts.until >= Stage::Extract {
+        let mut out = open("functions.jsonl")?;
+        let with_slices = opts.until >= Stage::Slice;
+        for chunk in rows.chunks(4096) {
+            let lines: Vec<Vec<u8>> = chunk
+                .par_iter()
+                .map_with(db.clone(), |db, (f, row)| {
+                    function_line(db, *f, row, settings, with_slices)
+                })
+                .collect();
+            for line in lines {
+                out.write_line(&line)?;
+            }
+        }
+        recorded.push(out.finish(previous)?);
+    }
+    if opts.until >= Stage::Env {
+        let mut out = open("envs.jsonl")?;
+        for line in shared.env_lines {
+            out.write_line(line)?;
+        }
+        recorded.push(out.finish(previous)?);
+    }
+    if opts.until >= Stage::Generate {
+        let mut out = open("harnesses.jsonl")?;
+        for line in &harness_out.harness_lines {
+            out.write_line(line)?;
+        }
+        recorded.push(out.finish(previous)?);
+    }
+    if opts.until >= Stage::Assemble {
+        let mut out = open("dataset.jsonl")?;
+        for (_, line) in &harness_out.instances {
+            out.write_line(line)?;
+        }
+        recorded.push(out.finish(previous)?);
+        let (version, manifest) =
+            crate::stages::assemble::manifest(cfg, &s.checkouts, &harness_out.instances)?;
+        let mut out = open("manifest.json")?;
+        out.write_line(&manifest)?;
+        recorded.push(out.finish(previous)?);
+        summary.dataset_version = Some(version);
+    }
+    let mut out = open("failures.jsonl")?;
+    for f in shared.failures {
+        out.write_line(&serde_json::to_vec(f).map_err(|e| Error::Internal(e.to_string()))?)?;
+    }
+    recorded.push(out.finish(previous)?);
+    Ok(Built {
+        recorded,
+        retry_later: harness_out.retry_later,
+    })
 }
 
 /// Stage `env`: an environment per repository. Returns the lines of `envs.jsonl` and the counts.
@@ -821,10 +1010,7 @@ fn function_line(
             globals,
             tokens: ctx.tokens,
             truncated: ctx.truncated,
-            in_file: slice
-                .items
-                .iter()
-                .all(|&(it, _)| matches!(it, Item::Def(f, _) | Item::Global(f, _) if f == own)),
+            in_file: slice.in_file(own),
             unresolved: &slice.unresolved,
         }
     });
@@ -852,6 +1038,7 @@ fn function_line(
 /// Streams a JSON-lines output to a temporary file, hashing it; on `finish`, replaces the old
 /// file only if the content changed, so unchanged outputs keep their bytes and mtime.
 struct JsonlWriter {
+    name: String,
     path: PathBuf,
     tmp: PathBuf,
     out: std::io::BufWriter<fs_err::File>,
@@ -859,11 +1046,14 @@ struct JsonlWriter {
 }
 
 impl JsonlWriter {
-    fn create(path: &Path) -> Result<JsonlWriter> {
+    /// A writer of `root/name`; `name` (relative to the output) is what the state records.
+    fn create(root: &Path, name: &str) -> Result<JsonlWriter> {
+        let path = root.join(name);
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
         let file = fs_err::File::create(&tmp)?;
         Ok(JsonlWriter {
-            path: path.to_path_buf(),
+            name: name.to_owned(),
+            path,
             tmp,
             out: std::io::BufWriter::with_capacity(1 << 20, file),
             hasher: blake3::Hasher::new(),
@@ -889,11 +1079,7 @@ impl JsonlWriter {
 
     /// Returns (name, content hash, size, mtime) as recorded in the build state.
     fn finish(self, previous: &[(String, Hash, u64, i64)]) -> Result<(String, Hash, u64, i64)> {
-        let name = self
-            .path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = self.name.clone();
         let hash = Hash(*self.hasher.finalize().as_bytes());
         let file = self
             .out

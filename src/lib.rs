@@ -14,5 +14,6 @@ pub mod inspect;
 pub mod llm;
 pub mod log;
 pub mod python;
+pub mod report;
 pub mod sandbox;
 pub mod stages;

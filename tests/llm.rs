@@ -21,13 +21,23 @@ type Log = Arc<Mutex<Vec<String>>>;
 /// Starts the server; returns its base URL and the request log. The script answers by what the
 /// prompt asks about (functions of the fixture below).
 fn serve() -> (String, Log) {
+    let (url, log, _) = serve_slowly(std::time::Duration::ZERO);
+    (url, log)
+}
+
+/// Like [`serve`], answering each request after `delay`, one at a time; the third value logs
+/// the prompts whose answers were sent in full.
+fn serve_slowly(delay: std::time::Duration) -> (String, Log, Log) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let log: Log = Arc::default();
+    let answered: Log = Arc::default();
     let seen = log.clone();
+    let done = answered.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
+            std::thread::sleep(delay);
             let mut reader = BufReader::new(stream.try_clone().unwrap());
             let mut length = 0usize;
             loop {
@@ -67,14 +77,22 @@ fn serve() -> (String, Log) {
             } else {
                 "{\"error\": \"busy\"}".into()
             };
-            let _ = write!(
+            if status == 0 {
+                // A cut connection: no answer at all.
+                continue;
+            }
+            let sent = write!(
                 stream,
                 "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{payload}",
                 payload.len()
-            );
+            )
+            .and_then(|_| stream.flush());
+            if sent.is_ok() && status == 200 {
+                done.lock().unwrap().push(prompt);
+            }
         }
     });
-    (url, log)
+    (url, log, answered)
 }
 
 fn harness_for(local: &str) -> String {
@@ -102,7 +120,23 @@ fn answer(prompt: &str, n: usize) -> (u16, &'static str, String) {
         })
         .unwrap_or_default();
     let repair = prompt.contains("fails when it checks");
+    if prompt.contains("Improve the docstring") {
+        return match local.as_str() {
+            "sub_small" => (
+                200,
+                "",
+                "```python\ndef sub_small(a, b):\n    return a - b\n```".into(),
+            ),
+            _ => (
+                200,
+                "",
+                format!("```text\nRefined: {local} of two integers.\n```"),
+            ),
+        };
+    }
     match local.as_str() {
+        // The first connection is cut.
+        "sub_small" if n == 1 && !repair => (0, "", String::new()),
         // Rate-limited once, then a server error, then a good harness.
         "add_small" if n == 1 => (429, "Retry-After: 0\r\n", String::new()),
         "add_small" if n == 2 => (500, "", String::new()),
@@ -336,4 +370,340 @@ fn an_unreachable_server_is_recorded_and_retried_by_the_next_build() {
     // Nothing was cached and the build is not taken for up to date: the next one asks again.
     let again = b.build();
     assert_eq!(usage(&again, "generate", "failed"), 3);
+}
+
+/// Functions the built-in generator covers fully (`add_small`, `sub_small`) and one it cannot
+/// (`secret`: only the pair (3, 50), which the scripted model's tests use, takes its branch).
+const FIXTURE2: &str = r#"
+//- calc/__init__.py
+//- calc/ops.py
+import hashlib
+
+LIMIT = 100
+
+def add_small(a, b):
+    """Add two numbers, capping the result at LIMIT."""
+    total = a + b
+    if total > LIMIT:
+        return LIMIT
+    return total
+
+def sub_small(a, b):
+    """Subtract b from a, never below zero and at most LIMIT."""
+    total = a - b
+    if total < 0:
+        return 0
+    return min(total, LIMIT)
+
+def secret(a, b):
+    """Return 1 for the one pair whose digest matches, else the sum capped at LIMIT."""
+    if hashlib.sha256(f"{a}:{b}".encode()).hexdigest().startswith("9f5268f04488"):
+        return 1
+    return min(a + b, LIMIT)
+"#;
+
+/// A project on FIXTURE2 whose pipeline is `toml` (with `{url}` replaced).
+fn project2(url: &str, toml: &str) -> Build {
+    let dir = tempfile::tempdir().unwrap();
+    common::write_fixture(&dir.path().join("repo"), FIXTURE2);
+    std::fs::write(
+        dir.path().join("pipeline.toml"),
+        format!(
+            "version = 1\n[project]\nname = \"llm-test\"\n\n[[repo]]\npath = \"repo\"\n\n\
+             [env]\ninstaller = \"pip\"\nsystem_site_packages = true\n\n\
+             [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n\n{toml}"
+        ),
+    )
+    .unwrap();
+    Build { dir }
+}
+
+fn jsonl(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn variants_share_work_refine_specs_and_report_what_the_datasets_hold() {
+    let (url, log) = serve();
+    let b = project2(
+        &url,
+        "[generate]\ngenerator = \"llm\"\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
+         [refine]\nenabled = true\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
+         [[variant]]\nname = \"naive\"\ncontext.strategy = \"naive\"\n\n\
+         [[variant]]\nname = \"full\"\ncontext.strategy = \"full\"\n\n\
+         [[variant]]\nname = \"sliced\"\ncontext.strategy = \"sliced\"\n",
+    );
+    let first = b.build();
+    let names: Vec<&str> = first["variants"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, ["naive", "full", "sliced"]);
+    // Upstream stages ran once: files parsed once, extracted and sliced by the first variant only.
+    assert_eq!(first["stages"]["parse"]["executed"], 2);
+    assert_eq!(
+        first["variants"]["naive"]["stages"]["extract"]["executed"],
+        2
+    );
+    for later in ["full", "sliced"] {
+        let stages = &first["variants"][later]["stages"];
+        assert_eq!(stages["extract"]["executed"], 0, "{later}");
+        assert_eq!(stages["slice"]["executed"], 0, "{later}");
+    }
+    let out = b.dir.path().join("out");
+    assert!(
+        !out.join("dataset.jsonl").exists(),
+        "variants build into variants/NAME"
+    );
+
+    // Refinement: add_small's spec is the model's; sub_small's answer was code, so it keeps its
+    // docstring and the harness record says why.
+    for name in ["naive", "full", "sliced"] {
+        let dir = out.join("variants").join(name);
+        let instances = jsonl(&dir.join("dataset.jsonl"));
+        let add = instances
+            .iter()
+            .find(|i| i["qualname"] == "add_small")
+            .unwrap();
+        assert_eq!(add["spec"], "Refined: add_small of two integers.");
+        assert_eq!(add["spec_source"], "refined");
+        assert_eq!(
+            add["docstring"],
+            "Add two numbers, capping the result at LIMIT."
+        );
+        let sub = instances
+            .iter()
+            .find(|i| i["qualname"] == "sub_small")
+            .unwrap();
+        assert_eq!(sub["spec"], sub["docstring"]);
+        assert_eq!(sub["spec_source"], "docstring");
+        let harnesses = jsonl(&dir.join("harnesses.jsonl"));
+        let sub_h = harnesses
+            .iter()
+            .find(|h| h["id"] == "repo:calc/ops.py:sub_small")
+            .unwrap();
+        assert_eq!(sub_h["refine"]["status"], "malformed", "{sub_h}");
+        assert!(
+            sub_h["refine"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("code")
+        );
+    }
+    // The refinement prompt shows examples captured while validating, and the observed types.
+    let asked = log.lock().unwrap().clone();
+    let spec_prompt = asked
+        .iter()
+        .find(|p| p.contains("Improve the docstring") && p.contains("add_small = candidate"))
+        .unwrap();
+    assert!(
+        spec_prompt.contains("add_small(1, 2) -> returns 3"),
+        "{spec_prompt}"
+    );
+    assert!(spec_prompt.contains("a: int"), "{spec_prompt}");
+    assert_eq!(first["counts"]["failures"], 0);
+
+    // The report: one row per variant, numbers as the datasets hold them.
+    let report = b.cmd().args(["report", "--json"]).output().unwrap();
+    assert!(report.status.success());
+    let rows: Vec<Value> = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        let dir = out.join("variants").join(row["variant"].as_str().unwrap());
+        let harnesses = jsonl(&dir.join("harnesses.jsonl"));
+        let valid: Vec<&Value> = harnesses.iter().filter(|h| h["valid"] == true).collect();
+        assert_eq!(row["all"]["candidates"], harnesses.len() as u64);
+        assert_eq!(row["all"]["valid"], valid.len() as u64);
+        let mean = valid
+            .iter()
+            .map(|h| h["branch_coverage"].as_f64().unwrap())
+            .sum::<f64>()
+            / valid.len() as f64;
+        assert!((row["all"]["mean_coverage"].as_f64().unwrap() - mean).abs() < 1e-9);
+        let in_file = harnesses.iter().filter(|h| h["in_file"] == true).count() as u64;
+        assert_eq!(row["in_file"]["candidates"], in_file);
+        assert_eq!(
+            row["out_of_file"]["candidates"],
+            harnesses.len() as u64 - in_file
+        );
+        assert_eq!(
+            row["instances"],
+            jsonl(&dir.join("dataset.jsonl")).len() as u64
+        );
+        assert_eq!(row["specs_refined"], 2);
+        let requests: u64 = harnesses
+            .iter()
+            .map(|h| {
+                h["llm"]["requests"].as_u64().unwrap_or(0)
+                    + h["refine"]["llm"]["requests"].as_u64().unwrap_or(0)
+            })
+            .sum();
+        assert_eq!(row["model_requests"], requests);
+        assert!(requests >= 3 + 3, "three harnesses and three refinements");
+        assert!(row["prompt_tokens"].as_u64().unwrap() > 0);
+    }
+    let markdown = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(markdown.contains("| naive |") && markdown.contains("| sliced |"));
+    let text = b.cmd().arg("report").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&text.stdout), markdown);
+
+    // A second build asks nothing.
+    let before = log.lock().unwrap().len();
+    std::fs::remove_file(out.join(".r2e/state")).unwrap();
+    let again = b.build();
+    assert_eq!(log.lock().unwrap().len(), before);
+    for (_, v) in again["variants"].as_object().unwrap() {
+        for (_, models) in v["llm"].as_object().unwrap() {
+            assert_eq!(models["scripted"]["executed"], 0, "{v}");
+        }
+    }
+
+    // Switching one variant's model re-issues only that variant's requests.
+    let naive_requests = rows.iter().find(|r| r["variant"] == "naive").unwrap()["model_requests"]
+        .as_u64()
+        .unwrap();
+    let text = std::fs::read_to_string(b.dir.path().join("pipeline.toml"))
+        .unwrap()
+        .replace(
+            "context.strategy = \"naive\"",
+            "context.strategy = \"naive\"\ngenerate.model = \"scripted-2\"",
+        );
+    std::fs::write(b.dir.path().join("pipeline.toml"), text).unwrap();
+    let switched = b.build();
+    let executed = |v: &Value| -> u64 {
+        v["llm"]
+            .as_object()
+            .unwrap()
+            .values()
+            .flat_map(|m| m.as_object().unwrap().values())
+            .map(|u| u["executed"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(executed(&switched["variants"]["full"]), 0);
+    assert_eq!(executed(&switched["variants"]["sliced"]), 0);
+    // The naive variant's harness requests go to the new model (its refinement model is
+    // unchanged, but refinement prompts hold the harness, which is the same, so they are cached).
+    let new = log.lock().unwrap().len() - before;
+    assert_eq!(new as u64, executed(&switched["variants"]["naive"]));
+    assert!(
+        new as u64 >= 3 && (new as u64) < naive_requests,
+        "{new} of {naive_requests}"
+    );
+}
+
+#[test]
+fn hybrid_asks_the_model_only_where_the_builtin_generator_falls_short() {
+    let (url, log) = serve();
+    let b = project2(
+        &url,
+        "[generate]\ngenerator = \"hybrid\"\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
+         [[variant]]\nname = \"hybrid\"\n\n\
+         [[variant]]\nname = \"llm\"\ngenerate.generator = \"llm\"\n",
+    );
+    let summary = b.build();
+    let hybrid = &summary["variants"]["hybrid"];
+    assert_eq!(hybrid["counts"]["hybrid_builtin_sufficient"], 2, "{hybrid}");
+    let out = b.dir.path().join("out/variants");
+    let harnesses = jsonl(&out.join("hybrid/harnesses.jsonl"));
+    let by_name = |name: &str| {
+        harnesses
+            .iter()
+            .find(|h| h["id"] == format!("repo:calc/ops.py:{name}"))
+            .unwrap()
+            .clone()
+    };
+    // The built-in harnesses were enough for two functions: no request about them.
+    for name in ["add_small", "sub_small"] {
+        let h = by_name(name);
+        assert_eq!(h["generator"], "builtin", "{h}");
+        assert!(h.get("llm").is_none());
+    }
+    // secret: the model's tests reach the branch; they join the built-in ones.
+    let secret = by_name("secret");
+    assert_eq!(secret["generator"], "hybrid");
+    assert_eq!(secret["harness_from"], "merged", "{secret}");
+    assert_eq!(secret["branch_coverage"], 1.0);
+    let instance = jsonl(&out.join("hybrid/dataset.jsonl"))
+        .into_iter()
+        .find(|i| i["qualname"] == "secret")
+        .unwrap();
+    let harness = instance["harness"].as_str().unwrap();
+    assert!(harness.contains("class ModelTestIt(") && harness.contains("r2e_explore"));
+    // Requests: hybrid asked about secret only; the llm variant about all three (sub_small's
+    // first connection was cut and retried), so the report shows what hybrid saved.
+    let asked = log.lock().unwrap().clone();
+    assert!(asked.iter().any(|p| p.contains("secret = candidate")));
+    let rows: Vec<Value> =
+        serde_json::from_slice(&b.cmd().args(["report", "--json"]).output().unwrap().stdout)
+            .unwrap();
+    let requests = |name: &str| {
+        rows.iter().find(|r| r["variant"] == name).unwrap()["model_requests"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(requests("hybrid"), 1);
+    assert_eq!(requests("llm"), 3);
+    let llm_sub = jsonl(&out.join("llm/harnesses.jsonl"))
+        .into_iter()
+        .find(|h| h["id"] == "repo:calc/ops.py:sub_small")
+        .unwrap();
+    assert_eq!(
+        llm_sub["valid"], true,
+        "a cut connection is retried: {llm_sub}"
+    );
+}
+
+#[test]
+fn a_build_killed_while_asking_resumes_without_asking_again() {
+    let (url, log, answered) = serve_slowly(std::time::Duration::from_millis(400));
+    let b = project2(
+        &url,
+        "[generate]\ngenerator = \"llm\"\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
+         [refine]\nenabled = true\nprovider = \"local\"\nmodel = \"scripted\"\n",
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_r2e"))
+        .args(["build", "--json"])
+        .current_dir(b.dir.path())
+        .env("PIP_NO_INDEX", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once two answers have been sent (the build needs six), a little later than the
+    // second answer so that the build has stored it (the server takes 400 ms per answer, so no
+    // third answer completes meanwhile).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while answered.lock().unwrap().len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the build never asked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let done_before: Vec<String> = answered.lock().unwrap().clone();
+    let asked_before = log.lock().unwrap().len();
+    assert!(done_before.len() < 6, "killed in the middle");
+
+    let summary = b.build();
+    let asked_after: Vec<String> = log.lock().unwrap()[asked_before..].to_vec();
+    for prompt in &done_before {
+        assert!(
+            !asked_after.contains(prompt),
+            "a request answered before the kill was asked again"
+        );
+    }
+    // Nothing lost: the same outcome as an uninterrupted build.
+    assert_eq!(summary["counts"]["harnesses_valid"], 3);
+    assert_eq!(summary["counts"]["instances"], 3);
+    assert_eq!(summary["counts"]["specs_refined"], 2);
+    assert!(usage(&summary, "generate", "cached") >= 1);
 }

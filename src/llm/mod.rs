@@ -58,6 +58,24 @@ pub struct Request {
 }
 
 impl Request {
+    /// A system message and one prompt, the first sample.
+    pub fn new(
+        api: Api,
+        model: Option<&str>,
+        (temperature, max_tokens): (f64, u32),
+        system: &str,
+        prompt: String,
+    ) -> Request {
+        Request {
+            api,
+            model: model.unwrap_or_default().to_owned(),
+            temperature,
+            max_tokens,
+            messages: vec![Message::system(system), Message::user(prompt)],
+            sample: 0,
+        }
+    }
+
     pub fn key(&self) -> Hash {
         Hash::of_key(&("llm-request-v1", self))
     }
@@ -93,6 +111,33 @@ pub struct Usage {
     pub failed: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+}
+
+/// What one function's requests cost, cached or not: the requests its result needs, and their
+/// tokens. Recorded per function, so that a dataset's cost can be read from its files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spent {
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Spent {
+    pub fn add(&mut self, r: &Response) {
+        self.requests += 1;
+        self.prompt_tokens += r.prompt_tokens;
+        self.completion_tokens += r.completion_tokens;
+    }
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.executed += other.executed;
+        self.cached += other.cached;
+        self.failed += other.failed;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
 }
 
 /// The model client of one build: one HTTP client, one concurrency limit per provider, and the
@@ -146,7 +191,7 @@ impl Llm {
         let key = request.key();
         if let Some(hit) = cache.get::<Response>(LLM, key) {
             self.count(stage, &request.model, |u| u.cached += 1);
-            return Ok((hit, false));
+            return Ok((continued(request, hit), false));
         }
         let limit = self
             .limits
@@ -176,7 +221,7 @@ impl Llm {
                 if let Err(e) = cache.put(LLM, key, &response) {
                     eprintln!("warning: cannot store a model response: {e}");
                 }
-                Ok((response, true))
+                Ok((continued(request, response), true))
             }
             Err(failure) => {
                 self.count(stage, &request.model, |u| u.failed += 1);
@@ -367,6 +412,25 @@ fn parse_answer(api: Api, body: &str) -> Result<Response, String> {
     })
 }
 
+/// A base model (the completions API) continues its prompt: when the prompt ends inside an open
+/// code fence (as a prompt for a base model should, with the code's first lines written), the
+/// answer is that block's start followed by the continuation, so that it reads like a chat
+/// model's answer. The cached response stays the raw text.
+fn continued(request: &Request, mut response: Response) -> Response {
+    let prompt = request
+        .messages
+        .last()
+        .map(|m| m.content.as_str())
+        .unwrap_or_default();
+    if request.api == Api::Completions
+        && prompt.matches("```").count() % 2 == 1
+        && let Some(open) = prompt.rfind("```")
+    {
+        response.text = format!("{}{}", &prompt[open..], response.text);
+    }
+    response
+}
+
 /// The code of an answer: the first fenced block (```python or bare ```), else the whole text
 /// when it parses as Python; `None` when the answer holds no code.
 pub fn code_block(answer: &str) -> Option<String> {
@@ -405,6 +469,34 @@ fn looks_like_code(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_base_model_continues_the_open_block_of_its_prompt() {
+        let answer = |api, prompt: &str| {
+            let request = Request::new(api, Some("m"), (0.0, 10), "sys", prompt.to_owned());
+            let raw = Response {
+                text: "    return 1\n```\nmore".into(),
+                prompt_tokens: 1,
+                completion_tokens: 1,
+            };
+            continued(&request, raw).text
+        };
+        let open = "Write it.\n```python\ndef f():\n";
+        assert_eq!(
+            answer(Api::Completions, open),
+            "```python\ndef f():\n    return 1\n```\nmore"
+        );
+        assert_eq!(
+            code_block(&answer(Api::Completions, open)).unwrap(),
+            "def f():\n    return 1\n"
+        );
+        // Chat answers and prompts without an open block are taken as they are.
+        assert_eq!(answer(Api::Chat, open), "    return 1\n```\nmore");
+        assert_eq!(
+            answer(Api::Completions, "```python\nx\n```\nWrite it."),
+            "    return 1\n```\nmore"
+        );
+    }
 
     #[test]
     fn code_blocks() {

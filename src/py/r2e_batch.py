@@ -66,7 +66,7 @@ def _run_in_child(job: dict, timeout: float, prepared=None) -> dict:
         try:
             result = r2e_runner.run(job, prepared)
         except BaseException as exc:  # noqa: BLE001
-            result = {"status": "error", "error": f"runner crashed: {type(exc).__name__}: {exc}", "tests": [], "coverage": None}
+            result = r2e_runner.empty_result("error", f"runner crashed: {type(exc).__name__}: {exc}")
         data = json.dumps(result).encode()
         with os.fdopen(write_end, "wb") as out:
             out.write(data)
@@ -92,12 +92,12 @@ def _run_in_child(job: dict, timeout: float, prepared=None) -> dict:
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     if timed_out:
-        return {"status": "timeout", "error": f"the harness ran past {timeout:.0f}s", "tests": [], "coverage": None}
+        return r2e_runner.empty_result("timeout", f"the harness ran past {timeout:.0f}s")
     try:
         return json.loads(b"".join(chunks))
     except ValueError:
         how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
-        return {"status": "crash", "error": f"the harness process died ({how})", "tests": [], "coverage": None}
+        return r2e_runner.empty_result("crash", f"the harness process died ({how})")
 
 
 def main(argv: list[str]) -> int:

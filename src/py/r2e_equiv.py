@@ -8,7 +8,9 @@ A harness compares a *candidate* implementation of one function (or method) with
   (`observe_function`, `observe_method`): the outcome (a return value or an exception), the
   arguments' states after the call and, for methods, the instance's state;
 - compares two observations structurally (`equivalent`, `differences`) and fails a
-  `unittest.TestCase` with a readable message (`check_function`, `check_method`).
+  `unittest.TestCase` with a readable message (`check_function`, `check_method`);
+- records a few calls of the reference (call, outcome, argument and return types) while a
+  harness runs (`recording`), as examples for the docstring refinement.
 
 Standard library only (numpy and pandas values are compared specially when those libraries are
 already imported by the code under test). The explorer (r2e_explore.py) reuses the observation
@@ -22,6 +24,7 @@ import collections.abc
 import contextlib
 import copy
 import enum
+import functools
 import importlib
 import importlib.machinery
 import importlib.util
@@ -36,6 +39,7 @@ import types
 
 __all__ = [
     "CALLS",
+    "CallRecorder",
     "Observation",
     "Timeout",
     "call_outcome",
@@ -51,6 +55,7 @@ __all__ = [
     "observe_function",
     "observe_method",
     "outcome_kind",
+    "recording",
     "short_repr",
 ]
 
@@ -174,8 +179,14 @@ def _submodules_visible(module: str):
 
 
 def harness_modules():
-    """`load_pair` driven by the environment: R2E_MODULE and (optional) R2E_CANDIDATE_FILE."""
-    return load_pair(os.environ["R2E_MODULE"], os.environ.get("R2E_CANDIDATE_FILE") or None)
+    """`load_pair` driven by the environment: R2E_MODULE and (optional) R2E_CANDIDATE_FILE.
+    Inside `recording(qualname)` the reference's target is wrapped to record its calls."""
+    candidate, reference = load_pair(
+        os.environ["R2E_MODULE"], os.environ.get("R2E_CANDIDATE_FILE") or None
+    )
+    if _RECORDER is not None:
+        _RECORDER.install(reference)
+    return candidate, reference
 
 
 def _twin_memo(module_name: str | None) -> dict[int, object]:
@@ -844,3 +855,187 @@ def check_method(test, cand_cls, ref_cls, ctor_args, ctor_kwargs, method_name, a
     )
     ref = observe_method(ref_cls, ctor_args, ctor_kwargs, method_name, args, kwargs)
     _check(test, cand, ref)
+
+
+# --------------------------------------------------------------------------------------------
+# Recording the reference's calls (examples for the docstring refinement)
+# --------------------------------------------------------------------------------------------
+
+MAX_EXAMPLES = 5
+EXAMPLE_REPR_LIMIT = 200
+
+# The recorder of the current run, installed by harness_modules (see `recording`).
+_RECORDER: CallRecorder | None = None
+
+
+@contextlib.contextmanager
+def recording(qualname: str):
+    """Within the block, `harness_modules()` wraps the reference's `qualname` (a function, or a
+    regular, static or class method) to record its calls; the original is put back on exit."""
+    global _RECORDER
+    recorder = _RECORDER = CallRecorder(qualname)
+    try:
+        yield recorder
+    finally:
+        _RECORDER = None
+        recorder.uninstall()
+
+
+def _type_name(value) -> str:
+    return type(value).__qualname__
+
+
+def _param_key(param: inspect.Parameter) -> str:
+    """A parameter's name in "types": `*args` and `**kwargs` (their elements' types) marked."""
+    prefix = {param.VAR_POSITIONAL: "*", param.VAR_KEYWORD: "**"}.get(param.kind, "")
+    return prefix + param.name
+
+
+class CallRecorder:
+    """Records the calls of one function or method of the reference module: the first
+    MAX_EXAMPLES distinct calls (by call text) with their outcomes, and the type names of every
+    call's arguments (self/cls excluded) and return value.
+
+    Only the outermost call is recorded: while it runs the original is back in place, so that
+    recursive calls neither add frames (the recursion limit is unchanged) nor get recorded.
+    Recording never raises into the code under test.
+    """
+
+    def __init__(self, qualname: str):
+        self.qualname = qualname
+        self.examples: list[dict] = []
+        self._params: list[str] = []
+        self._arg_types: dict[str, set[str]] = {}
+        self._return_types: set[str] = set()
+        self._active = False
+        self._undo = None
+
+    def report(self) -> dict:
+        """{"examples": [{"call", "outcome"}, ...], "types": {"args": {param: [type]}, "returns": [type]}}."""
+        args = {p: sorted(self._arg_types[p]) for p in self._params if p in self._arg_types}
+        return {
+            "examples": list(self.examples),
+            "types": {"args": args, "returns": sorted(self._return_types)},
+        }
+
+    def install(self, module) -> None:
+        if self._undo is not None:
+            return
+        *path, name = self.qualname.split(".")
+        owner = module
+        for part in path:
+            owner = getattr(owner, part, None)
+        raw = inspect.getattr_static(owner, name, None)
+        rewrap = None
+        if isinstance(owner, types.ModuleType):
+            fn, label, skip = raw, name, 0
+        elif not isinstance(owner, type):
+            return
+        elif isinstance(raw, (staticmethod, classmethod)):
+            fn, label, rewrap = raw.__func__, f"{owner.__name__}.{name}", type(raw)
+            skip = 1 if rewrap is classmethod else 0
+        else:
+            fn, label, skip = raw, owner.__name__ if name == "__init__" else f"self.{name}", 1
+        if not isinstance(fn, types.FunctionType) or inspect.iscoroutinefunction(fn):
+            return
+        saved = vars(owner).get(name, _MISSING)
+
+        def put(value):
+            if value is _MISSING:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, value)
+
+        wrapper = self._wrap(fn, label, skip, lambda: put(saved), lambda: put(installed))
+        installed = rewrap(wrapper) if rewrap else wrapper
+        try:
+            put(installed)
+        except (AttributeError, TypeError):
+            return
+        self._undo = lambda: put(saved)
+
+    def uninstall(self) -> None:
+        if self._undo is not None:
+            self._undo()
+            self._undo = None
+
+    def _wrap(self, fn, label, skip, unpatch, repatch):
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):
+            signature = None
+        else:
+            self._params = [_param_key(p) for p in list(signature.parameters.values())[skip:]]
+
+        @functools.wraps(fn)
+        def recorded(*args, **kwargs):
+            if self._active:
+                return fn(*args, **kwargs)
+            self._active = True
+            try:
+                call = self._before(signature, label, skip, args, kwargs)
+                unpatch()
+                try:
+                    value = fn(*args, **kwargs)
+                except (Timeout, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    self._after(call, exc, raised=True)
+                    raise
+                finally:
+                    repatch()
+                self._after(call, value, raised=False)
+                return value
+            finally:
+                self._active = False
+
+        return recorded
+
+    def _before(self, signature, label, skip, args, kwargs) -> str | None:
+        """Records the arguments' types; returns the call's text (taken before the call, which
+        may mutate them) when it can still become an example."""
+        try:
+            if signature is not None:
+                try:
+                    bound = signature.bind(*args, **kwargs).arguments
+                except TypeError:
+                    bound = {}
+                for param in list(signature.parameters.values())[skip:]:
+                    if param.name not in bound:
+                        continue
+                    value = bound[param.name]
+                    if param.kind == param.VAR_POSITIONAL:
+                        values = value
+                    elif param.kind == param.VAR_KEYWORD:
+                        values = value.values()
+                    else:
+                        values = (value,)
+                    types_seen = self._arg_types.setdefault(_param_key(param), set())
+                    types_seen.update(map(_type_name, values))
+            if len(self.examples) >= MAX_EXAMPLES:
+                return None
+            parts = [short_repr(a, EXAMPLE_REPR_LIMIT) for a in args[skip:]]
+            parts += [f"{k}={short_repr(v, EXAMPLE_REPR_LIMIT)}" for k, v in kwargs.items()]
+            call = f"{label}({', '.join(parts)})"
+            if any(e["call"] == call for e in self.examples):
+                return None
+            return call
+        except Exception:  # noqa: BLE001 - recording must not disturb the call
+            return None
+
+    def _after(self, call, result, raised) -> None:
+        try:
+            if not raised:
+                self._return_types.add(_type_name(result))
+            if call is None or len(self.examples) >= MAX_EXAMPLES:
+                return
+            if raised:
+                _, exc_type, message = _exception_outcome(result)
+                if len(message) > EXAMPLE_REPR_LIMIT:
+                    message = message[: EXAMPLE_REPR_LIMIT - 3] + "..."
+                outcome = f"raises {exc_type}: {message}" if message else f"raises {exc_type}"
+            else:
+                outcome = "returns " + short_repr(result, EXAMPLE_REPR_LIMIT)
+            self.examples.append({"call": call, "outcome": outcome})
+        except Exception:  # noqa: BLE001
+            pass

@@ -10,11 +10,13 @@ module-level lines count) and its tests run with a recording `unittest` result. 
 
     {"status": "ok" | "error", "error": null | "harness import failed: <Type>: <msg>",
      "tests": [{"name", "outcome": "pass" | "fail" | "error", "message", "returned_normally"}],
-     "coverage": {"lines_total", "lines_covered", "branches_total", "branches_covered"} | null}
+     "coverage": {"lines_total", "lines_covered", "branches_total", "branches_covered"} | null,
+     "examples": [{"call", "outcome"}, ...], "types": {"args": {param: [type]}, "returns": [type]}}
 
 Coverage counts only the statements and branches of `source_file` within [start_line,
 end_line]; branches are counted as coverage.py counts them, one per destination of each line
-with more than one exit. The exit code is 0 unless the runner itself crashes.
+with more than one exit. `examples` and `types` describe the calls of the reference's `qualname`
+(r2e_equiv.recording). The exit code is 0 unless the runner itself crashes.
 """
 
 from __future__ import annotations
@@ -219,6 +221,18 @@ def resolve(request: dict, key: str) -> str | None:
     return os.path.normpath(os.path.join(HERE, value)) if value else None
 
 
+def empty_result(status: str = "ok", error: str | None = None) -> dict:
+    """A result without tests, coverage or recorded calls."""
+    return {
+        "status": status,
+        "error": error,
+        "tests": [],
+        "coverage": None,
+        "examples": [],
+        "types": {"args": {}, "returns": []},
+    }
+
+
 def run(request: dict, prepared: Coverage | None = None) -> dict:
     """Runs one harness. `prepared` is a measurer made ahead of time for the request's source file
     (by a warm worker); without it, coverage is set up here when the request asks for it."""
@@ -242,7 +256,7 @@ def run(request: dict, prepared: Coverage | None = None) -> dict:
         os.environ.pop("R2E_CANDIDATE_FILE", None)
     import r2e_equiv
 
-    result = {"status": "ok", "error": None, "tests": [], "coverage": None}
+    result = empty_result()
     cov = None
     if request.get("coverage") and source_file:
         try:
@@ -253,8 +267,11 @@ def run(request: dict, prepared: Coverage | None = None) -> dict:
         cov.cov.start()
     saved_stdin = sys.stdin
     try:
-        # Output of the code under test goes to stderr; nothing reads stdin.
-        with contextlib.redirect_stdout(sys.stderr):
+        # Output of the code under test goes to stderr; nothing reads stdin. The reference's
+        # calls are recorded (examples and types).
+        with contextlib.redirect_stdout(sys.stderr), r2e_equiv.recording(
+            request.get("qualname", "")
+        ) as calls:
             sys.stdin = io.StringIO("")
             try:
                 harness = r2e_equiv.load_file_as_module("r2e_harness", harness_file)
@@ -272,6 +289,7 @@ def run(request: dict, prepared: Coverage | None = None) -> dict:
                 recorder = RecordingResult(r2e_equiv)
                 suite.run(recorder)
                 result["tests"] = recorder.records
+                result.update(calls.report())
     finally:
         sys.stdin = saved_stdin
         if cov is not None:

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rayon::prelude::*;
 use serde_json::json;
@@ -13,21 +13,31 @@ use super::checkout::Checkout;
 use super::env::{Env, EnvOutcome, Envs};
 use super::harness::{self, CodeKey, GenerateSettings, Target, Validation};
 use crate::cache::Cache;
-use crate::config::Config;
+use crate::config::{Config, Generator};
 use crate::db::{self, Database, FunctionRow, ItemId, Repo, Settings, SourceFile};
+use crate::engine::Stage;
 use crate::error::{Error, Result};
 use crate::hash::Hash;
+use crate::llm::Spent;
 use crate::python::resolve::Item;
 use crate::python::summary::DefKind;
 use crate::sandbox::Sandbox;
+use crate::stages::llmgen::{LlmGenerator, LlmOutcome, coverage};
+use crate::stages::refine::{RefineFailure, Refined};
 
 /// What these stages produce.
 #[derive(Default)]
 pub struct HarnessOutputs {
     pub generate: StageCounts,
     pub validate: StageCounts,
+    pub refine: StageCounts,
     pub assemble: StageCounts,
     pub valid: u64,
+    /// `generator = "hybrid"`: candidates the built-in generator covered well enough alone (no
+    /// model request was needed for them).
+    pub builtin_sufficient: u64,
+    /// Instances whose `spec` is a refined docstring.
+    pub refined: u64,
     /// Lines of `harnesses.jsonl`, one per candidate.
     pub harness_lines: Vec<Vec<u8>>,
     /// Lines of `dataset.jsonl` with their ids and content hashes.
@@ -41,6 +51,7 @@ pub struct HarnessOutputs {
 }
 
 /// Everything one candidate needs, gathered from the database.
+#[derive(Clone)]
 struct Prepared {
     id: String,
     repo: String,
@@ -52,6 +63,8 @@ struct Prepared {
     target: Target,
     code: CodeKey,
     env: Option<Arc<Env>>,
+    /// Whether the function's slice stays within its own file.
+    in_file: bool,
 }
 
 /// The folder to put on `sys.path` so that `module` imports from `path` (relative to `root`).
@@ -175,6 +188,7 @@ fn prepare(
         path,
         code,
         env,
+        in_file: slice.in_file(file.ix(db)),
     })
 }
 
@@ -183,6 +197,8 @@ struct Done {
     harness_line: serde_json::Value,
     instance: Option<(String, serde_json::Value)>,
     valid: bool,
+    /// A selected candidate and its validation, for refinement.
+    selected: Option<Box<(Prepared, Validation)>>,
 }
 
 /// What the harness stages read from the build.
@@ -196,11 +212,63 @@ pub struct Inputs<'a> {
     pub envs: &'a Envs,
 }
 
-/// Runs `generate` (and `validate` and `assemble` when `validate`) over the candidates.
+/// The model client, the templates and a pool as wide as the providers allow (its threads
+/// mostly wait for answers), when a model-driven stage runs.
+struct Model {
+    llm: crate::llm::Llm,
+    templates: crate::llm::prompts::Templates,
+    pool: rayon::ThreadPool,
+}
+
+impl Model {
+    fn new(cfg: &Config, generate: bool, refine: bool) -> Result<Option<Model>> {
+        let mut width = 0;
+        if generate {
+            width = width.max(Self::provider(cfg.generate_provider())?.max_concurrency);
+        }
+        if refine {
+            width = width.max(Self::provider(cfg.refine_provider())?.max_concurrency);
+        }
+        if !generate && !refine {
+            return Ok(None);
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads((width as usize).max(rayon::current_num_threads()))
+            .build()
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        Ok(Some(Model {
+            llm: crate::llm::Llm::new()?,
+            templates: crate::llm::prompts::Templates::load(cfg)?,
+            pool,
+        }))
+    }
+
+    fn provider(
+        p: Option<&crate::config::ProviderConfig>,
+    ) -> Result<&crate::config::ProviderConfig> {
+        p.ok_or_else(|| Error::input("a model-driven stage names no known provider"))
+    }
+
+    fn generator<'a>(&'a self, cfg: &'a Config) -> Result<LlmGenerator<'a>> {
+        Ok(LlmGenerator {
+            llm: &self.llm,
+            templates: &self.templates,
+            provider: Self::provider(cfg.generate_provider())?,
+            settings: &cfg.generate,
+            min_coverage: cfg.select.min_branch_coverage,
+        })
+    }
+}
+
+/// Counters of the stages: generate (executed, cached, failed), validate, refine.
+type Counters = [AtomicU64; 9];
+
+/// Runs `generate` (and `validate`, `refine` and `assemble`, as far as `until` goes) over the
+/// candidates.
 pub fn run(
     inputs: &Inputs,
     candidates: &[(SourceFile, FunctionRow)],
-    validate: bool,
+    until: Stage,
     progress: &indicatif::ProgressBar,
 ) -> Result<HarnessOutputs> {
     let Inputs {
@@ -212,6 +280,8 @@ pub fn run(
         settings,
         envs,
     } = *inputs;
+    let validate = until >= Stage::Validate;
+    let refine = until >= Stage::Refine && cfg.refine.enabled;
     let sandbox = crate::sandbox::local::LocalSandbox::new();
     let gen_settings = GenerateSettings {
         budget: cfg.generate.budget,
@@ -220,108 +290,161 @@ pub fn run(
         per_call_timeout_ms: cfg.generate.per_call_timeout_ms,
         time_limit_seconds: cfg.generate.time_limit_seconds,
     };
-    let counters: [AtomicU64; 6] = Default::default();
-    let retry_later = std::sync::atomic::AtomicBool::new(false);
-    // The model-driven generator, when configured: its own pool, as wide as the provider allows
-    // (its threads mostly wait for answers).
-    let llm_parts = match cfg.generate.generator {
-        crate::config::Generator::Llm if validate => {
-            let provider = cfg
-                .generate_provider()
-                .ok_or_else(|| Error::input("`generator = \"llm\"` names no known provider"))?;
-            let templates = crate::llm::prompts::Templates::load(cfg)?;
-            let threads = (provider.max_concurrency as usize).max(rayon::current_num_threads());
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .map_err(|e| Error::Internal(e.to_string()))?;
-            Some((crate::llm::Llm::new()?, templates, provider, pool))
-        }
-        _ => None,
+    let counters: Counters = Default::default();
+    let retry_later = AtomicBool::new(false);
+    let generator = cfg.generate.generator;
+    let model = Model::new(cfg, generator.uses_model() && validate, refine)?;
+    let prepare_at = |db: &Database, (file, row): &(SourceFile, FunctionRow)| {
+        prepare(db, cache, checkouts, repos, settings, envs, *file, row)
     };
     // Generate, in parallel.
-    let generated: Vec<Result<Step>> = match &llm_parts {
-        None => candidates
-            .par_iter()
-            .map_with(db.clone(), |db, (file, row)| {
-                let prepared = prepare(db, cache, checkouts, repos, settings, envs, *file, row)?;
-                let step = generate_one(&sandbox, cache, &gen_settings, prepared, &counters);
-                progress.inc(1);
-                step
-            })
-            .collect(),
-        Some((llm, templates, provider, pool)) => {
-            let generator = crate::stages::llmgen::LlmGenerator {
-                llm,
-                templates,
-                provider,
-                settings: &cfg.generate,
-                min_coverage: cfg.select.min_branch_coverage,
-            };
+    let generated: Vec<Result<Step>> = match (&model, generator) {
+        (Some(m), Generator::Llm) => {
+            let llm_gen = m.generator(cfg)?;
             // Prepare on this thread (the database is not shared across pools), ask in the pool.
             let prepared: Vec<Prepared> = candidates
                 .iter()
-                .map(|(file, row)| prepare(db, cache, checkouts, repos, settings, envs, *file, row))
+                .map(|c| prepare_at(db, c))
                 .collect::<Result<_>>()?;
-            pool.install(|| {
+            m.pool.install(|| {
                 prepared
                     .into_par_iter()
                     .map(|p| {
-                        let step = llm_one(&sandbox, cache, &generator, p, &counters, &retry_later);
+                        let step = llm_one(&sandbox, cache, &llm_gen, p, &counters, &retry_later);
                         progress.inc(1);
                         step
                     })
                     .collect()
             })
         }
+        _ => candidates
+            .par_iter()
+            .map_with(db.clone(), |db, c| {
+                let step = generate_one(
+                    &sandbox,
+                    cache,
+                    &gen_settings,
+                    prepare_at(db, c)?,
+                    &counters,
+                );
+                progress.inc(1);
+                step
+            })
+            .collect(),
     };
     let steps: Vec<Step> = generated.into_iter().collect::<Result<_>>()?;
-    // Validate: the harnesses of each environment in a few warm workers.
-    let mut validations: Vec<Option<(Validation, bool)>> = vec![None; steps.len()];
-    if validate {
-        let mut by_env: std::collections::BTreeMap<PathBuf, Vec<usize>> = Default::default();
+    let mut steps = if validate {
+        validate_builtin(&sandbox, cache, steps)?
+    } else {
+        steps
+    };
+    // Hybrid: the model for the candidates the built-in generator left short.
+    let mut builtin_sufficient = 0;
+    if let (Some(m), Generator::Hybrid) = (&model, generator) {
+        let min = cfg.select.min_branch_coverage;
+        let mut short = Vec::new();
         for (i, step) in steps.iter().enumerate() {
-            if let Step::Harness(_, env, _) = step {
-                by_env.entry(env.python.clone()).or_default().push(i);
+            match step {
+                Step::Validated(_, _, g)
+                    if g.validation.valid && coverage(&g.validation) >= min =>
+                {
+                    builtin_sufficient += 1;
+                }
+                Step::Done(d) if d.harness_line["failure_class"] == "import_env" => {}
+                _ => short.push(i),
             }
         }
-        let workers = rayon::current_num_threads().max(1);
-        let mut chunks: Vec<(PathBuf, Vec<usize>)> = Vec::new();
-        for (python, idx) in by_env {
-            let size = idx.len().div_ceil(workers).max(1);
-            chunks.extend(idx.chunks(size).map(|c| (python.clone(), c.to_vec())));
-        }
-        let done: Vec<Result<Vec<Validated>>> = chunks
-            .par_iter()
-            .map(|(python, idx)| {
-                let items: Vec<(&Target, &CodeKey, &str)> = idx
-                    .iter()
-                    .map(|&i| match &steps[i] {
-                        Step::Harness(p, _, h) => (&p.target, &p.code, h.as_str()),
-                        Step::Done(_) | Step::Validated(..) => {
-                            unreachable!("only harnesses are validated")
-                        }
-                    })
-                    .collect();
-                let results = harness::validate_batch(&sandbox, cache, python, &items)?;
-                Ok(idx.iter().copied().zip(results).collect())
-            })
-            .collect();
-        for chunk in done {
-            for (i, v) in chunk? {
-                validations[i] = Some(v);
-            }
+        let llm_gen = m.generator(cfg)?;
+        let prepared: Vec<(usize, Prepared)> = short
+            .iter()
+            .map(|&i| Ok((i, prepare_at(db, &candidates[i])?)))
+            .collect::<Result<_>>()?;
+        let replaced: Vec<(usize, Result<Step>)> = m.pool.install(|| {
+            prepared
+                .into_par_iter()
+                .map(|(i, p)| {
+                    let step = hybrid_one(
+                        &sandbox,
+                        cache,
+                        &llm_gen,
+                        p,
+                        &steps[i],
+                        &counters,
+                        &retry_later,
+                    );
+                    (i, step)
+                })
+                .collect()
+        });
+        for (i, step) in replaced {
+            steps[i] = step?;
         }
     }
-    let results: Vec<Result<Done>> = steps
+    let mut dones: Vec<Done> = steps
         .into_iter()
-        .zip(validations)
-        .map(|(step, validation)| finish_one(cfg, step, validation, validate, &counters))
-        .collect();
+        .map(|step| finish_one(cfg, step, validate, &counters))
+        .collect::<Result<_>>()?;
+    let mut refined = 0;
+    if let (Some(m), true) = (&model, refine) {
+        let refiner = crate::stages::refine::Refiner {
+            llm: &m.llm,
+            templates: &m.templates,
+            provider: Model::provider(cfg.refine_provider())?,
+            settings: &cfg.refine,
+        };
+        let answers: Vec<(usize, Result<Refined>)> = m.pool.install(|| {
+            dones
+                .par_iter()
+                .enumerate()
+                .filter_map(|(i, d)| {
+                    let (p, v) = &**d.selected.as_ref()?;
+                    let harness = d.instance.as_ref()?.1["harness"]
+                        .as_str()
+                        .unwrap_or_default();
+                    let subject = crate::stages::refine::Subject {
+                        qualname: &p.qualname,
+                        module: &p.target.module,
+                        kind: p.target.kind,
+                        docstring: p.docstring.as_deref().unwrap_or_default(),
+                        context: &p.context,
+                        harness,
+                    };
+                    Some((i, refiner.run(cache, &subject, v)))
+                })
+                .collect()
+        });
+        for (i, answer) in answers {
+            let answer = answer?;
+            let bump = |k: usize| counters[k].fetch_add(1, Ordering::Relaxed);
+            bump(if answer.fresh { 6 } else { 7 });
+            let done = &mut dones[i];
+            let record = match answer.spec {
+                Ok(spec) => {
+                    refined += 1;
+                    if let Some((_, instance)) = &mut done.instance {
+                        instance["spec"] = json!(spec);
+                        instance["spec_source"] = json!("refined");
+                    }
+                    json!({"status": "refined"})
+                }
+                Err(RefineFailure::Malformed(message)) => {
+                    bump(8);
+                    json!({"status": "malformed", "message": message})
+                }
+                Err(RefineFailure::Request(message)) => {
+                    bump(8);
+                    retry_later.store(true, Ordering::Relaxed);
+                    json!({"status": "failed", "message": message})
+                }
+            };
+            let mut record = record;
+            record["llm"] = json!(answer.spent);
+            done.harness_line["refine"] = record;
+        }
+    }
     let mut out = HarnessOutputs::default();
     let mut instances = Vec::new();
-    for r in results {
-        let done = r?;
+    for done in dones {
         out.valid += u64::from(done.valid);
         out.harness_lines.push(
             serde_json::to_vec(&done.harness_line).map_err(|e| Error::Internal(e.to_string()))?,
@@ -334,24 +457,24 @@ pub fn run(
         }
     }
     let c = |i: usize| counters[i].load(Ordering::Relaxed);
-    out.generate = StageCounts {
-        executed: c(0),
-        cached: c(1),
-        failed: c(2),
+    let counts = |i: usize| StageCounts {
+        executed: c(i),
+        cached: c(i + 1),
+        failed: c(i + 2),
     };
-    out.validate = StageCounts {
-        executed: c(3),
-        cached: c(4),
-        failed: c(5),
-    };
+    out.generate = counts(0);
+    out.validate = counts(3);
+    out.refine = counts(6);
     out.assemble = StageCounts {
         executed: instances.len() as u64,
         cached: 0,
         failed: 0,
     };
     out.instances = instances;
-    if let Some((llm, ..)) = &llm_parts {
-        for ((stage, model), usage) in llm.usage() {
+    out.builtin_sufficient = builtin_sufficient;
+    out.refined = refined;
+    if let Some(m) = &model {
+        for ((stage, model), usage) in m.llm.usage() {
             out.llm.entry(stage).or_default().insert(model, usage);
         }
     }
@@ -359,37 +482,146 @@ pub fn run(
     Ok(out)
 }
 
+/// Validates the built-in harnesses: those of each environment in a few warm workers.
+fn validate_builtin(sandbox: &dyn Sandbox, cache: &Cache, steps: Vec<Step>) -> Result<Vec<Step>> {
+    let mut by_env: std::collections::BTreeMap<PathBuf, Vec<usize>> = Default::default();
+    for (i, step) in steps.iter().enumerate() {
+        if let Step::Harness(_, env, _) = step {
+            by_env.entry(env.python.clone()).or_default().push(i);
+        }
+    }
+    let workers = rayon::current_num_threads().max(1);
+    let mut chunks: Vec<(PathBuf, Vec<usize>)> = Vec::new();
+    for (python, idx) in by_env {
+        let size = idx.len().div_ceil(workers).max(1);
+        chunks.extend(idx.chunks(size).map(|c| (python.clone(), c.to_vec())));
+    }
+    let done: Vec<Result<Vec<Validated>>> = chunks
+        .par_iter()
+        .map(|(python, idx)| {
+            let items: Vec<(&Target, &CodeKey, &str)> = idx
+                .iter()
+                .map(|&i| match &steps[i] {
+                    Step::Harness(p, _, h) => (&p.target, &p.code, h.as_str()),
+                    Step::Done(_) | Step::Validated(..) => {
+                        unreachable!("only harnesses are validated")
+                    }
+                })
+                .collect();
+            let results = harness::validate_batch(sandbox, cache, python, &items)?;
+            Ok(idx.iter().copied().zip(results).collect())
+        })
+        .collect();
+    let mut validations: Vec<Option<(Validation, bool)>> = vec![None; steps.len()];
+    for chunk in done {
+        for (i, v) in chunk? {
+            validations[i] = Some(v);
+        }
+    }
+    Ok(steps
+        .into_iter()
+        .zip(validations)
+        .map(|(step, v)| match (step, v) {
+            (Step::Harness(p, env, harness), Some((validation, fresh))) => Step::Validated(
+                p,
+                env,
+                Box::new(Generated {
+                    harness,
+                    validation,
+                    fresh,
+                    generator: GENERATOR_BUILTIN,
+                    from: None,
+                    spent: None,
+                }),
+            ),
+            (step, _) => step,
+        })
+        .collect())
+}
+
 /// A validation for the candidate at an index, and whether it ran now.
 type Validated = (usize, (Validation, bool));
 
-/// A candidate after `generate`: finished (no harness, or not validating), or a harness to validate.
+/// A harness with its validation, from whichever generator wrote it.
+struct Generated {
+    harness: String,
+    validation: Validation,
+    /// Whether the validation (or a request) ran now.
+    fresh: bool,
+    generator: &'static str,
+    /// `hybrid`: which harness won (`builtin`, `model` or `merged`).
+    from: Option<&'static str>,
+    /// The model requests the harness needed, for the model-driven generators.
+    spent: Option<Spent>,
+}
+
+/// A candidate after `generate`: finished (no harness), a built-in harness to validate, or a
+/// validated harness.
 enum Step {
     Done(Done),
     Harness(Box<Prepared>, Arc<Env>, String),
-    /// Generated and validated together (the model-driven generator validates every round).
-    Validated(Box<Prepared>, Arc<Env>, String, (Validation, bool)),
+    Validated(Box<Prepared>, Arc<Env>, Box<Generated>),
 }
 
 /// The model-driven generator for one candidate.
 fn llm_one(
     sandbox: &dyn Sandbox,
     cache: &Cache,
-    generator: &crate::stages::llmgen::LlmGenerator,
+    generator: &LlmGenerator,
     p: Prepared,
-    counters: &[AtomicU64; 6],
-    retry_later: &std::sync::atomic::AtomicBool,
+    counters: &Counters,
+    retry_later: &AtomicBool,
 ) -> Result<Step> {
     let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
-    let env = match usable_env(&p) {
+    let (env, outcome) = match ask_model(
+        sandbox,
+        cache,
+        generator,
+        &p,
+        GENERATOR_LLM,
+        counters,
+        retry_later,
+    )? {
+        Ok(asked) => asked,
+        Err(done) => return Ok(Step::Done(done)),
+    };
+    match outcome.harness {
+        Some(harness) => Ok(Step::Validated(
+            Box::new(p),
+            env,
+            Box::new(Generated {
+                harness,
+                validation: outcome.validation,
+                fresh: outcome.fresh,
+                generator: GENERATOR_LLM,
+                from: None,
+                spent: Some(outcome.spent),
+            }),
+        )),
+        None => {
+            bump(2);
+            Ok(Step::Done(model_failure(&p, GENERATOR_LLM, outcome)))
+        }
+    }
+}
+
+/// Runs the model-driven generator for a candidate in its environment (or records why it has
+/// none), counting the action and noting a failed request.
+fn ask_model(
+    sandbox: &dyn Sandbox,
+    cache: &Cache,
+    generator: &LlmGenerator,
+    p: &Prepared,
+    label: &str,
+    counters: &Counters,
+    retry_later: &AtomicBool,
+) -> Result<std::result::Result<(Arc<Env>, LlmOutcome), Done>> {
+    let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
+    let env = match usable_env(p) {
         Ok(env) => env,
         Err(message) => {
             bump(2);
-            return Ok(Step::Done(invalid(
-                &p,
-                GENERATOR_LLM,
-                "import_env",
-                message,
-            )));
+            return Ok(Err(invalid(p, label, "import_env", message)));
         }
     };
     let outcome = generator.run(sandbox, cache, &env.python, &p.target, &p.code, &p.context)?;
@@ -397,24 +629,122 @@ fn llm_one(
     if outcome.request_failed {
         retry_later.store(true, Ordering::Relaxed);
     }
-    match outcome.harness {
-        Some(h) => Ok(Step::Validated(
-            Box::new(p),
-            env,
-            h,
-            (outcome.validation, outcome.fresh),
-        )),
-        None => {
-            bump(2);
-            let v = outcome.validation;
-            Ok(Step::Done(invalid(
-                &p,
-                GENERATOR_LLM,
-                v.failure_class.as_deref().unwrap_or("other"),
-                v.failure_message.unwrap_or_default(),
-            )))
+    Ok(Ok((env, outcome)))
+}
+
+/// A candidate the model wrote no harness for.
+fn model_failure(p: &Prepared, generator: &str, outcome: LlmOutcome) -> Done {
+    let v = outcome.validation;
+    let mut done = invalid(
+        p,
+        generator,
+        v.failure_class.as_deref().unwrap_or("other"),
+        v.failure_message.unwrap_or_default(),
+    );
+    done.harness_line["llm"] = json!(outcome.spent);
+    done
+}
+
+/// `generator = "hybrid"` for a candidate the built-in generator left short: the model writes
+/// and repairs a harness; when both are valid, the model's tests join the built-in ones (one
+/// harness, validated again), else the better harness wins.
+fn hybrid_one(
+    sandbox: &dyn Sandbox,
+    cache: &Cache,
+    generator: &LlmGenerator,
+    p: Prepared,
+    builtin: &Step,
+    counters: &Counters,
+    retry_later: &AtomicBool,
+) -> Result<Step> {
+    let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
+    let (env, outcome) = match ask_model(
+        sandbox,
+        cache,
+        generator,
+        &p,
+        GENERATOR_HYBRID,
+        counters,
+        retry_later,
+    )? {
+        Ok(asked) => asked,
+        Err(done) => return Ok(Step::Done(done)),
+    };
+    let spent = Some(outcome.spent);
+    let built = match builtin {
+        Step::Validated(_, _, g) => Some(g),
+        _ => None,
+    };
+    let pick = |harness: String, validation: Validation, fresh: bool, from| {
+        Step::Validated(
+            Box::new(Prepared { ..p.clone() }),
+            env.clone(),
+            Box::new(Generated {
+                harness,
+                validation,
+                fresh,
+                generator: GENERATOR_HYBRID,
+                from: Some(from),
+                spent,
+            }),
+        )
+    };
+    let model_valid = outcome.harness.is_some() && outcome.validation.valid;
+    Ok(match (built, outcome.harness.clone()) {
+        (Some(b), Some(m)) if b.validation.valid && model_valid => {
+            let merged = merge_harnesses(&b.harness, &m, &p.target);
+            let (v, fresh) =
+                harness::validate(sandbox, cache, &env.python, &p.target, &p.code, &merged)?;
+            let best = coverage(&b.validation).max(coverage(&outcome.validation));
+            if v.valid && coverage(&v) >= best {
+                pick(merged, v, fresh || outcome.fresh, "merged")
+            } else if coverage(&outcome.validation) > coverage(&b.validation) {
+                pick(m, outcome.validation, outcome.fresh, "model")
+            } else {
+                pick(b.harness.clone(), b.validation.clone(), b.fresh, "builtin")
+            }
         }
-    }
+        (_, Some(m)) if model_valid => pick(m, outcome.validation, outcome.fresh, "model"),
+        (Some(b), _) if b.validation.valid => {
+            pick(b.harness.clone(), b.validation.clone(), b.fresh, "builtin")
+        }
+        (_, Some(m)) => pick(m, outcome.validation, outcome.fresh, "model"),
+        (_, None) => {
+            bump(2);
+            Step::Done(model_failure(&p, GENERATOR_HYBRID, outcome))
+        }
+    })
+}
+
+/// One harness with the built-in tests and the model's: the model's test classes are renamed
+/// (`Model<Name>`) and bound to the implementation under test and the reference again.
+pub fn merge_harnesses(builtin: &str, model: &str, target: &Target) -> String {
+    let (head, _) = crate::stages::llmgen::header(target);
+    let main = "if __name__ == \"__main__\":";
+    let builtin = builtin
+        .find(main)
+        .map_or(builtin, |at| &builtin[..at])
+        .trim_end();
+    let body = model.strip_prefix(head.as_str()).unwrap_or(model);
+    let bindings: Vec<&str> = head.lines().rev().take(2).collect();
+    let renamed: Vec<String> = body
+        .lines()
+        .map(|l| match l.strip_prefix("class ") {
+            Some(rest) if rest.starts_with(|c: char| c.is_alphabetic() || c == '_') => {
+                format!("class Model{rest}")
+            }
+            _ => l.to_owned(),
+        })
+        .collect();
+    let body = renamed.join("\n");
+    let body = body
+        .find(main)
+        .map_or(body.as_str(), |at| &body[..at])
+        .trim();
+    format!(
+        "{builtin}\n\n\n# Tests written by the model.\n{}\n{}\n\n{body}\n\n\n{main}\n    unittest.main()\n",
+        bindings[1], bindings[0]
+    )
 }
 
 /// The candidate's environment, or why it cannot run (an `import_env` failure).
@@ -440,15 +770,18 @@ fn usable_env(p: &Prepared) -> std::result::Result<Arc<Env>, String> {
 
 const GENERATOR_BUILTIN: &str = "builtin";
 const GENERATOR_LLM: &str = "llm";
+const GENERATOR_HYBRID: &str = "hybrid";
 
 fn invalid(p: &Prepared, generator: &str, class: &str, message: String) -> Done {
     Done {
         harness_line: json!({
             "id": p.id, "generator": generator, "valid": false, "tests": 0, "branches": 0,
             "branch_coverage": null, "line_coverage": null, "failure_class": class, "failure_message": message,
+            "in_file": p.in_file,
         }),
         instance: None,
         valid: false,
+        selected: None,
     }
 }
 
@@ -457,7 +790,7 @@ fn generate_one(
     cache: &Cache,
     gen_settings: &GenerateSettings,
     p: Prepared,
-    counters: &[AtomicU64; 6],
+    counters: &Counters,
 ) -> Result<Step> {
     let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
     let env = match usable_env(&p) {
@@ -499,47 +832,49 @@ fn generate_one(
     }
 }
 
-fn finish_one(
-    cfg: &Config,
-    step: Step,
-    validation: Option<(Validation, bool)>,
-    validate: bool,
-    counters: &[AtomicU64; 6],
-) -> Result<Done> {
+fn finish_one(cfg: &Config, step: Step, validate: bool, counters: &Counters) -> Result<Done> {
     let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
-    let (p, env, harness_text, validation, generator) = match step {
+    let (p, env, g) = match step {
         Step::Done(done) => return Ok(done),
-        Step::Harness(p, env, h) => (p, env, h, validation, GENERATOR_BUILTIN),
-        Step::Validated(p, env, h, v) => (p, env, h, Some(v), GENERATOR_LLM),
-    };
-    let (v, fresh) = match (validate, validation) {
-        (true, Some(v)) => v,
-        _ => {
+        Step::Validated(p, env, g) if validate => (p, env, g),
+        Step::Validated(p, ..) | Step::Harness(p, ..) => {
             return Ok(Done {
                 harness_line: json!({
-                    "id": p.id, "generator": generator, "valid": null, "tests": null, "branches": null,
+                    "id": p.id, "generator": GENERATOR_BUILTIN, "valid": null, "tests": null, "branches": null,
                     "branch_coverage": null, "line_coverage": null, "failure_class": null, "failure_message": null,
+                    "in_file": p.in_file,
                 }),
                 instance: None,
                 valid: false,
+                selected: None,
             });
         }
     };
+    let Generated {
+        harness: harness_text,
+        validation: v,
+        fresh,
+        generator,
+        from,
+        spent,
+    } = *g;
     bump(if fresh { 3 } else { 4 });
     if !v.valid {
         bump(5);
     }
-    let harness_line = json!({
+    let mut harness_line = json!({
         "id": p.id, "generator": generator, "valid": v.valid, "tests": v.tests, "branches": v.branches,
         "branch_coverage": v.branch_coverage, "line_coverage": v.line_coverage,
         "failure_class": v.failure_class, "failure_message": v.failure_message,
+        "in_file": p.in_file,
     });
-    let coverage = if v.branches > 0 {
-        v.branch_coverage
-    } else {
-        v.line_coverage
-    };
-    let selected = v.valid && coverage.unwrap_or(0.0) >= cfg.select.min_branch_coverage;
+    if let Some(from) = from {
+        harness_line["harness_from"] = json!(from);
+    }
+    if let Some(spent) = spent {
+        harness_line["llm"] = json!(spent);
+    }
+    let selected = v.valid && coverage(&v) >= cfg.select.min_branch_coverage;
     let instance = selected.then(|| {
         (
             p.id.clone(),
@@ -551,6 +886,7 @@ fn finish_one(
                 "qualname": p.qualname,
                 "docstring": p.docstring,
                 "spec": p.docstring,
+                "spec_source": "docstring",
                 "context": p.context,
                 "harness": harness_text,
                 "tests": v.tests,
@@ -565,6 +901,7 @@ fn finish_one(
         harness_line,
         instance,
         valid: v.valid,
+        selected: selected.then(|| Box::new((*p, v))),
     })
 }
 

@@ -27,7 +27,7 @@ pub const GENERATE: cache::Kind = cache::Kind {
 };
 pub const VALIDATE: cache::Kind = cache::Kind {
     name: "validate",
-    version: 2,
+    version: 3,
 };
 
 /// The settings of the built-in generator.
@@ -115,6 +115,11 @@ pub struct Validation {
     /// Lines of the function no test ran, and branch lines an exit of which no test took.
     pub missing_lines: Vec<u32>,
     pub partial_lines: Vec<u32>,
+    /// A few calls of the reference seen while validating: (call, outcome), as text.
+    pub examples: Vec<(String, String)>,
+    /// Observed type names: per parameter, and of the values returned.
+    pub arg_types: Vec<(String, Vec<String>)>,
+    pub return_types: Vec<String>,
 }
 
 /// Runs one embedded script in the sandbox with a JSON request; returns the JSON answer, or why
@@ -459,6 +464,9 @@ fn classify(runs: &[Run]) -> Validation {
         normal_returns: 0,
         missing_lines: Vec::new(),
         partial_lines: Vec::new(),
+        examples: Vec::new(),
+        arg_types: Vec::new(),
+        return_types: Vec::new(),
     };
     let fail = |v: &mut Validation, class: &str, message: String| {
         if v.failure_class.is_none() {
@@ -518,6 +526,31 @@ fn classify(runs: &[Run]) -> Validation {
         };
         v.missing_lines = lines("missing_lines");
         v.partial_lines = lines("partial_lines");
+    }
+    // Examples and types come from the first run that recorded any.
+    if let Some(first) = answers.iter().find(|a| {
+        a.get("examples")
+            .and_then(|e| e.as_array())
+            .is_some_and(|e| !e.is_empty())
+    }) {
+        let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+        let names = |v: &serde_json::Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| a.iter().map(text).collect())
+                .unwrap_or_default()
+        };
+        v.examples = first["examples"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| (text(&e["call"]), text(&e["outcome"])))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(args) = first["types"]["args"].as_object() {
+            v.arg_types = args.iter().map(|(k, t)| (k.clone(), names(t))).collect();
+        }
+        v.return_types = names(&first["types"]["returns"]);
     }
     if let Some(last) = answers.last() {
         let tests = last["tests"].as_array().cloned().unwrap_or_default();

@@ -12,7 +12,7 @@ use crate::cache::Cache;
 use crate::config::{GenerateConfig, HarnessMode, ProviderConfig};
 use crate::error::Result;
 use crate::llm::prompts::Templates;
-use crate::llm::{Failure, Llm, Message, Request};
+use crate::llm::{Failure, Llm, Request, Spent};
 use crate::sandbox::Sandbox;
 use crate::stages::harness::{self, CodeKey, Target, Validation};
 
@@ -34,6 +34,8 @@ pub struct LlmOutcome {
     pub fresh: bool,
     /// A model request failed (never cached): the function is retried by the next build.
     pub request_failed: bool,
+    /// The requests this function needed and their tokens (cached or not).
+    pub spent: Spent,
 }
 
 /// The first lines of every model-written harness: the function under test (`local`) and the
@@ -101,19 +103,16 @@ fn calls_name(code: &str, name: &str) -> bool {
 
 impl LlmGenerator<'_> {
     fn request(&self, prompt: String) -> Request {
-        Request {
-            api: self.provider.api,
-            model: self.settings.model.clone().unwrap_or_default(),
-            temperature: self.settings.temperature,
-            max_tokens: self.settings.max_completion_tokens,
-            messages: vec![
-                Message::system(
-                    "You write Python unit tests. Answer with one ```python code block.",
-                ),
-                Message::user(prompt),
-            ],
-            sample: 0,
-        }
+        Request::new(
+            self.provider.api,
+            self.settings.model.as_deref(),
+            (
+                self.settings.temperature,
+                self.settings.max_completion_tokens,
+            ),
+            "You write Python unit tests. Answer with one ```python code block.",
+            prompt,
+        )
     }
 
     /// Generates, validates and repairs the harness of one function.
@@ -148,13 +147,21 @@ impl LlmGenerator<'_> {
         let mut last: Option<(Option<String>, Validation)> = None;
         let mut prompt = self.templates.render(first, &base)?;
         let mut stage = "generate";
+        let mut spent = Spent::default();
+        let mut asked: Vec<crate::hash::Hash> = Vec::new();
         for round in 0..=self.settings.repair_rounds {
-            let answer = match self
-                .llm
-                .ask(cache, stage, self.provider, &self.request(prompt))
-            {
+            let mut request = self.request(prompt);
+            // With sampling, a prompt asked again gets a new sample, not the cached answer.
+            if self.settings.temperature > 0.0 {
+                while asked.contains(&request.key()) {
+                    request.sample += 1;
+                }
+            }
+            asked.push(request.key());
+            let answer = match self.llm.ask(cache, stage, self.provider, &request) {
                 Ok((r, now)) => {
                     fresh |= now;
+                    spent.add(&r);
                     r.text
                 }
                 Err(Failure { message, .. }) => {
@@ -165,6 +172,7 @@ impl LlmGenerator<'_> {
                         }),
                         fresh: true,
                         request_failed: true,
+                        spent,
                     });
                 }
             };
@@ -216,11 +224,12 @@ impl LlmGenerator<'_> {
             validation,
             fresh,
             request_failed: false,
+            spent,
         })
     }
 }
 
-fn coverage(v: &Validation) -> f64 {
+pub fn coverage(v: &Validation) -> f64 {
     if v.branches > 0 {
         v.branch_coverage
     } else {
@@ -229,7 +238,7 @@ fn coverage(v: &Validation) -> f64 {
     .unwrap_or(0.0)
 }
 
-fn failed(class: &str, message: String) -> Validation {
+pub fn failed(class: &str, message: String) -> Validation {
     Validation {
         valid: false,
         tests: 0,
@@ -241,6 +250,9 @@ fn failed(class: &str, message: String) -> Validation {
         normal_returns: 0,
         missing_lines: Vec::new(),
         partial_lines: Vec::new(),
+        examples: Vec::new(),
+        arg_types: Vec::new(),
+        return_types: Vec::new(),
     }
 }
 

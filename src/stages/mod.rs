@@ -9,6 +9,7 @@ pub mod env;
 pub mod extract;
 pub mod harness;
 pub mod llmgen;
+pub mod refine;
 
 /// How much of a stage ran, came from the cache, or failed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -164,6 +164,12 @@ CORE_SOURCE = textwrap.dedent('''
             if self.span.width() > 0:
                 return self.span.name + " (wide)"
             return self.span.name
+
+
+    def depth(items):
+        if not isinstance(items, list):
+            return 0
+        return 1 + max([depth(x) for x in items], default=0)
     ''')
 
 

@@ -7,6 +7,8 @@ import collections
 import math
 import os
 import sys
+import textwrap
+import types
 import unittest
 
 from r2e_test_support import SampleRepo, read_text  # also puts r2e_equiv on sys.path
@@ -363,6 +365,152 @@ class LoadPairTest(unittest.TestCase):
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+
+
+
+RECORDED_SOURCE = textwrap.dedent("""
+    class Ugly:
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+
+    def push(stack, item, *more, **options):
+        stack.append(item)
+        return len(stack)
+
+
+    class Units:
+        scale = 10
+
+        def __init__(self, n=1):
+            self.n = n
+
+        def times(self, k):
+            return self.n * k
+
+        @staticmethod
+        def parse(text):
+            return int(text)
+
+        @classmethod
+        def scaled(cls, n):
+            return cls(n * cls.scale)
+    """)
+
+
+class RecordingTest(unittest.TestCase):
+    """r2e_equiv.recording: the reference's target is wrapped by harness_modules, transparently,
+    and put back afterwards."""
+
+    def setUp(self):
+        self.module = types.ModuleType("r2e_recorded")
+        exec(RECORDED_SOURCE, self.module.__dict__)
+        sys.modules[self.module.__name__] = self.module
+        self.saved_env = {k: os.environ.get(k) for k in ("R2E_MODULE", "R2E_CANDIDATE_FILE")}
+        os.environ["R2E_MODULE"] = self.module.__name__
+        os.environ.pop("R2E_CANDIDATE_FILE", None)
+
+    def tearDown(self):
+        del sys.modules[self.module.__name__]
+        for k, v in self.saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+    def record(self, qualname, calls):
+        with r2e_equiv.recording(qualname) as recorder:
+            _, reference = r2e_equiv.harness_modules()
+            r2e_equiv.harness_modules()  # a second load does not wrap twice
+            calls(reference)
+        return recorder.report()
+
+    def test_functions_record_arguments_before_the_call_and_bounded_reprs(self):
+        original = self.module.push
+
+        def calls(ref):
+            self.assertIsNot(ref.push, original)
+            self.assertIs(ref.push.__wrapped__, original)
+            stack = []
+            self.assertEqual(ref.push(stack, 1), 1)
+            self.assertEqual(ref.push(stack, ref.Ugly(), 2, 3, sep="x" * 500), 2)
+            self.assertEqual(ref.push(stack, 1), 3)
+            with self.assertRaises(AttributeError):
+                ref.push(None, 1)
+
+        report = self.record("push", calls)
+        self.assertIs(self.module.push, original)
+        examples = report["examples"]
+        self.assertEqual(examples[0], {"call": "push([], 1)", "outcome": "returns 1"})
+        self.assertTrue(examples[1]["call"].startswith("push([1], <Ugly instance at 0x?>, 2, 3, sep='xxx"))
+        self.assertLess(len(examples[1]["call"]), 260)
+        self.assertEqual(examples[2]["call"], "push([1, <Ugly instance at 0x?>], 1)")
+        self.assertEqual(
+            examples[3],
+            {
+                "call": "push(None, 1)",
+                "outcome": "raises AttributeError: 'NoneType' object has no attribute 'append'",
+            },
+        )
+        self.assertEqual(
+            report["types"],
+            {
+                "args": {
+                    "stack": ["NoneType", "list"],
+                    "item": ["Ugly", "int"],
+                    "*more": ["int"],
+                    "**options": ["str"],
+                },
+                "returns": ["int"],
+            },
+        )
+
+    def test_at_most_five_distinct_examples(self):
+        def calls(ref):
+            for n in [1, 1, 2, 3, 2, 4, 5, 6, 7]:
+                ref.push([], n)
+
+        report = self.record("push", calls)
+        self.assertEqual(
+            [e["call"] for e in report["examples"]], [f"push([], {n})" for n in range(1, 6)]
+        )
+
+    def test_methods_of_every_kind(self):
+        units = self.module.Units
+        raw = dict(vars(units))
+        cases = {
+            "Units.times": (lambda ref: ref.Units(3).times(k=2), "self.times(k=2)", "returns 6"),
+            "Units.parse": (lambda ref: ref.Units.parse("7"), "Units.parse('7')", "returns 7"),
+            "Units.scaled": (lambda ref: ref.Units(1).scaled(2).n, "Units.scaled(2)", None),
+            "Units.__init__": (lambda ref: ref.Units(n=4), "Units(n=4)", "returns None"),
+        }
+        for qualname, (call, text, outcome) in cases.items():
+            with self.subTest(qualname):
+                report = self.record(qualname, call)
+                self.assertEqual(report["examples"][0]["call"], text)
+                if outcome:
+                    self.assertEqual(report["examples"][0]["outcome"], outcome)
+                self.assertNotIn("self", report["types"]["args"])
+                self.assertNotIn("cls", report["types"]["args"])
+                self.assertEqual(dict(vars(units)), raw)  # put back
+        self.assertEqual(
+            self.record("Units.scaled", lambda ref: ref.Units.scaled(2))["types"],
+            {"args": {"n": ["int"]}, "returns": ["Units"]},
+        )
+        # check_method still sees the kinds it dispatches on, and the verdicts hold.
+        with r2e_equiv.recording("Units.parse"):
+            _, ref = r2e_equiv.harness_modules()
+            self.assertEqual(r2e_equiv.method_kind(ref.Units, "parse"), "static")
+            r2e_equiv.check_method(self, ref.Units, ref.Units, (), {}, "parse", ("8",), {})
+        with r2e_equiv.recording("Units.scaled"):
+            _, ref = r2e_equiv.harness_modules()
+            self.assertEqual(r2e_equiv.method_kind(ref.Units, "scaled"), "class")
+            r2e_equiv.check_method(self, ref.Units, ref.Units, (), {}, "scaled", (2,), {})
+
+    def test_unknown_targets_record_nothing(self):
+        for qualname in ("missing", "Units.missing", "Nope.times", "Units.scale"):
+            report = self.record(qualname, lambda ref: ref.Units(2).times(3))
+            self.assertEqual(report, {"examples": [], "types": {"args": {}, "returns": []}})
 
 
 if __name__ == "__main__":

@@ -23,6 +23,65 @@ class TestClassify(unittest.TestCase):
 """
 
 
+INTERVAL_HARNESS = """
+import unittest
+
+import r2e_equiv
+
+candidate, reference = r2e_equiv.harness_modules()
+Interval = candidate.Interval
+reference_Interval = reference.Interval
+
+
+class TestOverlaps(unittest.TestCase):
+    def test_0(self):
+        r2e_equiv.check_method(self, Interval, reference_Interval, (0, 5), {}, 'overlaps', (reference_Interval(3, 9),), {})
+
+    def test_1(self):
+        r2e_equiv.check_method(self, Interval, reference_Interval, (0, 5), {}, 'overlaps', (7,), {})
+
+    def test_2(self):
+        # Called directly, as model-written harnesses do.
+        self.assertFalse(reference_Interval(0, 1).overlaps(other=reference_Interval(2, 3)))
+"""
+
+DEPTH_HARNESS = """
+import unittest
+
+import r2e_equiv
+
+candidate, reference = r2e_equiv.harness_modules()
+depth = candidate.depth
+reference_depth = reference.depth
+
+
+def nested(n):
+    value = []
+    for _ in range(n):
+        value = [value]
+    return value
+
+
+class TestDepth(unittest.TestCase):
+    def test_0(self):
+        r2e_equiv.check_function(self, depth, reference_depth, ([[1, [2]], []],), {})
+
+    def test_1(self):
+        self.assertEqual(reference_depth(5), 0)
+        self.assertEqual(reference_depth(5), 0)
+
+    def test_2(self):
+        # Deep enough that one more frame per level would hit the recursion limit.
+        self.assertEqual(reference_depth(nested(400)), 401)
+"""
+
+NO_CALLS = {"examples": [], "types": {"args": {}, "returns": []}}
+
+
+def calls_of(out: dict) -> dict:
+    return {"examples": out["examples"], "types": out["types"]}
+
+
 def classify_harness(inputs) -> str:
     body = ""
     for i, n in enumerate(inputs):
@@ -89,6 +148,10 @@ class RunnerTest(unittest.TestCase):
         message = outcomes["test_0"]["message"]
         self.assertIn("candidate: raise ValueError: negative: 0", message)
         self.assertIn("reference: return 'zero'", message)
+        # Only the reference's calls are recorded, not the candidate's.
+        self.assertEqual(
+            out["examples"][0], {"call": "classify(0)", "outcome": "returns 'zero'"}
+        )
         self.assertTrue(outcomes["test_0"]["returned_normally"])
         for name in ("test_1", "test_2", "test_3"):
             self.assertEqual(outcomes[name]["outcome"], "pass")
@@ -123,24 +186,88 @@ class RunnerTest(unittest.TestCase):
 
     def test_warm_worker_measures_what_a_fresh_runner_measures(self):
         harnesses = {
-            "full": classify_harness([0, 5, -3, 20]),
-            "partial": classify_harness([5]),
-            "mixed": classify_harness([20, -1]),
+            "full": (classify_harness([0, 5, -3, 20]), "classify"),
+            "partial": (classify_harness([5]), "classify"),
+            "mixed": (classify_harness([20, -1]), "classify"),
+            "method": (INTERVAL_HARNESS, "Interval.overlaps"),
+            "recursive": (DEPTH_HARNESS, "depth"),
         }
         requests = [
-            self.sample.runner_request(h, "classify", name=f"warm_{n}") for n, h in harnesses.items()
+            self.sample.runner_request(h, q, name=f"warm_{n}") for n, (h, q) in harnesses.items()
         ]
-        fresh = [self.sample.run_harness(h, "classify", name=f"fresh_{n}") for n, h in harnesses.items()]
+        fresh = [
+            self.sample.run_harness(h, q, name=f"fresh_{n}") for n, (h, q) in harnesses.items()
+        ]
         batch = self.sample.run_batch(requests)
-        self.assertEqual(len(batch), 3)
+        self.assertEqual(len(batch), len(harnesses))
         for runs, alone in zip(batch, fresh):
             self.assertEqual(len(runs), 2)
             # The first run measures coverage, exactly as a runner of its own does; the second
-            # only checks that the tests come out the same.
+            # only checks that the tests come out the same. Both record the same calls.
             self.assertEqual(runs[0], alone)
             self.assertIsNone(runs[1]["coverage"])
             self.assertEqual(runs[1]["tests"], alone["tests"])
+            self.assertEqual(calls_of(runs[1]), calls_of(alone))
+            self.assertNotEqual(alone["examples"], [])
         self.assertNotEqual(fresh[0]["coverage"], fresh[1]["coverage"])
+
+    def test_reference_calls_are_recorded(self):
+        harness = classify_harness([0, 5, -3, 5, 20, 7, 8])
+        expected = {
+            "examples": [
+                {"call": "classify(0)", "outcome": "returns 'zero'"},
+                {"call": "classify(5)", "outcome": "returns 'small'"},
+                {"call": "classify(-3)", "outcome": "raises ValueError: negative: -3"},
+                {"call": "classify(20)", "outcome": "returns 'large'"},
+                {"call": "classify(7)", "outcome": "returns 'small'"},
+            ],
+            "types": {"args": {"n": ["int"]}, "returns": ["str"]},
+        }
+        out = self.sample.run_harness(harness, "classify", name="examples")
+        self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 7)
+        self.assertEqual(calls_of(out), expected)
+        # The same without coverage, and with an identical candidate file (then only the
+        # reference side is wrapped); the verdicts do not change.
+        out = self.sample.run_harness(harness, "classify", coverage=False, name="examples_nocov")
+        self.assertEqual(calls_of(out), expected)
+        out = self.sample.run_harness(
+            harness, "classify", candidate_source=self.source, name="examples_cand"
+        )
+        self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 7)
+        self.assertEqual(calls_of(out), expected)
+
+    def test_method_calls_are_recorded_without_self(self):
+        out = self.sample.run_harness(INTERVAL_HARNESS, "Interval.overlaps", name="method")
+        self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 3)
+        self.assertEqual(
+            out["examples"],
+            [
+                {
+                    "call": "self.overlaps(<samplepkg.core.Interval object at 0x?>)",
+                    "outcome": "returns True",
+                },
+                {"call": "self.overlaps(7)", "outcome": "raises TypeError: not an interval"},
+                {
+                    "call": "self.overlaps(other=<samplepkg.core.Interval object at 0x?>)",
+                    "outcome": "returns False",
+                },
+            ],
+        )
+        self.assertEqual(
+            out["types"], {"args": {"other": ["Interval", "int"]}, "returns": ["bool"]}
+        )
+        self.assertEqual(out["coverage"]["lines_covered"], out["coverage"]["lines_total"])
+
+    def test_recursive_calls_record_only_the_outermost(self):
+        out = self.sample.run_harness(DEPTH_HARNESS, "depth", name="depth")
+        self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 3, out["tests"])
+        self.assertEqual(
+            [e["call"] for e in out["examples"]],
+            ["depth([[1, [2]], []])", "depth(5)", "depth([[[[[[[...]]]]]]])"],
+        )
+        self.assertEqual([e["outcome"] for e in out["examples"]], ["returns 3", "returns 0", "returns 401"])
+        self.assertEqual(out["types"], {"args": {"items": ["int", "list"]}, "returns": ["int"]})
+        self.assertEqual(out["coverage"]["branches_covered"], out["coverage"]["branches_total"])
 
     def test_coverage_can_be_skipped(self):
         out = self.sample.run_harness(self.harness, "classify", coverage=False, name="nocov")
@@ -157,6 +284,7 @@ class RunnerTest(unittest.TestCase):
         )
         self.assertEqual(out["tests"], [])
         self.assertIsNone(out["coverage"])
+        self.assertEqual(calls_of(out), NO_CALLS)
         # A candidate that does not compile breaks the harness's import too.
         out = self.sample.run_harness(
             self.harness, "classify", candidate_source="def classify(:\n", name="badcandidate"

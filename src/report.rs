@@ -1,0 +1,203 @@
+//! `r2e report`: one row per dataset (each variant, or the pipeline's own), computed from the
+//! files the build wrote (`harnesses.jsonl`, `dataset.jsonl`, `manifest.json`), so that every
+//! number can be checked against them: candidates, valid harnesses, mean branch coverage of the
+//! valid ones, the in-file / out-of-file split, failure classes, model requests and tokens.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// A group of candidates: all, in-file or out-of-file.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Group {
+    pub candidates: u64,
+    pub valid: u64,
+    /// `valid / candidates`, in percent.
+    pub valid_percent: Option<f64>,
+    /// The mean branch coverage of the valid harnesses (line coverage for functions without
+    /// branches, as selection uses).
+    pub mean_coverage: Option<f64>,
+}
+
+/// One row of the report.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Row {
+    pub variant: String,
+    pub dataset_version: Option<String>,
+    pub all: Group,
+    pub in_file: Group,
+    pub out_of_file: Group,
+    pub instances: u64,
+    pub specs_refined: u64,
+    /// Invalid candidates by failure class.
+    pub failure_classes: BTreeMap<String, u64>,
+    /// Model requests the dataset needed (cached or not) and their tokens.
+    pub model_requests: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+#[derive(Default)]
+struct Sums {
+    candidates: u64,
+    valid: u64,
+    coverage: f64,
+}
+
+impl Sums {
+    fn group(&self) -> Group {
+        Group {
+            candidates: self.candidates,
+            valid: self.valid,
+            valid_percent: (self.candidates > 0)
+                .then(|| 100.0 * self.valid as f64 / self.candidates as f64),
+            mean_coverage: (self.valid > 0).then(|| self.coverage / self.valid as f64),
+        }
+    }
+}
+
+fn read_lines(path: &Path) -> Result<Vec<serde_json::Value>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Error::input(format!(
+            "cannot read `{}`: {e} (run `r2e build` first)",
+            path.display()
+        ))
+    })?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                Error::input(format!("{}:{}:{}: {e}", path.display(), i + 1, e.column()))
+            })
+        })
+        .collect()
+}
+
+/// The row of the dataset in `dir`.
+pub fn row(variant: &str, dir: &Path) -> Result<Row> {
+    let harnesses = read_lines(&dir.join("harnesses.jsonl"))?;
+    let instances = read_lines(&dir.join("dataset.jsonl"))?;
+    let dataset_version = std::fs::read(dir.join("manifest.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|m| m["version"].as_str().map(str::to_owned));
+    let (mut all, mut inside, mut outside) = (Sums::default(), Sums::default(), Sums::default());
+    let mut failure_classes = BTreeMap::new();
+    let (mut requests, mut prompt_tokens, mut completion_tokens) = (0, 0, 0);
+    for h in &harnesses {
+        let valid = h["valid"] == true;
+        let coverage = if h["branches"].as_u64().unwrap_or(0) > 0 {
+            h["branch_coverage"].as_f64()
+        } else {
+            h["line_coverage"].as_f64()
+        }
+        .unwrap_or(0.0);
+        let group = if h["in_file"] == true {
+            &mut inside
+        } else {
+            &mut outside
+        };
+        for sums in [&mut all, group] {
+            sums.candidates += 1;
+            if valid {
+                sums.valid += 1;
+                sums.coverage += coverage;
+            }
+        }
+        if !valid && let Some(class) = h["failure_class"].as_str() {
+            *failure_classes.entry(class.to_owned()).or_default() += 1;
+        }
+        for spent in [&h["llm"], &h["refine"]["llm"]] {
+            requests += spent["requests"].as_u64().unwrap_or(0);
+            prompt_tokens += spent["prompt_tokens"].as_u64().unwrap_or(0);
+            completion_tokens += spent["completion_tokens"].as_u64().unwrap_or(0);
+        }
+    }
+    Ok(Row {
+        variant: variant.to_owned(),
+        dataset_version,
+        all: all.group(),
+        in_file: inside.group(),
+        out_of_file: outside.group(),
+        instances: instances.len() as u64,
+        specs_refined: instances
+            .iter()
+            .filter(|i| i["spec_source"] == "refined")
+            .count() as u64,
+        failure_classes,
+        model_requests: requests,
+        prompt_tokens,
+        completion_tokens,
+    })
+}
+
+/// The rows of every dataset the pipeline builds.
+pub fn report(cfg: &Config) -> Result<Vec<Row>> {
+    cfg.builds()
+        .into_iter()
+        .map(|(name, c)| row(name.unwrap_or(&cfg.name), &c.output))
+        .collect()
+}
+
+fn percent(g: &Group) -> String {
+    match g.valid_percent {
+        Some(p) => format!("{}/{} ({p:.1}%)", g.valid, g.candidates),
+        None => "0/0".into(),
+    }
+}
+
+fn cov(g: &Group) -> String {
+    g.mean_coverage
+        .map_or_else(|| "-".into(), |c| format!("{:.1}%", c * 100.0))
+}
+
+/// The report as a Markdown table.
+pub fn markdown(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| variant | candidates | valid | coverage of valid | in-file valid | in-file coverage | out-of-file valid | out-of-file coverage | instances | refined specs | failure classes | model requests | tokens (prompt + completion) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let failures = if r.failure_classes.is_empty() {
+            "-".to_owned()
+        } else {
+            r.failure_classes
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} + {} |\n",
+            r.variant,
+            r.all.candidates,
+            percent(&r.all),
+            cov(&r.all),
+            percent(&r.in_file),
+            cov(&r.in_file),
+            percent(&r.out_of_file),
+            cov(&r.out_of_file),
+            r.instances,
+            r.specs_refined,
+            failures,
+            r.model_requests,
+            r.prompt_tokens,
+            r.completion_tokens,
+        ));
+    }
+    out
+}
+
+/// Writes `report.md` and `report.json` into the output folder; returns the Markdown.
+pub fn write(cfg: &Config, rows: &[Row]) -> Result<String> {
+    let md = markdown(rows);
+    let json = serde_json::to_vec_pretty(rows).map_err(|e| Error::Internal(e.to_string()))?;
+    fs_err::create_dir_all(&cfg.output)?;
+    crate::cache::write_if_changed(&cfg.output.join("report.md"), md.as_bytes())?;
+    crate::cache::write_if_changed(&cfg.output.join("report.json"), &json)?;
+    Ok(md)
+}
