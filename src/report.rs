@@ -68,8 +68,8 @@ fn read_lines(path: &Path) -> Result<Vec<serde_json::Value>> {
         ))
     })?;
     text.lines()
-        .filter(|l| !l.trim().is_empty())
         .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
             serde_json::from_str(l).map_err(|e| {
                 Error::input(format!("{}:{}:{}: {e}", path.display(), i + 1, e.column()))

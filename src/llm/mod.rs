@@ -76,6 +76,15 @@ impl Request {
         }
     }
 
+    /// The one prompt of the completions API: the messages, one after the other.
+    pub fn prompt_text(&self) -> String {
+        self.messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
+
     pub fn key(&self) -> Hash {
         Hash::of_key(&("llm-request-v1", self))
     }
@@ -278,12 +287,7 @@ impl Llm {
                 format!("{}/completions", provider.base_url),
                 serde_json::json!({
                     "model": request.model,
-                    "prompt": request
-                        .messages
-                        .iter()
-                        .map(|m| m.content.as_str())
-                        .collect::<Vec<_>>()
-                        .join("\n\n"),
+                    "prompt": request.prompt_text(),
                     "temperature": request.temperature,
                     "max_tokens": request.max_tokens,
                     "seed": request.sample,
@@ -417,15 +421,22 @@ fn parse_answer(api: Api, body: &str) -> Result<Response, String> {
 /// answer is that block's start followed by the continuation, so that it reads like a chat
 /// model's answer. The cached response stays the raw text.
 fn continued(request: &Request, mut response: Response) -> Response {
-    let prompt = request
-        .messages
-        .last()
-        .map(|m| m.content.as_str())
-        .unwrap_or_default();
-    if request.api == Api::Completions
-        && prompt.matches("```").count() % 2 == 1
-        && let Some(open) = prompt.rfind("```")
-    {
+    if request.api != Api::Completions {
+        return response;
+    }
+    // Fences are lines that start with ``` (a mention of one inside a sentence or indented code
+    // is not one), in the prompt exactly as sent.
+    let prompt = request.prompt_text();
+    let mut offset = 0;
+    let mut fences = Vec::new();
+    for line in prompt.split_inclusive('\n') {
+        if line.starts_with("```") {
+            fences.push(offset);
+        }
+        offset += line.len();
+    }
+    if fences.len() % 2 == 1 {
+        let open = *fences.last().expect("an odd count is not zero");
         response.text = format!("{}{}", &prompt[open..], response.text);
     }
     response
@@ -473,7 +484,13 @@ mod tests {
     #[test]
     fn a_base_model_continues_the_open_block_of_its_prompt() {
         let answer = |api, prompt: &str| {
-            let request = Request::new(api, Some("m"), (0.0, 10), "sys", prompt.to_owned());
+            let request = Request::new(
+                api,
+                Some("m"),
+                (0.0, 10),
+                "Answer with one ```python block.",
+                prompt.to_owned(),
+            );
             let raw = Response {
                 text: "    return 1\n```\nmore".into(),
                 prompt_tokens: 1,
@@ -481,6 +498,7 @@ mod tests {
             };
             continued(&request, raw).text
         };
+        // The system message mentions ``` inside a sentence: not a fence.
         let open = "Write it.\n```python\ndef f():\n";
         assert_eq!(
             answer(Api::Completions, open),

@@ -625,7 +625,10 @@ fn ask_model(
         }
     };
     let outcome = generator.run(sandbox, cache, &env.python, &p.target, &p.code, &p.context)?;
-    bump(if outcome.fresh { 0 } else { 1 });
+    // A hybrid candidate was counted once already, by the built-in generator.
+    if label != GENERATOR_HYBRID {
+        bump(if outcome.fresh { 0 } else { 1 });
+    }
     if outcome.request_failed {
         retry_later.store(true, Ordering::Relaxed);
     }
@@ -657,7 +660,6 @@ fn hybrid_one(
     counters: &Counters,
     retry_later: &AtomicBool,
 ) -> Result<Step> {
-    let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
     let (env, outcome) = match ask_model(
         sandbox,
         cache,
@@ -709,10 +711,9 @@ fn hybrid_one(
             pick(b.harness.clone(), b.validation.clone(), b.fresh, "builtin")
         }
         (_, Some(m)) => pick(m, outcome.validation, outcome.fresh, "model"),
-        (_, None) => {
-            bump(2);
-            Step::Done(model_failure(&p, GENERATOR_HYBRID, outcome))
-        }
+        (Some(b), None) => pick(b.harness.clone(), b.validation.clone(), b.fresh, "builtin"),
+        // The built-in generator's failure was counted already.
+        (None, None) => Step::Done(model_failure(&p, GENERATOR_HYBRID, outcome)),
     })
 }
 
