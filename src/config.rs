@@ -802,16 +802,32 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
             end += line.len();
         }
         let span = span.start..end;
-        let in_variant = |key: &str, msg: &str| -> Error {
-            let local = find_dotted_key(&text[span.clone()], key)
-                .map(|r| r.start + span.start..r.end + span.start);
+        // A key is looked for as `section.key`, under `[variant.section]`, then by itself; a
+        // whole section (an empty key) as `section.` or its `[variant.section]` header.
+        let in_variant = |section: &str, key: &str, msg: &str| -> Error {
+            let body = &text[span.clone()];
+            let header = format!("[variant.{section}]");
+            let local = if key.is_empty() {
+                find_dotted_key(body, section)
+                    .or_else(|| body.find(&header).map(|at| at + 1..at + header.len() - 1))
+            } else {
+                find_dotted_key(body, &format!("{section}.{key}"))
+                    .map(|r| r.end - key.len()..r.end)
+                    .or_else(|| {
+                        body.contains(&header)
+                            .then(|| find_section_key(body, &format!("variant.{section}"), key))
+                            .flatten()
+                    })
+                    .or_else(|| find_dotted_key(body, key))
+            };
+            let local = local.map(|r| r.start + span.start..r.end + span.start);
             at(
                 local.or(Some(span.clone())),
                 &format!("variant `{vname}`: {msg}"),
             )
         };
         let bad = |section: &str, e: toml::de::Error| {
-            in_variant(section, &format!("`{section}`: {}", e.message()))
+            in_variant(section, "", &format!("`{section}`: {}", e.message()))
         };
         let mut vcfg = cfg.clone();
         vcfg.output = cfg.output.join("variants").join(&vname);
@@ -833,15 +849,20 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         if let Some(over) = &v.prompts {
             for (pname, path) in over.get_ref() {
                 let Some(path) = path.as_str() else {
-                    return Err(in_variant(pname, "a prompt is the path of a file"));
+                    return Err(in_variant(
+                        "prompts",
+                        pname,
+                        "a prompt is the path of a file",
+                    ));
                 };
-                let entry = prompt_file(&base, pname, path).map_err(|m| in_variant(pname, &m))?;
+                let entry = prompt_file(&base, pname, path)
+                    .map_err(|m| in_variant("prompts", pname, &m))?;
                 vcfg.prompts.retain(|(n, _)| n != pname);
                 vcfg.prompts.push(entry);
             }
             vcfg.prompts.sort();
         }
-        check_stages(&vcfg, &|_, key, msg| in_variant(key, msg))?;
+        check_stages(&vcfg, &|section, key, msg| in_variant(section, key, msg))?;
         variants.push(Variant {
             name: vname,
             cfg: vcfg,
@@ -1177,6 +1198,23 @@ mod tests {
         );
         assert!(
             e.starts_with("P:5:8: variant `v`: `min_branch_coverage`"),
+            "{e}"
+        );
+        // Under a `[variant.section]` header, and by section when two sections share a key.
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[[variant]]\nname = \"v\"\n[variant.select]\nmin_branch_coverage = 2.0\n",
+        );
+        assert!(
+            e.starts_with("P:6:1: variant `v`: `min_branch_coverage`"),
+            "{e}"
+        );
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[providers.p]\nbase_url = \"http://h\"\n[[variant]]\nname = \"v\"\n\
+                     generate.generator = \"llm\"\ngenerate.provider = \"p\"\ngenerate.model = \"m\"\n\
+                     refine.enabled = true\nrefine.provider = \"nowhere\"\nrefine.model = \"m\"\n",
+        );
+        assert!(
+            e.starts_with("P:11:8: variant `v`: unknown provider `nowhere`"),
             "{e}"
         );
         // Settings a variant cannot change, duplicate and unsafe names.

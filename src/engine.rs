@@ -320,8 +320,14 @@ fn stat(path: &Path) -> Option<(u64, i64)> {
     Some((m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec()))
 }
 
+/// The analysis settings of every dataset the pipeline builds (its own, or each variant's).
 pub(crate) fn settings_hash(cfg: &Config) -> Hash {
-    Hash::of_key(&(&cfg.extract, &cfg.context))
+    let builds: Vec<_> = cfg
+        .builds()
+        .into_iter()
+        .map(|(name, c)| (name, &c.extract, &c.context))
+        .collect();
+    Hash::of_key(&builds)
 }
 
 struct CheckoutReader(Arc<Checkout>);
@@ -812,10 +818,19 @@ fn run_dataset(
         }
         recorded.push(out.finish(previous)?);
     }
+    // Log paths are relative to the output; a variant's folder is two levels down.
+    let relocated = |line: &[u8]| -> Vec<u8> {
+        if rel.is_empty() {
+            return line.to_vec();
+        }
+        let text =
+            String::from_utf8_lossy(line).replace("\"log\":\"logs/", "\"log\":\"../../logs/");
+        text.into_bytes()
+    };
     if opts.until >= Stage::Env {
         let mut out = open("envs.jsonl")?;
         for line in shared.env_lines {
-            out.write_line(line)?;
+            out.write_line(&relocated(line))?;
         }
         recorded.push(out.finish(previous)?);
     }
@@ -841,7 +856,9 @@ fn run_dataset(
     }
     let mut out = open("failures.jsonl")?;
     for f in shared.failures {
-        out.write_line(&serde_json::to_vec(f).map_err(|e| Error::Internal(e.to_string()))?)?;
+        out.write_line(&relocated(
+            &serde_json::to_vec(f).map_err(|e| Error::Internal(e.to_string()))?,
+        ))?;
     }
     recorded.push(out.finish(previous)?);
     Ok(Built {

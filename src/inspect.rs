@@ -20,7 +20,11 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Value> {
         None => reasons.push(format!("no previous build in `{}`", output.display())),
         Some((old_fp, repos, settings)) => {
             if *settings != engine::settings_hash(cfg) {
-                reasons.push("the `[extract]` or `[context]` settings changed".to_string());
+                reasons.push(if cfg.variants.is_empty() {
+                    "the `[extract]` or `[context]` settings changed".to_string()
+                } else {
+                    "the `[extract]` or `[context]` settings of a variant changed".to_string()
+                });
             }
             for c in &session.checkouts {
                 match repos.iter().find(|(n, _)| n == &c.name) {

@@ -132,3 +132,45 @@ fn hostile_functions_are_contained_and_recorded() {
     let again: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(again["stages"]["generate"]["executed"], 0, "{again}");
 }
+
+/// A module whose import never ends: the explorer is killed by the sandbox's wall clock. That
+/// may be a loaded machine rather than the code, so it is recorded but not cached, and the next
+/// build runs it again instead of taking the output for up to date.
+#[test]
+fn a_sandbox_timeout_is_recorded_and_retried_by_the_next_build() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("repo")).unwrap();
+    std::fs::write(
+        dir.path().join("repo/stuck.py"),
+        "import signal\nimport time\n\nLIMIT = 3\n\n# Deaf to the explorer's own timers: only the sandbox's wall clock stops it.\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGVTALRM, signal.SIGPROF})\ntime.sleep(3600)\n\n\ndef fine(n):\n    \"\"\"Clamp n.\"\"\"\n    if n > LIMIT:\n        return LIMIT\n    return n\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("pipeline.toml"),
+        "[[repo]]\npath = \"repo\"\n\n[env]\ninstaller = \"pip\"\nsystem_site_packages = true\n\n\
+         [generate]\ntime_limit_seconds = 1\n",
+    )
+    .unwrap();
+    let build = || -> Value {
+        let out = Command::cargo_bin("r2e")
+            .unwrap()
+            .args(["build", "--json"])
+            .current_dir(dir.path())
+            .env("PIP_NO_INDEX", "1")
+            .timeout(std::time::Duration::from_secs(600))
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice(&out).unwrap()
+    };
+    let first = build();
+    assert_eq!(first["stages"]["generate"]["executed"], 1, "{first}");
+    let harness = std::fs::read_to_string(dir.path().join("out/harnesses.jsonl")).unwrap();
+    assert!(harness.contains("timed out"), "{harness}");
+    // Not stored, and the build is not a no-op: the explorer runs again.
+    let again = build();
+    assert_eq!(again["stages"]["generate"]["executed"], 1, "{again}");
+    assert_eq!(again["stages"]["generate"]["cached"], 0, "{again}");
+}

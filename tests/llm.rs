@@ -489,6 +489,10 @@ fn variants_share_work_refine_specs_and_report_what_the_datasets_hold() {
             .find(|h| h["id"] == "repo:calc/ops.py:sub_small")
             .unwrap();
         assert_eq!(sub_h["refine"]["status"], "malformed", "{sub_h}");
+        // Log paths in a variant's copy of envs.jsonl lead to the output's logs.
+        for env in jsonl(&dir.join("envs.jsonl")) {
+            assert!(dir.join(env["log"].as_str().unwrap()).is_file(), "{env}");
+        }
         assert!(
             sub_h["refine"]["message"]
                 .as_str()

@@ -326,6 +326,7 @@ pub fn run(
                     &gen_settings,
                     prepare_at(db, c)?,
                     &counters,
+                    &retry_later,
                 );
                 progress.inc(1);
                 step
@@ -334,7 +335,7 @@ pub fn run(
     };
     let steps: Vec<Step> = generated.into_iter().collect::<Result<_>>()?;
     let mut steps = if validate {
-        validate_builtin(&sandbox, cache, steps)?
+        validate_builtin(&sandbox, cache, steps, &retry_later)?
     } else {
         steps
     };
@@ -483,7 +484,12 @@ pub fn run(
 }
 
 /// Validates the built-in harnesses: those of each environment in a few warm workers.
-fn validate_builtin(sandbox: &dyn Sandbox, cache: &Cache, steps: Vec<Step>) -> Result<Vec<Step>> {
+fn validate_builtin(
+    sandbox: &dyn Sandbox,
+    cache: &Cache,
+    steps: Vec<Step>,
+    retry_later: &AtomicBool,
+) -> Result<Vec<Step>> {
     let mut by_env: std::collections::BTreeMap<PathBuf, Vec<usize>> = Default::default();
     for (i, step) in steps.iter().enumerate() {
         if let Step::Harness(_, env, _) = step {
@@ -515,6 +521,9 @@ fn validate_builtin(sandbox: &dyn Sandbox, cache: &Cache, steps: Vec<Step>) -> R
     let mut validations: Vec<Option<(Validation, bool)>> = vec![None; steps.len()];
     for chunk in done {
         for (i, v) in chunk? {
+            if v.0.transient {
+                retry_later.store(true, Ordering::Relaxed);
+            }
             validations[i] = Some(v);
         }
     }
@@ -792,6 +801,7 @@ fn generate_one(
     gen_settings: &GenerateSettings,
     p: Prepared,
     counters: &Counters,
+    retry_later: &AtomicBool,
 ) -> Result<Step> {
     let bump = |i: usize| counters[i].fetch_add(1, Ordering::Relaxed);
     let env = match usable_env(&p) {
@@ -815,6 +825,9 @@ fn generate_one(
         gen_settings,
     )?;
     bump(if fresh { 0 } else { 1 });
+    if generated.transient {
+        retry_later.store(true, Ordering::Relaxed);
+    }
     match (&generated.status[..], generated.harness) {
         ("ok", Some(h)) => Ok(Step::Harness(Box::new(p), env, h)),
         _ => {

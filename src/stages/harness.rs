@@ -98,6 +98,10 @@ pub struct Generated {
     pub arcs: u32,
     pub time_limit_hit: bool,
     pub error: Option<String>,
+    /// The sandbox's wall clock fired (a loaded machine, perhaps): not stored, so the next build
+    /// runs it again and must not be taken for up to date.
+    #[serde(skip)]
+    pub transient: bool,
 }
 
 /// A harness's validation.
@@ -120,6 +124,9 @@ pub struct Validation {
     /// Observed type names: per parameter, and of the values returned.
     pub arg_types: Vec<(String, Vec<String>)>,
     pub return_types: Vec<String>,
+    /// A run hit the sandbox's wall clock: not stored (see [`Generated::transient`]).
+    #[serde(skip)]
+    pub transient: bool,
 }
 
 /// Runs one embedded script in the sandbox with a JSON request; returns the JSON answer, or why
@@ -235,6 +242,7 @@ pub fn generate(
             arcs: v["arcs"].as_u64().unwrap_or(0) as u32,
             time_limit_hit: v["time_limit_hit"].as_bool().unwrap_or(false),
             error: v["error"].as_str().map(str::to_owned),
+            transient: false,
         },
         None => Generated {
             status: "error".into(),
@@ -244,11 +252,15 @@ pub fn generate(
             arcs: 0,
             time_limit_hit: outcome.exit == Exit::Timeout,
             error: Some(describe_crash(&outcome)),
+            transient: false,
         },
     };
+    let mut generated = generated;
     // A sandbox timeout may come from a loaded machine: report it, do not store it.
     if outcome.exit != Exit::Timeout {
         cache.put(GENERATE, key, &generated)?;
+    } else {
+        generated.transient = true;
     }
     Ok((generated, true))
 }
@@ -338,9 +350,11 @@ pub fn validate_batch(
                 continue;
             };
             let runs: Vec<Run> = runs.iter().map(run_from_worker).collect();
-            let validation = classify(&runs);
+            let mut validation = classify(&runs);
             if runs.iter().all(|r| r.outcome.exit != Exit::Timeout) {
                 cache.put(VALIDATE, keys[i], &validation)?;
+            } else {
+                validation.transient = true;
             }
             out[i] = Some((validation, true));
         }
@@ -418,9 +432,11 @@ pub fn validate(
         let (outcome, answer) = run_harness(sandbox, cache, python, target, harness, None)?;
         runs.push(Run { outcome, answer });
     }
-    let validation = classify(&runs);
+    let mut validation = classify(&runs);
     if runs.iter().all(|r| r.outcome.exit != Exit::Timeout) {
         cache.put(VALIDATE, key, &validation)?;
+    } else {
+        validation.transient = true;
     }
     Ok((validation, true))
 }
@@ -467,6 +483,7 @@ fn classify(runs: &[Run]) -> Validation {
         examples: Vec::new(),
         arg_types: Vec::new(),
         return_types: Vec::new(),
+        transient: false,
     };
     let fail = |v: &mut Validation, class: &str, message: String| {
         if v.failure_class.is_none() {

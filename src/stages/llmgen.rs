@@ -32,7 +32,8 @@ pub struct LlmOutcome {
     pub validation: Validation,
     /// Whether any request or validation ran now (rather than coming from the cache).
     pub fresh: bool,
-    /// A model request failed (never cached): the function is retried by the next build.
+    /// A model request failed, or a validation hit the sandbox's wall clock (neither is
+    /// cached): the function is retried by the next build.
     pub request_failed: bool,
     /// The requests this function needed and their tokens (cached or not).
     pub spent: Spent,
@@ -148,6 +149,7 @@ impl LlmGenerator<'_> {
         let mut prompt = self.templates.render(first, &base)?;
         let mut stage = "generate";
         let mut spent = Spent::default();
+        let mut transient = false;
         let mut asked: Vec<crate::hash::Hash> = Vec::new();
         for round in 0..=self.settings.repair_rounds {
             let mut request = self.request(prompt);
@@ -183,6 +185,7 @@ impl LlmGenerator<'_> {
                 Ok(h) => {
                     let (v, now) = harness::validate(sandbox, cache, python, target, code, &h)?;
                     fresh |= now;
+                    transient |= v.transient;
                     (Some(h), v)
                 }
                 Err(why) => (None, failed("other", why)),
@@ -223,7 +226,7 @@ impl LlmGenerator<'_> {
             harness,
             validation,
             fresh,
-            request_failed: false,
+            request_failed: transient,
             spent,
         })
     }
@@ -253,6 +256,7 @@ pub fn failed(class: &str, message: String) -> Validation {
         examples: Vec::new(),
         arg_types: Vec::new(),
         return_types: Vec::new(),
+        transient: false,
     }
 }
 
