@@ -12,7 +12,9 @@ import json, os, shutil, subprocess, sys, tempfile, time
 
 root = os.getcwd()
 r2e = os.path.join(root, "target/release/r2e")
-shutil.rmtree(os.path.join(root, "cache/actions/validate-v1"), ignore_errors=True)
+import glob
+for stale in glob.glob(os.path.join(root, "cache/actions/validate-v*")):
+    shutil.rmtree(stale)
 os.remove(os.path.join(root, "out/.r2e/state"))  # or the build is a no-op
 start = time.perf_counter()
 out = subprocess.run([r2e, "build", "--json"], capture_output=True, check=True)

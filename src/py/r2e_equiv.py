@@ -836,19 +836,24 @@ def _check(test, cand: Observation, ref: Observation):
         test.fail(failure_message(cand, ref, diffs))
 
 
-def check_function(test, cand_fn, ref_fn, args, kwargs, then=()):
+def check_function(test, cand_fn, ref_fn, args=(), kwargs=None, then=()):
     """Fails `test` unless cand_fn and ref_fn behave the same on (deep copies of) args/kwargs;
     and, when they return functions, unless those behave the same on each of the `then` calls
-    ((args, kwargs) pairs)."""
+    ((args, kwargs) pairs). Model-written harnesses often leave out empty kwargs."""
+    kwargs = {} if kwargs is None else kwargs
     memo = _twin_memo(_module_of(ref_fn)) if cand_fn is not ref_fn else None
     cand = observe_function(cand_fn, args, kwargs, copy_memo=memo, then=then)
     ref = observe_function(ref_fn, args, kwargs, then=then)
     _check(test, cand, ref)
 
 
-def check_method(test, cand_cls, ref_cls, ctor_args, ctor_kwargs, method_name, args, kwargs):
+def check_method(
+    test, cand_cls, ref_cls, ctor_args, ctor_kwargs, method_name, args=(), kwargs=None
+):
     """Fails `test` unless the method behaves the same on instances of both classes built from
     (deep copies of) the same constructor arguments: outcome, arguments and instance state."""
+    ctor_kwargs = {} if ctor_kwargs is None else ctor_kwargs
+    kwargs = {} if kwargs is None else kwargs
     memo = _twin_memo(getattr(ref_cls, "__module__", None)) if cand_cls is not ref_cls else None
     cand = observe_method(
         cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, copy_memo=memo

@@ -87,9 +87,26 @@ pub fn shape(code: &str, target: &Target) -> std::result::Result<String, String>
         ));
     }
     let harness = format!("{head}\n{}\n", body.trim_matches('\n'));
-    crate::python::extract::summarize(&harness)
-        .map_err(|e| format!("the harness is not valid Python: {e}"))?;
-    Ok(harness)
+    match crate::python::extract::summarize(&harness) {
+        Ok(_) => Ok(harness),
+        Err(e) => {
+            complete_tests(&harness).ok_or_else(|| format!("the harness is not valid Python: {e}"))
+        }
+    }
+}
+
+/// An answer cut off at the token limit ends inside a test: the harness up to the last test
+/// method after which it still parses, when that leaves at least one test.
+fn complete_tests(harness: &str) -> Option<String> {
+    let lines: Vec<&str> = harness.lines().collect();
+    (1..lines.len()).rev().find_map(|cut| {
+        if !lines[cut].trim_start().starts_with("def test") {
+            return None;
+        }
+        let kept = format!("{}\n", lines[..cut].join("\n"));
+        (kept.contains("def test") && crate::python::extract::summarize(&kept).is_ok())
+            .then_some(kept)
+    })
 }
 
 /// Whether `name` is used as a name (not as part of `reference_name` or `x.name`) in `code`.
@@ -308,6 +325,29 @@ mod tests {
         assert!(h.starts_with(&head));
         assert_eq!(h.matches("import unittest").count(), 1);
         assert!(!h.contains("from pkg.ops import"));
+    }
+
+    #[test]
+    fn an_answer_cut_at_the_token_limit_keeps_its_complete_tests() {
+        let test = |i: u32| {
+            format!(
+                "    def test_{i}(self):\n        self.assertEqual(add({i}, 2), reference_add({i}, 2))\n\n"
+            )
+        };
+        let code = format!(
+            "class T(unittest.TestCase):\n{}{}    def test_2(self):\n        args = (\n            3,\n",
+            test(0),
+            test(1)
+        );
+        let h = shape(&code, &target()).unwrap();
+        assert!(h.contains("def test_1") && !h.contains("def test_2"), "{h}");
+        // Nothing complete to keep: still an error.
+        let cut = "class T(unittest.TestCase):\n    def test_0(self):\n        add(1, (\n";
+        assert!(
+            shape(cut, &target())
+                .unwrap_err()
+                .contains("not valid Python")
+        );
     }
 
     #[test]

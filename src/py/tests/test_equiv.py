@@ -238,6 +238,11 @@ class CheckTest(unittest.TestCase):
             r2e_equiv.CALLS, [{"returned_normally": True}, {"returned_normally": False}]
         )
 
+    def test_empty_keyword_arguments_may_be_left_out(self):
+        r2e_equiv.check_function(self, add_one, add_one, (1,))
+        with self.assertFailsWith("return value"):
+            r2e_equiv.check_function(self, add_two, add_one, (1,))
+
     def test_different_return_value_fails_with_both_outcomes(self):
         with self.assertFailsWith("return value", "candidate: return 3", "reference: return 2"):
             r2e_equiv.check_function(self, add_two, add_one, (1,), {})
