@@ -283,17 +283,6 @@ pub(crate) fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Ch
     })
 }
 
-/// The folders a build writes datasets into: `<output>`, or `<output>/variants/NAME` each.
-fn dataset_dirs(cfg: &Config, output: &Path) -> Vec<PathBuf> {
-    cfg.builds()
-        .into_iter()
-        .map(|(name, _)| match name {
-            Some(n) => output.join("variants").join(n),
-            None => output.to_path_buf(),
-        })
-        .collect()
-}
-
 /// Whether every environment the outputs name is still in the cache (`r2e check` runs in them).
 fn envs_present(output: &Path, cache: &Cache) -> bool {
     let Ok(text) = std::fs::read_to_string(output.join("envs.jsonl")) else {
@@ -424,9 +413,10 @@ pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
             .outputs
             .iter()
             .all(|(name, _, size, mtime)| stat(&output.join(name)) == Some((*size, *mtime)))
-        && dataset_dirs(cfg, &output)
+        && cfg
+            .builds()
             .iter()
-            .all(|dir| envs_present(dir, &session.cache))
+            .all(|(_, c)| envs_present(&c.output, &session.cache))
         && let Ok(mut summary) = serde_json::from_str::<Summary>(&state.summary_json)
     {
         let all_cached = |s: &mut Summary| {
@@ -442,7 +432,9 @@ pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
         all_cached(&mut summary);
         for (name, v) in summary.variants.0.iter_mut() {
             all_cached(v);
-            v.output = output.join("variants").join(name);
+            if let Ok(c) = cfg.variant(name) {
+                v.output = c.output.clone();
+            }
         }
         summary.output = output;
         eprintln!(
@@ -620,7 +612,7 @@ fn run(
                             .add(u);
                     }
                 }
-                one.output = output.join("variants").join(name);
+                one.output = cfg.output.clone();
                 summary.variants.insert(name, one);
             }
         }

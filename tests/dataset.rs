@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
+mod common;
+
 fn copy_tree(from: &Path, to: &Path) {
     for entry in walkdir::WalkDir::new(from).into_iter().flatten() {
         let rel = entry.path().strip_prefix(from).unwrap();
@@ -54,15 +56,7 @@ impl Examples {
     }
 
     fn build(&self) -> Value {
-        let out = self
-            .r2e()
-            .args(["build", "--json"])
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        serde_json::from_slice(&out).unwrap()
+        common::offline_build(self.path())
     }
 
     fn jsonl(&self, name: &str) -> Vec<Value> {

@@ -2,8 +2,9 @@
 //! contained, its harness is recorded with a failure class or validated, the build goes on, and
 //! nothing outside the sandbox's scratch folders changes.
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+mod common;
 
 const HOSTILE: &str = r#"
 LIMIT = 3
@@ -77,18 +78,7 @@ fn hostile_functions_are_contained_and_recorded() {
          [generate]\nbudget = 200\nper_call_timeout_ms = 500\ntime_limit_seconds = 30\n",
     )
     .unwrap();
-    let out = Command::cargo_bin("r2e")
-        .unwrap()
-        .args(["build", "--json"])
-        .current_dir(dir.path())
-        .env("PIP_NO_INDEX", "1")
-        .timeout(std::time::Duration::from_secs(900))
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let summary: Value = serde_json::from_slice(&out).unwrap();
+    let summary = common::offline_build(dir.path());
     assert_eq!(summary["counts"]["candidates"], 7, "{summary}");
     let harnesses: Vec<Value> = std::fs::read_to_string(dir.path().join("out/harnesses.jsonl"))
         .unwrap()
@@ -119,17 +109,7 @@ fn hostile_functions_are_contained_and_recorded() {
     assert!(!sentinel.exists(), "a function wrote outside the sandbox");
     assert!(listener.accept().is_err(), "a function reached the network");
     // And a second build reruns nothing that was recorded.
-    let out = Command::cargo_bin("r2e")
-        .unwrap()
-        .args(["build", "--json"])
-        .current_dir(dir.path())
-        .env("PIP_NO_INDEX", "1")
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let again: Value = serde_json::from_slice(&out).unwrap();
+    let again = common::offline_build(dir.path());
     assert_eq!(again["stages"]["generate"]["executed"], 0, "{again}");
 }
 
@@ -151,26 +131,12 @@ fn a_sandbox_timeout_is_recorded_and_retried_by_the_next_build() {
          [generate]\ntime_limit_seconds = 1\n",
     )
     .unwrap();
-    let build = || -> Value {
-        let out = Command::cargo_bin("r2e")
-            .unwrap()
-            .args(["build", "--json"])
-            .current_dir(dir.path())
-            .env("PIP_NO_INDEX", "1")
-            .timeout(std::time::Duration::from_secs(600))
-            .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        serde_json::from_slice(&out).unwrap()
-    };
-    let first = build();
+    let first = common::offline_build(dir.path());
     assert_eq!(first["stages"]["generate"]["executed"], 1, "{first}");
     let harness = std::fs::read_to_string(dir.path().join("out/harnesses.jsonl")).unwrap();
     assert!(harness.contains("timed out"), "{harness}");
     // Not stored, and the build is not a no-op: the explorer runs again.
-    let again = build();
+    let again = common::offline_build(dir.path());
     assert_eq!(again["stages"]["generate"]["executed"], 1, "{again}");
     assert_eq!(again["stages"]["generate"]["cached"], 0, "{again}");
 }

@@ -179,17 +179,26 @@ struct Build {
     dir: tempfile::TempDir,
 }
 
+/// The model-driven generator, asking the scripted server.
+const LLM: &str = "[generate]\ngenerator = \"llm\"\nprovider = \"local\"\nmodel = \"scripted\"\n";
+
 impl Build {
+    /// FIXTURE, built with `generator = "llm"`; `provider_extra` goes into `[providers.local]`.
     fn new(url: &str, provider_extra: &str) -> Build {
+        Build::on(FIXTURE, url, provider_extra, LLM)
+    }
+
+    /// A project on `fixture`, offline environments, the scripted server as provider `local`
+    /// (with `provider_extra`), and the rest of the pipeline.
+    fn on(fixture: &str, url: &str, provider_extra: &str, rest: &str) -> Build {
         let dir = tempfile::tempdir().unwrap();
-        common::write_fixture(&dir.path().join("repo"), FIXTURE);
+        common::write_fixture(&dir.path().join("repo"), fixture);
         std::fs::write(
             dir.path().join("pipeline.toml"),
             format!(
                 "version = 1\n[project]\nname = \"llm-test\"\n\n[[repo]]\npath = \"repo\"\n\n\
                  [env]\ninstaller = \"pip\"\nsystem_site_packages = true\n\n\
-                 [generate]\ngenerator = \"llm\"\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
-                 [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n{provider_extra}"
+                 [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n{provider_extra}\n{rest}"
             ),
         )
         .unwrap();
@@ -203,21 +212,11 @@ impl Build {
     }
 
     fn build(&self) -> Value {
-        let out = self.cmd().args(["build", "--json"]).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        common::offline_build(self.dir.path())
     }
 
     fn harnesses(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.dir.path().join("out/harnesses.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        jsonl(&self.dir.path().join("out/harnesses.jsonl"))
     }
 }
 
@@ -402,22 +401,6 @@ def secret(a, b):
     return min(a + b, LIMIT)
 "#;
 
-/// A project on FIXTURE2 whose pipeline is `toml` (with `{url}` replaced).
-fn project2(url: &str, toml: &str) -> Build {
-    let dir = tempfile::tempdir().unwrap();
-    common::write_fixture(&dir.path().join("repo"), FIXTURE2);
-    std::fs::write(
-        dir.path().join("pipeline.toml"),
-        format!(
-            "version = 1\n[project]\nname = \"llm-test\"\n\n[[repo]]\npath = \"repo\"\n\n\
-             [env]\ninstaller = \"pip\"\nsystem_site_packages = true\n\n\
-             [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n\n{toml}"
-        ),
-    )
-    .unwrap();
-    Build { dir }
-}
-
 fn jsonl(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -429,8 +412,10 @@ fn jsonl(path: &std::path::Path) -> Vec<Value> {
 #[test]
 fn variants_share_work_refine_specs_and_report_what_the_datasets_hold() {
     let (url, log) = serve();
-    let b = project2(
+    let b = Build::on(
+        FIXTURE2,
         &url,
+        "",
         "[generate]\ngenerator = \"llm\"\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
          [refine]\nenabled = true\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
          [[variant]]\nname = \"naive\"\ncontext.strategy = \"naive\"\n\n\
@@ -604,8 +589,10 @@ fn variants_share_work_refine_specs_and_report_what_the_datasets_hold() {
 #[test]
 fn hybrid_asks_the_model_only_where_the_builtin_generator_falls_short() {
     let (url, log) = serve();
-    let b = project2(
+    let b = Build::on(
+        FIXTURE2,
         &url,
+        "",
         "[generate]\ngenerator = \"hybrid\"\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
          [[variant]]\nname = \"hybrid\"\n\n\
          [[variant]]\nname = \"llm\"\ngenerate.generator = \"llm\"\n",
@@ -666,8 +653,10 @@ fn hybrid_asks_the_model_only_where_the_builtin_generator_falls_short() {
 #[test]
 fn a_build_killed_while_asking_resumes_without_asking_again() {
     let (url, log, answered) = serve_slowly(std::time::Duration::from_millis(400));
-    let b = project2(
+    let b = Build::on(
+        FIXTURE2,
         &url,
+        "",
         "[generate]\ngenerator = \"llm\"\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
          [refine]\nenabled = true\nprovider = \"local\"\nmodel = \"scripted\"\n",
     );

@@ -51,7 +51,6 @@ pub struct HarnessOutputs {
 }
 
 /// Everything one candidate needs, gathered from the database.
-#[derive(Clone)]
 struct Prepared {
     id: String,
     repo: String,
@@ -609,7 +608,12 @@ fn llm_one(
         )),
         None => {
             bump(2);
-            Ok(Step::Done(model_failure(&p, GENERATOR_LLM, outcome)))
+            Ok(Step::Done(model_failure(
+                &p,
+                GENERATOR_LLM,
+                outcome.validation,
+                outcome.spent,
+            )))
         }
     }
 }
@@ -645,15 +649,14 @@ fn ask_model(
 }
 
 /// A candidate the model wrote no harness for.
-fn model_failure(p: &Prepared, generator: &str, outcome: LlmOutcome) -> Done {
-    let v = outcome.validation;
+fn model_failure(p: &Prepared, generator: &str, v: Validation, spent: Spent) -> Done {
     let mut done = invalid(
         p,
         generator,
         v.failure_class.as_deref().unwrap_or("other"),
         v.failure_message.unwrap_or_default(),
     );
-    done.harness_line["llm"] = json!(outcome.spent);
+    done.harness_line["llm"] = json!(spent);
     done
 }
 
@@ -681,49 +684,53 @@ fn hybrid_one(
         Ok(asked) => asked,
         Err(done) => return Ok(Step::Done(done)),
     };
-    let spent = Some(outcome.spent);
     let built = match builtin {
         Step::Validated(_, _, g) => Some(g),
         _ => None,
     };
-    let pick = |harness: String, validation: Validation, fresh: bool, from| {
-        Step::Validated(
-            Box::new(Prepared { ..p.clone() }),
-            env.clone(),
-            Box::new(Generated {
-                harness,
-                validation,
-                fresh,
-                generator: GENERATOR_HYBRID,
-                from: Some(from),
-                spent,
-            }),
-        )
-    };
-    let model_valid = outcome.harness.is_some() && outcome.validation.valid;
-    Ok(match (built, outcome.harness.clone()) {
+    let builtin_kept =
+        |b: &Generated| (b.harness.clone(), b.validation.clone(), b.fresh, "builtin");
+    let model_valid = outcome.validation.valid;
+    let chosen = match (built, outcome.harness) {
         (Some(b), Some(m)) if b.validation.valid && model_valid => {
             let merged = merge_harnesses(&b.harness, &m, &p.target);
             let (v, fresh) =
                 harness::validate(sandbox, cache, &env.python, &p.target, &p.code, &merged)?;
             let best = coverage(&b.validation).max(coverage(&outcome.validation));
             if v.valid && coverage(&v) >= best {
-                pick(merged, v, fresh || outcome.fresh, "merged")
+                (merged, v, fresh || outcome.fresh, "merged")
             } else if coverage(&outcome.validation) > coverage(&b.validation) {
-                pick(m, outcome.validation, outcome.fresh, "model")
+                (m, outcome.validation, outcome.fresh, "model")
             } else {
-                pick(b.harness.clone(), b.validation.clone(), b.fresh, "builtin")
+                builtin_kept(b)
             }
         }
-        (_, Some(m)) if model_valid => pick(m, outcome.validation, outcome.fresh, "model"),
-        (Some(b), _) if b.validation.valid => {
-            pick(b.harness.clone(), b.validation.clone(), b.fresh, "builtin")
-        }
-        (_, Some(m)) => pick(m, outcome.validation, outcome.fresh, "model"),
-        (Some(b), None) => pick(b.harness.clone(), b.validation.clone(), b.fresh, "builtin"),
+        (Some(b), _) if b.validation.valid && !model_valid => builtin_kept(b),
+        (_, Some(m)) => (m, outcome.validation, outcome.fresh, "model"),
+        (Some(b), None) => builtin_kept(b),
         // The built-in generator's failure was counted already.
-        (None, None) => Step::Done(model_failure(&p, GENERATOR_HYBRID, outcome)),
-    })
+        (None, None) => {
+            return Ok(Step::Done(model_failure(
+                &p,
+                GENERATOR_HYBRID,
+                outcome.validation,
+                outcome.spent,
+            )));
+        }
+    };
+    let (harness, validation, fresh, from) = chosen;
+    Ok(Step::Validated(
+        Box::new(p),
+        env,
+        Box::new(Generated {
+            harness,
+            validation,
+            fresh,
+            generator: GENERATOR_HYBRID,
+            from: Some(from),
+            spent: Some(outcome.spent),
+        }),
+    ))
 }
 
 /// One harness with the built-in tests and the model's: the model's top-level classes and

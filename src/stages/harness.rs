@@ -105,7 +105,7 @@ pub struct Generated {
 }
 
 /// A harness's validation.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Validation {
     pub valid: bool,
     pub tests: u32,
@@ -469,22 +469,7 @@ pub fn run_harness(
 }
 
 fn classify(runs: &[Run]) -> Validation {
-    let mut v = Validation {
-        valid: false,
-        tests: 0,
-        branches: 0,
-        branch_coverage: None,
-        line_coverage: None,
-        failure_class: None,
-        failure_message: None,
-        normal_returns: 0,
-        missing_lines: Vec::new(),
-        partial_lines: Vec::new(),
-        examples: Vec::new(),
-        arg_types: Vec::new(),
-        return_types: Vec::new(),
-        transient: false,
-    };
+    let mut v = Validation::default();
     let fail = |v: &mut Validation, class: &str, message: String| {
         if v.failure_class.is_none() {
             v.failure_class = Some(class.into());

@@ -260,20 +260,9 @@ pub fn coverage(v: &Validation) -> f64 {
 
 pub fn failed(class: &str, message: String) -> Validation {
     Validation {
-        valid: false,
-        tests: 0,
-        branches: 0,
-        branch_coverage: None,
-        line_coverage: None,
         failure_class: Some(class.to_owned()),
         failure_message: Some(message),
-        normal_returns: 0,
-        missing_lines: Vec::new(),
-        partial_lines: Vec::new(),
-        examples: Vec::new(),
-        arg_types: Vec::new(),
-        return_types: Vec::new(),
-        transient: false,
+        ..Validation::default()
     }
 }
 

@@ -111,3 +111,20 @@ pub fn slice_globals(f: &BTreeMap<String, serde_json::Value>, id: &str) -> Vec<S
         .map(|v| v.as_str().unwrap().to_owned())
         .collect()
 }
+
+/// `r2e build --json` in `dir`, offline (environments from the machine's own packages, as the
+/// pipelines of these tests ask), which must succeed: its summary.
+pub fn offline_build(dir: &Path) -> serde_json::Value {
+    let out = assert_cmd::Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["build", "--json"])
+        .current_dir(dir)
+        .env("PIP_NO_INDEX", "1")
+        .timeout(std::time::Duration::from_secs(900))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    serde_json::from_slice(&out).expect("stdout is one JSON object")
+}
