@@ -9,59 +9,73 @@ use std::path::Path;
 
 use ruff_python_ast::Stmt;
 use ruff_text_size::Ranged;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::db;
 use crate::engine::Session;
 use crate::error::{Error, Result};
 use crate::python::extract::LineIndex;
-use crate::sandbox::{Exit, Sandbox};
-use crate::stages::harness::{self, Target};
+use crate::records::{EnvLine, Instance, read_built, read_jsonl};
+use crate::sandbox::Exit;
+use crate::services::Services;
+use crate::stages::candidate::Target;
+use crate::stages::jobs::Exec;
+use crate::stages::validate::run_harness;
 
-/// What `check` found.
-pub struct Report {
-    pub passed: bool,
-    pub json: Value,
+/// A failing test of a check.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct FailedTest {
+    pub name: String,
+    pub outcome: String,
+    pub message: Option<String>,
 }
 
-fn read_jsonl(path: &Path) -> Option<Vec<Value>> {
-    let text = std::fs::read_to_string(path).ok()?;
-    Some(
-        text.lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect(),
-    )
+/// What `check` found, as `--json` prints it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    pub id: String,
+    pub passed: bool,
+    /// Why no test ran (the candidate does not compile or import, or the harness crashed).
+    pub error: Option<String>,
+    pub tests: usize,
+    pub failed: Vec<FailedTest>,
+}
+
+impl Report {
+    fn error(id: &str, message: String) -> Report {
+        Report {
+            id: id.to_owned(),
+            passed: false,
+            error: Some(message),
+            tests: 0,
+            failed: Vec::new(),
+        }
+    }
+}
+
+/// Checks a candidate for one instance, with the services the configuration names.
+pub fn check(cfg: &Config, id: &str, candidate: &Path) -> Result<Report> {
+    check_with(cfg, id, candidate, &Services::for_config(cfg))
 }
 
 /// Checks a candidate for one instance.
-pub fn check(cfg: &Config, id: &str, candidate: &Path) -> Result<Report> {
+pub fn check_with(cfg: &Config, id: &str, candidate: &Path, services: &Services) -> Result<Report> {
     let dataset_path = cfg.output.join("dataset.jsonl");
-    let instances = read_jsonl(&dataset_path).ok_or_else(|| {
-        Error::input(format!(
-            "no dataset at `{}`: run `r2e build` first",
-            dataset_path.display()
-        ))
-    })?;
-    let instance = instances.iter().find(|i| i["id"] == id).ok_or_else(|| {
+    let instances: Vec<Instance> = read_built(&dataset_path)?;
+    let instance = instances.iter().find(|i| i.id == id).ok_or_else(|| {
         Error::input(format!(
             "`{id}` is not an instance of the dataset at `{}`",
             dataset_path.display()
         ))
     })?;
-    let candidate_text = match std::fs::read_to_string(candidate) {
-        Ok(t) => t,
-        Err(e) => {
-            return Err(Error::input(format!(
-                "cannot read the candidate `{}`: {e}",
-                candidate.display()
-            )));
-        }
-    };
-    let repo_name = instance["repo"].as_str().unwrap_or_default();
-    let path = instance["path"].as_str().unwrap_or_default();
-    let qualname = instance["qualname"].as_str().unwrap_or_default();
-    let harness_text = instance["harness"].as_str().unwrap_or_default();
+    let candidate_text = std::fs::read_to_string(candidate).map_err(|e| {
+        Error::input(format!(
+            "cannot read the candidate `{}`: {e}",
+            candidate.display()
+        ))
+    })?;
+    let (repo_name, path, qualname) = (&instance.repo, &instance.path, &instance.qualname);
 
     let s = Session::open(cfg)?;
     let dbase = &s.db;
@@ -88,25 +102,16 @@ pub fn check(cfg: &Config, id: &str, candidate: &Path) -> Result<Report> {
     let layout = &summary.layout.defs[row.def as usize];
 
     // The environment this instance was validated in.
-    let envs = read_jsonl(&cfg.output.join("envs.jsonl")).unwrap_or_default();
-    let env_key = envs
+    let envs: Vec<EnvLine> = read_jsonl(&cfg.output.join("envs.jsonl"))?.unwrap_or_default();
+    let python = envs
         .iter()
-        .find(|e| e["repo"] == repo_name)
-        .and_then(|e| e["env_key"].as_str())
-        .unwrap_or_default();
-    let python = s
-        .cache
-        .root()
-        .join("envs-v1")
-        .join(env_key)
-        .join("venv")
-        .join("bin")
-        .join("python");
-    if env_key.is_empty() || !python.exists() {
-        return Err(Error::Unrunnable(format!(
-            "the environment of repo `{repo_name}` is not built: run `r2e build`"
-        )));
-    }
+        .find(|e| &e.repo == repo_name)
+        .and_then(|e| crate::stages::env::python_of(&s.cache, e))
+        .ok_or_else(|| {
+            Error::Unrunnable(format!(
+                "the environment of repo `{repo_name}` is not built: run `r2e build`"
+            ))
+        })?;
 
     let candidate_module = match splice(
         &source,
@@ -116,39 +121,29 @@ pub fn check(cfg: &Config, id: &str, candidate: &Path) -> Result<Report> {
         qualname,
     ) {
         Ok(text) => text,
-        Err(message) => {
-            return Ok(Report {
-                passed: false,
-                json: json!({"id": id, "passed": false, "error": message, "tests": 0, "failed": []}),
-            });
-        }
+        Err(message) => return Ok(Report::error(id, message)),
     };
     let root = s.checkouts[ix].materialize(&s.cache)?;
     let module = db::module_index(dbase, *repo)
         .module_name(file.ix(dbase))
         .to_owned();
-    let target = Target {
-        import_root: crate::stages::assemble::import_root(&root, path, &module),
-        extra_roots: crate::stages::assemble::extra_roots(&root),
+    let target = Target::new(
+        &root,
+        path,
         module,
-        qualname: qualname.to_owned(),
-        kind: if qualname.contains('.') {
-            "method"
-        } else {
-            "function"
-        },
-        source_file: root.join(path),
-        start_line: layout.start_line,
-        end_line: layout.end_line,
-        call_sites: Vec::new(),
+        qualname,
+        (layout.start_line, layout.end_line),
+    );
+    let exec = Exec {
+        cache: &s.cache,
+        sandbox: services.sandbox.as_ref(),
+        settings: &cfg.sandbox,
     };
-    let sandbox = crate::sandbox::local::LocalSandbox::new();
-    let (outcome, answer) = harness::run_harness(
-        &sandbox as &dyn Sandbox,
-        &s.cache,
+    let (outcome, answer) = run_harness(
+        &exec,
         &python,
         &target,
-        harness_text,
+        &instance.harness,
         Some(&candidate_module),
     )
     .map_err(|e| Error::Unrunnable(e.to_string()))?;
@@ -163,31 +158,33 @@ pub fn check(cfg: &Config, id: &str, candidate: &Path) -> Result<Report> {
                     .unwrap_or_default()
             ),
         };
-        return Ok(Report {
-            passed: false,
-            json: json!({"id": id, "passed": false, "error": why, "tests": 0, "failed": []}),
-        });
+        return Ok(Report::error(id, why));
     };
-    if answer["status"] != "ok" {
-        let message = answer["error"]
-            .as_str()
-            .unwrap_or("the harness could not run")
-            .to_owned();
-        return Ok(Report {
-            passed: false,
-            json: json!({"id": id, "passed": false, "error": format!("the candidate does not import: {message}"), "tests": 0, "failed": []}),
-        });
+    if answer.status != "ok" {
+        let message = answer
+            .error
+            .unwrap_or_else(|| "the harness could not run".to_owned());
+        return Ok(Report::error(
+            id,
+            format!("the candidate does not import: {message}"),
+        ));
     }
-    let tests = answer["tests"].as_array().cloned().unwrap_or_default();
-    let failed: Vec<Value> = tests
+    let failed: Vec<FailedTest> = answer
+        .tests
         .iter()
-        .filter(|t| t["outcome"] != "pass")
-        .map(|t| json!({"name": t["name"], "outcome": t["outcome"], "message": t["message"]}))
+        .filter(|t| t.outcome != "pass")
+        .map(|t| FailedTest {
+            name: t.name.clone(),
+            outcome: t.outcome.clone(),
+            message: t.message.clone(),
+        })
         .collect();
-    let passed = failed.is_empty() && !tests.is_empty();
     Ok(Report {
-        passed,
-        json: json!({"id": id, "passed": passed, "error": null, "tests": tests.len(), "failed": failed}),
+        id: id.to_owned(),
+        passed: failed.is_empty() && !answer.tests.is_empty(),
+        error: None,
+        tests: answer.tests.len(),
+        failed,
     })
 }
 
@@ -300,102 +297,20 @@ fn splice(
 
 /// Text for people: what failed.
 pub fn report_text(r: &Report) -> String {
-    let v = &r.json;
     if r.passed {
-        return format!(
-            "PASS {}: all {} tests pass\n",
-            v["id"].as_str().unwrap_or_default(),
-            v["tests"]
-        );
+        return format!("PASS {}: all {} tests pass\n", r.id, r.tests);
     }
-    let mut out = format!("FAIL {}", v["id"].as_str().unwrap_or_default());
-    if let Some(e) = v["error"].as_str() {
+    let mut out = format!("FAIL {}", r.id);
+    if let Some(e) = &r.error {
         out.push_str(&format!(": {e}\n"));
         return out;
     }
-    let failed = v["failed"].as_array().cloned().unwrap_or_default();
-    out.push_str(&format!(
-        ": {} of {} tests fail\n",
-        failed.len(),
-        v["tests"]
-    ));
-    for f in failed {
-        out.push_str(&format!(
-            "- {} ({}):\n",
-            f["name"].as_str().unwrap_or_default(),
-            f["outcome"].as_str().unwrap_or_default()
-        ));
-        for line in f["message"].as_str().unwrap_or_default().lines() {
+    out.push_str(&format!(": {} of {} tests fail\n", r.failed.len(), r.tests));
+    for f in &r.failed {
+        out.push_str(&format!("- {} ({}):\n", f.name, f.outcome));
+        for line in f.message.as_deref().unwrap_or_default().lines() {
             out.push_str(&format!("    {line}\n"));
         }
     }
-    out
-}
-
-/// The instances added, removed and changed between two manifests.
-pub fn diff_manifests(old: &Path, new: &Path) -> Result<Value> {
-    let load = |p: &Path| -> Result<Value> {
-        let bytes = std::fs::read(p)
-            .map_err(|e| Error::input(format!("cannot read manifest `{}`: {e}", p.display())))?;
-        let v: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::input(format!("`{}` is not a manifest: {e}", p.display())))?;
-        if v["format"] != "r2e-dataset-1" {
-            return Err(Error::input(format!(
-                "`{}` is not an r2e manifest (no `format: r2e-dataset-1`)",
-                p.display()
-            )));
-        }
-        Ok(v)
-    };
-    let (a, b) = (load(old)?, load(new)?);
-    let index = |v: &Value| -> std::collections::BTreeMap<String, String> {
-        v["instances"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|i| Some((i["id"].as_str()?.to_owned(), i["hash"].as_str()?.to_owned())))
-            .collect()
-    };
-    let (ia, ib) = (index(&a), index(&b));
-    let added: Vec<&String> = ib.keys().filter(|k| !ia.contains_key(*k)).collect();
-    let removed: Vec<&String> = ia.keys().filter(|k| !ib.contains_key(*k)).collect();
-    let changed: Vec<&String> = ib
-        .iter()
-        .filter(|(k, h)| ia.get(*k).is_some_and(|old| old != *h))
-        .map(|(k, _)| k)
-        .collect();
-    Ok(json!({
-        "old_version": a["version"], "new_version": b["version"],
-        "added": added, "removed": removed, "changed": changed,
-        "unchanged": ib.len() - added.len() - changed.len(),
-    }))
-}
-
-pub fn diff_text(v: &Value) -> String {
-    let mut out = format!(
-        "{} -> {}\n",
-        v["old_version"]
-            .as_str()
-            .unwrap_or("?")
-            .get(..16)
-            .unwrap_or("?"),
-        v["new_version"]
-            .as_str()
-            .unwrap_or("?")
-            .get(..16)
-            .unwrap_or("?")
-    );
-    for (what, sign) in [("added", "+"), ("removed", "-"), ("changed", "~")] {
-        for id in v[what].as_array().into_iter().flatten() {
-            out.push_str(&format!("{sign} {}\n", id.as_str().unwrap_or_default()));
-        }
-    }
-    out.push_str(&format!(
-        "{} added, {} removed, {} changed, {} unchanged\n",
-        v["added"].as_array().map_or(0, Vec::len),
-        v["removed"].as_array().map_or(0, Vec::len),
-        v["changed"].as_array().map_or(0, Vec::len),
-        v["unchanged"]
-    ));
     out
 }

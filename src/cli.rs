@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use crate::config;
 use crate::engine::{self, BuildOptions, Stage};
 use crate::error::{Error, Result};
+use crate::records::Summary;
 
 #[derive(Parser)]
 #[command(
@@ -125,11 +126,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Dataset {
             command: DatasetCommand::Diff { old, new, json },
         } => {
-            let diff = crate::check::diff_manifests(&old, &new)?;
+            let diff = crate::diff::diff_manifests(&old, &new)?;
             if json {
                 print_json(&diff)?;
             } else {
-                print_text(&crate::check::diff_text(&diff))?;
+                print_text(&crate::diff::diff_text(&diff))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -158,7 +159,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let report = crate::check::check(cfg, &id, &candidate)?;
             if json {
-                print_json(&report.json)?;
+                print_json(&report)?;
             } else {
                 print_text(&crate::check::report_text(&report))?;
             }
@@ -177,9 +178,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let cfg = config::load(&pipeline)?;
             let summary = engine::build(&cfg, &BuildOptions { until, jobs })?;
             if json {
-                let text = serde_json::to_string_pretty(&summary)
-                    .map_err(|e| Error::Internal(e.to_string()))?;
-                print_text(&format!("{text}\n"))?;
+                print_json(&summary)?;
             } else {
                 eprintln!("{}", human_summary(&summary));
             }
@@ -204,11 +203,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let rows = crate::report::report(&cfg)?;
             let md = crate::report::write(&cfg, &rows)?;
             if json {
-                print_text(&format!(
-                    "{}\n",
-                    serde_json::to_string_pretty(&rows)
-                        .map_err(|e| Error::Internal(e.to_string()))?
-                ))?;
+                print_json(&rows)?;
             } else {
                 print_text(&md)?;
             }
@@ -227,7 +222,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-fn human_summary(s: &engine::Summary) -> String {
+fn human_summary(s: &Summary) -> String {
     let mut out = String::new();
     for (name, v) in &s.variants.0 {
         out.push_str(&format!("variant {name}:\n"));
@@ -238,13 +233,19 @@ fn human_summary(s: &engine::Summary) -> String {
     if !s.variants.is_empty() {
         out.push_str("all variants:\n");
     }
-    for (stage, c) in &s.stages.0 {
+    for (stage, c) in s.stages.rows() {
         out.push_str(&format!(
             "{stage:>9}: {} executed, {} cached, {} failed\n",
             c.executed, c.cached, c.failed
         ));
     }
-    let counts: Vec<String> = s.counts.0.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let counts = serde_json::to_value(&s.counts).unwrap_or_default();
+    let counts: Vec<String> = counts
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
     out.push_str(&format!("   counts: {}\n", counts.join(", ")));
     for (stage, models) in &s.llm {
         for (model, u) in models {
@@ -261,10 +262,10 @@ fn human_summary(s: &engine::Summary) -> String {
     out
 }
 
-fn print_json(v: &serde_json::Value) -> Result<()> {
+fn print_json<T: serde::Serialize>(v: &T) -> Result<()> {
     print_text(&format!(
         "{}\n",
-        serde_json::to_string_pretty(v).map_err(|e| Error::Internal(e.to_string()))?
+        serde_json::to_string_pretty(v).map_err(Error::internal)?
     ))
 }
 

@@ -41,7 +41,46 @@ struct Options {
     #[serde(default)]
     refine: RefineConfig,
     #[serde(default)]
+    sandbox: SandboxConfig,
+    #[serde(default)]
     variant: Vec<Spanned<VariantOptions>>,
+}
+
+/// Which sandbox runs untrusted code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// This machine: bubblewrap, rlimits, cgroups.
+    #[default]
+    Local,
+}
+
+/// `[sandbox]`: where code from repositories and models runs, and the limits of one job (the
+/// explorer on one function, one validation or check run). Shared by every variant.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SandboxConfig {
+    pub backend: Backend,
+    /// Memory of one job, in MiB.
+    pub memory_mib: u64,
+    /// Processes and threads of one job at once.
+    pub processes: u64,
+    /// The largest file a job may write, in MiB.
+    pub file_size_mib: u64,
+    /// Seconds one run of a harness may take.
+    pub run_timeout_seconds: u64,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            backend: Backend::Local,
+            memory_mib: 2048,
+            processes: 64,
+            file_size_mib: 64,
+            run_timeout_seconds: 60,
+        }
+    }
 }
 
 /// `[[variant]]` as written: a name and overrides of stage settings, merged key by key over the
@@ -299,26 +338,7 @@ impl Default for ContextConfig {
     }
 }
 
-/// Which harness generator runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Generator {
-    /// The built-in coverage-guided explorer: no model needed.
-    #[default]
-    Builtin,
-    /// A language model writes the harness from the function's context, then repairs it.
-    Llm,
-    /// The built-in generator first; the model only where it falls short of the thresholds,
-    /// with the built-in harness's tests kept beside the model's.
-    Hybrid,
-}
-
-impl Generator {
-    /// Whether this generator asks a model.
-    pub fn uses_model(self) -> bool {
-        matches!(self, Generator::Llm | Generator::Hybrid)
-    }
-}
+pub use crate::records::Generator;
 
 /// What a model-written harness asserts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -452,6 +472,7 @@ const PASSTHROUGH: &[&str] = &[
     "PIP_RETRIES",
     "PIP_NO_INDEX",
     "PIP_FIND_LINKS",
+    "UV_FIND_LINKS",
     "UV_OFFLINE",
     "PIP_TIMEOUT",
     "UV_HTTP_TIMEOUT",
@@ -508,6 +529,7 @@ pub struct Config {
     /// pipeline's `prompts/` folder or, failing that, r2e's built-in templates.
     pub prompts: Vec<(String, PathBuf)>,
     pub refine: RefineConfig,
+    pub sandbox: SandboxConfig,
     /// `[[variant]]` tables, each resolved into a whole configuration whose output is
     /// `<output>/variants/NAME`. Empty: the pipeline builds its own configuration into `<output>`.
     pub variants: Vec<Variant>,
@@ -587,17 +609,28 @@ pub fn load(path: &Path) -> Result<Config> {
     parse(&text, &file)
 }
 
+/// The text of a pipeline and its file: where errors point.
+struct Source<'a> {
+    text: &'a str,
+    file: &'a Path,
+}
+
+impl Source<'_> {
+    /// Bad input at `span` (the start of the file when unknown), as `file:line:col: msg`.
+    fn at(&self, span: Option<Range<usize>>, msg: &str) -> Error {
+        let (line, col) = span.map_or((1, 1), |s| line_col(self.text, s.start));
+        Error::input(format!("{}:{line}:{col}: {msg}", self.file.display()))
+    }
+}
+
 /// Parses pipeline text; `file` is its absolute path (for messages and relative paths).
 pub fn parse(text: &str, file: &Path) -> Result<Config> {
-    let at = |span: Option<Range<usize>>, msg: &str| -> Error {
-        let (line, col) = span.map_or((1, 1), |s| line_col(text, s.start));
-        Error::input(format!("{}:{line}:{col}: {msg}", file.display()))
-    };
-    let options: Options = toml::from_str(text).map_err(|e| at(e.span(), e.message()))?;
+    let src = Source { text, file };
+    let options: Options = toml::from_str(text).map_err(|e| src.at(e.span(), e.message()))?;
     if let Some(v) = &options.version
         && *v.get_ref() != 1
     {
-        return Err(at(
+        return Err(src.at(
             Some(v.span()),
             &format!(
                 "unsupported format version {}; this r2e reads version 1",
@@ -615,73 +648,58 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         let s = p.as_ref().map_or(default, |s| s.get_ref().as_str());
         base.join(s)
     };
-    let output = rel(&project.output, "out");
-    let cache = rel(&project.cache, "cache");
-    let name = project.name.unwrap_or_else(|| {
-        base.file_name()
-            .map_or_else(|| "r2e".into(), |n| n.to_string_lossy().into_owned())
-    });
+    let mut prompts = Vec::new();
+    for (pname, path) in &options.prompts {
+        prompts.push(
+            prompt_file(&base, pname, path.get_ref()).map_err(|m| src.at(Some(path.span()), &m))?,
+        );
+    }
+    let cfg = Config {
+        file: file.to_path_buf(),
+        name: project.name.unwrap_or_else(|| {
+            base.file_name()
+                .map_or_else(|| "r2e".into(), |n| n.to_string_lossy().into_owned())
+        }),
+        output: rel(&project.output, "out"),
+        cache: rel(&project.cache, "cache"),
+        repos: repos(&src, &base, options.repo)?,
+        extract: options.extract,
+        context: options.context,
+        env: options.env.resolve(),
+        generate: options.generate,
+        select: options.select,
+        providers: providers(&src, options.providers)?,
+        prompts,
+        refine: options.refine,
+        sandbox: options.sandbox,
+        variants: Vec::new(),
+    };
+    check_stages(&cfg, &|section, key, msg| {
+        src.at(find_section_key(text, section, key), msg)
+    })?;
+    if options.variant.is_empty() {
+        return Ok(cfg);
+    }
+    let variants = variants(&src, &base, &cfg, options.variant)?;
+    Ok(Config { variants, ..cfg })
+}
 
-    if options.repo.is_empty() {
-        return Err(at(
+/// The `[[repo]]` tables: each a folder that exists or a git URL, with a unique name.
+fn repos(src: &Source, base: &Path, options: Vec<RepoOptions>) -> Result<Vec<RepoConfig>> {
+    if options.is_empty() {
+        return Err(src.at(
             None,
             "no `[[repo]]` table: name at least one repository to build",
         ));
     }
     let mut repos: Vec<RepoConfig> = Vec::new();
-    for r in options.repo {
-        let source = match (&r.path, &r.git) {
-            (Some(p), None) => {
-                if let Some(rev) = &r.rev {
-                    return Err(at(
-                        Some(rev.span()),
-                        "`rev` goes with `git`, not with `path`",
-                    ));
-                }
-                let dir = base.join(p.get_ref());
-                if !dir.is_dir() {
-                    let what = if dir.exists() {
-                        "is not a folder"
-                    } else {
-                        "does not exist"
-                    };
-                    return Err(at(
-                        Some(p.span()),
-                        &format!("repo path `{}` {what}", dir.display()),
-                    ));
-                }
-                RepoSource::Path(dir)
-            }
-            (None, Some(g)) => {
-                let url = g.get_ref().clone();
-                // A local path (relative to the pipeline) or a URL.
-                let url = if url.contains("://") || url.contains('@') {
-                    url
-                } else {
-                    base.join(&url).to_string_lossy().into_owned()
-                };
-                let rev = r
-                    .rev
-                    .as_ref()
-                    .map_or_else(|| "HEAD".to_string(), |r| r.get_ref().clone());
-                RepoSource::Git { url, rev }
-            }
-            (Some(p), Some(_)) => {
-                return Err(at(Some(p.span()), "a repo takes `path` or `git`, not both"));
-            }
-            (None, None) => {
-                let span = r.name.as_ref().map(|n| n.span());
-                return Err(at(
-                    span,
-                    "a `[[repo]]` needs `path = \"...\"` or `git = \"...\"`",
-                ));
-            }
-        };
+    for r in options {
+        let source = repo_source(src, base, &r)?;
         let name = match &r.name {
             Some(n) => {
                 let n_ref = n.get_ref();
                 if n_ref.is_empty() || n_ref.contains([':', '/', '\\']) {
-                    return Err(at(
+                    return Err(src.at(
                         Some(n.span()),
                         "a repo name must be non-empty and hold no `:`, `/` or `\\`",
                     ));
@@ -697,25 +715,81 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
                 .or(r.path.as_ref())
                 .or(r.git.as_ref())
                 .map(|s| s.span());
-            return Err(at(
+            return Err(src.at(
                 span,
                 &format!("two repos are named `{name}`; give one a `name = \"...\"`"),
             ));
         }
         repos.push(RepoConfig { name, source });
     }
+    Ok(repos)
+}
+
+/// Where one `[[repo]]`'s files come from.
+fn repo_source(src: &Source, base: &Path, r: &RepoOptions) -> Result<RepoSource> {
+    Ok(match (&r.path, &r.git) {
+        (Some(p), None) => {
+            if let Some(rev) = &r.rev {
+                return Err(src.at(Some(rev.span()), "`rev` goes with `git`, not with `path`"));
+            }
+            let dir = base.join(p.get_ref());
+            if !dir.is_dir() {
+                let what = if dir.exists() {
+                    "is not a folder"
+                } else {
+                    "does not exist"
+                };
+                return Err(src.at(
+                    Some(p.span()),
+                    &format!("repo path `{}` {what}", dir.display()),
+                ));
+            }
+            RepoSource::Path(dir)
+        }
+        (None, Some(g)) => {
+            let url = g.get_ref().clone();
+            // A local path (relative to the pipeline) or a URL.
+            let url = if url.contains("://") || url.contains('@') {
+                url
+            } else {
+                base.join(&url).to_string_lossy().into_owned()
+            };
+            let rev = r
+                .rev
+                .as_ref()
+                .map_or_else(|| "HEAD".to_string(), |r| r.get_ref().clone());
+            RepoSource::Git { url, rev }
+        }
+        (Some(p), Some(_)) => {
+            return Err(src.at(Some(p.span()), "a repo takes `path` or `git`, not both"));
+        }
+        (None, None) => {
+            let span = r.name.as_ref().map(|n| n.span());
+            return Err(src.at(
+                span,
+                "a `[[repo]]` needs `path = \"...\"` or `git = \"...\"`",
+            ));
+        }
+    })
+}
+
+/// The `[providers.NAME]` tables, with their API keys read from the environment.
+fn providers(
+    src: &Source,
+    options: std::collections::BTreeMap<String, ProviderOptions>,
+) -> Result<Vec<ProviderConfig>> {
     let mut providers = Vec::new();
-    for (pname, p) in options.providers {
+    for (pname, p) in options {
         let url = p.base_url.get_ref().trim_end_matches('/').to_owned();
         if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(at(
+            return Err(src.at(
                 Some(p.base_url.span()),
                 "`base_url` must start with http:// or https://",
             ));
         }
         if p.max_concurrency == Some(0) || p.timeout_seconds == Some(0) {
-            return Err(at(
-                find_key(text, "max_concurrency").or(find_key(text, "timeout_seconds")),
+            return Err(src.at(
+                find_key(src.text, "max_concurrency").or(find_key(src.text, "timeout_seconds")),
                 "`max_concurrency` and `timeout_seconds` must be at least 1",
             ));
         }
@@ -735,40 +809,23 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
             max_retries: p.max_retries.unwrap_or(6),
         });
     }
-    let mut prompts = Vec::new();
-    for (pname, path) in &options.prompts {
-        prompts.push(
-            prompt_file(&base, pname, path.get_ref()).map_err(|m| at(Some(path.span()), &m))?,
-        );
-    }
-    let cfg = Config {
-        file: file.to_path_buf(),
-        name,
-        output,
-        cache,
-        repos,
-        extract: options.extract,
-        context: options.context,
-        env: options.env.resolve(),
-        generate: options.generate,
-        select: options.select,
-        providers,
-        prompts,
-        refine: options.refine,
-        variants: Vec::new(),
-    };
-    check_stages(&cfg, &|section, key, msg| {
-        at(find_section_key(text, section, key), msg)
-    })?;
-    if options.variant.is_empty() {
-        return Ok(cfg);
-    }
-    // Each variant: the pipeline's tables with the variant's keys merged over them.
-    let doc: toml::Table = text
+    Ok(providers)
+}
+
+/// The `[[variant]]` tables: each the pipeline's tables with the variant's keys merged over
+/// them.
+fn variants(
+    src: &Source,
+    base: &Path,
+    cfg: &Config,
+    options: Vec<Spanned<VariantOptions>>,
+) -> Result<Vec<Variant>> {
+    let doc: toml::Table = src
+        .text
         .parse()
-        .map_err(|e: toml::de::Error| at(e.span(), e.message()))?;
+        .map_err(|e: toml::de::Error| src.at(e.span(), e.message()))?;
     let mut variants: Vec<Variant> = Vec::new();
-    for v in options.variant {
+    for v in options {
         let span = v.span();
         let v = v.into_inner();
         let vname = v.name.get_ref().clone();
@@ -778,97 +835,124 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
             && !vname.starts_with('.');
         if !valid_name {
-            return Err(at(
+            return Err(src.at(
                 Some(v.name.span()),
                 "a variant name must be non-empty and hold only letters, digits, `_`, `-` and `.` (it names a folder)",
             ));
         }
         if variants.iter().any(|o| o.name == vname) {
-            return Err(at(
+            return Err(src.at(
                 Some(v.name.span()),
                 &format!("two variants are named `{vname}`"),
             ));
         }
-        // The variant's text: from its header to the next table that is not one of its own.
-        let body_start = text[span.start..]
-            .find('\n')
-            .map_or(text.len(), |i| span.start + i + 1);
-        let mut end = body_start;
-        for line in text[body_start..].split_inclusive('\n') {
-            let t = line.trim_start();
-            if t.starts_with('[') && !t.starts_with("[variant.") {
-                break;
-            }
-            end += line.len();
-        }
-        let span = span.start..end;
-        // A key is looked for as `section.key`, under `[variant.section]`, then by itself; a
-        // whole section (an empty key) as `section.` or its `[variant.section]` header.
-        let in_variant = |section: &str, key: &str, msg: &str| -> Error {
-            let body = &text[span.clone()];
-            let header = format!("[variant.{section}]");
-            let local = if key.is_empty() {
-                find_dotted_key(body, section)
-                    .or_else(|| body.find(&header).map(|at| at + 1..at + header.len() - 1))
-            } else {
-                find_dotted_key(body, &format!("{section}.{key}"))
-                    .map(|r| r.end - key.len()..r.end)
-                    .or_else(|| {
-                        body.contains(&header)
-                            .then(|| find_section_key(body, &format!("variant.{section}"), key))
-                            .flatten()
-                    })
-                    .or_else(|| find_dotted_key(body, key))
-            };
-            let local = local.map(|r| r.start + span.start..r.end + span.start);
-            at(
-                local.or(Some(span.clone())),
-                &format!("variant `{vname}`: {msg}"),
-            )
+        let located = InVariant {
+            src,
+            name: &vname,
+            span: variant_span(src.text, span),
         };
-        let bad = |section: &str, e: toml::de::Error| {
-            in_variant(section, "", &format!("`{section}`: {}", e.message()))
-        };
-        let mut vcfg = cfg.clone();
-        vcfg.output = cfg.output.join("variants").join(&vname);
-        if let Some(t) = merged(&doc, "extract", &v.extract) {
-            vcfg.extract = t.try_into().map_err(|e| bad("extract", e))?;
-        }
-        if let Some(t) = merged(&doc, "context", &v.context) {
-            vcfg.context = t.try_into().map_err(|e| bad("context", e))?;
-        }
-        if let Some(t) = merged(&doc, "generate", &v.generate) {
-            vcfg.generate = t.try_into().map_err(|e| bad("generate", e))?;
-        }
-        if let Some(t) = merged(&doc, "select", &v.select) {
-            vcfg.select = t.try_into().map_err(|e| bad("select", e))?;
-        }
-        if let Some(t) = merged(&doc, "refine", &v.refine) {
-            vcfg.refine = t.try_into().map_err(|e| bad("refine", e))?;
-        }
-        if let Some(over) = &v.prompts {
-            for (pname, path) in over.get_ref() {
-                let Some(path) = path.as_str() else {
-                    return Err(in_variant(
-                        "prompts",
-                        pname,
-                        "a prompt is the path of a file",
-                    ));
-                };
-                let entry = prompt_file(&base, pname, path)
-                    .map_err(|m| in_variant("prompts", pname, &m))?;
-                vcfg.prompts.retain(|(n, _)| n != pname);
-                vcfg.prompts.push(entry);
-            }
-            vcfg.prompts.sort();
-        }
-        check_stages(&vcfg, &|section, key, msg| in_variant(section, key, msg))?;
+        let vcfg = variant_config(&located, base, cfg, &doc, &v)?;
         variants.push(Variant {
             name: vname,
             cfg: vcfg,
         });
     }
-    Ok(Config { variants, ..cfg })
+    Ok(variants)
+}
+
+/// A variant's text: from its header to the next table that is not one of its own.
+fn variant_span(text: &str, span: Range<usize>) -> Range<usize> {
+    let body_start = text[span.start..]
+        .find('\n')
+        .map_or(text.len(), |i| span.start + i + 1);
+    let mut end = body_start;
+    for line in text[body_start..].split_inclusive('\n') {
+        let t = line.trim_start();
+        if t.starts_with('[') && !t.starts_with("[variant.") {
+            break;
+        }
+        end += line.len();
+    }
+    span.start..end
+}
+
+/// Locates errors inside one variant's text.
+struct InVariant<'a> {
+    src: &'a Source<'a>,
+    name: &'a str,
+    span: Range<usize>,
+}
+
+impl InVariant<'_> {
+    /// A key is looked for as `section.key`, under `[variant.section]`, then by itself; a whole
+    /// section (an empty key) as `section.` or its `[variant.section]` header.
+    fn at(&self, section: &str, key: &str, msg: &str) -> Error {
+        let span = &self.span;
+        let body = &self.src.text[span.clone()];
+        let header = format!("[variant.{section}]");
+        let local = if key.is_empty() {
+            find_dotted_key(body, section)
+                .or_else(|| body.find(&header).map(|at| at + 1..at + header.len() - 1))
+        } else {
+            find_dotted_key(body, &format!("{section}.{key}"))
+                .map(|r| r.end - key.len()..r.end)
+                .or_else(|| {
+                    body.contains(&header)
+                        .then(|| find_section_key(body, &format!("variant.{section}"), key))
+                        .flatten()
+                })
+                .or_else(|| find_dotted_key(body, key))
+        };
+        let local = local.map(|r| r.start + span.start..r.end + span.start);
+        self.src.at(
+            local.or(Some(span.clone())),
+            &format!("variant `{}`: {msg}", self.name),
+        )
+    }
+}
+
+/// One variant's whole configuration.
+fn variant_config(
+    located: &InVariant,
+    base: &Path,
+    cfg: &Config,
+    doc: &toml::Table,
+    v: &VariantOptions,
+) -> Result<Config> {
+    let bad = |section: &str, e: toml::de::Error| {
+        located.at(section, "", &format!("`{section}`: {}", e.message()))
+    };
+    let mut vcfg = cfg.clone();
+    vcfg.output = cfg.output.join("variants").join(located.name);
+    if let Some(t) = merged(doc, "extract", &v.extract) {
+        vcfg.extract = t.try_into().map_err(|e| bad("extract", e))?;
+    }
+    if let Some(t) = merged(doc, "context", &v.context) {
+        vcfg.context = t.try_into().map_err(|e| bad("context", e))?;
+    }
+    if let Some(t) = merged(doc, "generate", &v.generate) {
+        vcfg.generate = t.try_into().map_err(|e| bad("generate", e))?;
+    }
+    if let Some(t) = merged(doc, "select", &v.select) {
+        vcfg.select = t.try_into().map_err(|e| bad("select", e))?;
+    }
+    if let Some(t) = merged(doc, "refine", &v.refine) {
+        vcfg.refine = t.try_into().map_err(|e| bad("refine", e))?;
+    }
+    if let Some(over) = &v.prompts {
+        for (pname, path) in over.get_ref() {
+            let Some(path) = path.as_str() else {
+                return Err(located.at("prompts", pname, "a prompt is the path of a file"));
+            };
+            let entry =
+                prompt_file(base, pname, path).map_err(|m| located.at("prompts", pname, &m))?;
+            vcfg.prompts.retain(|(n, _)| n != pname);
+            vcfg.prompts.push(entry);
+        }
+        vcfg.prompts.sort();
+    }
+    check_stages(&vcfg, &|section, key, msg| located.at(section, key, msg))?;
+    Ok(vcfg)
 }
 
 /// The pipeline's `section` table with a variant's keys put over it, when the variant has any.
@@ -913,6 +997,17 @@ type Locate<'a> = dyn Fn(&str, &str, &str) -> Error + 'a;
 
 /// The checks of stage settings that types cannot express, for the pipeline and each variant.
 fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
+    let sb = &cfg.sandbox;
+    for (key, value) in [
+        ("memory_mib", sb.memory_mib),
+        ("processes", sb.processes),
+        ("file_size_mib", sb.file_size_mib),
+        ("run_timeout_seconds", sb.run_timeout_seconds),
+    ] {
+        if value == 0 {
+            return Err(at("sandbox", key, &format!("`{key}` must be at least 1")));
+        }
+    }
     if !(0.0..=1.0).contains(&cfg.select.min_branch_coverage) {
         return Err(at(
             "select",

@@ -11,18 +11,33 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::cache::{self, Cache};
+use crate::cache::Cache;
 use crate::config::{ContextConfig, ExtractConfig, Strategy};
 use crate::hash::Hash;
+use crate::keys::ParseKey;
 use crate::python::extract::summarize;
 use crate::python::resolve::{self, Deps, FileIx, Item, ModuleIndex, World};
 use crate::python::summary::{Chunk, DefKind, ModuleInterface, ModuleSummary};
 use crate::python::{decode, tokens};
+use crate::records::{Filter, FunctionKind};
 use crate::stages::extract::local_filters;
 
-/// Reads a file's bytes by repository-relative path.
+/// Reads a file's bytes by repository-relative path, checked against the content hash the
+/// checkout listed it under: bytes that changed since are refused ([`ReadError::Changed`]).
 pub trait SourceReader: Send + Sync {
-    fn read(&self, path: &str) -> Result<Vec<u8>, String>;
+    fn read(&self, path: &str, hash: Hash) -> Result<Vec<u8>, ReadError>;
+}
+
+/// Why a source file could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// The file's bytes are not those the checkout hashed: it changed during the build. Never
+    /// cached; the next build reads it again.
+    #[error("`{0}` changed while the build read it; the next build reads it again")]
+    Changed(String),
+    /// The file could not be read (may pass).
+    #[error("{0}")]
+    Io(String),
 }
 
 /// Counts of work done in this process, by stage.
@@ -33,6 +48,9 @@ pub struct Counters {
     pub parse_failed: AtomicU64,
     pub extracted: AtomicU64,
     pub sliced: AtomicU64,
+    /// A file changed while the build read it, or could not be read: the build's outputs are
+    /// not final, and the next build must not be taken for up to date.
+    pub transient: std::sync::atomic::AtomicBool,
     /// Salsa query executions by query name (from `WillExecute` events).
     pub executions: Mutex<HashMap<String, u64>>,
 }
@@ -168,23 +186,21 @@ pub struct ItemId<'db> {
     pub item: Item,
 }
 
-/// Bump when the summary format or the parser changes (see `docs/caching.md`).
-const PARSE_KEY_VERSION: &str = "ruff_python_parser=0.0.10;summary=5";
-
-/// The action key of parsing a file with this content hash.
-pub fn parse_key(content: Hash) -> Hash {
-    Hash::of_key(&(PARSE_KEY_VERSION, content))
-}
-
 /// A parse outcome: a summary, or why the file could not be decoded or parsed.
 pub type Parsed = Result<Arc<ModuleSummary>, String>;
 
+/// A file's bytes, checked against its content hash. A failure marks the build transient.
+fn read_source(db: &dyn Db, file: SourceFile) -> Result<Vec<u8>, String> {
+    let reader = db.env().readers.lock().unwrap()[file.repo(db).reader(db) as usize].clone();
+    reader.read(file.path(db), file.hash(db)).map_err(|e| {
+        db.env().counters.transient.store(true, Ordering::Relaxed);
+        e.to_string()
+    })
+}
+
 #[salsa::tracked(returns(ref))]
 pub fn source_text(db: &dyn Db, file: SourceFile) -> Result<Arc<str>, String> {
-    // The text is a function of the content hash: depend on it, so an edit re-reads.
-    let _ = file.hash(db);
-    let reader = db.env().readers.lock().unwrap()[file.repo(db).reader(db) as usize].clone();
-    let bytes = reader.read(file.path(db))?;
+    let bytes = read_source(db, file)?;
     decode::decode_source(&bytes).map(Arc::from)
 }
 
@@ -192,9 +208,9 @@ pub fn source_text(db: &dyn Db, file: SourceFile) -> Result<Arc<str>, String> {
 #[salsa::tracked(returns(ref))]
 pub fn parse_file(db: &dyn Db, file: SourceFile) -> Parsed {
     let env = db.env();
-    let key = parse_key(file.hash(db));
+    let key = ParseKey::new(file.hash(db));
     if let Some(cache) = &env.cache
-        && let Some(stored) = cache.get::<Result<ModuleSummary, String>>(cache::PARSE, key)
+        && let Some(stored) = cache.get_action::<_, Result<ModuleSummary, String>>(&key)
     {
         env.counters.parse_cached.fetch_add(1, Ordering::Relaxed);
         if stored.is_err() {
@@ -203,10 +219,9 @@ pub fn parse_file(db: &dyn Db, file: SourceFile) -> Parsed {
         return stored.map(Arc::new);
     }
     env.counters.parsed.fetch_add(1, Ordering::Relaxed);
-    let reader = env.readers.lock().unwrap()[file.repo(db).reader(db) as usize].clone();
-    let bytes = match reader.read(file.path(db)) {
+    let bytes = match read_source(db, file) {
         Ok(b) => b,
-        // An I/O failure may be transient: report it, never cache it.
+        // A file that changed, or an I/O failure, may pass: report it, never cache it.
         Err(e) => {
             env.counters.parse_failed.fetch_add(1, Ordering::Relaxed);
             return Err(e);
@@ -218,7 +233,7 @@ pub fn parse_file(db: &dyn Db, file: SourceFile) -> Parsed {
         env.counters.parse_failed.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(cache) = &env.cache
-        && let Err(e) = cache.put(cache::PARSE, key, &outcome)
+        && let Err(e) = cache.put_action(&key, &outcome)
     {
         eprintln!("warning: cannot store a parse result: {e}");
     }
@@ -298,11 +313,11 @@ pub struct FunctionRow {
     pub def: u32,
     pub id: String,
     pub qualname: String,
-    pub kind: DefKind,
+    pub kind: FunctionKind,
     pub start_line: u32,
     pub end_line: u32,
     pub docstring: Option<String>,
-    pub excluded_by: Option<&'static str>,
+    pub excluded_by: Option<Filter>,
 }
 
 /// Stage `extract`: a file's in-scope functions with the filters' verdicts.
@@ -334,14 +349,18 @@ pub fn file_functions(db: &dyn Db, file: SourceFile, settings: Settings) -> Arc<
         if excluded_by.is_none() && cfg.connectivity {
             let item = ItemId::new(db, repo, Item::Def(file.ix(db), i as u32));
             if item_deps(db, item).explicit.is_empty() {
-                excluded_by = Some("connectivity");
+                excluded_by = Some(Filter::Connectivity);
             }
         }
         rows.push(FunctionRow {
             def: i as u32,
             id: ids[i].clone(),
             qualname: def.qualname.clone(),
-            kind: def.kind,
+            kind: if def.kind == DefKind::Method {
+                FunctionKind::Method
+            } else {
+                FunctionKind::Function
+            },
             start_line: layout.start_line,
             end_line: layout.end_line,
             docstring: layout.docstring.clone(),
@@ -390,6 +409,92 @@ pub fn slice_of<'db>(db: &'db dyn Db, item: ItemId<'db>) -> Arc<SliceSet> {
         .collect();
     unresolved.sort_unstable();
     Arc::new(SliceSet { items, unresolved })
+}
+
+/// The code hashes of an item's slice, sorted: each definition's token hash, each global's text
+/// hash. Part of the code key of every action about the item.
+#[salsa::tracked(returns(ref))]
+pub fn slice_code<'db>(db: &'db dyn Db, item: ItemId<'db>) -> Arc<Vec<Hash>> {
+    let files = item.repo(db).files(db);
+    let mut out = Vec::new();
+    for &(it, _) in &slice_of(db, item).items {
+        match it {
+            Item::Def(f, d) => {
+                if let Ok(s) = parse_file(db, files[f as usize]) {
+                    out.push(Hash(s.layout.defs[d as usize].code_hash));
+                }
+            }
+            Item::Global(f, g) => {
+                let sf = files[f as usize];
+                if let (Ok(s), Ok(text)) = (parse_file(db, sf), source_text(db, sf)) {
+                    let c = s.layout.globals[g as usize];
+                    out.push(Hash::of_bytes(
+                        text.get(c.start as usize..c.end as usize)
+                            .unwrap_or_default()
+                            .as_bytes(),
+                    ));
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    Arc::new(out)
+}
+
+/// The repository files whose module-level code runs when `file` is imported: the file, the
+/// `__init__` files of its packages, and, transitively, the files they import at module level
+/// (with their packages' `__init__` files), in index order.
+#[salsa::tracked(returns(ref))]
+pub fn import_closure(db: &dyn Db, file: SourceFile) -> Arc<Vec<FileIx>> {
+    let repo = file.repo(db);
+    let files = repo.files(db);
+    let index = module_index(db, repo);
+    let world = DbWorld { db, files, index };
+    let packages = |f: FileIx| -> Vec<FileIx> {
+        let name = index.module_name(f);
+        let mut out = Vec::new();
+        let mut prefix = name;
+        while let Some((head, _)) = prefix.rsplit_once('.') {
+            out.extend(index.lookup(head));
+            prefix = head;
+        }
+        out
+    };
+    let mut seen: HashSet<FileIx> = HashSet::new();
+    let mut todo = vec![file.ix(db)];
+    while let Some(f) = todo.pop() {
+        if !seen.insert(f) {
+            continue;
+        }
+        todo.extend(packages(f));
+        todo.extend(imported_files(&world, f));
+        for star in &world.interface(f).star_imports {
+            todo.extend(index.absolute(f, star).and_then(|m| index.lookup(&m)));
+        }
+    }
+    let mut out: Vec<FileIx> = seen.into_iter().collect();
+    out.sort_unstable();
+    Arc::new(out)
+}
+
+/// The key of the code that runs when `file` is imported: for each file of its import closure,
+/// its path and its module-level code hash (every token outside function bodies). A function
+/// that module-level code only calls (not through a global the function reads, which its own
+/// slice holds) is not in it: a known limit.
+#[salsa::tracked(returns(ref))]
+pub fn import_key(db: &dyn Db, file: SourceFile) -> Hash {
+    let files = file.repo(db).files(db);
+    let mut h = blake3::Hasher::new();
+    for &f in import_closure(db, file).iter() {
+        let sf = files[f as usize];
+        h.update(sf.path(db).as_bytes());
+        h.update(&[0]);
+        match parse_file(db, sf) {
+            Ok(summary) => h.update(&summary.layout.import_hash),
+            Err(e) => h.update(e.as_bytes()),
+        };
+    }
+    Hash(*h.finalize().as_bytes())
 }
 
 /// A context: the chunks to render, in order, and their token count.

@@ -1,24 +1,28 @@
-//! The three kinds of failure and the exit codes they map to.
+//! The three kinds of failure and the exit codes they map to, as buck2 classifies errors.
 //!
 //! - **Input**: the user's fault (a bad config, a missing path, an unknown id): exit 2.
-//! - **Env**: the machine's (I/O, git, a daemon): exit 1, with a clear message.
+//! - **Env**: the machine's (I/O, git, a daemon, a full disk): exit 1, with a clear message.
+//!   Never cached: the next build tries again.
 //! - **Internal**: a bug: exit 1.
 //!
 //! A function or file that fails to analyse is not an error here: it is data, recorded in the
-//! build's outputs.
-
-use std::fmt;
+//! build's outputs. Modules that have failures of their own define them with `thiserror` and
+//! convert them into this type at their edge.
 
 /// An error that stops a command.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Bad input from the user. Exit status 2.
+    #[error("{0}")]
     Input(String),
     /// The environment failed: I/O, a subprocess, a lock. Exit status 1.
+    #[error("{0}")]
     Env(String),
     /// A bug in r2e. Exit status 1.
+    #[error("internal error (a bug in r2e): {0}")]
     Internal(String),
     /// `r2e check` could not run the candidate (no environment, the sandbox failed). Exit 3.
+    #[error("{0}")]
     Unrunnable(String),
 }
 
@@ -31,6 +35,9 @@ impl Error {
     pub fn env(msg: impl Into<String>) -> Self {
         Error::Env(msg.into())
     }
+    pub fn internal(msg: impl std::fmt::Display) -> Self {
+        Error::Internal(msg.to_string())
+    }
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Input(_) => 2,
@@ -39,17 +46,6 @@ impl Error {
         }
     }
 }
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Input(m) | Error::Env(m) | Error::Unrunnable(m) => f.write_str(m),
-            Error::Internal(m) => write!(f, "internal error (a bug in r2e): {m}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
 
 impl From<std::io::Error> for Error {
     /// `fs_err` errors already name their path.

@@ -1,25 +1,63 @@
 //! `r2e status` (what a build would run, and why) and `r2e explain ID` (the inputs behind one
 //! function's results, and whether each is cached). Both read; neither writes an output.
 
-use serde_json::{Value, json};
+use serde::Serialize;
 
-use crate::config::Config;
-use crate::db::{self, ItemId};
+use crate::cache::ActionKey;
+use crate::config::{Config, Strategy};
+use crate::db::{self, ItemId, SourceFile};
 use crate::engine::{self, BuildOptions, Session, Stage};
 use crate::error::{Error, Result};
+use crate::keys::ParseKey;
 use crate::python::resolve::Item;
+use crate::records::Filter;
+
+/// What `r2e status` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Status {
+    pub up_to_date: bool,
+    /// Why a build would run.
+    pub reasons: Vec<String>,
+    pub files: usize,
+    pub parse: ParseStatus,
+    pub extract: WouldRun,
+    pub slice: SliceStatus,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ParseStatus {
+    pub would_run: usize,
+    pub cached: usize,
+    /// The first files that would be parsed (`REPO:path`).
+    pub files: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WouldRun {
+    pub would_run: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SliceStatus {
+    pub would_run: &'static str,
+}
+
+fn parse_cached(s: &Session, f: SourceFile) -> bool {
+    s.cache
+        .contains(ParseKey::BUCKET, ParseKey::new(f.hash(&s.db)).hash())
+}
 
 /// What a full build would run.
-pub fn status(cfg: &Config, until: Stage) -> Result<Value> {
+pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
     let session = Session::open(cfg)?;
     let output = std::path::absolute(&cfg.output).map_err(|e| Error::env(e.to_string()))?;
     let fp = engine::fingerprint(cfg, &BuildOptions { until, jobs: None }, &session.checkouts);
-    let state = engine::read_state_public(&output);
+    let state = engine::last_build(&output);
     let mut reasons = Vec::new();
     match &state {
         None => reasons.push(format!("no previous build in `{}`", output.display())),
-        Some((old_fp, repos, settings)) => {
-            if *settings != engine::settings_hash(cfg) {
+        Some(last) => {
+            if last.settings != engine::settings_hash(cfg) {
                 reasons.push(if cfg.variants.is_empty() {
                     "the `[extract]` or `[context]` settings changed".to_string()
                 } else {
@@ -27,7 +65,7 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Value> {
                 });
             }
             for c in &session.checkouts {
-                match repos.iter().find(|(n, _)| n == &c.name) {
+                match last.repos.iter().find(|(n, _)| n == &c.name) {
                     None => reasons.push(format!("repo `{}` is new", c.name)),
                     Some((_, id)) if id != &c.tree => reasons.push(format!(
                         "repo `{}` changed: {} -> {}",
@@ -38,65 +76,128 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Value> {
                     _ => {}
                 }
             }
-            if *old_fp == fp && reasons.is_empty() {
-                // Same inputs: only a missing or edited output would make a build run.
-            }
         }
     }
     let files = session.all_files();
-    let mut to_parse = Vec::new();
-    for &f in &files {
-        if !session
-            .cache
-            .contains(crate::cache::PARSE, db::parse_key(f.hash(&session.db)))
-        {
-            to_parse.push(format!(
+    let to_parse: Vec<String> = files
+        .iter()
+        .filter(|&&f| !parse_cached(&session, f))
+        .map(|&f| {
+            format!(
                 "{}:{}",
                 f.repo(&session.db).name(&session.db),
                 f.path(&session.db)
-            ));
-        }
-    }
-    let up_to_date = state.as_ref().is_some_and(|(old, _, _)| *old == fp) && reasons.is_empty();
-    Ok(json!({
-        "up_to_date": up_to_date,
-        "reasons": reasons,
-        "files": files.len(),
-        "parse": {"would_run": to_parse.len(), "cached": files.len() - to_parse.len(), "files": to_parse.iter().take(50).collect::<Vec<_>>()},
-        "extract": {"would_run": if up_to_date { 0 } else { files.len() }},
-        "slice": {"would_run": if up_to_date { "none" } else { "every candidate (slices are recomputed in memory)" }},
-    }))
+            )
+        })
+        .collect();
+    let up_to_date = state.as_ref().is_some_and(|s| s.fingerprint == fp) && reasons.is_empty();
+    Ok(Status {
+        up_to_date,
+        reasons,
+        files: files.len(),
+        parse: ParseStatus {
+            would_run: to_parse.len(),
+            cached: files.len() - to_parse.len(),
+            files: to_parse.into_iter().take(50).collect(),
+        },
+        extract: WouldRun {
+            would_run: if up_to_date { 0 } else { files.len() },
+        },
+        slice: SliceStatus {
+            would_run: if up_to_date {
+                "none"
+            } else {
+                "every candidate (slices are recomputed in memory)"
+            },
+        },
+    })
 }
 
 fn short(id: &str) -> &str {
     &id[..id.len().min(17)]
 }
 
-pub fn status_text(v: &Value) -> String {
-    if v["up_to_date"].as_bool() == Some(true) {
+pub fn status_text(v: &Status) -> String {
+    if v.up_to_date {
         return "up to date: a build would run nothing\n".into();
     }
     let mut out = String::from("a build would run:\n");
-    for r in v["reasons"].as_array().into_iter().flatten() {
-        out.push_str(&format!("  because {}\n", r.as_str().unwrap_or_default()));
+    for r in &v.reasons {
+        out.push_str(&format!("  because {r}\n"));
     }
     out.push_str(&format!(
         "  parse: {} of {} files ({} cached)\n",
-        v["parse"]["would_run"], v["files"], v["parse"]["cached"]
+        v.parse.would_run, v.files, v.parse.cached
     ));
-    for f in v["parse"]["files"].as_array().into_iter().flatten() {
-        out.push_str(&format!("    {}\n", f.as_str().unwrap_or_default()));
+    for f in &v.parse.files {
+        out.push_str(&format!("    {f}\n"));
     }
     out.push_str(&format!(
         "  extract: {} files\n  slice: {}\n",
-        v["extract"]["would_run"],
-        v["slice"]["would_run"].as_str().unwrap_or_default()
+        v.extract.would_run, v.slice.would_run
     ));
     out
 }
 
+/// What `r2e explain ID` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Explain {
+    pub id: String,
+    pub repo: RepoInfo,
+    pub file: FileInfo,
+    pub settings: SettingsInfo,
+    pub excluded_by: Option<Filter>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slice: Option<SliceInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextInfo>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RepoInfo {
+    pub name: String,
+    pub identity: String,
+    pub rev: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FileInfo {
+    pub path: String,
+    pub content_hash: String,
+    pub parse_cached: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SettingsInfo {
+    pub hash: String,
+    pub strategy: Strategy,
+    pub max_tokens: u32,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SliceInfo {
+    pub items: Vec<SliceItem>,
+    pub unresolved: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SliceItem {
+    pub item: String,
+    pub distance: u32,
+    pub file: String,
+    pub content_hash: String,
+    pub parse_cached: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ContextInfo {
+    pub tokens: u32,
+    pub truncated: bool,
+    pub text: String,
+}
+
 /// The inputs behind one function's results.
-pub fn explain(cfg: &Config, id: &str) -> Result<Value> {
+pub fn explain(cfg: &Config, id: &str) -> Result<Explain> {
     let mut parts = id.splitn(3, ':');
     let (Some(repo_name), Some(path), Some(_)) = (parts.next(), parts.next(), parts.next()) else {
         return Err(Error::input(format!(
@@ -116,11 +217,7 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Value> {
             "repo `{repo_name}` has no file `{path}`"
         )));
     };
-    let cached_before = |f: db::SourceFile| {
-        s.cache
-            .contains(crate::cache::PARSE, db::parse_key(f.hash(db)))
-    };
-    let file_cached = cached_before(file);
+    let file_cached = parse_cached(&s, file);
     let rows = db::file_functions(db, file, s.settings);
     let Some(row) = rows.iter().find(|r| r.id == id) else {
         let known: Vec<&str> = rows.iter().map(|r| r.id.as_str()).take(20).collect();
@@ -134,18 +231,32 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Value> {
         .iter()
         .find(|c| c.name == repo_name)
         .expect("every repo has a checkout");
-    let mut out = json!({
-        "id": id,
-        "repo": {"name": repo_name, "identity": checkout.identity, "rev": checkout.rev},
-        "file": {"path": path, "content_hash": file.hash(db).to_hex(), "parse_cached": file_cached},
-        "settings": {"hash": engine::settings_hash(cfg).to_hex(), "strategy": cfg.context.strategy, "max_tokens": cfg.context.max_tokens},
-        "excluded_by": row.excluded_by,
-    });
+    let mut out = Explain {
+        id: id.to_owned(),
+        repo: RepoInfo {
+            name: repo_name.to_owned(),
+            identity: checkout.identity.clone(),
+            rev: checkout.rev.clone(),
+        },
+        file: FileInfo {
+            path: path.to_owned(),
+            content_hash: file.hash(db).to_hex(),
+            parse_cached: file_cached,
+        },
+        settings: SettingsInfo {
+            hash: engine::settings_hash(cfg).to_hex(),
+            strategy: cfg.context.strategy,
+            max_tokens: cfg.context.max_tokens,
+        },
+        excluded_by: row.excluded_by,
+        slice: None,
+        context: None,
+    };
     if row.excluded_by.is_none() {
         let item = ItemId::new(db, repo, Item::Def(file.ix(db), row.def));
         let files = repo.files(db);
         let slice = db::slice_of(db, item);
-        let mut deps = Vec::new();
+        let mut items = Vec::new();
         for &(it, dist) in &slice.items {
             let (f, name) = match it {
                 Item::Def(f, ix) => (f, db::def_ids(db, files[f as usize])[ix as usize].clone()),
@@ -163,69 +274,66 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Value> {
                 }
             };
             let sf = files[f as usize];
-            deps.push(json!({"item": name, "distance": dist, "file": sf.path(db), "content_hash": sf.hash(db).to_hex(), "parse_cached": cached_before(sf)}));
+            items.push(SliceItem {
+                item: name,
+                distance: dist,
+                file: sf.path(db).clone(),
+                content_hash: sf.hash(db).to_hex(),
+                parse_cached: parse_cached(&s, sf),
+            });
         }
         let ctx = db::context_of(db, item, s.settings);
-        out["slice"] = json!({"items": deps, "unresolved": slice.unresolved});
-        out["context"] = json!({"tokens": ctx.tokens, "truncated": ctx.truncated, "text": db::render(db, repo, ctx)});
+        out.slice = Some(SliceInfo {
+            items,
+            unresolved: slice.unresolved.clone(),
+        });
+        out.context = Some(ContextInfo {
+            tokens: ctx.tokens,
+            truncated: ctx.truncated,
+            text: db::render(db, repo, ctx),
+        });
     }
     Ok(out)
 }
 
-pub fn explain_text(v: &Value) -> String {
-    let mut out = format!("{}\n", v["id"].as_str().unwrap_or_default());
-    out.push_str(&format!(
-        "  repo {} at {}\n",
-        v["repo"]["name"].as_str().unwrap_or_default(),
-        v["repo"]["identity"].as_str().unwrap_or_default()
-    ));
+pub fn explain_text(v: &Explain) -> String {
+    let mut out = format!("{}\n", v.id);
+    out.push_str(&format!("  repo {} at {}\n", v.repo.name, v.repo.identity));
+    let cached = |c: bool| if c { "cached" } else { "not cached" };
     out.push_str(&format!(
         "  file {} (content {}, parse {})\n",
-        v["file"]["path"].as_str().unwrap_or_default(),
-        short(v["file"]["content_hash"].as_str().unwrap_or_default()),
-        if v["file"]["parse_cached"] == true {
-            "cached"
-        } else {
-            "not cached"
-        }
+        v.file.path,
+        short(&v.file.content_hash),
+        cached(v.file.parse_cached)
     ));
-    out.push_str(&format!(
-        "  settings {}\n",
-        short(v["settings"]["hash"].as_str().unwrap_or_default())
-    ));
-    match v["excluded_by"].as_str() {
-        Some(f) => out.push_str(&format!("  excluded by filter `{f}`\n")),
-        None => {
+    out.push_str(&format!("  settings {}\n", short(&v.settings.hash)));
+    match (v.excluded_by, &v.slice, &v.context) {
+        (Some(f), _, _) => out.push_str(&format!("  excluded by filter `{}`\n", f.name())),
+        (None, Some(slice), Some(context)) => {
             out.push_str("  candidate; its slice:\n");
-            for d in v["slice"]["items"].as_array().into_iter().flatten() {
+            for d in &slice.items {
                 out.push_str(&format!(
                     "    [{}] {} ({}, parse {})\n",
-                    d["distance"],
-                    d["item"].as_str().unwrap_or_default(),
-                    short(d["content_hash"].as_str().unwrap_or_default()),
-                    if d["parse_cached"] == true {
-                        "cached"
-                    } else {
-                        "not cached"
-                    }
+                    d.distance,
+                    d.item,
+                    short(&d.content_hash),
+                    cached(d.parse_cached)
                 ));
             }
-            for u in v["slice"]["unresolved"].as_array().into_iter().flatten() {
-                out.push_str(&format!(
-                    "    unresolved: {}\n",
-                    u.as_str().unwrap_or_default()
-                ));
+            for u in &slice.unresolved {
+                out.push_str(&format!("    unresolved: {u}\n"));
             }
             out.push_str(&format!(
                 "  context: {} tokens{}\n",
-                v["context"]["tokens"],
-                if v["context"]["truncated"] == true {
+                context.tokens,
+                if context.truncated {
                     " (truncated)"
                 } else {
                     ""
                 }
             ));
         }
+        _ => {}
     }
     out
 }

@@ -10,6 +10,8 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::fsutil::write_if_changed;
+use crate::records::{HarnessRecord, Instance, SpecSource, Spent, read_built, read_manifest};
 
 /// A group of candidates: all, in-file or out-of-file.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -60,63 +62,30 @@ impl Sums {
     }
 }
 
-fn read_lines(path: &Path) -> Result<Vec<serde_json::Value>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        Error::input(format!(
-            "cannot read `{}`: {e} (run `r2e build` first)",
-            path.display()
-        ))
-    })?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).map_err(|e| {
-                Error::input(format!("{}:{}:{}: {e}", path.display(), i + 1, e.column()))
-            })
-        })
-        .collect()
-}
-
 /// The row of the dataset in `dir`.
 pub fn row(variant: &str, dir: &Path) -> Result<Row> {
-    let harnesses = read_lines(&dir.join("harnesses.jsonl"))?;
-    let instances = read_lines(&dir.join("dataset.jsonl"))?;
-    let dataset_version = std::fs::read(dir.join("manifest.json"))
+    let harnesses: Vec<HarnessRecord> = read_built(&dir.join("harnesses.jsonl"))?;
+    let instances: Vec<Instance> = read_built(&dir.join("dataset.jsonl"))?;
+    let dataset_version = read_manifest(&dir.join("manifest.json"))
         .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|m| m["version"].as_str().map(str::to_owned));
+        .map(|m| m.version);
     let (mut all, mut inside, mut outside) = (Sums::default(), Sums::default(), Sums::default());
     let mut failure_classes = BTreeMap::new();
-    let (mut requests, mut prompt_tokens, mut completion_tokens) = (0, 0, 0);
+    let mut spent = Spent::default();
     for h in &harnesses {
-        let valid = h["valid"] == true;
-        let coverage = if h["branches"].as_u64().unwrap_or(0) > 0 {
-            h["branch_coverage"].as_f64()
-        } else {
-            h["line_coverage"].as_f64()
-        }
-        .unwrap_or(0.0);
-        let group = if h["in_file"] == true {
-            &mut inside
-        } else {
-            &mut outside
-        };
+        let valid = h.valid == Some(true);
+        let group = if h.in_file { &mut inside } else { &mut outside };
         for sums in [&mut all, group] {
             sums.candidates += 1;
             if valid {
                 sums.valid += 1;
-                sums.coverage += coverage;
+                sums.coverage += h.coverage();
             }
         }
-        if !valid && let Some(class) = h["failure_class"].as_str() {
-            *failure_classes.entry(class.to_owned()).or_default() += 1;
+        if !valid && let Some(class) = h.failure_class {
+            *failure_classes.entry(class.name().to_owned()).or_default() += 1;
         }
-        for spent in [&h["llm"], &h["refine"]["llm"]] {
-            requests += spent["requests"].as_u64().unwrap_or(0);
-            prompt_tokens += spent["prompt_tokens"].as_u64().unwrap_or(0);
-            completion_tokens += spent["completion_tokens"].as_u64().unwrap_or(0);
-        }
+        spent.add(&h.spent());
     }
     Ok(Row {
         variant: variant.to_owned(),
@@ -127,12 +96,12 @@ pub fn row(variant: &str, dir: &Path) -> Result<Row> {
         instances: instances.len() as u64,
         specs_refined: instances
             .iter()
-            .filter(|i| i["spec_source"] == "refined")
+            .filter(|i| i.spec_source == SpecSource::Refined)
             .count() as u64,
         failure_classes,
-        model_requests: requests,
-        prompt_tokens,
-        completion_tokens,
+        model_requests: spent.requests,
+        prompt_tokens: spent.prompt_tokens,
+        completion_tokens: spent.completion_tokens,
     })
 }
 
@@ -195,9 +164,9 @@ pub fn markdown(rows: &[Row]) -> String {
 /// Writes `report.md` and `report.json` into the output folder; returns the Markdown.
 pub fn write(cfg: &Config, rows: &[Row]) -> Result<String> {
     let md = markdown(rows);
-    let json = serde_json::to_vec_pretty(rows).map_err(|e| Error::Internal(e.to_string()))?;
+    let json = serde_json::to_vec_pretty(rows).map_err(Error::internal)?;
     fs_err::create_dir_all(&cfg.output)?;
-    crate::cache::write_if_changed(&cfg.output.join("report.md"), md.as_bytes())?;
-    crate::cache::write_if_changed(&cfg.output.join("report.json"), &json)?;
+    write_if_changed(&cfg.output.join("report.md"), md.as_bytes())?;
+    write_if_changed(&cfg.output.join("report.json"), &json)?;
     Ok(md)
 }

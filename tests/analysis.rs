@@ -319,8 +319,13 @@ fn every_filter_excludes_by_name() {
         let row = &f[&format!("r:m.py:{name}")];
         assert_eq!(row["excluded_by"].as_str(), filter, "{name}");
     }
-    assert_eq!(summary.counts.get("candidates"), Some(&2));
-    assert_eq!(summary.excluded_by.get("keywords"), Some(&2));
+    assert_eq!(summary.counts.candidates, Some(2));
+    assert!(
+        summary
+            .excluded_by
+            .0
+            .contains(&(r2e::records::Filter::Keywords, 2))
+    );
 }
 
 #[test]
@@ -406,7 +411,7 @@ fn context_strategies_and_cutting() {
     // The rendered context's real token count equals the sum the planner used.
     let cfg = r2e::config::load(&p.pipeline()).unwrap();
     let explained = r2e::inspect::explain(&cfg, "r:a.py:target").unwrap();
-    let text = explained["context"]["text"].as_str().unwrap();
+    let text = explained.context.as_ref().unwrap().text.as_str();
     assert_eq!(count(text), all, "{text}");
     assert!(
         text.find("def farthest").unwrap() < text.find("def far_helper").unwrap(),
@@ -429,10 +434,11 @@ fn context_strategies_and_cutting() {
     let (cut, truncated) = tokens_of(&p2, "r:a.py:target");
     assert!(truncated && cut < all - 5);
     let cfg = r2e::config::load(&p2.pipeline()).unwrap();
-    let text = r2e::inspect::explain(&cfg, "r:a.py:target").unwrap()["context"]["text"]
-        .as_str()
+    let text = r2e::inspect::explain(&cfg, "r:a.py:target")
         .unwrap()
-        .to_owned();
+        .context
+        .unwrap()
+        .text;
     assert!(
         !text.contains("def farthest") && text.contains("def far_helper"),
         "{text}"
@@ -443,14 +449,15 @@ fn context_strategies_and_cutting() {
     p3.build();
     let cfg = r2e::config::load(&p3.pipeline()).unwrap();
     let v = r2e::inspect::explain(&cfg, "r:a.py:target").unwrap();
-    let text = v["context"]["text"].as_str().unwrap();
+    let context = v.context.as_ref().unwrap();
+    let text = context.text.as_str();
     assert!(
         text.contains("# file: b.py")
             && text.contains("# file: a.py")
             && !text.contains("unrelated"),
         "{text}"
     );
-    assert_eq!(count(text), v["context"]["tokens"].as_u64().unwrap());
+    assert_eq!(count(text), u64::from(context.tokens));
 }
 
 #[test]
@@ -551,7 +558,7 @@ def f(:
         failures.contains("binary.py") && failures.contains("not valid UTF-8"),
         "{failures}"
     );
-    assert_eq!(summary.stages.get("parse").unwrap().failed, 2);
+    assert_eq!(summary.stages.parse.failed, 2);
 }
 
 #[test]

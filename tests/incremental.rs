@@ -181,11 +181,11 @@ fn body_edit_reslices_exactly_the_functions_holding_it() {
 fn second_build_reports_zero_executed_and_keeps_outputs() {
     let p = Project::new(REPO, "");
     let first = p.build();
-    assert!(first.stages.get("parse").unwrap().executed > 0);
+    assert!(first.stages.parse.executed > 0);
     let out = p.path().join("out/functions.jsonl");
     let mtime = std::fs::metadata(&out).unwrap().modified().unwrap();
     let second = p.build();
-    for (stage, c) in &second.stages.0 {
+    for (stage, c) in second.stages.rows() {
         assert_eq!(c.executed, 0, "{stage}");
     }
     let functions = || std::fs::read(p.path().join("out/functions.jsonl")).unwrap();
@@ -198,7 +198,7 @@ fn second_build_reports_zero_executed_and_keeps_outputs() {
     // An edit re-parses exactly one file in a new process.
     p.write("pkg/top.py", "from pkg import mid\n\ndef top(x):\n    \"\"\"Changed.\"\"\"\n    y = mid.middle(x)\n    return y * 3\n");
     let third = p.build();
-    let parse = third.stages.get("parse").unwrap();
+    let parse = third.stages.parse;
     assert_eq!((parse.executed, parse.cached), (1, 4));
     assert_ne!(functions(), before);
 }

@@ -1,28 +1,25 @@
-//! Model calls: an OpenAI-compatible client (chat and plain completions), the response cache, and
-//! the token accounting the build summary shows.
+//! Model calls: requests and answers, the [`ModelClient`] seam (an OpenAI-compatible HTTP
+//! client, or a script in tests), the response cache, and the token accounting the build
+//! summary shows.
 //!
-//! Every request is an action: its key is the provider's API kind, the model, every sampling
-//! parameter, the rendered messages and the sample index (never the base URL or the key). A
-//! response is stored once it is complete; a failure (transient or not) is never stored, so the
-//! next build asks again. Transient failures (429, 5xx, timeouts, dropped connections) are
-//! retried with exponential backoff and jitter, honouring `Retry-After`.
+//! Every request is an action (`keys::LlmKey`): its key is the provider's API kind, the model,
+//! every sampling parameter, the rendered messages and the sample index (never the base URL or
+//! the key). A response is stored once it is complete; a failure (transient or not) is never
+//! stored, so the next build asks again.
 
+pub mod fake;
+pub mod http;
 pub mod prompts;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{self, Cache};
+use crate::cache::Cache;
 use crate::config::{Api, ProviderConfig};
-use crate::hash::Hash;
-
-pub const LLM: cache::Kind = cache::Kind {
-    name: "llm",
-    version: 1,
-};
+use crate::keys::LlmKey;
+pub use crate::records::{Spent, Usage};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Message {
@@ -85,8 +82,10 @@ impl Request {
             .join("\n\n")
     }
 
-    pub fn key(&self) -> Hash {
-        Hash::of_key(&("llm-request-v1", self))
+    /// The request's cache key, as a hash (distinct requests, distinct hashes).
+    pub fn key(&self) -> crate::hash::Hash {
+        use crate::cache::ActionKey;
+        LlmKey { request: self }.hash()
     }
 }
 
@@ -96,6 +95,17 @@ pub struct Response {
     pub text: String,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+}
+
+impl Response {
+    /// What this answer cost: one request and its tokens.
+    pub fn spent(&self) -> Spent {
+        Spent {
+            requests: 1,
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+        }
+    }
 }
 
 /// Why there is no answer. Never cached.
@@ -112,68 +122,27 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// Requests executed, cached and failed, and tokens, for one (stage, model).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Usage {
-    pub executed: u64,
-    pub cached: u64,
-    pub failed: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
+/// Where answers come from: an OpenAI-compatible server ([`http::HttpClient`]), or a script
+/// ([`fake::ScriptedModel`]) in tests. Blocking; called from the build's worker threads.
+pub trait ModelClient: Send + Sync {
+    /// One answer to `request` from `provider`, with retries as the client sees fit. A failure
+    /// says whether it may pass.
+    fn complete(&self, provider: &ProviderConfig, request: &Request) -> Result<Response, Failure>;
 }
 
-/// What one function's requests cost, cached or not: the requests its result needs, and their
-/// tokens. Recorded per function, so that a dataset's cost can be read from its files.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Spent {
-    pub requests: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-}
-
-impl Spent {
-    pub fn add(&mut self, r: &Response) {
-        self.requests += 1;
-        self.prompt_tokens += r.prompt_tokens;
-        self.completion_tokens += r.completion_tokens;
-    }
-}
-
-impl Usage {
-    pub fn add(&mut self, other: &Usage) {
-        self.executed += other.executed;
-        self.cached += other.cached;
-        self.failed += other.failed;
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-    }
-}
-
-/// The model client of one build: one HTTP client, one concurrency limit per provider, and the
+/// The model requests of one build: the response cache in front of a [`ModelClient`], and the
 /// usage counters.
 pub struct Llm {
-    runtime: tokio::runtime::Runtime,
-    http: reqwest::Client,
-    limits: Mutex<BTreeMap<String, Arc<tokio::sync::Semaphore>>>,
+    client: Arc<dyn ModelClient>,
     usage: Mutex<BTreeMap<(String, String), Usage>>,
 }
 
 impl Llm {
-    pub fn new() -> crate::error::Result<Llm> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| crate::error::Error::env(format!("cannot start the HTTP runtime: {e}")))?;
-        let http = reqwest::Client::builder()
-            .build()
-            .map_err(|e| crate::error::Error::env(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Llm {
-            runtime,
-            http,
-            limits: Mutex::default(),
+    pub fn new(client: Arc<dyn ModelClient>) -> Llm {
+        Llm {
+            client,
             usage: Mutex::default(),
-        })
+        }
     }
 
     /// Usage so far, by (stage, model).
@@ -189,7 +158,7 @@ impl Llm {
     }
 
     /// The answer to `request`: from the cache, or asked (blocking the calling thread). Returns
-    /// whether it was asked now.
+    /// whether it was asked now. A failure is never stored.
     pub fn ask(
         &self,
         cache: &Cache,
@@ -197,37 +166,19 @@ impl Llm {
         provider: &ProviderConfig,
         request: &Request,
     ) -> Result<(Response, bool), Failure> {
-        let key = request.key();
-        if let Some(hit) = cache.get::<Response>(LLM, key) {
+        let key = LlmKey { request };
+        if let Some(hit) = cache.get_action::<_, Response>(&key) {
             self.count(stage, &request.model, |u| u.cached += 1);
             return Ok((continued(request, hit), false));
         }
-        let limit = self
-            .limits
-            .lock()
-            .unwrap()
-            .entry(provider.name.clone())
-            .or_insert_with(|| {
-                Arc::new(tokio::sync::Semaphore::new(
-                    provider.max_concurrency as usize,
-                ))
-            })
-            .clone();
-        let answer = self.runtime.block_on(async {
-            let _permit = limit
-                .acquire()
-                .await
-                .expect("the semaphore is never closed");
-            self.ask_with_retries(provider, request).await
-        });
-        match answer {
+        match self.client.complete(provider, request) {
             Ok(response) => {
                 self.count(stage, &request.model, |u| {
                     u.executed += 1;
                     u.prompt_tokens += response.prompt_tokens;
                     u.completion_tokens += response.completion_tokens;
                 });
-                if let Err(e) = cache.put(LLM, key, &response) {
+                if let Err(e) = cache.put_action(&key, &response) {
                     eprintln!("warning: cannot store a model response: {e}");
                 }
                 Ok((continued(request, response), true))
@@ -238,184 +189,7 @@ impl Llm {
             }
         }
     }
-
-    async fn ask_with_retries(
-        &self,
-        provider: &ProviderConfig,
-        request: &Request,
-    ) -> Result<Response, Failure> {
-        let mut attempt = 0u32;
-        loop {
-            match self.ask_once(provider, request).await {
-                Ok(r) => return Ok(r),
-                Err((failure, retry_after)) => {
-                    if !failure.transient || attempt >= provider.max_retries {
-                        let tries = attempt + 1;
-                        return Err(Failure {
-                            message: if failure.transient {
-                                format!("{} (after {tries} attempts)", failure.message)
-                            } else {
-                                failure.message
-                            },
-                            transient: failure.transient,
-                        });
-                    }
-                    tokio::time::sleep(backoff(attempt, retry_after)).await;
-                    attempt += 1;
-                }
-            }
-        }
-    }
-
-    async fn ask_once(
-        &self,
-        provider: &ProviderConfig,
-        request: &Request,
-    ) -> Result<Response, (Failure, Option<Duration>)> {
-        let (url, body) = match provider.api {
-            Api::Chat => (
-                format!("{}/chat/completions", provider.base_url),
-                serde_json::json!({
-                    "model": request.model,
-                    "messages": request.messages,
-                    "temperature": request.temperature,
-                    "max_tokens": request.max_tokens,
-                    "seed": request.sample,
-                }),
-            ),
-            Api::Completions => (
-                format!("{}/completions", provider.base_url),
-                serde_json::json!({
-                    "model": request.model,
-                    "prompt": request.prompt_text(),
-                    "temperature": request.temperature,
-                    "max_tokens": request.max_tokens,
-                    "seed": request.sample,
-                }),
-            ),
-        };
-        let transient = |message: String| {
-            (
-                Failure {
-                    message,
-                    transient: true,
-                },
-                None,
-            )
-        };
-        let mut http = self
-            .http
-            .post(&url)
-            .timeout(Duration::from_secs(provider.timeout_seconds))
-            .json(&body);
-        if let Some(key) = &provider.api_key {
-            http = http.bearer_auth(key);
-        }
-        let response = http.send().await.map_err(|e| {
-            transient(format!(
-                "provider `{}`: {}",
-                provider.name,
-                describe_http_error(&e)
-            ))
-        })?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .map(|s| Duration::from_secs_f64(s.clamp(0.0, 300.0)));
-        let text = response.text().await.map_err(|e| {
-            transient(format!(
-                "provider `{}`: the answer was cut off: {}",
-                provider.name,
-                describe_http_error(&e)
-            ))
-        })?;
-        if status.as_u16() == 429 || status.is_server_error() || status.as_u16() == 408 {
-            return Err((
-                Failure {
-                    message: format!(
-                        "provider `{}` answered {status}: {}",
-                        provider.name,
-                        snippet(&text)
-                    ),
-                    transient: true,
-                },
-                retry_after,
-            ));
-        }
-        if !status.is_success() {
-            return Err((
-                Failure {
-                    message: format!(
-                        "provider `{}` refused the request ({status}): {}",
-                        provider.name,
-                        snippet(&text)
-                    ),
-                    transient: false,
-                },
-                None,
-            ));
-        }
-        parse_answer(provider.api, &text).map_err(|message| {
-            (
-                Failure {
-                    message: format!("provider `{}`: {message}", provider.name),
-                    transient: false,
-                },
-                None,
-            )
-        })
-    }
 }
-
-/// The wait before retry `attempt` (0-based): the server's `Retry-After` when it gave one, else
-/// 0.5 s doubling up to 30 s; with up to 25% jitter either way.
-fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
-    let base = retry_after
-        .unwrap_or_else(|| Duration::from_millis(500u64.saturating_mul(1 << attempt.min(6))))
-        .min(Duration::from_secs(300));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    let jitter = (nanos % 1000) as f64 / 1000.0 * 0.25;
-    base.mul_f64(1.0 + jitter)
-}
-
-fn describe_http_error(e: &reqwest::Error) -> String {
-    if e.is_timeout() {
-        "timed out".into()
-    } else if e.is_connect() {
-        format!("cannot connect ({e})")
-    } else {
-        e.to_string()
-    }
-}
-
-fn snippet(text: &str) -> String {
-    let t: String = text.chars().take(300).collect();
-    t.replace('\n', " ")
-}
-
-fn parse_answer(api: Api, body: &str) -> Result<Response, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| format!("the answer is not JSON ({e})"))?;
-    let choice = &v["choices"][0];
-    let text = match api {
-        Api::Chat => choice["message"]["content"].as_str(),
-        Api::Completions => choice["text"].as_str(),
-    }
-    .ok_or_else(|| format!("the answer has no text: {}", snippet(body)))?;
-    let usage = &v["usage"];
-    Ok(Response {
-        text: text.to_owned(),
-        prompt_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
-        completion_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
-    })
-}
-
 /// A base model (the completions API) continues its prompt: when the prompt ends inside an open
 /// code fence (as a prompt for a base model should, with the code's first lines written), the
 /// answer is that block's start followed by the continuation, so that it reads like a chat
@@ -532,13 +306,5 @@ mod tests {
         );
         assert_eq!(code_block("I cannot help with that."), None);
         assert_eq!(code_block("Sure"), None);
-    }
-
-    #[test]
-    fn backoff_grows_and_honours_retry_after() {
-        assert!(backoff(0, None) >= Duration::from_millis(500));
-        assert!(backoff(3, None) >= Duration::from_secs(4));
-        let b = backoff(0, Some(Duration::from_secs(2)));
-        assert!(b >= Duration::from_secs(2) && b <= Duration::from_millis(2500));
     }
 }

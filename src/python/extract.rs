@@ -48,6 +48,7 @@ pub fn summarize(source: &str) -> Result<ModuleSummary, SyntaxError> {
     };
     b.module_body(&module.body, true);
     b.summary.layout.bytes = source.len() as u32;
+    b.summary.layout.import_hash = import_hash(source, parsed.tokens(), &module.body);
     let mut calls = CallCollector {
         source,
         calls: Vec::new(),
@@ -55,6 +56,76 @@ pub fn summarize(source: &str) -> Result<ModuleSummary, SyntaxError> {
     visitor::walk_body(&mut calls, &module.body);
     b.summary.layout.calls = calls.calls;
     Ok(b.summary)
+}
+
+/// blake3 of the code that runs when the module is imported: every token but comments and
+/// non-logical line breaks, outside the bodies of functions (a `def`'s decorators, signature
+/// and defaults run at import; its body does not). Blind to comments, formatting and positions.
+fn import_hash(source: &str, tokens: &ruff_python_ast::token::Tokens, body: &[Stmt]) -> [u8; 32] {
+    struct Bodies(Vec<ruff_text_size::TextRange>);
+    impl<'a> Visitor<'a> for Bodies {
+        fn visit_stmt(&mut self, stmt: &'a Stmt) {
+            match stmt {
+                Stmt::FunctionDef(def) => {
+                    if let (Some(first), Some(last)) = (def.body.first(), def.body.last()) {
+                        self.0
+                            .push(ruff_text_size::TextRange::new(first.start(), last.end()));
+                    }
+                    // Decorators, defaults and annotations run at import.
+                    for d in &def.decorator_list {
+                        self.visit_decorator(d);
+                    }
+                    self.visit_parameters(&def.parameters);
+                }
+                _ => visitor::walk_stmt(self, stmt),
+            }
+        }
+    }
+    let mut bodies = Bodies(Vec::new());
+    visitor::walk_body(&mut bodies, body);
+    let mut skip = bodies.0;
+    skip.sort_by_key(|r| r.start());
+    let mut next = 0;
+    let outside = tokens.iter().filter(|token| {
+        let at = token.start();
+        while next < skip.len() && skip[next].end() <= at {
+            next += 1;
+        }
+        next >= skip.len() || skip[next].start() > at
+    });
+    token_hash(source, outside, source.len() / 2)
+}
+
+/// blake3 of tokens (kind and text), comments and non-logical line breaks left out: blind to
+/// positions, formatting inside brackets, and comments.
+fn token_hash<'t>(
+    source: &str,
+    tokens: impl Iterator<Item = &'t ruff_python_ast::token::Token>,
+    capacity: usize,
+) -> [u8; 32] {
+    use ruff_python_ast::token::TokenKind;
+    let mut buf: Vec<u8> = Vec::with_capacity(capacity);
+    for token in tokens {
+        let kind = token.kind();
+        if matches!(kind, TokenKind::Comment | TokenKind::NonLogicalNewline) {
+            continue;
+        }
+        buf.push(kind as u8);
+        if matches!(
+            kind,
+            TokenKind::Name
+                | TokenKind::Int
+                | TokenKind::Float
+                | TokenKind::Complex
+                | TokenKind::String
+                | TokenKind::FStringMiddle
+                | TokenKind::TStringMiddle
+        ) {
+            buf.extend_from_slice(source[token.range()].as_bytes());
+            buf.push(0);
+        }
+    }
+    *blake3::hash(&buf).as_bytes()
 }
 
 /// At most this many call sites are kept per module, and arguments longer than this are not.
@@ -519,36 +590,17 @@ impl<'s> Builder<'s> {
         self.lines.line(TextSize::new(i as u32))
     }
 
-    /// blake3 of the definition's tokens (kind and text), comments and non-logical line breaks
-    /// left out: blind to positions, formatting inside brackets, and comments.
+    /// blake3 of the definition's tokens ([`token_hash`]).
     fn code_hash(&self, range: ruff_text_size::TextRange) -> [u8; 32] {
         self.code_hash_of(&[range])
     }
 
     fn code_hash_of(&self, ranges: &[ruff_text_size::TextRange]) -> [u8; 32] {
-        use ruff_python_ast::token::TokenKind;
-        let mut buf: Vec<u8> = Vec::with_capacity(ranges.iter().map(|r| r.len().to_usize()).sum());
-        for token in ranges.iter().flat_map(|&r| self.tokens.in_range(r)) {
-            let kind = token.kind();
-            if matches!(kind, TokenKind::Comment | TokenKind::NonLogicalNewline) {
-                continue;
-            }
-            buf.push(kind as u8);
-            if matches!(
-                kind,
-                TokenKind::Name
-                    | TokenKind::Int
-                    | TokenKind::Float
-                    | TokenKind::Complex
-                    | TokenKind::String
-                    | TokenKind::FStringMiddle
-                    | TokenKind::TStringMiddle
-            ) {
-                buf.extend_from_slice(self.source[token.range()].as_bytes());
-                buf.push(0);
-            }
-        }
-        *blake3::hash(&buf).as_bytes()
+        token_hash(
+            self.source,
+            ranges.iter().flat_map(|&r| self.tokens.in_range(r)),
+            ranges.iter().map(|r| r.len().to_usize()).sum(),
+        )
     }
 
     /// Whole lines `first..=last`.

@@ -104,6 +104,9 @@ pub struct ModuleLayout {
     pub globals: Vec<Chunk>,
     /// The module's length in bytes.
     pub bytes: u32,
+    /// blake3 of the code that runs when the module is imported (everything but function
+    /// bodies), blind to comments, formatting and positions.
+    pub import_hash: [u8; 32],
     /// Calls anywhere in the module that pass at least one literal argument (a constant, a
     /// container of constants, or a constructor call of those): inputs for the explorer.
     pub calls: Vec<CallSite>,

@@ -12,8 +12,8 @@ use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Once;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use super::{Exit, Job, Outcome, Sandbox};
@@ -74,10 +74,6 @@ impl LocalSandbox {
             bwrap,
             cgroups: Cgroups::probe(),
         }
-    }
-
-    pub fn isolated(&self) -> bool {
-        self.bwrap.is_some()
     }
 }
 
@@ -287,6 +283,14 @@ fn fixed_env(scratch: &Path) -> Vec<(String, String)> {
 }
 
 impl Sandbox for LocalSandbox {
+    fn backend(&self) -> &'static str {
+        "local"
+    }
+
+    fn isolated(&self) -> bool {
+        self.bwrap.is_some()
+    }
+
     fn describe(&self) -> String {
         format!(
             "local ({}, {})",
@@ -494,9 +498,4 @@ fn chown_tree(dir: &Path, uid: u32) {
             unsafe { libc::lchown(c.as_ptr(), uid, uid) };
         }
     }
-}
-
-/// A shared sandbox for a build.
-pub fn shared() -> Arc<dyn Sandbox> {
-    Arc::new(LocalSandbox::new())
 }

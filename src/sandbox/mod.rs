@@ -3,9 +3,11 @@
 //! [`Sandbox`] is the seam: the stages describe a [`Job`] (a program, its arguments and
 //! environment, a writable scratch folder, resource limits, and whether it may use the network)
 //! and get back an [`Outcome`]. [`local::LocalSandbox`] runs jobs on this machine (bubblewrap,
-//! rlimits, cgroups, a wall-clock timeout that kills the whole process tree); a Docker backend
-//! can implement the same trait later without touching the stages.
+//! rlimits, cgroups, a wall-clock timeout that kills the whole process tree); [`fake::FakeSandbox`]
+//! answers from a script, for tests that start no process. The engine builds one sandbox per
+//! build from the configuration and hands it to the stages.
 
+pub mod fake;
 pub mod local;
 
 use std::path::PathBuf;
@@ -91,4 +93,8 @@ pub trait Sandbox: Send + Sync {
     fn run(&self, job: &Job) -> crate::error::Result<Outcome>;
     /// A one-line description for logs and `r2e explain`.
     fn describe(&self) -> String;
+    /// The backend's name, for action keys (`local`, `docker`, `fake`).
+    fn backend(&self) -> &'static str;
+    /// Whether code runs isolated from the machine (it shapes what code can do).
+    fn isolated(&self) -> bool;
 }

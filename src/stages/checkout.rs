@@ -15,8 +15,9 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::{Cache, write_atomic};
+use crate::cache::{Bucket, Cache};
 use crate::config::{RepoConfig, RepoSource};
+use crate::db::ReadError;
 use crate::error::{Error, Result};
 use crate::hash::Hash;
 
@@ -83,6 +84,17 @@ impl Checkout {
         }
     }
 
+    /// The bytes of the file at `path`, checked against the content hash it was listed under:
+    /// a file that changed since the walk is refused, never read as the listed content.
+    pub fn read_verified(&self, path: &str, hash: Hash) -> std::result::Result<Vec<u8>, ReadError> {
+        let bytes = self.read(path).map_err(|e| ReadError::Io(e.to_string()))?;
+        // A git blob is addressed by its id, which git checks; a working tree file by its bytes.
+        if matches!(self.reader, Reader::Dir(_)) && Hash::of_bytes(&bytes) != hash {
+            return Err(ReadError::Changed(format!("{}:{path}", self.name)));
+        }
+        Ok(bytes)
+    }
+
     /// Any file of the repository by its relative path (not only `.py` files), or `None`.
     pub fn read_any(&self, path: &str) -> Option<Vec<u8>> {
         match &self.reader {
@@ -107,7 +119,7 @@ impl Checkout {
         match &self.reader {
             Reader::Dir(root) => Ok(root.clone()),
             Reader::Git(_, git_dir, _) => {
-                let dir = cache.dir("trees-v1")?.join(&self.identity);
+                let dir = cache.dir(Bucket::Trees)?.join(&self.identity);
                 if dir.is_dir() {
                     return Ok(dir);
                 }
@@ -153,13 +165,9 @@ struct StatMemo {
 }
 
 fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
-    let memo_path = cache
-        .dir("stat-v1")?
-        .join(Hash::of_bytes(root.as_os_str().as_encoded_bytes()).to_hex());
-    let old: StatMemo = std::fs::read(&memo_path)
-        .ok()
-        .and_then(|b| postcard::from_bytes(&b).ok())
-        .unwrap_or_default();
+    // The memo is this machine's: keyed by the folder's absolute path (never an action key).
+    let memo_key = Hash::of_bytes(root.as_os_str().as_encoded_bytes());
+    let old: StatMemo = cache.get(Bucket::Stat, memo_key).unwrap_or_default();
     let mut memo = StatMemo::default();
     let mut files = Vec::new();
     let mut unreadable = Vec::new();
@@ -227,8 +235,7 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
         files.push(SourceEntry { path: rel, hash });
     }
     if hashed > 0 || memo.entries.len() != old.entries.len() {
-        let bytes = postcard::to_stdvec(&memo).map_err(|e| Error::Internal(e.to_string()))?;
-        write_atomic(&memo_path, &bytes)?;
+        cache.put(Bucket::Stat, memo_key, &memo)?;
     }
     let mut tree = blake3::Hasher::new();
     for f in &files {
@@ -293,7 +300,7 @@ fn run_git(args: &[&str], dir: Option<&Path>) -> Result<std::process::Output> {
 
 fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkout> {
     let mirror = cache
-        .dir("git-v1")?
+        .dir(Bucket::Git)?
         .join(format!("{}.git", Hash::of_bytes(url.as_bytes()).to_hex()));
     if !mirror.join("HEAD").exists() {
         let tmp = mirror.with_extension(format!("tmp{}", std::process::id()));

@@ -3,21 +3,7 @@
 
 use crate::config::ExtractConfig;
 use crate::python::summary::DefLayout;
-
-/// The filter names, in the order they are tried (the README lists them).
-pub const FILTERS: &[&str] = &[
-    "no_docstring",
-    "dunder",
-    "name_prefix",
-    "decorator",
-    "no_params",
-    "no_return",
-    "one_statement",
-    "too_long",
-    "literal_returns",
-    "keywords",
-    "connectivity",
-];
+use crate::records::Filter;
 
 /// The first filter (all but `connectivity`, which needs the call graph) that excludes a
 /// function, or `None`.
@@ -27,7 +13,7 @@ pub fn local_filters<'t>(
     name: &str,
     layout: &DefLayout,
     code: impl FnOnce() -> Option<&'t str>,
-) -> Option<&'static str> {
+) -> Option<Filter> {
     let f = &layout.features;
     let bare = name.rsplit('.').next().unwrap_or(name);
     if cfg.no_docstring
@@ -36,10 +22,10 @@ pub fn local_filters<'t>(
             .as_deref()
             .is_none_or(|d| d.trim().is_empty())
     {
-        return Some("no_docstring");
+        return Some(Filter::NoDocstring);
     }
     if cfg.dunder && bare.len() > 4 && bare.starts_with("__") && bare.ends_with("__") {
-        return Some("dunder");
+        return Some(Filter::Dunder);
     }
     if cfg.name_prefix {
         let lower = bare.trim_start_matches('_').to_ascii_lowercase();
@@ -48,7 +34,7 @@ pub fn local_filters<'t>(
             .iter()
             .any(|p| lower.starts_with(&p.to_ascii_lowercase()))
         {
-            return Some("name_prefix");
+            return Some(Filter::NamePrefix);
         }
     }
     if cfg.decorator
@@ -56,22 +42,22 @@ pub fn local_filters<'t>(
             .iter()
             .any(|d| !cfg.allowed_decorators.contains(d))
     {
-        return Some("decorator");
+        return Some(Filter::Decorator);
     }
     if cfg.no_params && f.params == 0 {
-        return Some("no_params");
+        return Some(Filter::NoParams);
     }
     if cfg.no_return && f.value_returns == 0 {
-        return Some("no_return");
+        return Some(Filter::NoReturn);
     }
     if cfg.one_statement && f.body_statements <= 1 {
-        return Some("one_statement");
+        return Some(Filter::OneStatement);
     }
     if cfg.too_long && f.lines > cfg.max_lines {
-        return Some("too_long");
+        return Some(Filter::TooLong);
     }
     if cfg.literal_returns && f.value_returns > 0 && f.literal_returns * 2 > f.value_returns {
-        return Some("literal_returns");
+        return Some(Filter::LiteralReturns);
     }
     if cfg.keywords {
         let lowered = layout
@@ -98,7 +84,7 @@ pub fn local_filters<'t>(
                 .any(|k| words.binary_search(&k.to_ascii_lowercase()).is_ok())
         };
         if hit_doc || hit_body {
-            return Some("keywords");
+            return Some(Filter::Keywords);
         }
     }
     None

@@ -8,13 +8,15 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::cache::Cache;
+use super::candidate::Target;
+use super::jobs::Exec;
+use super::validate::{self, Validation};
 use crate::config::{GenerateConfig, HarnessMode, ProviderConfig};
 use crate::error::Result;
+use crate::keys::CodeKey;
 use crate::llm::prompts::Templates;
 use crate::llm::{Failure, Llm, Request, Spent};
-use crate::sandbox::Sandbox;
-use crate::stages::harness::{self, CodeKey, Target, Validation};
+use crate::records::FailureClass;
 
 /// Everything the model-driven generator needs, shared by every function of a build.
 pub struct LlmGenerator<'a> {
@@ -43,7 +45,7 @@ pub struct LlmOutcome {
 /// reference (`reference_<local>`), as the built-in generator writes them.
 pub fn header(target: &Target) -> (String, String) {
     let parts: Vec<&str> = target.qualname.split('.').collect();
-    let (bound, local) = if target.kind == "method" && parts.len() > 1 {
+    let (bound, local) = if target.kind.is_method() && parts.len() > 1 {
         let class = parts[..parts.len() - 1].join(".");
         (class, parts[parts.len() - 2].to_owned())
     } else {
@@ -134,11 +136,9 @@ impl LlmGenerator<'_> {
     }
 
     /// Generates, validates and repairs the harness of one function.
-    #[allow(clippy::too_many_arguments)]
     pub fn run(
         &self,
-        sandbox: &dyn Sandbox,
-        cache: &Cache,
+        exec: &Exec,
         python: &Path,
         target: &Target,
         code: &CodeKey,
@@ -149,7 +149,7 @@ impl LlmGenerator<'_> {
         let base = json!({
             "qualname": target.qualname,
             "module": target.module,
-            "kind": target.kind,
+            "kind": target.kind.as_str(),
             "method": method,
             "local": local,
             "header": head.trim_end(),
@@ -177,17 +177,20 @@ impl LlmGenerator<'_> {
                 }
             }
             asked.push(request.key());
-            let answer = match self.llm.ask(cache, stage, self.provider, &request) {
+            let answer = match self.llm.ask(exec.cache, stage, self.provider, &request) {
                 Ok((r, now)) => {
                     fresh |= now;
-                    spent.add(&r);
+                    spent.add(&r.spent());
                     r.text
                 }
                 Err(Failure { message, .. }) => {
                     return Ok(LlmOutcome {
                         harness: best.as_ref().map(|b| b.0.clone()),
                         validation: best.map(|b| b.1).unwrap_or_else(|| {
-                            failed("other", format!("model request failed: {message}"))
+                            Validation::failed(
+                                FailureClass::Other,
+                                format!("model request failed: {message}"),
+                            )
                         }),
                         fresh: true,
                         request_failed: true,
@@ -200,22 +203,22 @@ impl LlmGenerator<'_> {
                 .and_then(|c| shape(&c, target));
             let (harness, validation) = match shaped {
                 Ok(h) => {
-                    let (v, now) = harness::validate(sandbox, cache, python, target, code, &h)?;
-                    fresh |= now;
-                    transient |= v.transient;
-                    (Some(h), v)
+                    let checked = validate::validate(exec, python, target, code, &h)?;
+                    fresh |= checked.fresh;
+                    transient |= checked.transient;
+                    (Some(h), checked.validation)
                 }
-                Err(why) => (None, failed("other", why)),
+                Err(why) => (None, Validation::failed(FailureClass::Other, why)),
             };
             if let (Some(h), true) = (&harness, validation.valid) {
                 let better = best
                     .as_ref()
-                    .is_none_or(|(_, b)| coverage(&validation) > coverage(b));
+                    .is_none_or(|(_, b)| validation.coverage() > b.coverage());
                 if better {
                     best = Some((h.clone(), validation.clone()));
                 }
             }
-            let done = validation.valid && coverage(&validation) >= self.min_coverage;
+            let done = validation.valid && validation.coverage() >= self.min_coverage;
             last = Some((harness.clone(), validation.clone()));
             if done || round == self.settings.repair_rounds {
                 break;
@@ -225,11 +228,16 @@ impl LlmGenerator<'_> {
             let mut vars = base.clone();
             vars["harness"] = json!(harness.clone().unwrap_or_else(|| answer.clone()));
             prompt = if validation.valid {
-                vars["coverage_percent"] = json!((coverage(&validation) * 100.0).round() as u32);
+                vars["coverage_percent"] = json!((validation.coverage() * 100.0).round() as u32);
                 vars["marked_source"] = json!(marked_source(target, &validation));
                 self.templates.render("testgen_improve_coverage", &vars)?
             } else {
-                vars["failure_class"] = json!(validation.failure_class.clone().unwrap_or_default());
+                vars["failure_class"] = json!(
+                    validation
+                        .failure_class
+                        .map(FailureClass::name)
+                        .unwrap_or_default()
+                );
                 vars["failure_message"] =
                     json!(validation.failure_message.clone().unwrap_or_default());
                 self.templates.render("testgen_fix_error", &vars)?
@@ -249,24 +257,8 @@ impl LlmGenerator<'_> {
     }
 }
 
-pub fn coverage(v: &Validation) -> f64 {
-    if v.branches > 0 {
-        v.branch_coverage
-    } else {
-        v.line_coverage
-    }
-    .unwrap_or(0.0)
-}
-
-pub fn failed(class: &str, message: String) -> Validation {
-    Validation {
-        failure_class: Some(class.to_owned()),
-        failure_message: Some(message),
-        ..Validation::default()
-    }
-}
-
-/// The function's source with `# NOT RUN` and `# PARTIAL` marks from its validation.
+/// The function's source with `# NOT RUN` and `# PARTIAL` marks from its validation (whose
+/// lines are relative to the `def` line).
 fn marked_source(target: &Target, v: &Validation) -> String {
     let Ok(text) = std::fs::read_to_string(&target.source_file) else {
         return String::new();
@@ -276,6 +268,7 @@ fn marked_source(target: &Target, v: &Validation) -> String {
         .map(|(i, l)| (i as u32 + 1, l))
         .filter(|(n, _)| (target.start_line..=target.end_line).contains(n))
         .map(|(n, l)| {
+            let n = n - target.start_line;
             if v.missing_lines.contains(&n) {
                 format!("{l}  # NOT RUN")
             } else if v.partial_lines.contains(&n) {
@@ -298,7 +291,7 @@ mod tests {
             extra_roots: Vec::new(),
             module: "pkg.ops".into(),
             qualname: "add".into(),
-            kind: "function",
+            kind: crate::records::FunctionKind::Function,
             source_file: "/r/pkg/ops.py".into(),
             start_line: 1,
             end_line: 3,
@@ -352,5 +345,115 @@ mod tests {
                 .unwrap_err()
                 .contains("TestCase")
         );
+    }
+
+    #[test]
+    fn a_repair_round_driven_by_a_scripted_model_fixes_the_harness() {
+        use crate::cache::Cache;
+        use crate::llm::fake::ScriptedModel;
+        use crate::py::{CoverageCounts, RunAnswer, TestResult};
+        use crate::sandbox::Exit;
+        use crate::sandbox::fake::{FakeSandbox, outcome};
+        use std::sync::Arc;
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("repo")).unwrap();
+        let cfg = crate::config::parse(
+            "[[repo]]\npath = \"repo\"\n\n[generate]\ngenerator = \"llm\"\nprovider = \"m\"\nmodel = \"x\"\n\n[providers.m]\nbase_url = \"http://127.0.0.1:9/v1\"\n",
+            &dir.path().join("pipeline.toml"),
+        )
+        .unwrap();
+        let templates = Templates::load(&cfg).unwrap();
+        let good = "class T(unittest.TestCase):\n    def test_0(self):\n        self.assertEqual(add(1, 2), reference_add(1, 2))\n";
+        let broken = format!("{good}\nbroken_helper()\n");
+        // The model writes a broken harness first and fixes it when told the failure.
+        let model = Arc::new(ScriptedModel::new(move |req| {
+            let prompt = &req.messages.last().unwrap().content;
+            Ok(if prompt.contains("NameError") {
+                format!("```python\n{good}```")
+            } else {
+                format!("```python\n{broken}```")
+            })
+        }));
+        let llm = Llm::new(model.clone());
+        // The runner cannot import a harness that calls `broken_helper`; any other passes.
+        let sandbox = FakeSandbox::new(|job| {
+            let harness = std::fs::read_to_string(job.scratch.join("harness.py")).unwrap();
+            let pass = |name: &str| TestResult {
+                name: name.into(),
+                outcome: "pass".into(),
+                message: None,
+                returned_normally: true,
+            };
+            let answer = if harness.contains("broken_helper") {
+                RunAnswer {
+                    status: "error".into(),
+                    error: Some(
+                        "harness import failed: NameError: name 'broken_helper' is not defined"
+                            .into(),
+                    ),
+                    ..RunAnswer::default()
+                }
+            } else {
+                RunAnswer {
+                    status: "ok".into(),
+                    tests: vec![pass("t0"), pass("t1"), pass("t2")],
+                    coverage: Some(CoverageCounts {
+                        lines_total: 2,
+                        lines_covered: 2,
+                        ..CoverageCounts::default()
+                    }),
+                    ..RunAnswer::default()
+                }
+            };
+            let out = job.args.last().unwrap();
+            std::fs::write(out, serde_json::to_vec(&answer).unwrap()).unwrap();
+            outcome(Exit::Code(0))
+        });
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(cache_dir.path()).unwrap();
+        let exec = Exec {
+            cache: &cache,
+            sandbox: &sandbox,
+            settings: &cfg.sandbox,
+        };
+        let generator = LlmGenerator {
+            llm: &llm,
+            templates: &templates,
+            provider: cfg.generate_provider().unwrap(),
+            settings: &cfg.generate,
+            min_coverage: 0.8,
+        };
+        let code = CodeKey {
+            module: "pkg.ops".into(),
+            qualname: "add".into(),
+            kind: crate::records::FunctionKind::Function,
+            code: crate::hash::Hash::of_bytes(b"add"),
+            slice: Vec::new(),
+            import_time: crate::hash::Hash::of_bytes(b""),
+            env_lock: String::new(),
+        };
+        let out = generator
+            .run(
+                &exec,
+                Path::new("python"),
+                &target(),
+                &code,
+                "def add(a, b): ...",
+            )
+            .unwrap();
+        assert!(out.validation.valid, "{:?}", out.validation);
+        assert!(out.harness.unwrap().contains("reference_add(1, 2)"));
+        assert_eq!(out.spent.requests, 2);
+        let asked = model.asked();
+        assert_eq!(asked.len(), 2);
+        let repair = &asked[1].messages.last().unwrap().content;
+        assert!(repair.contains("fails when it checks the original code against itself"));
+        assert!(
+            repair.contains("broken_helper"),
+            "the repair prompt shows the failure"
+        );
+        // Two validations of two runs each, all answered by the fake: no process started.
+        assert_eq!(sandbox.jobs().len(), 4);
     }
 }

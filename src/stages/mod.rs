@@ -1,20 +1,85 @@
-//! The stages that turn queries into actions: `checkout` reads repositories; `extract` holds the
-//! curation filters; `env` builds environments; `harness` generates and validates harnesses;
-//! `llmgen` is the model-driven generator (with repair); `assemble` runs those over every
-//! candidate and makes the dataset.
+//! The stages that turn queries into actions, in order: `checkout` reads repositories;
+//! `extract` holds the curation filters; `env` builds environments; `candidate` gathers what one
+//! function's actions need; `generate` (the built-in explorer), `llmgen` (a model, with repair)
+//! and `hybrid` write harnesses; `validate` runs them; `refine` rewrites docstrings;
+//! `harnesses` runs those over every candidate; `assemble` selects the instances and writes the
+//! manifest. `jobs` runs the embedded Python in the sandbox for all of them.
 
 pub mod assemble;
+pub mod candidate;
 pub mod checkout;
 pub mod env;
 pub mod extract;
-pub mod harness;
+pub mod generate;
+pub mod harnesses;
+pub mod hybrid;
+pub mod jobs;
 pub mod llmgen;
 pub mod refine;
+pub mod validate;
 
-/// How much of a stage ran, came from the cache, or failed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StageCounts {
-    pub executed: u64,
-    pub cached: u64,
-    pub failed: u64,
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::records::StageCounts;
+
+/// The stages, in order.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Checkout,
+    Parse,
+    Extract,
+    Slice,
+    Env,
+    Generate,
+    Validate,
+    Refine,
+    Assemble,
+}
+
+impl Stage {
+    /// The last stage.
+    pub const LAST: Stage = Stage::Assemble;
+}
+
+/// A stage's counts while it runs, from many threads.
+#[derive(Default)]
+pub struct Tally {
+    executed: AtomicU64,
+    cached: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Tally {
+    /// One action ran now (`fresh`) or came from the cache.
+    pub fn ran(&self, fresh: bool) {
+        let counter = if fresh { &self.executed } else { &self.cached };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn failed(&self) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn counts(&self) -> StageCounts {
+        StageCounts {
+            executed: self.executed.load(Ordering::Relaxed),
+            cached: self.cached.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+        }
+    }
 }

@@ -11,7 +11,7 @@ use crate::config::{ProviderConfig, RefineConfig};
 use crate::error::Result;
 use crate::llm::prompts::Templates;
 use crate::llm::{Llm, Request, Spent};
-use crate::stages::harness::Validation;
+use crate::stages::validate::Validation;
 
 /// Everything the refinement needs, shared by every instance of a build.
 pub struct Refiner<'a> {
@@ -88,7 +88,7 @@ impl Refiner<'_> {
         Ok(
             match self.llm.ask(cache, "refine", self.provider, &request) {
                 Ok((response, fresh)) => {
-                    spent.add(&response);
+                    spent.add(&response.spent());
                     Refined {
                         spec: docstring_of(&response.text).map_err(RefineFailure::Malformed),
                         spent,

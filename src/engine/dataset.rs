@@ -1,0 +1,357 @@
+//! One dataset of a build (the pipeline's own, or each variant's): extract, slice, the harness
+//! stages, and its output files.
+//!
+//! Extraction reads only the extract settings and contexts only the context settings, so a
+//! variant uses the first salsa input whose extract (for extraction) or context (for contexts)
+//! equals its own: variants that differ in one share every query of the other.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use rayon::prelude::*;
+
+use super::outputs::{JsonlWriter, Recorded, function_line};
+use super::{Lap, Shared, Stage, dataset_folder, progress};
+use crate::config::Config;
+use crate::db::{self, Db, FunctionRow, ItemId, Settings, SourceFile};
+use crate::engine::{BuildOptions, Session};
+use crate::error::{Error, Result};
+use crate::python::resolve::Item;
+use crate::records::{ExcludedBy, Filter, StageCounts, Summary, Variants};
+use crate::services::Services;
+use crate::stages::candidate::Inputs;
+use crate::stages::harnesses::{self, HarnessOutputs};
+
+/// Builds every dataset; returns the build's summary, the output files it recorded, and
+/// whether something must run again next build.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_all(
+    s: &Session,
+    services: &Services,
+    opts: &BuildOptions,
+    output: &Path,
+    files: &[SourceFile],
+    shared_outputs: &Shared,
+    shared: Summary,
+    clock: &mut Lap,
+) -> Result<(Summary, Vec<Recorded>, bool)> {
+    let db = &s.db;
+    let mut inputs: Vec<Settings> = vec![s.settings];
+    let mut recorded = Vec::new();
+    let mut retry_later = false;
+    let mut summary = shared.clone();
+    let mut variants = Vec::new();
+    for (name, cfg) in s.cfg.builds() {
+        let find = |inputs: &[Settings]| {
+            let extract = inputs
+                .iter()
+                .find(|i| *i.extract(db) == cfg.extract)
+                .copied();
+            let context = inputs
+                .iter()
+                .find(|i| *i.context(db) == cfg.context)
+                .copied();
+            extract.zip(context)
+        };
+        let settings = match find(&inputs) {
+            Some(found) => found,
+            None => {
+                inputs.push(Settings::new(db, cfg.extract.clone(), cfg.context.clone()));
+                find(&inputs).expect("the new input matches")
+            }
+        };
+        if let Some(name) = name {
+            eprintln!("variant {name}");
+        }
+        let mut one = shared.clone();
+        let dataset = Dataset {
+            s,
+            services,
+            cfg,
+            settings,
+            opts,
+            output,
+            rel: dataset_folder(name),
+            files,
+            shared: shared_outputs,
+        };
+        let (files_recorded, retry) = dataset.run(&mut one, clock)?;
+        recorded.extend(files_recorded);
+        retry_later |= retry;
+        match name {
+            None => summary = one,
+            Some(name) => {
+                summary.stages.add_dataset(&one.stages);
+                for (stage, models) in &one.llm {
+                    for (model, u) in models {
+                        summary
+                            .llm
+                            .entry(stage.clone())
+                            .or_default()
+                            .entry(model.clone())
+                            .or_default()
+                            .add(u);
+                    }
+                }
+                one.output = cfg.output.clone();
+                variants.push((name.to_owned(), one));
+            }
+        }
+    }
+    if !variants.is_empty() {
+        summary.counts.variants = Some(variants.len() as u64);
+        summary.counts.failures = shared_outputs.failures.len() as u64;
+        summary.variants = Variants(variants);
+    }
+    Ok((summary, recorded, retry_later))
+}
+
+/// One dataset's build.
+struct Dataset<'a> {
+    s: &'a Session,
+    services: &'a Services,
+    cfg: &'a Config,
+    /// The salsa inputs for extraction and for contexts.
+    settings: (Settings, Settings),
+    opts: &'a BuildOptions,
+    output: &'a Path,
+    /// The dataset's folder, relative to the output.
+    rel: std::path::PathBuf,
+    files: &'a [SourceFile],
+    shared: &'a Shared<'a>,
+}
+
+impl Dataset<'_> {
+    /// Extract, slice, generate, validate, refine and assemble into `<output>/<rel>`, filling
+    /// `summary`. Returns the files written and whether something must run again.
+    fn run(&self, summary: &mut Summary, clock: &mut Lap) -> Result<(Vec<Recorded>, bool)> {
+        let until = self.opts.until;
+        let mut rows: Vec<(SourceFile, FunctionRow)> = Vec::new();
+        if until >= Stage::Extract {
+            let (found, counts) = self.extract();
+            rows = found;
+            summary.stages.extract = counts;
+            summary.counts.functions = Some(rows.len() as u64);
+            summary.counts.candidates =
+                Some(rows.iter().filter(|(_, r)| r.excluded_by.is_none()).count() as u64);
+            clock.lap("extract");
+        }
+        summary.excluded_by = ExcludedBy(
+            Filter::ALL
+                .iter()
+                .map(|&f| {
+                    (
+                        f,
+                        rows.iter()
+                            .filter(|(_, r)| r.excluded_by == Some(f))
+                            .count() as u64,
+                    )
+                })
+                .collect(),
+        );
+        let candidates: Vec<(SourceFile, FunctionRow)> = rows
+            .iter()
+            .filter(|(_, r)| r.excluded_by.is_none())
+            .cloned()
+            .collect();
+        if until >= Stage::Slice {
+            summary.stages.slice = self.slice(&candidates);
+            clock.lap("slice");
+        }
+        let mut harness_out = HarnessOutputs::default();
+        if until >= Stage::Generate {
+            harness_out = self.harnesses(&candidates)?;
+            let st = &mut summary.stages;
+            st.generate = harness_out.generate;
+            st.validate = harness_out.validate;
+            st.refine = harness_out.refine;
+            st.assemble = harness_out.assemble;
+            let counts = &mut summary.counts;
+            counts.harnesses_valid = Some(harness_out.valid);
+            if self.cfg.generate.generator == crate::config::Generator::Hybrid {
+                counts.hybrid_builtin_sufficient = Some(harness_out.builtin_sufficient);
+            }
+            if self.cfg.refine.enabled {
+                counts.specs_refined = Some(harness_out.refined);
+            }
+            counts.instances = Some(harness_out.instances.len() as u64);
+            clock.lap("harnesses");
+        }
+        summary.counts.failures = self.shared.failures.len() as u64;
+        summary.llm = harness_out.llm.clone();
+        let recorded = self.write(&rows, &harness_out, summary)?;
+        Ok((recorded, harness_out.retry_later))
+    }
+
+    /// Stage `extract`: every file's functions with the filters' verdicts.
+    fn extract(&self) -> (Vec<(SourceFile, FunctionRow)>, StageCounts) {
+        let (db, settings) = (&self.s.db, self.settings.0);
+        let before = db.env().counters.extracted.load(Ordering::Relaxed);
+        let bar = progress(self.files.len() as u64, "extract");
+        let per_file: Vec<Arc<Vec<FunctionRow>>> = self
+            .files
+            .par_iter()
+            .map_with(db.clone(), |db, &f| {
+                let r = db::file_functions(db, f, settings).clone();
+                bar.inc(1);
+                r
+            })
+            .collect();
+        bar.finish_and_clear();
+        let mut rows = Vec::new();
+        for (f, list) in self.files.iter().zip(per_file) {
+            rows.extend(list.iter().map(|r| (*f, r.clone())));
+        }
+        let executed = db.env().counters.extracted.load(Ordering::Relaxed) - before;
+        let counts = StageCounts {
+            executed,
+            cached: self.files.len() as u64 - executed,
+            failed: 0,
+        };
+        (rows, counts)
+    }
+
+    /// Stage `slice`: every candidate's slice and context.
+    fn slice(&self, candidates: &[(SourceFile, FunctionRow)]) -> StageCounts {
+        let db = &self.s.db;
+        let settings = self.settings.1;
+        let before = db.env().counters.sliced.load(Ordering::Relaxed);
+        let bar = progress(candidates.len() as u64, "slice");
+        candidates
+            .par_iter()
+            .for_each_with(db.clone(), |db, (f, row)| {
+                let item = ItemId::new(db, f.repo(db), Item::Def(f.ix(db), row.def));
+                let _ = db::slice_of(db, item);
+                let _ = db::context_of(db, item, settings);
+                bar.inc(1);
+            });
+        bar.finish_and_clear();
+        let executed = (db.env().counters.sliced.load(Ordering::Relaxed) - before)
+            .min(candidates.len() as u64);
+        StageCounts {
+            executed,
+            cached: candidates.len() as u64 - executed,
+            failed: 0,
+        }
+    }
+
+    /// The harness stages over the candidates.
+    fn harnesses(&self, candidates: &[(SourceFile, FunctionRow)]) -> Result<HarnessOutputs> {
+        let s = self.s;
+        let bar = progress(candidates.len() as u64, "harness");
+        let inputs = Inputs {
+            cfg: self.cfg,
+            cache: &s.cache,
+            checkouts: &s.checkouts,
+            repos: &s.repos,
+            settings: self.settings.1,
+            envs: self.shared.envs,
+        };
+        let out = harnesses::run(
+            &inputs,
+            &s.db,
+            self.services,
+            candidates,
+            self.opts.until,
+            &bar,
+        )?;
+        bar.finish_and_clear();
+        Ok(out)
+    }
+
+    /// The dataset's files. Returns them as recorded.
+    fn write(
+        &self,
+        rows: &[(SourceFile, FunctionRow)],
+        harness_out: &HarnessOutputs,
+        summary: &mut Summary,
+    ) -> Result<Vec<Recorded>> {
+        let (until, db, settings) = (self.opts.until, &self.s.db, self.settings.1);
+        let dir = self.output.join(&self.rel);
+        fs_err::create_dir_all(&dir)?;
+        let previous = &self.shared.previous;
+        let rel = self.rel.to_string_lossy();
+        let name = |file: &str| {
+            if rel.is_empty() {
+                file.to_owned()
+            } else {
+                format!("{rel}/{file}")
+            }
+        };
+        let open = |file: &str| JsonlWriter::create(self.output, &name(file));
+        // Log paths are relative to the output; a variant's folder is two levels down.
+        let relocate = |log: &str| -> String {
+            if rel.is_empty() {
+                log.to_owned()
+            } else {
+                format!("../../{log}")
+            }
+        };
+        let mut recorded = Vec::new();
+        if until >= Stage::Extract {
+            let mut out = open("functions.jsonl")?;
+            let with_slices = until >= Stage::Slice;
+            for chunk in rows.chunks(4096) {
+                let lines: Vec<Vec<u8>> = chunk
+                    .par_iter()
+                    .map_with(db.clone(), |db, (f, row)| {
+                        function_line(db, *f, row, settings, with_slices)
+                    })
+                    .collect();
+                for line in lines {
+                    out.write_line(&line)?;
+                }
+            }
+            recorded.push(out.finish(previous)?);
+        }
+        if until >= Stage::Env {
+            let mut out = open("envs.jsonl")?;
+            for line in self.shared.env_lines {
+                let mut line = line.clone();
+                line.log = relocate(&line.log);
+                out.write(&line)?;
+            }
+            recorded.push(out.finish(previous)?);
+        }
+        if until >= Stage::Generate {
+            let mut out = open("harnesses.jsonl")?;
+            for record in &harness_out.harnesses {
+                out.write(record)?;
+            }
+            recorded.push(out.finish(previous)?);
+        }
+        if until >= Stage::Assemble {
+            // The manifest hashes each line without its newline.
+            let lines: Vec<(String, Vec<u8>)> = harness_out
+                .instances
+                .iter()
+                .map(|i| {
+                    Ok((
+                        i.id.clone(),
+                        serde_json::to_vec(i).map_err(Error::internal)?,
+                    ))
+                })
+                .collect::<Result<_>>()?;
+            let mut out = open("dataset.jsonl")?;
+            for (_, line) in &lines {
+                out.write_line(line)?;
+            }
+            recorded.push(out.finish(previous)?);
+            let (version, manifest) =
+                crate::stages::assemble::manifest(self.cfg, &self.s.checkouts, &lines)?;
+            let mut out = open("manifest.json")?;
+            out.write_line(&manifest)?;
+            recorded.push(out.finish(previous)?);
+            summary.dataset_version = Some(version);
+        }
+        let mut out = open("failures.jsonl")?;
+        for f in self.shared.failures {
+            let mut f = f.clone();
+            f.log = f.log.as_deref().map(relocate);
+            out.write(&f)?;
+        }
+        recorded.push(out.finish(previous)?);
+        Ok(recorded)
+    }
+}

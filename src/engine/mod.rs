@@ -1,0 +1,482 @@
+//! The build: check out the repositories, decide whether anything changed since the last build
+//! of this output, feed the salsa database, run the stages in parallel, write the outputs, and
+//! report what ran. The services (sandbox, model client) are built once here, from the
+//! configuration, and handed down.
+//!
+//! A no-op build is decided before any parsing: the build fingerprint (settings, stage limit, and
+//! every repository's identity, itself a hash of its files' content hashes) is compared with the
+//! one recorded in `<output>/.r2e/state`, and the outputs are checked against their recorded
+//! hashes. Then nothing is parsed, read or rewritten.
+
+mod dataset;
+pub mod outputs;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::cache::Cache;
+use crate::config::Config;
+use crate::db::{self, Database, Db, ReadError, Repo, Settings, SourceFile, SourceReader};
+use crate::error::{Error, Result};
+use crate::hash::Hash;
+use crate::log;
+use crate::records::{Counts, EnvLine, FailureRecord, StageCounts, Summary, read_jsonl};
+use crate::services::Services;
+pub use crate::stages::Stage;
+use crate::stages::checkout::{self, Checkout};
+use outputs::{Recorded, State, read_state, stat};
+
+/// Options of one build.
+#[derive(Clone, Debug)]
+pub struct BuildOptions {
+    pub until: Stage,
+    pub jobs: Option<usize>,
+}
+
+/// What identifies this build of r2e for the no-op check: its version and its executable's size
+/// and modification time, so that a rebuilt r2e (new analysis, new embedded scripts) never
+/// mistakes an output of the previous one for up to date. The action caches carry their own
+/// recipe versions; this only decides whether the build may skip everything.
+fn build_identity() -> String {
+    let exe = std::env::current_exe()
+        .and_then(|p| p.metadata())
+        .ok()
+        .map(|m| {
+            let mtime = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos())
+                .unwrap_or_default();
+            format!("{}:{mtime}", m.len())
+        })
+        .unwrap_or_default();
+    format!("{}+{exe}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The fingerprint of a build: everything that decides its outputs.
+pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>]) -> Hash {
+    /// What one dataset (the pipeline's own, or a variant's) is made from.
+    #[derive(Serialize)]
+    struct Stages<'a> {
+        name: Option<&'a str>,
+        extract: &'a crate::config::ExtractConfig,
+        context: &'a crate::config::ContextConfig,
+        generate: &'a crate::config::GenerateConfig,
+        select: &'a crate::config::SelectConfig,
+        refine: &'a crate::config::RefineConfig,
+        /// The prompt templates in use (their texts' hashes).
+        prompts: Vec<(String, String, Hash)>,
+    }
+    #[derive(Serialize)]
+    struct Key<'a> {
+        version: &'a str,
+        env: &'a crate::config::EnvConfig,
+        sandbox: &'a crate::config::SandboxConfig,
+        until: Stage,
+        repos: Vec<(&'a str, &'a str, Option<&'a str>)>,
+        /// The providers asked.
+        providers: Vec<(&'a str, &'a str, crate::config::Api)>,
+        builds: Vec<Stages<'a>>,
+    }
+    let builds = cfg
+        .builds()
+        .into_iter()
+        .map(|(name, c)| Stages {
+            name,
+            extract: &c.extract,
+            context: &c.context,
+            generate: &c.generate,
+            select: &c.select,
+            refine: &c.refine,
+            prompts: if c.generate.generator.uses_model() || c.refine.enabled {
+                crate::llm::prompts::Templates::load(c)
+                    .map(|t| t.sources)
+                    .unwrap_or_default()
+            } else {
+                Vec::new()
+            },
+        })
+        .collect();
+    Hash::of_key(&Key {
+        providers: cfg
+            .providers
+            .iter()
+            .map(|p| (p.name.as_str(), p.base_url.as_str(), p.api))
+            .collect(),
+        version: &build_identity(),
+        env: &cfg.env,
+        sandbox: &cfg.sandbox,
+        until: opts.until,
+        repos: checkouts
+            .iter()
+            .map(|c| (c.name.as_str(), c.tree.as_str(), c.rev.as_deref()))
+            .collect(),
+        builds,
+    })
+}
+
+/// Whether every environment the outputs name is still in the cache (`r2e check` runs in them).
+fn envs_present(output: &Path, cache: &Cache) -> bool {
+    let Ok(Some(lines)) = read_jsonl::<EnvLine>(&output.join("envs.jsonl")) else {
+        return true;
+    };
+    lines
+        .iter()
+        .all(|e| crate::stages::env::python_of(cache, e).is_some())
+}
+
+/// The analysis settings of every dataset the pipeline builds (its own, or each variant's).
+pub fn settings_hash(cfg: &Config) -> Hash {
+    let builds: Vec<_> = cfg
+        .builds()
+        .into_iter()
+        .map(|(name, c)| (name, &c.extract, &c.context))
+        .collect();
+    Hash::of_key(&builds)
+}
+
+/// The state of the last build of an output, when there is one that verifies.
+pub fn last_build(output: &Path) -> Option<State> {
+    read_state(output)
+}
+
+struct CheckoutReader(Arc<Checkout>);
+
+impl SourceReader for CheckoutReader {
+    fn read(&self, path: &str, hash: Hash) -> std::result::Result<Vec<u8>, ReadError> {
+        self.0.read_verified(path, hash)
+    }
+}
+
+/// A progress bar on stderr.
+pub fn progress(len: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>9} [{bar:30}] {pos}/{len} {msg}")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(what.to_owned());
+    bar
+}
+
+/// The in-process state of a build: checkouts, the database and its inputs.
+pub struct Session {
+    pub cfg: Config,
+    pub cache: Arc<Cache>,
+    pub checkouts: Vec<Arc<Checkout>>,
+    pub db: Database,
+    pub repos: Vec<Repo>,
+    pub settings: Settings,
+}
+
+impl Session {
+    /// Checks out every repository and sets up the database inputs.
+    pub fn open(cfg: &Config) -> Result<Session> {
+        Self::open_with(cfg, false)
+    }
+
+    /// Like [`Session::open`]; `track_executions` counts salsa query executions (for tests).
+    pub fn open_with(cfg: &Config, track_executions: bool) -> Result<Session> {
+        let cache = Arc::new(Cache::open(&cfg.cache)?);
+        let mut checkouts = Vec::new();
+        for repo in &cfg.repos {
+            checkouts.push(Arc::new(checkout::checkout(repo, &cache)?));
+        }
+        let db = Database::new(Some(cache.clone()), track_executions);
+        let mut repos = Vec::new();
+        for c in &checkouts {
+            let reader = db.add_reader(Arc::new(CheckoutReader(c.clone())));
+            let repo = Repo::new(&db, c.name.clone(), reader, Vec::new());
+            repos.push(repo);
+        }
+        let mut db = db;
+        for (c, &repo) in checkouts.iter().zip(&repos) {
+            let files: Vec<SourceFile> = c
+                .files
+                .iter()
+                .enumerate()
+                .map(|(i, f)| SourceFile::new(&db, repo, i as u32, f.path.clone(), f.hash))
+                .collect();
+            use salsa::Setter;
+            repo.set_files(&mut db).to(files);
+        }
+        let settings = Settings::new(&db, cfg.extract.clone(), cfg.context.clone());
+        Ok(Session {
+            cfg: cfg.clone(),
+            cache,
+            checkouts,
+            db,
+            repos,
+            settings,
+        })
+    }
+
+    pub fn all_files(&self) -> Vec<SourceFile> {
+        self.repos
+            .iter()
+            .flat_map(|r| r.files(&self.db).iter().copied())
+            .collect()
+    }
+}
+
+/// Runs a build with the services the configuration names, and returns its summary.
+pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
+    build_with(cfg, opts, &Services::for_config(cfg))
+}
+
+/// Runs a build with these services.
+pub fn build_with(cfg: &Config, opts: &BuildOptions, services: &Services) -> Result<Summary> {
+    let started = std::time::Instant::now();
+    let session = Session::open(cfg)?;
+    log::timing("checkout", started.elapsed());
+    build_session(session, opts, services)
+}
+
+/// Runs a build on an open session (its repositories checked out).
+pub fn build_session(
+    session: Session,
+    opts: &BuildOptions,
+    services: &Services,
+) -> Result<Summary> {
+    let started = std::time::Instant::now();
+    let cfg = &session.cfg;
+    let fp = fingerprint(cfg, opts, &session.checkouts);
+    let output = std::path::absolute(&cfg.output)
+        .map_err(|e| Error::env(format!("{}: {e}", cfg.output.display())))?;
+    let previous = read_state(&output);
+    if let Some(summary) = up_to_date(cfg, &session, &output, fp, previous.as_ref()) {
+        eprintln!(
+            "up to date: nothing changed since the last build ({:.0} ms)",
+            started.elapsed().as_secs_f64() * 1000.0
+        );
+        return Ok(summary);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.jobs.unwrap_or(0))
+        .build()
+        .map_err(|e| Error::env(format!("cannot start worker threads: {e}")))?;
+    pool.install(move || run(session, services, opts, &output, fp, previous))
+}
+
+/// The summary of the last build, all of it cached, when nothing changed since: the same
+/// fingerprint, every output as it was written, every environment still there.
+fn up_to_date(
+    cfg: &Config,
+    session: &Session,
+    output: &Path,
+    fp: Hash,
+    previous: Option<&State>,
+) -> Option<Summary> {
+    let state = previous?;
+    let same = state.fingerprint == fp
+        && state
+            .outputs
+            .iter()
+            .all(|(name, _, size, mtime)| stat(&output.join(name)) == Some((*size, *mtime)))
+        && cfg
+            .builds()
+            .iter()
+            .all(|(_, c)| envs_present(&c.output, &session.cache));
+    if !same {
+        return None;
+    }
+    let mut summary = serde_json::from_str::<Summary>(&state.summary_json).ok()?;
+    let all_cached = |s: &mut Summary| {
+        s.stages.all_cached();
+        for usage in s.llm.values_mut().flat_map(|m| m.values_mut()) {
+            usage.cached += usage.executed;
+            usage.executed = 0;
+        }
+    };
+    all_cached(&mut summary);
+    for (name, v) in summary.variants.0.iter_mut() {
+        all_cached(v);
+        if let Ok(c) = cfg.variant(name) {
+            v.output = c.output.clone();
+        }
+    }
+    summary.output = output.to_path_buf();
+    Some(summary)
+}
+
+/// Stage timings on stderr (`R2E_LOG=timings`).
+struct Lap(std::time::Instant);
+
+impl Lap {
+    fn lap(&mut self, what: &str) {
+        log::timing(what, self.0.elapsed());
+        self.0 = std::time::Instant::now();
+    }
+}
+
+/// What every dataset of a build shares: failures of the shared stages, environments, and the
+/// outputs recorded by the previous build.
+struct Shared<'a> {
+    failures: &'a [FailureRecord],
+    env_lines: &'a [EnvLine],
+    envs: &'a crate::stages::env::Envs,
+    previous: Vec<Recorded>,
+}
+
+/// The shared stages (checkout, parse, env), then every dataset, then the state.
+fn run(
+    session: Session,
+    services: &Services,
+    opts: &BuildOptions,
+    output: &Path,
+    fp: Hash,
+    previous: Option<State>,
+) -> Result<Summary> {
+    let s = &session;
+    let db = &s.db;
+    let files = s.all_files();
+    let mut shared = Summary {
+        dataset_version: None,
+        output: output.to_path_buf(),
+        stages: Default::default(),
+        counts: Counts {
+            repos: s.checkouts.len() as u64,
+            files: files.len() as u64,
+            ..Counts::default()
+        },
+        excluded_by: Default::default(),
+        llm: Default::default(),
+        variants: Default::default(),
+    };
+    let changed = s
+        .checkouts
+        .iter()
+        .filter(|c| {
+            previous
+                .as_ref()
+                .is_none_or(|p| !p.repos.iter().any(|(n, t)| *n == c.name && *t == c.tree))
+        })
+        .count() as u64;
+    shared.stages.checkout = StageCounts {
+        executed: changed,
+        cached: s.checkouts.len() as u64 - changed,
+        failed: 0,
+    };
+    let mut failures: Vec<FailureRecord> = Vec::new();
+    for c in &s.checkouts {
+        for (path, reason) in &c.unreadable {
+            failures.push(FailureRecord {
+                repo: c.name.clone(),
+                path: Some(path.clone()),
+                stage: "checkout".into(),
+                reason: reason.clone(),
+                log: None,
+            });
+        }
+    }
+    let mut clock = Lap(std::time::Instant::now());
+    if opts.until >= Stage::Parse {
+        shared.stages.parse = parse(s, &files, &mut failures);
+        clock.lap("parse");
+    }
+    // Environments are per repository, shared by every variant.
+    let mut env_lines: Vec<EnvLine> = Vec::new();
+    let mut envs = crate::stages::env::Envs::new();
+    if opts.until >= Stage::Env {
+        let repos: Vec<_> = s
+            .checkouts
+            .iter()
+            .zip(&s.repos)
+            .map(|(c, &repo)| (c.clone(), db::external_imports(db, repo).to_vec()))
+            .collect();
+        let stage = crate::stages::env::run(
+            &s.cfg,
+            &s.cache,
+            services.sandbox.as_ref(),
+            &repos,
+            output,
+            progress,
+        )?;
+        shared.stages.env = stage.counts;
+        failures.extend(stage.failures);
+        env_lines = stage.lines;
+        envs = stage.envs;
+        clock.lap("env");
+    }
+    let shared_outputs = Shared {
+        failures: &failures,
+        env_lines: &env_lines,
+        envs: &envs,
+        previous: previous.map(|p| p.outputs).unwrap_or_default(),
+    };
+    let (summary, recorded, retry_later) = dataset::run_all(
+        s,
+        services,
+        opts,
+        output,
+        &files,
+        &shared_outputs,
+        shared,
+        &mut clock,
+    )?;
+    clock.lap("write");
+    let transient = retry_later || db.env().counters.transient.load(Ordering::Relaxed);
+    if transient {
+        // Something may succeed next time (a model request failed, a file changed while it was
+        // read): the next build must run.
+        outputs::clear_state(output);
+    } else {
+        outputs::write_state(
+            output,
+            &State {
+                fingerprint: fp,
+                summary_json: serde_json::to_string(&summary).map_err(Error::internal)?,
+                outputs: recorded,
+                repos: s
+                    .checkouts
+                    .iter()
+                    .map(|c| (c.name.clone(), c.tree.clone()))
+                    .collect(),
+                settings: settings_hash(&s.cfg),
+            },
+        )?;
+    }
+    Ok(summary)
+}
+
+/// Stage `parse`: every file's summary, from the cache or parsed, in parallel; files that fail
+/// are recorded.
+fn parse(s: &Session, files: &[SourceFile], failures: &mut Vec<FailureRecord>) -> StageCounts {
+    let db = &s.db;
+    let bar = progress(files.len() as u64, "parse");
+    files.par_iter().for_each_with(db.clone(), |db, &f| {
+        let _ = db::parse_file(db, f);
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    for &f in files {
+        if let Err(reason) = db::parse_file(db, f) {
+            failures.push(FailureRecord {
+                repo: f.repo(db).name(db).clone(),
+                path: Some(f.path(db).clone()),
+                stage: "parse".into(),
+                reason: reason.clone(),
+                log: None,
+            });
+        }
+    }
+    let c = &db.env().counters;
+    StageCounts {
+        executed: c.parsed.load(Ordering::Relaxed),
+        cached: c.parse_cached.load(Ordering::Relaxed),
+        failed: c.parse_failed.load(Ordering::Relaxed),
+    }
+}
+
+/// The output folder of a dataset, relative to the build's output.
+fn dataset_folder(name: Option<&str>) -> PathBuf {
+    name.map(|n| Path::new("variants").join(n))
+        .unwrap_or_default()
+}

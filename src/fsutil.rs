@@ -1,0 +1,89 @@
+//! Atomic file writes: a temporary file in the same folder, then a rename, so that a reader
+//! never sees half a file. Temporary names carry the writer's pid, so that a later build can
+//! tell the leftovers of a dead writer from those of a live one.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+
+/// The marker in every temporary file name this module makes: `.<name>.r2e-tmp.<pid>.<n>`.
+pub const TMP_MARKER: &str = ".r2e-tmp.";
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same folder, synced, then a
+/// rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, bytes, true)
+}
+
+/// Like [`write_atomic`]; `sync` decides whether the data is flushed to the disk before the
+/// rename (entries that verify themselves on read need not be).
+pub fn write_atomic_with(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{name}{TMP_MARKER}{}.{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| -> std::io::Result<()> {
+        let mut file = fs_err::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        if sync {
+            file.sync_data()?;
+        }
+        fs_err::rename(&tmp, path)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(Error::from)
+}
+
+/// Writes `bytes` to `path` unless it already holds exactly them; says whether it wrote.
+pub fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool> {
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.len() == bytes.len() as u64
+        && std::fs::read(path).is_ok_and(|old| old == bytes)
+    {
+        return Ok(false);
+    }
+    write_atomic(path, bytes)?;
+    Ok(true)
+}
+
+/// The pid of the process that made a temporary file, from its name, when it is one of ours.
+pub fn tmp_owner(name: &str) -> Option<u32> {
+    let (_, rest) = name.split_once(TMP_MARKER)?;
+    rest.split('.').next()?.parse().ok()
+}
+
+/// Whether a process with this pid is alive on this machine.
+pub fn pid_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    pid == std::process::id() || unsafe { libc::kill(pid as i32, 0) } == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temporary_names_carry_their_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.json");
+        write_atomic(&path, b"1").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"1");
+        assert!(!write_if_changed(&path, b"1").unwrap());
+        assert!(write_if_changed(&path, b"2").unwrap());
+        assert_eq!(tmp_owner(".x.json.r2e-tmp.42.7"), Some(42));
+        assert_eq!(tmp_owner("x.json"), None);
+        assert!(pid_alive(std::process::id()));
+    }
+}

@@ -1,0 +1,199 @@
+//! Every action key, in one place: a named, documented struct per action kind, holding every
+//! input that shapes the action's result, and nothing else (no absolute path, no time, no
+//! mtime). `docs/caching.md` lists each key's inputs; the rule is sccache's: change an input,
+//! bump the bucket's version (`cache::Bucket`).
+//!
+//! A key is hashed with blake3 over its bucket's folder and its canonical JSON form (fields in
+//! declaration order), so a key's hash changes only when its contents or its shape change.
+
+use serde::Serialize;
+
+use crate::cache::{ActionKey, Bucket};
+use crate::hash::Hash;
+use crate::py::CallSiteArgs;
+use crate::records::FunctionKind;
+
+/// The parser and the summary format: bump `SUMMARY_FORMAT` when `python::summary` or what the
+/// summarizer records changes.
+pub const PARSER: &str = "ruff_python_parser=0.0.10";
+pub const SUMMARY_FORMAT: u32 = 6;
+
+/// Stage `parse`: a module summary per source content.
+#[derive(Clone, Debug, Serialize)]
+pub struct ParseKey {
+    pub parser: &'static str,
+    pub summary_format: u32,
+    /// The content hash of the file's bytes (blake3; for a git blob, of its object id).
+    pub content: Hash,
+}
+
+impl ParseKey {
+    pub fn new(content: Hash) -> ParseKey {
+        ParseKey {
+            parser: PARSER,
+            summary_format: SUMMARY_FORMAT,
+            content,
+        }
+    }
+}
+
+impl ActionKey for ParseKey {
+    const BUCKET: Bucket = Bucket::Parse;
+}
+
+/// The installer that actually builds environments, and its version.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct InstallerId {
+    /// `uv` or `pip`.
+    pub name: String,
+    /// Its version, as it reports it.
+    pub version: String,
+}
+
+/// Stage `env`: an environment, keyed on what determines the packages in it. Never on the
+/// repository's source (its code is importable from its checkout at run time).
+#[derive(Clone, Debug, Serialize)]
+pub struct EnvKey {
+    /// The version of the interpreter the environment is made from.
+    pub python_version: String,
+    /// The installer actually used, with its version (not the one configured: `auto` may be
+    /// either).
+    pub installer: InstallerId,
+    /// The pinned coverage.py every environment gets.
+    pub coverage: &'static str,
+    /// The dependencies the repository declares, normalized and sorted.
+    pub declared: Vec<String>,
+    /// Third-party modules its code imports that no declaration names.
+    pub inferred: Vec<String>,
+    /// `[env] extra_packages`.
+    pub extra: Vec<String>,
+    pub system_site_packages: bool,
+    /// The index settings passed to installers (they decide what gets installed; certificates,
+    /// proxies and timeouts do not).
+    pub index: Vec<(String, String)>,
+}
+
+impl ActionKey for EnvKey {
+    const BUCKET: Bucket = Bucket::Envs;
+}
+
+/// What a function's results depend on of its code and its environment: its own code and its
+/// slice's, the code that runs when its module is imported, and the environment's lock.
+/// Positions, comments and unrelated functions do not count.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CodeKey {
+    pub module: String,
+    pub qualname: String,
+    pub kind: FunctionKind,
+    /// The function's code hash (its tokens: blind to comments and formatting).
+    pub code: Hash,
+    /// The code hashes of its slice, sorted.
+    pub slice: Vec<Hash>,
+    /// The code that runs when its module is imported: the module-level code of the module, of
+    /// its packages' `__init__` files and of every repository module they import at module
+    /// level, and the slices of their globals (`db::import_key`).
+    pub import_time: Hash,
+    /// The environment's lock hash (its `pip freeze`): a rebuilt environment with other
+    /// packages is another key.
+    pub env_lock: String,
+}
+
+/// The settings of a sandbox that shape what code run in it does.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct SandboxKey {
+    /// `local` (bubblewrap or none), later `docker`.
+    pub backend: &'static str,
+    /// Whether code runs isolated (without isolation it sees more of the machine).
+    pub isolated: bool,
+    /// Memory in MiB, processes at once, and the largest file in MiB a job may write.
+    pub memory_mib: u64,
+    pub processes: u64,
+    pub file_size_mib: u64,
+}
+
+/// The settings of the built-in generator.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct ExplorerSettings {
+    /// Executions of the function the explorer may spend; decides what is kept.
+    pub budget: u32,
+    pub seed: u64,
+    pub max_tests: u32,
+    /// Milliseconds one call may take before it is abandoned.
+    pub per_call_timeout_ms: u64,
+    /// A safety stop for one exploration, recorded when it fires.
+    pub time_limit_seconds: u64,
+}
+
+/// Stage `generate` (built-in): the explorer's harness for one function.
+#[derive(Clone, Debug, Serialize)]
+pub struct GenerateKey<'a> {
+    /// The embedded explorer scripts (`py::EXPLORER`).
+    pub scripts: Hash,
+    pub code: &'a CodeKey,
+    pub settings: &'a ExplorerSettings,
+    /// Literal arguments at the function's call sites, likeliest first.
+    pub call_sites: &'a [CallSiteArgs],
+    pub sandbox: &'a SandboxKey,
+}
+
+impl ActionKey for GenerateKey<'_> {
+    const BUCKET: Bucket = Bucket::Generate;
+}
+
+/// Stage `validate`: the raw runs of one harness in self-equivalence mode. The verdict is
+/// computed from the runs when they are read (`stages::validate::classify`), so changing the
+/// classification needs no new key.
+#[derive(Clone, Debug, Serialize)]
+pub struct ValidateKey<'a> {
+    /// The embedded runner scripts (`py::RUNNER`).
+    pub scripts: Hash,
+    pub code: &'a CodeKey,
+    /// The harness text's hash.
+    pub harness: Hash,
+    /// How many times it runs, each in a fresh process.
+    pub runs: u32,
+    /// Seconds one run may take.
+    pub run_timeout_seconds: u64,
+    pub sandbox: &'a SandboxKey,
+}
+
+impl ActionKey for ValidateKey<'_> {
+    const BUCKET: Bucket = Bucket::Validate;
+}
+
+/// A model request: the API kind, the model, every sampling parameter, the rendered messages
+/// and the sample index. Never the base URL or the API key.
+#[derive(Clone, Debug, Serialize)]
+pub struct LlmKey<'a> {
+    pub request: &'a crate::llm::Request,
+}
+
+impl ActionKey for LlmKey<'_> {
+    const BUCKET: Bucket = Bucket::Llm;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_of_different_buckets_never_collide() {
+        // The same struct contents under two buckets hash apart: the bucket is hashed in.
+        #[derive(Serialize)]
+        struct A(u32);
+        impl ActionKey for A {
+            const BUCKET: Bucket = Bucket::Generate;
+        }
+        #[derive(Serialize)]
+        struct B(u32);
+        impl ActionKey for B {
+            const BUCKET: Bucket = Bucket::Validate;
+        }
+        assert_ne!(A(1).hash(), B(1).hash());
+        assert_eq!(A(1).hash(), A(1).hash());
+        assert_ne!(
+            ParseKey::new(Hash::of_bytes(b"x")).hash(),
+            ParseKey::new(Hash::of_bytes(b"y")).hash()
+        );
+    }
+}

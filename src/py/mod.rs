@@ -1,0 +1,223 @@
+//! The Python that runs in the sandbox, embedded in the binary, and the typed protocol of its
+//! JSON files (requests in, answers out). The scripts themselves are real, tested code in this
+//! folder (`src/py/*.py`, tested by `src/py/tests`); each action that runs them hashes the
+//! exact files it writes into its key.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::hash::Hash;
+
+/// The equivalence helper every harness imports.
+pub const EQUIV: (&str, &str) = ("r2e_equiv.py", include_str!("r2e_equiv.py"));
+
+/// The built-in explorer: its entry script first, then the modules it imports.
+pub const EXPLORER: &[(&str, &str)] = &[("r2e_explore.py", include_str!("r2e_explore.py")), EQUIV];
+
+/// The harness runner and the warm worker that runs it many times.
+pub const RUNNER: &[(&str, &str)] = &[
+    ("r2e_runner.py", include_str!("r2e_runner.py")),
+    ("r2e_batch.py", include_str!("r2e_batch.py")),
+    EQUIV,
+];
+
+/// A hash of a set of embedded files (names and texts), for action keys.
+pub fn files_hash(files: &[(&str, &str)]) -> Hash {
+    let mut h = blake3::Hasher::new();
+    for (name, text) in files {
+        h.update(name.as_bytes());
+        h.update(&[0]);
+        h.update(&(text.len() as u64).to_le_bytes());
+        h.update(text.as_bytes());
+    }
+    Hash(*h.finalize().as_bytes())
+}
+
+/// A literal call of a function found in the repository: its arguments' source texts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CallSiteArgs {
+    pub args: Vec<String>,
+    /// Keyword arguments in source order.
+    #[serde(with = "ordered_pairs")]
+    pub kwargs: Vec<(String, String)>,
+}
+
+/// What `r2e_explore.py` reads.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExploreRequest<'a> {
+    pub repo_root: &'a std::path::Path,
+    pub extra_roots: &'a [PathBuf],
+    pub module: &'a str,
+    pub qualname: &'a str,
+    pub kind: crate::records::FunctionKind,
+    pub call_sites: &'a [CallSiteArgs],
+    pub budget: u32,
+    pub seed: u64,
+    pub max_tests: u32,
+    /// Seconds one call may take.
+    pub per_call_timeout: f64,
+    pub time_limit: u64,
+}
+
+/// What `r2e_explore.py` answers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExploreAnswer {
+    /// `ok` or `error`.
+    pub status: String,
+    pub harness: Option<String>,
+    pub tests: u32,
+    pub executions: u32,
+    pub arcs: u32,
+    pub time_limit_hit: bool,
+    pub error: Option<String>,
+}
+
+/// What `r2e_runner.py` reads (one harness run). Paths are relative to the scratch folder or
+/// absolute.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunRequest<'a> {
+    pub repo_root: &'a std::path::Path,
+    pub extra_roots: &'a [PathBuf],
+    pub module: &'a str,
+    pub qualname: &'a str,
+    pub harness_file: &'a str,
+    pub source_file: &'a std::path::Path,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub candidate_file: Option<&'a str>,
+    pub coverage: bool,
+}
+
+/// What `r2e_batch.py` reads: many runs, each `runs` times.
+#[derive(Clone, Debug, Serialize)]
+pub struct BatchRequest<'a> {
+    pub runs: u32,
+    /// Seconds one run may take.
+    pub timeout: u64,
+    pub jobs: Vec<RunRequest<'a>>,
+}
+
+/// What `r2e_batch.py` answers: per job, its runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BatchAnswer {
+    pub results: Vec<Vec<RunAnswer>>,
+}
+
+/// One run of a harness, as the runner reports it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunAnswer {
+    /// `ok`; `error` (the harness did not import); from the warm worker also `timeout` and
+    /// `crash`.
+    pub status: String,
+    pub error: Option<String>,
+    pub tests: Vec<TestResult>,
+    pub coverage: Option<CoverageCounts>,
+    pub examples: Vec<Example>,
+    pub types: ObservedTypes,
+}
+
+/// One test of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TestResult {
+    pub name: String,
+    /// `pass`, `fail` or `error`.
+    pub outcome: String,
+    pub message: Option<String>,
+    pub returned_normally: bool,
+}
+
+/// Coverage of the function's own lines and branches.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CoverageCounts {
+    pub lines_total: u32,
+    pub lines_covered: u32,
+    pub branches_total: u32,
+    pub branches_covered: u32,
+    /// Absolute line numbers in the source file, as the runner saw it.
+    pub missing_lines: Vec<u32>,
+    pub partial_lines: Vec<u32>,
+}
+
+/// A recorded call of the reference.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Example {
+    pub call: String,
+    pub outcome: String,
+}
+
+/// Type names seen in the reference's calls.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ObservedTypes {
+    /// Per parameter, in signature order.
+    #[serde(with = "ordered_pairs")]
+    pub args: Vec<(String, Vec<String>)>,
+    pub returns: Vec<String>,
+}
+
+/// A map read and written as pairs in their order (in JSON an object; in the cache's binary
+/// format a sequence of pairs, which needs no self-describing reads).
+mod ordered_pairs {
+    use serde::de::{DeserializeOwned, MapAccess, Visitor};
+    use serde::{Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer, V: Serialize>(
+        pairs: &[(String, V)],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, V: DeserializeOwned>(
+        d: D,
+    ) -> Result<Vec<(String, V)>, D::Error> {
+        struct Pairs<V>(std::marker::PhantomData<V>);
+        impl<'de, V: DeserializeOwned> Visitor<'de> for Pairs<V> {
+            type Value = Vec<(String, V)>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(pair) = map.next_entry::<String, V>()? {
+                    out.push(pair);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(Pairs(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runner_answer_reads_into_the_typed_protocol() {
+        let text = r#"{"status": "ok", "error": null, "tests": [{"name": "test_0", "outcome": "pass", "message": null, "returned_normally": true}],
+            "coverage": {"lines_total": 3, "lines_covered": 2, "branches_total": 2, "branches_covered": 1, "missing_lines": [7], "partial_lines": [5]},
+            "examples": [{"call": "f(1)", "outcome": "returns 2"}], "types": {"args": {"x": ["int"], "y": ["str"]}, "returns": ["int"]}}"#;
+        let answer: RunAnswer = serde_json::from_str(text).unwrap();
+        assert_eq!(answer.tests[0].name, "test_0");
+        assert_eq!(answer.coverage.as_ref().unwrap().missing_lines, vec![7]);
+        assert_eq!(
+            answer.types.args,
+            vec![
+                ("x".into(), vec!["int".into()]),
+                ("y".into(), vec!["str".into()])
+            ]
+        );
+        assert_ne!(files_hash(EXPLORER), files_hash(RUNNER));
+        // What the cache stores reads back.
+        let bytes = postcard::to_stdvec(&answer).unwrap();
+        assert_eq!(postcard::from_bytes::<RunAnswer>(&bytes).unwrap(), answer);
+    }
+}

@@ -1,0 +1,685 @@
+//! Typed records: one serde struct for every line r2e writes and reads back (`functions.jsonl`,
+//! `envs.jsonl`, `harnesses.jsonl`, `dataset.jsonl`, `manifest.json`, `failures.jsonl`, the build
+//! summary), and the vocabulary they share (function kinds, filters, generators, failure
+//! classes). Writers and readers (`assemble`, `check`, `report`, `dataset diff`, `status`,
+//! `explain`) go through these types: no reader indexes untyped JSON by string.
+//!
+//! Field order is the order of the JSON objects written; the dataset's version is a hash of
+//! these bytes, so a field is only ever added, never reordered.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// A function, or a method of a module-level class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FunctionKind {
+    Function,
+    Method,
+}
+
+impl FunctionKind {
+    pub fn is_method(self) -> bool {
+        self == FunctionKind::Method
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FunctionKind::Function => "function",
+            FunctionKind::Method => "method",
+        }
+    }
+}
+
+/// The curation filters of stage `extract`, in the order they are tried; the first that
+/// excludes a function names it in `excluded_by`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Filter {
+    NoDocstring,
+    Dunder,
+    NamePrefix,
+    Decorator,
+    NoParams,
+    NoReturn,
+    OneStatement,
+    TooLong,
+    LiteralReturns,
+    Keywords,
+    Connectivity,
+}
+
+impl Filter {
+    pub const ALL: [Filter; 11] = [
+        Filter::NoDocstring,
+        Filter::Dunder,
+        Filter::NamePrefix,
+        Filter::Decorator,
+        Filter::NoParams,
+        Filter::NoReturn,
+        Filter::OneStatement,
+        Filter::TooLong,
+        Filter::LiteralReturns,
+        Filter::Keywords,
+        Filter::Connectivity,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Filter::NoDocstring => "no_docstring",
+            Filter::Dunder => "dunder",
+            Filter::NamePrefix => "name_prefix",
+            Filter::Decorator => "decorator",
+            Filter::NoParams => "no_params",
+            Filter::NoReturn => "no_return",
+            Filter::OneStatement => "one_statement",
+            Filter::TooLong => "too_long",
+            Filter::LiteralReturns => "literal_returns",
+            Filter::Keywords => "keywords",
+            Filter::Connectivity => "connectivity",
+        }
+    }
+}
+
+/// Which harness generator runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Generator {
+    /// The built-in coverage-guided explorer: no model needed.
+    #[default]
+    Builtin,
+    /// A language model writes the harness from the function's context, then repairs it.
+    Llm,
+    /// The built-in generator first; the model only where it falls short of the thresholds,
+    /// with the built-in harness's tests kept beside the model's.
+    Hybrid,
+}
+
+impl Generator {
+    /// Whether this generator asks a model.
+    pub fn uses_model(self) -> bool {
+        matches!(self, Generator::Llm | Generator::Hybrid)
+    }
+}
+
+/// Why a harness is not valid (or a candidate has none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    TypeValueError,
+    Assertion,
+    ImportEnv,
+    Timeout,
+    ResourceLimit,
+    OsError,
+    Nondeterministic,
+    TooFewTests,
+    NoNormalReturn,
+    Other,
+}
+
+impl FailureClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureClass::TypeValueError => "type_value_error",
+            FailureClass::Assertion => "assertion",
+            FailureClass::ImportEnv => "import_env",
+            FailureClass::Timeout => "timeout",
+            FailureClass::ResourceLimit => "resource_limit",
+            FailureClass::OsError => "os_error",
+            FailureClass::Nondeterministic => "nondeterministic",
+            FailureClass::TooFewTests => "too_few_tests",
+            FailureClass::NoNormalReturn => "no_normal_return",
+            FailureClass::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How an environment came out.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EnvOutcome {
+    /// Everything installed.
+    Ok,
+    /// The environment works, but some packages did not install (listed in `failed_packages`).
+    Partial,
+    /// No usable environment.
+    Failed,
+}
+
+/// `hybrid`: which harness won.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HarnessFrom {
+    Builtin,
+    Model,
+    Merged,
+}
+
+/// What refinement did for an instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RefineStatus {
+    Refined,
+    Malformed,
+    Failed,
+}
+
+/// Where an instance's `spec` comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpecSource {
+    Refined,
+    Docstring,
+}
+
+/// What one function's model requests cost, cached or not: the requests its result needs, and
+/// their tokens. Recorded per function, so that a dataset's cost can be read from its files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spent {
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Spent {
+    pub fn add(&mut self, other: &Spent) {
+        self.requests += other.requests;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}
+
+/// Requests executed, cached and failed, and tokens, for one (stage, model) of a build.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub executed: u64,
+    pub cached: u64,
+    pub failed: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.executed += other.executed;
+        self.cached += other.cached;
+        self.failed += other.failed;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}
+
+/// Model usage of a build, by stage and model.
+pub type UsageTable = BTreeMap<String, BTreeMap<String, Usage>>;
+
+/// One line of `functions.jsonl`. Borrowed when written (the file can be large), owned when read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionRecord<'a> {
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub repo: Cow<'a, str>,
+    #[serde(borrow)]
+    pub path: Cow<'a, str>,
+    #[serde(borrow)]
+    pub qualname: Cow<'a, str>,
+    pub kind: FunctionKind,
+    /// The `def` line (1-based), not a decorator's.
+    pub start_line: u32,
+    pub end_line: u32,
+    #[serde(borrow)]
+    pub docstring: Option<Cow<'a, str>>,
+    pub excluded_by: Option<Filter>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<SliceRecord<'a>>,
+}
+
+/// The `slice` of a candidate in `functions.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SliceRecord<'a> {
+    /// Ids of every repository definition reached, direct and transitive.
+    #[serde(borrow)]
+    pub functions: Vec<Cow<'a, str>>,
+    /// Qualified names of the module-level globals reached.
+    pub globals: Vec<String>,
+    pub size: usize,
+    /// The context's length in `cl100k_base` tokens.
+    pub tokens: u32,
+    pub truncated: bool,
+    /// Whether the whole slice is in the function's own file.
+    pub in_file: bool,
+    /// Names bound to nothing in the repository.
+    #[serde(borrow)]
+    pub unresolved: Cow<'a, [String]>,
+}
+
+/// One line of `envs.jsonl`: a repository's environment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvLine {
+    pub repo: String,
+    pub env_key: String,
+    pub outcome: EnvOutcome,
+    pub installer: String,
+    pub python_version: String,
+    pub declared: Vec<String>,
+    pub inferred: Vec<String>,
+    pub failed_packages: Vec<String>,
+    pub lock_hash: String,
+    pub lock: Vec<String>,
+    /// The installation log, relative to the folder of this file.
+    pub log: String,
+}
+
+/// A failure of a refinement, as `harnesses.jsonl` records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RefineRecord {
+    pub status: RefineStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub llm: Spent,
+}
+
+/// One line of `harnesses.jsonl`: a candidate's harness and its validation. `valid` and the
+/// numbers are null when the build stopped before `validate`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HarnessRecord {
+    pub id: String,
+    pub generator: Generator,
+    pub valid: Option<bool>,
+    pub tests: Option<u32>,
+    pub branches: Option<u32>,
+    pub branch_coverage: Option<f64>,
+    pub line_coverage: Option<f64>,
+    pub failure_class: Option<FailureClass>,
+    pub failure_message: Option<String>,
+    pub in_file: bool,
+    /// `hybrid`: which harness won.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_from: Option<HarnessFrom>,
+    /// The model requests the harness needed (model-driven generators).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<Spent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refine: Option<RefineRecord>,
+}
+
+impl HarnessRecord {
+    /// The coverage selection uses: branch coverage, or line coverage for a function without
+    /// branches.
+    pub fn coverage(&self) -> f64 {
+        if self.branches.unwrap_or(0) > 0 {
+            self.branch_coverage
+        } else {
+            self.line_coverage
+        }
+        .unwrap_or(0.0)
+    }
+
+    /// The model requests this candidate needed, for its harness and its refinement.
+    pub fn spent(&self) -> Spent {
+        let mut total = self.llm.unwrap_or_default();
+        if let Some(r) = &self.refine {
+            total.add(&r.llm);
+        }
+        total
+    }
+}
+
+/// One line of `dataset.jsonl`: a benchmark instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Instance {
+    pub id: String,
+    pub repo: String,
+    /// A commit sha; `tree:` + blake3 of the files for a folder that is not a clean checkout.
+    pub commit: String,
+    pub path: String,
+    pub qualname: String,
+    /// The original docstring.
+    pub docstring: Option<String>,
+    /// The refined docstring, or the original.
+    pub spec: Option<String>,
+    pub spec_source: SpecSource,
+    pub context: String,
+    pub harness: String,
+    pub tests: u32,
+    pub branch_coverage: Option<f64>,
+    pub line_coverage: Option<f64>,
+    pub harness_hash: String,
+    pub env_lock: String,
+}
+
+/// `manifest.json`: the dataset's version, its repositories and each instance's hash.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub version: String,
+    pub r2e: String,
+    pub settings_hash: String,
+    pub repos: Vec<ManifestRepo>,
+    pub instances: Vec<ManifestInstance>,
+}
+
+/// The manifest's format tag.
+pub const MANIFEST_FORMAT: &str = "r2e-dataset-1";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ManifestRepo {
+    pub name: String,
+    pub commit: String,
+    pub rev: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ManifestInstance {
+    pub id: String,
+    pub hash: String,
+}
+
+/// One line of `failures.jsonl`: a file, environment or action that failed, with the reason.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureRecord {
+    pub repo: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub stage: String,
+    pub reason: String,
+    /// A log with the details, relative to the folder of this file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+/// How much of a stage ran, came from the cache, or failed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageCounts {
+    pub executed: u64,
+    pub cached: u64,
+    pub failed: u64,
+}
+
+impl StageCounts {
+    pub fn add(&mut self, other: &StageCounts) {
+        self.executed += other.executed;
+        self.cached += other.cached;
+        self.failed += other.failed;
+    }
+}
+
+/// The counts of every stage of a build, in stage order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageTable {
+    pub checkout: StageCounts,
+    pub parse: StageCounts,
+    pub extract: StageCounts,
+    pub slice: StageCounts,
+    pub env: StageCounts,
+    pub generate: StageCounts,
+    pub validate: StageCounts,
+    pub refine: StageCounts,
+    pub assemble: StageCounts,
+}
+
+impl StageTable {
+    /// Every stage's counts, by name, in stage order.
+    pub fn rows(&self) -> [(&'static str, &StageCounts); 9] {
+        [
+            ("checkout", &self.checkout),
+            ("parse", &self.parse),
+            ("extract", &self.extract),
+            ("slice", &self.slice),
+            ("env", &self.env),
+            ("generate", &self.generate),
+            ("validate", &self.validate),
+            ("refine", &self.refine),
+            ("assemble", &self.assemble),
+        ]
+    }
+
+    fn rows_mut(&mut self) -> [&mut StageCounts; 9] {
+        [
+            &mut self.checkout,
+            &mut self.parse,
+            &mut self.extract,
+            &mut self.slice,
+            &mut self.env,
+            &mut self.generate,
+            &mut self.validate,
+            &mut self.refine,
+            &mut self.assemble,
+        ]
+    }
+
+    /// Adds the stages of one dataset's build (everything but the shared checkout, parse and
+    /// env).
+    pub fn add_dataset(&mut self, other: &StageTable) {
+        for (mine, theirs) in self.rows_mut().into_iter().zip(other.rows()) {
+            if !matches!(theirs.0, "checkout" | "parse" | "env") {
+                mine.add(theirs.1);
+            }
+        }
+    }
+
+    /// Everything counted as taken from the cache (a no-op build reports this).
+    pub fn all_cached(&mut self) {
+        for c in self.rows_mut() {
+            c.cached += c.executed;
+            c.executed = 0;
+        }
+    }
+}
+
+/// The counts a build reports besides its stages.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub repos: u64,
+    pub files: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub functions: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harnesses_valid: Option<u64>,
+    /// `generator = "hybrid"`: candidates the built-in generator covered well enough alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hybrid_builtin_sufficient: Option<u64>,
+    /// With `[refine]`: instances whose `spec` is a refined docstring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub specs_refined: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<u64>,
+    pub failures: u64,
+    /// With `[[variant]]` tables: how many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variants: Option<u64>,
+}
+
+/// What `r2e build --json` prints.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub dataset_version: Option<String>,
+    pub output: PathBuf,
+    pub stages: StageTable,
+    pub counts: Counts,
+    /// Functions each filter excluded, by filter, in filter order.
+    pub excluded_by: ExcludedBy,
+    /// Model requests executed, cached and failed, and tokens, by stage and model.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub llm: UsageTable,
+    /// With `[[variant]]` tables: each variant's own summary (its output is
+    /// `<output>/variants/NAME`). The top-level stages then count the shared stages once and
+    /// sum the others over the variants.
+    #[serde(default, skip_serializing_if = "Variants::is_empty")]
+    pub variants: Variants,
+}
+
+/// Functions excluded by each filter, serialized as an object in filter order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExcludedBy(pub Vec<(Filter, u64)>);
+
+impl Serialize for ExcludedBy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k.name(), v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ExcludedBy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let map: BTreeMap<Filter, u64> = Deserialize::deserialize(d)?;
+        Ok(ExcludedBy(map.into_iter().collect()))
+    }
+}
+
+/// Each variant's summary, by name, serialized as an object in the pipeline's order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Variants(pub Vec<(String, Summary)>);
+
+impl Variants {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Variants {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Variants {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let map: serde_json::Map<String, serde_json::Value> = Deserialize::deserialize(d)?;
+        map.into_iter()
+            .map(|(k, v)| {
+                Summary::deserialize(v)
+                    .map(|s| (k, s))
+                    .map_err(serde::de::Error::custom)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map(Variants)
+    }
+}
+
+/// One JSON line of a record, with its newline.
+pub fn to_line<T: Serialize>(record: &T) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(record).expect("records serialize");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Reads a JSON-lines file of records. A missing file is `Ok(None)`; a line that is not a
+/// record is bad input, named by file, line and column.
+pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<Vec<T>>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::env(format!("cannot read `{}`: {e}", path.display()))),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                Error::input(format!("{}:{}:{}: {e}", path.display(), i + 1, e.column()))
+            })
+        })
+        .collect::<Result<Vec<T>>>()
+        .map(Some)
+}
+
+/// Like [`read_jsonl`], for a file that a build must have written: a missing file is bad input
+/// that says to build first.
+pub fn read_built<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    read_jsonl(path)?
+        .ok_or_else(|| Error::input(format!("no `{}`: run `r2e build` first", path.display())))
+}
+
+/// Reads a manifest; anything that is not one is bad input.
+pub fn read_manifest(path: &Path) -> Result<Manifest> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::input(format!("cannot read manifest `{}`: {e}", path.display())))?;
+    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::input(format!(
+            "{}:{}:{}: not an r2e manifest: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    if m.format != MANIFEST_FORMAT {
+        return Err(Error::input(format!(
+            "`{}` is not an r2e manifest (its format is `{}`, not `{MANIFEST_FORMAT}`)",
+            path.display(),
+            m.format
+        )));
+    }
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_keep_their_field_order() {
+        let line = br#"{"id":"r:m.py:f","generator":"builtin","valid":false,"tests":0,"branches":0,"branch_coverage":null,"line_coverage":null,"failure_class":"import_env","failure_message":"no env","in_file":true}"#;
+        let h: HarnessRecord = serde_json::from_slice(line).unwrap();
+        assert_eq!(h.failure_class, Some(FailureClass::ImportEnv));
+        assert_eq!(to_line(&h), [&line[..], b"\n"].concat());
+        let f = FunctionRecord {
+            id: "r:m.py:f".into(),
+            repo: "r".into(),
+            path: "m.py".into(),
+            qualname: "f".into(),
+            kind: FunctionKind::Function,
+            start_line: 1,
+            end_line: 2,
+            docstring: None,
+            excluded_by: Some(Filter::NoDocstring),
+            slice: None,
+        };
+        let text = String::from_utf8(to_line(&f)).unwrap();
+        assert!(text.contains(r#""excluded_by":"no_docstring""#), "{text}");
+        let back: FunctionRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, f);
+        for filter in Filter::ALL {
+            assert_eq!(
+                serde_json::to_value(filter).unwrap(),
+                serde_json::json!(filter.name())
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_line_is_named_by_file_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        std::fs::write(&path, "{\"id\": 1}\n").unwrap();
+        let err = read_jsonl::<HarnessRecord>(&path).unwrap_err().to_string();
+        assert!(err.contains("h.jsonl:1:"), "{err}");
+        assert!(
+            read_jsonl::<HarnessRecord>(&dir.path().join("none"))
+                .unwrap()
+                .is_none()
+        );
+    }
+}

@@ -1,0 +1,33 @@
+//! The services a build uses, built once from the configuration and handed down to the stages
+//! and front doors: the sandbox that runs untrusted code, and the client that asks models.
+//! Tests build them from fakes ([`crate::sandbox::fake::FakeSandbox`],
+//! [`crate::llm::fake::ScriptedModel`]).
+
+use std::sync::Arc;
+
+use crate::config::{Backend, Config};
+use crate::llm::ModelClient;
+use crate::llm::http::HttpClient;
+use crate::sandbox::Sandbox;
+use crate::sandbox::local::LocalSandbox;
+
+/// Where code runs and where answers come from.
+#[derive(Clone)]
+pub struct Services {
+    pub sandbox: Arc<dyn Sandbox>,
+    pub models: Arc<dyn ModelClient>,
+}
+
+impl Services {
+    /// The services a configuration names: its sandbox backend, and HTTP for model providers
+    /// (the client starts on its first request).
+    pub fn for_config(cfg: &Config) -> Services {
+        let sandbox: Arc<dyn Sandbox> = match cfg.sandbox.backend {
+            Backend::Local => Arc::new(LocalSandbox::new()),
+        };
+        Services {
+            sandbox,
+            models: Arc::new(HttpClient::new()),
+        }
+    }
+}

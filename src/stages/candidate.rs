@@ -1,0 +1,202 @@
+//! What one candidate function's actions need, gathered once from the database: where its code
+//! is and how to import it (the [`Target`]), its code key, its context, its environment.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::checkout::Checkout;
+use super::env::{Env, Envs};
+use crate::cache::Cache;
+use crate::config::Config;
+use crate::db::{self, Database, FunctionRow, ItemId, Repo, Settings, SourceFile};
+use crate::error::{Error, Result};
+use crate::hash::Hash;
+use crate::keys::CodeKey;
+use crate::py::CallSiteArgs;
+use crate::python::resolve::Item;
+use crate::records::{EnvOutcome, FunctionKind};
+
+/// Where a function is and how to import it.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The folder put first on `sys.path` (the package root of the module).
+    pub import_root: PathBuf,
+    /// The repository's other import roots (its root, and `src/` when there is one), put last
+    /// on `sys.path`.
+    pub extra_roots: Vec<PathBuf>,
+    pub module: String,
+    pub qualname: String,
+    pub kind: FunctionKind,
+    /// The module's file, absolute, and the function's lines in it.
+    pub source_file: PathBuf,
+    pub start_line: u32,
+    pub end_line: u32,
+    /// Literal arguments at the function's call sites in the repository.
+    pub call_sites: Vec<CallSiteArgs>,
+}
+
+impl Target {
+    /// Where a function of a repository checked out at `root` is.
+    pub fn new(root: &Path, path: &str, module: String, qualname: &str, lines: (u32, u32)) -> Self {
+        Target {
+            import_root: import_root(root, path, &module),
+            extra_roots: extra_roots(root),
+            module,
+            qualname: qualname.to_owned(),
+            kind: kind_of(qualname),
+            source_file: root.join(path),
+            start_line: lines.0,
+            end_line: lines.1,
+            call_sites: Vec::new(),
+        }
+    }
+}
+
+/// R2E's scope holds module-level functions and the methods of module-level classes: a dotted
+/// qualified name is a method.
+pub fn kind_of(qualname: &str) -> FunctionKind {
+    if qualname.contains('.') {
+        FunctionKind::Method
+    } else {
+        FunctionKind::Function
+    }
+}
+
+/// The folder to put on `sys.path` so that `module` imports from `path` (relative to `root`).
+pub fn import_root(root: &Path, path: &str, module: &str) -> PathBuf {
+    let stem = path.strip_suffix(".py").unwrap_or(path);
+    let mut parts: Vec<&str> = stem.split('/').collect();
+    if parts.last() == Some(&"__init__") {
+        parts.pop();
+    }
+    let depth = module.split('.').count();
+    let keep = parts.len().saturating_sub(depth);
+    parts[..keep]
+        .iter()
+        .fold(root.to_path_buf(), |p, s| p.join(s))
+}
+
+/// A repository's import roots other than a module's own: its root, and `src/` when present.
+pub fn extra_roots(root: &Path) -> Vec<PathBuf> {
+    let mut out = vec![root.to_path_buf()];
+    if root.join("src").is_dir() {
+        out.push(root.join("src"));
+    }
+    out
+}
+
+/// Everything one candidate needs, gathered from the database.
+pub struct Candidate {
+    pub id: String,
+    pub repo: String,
+    pub commit: String,
+    pub path: String,
+    pub qualname: String,
+    pub docstring: Option<String>,
+    pub context: String,
+    pub target: Target,
+    pub code: CodeKey,
+    pub env: Option<Arc<Env>>,
+    /// Whether the function's slice stays within its own file.
+    pub in_file: bool,
+}
+
+impl Candidate {
+    /// The candidate's environment, or why it cannot run (an `import_env` failure).
+    pub fn usable_env(&self) -> std::result::Result<Arc<Env>, String> {
+        let env = self
+            .env
+            .as_ref()
+            .filter(|env| env.record.outcome != EnvOutcome::Failed)
+            .ok_or_else(|| {
+                format!(
+                    "no usable environment for repo `{}` (see envs.jsonl)",
+                    self.repo
+                )
+            })?;
+        if self.target.module.is_empty() {
+            return Err(format!(
+                "`{}` is not importable: its path is not a module name",
+                self.path
+            ));
+        }
+        Ok(env.clone())
+    }
+}
+
+/// What the harness stages read from the build.
+pub struct Inputs<'a> {
+    pub cfg: &'a Config,
+    pub cache: &'a Cache,
+    pub checkouts: &'a [Arc<Checkout>],
+    pub repos: &'a [Repo],
+    pub settings: Settings,
+    pub envs: &'a Envs,
+}
+
+/// Gathers one candidate from the database (`db` is this thread's handle).
+pub fn prepare(
+    inputs: &Inputs,
+    db: &Database,
+    file: SourceFile,
+    row: &FunctionRow,
+) -> Result<Candidate> {
+    let repo = file.repo(db);
+    let ix = inputs
+        .repos
+        .iter()
+        .position(|r| *r == repo)
+        .expect("the file's repo is in the session");
+    let checkout = &inputs.checkouts[ix];
+    let root = checkout.materialize(inputs.cache)?;
+    let module = db::module_index(db, repo)
+        .module_name(file.ix(db))
+        .to_owned();
+    let path = file.path(db).clone();
+    let summary = db::parse_file(db, file).clone().map_err(Error::Internal)?;
+    let item = ItemId::new(db, repo, Item::Def(file.ix(db), row.def));
+    let layout = &summary.layout.defs[row.def as usize];
+    let env = inputs.envs.get(&checkout.name).cloned();
+    let kind = row.kind;
+    let code = CodeKey {
+        module: module.clone(),
+        qualname: row.qualname.clone(),
+        kind,
+        code: Hash(layout.code_hash),
+        slice: db::slice_code(db, item).to_vec(),
+        import_time: *db::import_key(db, file),
+        env_lock: env
+            .as_ref()
+            .map(|e| e.record.lock_hash.clone())
+            .unwrap_or_default(),
+    };
+    let ctx = db::context_of(db, item, inputs.settings);
+    let mut target = Target::new(
+        &root,
+        &path,
+        module,
+        &row.qualname,
+        (layout.start_line, layout.end_line),
+    );
+    target.kind = kind;
+    target.call_sites = db::call_sites_for(db, file, &row.qualname, kind.is_method())
+        .into_iter()
+        .map(|site| CallSiteArgs {
+            args: site.args,
+            kwargs: site.kwargs,
+        })
+        .collect();
+    Ok(Candidate {
+        id: row.id.clone(),
+        repo: checkout.name.clone(),
+        commit: checkout.identity.clone(),
+        qualname: row.qualname.clone(),
+        docstring: row.docstring.clone(),
+        context: db::render(db, repo, ctx),
+        target,
+        path,
+        code,
+        env,
+        in_file: db::slice_of(db, item).in_file(file.ix(db)),
+    })
+}
