@@ -1,6 +1,6 @@
-//! The whole pipeline on the example repositories, offline: environments reuse the machine's
-//! Python packages (`system_site_packages`, `PIP_NO_INDEX=1`; `coverage` must be installed, as
-//! `.ci/run` does), harnesses are generated and validated, the dataset is assembled, and
+//! The whole pipeline on the example repositories, offline: environments install the pinned
+//! coverage.py from the tests' wheelhouse (`common::wheelhouse`, provisioned once from the
+//! package index), harnesses are generated and validated, the dataset is assembled, and
 //! `r2e check` passes the originals and fails mutants that behave differently on the harness's
 //! own inputs.
 
@@ -39,7 +39,7 @@ impl Examples {
         std::fs::write(
             dir.path().join("pipeline.toml"),
             "[project]\nname = \"examples\"\n\n[[repo]]\npath = \"textkit\"\n\n[[repo]]\npath = \"shapes_ds\"\n\n\
-             [[repo]]\npath = \"unitconv\"\n\n[env]\ninstaller = \"pip\"\nsystem_site_packages = true\n",
+             [[repo]]\npath = \"unitconv\"\n\n[env]\ninstaller = \"pip\"\n",
         )
         .unwrap();
         Examples { dir }
@@ -51,7 +51,7 @@ impl Examples {
 
     fn r2e(&self) -> Command {
         let mut c = Command::cargo_bin("r2e").unwrap();
-        c.env("PIP_NO_INDEX", "1").current_dir(self.path());
+        c.envs(common::offline_env()).current_dir(self.path());
         c
     }
 
@@ -273,7 +273,7 @@ fn examples_build_into_a_checked_dataset() {
             let module = path.trim_end_matches(".py").replace('/', ".");
             let module = module.trim_end_matches(".__init__").to_owned();
             let name = f["qualname"].as_str().unwrap();
-            let verdict = std::process::Command::new("python3")
+            let verdict = std::process::Command::new(common::test_python())
                 .arg(&support)
                 .arg(ex.path().join(repo))
                 .args([&module, name])

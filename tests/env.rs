@@ -136,7 +136,9 @@ def version_of(x):
 #[test]
 fn environments_install_from_the_configured_index_and_are_cached() {
     let index = tempfile::tempdir().unwrap();
-    wheel(index.path(), "coverage", "99.0");
+    // A stand-in for the pinned coverage.py: the index serves what the pin names.
+    let pinned = r2e::stages::env::COVERAGE.split("==").nth(1).unwrap();
+    wheel(index.path(), "coverage", pinned);
     wheel(index.path(), "tinydep", "1.0");
     let port = serve_index(index.path().to_path_buf());
     let p = Project::new(REPO, "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n");
@@ -161,7 +163,7 @@ fn environments_install_from_the_configured_index_and_are_cached() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(
-        lock.contains(&"coverage==99.0") && lock.contains(&"tinydep==1.0"),
+        lock.contains(&r2e::stages::env::COVERAGE) && lock.contains(&"tinydep==1.0"),
         "{lock:?}"
     );
 
@@ -173,7 +175,12 @@ fn environments_install_from_the_configured_index_and_are_cached() {
     assert_eq!(second["stages"]["parse"]["executed"], 1);
 
     // An environment removed from the cache is rebuilt, even when nothing else changed.
-    std::fs::remove_dir_all(p.path().join("cache/envs-v1")).unwrap();
+    std::fs::remove_dir_all(
+        p.path()
+            .join("cache")
+            .join(r2e::cache::Bucket::Envs.folder()),
+    )
+    .unwrap();
     let third = build();
     assert_eq!(third["stages"]["env"]["executed"], 1, "{third}");
 }
@@ -199,4 +206,66 @@ fn an_unreachable_index_is_reported_and_not_cached() {
     let second = run();
     assert_eq!(second["stages"]["env"]["failed"], 1);
     assert_eq!(second["stages"]["env"]["cached"], 0);
+}
+
+const TAGGED: &str = r#"
+//- requirements.txt
+tinydep
+//- pkg/__init__.py
+//- pkg/core.py
+import tinydep
+
+
+def _version():
+    return tinydep.VERSION
+
+
+def tagged(x):
+    """x tagged with the dependency's version."""
+    v = _version()
+    return str(x) + "@" + v
+"#;
+
+#[test]
+fn an_environment_rebuilt_with_a_new_package_version_reruns_what_ran_in_it() {
+    let index = tempfile::tempdir().unwrap();
+    // The real pinned coverage.py, from the tests' wheelhouse, and a dependency at 1.0.
+    for e in std::fs::read_dir(common::wheelhouse()).unwrap().flatten() {
+        if e.file_name().to_string_lossy().ends_with(".whl") {
+            std::fs::copy(e.path(), index.path().join(e.file_name())).unwrap();
+        }
+    }
+    wheel(index.path(), "tinydep", "1.0");
+    let port = serve_index(index.path().to_path_buf());
+    let p = Project::new(
+        TAGGED,
+        "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n",
+    );
+    let build = || build_with_index(&p.pipeline(), port, "5");
+    let first = build();
+    assert_eq!(first["stages"]["generate"]["executed"], 1, "{first}");
+    assert_eq!(first["stages"]["validate"]["executed"], 1, "{first}");
+    assert_eq!(first["counts"]["instances"], 1, "{first}");
+    let lock_of = || {
+        let envs = std::fs::read_to_string(p.path().join("out/envs.jsonl")).unwrap();
+        let env: serde_json::Value = serde_json::from_str(envs.lines().next().unwrap()).unwrap();
+        env["lock_hash"].as_str().unwrap().to_owned()
+    };
+    let old_lock = lock_of();
+
+    // The index now has tinydep 1.1, and the environment is rebuilt (it left the cache): its
+    // key is the same, its packages are not. What ran in the old one runs again.
+    wheel(index.path(), "tinydep", "1.1");
+    std::fs::remove_dir_all(
+        p.path()
+            .join("cache")
+            .join(r2e::cache::Bucket::Envs.folder()),
+    )
+    .unwrap();
+    let second = build();
+    assert_eq!(second["stages"]["env"]["executed"], 1, "{second}");
+    assert_ne!(lock_of(), old_lock);
+    assert_eq!(second["stages"]["generate"]["executed"], 1, "{second}");
+    assert_eq!(second["stages"]["validate"]["executed"], 1, "{second}");
+    assert_eq!(second["stages"]["parse"]["executed"], 0, "{second}");
 }

@@ -74,7 +74,7 @@ fn hostile_functions_are_contained_and_recorded() {
     std::fs::write(dir.path().join("repo/hostile.py"), source).unwrap();
     std::fs::write(
         dir.path().join("pipeline.toml"),
-        "[[repo]]\npath = \"repo\"\n\n[extract]\nkeywords = false\n\n[env]\ninstaller = \"pip\"\nsystem_site_packages = true\n\n\
+        "[[repo]]\npath = \"repo\"\n\n[extract]\nkeywords = false\n\n[env]\ninstaller = \"pip\"\n\n\
          [generate]\nbudget = 200\nper_call_timeout_ms = 500\ntime_limit_seconds = 30\n",
     )
     .unwrap();
@@ -127,7 +127,7 @@ fn a_sandbox_timeout_is_recorded_and_retried_by_the_next_build() {
     .unwrap();
     std::fs::write(
         dir.path().join("pipeline.toml"),
-        "[[repo]]\npath = \"repo\"\n\n[env]\ninstaller = \"pip\"\nsystem_site_packages = true\n\n\
+        "[[repo]]\npath = \"repo\"\n\n[env]\ninstaller = \"pip\"\n\n\
          [generate]\ntime_limit_seconds = 1\n",
     )
     .unwrap();

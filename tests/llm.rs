@@ -3,8 +3,7 @@
 //! retried; prose recorded as a failure; a second build asks nothing; editing one template
 //! re-issues only the requests rendered from it; bad provider settings are clear errors.
 //!
-//! Environments are built offline on the machine's own packages (`system_site_packages`,
-//! `PIP_NO_INDEX=1`), as in `tests/dataset.rs`.
+//! Environments are built offline from the tests' wheelhouse, as in `tests/dataset.rs`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -197,7 +196,7 @@ impl Build {
             dir.path().join("pipeline.toml"),
             format!(
                 "version = 1\n[project]\nname = \"llm-test\"\n\n[[repo]]\npath = \"repo\"\n\n\
-                 [env]\ninstaller = \"pip\"\nsystem_site_packages = true\n\n\
+                 [env]\ninstaller = \"pip\"\n\n\
                  [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n{provider_extra}\n{rest}"
             ),
         )
@@ -207,7 +206,7 @@ impl Build {
 
     fn cmd(&self) -> Command {
         let mut c = Command::cargo_bin("r2e").unwrap();
-        c.env("PIP_NO_INDEX", "1").current_dir(self.dir.path());
+        c.envs(common::offline_env()).current_dir(self.dir.path());
         c
     }
 
@@ -663,7 +662,7 @@ fn a_build_killed_while_asking_resumes_without_asking_again() {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_r2e"))
         .args(["build", "--json"])
         .current_dir(b.dir.path())
-        .env("PIP_NO_INDEX", "1")
+        .envs(common::offline_env())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

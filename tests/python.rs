@@ -1,10 +1,13 @@
 //! The Python side that runs in the sandbox (`src/py/`: the equivalence helper, the explorer,
-//! the runner) has its own unittest suite; it runs with the Rust tests.
+//! the runner) has its own unittest suite; it runs with the Rust tests, under an interpreter
+//! with the pinned coverage.py (`common::test_python`).
+
+mod common;
 
 #[test]
 fn python_unit_tests_pass() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/py");
-    let out = std::process::Command::new("python3")
+    let out = std::process::Command::new(common::test_python())
         .args(["-m", "unittest", "discover", "-s", "tests"])
         .current_dir(&dir)
         .env("PYTHONDONTWRITEBYTECODE", "1")

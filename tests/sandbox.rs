@@ -1,6 +1,8 @@
 //! Hostile code, as a new user's repository might hold it: each is stopped or contained, its
 //! outcome says how, and nothing outside the job's scratch folder changes.
 
+mod common;
+
 use std::path::Path;
 
 use r2e::sandbox::local::LocalSandbox;
@@ -123,8 +125,11 @@ fn a_fork_bomb_is_contained() {
 #[test]
 fn writes_outside_the_scratch_folder_fail() {
     let sb = LocalSandbox::new();
-    if !sb.isolated() {
-        eprintln!("skipping: bubblewrap is not installed");
+    if !common::require(
+        sb.isolated(),
+        "bubblewrap is not installed",
+        "apt-get install bubblewrap",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -154,8 +159,11 @@ fn writes_outside_the_scratch_folder_fail() {
 #[test]
 fn the_network_is_unreachable() {
     let sb = LocalSandbox::new();
-    if !sb.isolated() {
-        eprintln!("skipping: bubblewrap is not installed");
+    if !common::require(
+        sb.isolated(),
+        "bubblewrap is not installed",
+        "apt-get install bubblewrap",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

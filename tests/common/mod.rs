@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use r2e::engine::{self, BuildOptions, Stage};
 
@@ -63,7 +64,7 @@ impl Project {
         .unwrap();
     }
 
-    pub fn build(&self) -> engine::Summary {
+    pub fn build(&self) -> r2e::records::Summary {
         let cfg = r2e::config::load(&self.pipeline()).unwrap();
         engine::build(
             &cfg,
@@ -112,19 +113,133 @@ pub fn slice_globals(f: &BTreeMap<String, serde_json::Value>, id: &str) -> Vec<S
         .collect()
 }
 
-/// `r2e build --json` in `dir`, offline (environments from the machine's own packages, as the
-/// pipelines of these tests ask), which must succeed: its summary.
+/// Whether tests run strictly (`R2E_TEST_STRICT=1`, as `.ci/run` sets it): then a test that
+/// cannot run here fails instead of skipping.
+pub fn strict() -> bool {
+    std::env::var("R2E_TEST_STRICT").is_ok_and(|v| v == "1")
+}
+
+/// Says in one line why a test cannot run here and how to make it run; returns whether it may
+/// go on. Under `R2E_TEST_STRICT=1` a skip is a failure.
+pub fn require(available: bool, missing: &str, how: &str) -> bool {
+    if !available {
+        if strict() {
+            panic!(
+                "cannot run: {missing} ({how}); R2E_TEST_STRICT=1 turns this skip into a failure"
+            );
+        }
+        eprintln!("SKIPPED: {missing} ({how})");
+    }
+    available
+}
+
+/// A folder of wheels the offline tests install from instead of the package index: the pinned
+/// coverage.py, downloaded once per machine from the package index (as r2e's own builds do)
+/// into the target folder.
+pub fn wheelhouse() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wheelhouse");
+        std::fs::create_dir_all(&dir).unwrap();
+        let lock = std::fs::File::create(dir.join(".lock")).unwrap();
+        lock.lock().unwrap();
+        let pin = r2e::stages::env::COVERAGE;
+        let version = pin.split("==").nth(1).unwrap();
+        let have = std::fs::read_dir(&dir).unwrap().flatten().any(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with(&format!("coverage-{version}-")) && name.ends_with(".whl")
+        });
+        if !have {
+            let out = std::process::Command::new("python3")
+                .args(["-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"])
+                .arg("--dest")
+                .arg(&dir)
+                .arg(pin)
+                .output()
+                .expect("python3 runs");
+            assert!(
+                out.status.success(),
+                "cannot provision `{pin}` for the offline tests: `python3 -m pip download` failed \
+                 (install pip for python3, e.g. `apt-get install python3-pip`, and reach the package index): {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        dir
+    })
+}
+
+/// An interpreter with the pinned coverage.py, for tests that run r2e's Python directly: a
+/// virtualenv made once per machine from `python3`, installed from the [`wheelhouse`].
+pub fn test_python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let wheels = wheelhouse();
+        let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-venv");
+        let python = venv.join("bin").join("python");
+        let lock = std::fs::File::create(wheels.join(".lock")).unwrap();
+        lock.lock().unwrap();
+        let ready = venv.join(".ready");
+        if !ready.exists() {
+            let _ = std::fs::remove_dir_all(&venv);
+            let run = |cmd: &mut std::process::Command| {
+                let out = cmd.output().expect("runs");
+                assert!(
+                    out.status.success(),
+                    "cannot make the test interpreter (needs python3 with venv and pip): {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            };
+            run(std::process::Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv));
+            run(std::process::Command::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--no-index",
+                    "--find-links",
+                ])
+                .arg(wheels)
+                .arg(r2e::stages::env::COVERAGE));
+            std::fs::write(&ready, "").unwrap();
+        }
+        python
+    })
+}
+
+/// The environment variables that make r2e's pip install from the [`wheelhouse`] only.
+pub fn offline_env() -> [(&'static str, String); 2] {
+    [
+        ("PIP_NO_INDEX", "1".to_owned()),
+        (
+            "PIP_FIND_LINKS",
+            wheelhouse().to_string_lossy().into_owned(),
+        ),
+    ]
+}
+
+/// `r2e build --json` in `dir`, offline (environments from the [`wheelhouse`], with the
+/// pipelines' `installer = "pip"`), which must succeed: its summary.
 pub fn offline_build(dir: &Path) -> serde_json::Value {
+    offline_build_logged(dir).0
+}
+
+/// Like [`offline_build`], with what the build said on stderr.
+pub fn offline_build_logged(dir: &Path) -> (serde_json::Value, String) {
     let out = assert_cmd::Command::cargo_bin("r2e")
         .unwrap()
         .args(["build", "--json"])
         .current_dir(dir)
-        .env("PIP_NO_INDEX", "1")
+        .envs(offline_env())
         .timeout(std::time::Duration::from_secs(900))
         .assert()
         .success()
         .get_output()
-        .stdout
         .clone();
-    serde_json::from_slice(&out).expect("stdout is one JSON object")
+    (
+        serde_json::from_slice(&out.stdout).expect("stdout is one JSON object"),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
