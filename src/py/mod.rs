@@ -12,8 +12,48 @@ use crate::hash::Hash;
 /// The equivalence helper every harness imports.
 pub const EQUIV: (&str, &str) = ("r2e_equiv.py", include_str!("r2e_equiv.py"));
 
-/// The built-in explorer: its entry script first, then the modules it imports.
-pub const EXPLORER: &[(&str, &str)] = &[("r2e_explore.py", include_str!("r2e_explore.py")), EQUIV];
+/// The built-in explorer: its entry script first, then its package (`r2e_explorer/`, one module
+/// per concern) and the equivalence helper.
+pub const EXPLORER: &[(&str, &str)] = &[
+    ("r2e_explore.py", include_str!("r2e_explore.py")),
+    (
+        "r2e_explorer/__init__.py",
+        include_str!("r2e_explorer/__init__.py"),
+    ),
+    (
+        "r2e_explorer/specs.py",
+        include_str!("r2e_explorer/specs.py"),
+    ),
+    (
+        "r2e_explorer/tracing.py",
+        include_str!("r2e_explorer/tracing.py"),
+    ),
+    (
+        "r2e_explorer/static.py",
+        include_str!("r2e_explorer/static.py"),
+    ),
+    (
+        "r2e_explorer/pools.py",
+        include_str!("r2e_explorer/pools.py"),
+    ),
+    (
+        "r2e_explorer/inputs.py",
+        include_str!("r2e_explorer/inputs.py"),
+    ),
+    (
+        "r2e_explorer/search.py",
+        include_str!("r2e_explorer/search.py"),
+    ),
+    (
+        "r2e_explorer/select.py",
+        include_str!("r2e_explorer/select.py"),
+    ),
+    (
+        "r2e_explorer/render.py",
+        include_str!("r2e_explorer/render.py"),
+    ),
+    EQUIV,
+];
 
 /// The harness runner and the warm worker that runs it many times.
 pub const RUNNER: &[(&str, &str)] = &[
@@ -199,6 +239,26 @@ mod ordered_pairs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_embedded_explorer_is_the_whole_package() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/py");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir.join("r2e_explorer"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".py"))
+            .map(|name| format!("r2e_explorer/{name}"))
+            .chain(["r2e_explore.py".to_owned(), "r2e_equiv.py".to_owned()])
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = EXPLORER.iter().map(|(n, _)| n.to_string()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk);
+        assert_eq!(EXPLORER[0].0, "r2e_explore.py");
+        for (name, text) in EXPLORER {
+            assert_eq!(std::fs::read_to_string(dir.join(name)).unwrap(), *text);
+        }
+    }
 
     #[test]
     fn a_runner_answer_reads_into_the_typed_protocol() {

@@ -211,11 +211,17 @@ class SampleRepo:
     # -- running the scripts ------------------------------------------------------------------
 
     def scratch(self, name: str) -> str:
-        """A folder holding copies of the three scripts, like the Rust side's scratch folders."""
+        """A folder holding copies of the three scripts and the explorer's package, like the
+        Rust side's scratch folders."""
         folder = self.path(name)
         os.makedirs(folder, exist_ok=True)
         for script in ("r2e_equiv.py", "r2e_explore.py", "r2e_runner.py"):
             shutil.copy(os.path.join(PY_DIR, script), folder)
+        package = os.path.join(folder, "r2e_explorer")
+        os.makedirs(package, exist_ok=True)
+        for module in os.listdir(os.path.join(PY_DIR, "r2e_explorer")):
+            if module.endswith(".py"):
+                shutil.copy(os.path.join(PY_DIR, "r2e_explorer", module), package)
         return folder
 
     def _run_script(
@@ -314,3 +320,33 @@ class SampleRepo:
 def read_text(path: str) -> str:
     with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+class TempModules:
+    """Modules written to a temporary folder and imported by name (the folder is first on
+    sys.path until `cleanup`, which also forgets the modules): real files, so that inspect and
+    the tracer find their source."""
+
+    def __init__(self):
+        self._tmp = tempfile.TemporaryDirectory(prefix="r2e-py-mod-")
+        self.root = self._tmp.name
+        self.names: list[str] = []
+        sys.path.insert(0, self.root)
+
+    def add(self, name: str, source: str):
+        """Writes `name.py` (dedented) and imports it."""
+        import importlib
+
+        path = os.path.join(self.root, name + ".py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(textwrap.dedent(source))
+        importlib.invalidate_caches()
+        self.names.append(name)
+        return importlib.import_module(name)
+
+    def cleanup(self):
+        for name in self.names:
+            sys.modules.pop(name, None)
+        if self.root in sys.path:
+            sys.path.remove(self.root)
+        self._tmp.cleanup()

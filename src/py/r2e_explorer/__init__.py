@@ -1,0 +1,16 @@
+"""The built-in input explorer, by concern (the entry script is r2e_explore.py):
+
+- specs: input values ("specs") and how they are written in a harness and built;
+- tracing: the arc tracer, the executor (per-call timer, output suppressed) and the budget;
+- static: static information about a function (syntax tree, literals, usage, doctests, call
+  sites, annotations);
+- pools: the candidate values of a parameter;
+- inputs: input spaces, inputs and their mutations;
+- search: loading the target, constructions, observing calls and the coverage-guided loop;
+- select: choosing the kept tests;
+- render: writing the harness.
+
+Runs with the repository's Python (3.11+, standard library plus coverage only). Imported by
+r2e_explore.py from its own folder: the package's submodules are not top-level modules, so they
+never shadow a repository's own modules.
+"""

@@ -1,0 +1,291 @@
+"""Value pools: the candidate values of a parameter, from its annotation (evaluated when it is a
+string), its default, how the body uses it, the body's literals and their neighbours, and common
+values; standard-library samples; lists, sets and dicts built from element values."""
+
+from __future__ import annotations
+
+import collections.abc
+import enum
+import inspect
+import math
+import types
+import typing
+
+from .specs import OFF_TYPE_VALUES, Helper, Member, New, class_path, dedupe, writable
+from .static import usage_hints
+
+# Values per parameter pool, and elements drawn from pools to build containers.
+POOL_MAX = 48
+
+COMMON_VALUES = [
+    0, 1, -1, 2, 10, 0.5, -2.5, "", "a", "hello world", "Hello, World!",
+    [], [1, 2, 3], [3, 1, 2], {}, {"a": 1}, None, True, False, (1, 2),
+]  # fmt: skip
+
+COMMON_ATOMS = {
+    int: [0, 1, -1, 2, 10, 100, -7],
+    float: [0.0, 0.5, -2.5, 1.0, 3.25, 100.0, -1.0, math.inf, -math.inf, math.nan],
+    str: ["", "a", "hello world", "Hello, World!", "abc", "  padded  ", "A1 b2-c3"],
+    bytes: [b"", b"a", b"hello world"],
+    bool: [True, False],
+    complex: [0j, (1 + 2j)],
+}
+
+
+def standard_samples():
+    """Constructor arguments for standard-library value types an annotation may name."""
+    import datetime
+    import decimal
+    import fractions
+    import pathlib
+
+    dates = [(2020, 1, 31), (1999, 12, 31), (2024, 2, 29), (1970, 1, 1)]
+    return {
+        datetime.date: dates,
+        datetime.datetime: [d + (12, 30, 15) for d in dates[:3]] + [(1970, 1, 1)],
+        datetime.time: [(0, 0), (12, 30, 15), (23, 59, 59)],
+        datetime.timedelta: [(), (1,), (0, 90), (0, 3600), (-1,), (400,)],
+        decimal.Decimal: [("0",), ("1.5",), ("-2.25",), ("1000000",)],
+        fractions.Fraction: [(1, 3), (-5, 2), (4,)],
+        pathlib.Path: [("a/b.txt",), ("/tmp",), (".",)],
+        pathlib.PurePath: [("a/b.txt",), ("/tmp",)],
+        pathlib.PurePosixPath: [("a/b.txt",), ("/tmp",)],
+    }
+
+
+STANDARD_SAMPLES = standard_samples()
+
+
+def literal_variants(value) -> list:
+    """A literal and its neighbours."""
+    t = type(value)
+    if t is int:
+        return [value, value - 1, value + 1, 0, -value]
+    if t is float:
+        return [value, value - 1.0, value + 1.0, 0.0, -value]
+    if t is str:
+        return [value, "", f" {value} ", value.upper()]
+    if t is bytes:
+        return [value, b"", value.upper()]
+    return [value]
+
+
+class PoolMaker:
+    """Builds the candidate values of parameters: from annotations, defaults, usage hints,
+    body literals and common values, in that order of priority."""
+
+    def __init__(self, reference, literals, own_instances=(), instance_finder=None):
+        self.reference = reference
+        self.literals = literals
+        self.own_instances = list(own_instances)
+        self.instance_finder = instance_finder
+        self.atoms = {t: self._atoms(t) for t in COMMON_ATOMS}
+
+    def _atoms(self, t):
+        variants = [v for lit in self.literals for v in literal_variants(lit) if type(v) is t]
+        if t is float:
+            # Integral literals compared with floats are useful boundaries too.
+            variants += [
+                float(v) for lit in self.literals if type(lit) is int for v in literal_variants(lit)
+            ]
+        return dedupe(variants + COMMON_ATOMS[t], limit=24)
+
+    # -- annotations ------------------------------------------------------------------------
+
+    def for_annotation(self, ann, globalns, depth=0):
+        """Values for a type annotation, or None when it says nothing usable."""
+        if ann is inspect.Parameter.empty or ann is typing.Any or ann is object:
+            return None
+        if isinstance(ann, str):
+            ann = eval_annotation(ann, globalns)
+            if isinstance(ann, str):
+                return None
+        if ann is None or ann is type(None):
+            return [None]
+        origin = typing.get_origin(ann)
+        targs = typing.get_args(ann)
+        if origin is typing.Union or (
+            hasattr(types, "UnionType") and isinstance(ann, types.UnionType)
+        ):
+            out = []
+            for a in targs:
+                vals = self.for_annotation(a, globalns, depth)
+                if vals is None:
+                    return None
+                out.extend(vals[:16])
+            return dedupe(out)
+        if origin is typing.Literal:
+            return dedupe(targs)
+        if isinstance(ann, typing.TypeVar):
+            if ann.__bound__ is not None:
+                return self.for_annotation(ann.__bound__, globalns, depth)
+            return None
+        if origin is collections.abc.Callable or ann is collections.abc.Callable or ann is callable:
+            return [Helper("sample_function")]
+        if origin is typing.Annotated or (
+            hasattr(typing, "Annotated") and origin is getattr(typing, "Annotated")
+        ):
+            return self.for_annotation(targs[0], globalns, depth) if targs else None
+        base = origin or ann
+        if base is bool:
+            return list(self.atoms[bool])
+        if base is int:
+            return list(self.atoms[int])
+        if base is float:
+            return self.atoms[float] + self.atoms[int][:3]
+        if base is complex:
+            return list(self.atoms[complex])
+        if base is str:
+            return list(self.atoms[str])
+        if base is bytes:
+            return list(self.atoms[bytes])
+        if base in (
+            list,
+            collections.abc.Sequence,
+            collections.abc.MutableSequence,
+            collections.abc.Iterable,
+            collections.abc.Collection,
+            collections.abc.Iterator,
+            collections.abc.Reversible,
+        ):
+            elems = self._elements(targs[0] if targs else None, globalns, depth)
+            return make_lists(elems)
+        if base is tuple:
+            if not targs:
+                return [(), (1, 2), (1, 2, 3), ("a", 1)]
+            if len(targs) == 2 and targs[1] is Ellipsis:
+                return [tuple(v) for v in make_lists(self._elements(targs[0], globalns, depth))]
+            columns = [self.for_annotation(a, globalns, depth + 1) for a in targs]
+            if any(not c for c in columns):
+                return None
+            return dedupe(tuple(c[j % len(c)] for c in columns) for j in range(6))
+        if base in (set, collections.abc.Set, collections.abc.MutableSet):
+            elems = self._elements(targs[0] if targs else None, globalns, depth)
+            return make_sets(elems)
+        if base in (dict, collections.abc.Mapping, collections.abc.MutableMapping):
+            keys = self._elements(targs[0] if targs else str, globalns, depth)
+            values = self._elements(targs[1] if len(targs) > 1 else int, globalns, depth)
+            return make_dicts(keys, values)
+        if isinstance(base, type) and issubclass(base, enum.Enum):
+            path = class_path(self.reference, base)
+            if path is None:
+                return None
+            return [Member(f"{path}.{name}") for name in base.__members__][:POOL_MAX]
+        if base in STANDARD_SAMPLES:
+            path = class_path(self.reference, base)
+            if path is not None:
+                return [New(path, args) for args in STANDARD_SAMPLES[base]]
+        if isinstance(base, type) and self.instance_finder is not None and depth == 0:
+            found = self.instance_finder(base)
+            return found or None
+        return None
+
+    def _elements(self, ann, globalns, depth):
+        vals = self.for_annotation(ann, globalns, depth + 1) if ann is not None else None
+        if not vals:
+            vals = self.atoms[int][:4] + self.atoms[str][:3]
+        return [v for v in vals if hashable(v)][:8] or vals[:8]
+
+    # -- parameters -------------------------------------------------------------------------
+
+    def for_parameter(self, param: inspect.Parameter, annotation, globalns, node):
+        """(pool, typed): the parameter's candidate values, and whether they come from its
+        annotation (then mutations keep to the annotation's types)."""
+        default = []
+        if param.default is not inspect.Parameter.empty and writable(param.default):
+            default = [param.default]
+        typed = self.for_annotation(annotation, globalns)
+        if typed:
+            # Literals of the body of the annotated types come with the atoms already. A few
+            # values of other types come last: annotations are often narrower than the code,
+            # which checks types itself (`isinstance(x, str)`, `callable(x)`, `x is None`).
+            typed = dedupe(default + typed, limit=POOL_MAX - len(OFF_TYPE_VALUES))
+            return dedupe(typed + OFF_TYPE_VALUES), True
+        hinted = []
+        for h in usage_hints(node, param.name):
+            if h in self.atoms:
+                hinted += self.atoms[h][:10]
+            elif h is dict:
+                hinted += make_dicts(self.atoms[str][:4], self.atoms[int][:4])
+            elif h in (list, "seq"):
+                hinted += make_lists(self.atoms[int][:4]) + make_lists(self.atoms[str][:3])
+                if h == "seq":
+                    hinted += self.atoms[str][:4]
+            elif h is tuple:
+                hinted += [tuple(v) for v in make_lists(self.atoms[int][:4])]
+        if default and type(default[0]) in self.atoms:
+            hinted = self.atoms[type(default[0])][:10] + hinted
+        literal_values = [v for lit in self.literals for v in literal_variants(lit)]
+        containers = []
+        strs = [lit for lit in self.literals if type(lit) is str and lit][:3]
+        ints = [lit for lit in self.literals if type(lit) is int][:3]
+        if strs:
+            containers += [[strs[0]], strs[:], {s: 1 for s in strs}]
+        if ints:
+            containers += [ints[:], sorted(ints, reverse=True)]
+        values = (
+            default
+            + hinted
+            + literal_values
+            + COMMON_VALUES
+            + [Helper("sample_function")]
+            + containers
+            + self.own_instances
+        )
+        return dedupe(values, limit=POOL_MAX), False
+
+    def for_var_positional(self) -> list:
+        """Tuples of extra positional arguments for *args."""
+        atoms = self.atoms[int][:3] + self.atoms[str][:2]
+        return dedupe([(), (atoms[0],), (atoms[0], atoms[1]), (atoms[3],), tuple(atoms[:3])])
+
+
+def eval_annotation(text: str, globalns):
+    """The annotation a string stands for in `globalns`; a builtin type by name, or the text
+    itself when it cannot be evaluated."""
+    try:
+        return eval(text, dict(globalns or {}), {"typing": typing})  # noqa: S307 - annotations
+    except Exception:
+        builtin = {
+            "int": int,
+            "float": float,
+            "str": str,
+            "bool": bool,
+            "bytes": bytes,
+            "list": list,
+            "dict": dict,
+            "tuple": tuple,
+            "set": set,
+            "None": None,
+        }
+        return builtin.get(text.strip(), text)
+
+
+def hashable(v) -> bool:
+    try:
+        hash(v)
+        return True
+    except TypeError:
+        return False
+
+
+def make_lists(elems) -> list:
+    e = list(elems) or [1, 2, 3]
+    while len(e) < 3:
+        e.append(e[-1])
+    return dedupe([[], [e[0]], [e[0], e[1], e[2]], [e[2], e[0], e[1]], [e[1], e[1]], list(e[:6])])
+
+
+def make_sets(elems) -> list:
+    e = [x for x in elems if hashable(x)] or [1, 2, 3]
+    return dedupe([set(), {e[0]}, set(e[:3]), set(e[:6])])
+
+
+def make_dicts(keys, values) -> list:
+    k = [x for x in keys if hashable(x)] or ["a", "b"]
+    v = list(values) or [1, 2]
+    while len(k) < 2:
+        k.append(k[-1])
+    while len(v) < 3:
+        v.append(v[-1])
+    return dedupe([{}, {k[0]: v[0]}, {k[0]: v[0], k[1]: v[1]}, {k[1]: v[2]}])

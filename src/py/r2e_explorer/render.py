@@ -1,0 +1,117 @@
+"""Writing the harness: a `unittest` module with one test per chosen input, each comparing the
+candidate with the reference through r2e_equiv.check_function / check_method.
+
+An entry (search.Entry) gives `call` (args, kwargs specs), `ctor_call` (constructor args and
+kwargs specs of a method's instance, or None) and `then` (the target returned a function, which
+is called on THEN_CALLS too).
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+
+from .specs import THEN_CALLS, render
+
+# Names of the harness itself, which the target's local name must not take.
+RESERVED = {
+    "unittest",
+    "r2e_equiv",
+    "candidate",
+    "reference",
+    "args",
+    "kwargs",
+    "ctor_args",
+    "ctor_kwargs",
+    "self",
+}
+
+
+def local_name(name: str, fallback: str) -> str:
+    """`name` as the harness's name of the target, or `fallback` when it would clash."""
+    if (
+        not name.isidentifier()
+        or keyword.iskeyword(name)
+        or name in RESERVED
+        or name.startswith("Test")
+    ):
+        return fallback
+    return name
+
+
+def harness_class_name(qualname: str) -> str:
+    """`TestSlugify` for `slugify`, `TestIntervalOverlaps` for `Interval.overlaps`."""
+    name = "Test" + "".join(p[:1].upper() + p[1:] for p in re.split(r"[_.]+", qualname) if p)
+    return name if name.isidentifier() else "TestTarget"
+
+
+def render_harness(module_name: str, qualname: str, method: bool, chosen: list) -> str:
+    """The harness's source for the entries `chosen` of `module_name.qualname` (a method of a
+    class when `method`)."""
+    parts = qualname.split(".")
+    lines = [
+        f'"""Equivalence tests for {module_name}.{qualname} (written by r2e_explore)."""',
+        "",
+        "import unittest",
+        "",
+        "import r2e_equiv",
+        "",
+        "candidate, reference = r2e_equiv.harness_modules()",
+    ]
+    if not method:
+        local = local_name(parts[-1], "target")
+        lines += [
+            f"{local} = candidate.{qualname}",
+            f"reference_{local} = reference.{qualname}",
+        ]
+    else:
+        class_qualname = ".".join(parts[:-1])
+        local = local_name(parts[-2], "TargetClass")
+        lines += [
+            f"{local} = candidate.{class_qualname}",
+            f"reference_{local} = reference.{class_qualname}",
+        ]
+    lines += ["", "", f"class {harness_class_name(qualname)}(unittest.TestCase):"]
+    for i, e in enumerate(chosen):
+        lines.append(f"    def test_{i}(self):")
+        if not method:
+            lines += function_test_body(e, local)
+        else:
+            lines += method_test_body(e, local, parts[-1])
+        lines.append("")
+    lines += ["", 'if __name__ == "__main__":', "    unittest.main()", ""]
+    return "\n".join(lines)
+
+
+def function_test_body(e, local: str) -> list[str]:
+    """The lines of a test of a function named `local` in the harness."""
+    args, kwargs = e.call
+    lines = [
+        f"        args = {render(tuple(args))}",
+        f"        kwargs = {render(dict(kwargs))}",
+    ]
+    if e.then:
+        # The target returned a function: it is called too, on each of these.
+        lines += [
+            f"        then = {render(THEN_CALLS)}",
+            f"        r2e_equiv.check_function(self, {local}, reference_{local}, args, kwargs, then)",
+        ]
+    else:
+        lines.append(
+            f"        r2e_equiv.check_function(self, {local}, reference_{local}, args, kwargs)"
+        )
+    return lines
+
+
+def method_test_body(e, local: str, method_name: str) -> list[str]:
+    """The lines of a test of the method `method_name` of a class named `local` in the
+    harness."""
+    args, kwargs = e.call
+    ctor_args, ctor_kwargs = e.ctor_call if e.ctor_call is not None else ((), {})
+    return [
+        f"        ctor_args = {render(tuple(ctor_args))}",
+        f"        ctor_kwargs = {render(dict(ctor_kwargs))}",
+        f"        args = {render(tuple(args))}",
+        f"        kwargs = {render(dict(kwargs))}",
+        f"        r2e_equiv.check_method(self, {local}, reference_{local}, ctor_args, ctor_kwargs, {method_name!r}, args, kwargs)",
+    ]

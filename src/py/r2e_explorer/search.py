@@ -1,0 +1,654 @@
+"""The search: loading the target, finding constructions of a method's class and instances of
+classes named in annotations, observing calls, and the coverage-guided loop (doctest examples,
+call sites, the base input and its variations, then mutations of the inputs kept).
+
+Every call of code under test runs through `Executor.run` at the same stack depth as before the
+explorer was split into modules (r2e_explore.py, 2,263 lines): the code under test sees the same
+recursion headroom, so recursive functions behave the same near the recursion limit. Keep it so
+when moving code: a helper between `Explorer.run` and `Executor.run` would change that depth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import itertools
+import random
+
+from .inputs import Input, InputSpace
+from .pools import PoolMaker
+from .render import render_harness
+from .select import Selection
+from .specs import (
+    THEN_CALLS,
+    New,
+    Unwritable,
+    build,
+    class_path,
+    dedupe,
+    render,
+    resolve,
+    writable,
+)
+from .static import (
+    body_literals,
+    call_site_specs,
+    docstring_calls,
+    function_node,
+    global_literals,
+    type_hints,
+)
+from .tracing import ArcTracer, Budget, Executor, NullWriter, Stop, tracer_for
+
+# How many constructions of a method's class are kept to explore the method on.
+MAX_CONSTRUCTIONS = 6
+# Consecutive already-tried inputs after which the mutation phase gives up (space exhausted).
+MAX_DUPLICATE_STREAK = 2000
+# Inputs that were executed but not kept, remembered to fill the harness up at the end.
+MAX_TRIED_LOG = 500
+
+
+class ExploreError(Exception):
+    """The exploration failed; the message is the answer's `error`."""
+
+
+class Entry:
+    """An executed input: its call, arcs and outcome."""
+
+    __slots__ = (
+        "inp", "key", "ctor_call", "call", "arcs", "kind", "returned", "value_key", "seq", "then",
+    )  # fmt: skip
+
+    def __init__(self, inp, key, ctor_call, call, arcs, kind, returned, value_key, seq, then=False):
+        self.inp, self.key, self.ctor_call, self.call = inp, key, ctor_call, call
+        # Whether the target returned a function that the THEN_CALLS were made of.
+        self.then = then
+        self.arcs, self.kind, self.returned, self.value_key, self.seq = (
+            arcs,
+            kind,
+            returned,
+            value_key,
+            seq,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# The target
+# --------------------------------------------------------------------------------------------
+
+
+class Target:
+    """The function or method explored, resolved in the reference module: `callable` (what is
+    called or read), `func` (its unwrapped function), `cls`, `method_name` and `method_kind`
+    (r2e_equiv.method_kind) for methods, its signature (without self), tracer, syntax tree,
+    literals (of its body and of the module-level tables it names), globals and annotations."""
+
+    def __init__(self, reference, module_name: str, qualname: str, kind: str, equiv):
+        self.reference = reference
+        self.qualname = qualname
+        self.cls = None
+        self.method_name = None
+        self.method_kind = "function"
+        try:
+            func = self._resolve(module_name, kind, equiv)
+        except AttributeError as exc:
+            raise ExploreError(f"{module_name} has no {qualname}: {exc}") from None
+        self.func = inspect.unwrap(func) if callable(func) else func
+        self.signature = self._signature(func)
+        self.tracer = tracer_for(self.func)
+        self.node = function_node(self.func)
+        self.literals = dedupe(
+            body_literals(self.node)
+            + global_literals(self.node, getattr(self.func, "__globals__", None)),
+            limit=60,
+        )
+        self.globalns = getattr(self.func, "__globals__", vars(reference))
+        self.annotations = type_hints(self.func)
+
+    def _resolve(self, module_name: str, kind: str, equiv):
+        """Sets `callable` (and the class and method for a method); returns the function."""
+        parts = self.qualname.split(".")
+        if kind == "method":
+            if len(parts) < 2:
+                raise ExploreError(f"{self.qualname!r} is not Class.method")
+            self.cls = resolve(self.reference, ".".join(parts[:-1]))
+            if not isinstance(self.cls, type):
+                raise ExploreError(f"{'.'.join(parts[:-1])} is not a class")
+            self.method_name = parts[-1]
+            raw = inspect.getattr_static(self.cls, self.method_name)
+            self.method_kind = equiv.method_kind(self.cls, self.method_name)
+            self.callable = (
+                getattr(self.cls, self.method_name) if self.method_kind != "property" else raw
+            )
+            func = raw
+            if isinstance(raw, (staticmethod, classmethod)):
+                func = raw.__func__
+            elif isinstance(raw, property):
+                func = raw.fget
+            return func
+        self.callable = func = resolve(self.reference, self.qualname)
+        if not callable(func):
+            raise ExploreError(f"{module_name}.{self.qualname} is not callable")
+        return func
+
+    def _signature(self, func) -> inspect.Signature:
+        try:
+            if self.method_kind == "property":
+                return inspect.Signature()
+            if self.method_kind == "class":
+                return inspect.signature(self.callable)
+            sig = inspect.signature(func)
+        except (TypeError, ValueError) as exc:
+            raise ExploreError(f"no signature for {self.qualname}: {exc}") from None
+        if self.method_kind in ("instance", "init"):
+            params = list(sig.parameters.values())
+            if params and params[0].kind in (
+                inspect.Parameter.POSITIONAL_ONLY,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            ):
+                params = params[1:]
+            sig = sig.replace(parameters=params)
+        return sig
+
+
+# --------------------------------------------------------------------------------------------
+# Instances and constructions
+# --------------------------------------------------------------------------------------------
+
+
+class InstanceFinder:
+    """Called with a class of the reference module used in an annotation: a few constructor
+    expressions for it (validated by building them; literal arguments only), cached per class.
+    For the method's own class (`own_class`) these are its constructions (`own_constructions`,
+    a list the construction search fills) once there are any."""
+
+    def __init__(self, reference, executor: Executor, equiv, own_class, own_constructions: list):
+        self.reference = reference
+        self.executor = executor
+        self.equiv = equiv
+        self.own_class = own_class
+        self.own_constructions = own_constructions
+        self.cache: dict = {}
+        self.depth = 0
+
+    def __call__(self, cls) -> list:
+        path = class_path(self.reference, cls)
+        if path is None or issubclass(cls, BaseException):
+            return []
+        if cls is self.own_class and self.own_constructions:
+            # The method's own class: the constructions that worked.
+            return [New(path, args, kwargs.items()) for args, kwargs in self.own_constructions]
+        if cls in self.cache:
+            return self.cache[cls]
+        self.cache[cls] = []
+        init = inspect.unwrap(getattr(cls, "__init__", object.__init__))
+        try:
+            sig = inspect.signature(cls)
+        except (TypeError, ValueError):
+            return []
+        node = function_node(init) if inspect.isfunction(init) else None
+        # A constructor parameter annotated with another class of the repository gets instances
+        # of it in turn (a Context needs a Command), two levels deep at most.
+        self.depth += 1
+        try:
+            finder = self if self.depth < 3 else None
+            pools = PoolMaker(self.reference, body_literals(node), instance_finder=finder)
+            space = InputSpace(
+                sig,
+                pools,
+                type_hints(init),
+                getattr(init, "__globals__", vars(self.reference)),
+                node,
+            )
+            found = []
+            base = space.base()
+            for n, inp in enumerate([base, *space.variations(base)]):
+                if len(found) >= 4 or n >= 24:
+                    break
+                call = space.to_call(inp)
+                if call is None:
+                    continue
+                spec = New(path, call[0], call[1].items())
+                if not writable(spec):
+                    continue
+                status, outcome, _ = self.executor.run(
+                    lambda spec=spec: spec,
+                    lambda s: self.equiv.call_outcome(build, (s, self.reference), {}),
+                )
+                # Helper constructions are not executions of the target.
+                self.executor.executions -= 1
+                if status == "ok" and outcome[0] == "return" and spec not in found:
+                    found.append(spec)
+        finally:
+            self.depth -= 1
+        self.cache[cls] = found
+        return found
+
+
+class ConstructionFinder:
+    """Constructor calls of the method's class that succeed deterministically: from doctest
+    examples, the base input of `__init__`'s parameters, homogeneous inputs, variations, then
+    random combinations. Those that reach new arcs of `__init__`, give attributes of new types
+    or (for the first three) distinct states are kept, at most MAX_CONSTRUCTIONS, in `found`
+    (the explorer's `constructions`: filled as they are found, so that the budget may stop the
+    search and leave those found so far)."""
+
+    def __init__(self, explorer: Explorer):
+        self.explorer = explorer
+        self.found: list = explorer.constructions  # (args, kwargs) specs
+        self.space: InputSpace | None = None
+
+    def candidates(self, space: InputSpace, attempts: int):
+        """Constructor inputs, in the order they are tried."""
+        explorer = self.explorer
+        seeds = [space.from_call(c) for c in explorer.doc_ctors]
+        seeds += [space.from_call(ctor) for ctor, _ in explorer.doc_calls if ctor is not None]
+        base = space.base()
+        return itertools.chain(
+            [s for s in seeds if s is not None],
+            [base],
+            space.homogeneous(base),
+            space.variations(base),
+            # Random combinations of pool values when nothing simpler worked.
+            (space.random_input(explorer.rng, 1) for _ in range(attempts * 4)),
+        )
+
+    def find(self):
+        """Fills `found` (stopping early, with those found so far, when the budget runs out);
+        raises ExploreError when no construction works."""
+        explorer = self.explorer
+        target = explorer.target
+        if target.cls is None or target.method_kind in ("static", "class", "init"):
+            return
+        cls, reference, equiv = target.cls, target.reference, explorer.equiv
+        init = inspect.unwrap(getattr(cls, "__init__", None) or object.__init__)
+        try:
+            sig = inspect.signature(cls)
+        except (TypeError, ValueError):
+            sig = inspect.Signature()
+        node = function_node(init) if inspect.isfunction(init) else None
+        # The method's own literals (thresholds on the instance's state) help too.
+        literals = dedupe(body_literals(node) + target.literals, limit=60)
+        pools = PoolMaker(reference, literals, instance_finder=explorer.instances)
+        space = InputSpace(
+            sig, pools, type_hints(init), getattr(init, "__globals__", vars(reference)), node
+        )
+        self.space = space
+        tracer = tracer_for(init) if inspect.isfunction(init) else ArcTracer(None, 0, -1)
+        attempts_left = max(20, explorer.budget // 5)
+        covered: set = set()
+        kept_instances: list = []
+        tried: set = set()
+        signatures: set = set()
+        last_error = "no constructor call was tried"
+        for inp in self.candidates(space, attempts_left):
+            if len(self.found) >= MAX_CONSTRUCTIONS or attempts_left <= 0:
+                break
+            call = space.to_call(inp)
+            key = _call_key(call)
+            if key is None or key in tried:
+                continue
+            tried.add(key)
+            attempts_left -= 1
+            try:
+                explorer.limits.check()
+            except Stop:
+                break
+
+            def prepare(call=call):
+                return (build(call[0], reference), build(call[1], reference))
+
+            def construct(built):
+                return equiv.call_outcome(cls, built[0], built[1])
+
+            status, outcome, arcs = explorer.executor.run(prepare, construct, tracer)
+            if status != "ok" or outcome[0] != "return":
+                last_error = _failure(status, outcome, equiv)
+                continue
+            instance = outcome[1]
+            # Keep constructions that reach new arcs of __init__, give the instance attributes
+            # of new types (a str where others had an int), or a few distinct states.
+            signature = state_signature(instance)
+            distinct = all(not equiv.equivalent(instance, other) for other in kept_instances)
+            if (
+                self.found
+                and not arcs - covered
+                and signature in signatures
+                and not (distinct and len(self.found) < 3)
+            ):
+                continue
+            signatures.add(signature)
+            status2, outcome2, _ = explorer.executor.run(prepare, construct)
+            if (
+                status2 != "ok"
+                or outcome2[0] != "return"
+                or not equiv.equivalent(outcome2[1], instance)
+            ):
+                last_error = "the construction is not deterministic"
+                continue
+            covered |= arcs
+            kept_instances.append(instance)
+            self.found.append(call)
+        if not self.found:
+            raise ExploreError(f"could not construct {cls.__qualname__}: {last_error}")
+
+
+def _call_key(call) -> str | None:
+    """The text identifying a constructor call, or None when there is none or it cannot be
+    written."""
+    if call is None:
+        return None
+    try:
+        return render(call)
+    except Unwritable:
+        return None
+
+
+def _failure(status: str, outcome, equiv) -> str:
+    """Why a construction failed: it timed out, its arguments could not be built, or it
+    raised."""
+    if status == "timeout":
+        return "timed out"
+    if status != "ok":
+        return f"{type(outcome).__qualname__}: {outcome}"
+    return equiv.describe_outcome(outcome)
+
+
+def state_signature(instance):
+    """The names and types of an instance's attributes."""
+    state = getattr(instance, "__dict__", None)
+    items = list(state.items()) if isinstance(state, dict) else []
+    for klass in type(instance).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if hasattr(instance, name):
+                items.append((name, getattr(instance, name)))
+    return tuple(sorted((name, type(value).__name__) for name, value in items))
+
+
+def value_key(equiv, obs) -> str:
+    """A short text identifying an outcome, to prefer distinct outcomes when topping up."""
+    if obs.outcome[0] == "return":
+        key = "return " + equiv.short_repr(obs.outcome[1], 120)
+    else:
+        key = f"raise {obs.outcome[1]}: {obs.outcome[2][:120]}"
+    state = getattr(obs.instance, "__dict__", None)
+    if isinstance(state, dict):
+        key += " with " + equiv.short_repr(state, 120)
+    return key
+
+
+# --------------------------------------------------------------------------------------------
+# The explorer
+# --------------------------------------------------------------------------------------------
+
+
+class Explorer:
+    """One exploration: `run()` gives the answer (see r2e_explore.py) or raises ExploreError."""
+
+    def __init__(self, request: dict, equiv):
+        self.req = request
+        self.equiv = equiv
+        self.module_name = request["module"]
+        self.qualname = request["qualname"]
+        self.kind = request.get("kind", "function")
+        self.budget = max(1, int(request.get("budget", 1500)))
+        self.max_tests = max(1, int(request.get("max_tests", 12)))
+        self.time_limit = float(request.get("time_limit", 60))
+        self.rng = random.Random(request.get("seed", 0))
+        self.executor = Executor(equiv, request.get("per_call_timeout", 1.0))
+        # A few executions are kept back to top the harness up at the end.
+        self.limits = Budget(self.executor, self.budget, min(8, self.budget // 4), self.time_limit)
+        self.seq = 0
+        self.finalizing = False
+        # Constructor calls (args, kwargs) of a method's class, filled by the construction search.
+        self.constructions: list = []
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def import_reference(self):
+        """The reference module, imported with output suppressed and stopped at the time
+        limit."""
+        null = NullWriter()
+        try:
+            with contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+                # An import that hangs is stopped at the time limit.
+                self.executor.arm(max(self.time_limit, 0.001), 0.05)
+                try:
+                    return importlib.import_module(self.module_name)
+                finally:
+                    self.executor.disarm()
+        except self.equiv.Timeout:
+            self.limits.time_limit_hit = True
+            raise ExploreError(
+                f"the import failed: it took more than {self.time_limit} seconds"
+            ) from None
+        except BaseException as exc:  # noqa: BLE001 - SystemExit at import is a failed import too
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise ExploreError(f"the import failed: {type(exc).__qualname__}: {exc}") from None
+
+    # -- running ----------------------------------------------------------------------------
+
+    def observe(self, ctor_call, call):
+        """A thunk pair (prepare, action) observing one call of the target on fresh values."""
+        target, equiv = self.target, self.equiv
+        reference = target.reference
+        if target.cls is None:
+
+            def prepare():
+                return (
+                    build(call[0], reference),
+                    build(call[1], reference),
+                    build(THEN_CALLS, reference),
+                )
+
+            def action(built):
+                return equiv.observe_function(target.callable, built[0], built[1], then=built[2])
+
+        else:
+            ctor_args, ctor_kwargs = ctor_call if ctor_call is not None else ((), {})
+
+            def prepare():
+                return tuple(
+                    build(x, reference) for x in (ctor_args, ctor_kwargs, call[0], call[1])
+                )
+
+            def action(built):
+                return equiv.observe_method(
+                    target.cls, built[0], built[1], target.method_name, built[2], built[3]
+                )
+
+        return prepare, action
+
+    def execute(self, ctor_call, call, traced=True):
+        self.limits.check(final=self.finalizing)
+        prepare, action = self.observe(ctor_call, call)
+        return self.executor.run(prepare, action, self.target.tracer if traced else None)
+
+    def is_deterministic(self, ctor_call, call, first_obs) -> bool:
+        status, obs, _ = self.execute(ctor_call, call, traced=False)
+        return status == "ok" and not self.equiv.differences(obs, first_obs)
+
+    # -- the search -------------------------------------------------------------------------
+
+    def run(self) -> dict:
+        self.finalizing = False
+        self.reference = self.import_reference()
+        target = self.target = Target(
+            self.reference, self.module_name, self.qualname, self.kind, self.equiv
+        )
+        cls = target.cls
+        self.instances = InstanceFinder(
+            self.reference, self.executor, self.equiv, cls, self.constructions
+        )
+        docs = [inspect.getdoc(target.func) if callable(target.func) else None]
+        if cls is not None:
+            docs += [inspect.getdoc(cls), inspect.getdoc(getattr(cls, "__init__", None))]
+        self.doc_calls, self.doc_ctors = docstring_calls(
+            docs,
+            {self.qualname.split(".")[-1]},
+            cls.__name__ if cls is not None else None,
+            self.reference,
+        )
+        finder = ConstructionFinder(self)
+        try:
+            finder.find()
+        except Stop:
+            if (
+                not self.constructions
+                and cls is not None
+                and target.method_kind not in ("static", "class", "init")
+            ):
+                raise ExploreError(
+                    f"could not construct {cls.__qualname__} within the budget"
+                ) from None
+        self.ctor_space = finder.space
+        own = self.instances(cls) if cls is not None else []
+        pools = PoolMaker(
+            self.reference, target.literals, own_instances=own, instance_finder=self.instances
+        )
+        self.space = InputSpace(
+            target.signature, pools, target.annotations, target.globalns, target.node
+        )
+        ctor_count = len(self.constructions) if self.constructions else 1
+        ctor0 = 0 if self.constructions else None
+
+        self.corpus: list[Entry] = []
+        self.tried_log: list[Entry] = []
+        self.tried_keys: set = set()
+        self.covered: set = set()
+        self.kinds: set = set()
+
+        try:
+            # 1. Doctest examples and call sites, 2. the base input and its one-parameter
+            # variations, 3. mutations of kept inputs.
+            for ctor, call in self.doc_calls:
+                index = self._construction_index(ctor)
+                self.try_input(self.space.from_call(call, index if index is not None else ctor0))
+            for site in self.req.get("call_sites") or []:
+                call = call_site_specs(site, self.reference)
+                if call is not None:
+                    self.try_input(self.space.from_call(call, ctor0))
+            base = self.space.base(ctor0)
+            self.try_input(base)
+            for inp in itertools.chain(
+                self.space.homogeneous(base), self.space.variations(base, ctor_count)
+            ):
+                self.try_input(inp)
+            self.mutate_loop(ctor_count)
+        except Stop:
+            pass
+
+        self.finalizing = True
+        chosen = Selection(
+            self.corpus, self.tried_log, self.max_tests, self.execute, self.is_deterministic
+        ).choose()
+        return self.answer(chosen)
+
+    def answer(self, chosen: list[Entry]) -> dict:
+        """The answer for the chosen entries (ExploreError when there are none)."""
+        if not chosen:
+            detail = f"{self.executor.executions} executions"
+            if self.executor.timeouts:
+                detail += f", {self.executor.timeouts} timed out"
+            raise ExploreError(f"no input could be kept ({detail})")
+        harness = render_harness(
+            self.module_name, self.qualname, self.target.cls is not None, chosen
+        )
+        compile(harness, "<harness>", "exec")
+        arcs = set()
+        for e in chosen:
+            arcs |= e.arcs
+        return {
+            "status": "ok",
+            "harness": harness,
+            "tests": len(chosen),
+            "executions": self.executor.executions,
+            "arcs": len(arcs),
+            "outcomes": [e.kind for e in chosen],
+            "time_limit_hit": self.limits.time_limit_hit,
+        }
+
+    def _construction_index(self, ctor_call):
+        if ctor_call is None or not self.constructions:
+            return None
+        inp = self.ctor_space.from_call(ctor_call)
+        call = self.ctor_space.to_call(inp) if inp is not None else None
+        try:
+            key = render(tuple(call))
+        except (Unwritable, TypeError):
+            return None
+        for i, c in enumerate(self.constructions):
+            if render(tuple(c)) == key:
+                return i
+        return None
+
+    def _calls_of(self, inp: Input):
+        call = self.space.to_call(inp)
+        if call is None:
+            return None
+        ctor_call = (
+            self.constructions[inp.ctor] if self.constructions and inp.ctor is not None else None
+        )
+        return ctor_call, call
+
+    def try_input(self, inp: Input | None) -> bool:
+        """Runs an input once (if new) and keeps it when it reaches new arcs or a new kind of
+        outcome and behaves deterministically. Returns False for an input already tried."""
+        if inp is None:
+            return True
+        calls = self._calls_of(inp)
+        if calls is None:
+            return True
+        ctor_call, call = calls
+        try:
+            key = render((ctor_call, call))
+        except (Unwritable, RecursionError):
+            return True
+        if key in self.tried_keys:
+            return False
+        self.tried_keys.add(key)
+        status, obs, arcs = self.execute(ctor_call, call)
+        if status != "ok":
+            return True
+        self.seq += 1
+        kind = self.equiv.outcome_kind(obs.outcome)
+        entry = Entry(
+            inp,
+            key,
+            ctor_call,
+            call,
+            arcs,
+            kind,
+            obs.returned,
+            value_key(self.equiv, obs),
+            self.seq,
+            then=bool(getattr(obs, "then", ())),
+        )
+        if (arcs - self.covered or kind not in self.kinds) and self.is_deterministic(
+            ctor_call, call, obs
+        ):
+            self.corpus.append(entry)
+            self.covered |= arcs
+            self.kinds.add(kind)
+        elif len(self.tried_log) < MAX_TRIED_LOG:
+            self.tried_log.append(entry)
+        return True
+
+    def mutate_loop(self, ctor_count: int):
+        """Mutations of kept inputs (one or two dimensions changed), with an occasional random
+        input, until the budget runs out or MAX_DUPLICATE_STREAK inputs in a row were tried
+        before."""
+        rng = self.rng
+        dims = len(self.space.params) + (1 if ctor_count > 1 else 0)
+        streak = 0
+        while streak < MAX_DUPLICATE_STREAK:
+            if not self.corpus or rng.random() < 0.1 or dims == 0:
+                inp = self.space.random_input(rng, ctor_count)
+            else:
+                inp = rng.choice(self.corpus).inp
+                for _ in range(2 if rng.random() < 0.25 else 1):
+                    inp = self.space.mutate(inp, rng, ctor_count)
+            streak = 0 if self.try_input(inp) else streak + 1

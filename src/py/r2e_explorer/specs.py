@@ -1,0 +1,270 @@
+"""Input values ("specs") and how they are written in a harness.
+
+A spec is plain data: None, bool, int, float, complex, str, bytes, and list/tuple/dict/set of
+specs, plus markers for values that are not literals: `New` (an instance of a class of the
+reference module, written `reference.Class(args...)`), `Member` (an attribute of the reference
+module such as an enum member, written `reference.Color.RED`) and `Helper` (a function of the
+equivalence helper, written `r2e_equiv.sample_function`). `render` writes a spec as Python source
+(its text is also the spec's identity); `build` makes the value.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import sys
+import types
+
+
+class Unwritable(Exception):
+    """A value that cannot be written in a harness."""
+
+
+class New:
+    """reference.<path>(*args, **kwargs) — args: tuple of specs, kwargs: tuple of (name, spec)."""
+
+    __slots__ = ("path", "args", "kwargs")
+
+    def __init__(self, path: str, args=(), kwargs=()):
+        self.path = path
+        self.args = tuple(args)
+        self.kwargs = tuple(kwargs)
+
+    def __eq__(self, other):
+        return isinstance(other, New) and render(self) == render(other)
+
+    def __hash__(self):
+        return hash(render(self))
+
+    def __repr__(self):
+        return render(self)
+
+
+class Helper:
+    """r2e_equiv.<name>: a function of the equivalence helper, such as `sample_function`, to
+    hand to decorators and higher-order functions."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __eq__(self, other):
+        return isinstance(other, Helper) and self.name == other.name
+
+    def __hash__(self):
+        return hash(("r2e_equiv", self.name))
+
+    def __repr__(self):
+        return render(self)
+
+
+class Member:
+    """reference.<path>, e.g. an enum member."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __eq__(self, other):
+        return isinstance(other, Member) and self.path == other.path
+
+    def __hash__(self):
+        return hash(self.path)
+
+    def __repr__(self):
+        return render(self)
+
+
+def render(v) -> str:
+    """Python source for a spec; raises Unwritable for anything that is not a round-tripping
+    literal (NaN and infinities included) or a marker."""
+    t = type(v)
+    if v is None or t in (bool, int, str, bytes):
+        return repr(v)
+    if t is float:
+        if not math.isfinite(v):
+            # float("inf"), float("-inf"), float("nan"): the literal forms do not exist.
+            return f"float({repr(v)!r})"
+        return repr(v)
+    if t is complex:
+        if not (math.isfinite(v.real) and math.isfinite(v.imag)):
+            raise Unwritable("non-finite complex")
+        return repr(v)
+    if t is list:
+        return "[" + ", ".join(render(x) for x in v) + "]"
+    if t is tuple:
+        if len(v) == 1:
+            return "(" + render(v[0]) + ",)"
+        return "(" + ", ".join(render(x) for x in v) + ")"
+    if t is dict:
+        return "{" + ", ".join(f"{render(k)}: {render(x)}" for k, x in v.items()) + "}"
+    if t is set:
+        if not v:
+            return "set()"
+        # Sorted by text so that the harness does not depend on hash order.
+        return "{" + ", ".join(sorted(render(x) for x in v)) + "}"
+    if t is New:
+        parts = [render(a) for a in v.args] + [f"{k}={render(x)}" for k, x in v.kwargs]
+        return f"reference.{v.path}(" + ", ".join(parts) + ")"
+    if t is Member:
+        return f"reference.{v.path}"
+    if t is Helper:
+        return f"r2e_equiv.{v.name}"
+    raise Unwritable(f"cannot write a {t.__name__}")
+
+
+def writable(v) -> bool:
+    try:
+        render(v)
+        return True
+    except (Unwritable, RecursionError):
+        return False
+
+
+def resolve(root, path: str):
+    obj = root
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def build(v, reference):
+    """The value a spec stands for (fresh objects every time)."""
+    t = type(v)
+    if t is list:
+        return [build(x, reference) for x in v]
+    if t is tuple:
+        return tuple(build(x, reference) for x in v)
+    if t is dict:
+        return {build(k, reference): build(x, reference) for k, x in v.items()}
+    if t is set:
+        # Insert in the order the harness's literal will use.
+        return {build(x, reference) for x in sorted(v, key=render)}
+    if t is New:
+        cls = resolve(reference, v.path)
+        return cls(
+            *[build(a, reference) for a in v.args], **{k: build(x, reference) for k, x in v.kwargs}
+        )
+    if t is Member:
+        return resolve(reference, v.path)
+    if t is Helper:
+        return getattr(sys.modules["r2e_equiv"], v.name)
+    return v
+
+
+# Values tried last for an annotated parameter, whatever its annotation says.
+OFF_TYPE_VALUES = [None, 0, "", 1.5, [], Helper("sample_function")]
+OFF_TYPE_KEYS = {render(v) for v in OFF_TYPE_VALUES}
+
+# The calls made of a function the target returns (a closure, a decorator's wrapper), so that
+# the returned function's code is exercised and compared too.
+THEN_CALLS = (
+    ((), {}),
+    ((Helper("sample_function"),), {}),
+    ((0,), {}),
+    (("a",), {}),
+    ((1, 2), {}),
+    (([1, 2, 3],), {}),
+    (({"a": 1},), {}),
+    ((None,), {}),
+    (("hello world",), {}),
+    ((-2.5,), {}),
+)
+
+# Markers of an input's parameter values (see inputs.py).
+UNKNOWN = object()  # an argument whose value could not be recovered (filled from the base)
+OMIT = object()  # an optional parameter left to its default
+
+
+def spec_from_node(node: ast.AST, reference, depth: int = 0):
+    """A spec for an argument expression: a literal, or a call of a class of the reference
+    module with convertible arguments. Raises ValueError otherwise."""
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    else:
+        if writable(value):
+            return value
+        raise ValueError("literal cannot be written back")
+    if isinstance(node, ast.Call) and depth < 2 and reference is not None:
+        path = dotted_name(node.func)
+        if path is not None:
+            class_at = resolve_class(reference, path)
+            if class_at is not None and not any(isinstance(a, ast.Starred) for a in node.args):
+                if any(k.arg is None for k in node.keywords):
+                    raise ValueError("** arguments")
+                args = [spec_from_node(a, reference, depth + 1) for a in node.args]
+                kwargs = [
+                    (k.arg, spec_from_node(k.value, reference, depth + 1)) for k in node.keywords
+                ]
+                return New(class_at, args, kwargs)
+    raise ValueError("not a literal")
+
+
+def dotted_name(node):
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def resolve_class(reference, path: str):
+    """The path of a class under the reference module for a name used in source, or None."""
+    for candidate in (path, path.split(".")[-1]):
+        try:
+            obj = resolve(reference, candidate)
+        except AttributeError:
+            continue
+        if isinstance(obj, type):
+            return class_path(reference, obj)
+    return None
+
+
+def class_path(reference, cls) -> str | None:
+    """The attribute path under which `cls` is reachable from the reference module."""
+    qualname = getattr(cls, "__qualname__", "")
+    if "<locals>" not in qualname:
+        try:
+            if resolve(reference, qualname) is cls:
+                return qualname
+        except AttributeError:
+            pass
+    for name, value in vars(reference).items():
+        if value is cls:
+            return name
+    # A class of a module the reference imports: `import datetime as dt` gives `dt.date`.
+    simple = getattr(cls, "__name__", "")
+    for name, value in sorted(vars(reference).items()):
+        if isinstance(value, types.ModuleType) and getattr(value, simple, None) is cls:
+            return f"{name}.{simple}"
+    return None
+
+
+def sort_key(v) -> str:
+    try:
+        return render(v)
+    except Unwritable:
+        return repr(v)
+
+
+def dedupe(values, limit=None):
+    """Writable values in order, without repeats (by their source text)."""
+    seen, out = set(), []
+    for v in values:
+        try:
+            key = render(v)
+        except (Unwritable, RecursionError):
+            continue
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+            if limit is not None and len(out) >= limit:
+                break
+    return out

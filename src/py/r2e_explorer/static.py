@@ -1,0 +1,362 @@
+"""Static information about a function: its definition's syntax tree, the literals of its body
+and of the module-level tables it names, how it uses its parameters, calls in its doctest
+examples and at its call sites, and its annotations."""
+
+from __future__ import annotations
+
+import ast
+import enum
+import inspect
+import os
+import textwrap
+import tokenize
+import types
+import typing
+
+from .specs import UNKNOWN, dedupe, spec_from_node
+
+STR_METHODS = {
+    "capitalize", "casefold", "center", "encode", "endswith", "expandtabs", "find", "format",
+    "isalnum", "isalpha", "isdecimal", "isdigit", "isidentifier", "islower", "isnumeric",
+    "isspace", "istitle", "isupper", "ljust", "lower", "lstrip", "partition", "removeprefix",
+    "removesuffix", "rfind", "rjust", "rpartition", "rsplit", "rstrip", "split", "splitlines",
+    "startswith", "strip", "swapcase", "title", "translate", "upper", "zfill",
+}  # fmt: skip
+DICT_METHODS = {"items", "keys", "values", "get", "setdefault", "update", "popitem"}
+LIST_METHODS = {"append", "extend", "insert", "sort", "remove", "reverse"}
+SEQUENCE_FUNCTIONS = {
+    "len",
+    "sorted",
+    "sum",
+    "min",
+    "max",
+    "enumerate",
+    "reversed",
+    "zip",
+    "any",
+    "all",
+}
+
+# Types named in `isinstance(param, ...)` that say what the parameter is.
+ISINSTANCE_TYPES = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "bytes": bytes,
+    "list": list,
+    "dict": dict,
+    "tuple": tuple,
+    "bool": bool,
+}
+
+
+def function_node(func):
+    """The ast node of a function's definition (searched in its whole file), or None."""
+    try:
+        lines, first = inspect.getsourcelines(func)
+        filename = inspect.getsourcefile(func)
+    except (OSError, TypeError):
+        return None
+    last = first + len(lines) - 1
+    tree = None
+    if filename and os.path.exists(filename):
+        try:
+            with tokenize.open(filename) as f:
+                tree = ast.parse(f.read())
+        except (SyntaxError, ValueError, OSError):
+            tree = None
+    if tree is not None:
+        best = None
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.name == func.__name__
+                and first <= node.lineno <= last
+                and (best is None or node.lineno < best.lineno)
+            ):
+                best = node
+        if best is not None:
+            return best
+    try:
+        module = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        return None
+    for node in module.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return node
+    return None
+
+
+def body_literals(node) -> list:
+    """Constants of the function body (not its docstring, f-string pieces or annotations), in
+    source order, with unary minus folded in."""
+    if node is None:
+        return []
+    body = list(node.body)
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(getattr(body[0], "value", None), ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]
+    skip: set = set()
+    found = []
+
+    def visit(n):
+        if id(n) in skip:
+            return
+        if isinstance(n, ast.JoinedStr):
+            return
+        if isinstance(n, (ast.arg, ast.AnnAssign)) and getattr(n, "annotation", None) is not None:
+            skip.add(id(n.annotation))
+        if (
+            isinstance(n, ast.UnaryOp)
+            and isinstance(n.op, ast.USub)
+            and isinstance(n.operand, ast.Constant)
+        ):
+            value = n.operand.value
+            if type(value) in (int, float):
+                found.append(-value)
+                skip.add(id(n.operand))
+        elif isinstance(n, ast.Constant):
+            value = n.value
+            if type(value) in (int, float, complex, bytes) or (
+                type(value) is str and len(value) <= 100
+            ):
+                found.append(value)
+        for child in ast.iter_child_nodes(n):
+            visit(child)
+
+    for stmt in body:
+        visit(stmt)
+    return dedupe(found, limit=40)
+
+
+def global_literals(node, globalns, limit: int = 30) -> list:
+    """Scalars held by the module-level values a function body names (constant tables,
+    registries): dict keys and values, elements, and attributes of objects, two levels deep.
+    Keys of a lookup table are often the only inputs that reach a function's main path."""
+    if node is None or not isinstance(globalns, dict):
+        return []
+    found: list = []
+    seen_ids: set = set()
+
+    def collect(value, depth):
+        if len(found) >= limit or id(value) in seen_ids:
+            return
+        t = type(value)
+        if t in (int, float, str, bytes) and not (t is str and len(value) > 100):
+            found.append(value)
+            return
+        if (
+            depth > 2
+            or isinstance(
+                value, (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType)
+            )
+            or callable(value)
+            and not hasattr(value, "__dict__")
+        ):
+            return
+        seen_ids.add(id(value))
+        if isinstance(value, dict):
+            for k, v in list(value.items())[:50]:
+                collect(k, depth + 1)
+                collect(v, depth + 1)
+        elif isinstance(value, (list, tuple)):
+            for v in value[:50]:
+                collect(v, depth + 1)
+        elif isinstance(value, (set, frozenset)):
+            for v in sorted(value, key=repr)[:50]:
+                collect(v, depth + 1)
+        elif isinstance(value, enum.Enum):
+            return
+        elif not callable(value) and isinstance(getattr(value, "__dict__", None), dict):
+            for v in list(vars(value).values())[:50]:
+                collect(v, depth + 1)
+
+    names = []
+    for n in ast.walk(node):
+        if (
+            isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)
+            and n.id in globalns
+            and n.id not in names
+        ):
+            names.append(n.id)
+    for name in names:
+        if not name.startswith("__"):
+            collect(globalns[name], 0)
+    return dedupe(found, limit=limit)
+
+
+def usage_hints(node, name: str) -> list:
+    """Types suggested by how an unannotated parameter is used: 'str', 'dict', 'list', 'seq',
+    int, float... (most telling first)."""
+    if node is None:
+        return []
+    hints = []
+
+    def is_param(n):
+        return isinstance(n, ast.Name) and n.id == name
+
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and is_param(n.value):
+            if n.attr in STR_METHODS:
+                hints.append(str)
+            elif n.attr in DICT_METHODS:
+                hints.append(dict)
+            elif n.attr in LIST_METHODS:
+                hints.append(list)
+        elif isinstance(n, ast.Compare):
+            operands = [n.left, *n.comparators]
+            if any(is_param(o) for o in operands):
+                for o in operands:
+                    if isinstance(o, ast.Constant) and type(o.value) in (int, float, str, bytes):
+                        hints.append(type(o.value))
+        elif isinstance(n, ast.BinOp) and (is_param(n.left) or is_param(n.right)):
+            other = n.right if is_param(n.left) else n.left
+            if isinstance(other, ast.Constant) and type(other.value) in (int, float, str):
+                if not (isinstance(n.op, ast.Mod) and type(other.value) is str):
+                    hints.append(type(other.value))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
+            if n.func.id in SEQUENCE_FUNCTIONS and any(is_param(a) for a in n.args):
+                hints.append("seq")
+            elif n.func.id == "range" and any(is_param(a) for a in n.args):
+                hints.append(int)
+            elif n.func.id == "isinstance" and len(n.args) == 2 and is_param(n.args[0]):
+                names = n.args[1].elts if isinstance(n.args[1], ast.Tuple) else [n.args[1]]
+                for t in names:
+                    if isinstance(t, ast.Name) and t.id in ISINSTANCE_TYPES:
+                        hints.append(ISINSTANCE_TYPES[t.id])
+        elif isinstance(n, (ast.For, ast.comprehension)) and is_param(n.iter):
+            hints.append("seq")
+        elif isinstance(n, ast.Subscript) and is_param(n.value):
+            hints.append("seq")
+    ordered = []
+    for h in hints:
+        if h not in ordered:
+            ordered.append(h)
+    # Methods of a specific type say more than comparisons or subscripts.
+    ordered.sort(key=lambda h: 0 if h in (str, dict, list) else 1)
+    return ordered
+
+
+def docstring_calls(docs, target_names, class_name, reference):
+    """Calls found in doctest examples: a list of (ctor_call or None, call), where a call is
+    (args, kwargs) of specs, with UNKNOWN for arguments that could not be converted; and a list of
+    constructor calls of `class_name`."""
+    calls, ctors = [], []
+    for doc in docs:
+        if not doc:
+            continue
+        session_vars: dict = {}
+        for source in doctest_sources(doc):
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:
+                continue
+            for stmt in tree.body:
+                for node in ast.walk(stmt):
+                    if not isinstance(node, ast.Call):
+                        continue
+                    func = node.func
+                    if class_name and isinstance(func, ast.Name) and func.id == class_name:
+                        ctor = _call_specs(node, reference)
+                        if ctor is not None:
+                            ctors.append(ctor)
+                            if isinstance(stmt, ast.Assign) and stmt.value is node:
+                                for t in stmt.targets:
+                                    if isinstance(t, ast.Name):
+                                        session_vars[t.id] = ctor
+                        continue
+                    name = (
+                        func.id
+                        if isinstance(func, ast.Name)
+                        else func.attr
+                        if isinstance(func, ast.Attribute)
+                        else None
+                    )
+                    if name not in target_names:
+                        continue
+                    call = _call_specs(node, reference)
+                    if call is None:
+                        continue
+                    ctor = None
+                    if class_name and isinstance(func, ast.Attribute):
+                        receiver = func.value
+                        if (
+                            isinstance(receiver, ast.Call)
+                            and isinstance(receiver.func, ast.Name)
+                            and receiver.func.id == class_name
+                        ):
+                            ctor = _call_specs(receiver, reference)
+                        elif isinstance(receiver, ast.Name):
+                            ctor = session_vars.get(receiver.id)
+                    calls.append((ctor, call))
+    return calls, ctors
+
+
+def doctest_sources(doc: str):
+    """The source of each `>>>` example (with its `...` continuation lines)."""
+    current = None
+    for raw in doc.splitlines():
+        line = raw.strip()
+        if line.startswith(">>>"):
+            if current is not None:
+                yield "\n".join(current)
+            current = [line[4:] if len(line) > 3 else ""]
+        elif line.startswith("...") and current is not None:
+            current.append(line[4:] if len(line) > 3 else "")
+        else:
+            if current is not None:
+                yield "\n".join(current)
+            current = None
+    if current is not None:
+        yield "\n".join(current)
+
+
+def _call_specs(node: ast.Call, reference):
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(
+        k.arg is None for k in node.keywords
+    ):
+        return None
+    args = []
+    for a in node.args:
+        try:
+            args.append(spec_from_node(a, reference))
+        except ValueError:
+            args.append(UNKNOWN)
+    kwargs = {}
+    for k in node.keywords:
+        try:
+            kwargs[k.arg] = spec_from_node(k.value, reference)
+        except ValueError:
+            kwargs[k.arg] = UNKNOWN
+    return (args, kwargs)
+
+
+def type_hints(func) -> dict:
+    """A function's annotations, evaluated when possible (else as written)."""
+    try:
+        return typing.get_type_hints(func)
+    except Exception:
+        return dict(getattr(func, "__annotations__", None) or {})
+
+
+def call_site_specs(site: dict, reference):
+    """(args, kwargs) specs from a call site's argument source texts; unconvertible arguments
+    are UNKNOWN (they take base values)."""
+
+    def convert(text):
+        try:
+            return spec_from_node(ast.parse(str(text).strip(), mode="eval").body, reference)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return UNKNOWN
+
+    try:
+        args = [convert(t) for t in site.get("args") or []]
+        kwargs = {str(k): convert(t) for k, t in (site.get("kwargs") or {}).items()}
+    except AttributeError:
+        return None
+    return (args, kwargs)

@@ -1,0 +1,185 @@
+"""Tracing arcs and running calls safely: the arc tracer, the executor with its per-call timer,
+and the budget (executions and time) of one exploration."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import os
+import signal
+import sys
+import time
+
+
+class Stop(Exception):
+    """The execution budget or the time limit is exhausted."""
+
+
+class ArcTracer:
+    """Records arcs (previous line, line) of the code objects of one function, like coverage.py:
+    entering a frame is the arc (-firstlineno, line) and leaving it (line, -firstlineno).
+
+    Only code objects from the function's file whose first line lies within the function's
+    lines are traced, so nested functions, lambdas and comprehensions count too.
+    """
+
+    def __init__(self, filename: str | None, first: int, last: int):
+        self.filename, self.first, self.last = filename, first, last
+        self.arcs: set = set()
+        self._wanted: dict = {}
+
+    def _is_wanted(self, code) -> bool:
+        wanted = self._wanted.get(code)
+        if wanted is None:
+            wanted = (
+                code.co_filename == self.filename and self.first <= code.co_firstlineno <= self.last
+            )
+            self._wanted[code] = wanted
+        return wanted
+
+    def _global(self, frame, event, arg):
+        if event != "call" or not self._is_wanted(frame.f_code):
+            return None
+        arcs = self.arcs
+        entry = frame.f_code.co_firstlineno
+        last = -entry
+
+        def local(frame, event, arg):
+            nonlocal last
+            if event == "line":
+                line = frame.f_lineno
+                arcs.add((last, line))
+                last = line
+            elif event == "return":
+                arcs.add((last, -entry))
+            return local
+
+        return local
+
+    def start(self):
+        self.arcs = set()
+        if self.filename is not None:
+            sys.settrace(self._global)
+
+    def stop(self) -> frozenset:
+        sys.settrace(None)
+        return frozenset(self.arcs)
+
+
+def tracer_for(func) -> ArcTracer:
+    """A tracer of `func`'s lines (one that records nothing when its source is unknown)."""
+    code = getattr(func, "__code__", None)
+    try:
+        lines, first = inspect.getsourcelines(func)
+    except (OSError, TypeError):
+        return ArcTracer(None, 0, -1)
+    if code is None:
+        return ArcTracer(None, 0, -1)
+    return ArcTracer(code.co_filename, first, first + len(lines) - 1)
+
+
+class NullWriter(io.TextIOBase):
+    """An output stream that discards what is written."""
+
+    def write(self, s):
+        return len(s)
+
+    def writable(self):
+        return True
+
+
+class Executor:
+    """Runs calls with a per-call timer (SIGALRM raising r2e_equiv.Timeout), output suppressed,
+    an empty stdin, and the working directory restored; counts executions."""
+
+    def __init__(self, equiv, timeout: float):
+        self.equiv = equiv
+        self.timeout = max(float(timeout), 0.001)
+        self.executions = 0
+        self.timeouts = 0
+        self._armed = False
+        signal.signal(signal.SIGALRM, self._on_alarm)
+
+    def _on_alarm(self, signum, frame):
+        if self._armed:
+            raise self.equiv.Timeout()
+
+    def arm(self, seconds: float, interval: float):
+        """Starts the timer: r2e_equiv.Timeout is raised after `seconds`, then every `interval`
+        seconds (so that code swallowing the first Timeout is interrupted again)."""
+        self._armed = True
+        signal.setitimer(signal.ITIMER_REAL, seconds, interval)
+
+    def disarm(self):
+        self._armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+
+    def run(self, prepare, action, tracer=None):
+        """Returns ("ok", result, arcs), ("invalid", exception, None) when `prepare` (building
+        the inputs) raised, or ("timeout", None, None)."""
+        self.executions += 1
+        # Reinstalled every time: the code under test may have replaced it.
+        signal.signal(signal.SIGALRM, self._on_alarm)
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            cwd = None
+        null = NullWriter()
+        saved_stdin = sys.stdin
+        arcs = frozenset()
+        try:
+            with contextlib.redirect_stdout(null), contextlib.redirect_stderr(null):
+                sys.stdin = io.StringIO("")
+                # Re-fires every 50 ms so that code swallowing the first Timeout (a bare
+                # `except:`) is interrupted again.
+                self.arm(self.timeout, min(self.timeout, 0.05))
+                try:
+                    try:
+                        prepared = prepare()
+                    except (self.equiv.Timeout, KeyboardInterrupt):
+                        raise
+                    except BaseException as exc:  # noqa: BLE001 - invalid input
+                        return ("invalid", exc, None)
+                    if tracer is not None:
+                        tracer.start()
+                    try:
+                        result = action(prepared)
+                    finally:
+                        if tracer is not None:
+                            arcs = tracer.stop()
+                finally:
+                    self.disarm()
+            return ("ok", result, arcs)
+        except self.equiv.Timeout:
+            self.timeouts += 1
+            return ("timeout", None, None)
+        finally:
+            sys.settrace(None)
+            sys.stdin = saved_stdin
+            with contextlib.suppress(OSError):
+                if cwd is not None and os.getcwd() != cwd:
+                    os.chdir(cwd)
+
+
+class Budget:
+    """The bounds of one exploration: `executions` calls of the executor, of which `reserve`
+    are kept back for the end (`check(final=True)` may use them), and a safety time limit in
+    seconds (`time_limit_hit` records that it fired)."""
+
+    def __init__(self, executor: Executor, executions: int, reserve: int, time_limit: float):
+        self.executor = executor
+        self.executions = executions
+        self.reserve = reserve
+        self.time_limit = time_limit
+        self.started = time.monotonic()
+        self.time_limit_hit = False
+
+    def check(self, final=False):
+        """Raises Stop when the time limit or the budget is exhausted."""
+        if time.monotonic() - self.started > self.time_limit:
+            self.time_limit_hit = True
+            raise Stop()
+        limit = self.executions if final else self.executions - self.reserve
+        if self.executor.executions >= limit:
+            raise Stop()

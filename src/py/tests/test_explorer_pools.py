@@ -1,0 +1,217 @@
+"""Tests of r2e_explorer.pools: the candidate values of parameters."""
+
+from __future__ import annotations
+
+import collections.abc
+import datetime
+import enum
+import inspect
+import types
+import typing
+import unittest
+
+from r2e_test_support import PY_DIR  # noqa: F401 - puts the explorer's folder on sys.path
+
+from r2e_explorer.pools import (
+    COMMON_VALUES,
+    POOL_MAX,
+    STANDARD_SAMPLES,
+    PoolMaker,
+    eval_annotation,
+    hashable,
+    literal_variants,
+    make_dicts,
+    make_lists,
+    make_sets,
+)
+from r2e_explorer.specs import OFF_TYPE_VALUES, Helper, Member, New, render
+
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+
+class Widget:
+    def __init__(self, size: int):
+        self.size = size
+
+
+def reference_module():
+    module = types.ModuleType("refmod")
+    module.Color = Color
+    module.Widget = Widget
+    module.dt = datetime
+    return module
+
+
+def texts(values) -> list[str]:
+    return [render(v) for v in values]
+
+
+class LiteralVariantsTest(unittest.TestCase):
+    def test_neighbours_by_type(self):
+        self.assertEqual(literal_variants(5), [5, 4, 6, 0, -5])
+        self.assertEqual(literal_variants(2.5), [2.5, 1.5, 3.5, 0.0, -2.5])
+        self.assertEqual(literal_variants("ab"), ["ab", "", " ab ", "AB"])
+        self.assertEqual(literal_variants(b"x"), [b"x", b"", b"X"])
+        self.assertEqual(literal_variants(None), [None])
+
+
+class AnnotationTest(unittest.TestCase):
+    def setUp(self):
+        self.ref = reference_module()
+        self.pools = PoolMaker(self.ref, [42, "key"])
+
+    def values(self, annotation, globalns=None):
+        return self.pools.for_annotation(annotation, globalns or {})
+
+    def test_atoms_start_with_the_literals_and_their_neighbours(self):
+        self.assertEqual(self.pools.atoms[int], [42, 41, 43, 0, -42, 1, -1, 2, 10, 100, -7])
+        self.assertEqual(self.pools.atoms[str][:5], ["key", "", " key ", "KEY", "a"])
+        # Integral literals are float boundaries too.
+        self.assertEqual(self.pools.atoms[float][:3], [42.0, 41.0, 43.0])
+
+    def test_scalars(self):
+        self.assertEqual(self.values(int), self.pools.atoms[int])
+        self.assertEqual(self.values(bool), [True, False])
+        self.assertEqual(self.values(float), self.pools.atoms[float] + [42, 41, 43])
+        self.assertEqual(self.values(bytes), [b"", b"a", b"hello world"])
+        self.assertEqual(self.values(type(None)), [None])
+        self.assertEqual(self.values(None), [None])
+
+    def test_unions_literals_and_typing_forms(self):
+        optional = self.values(typing.Optional[int])
+        self.assertEqual(optional[-1], None)
+        self.assertEqual(optional[:-1], self.pools.atoms[int][:16])
+        self.assertEqual(self.values(int | str)[:2], [42, 41])
+        self.assertEqual(self.values(typing.Literal["a", 3]), ["a", 3])
+        self.assertEqual(self.values(typing.Annotated[bool, "doc"]), [True, False])
+        self.assertEqual(self.values(typing.TypeVar("N", bound=bool)), [True, False])
+        self.assertEqual(self.values(typing.Callable[[int], int]), [Helper("sample_function")])
+        self.assertEqual(self.values(collections.abc.Callable), [Helper("sample_function")])
+        # Nothing usable.
+        for annotation in (typing.Any, object, inspect.Parameter.empty, typing.TypeVar("T")):
+            self.assertIsNone(self.values(annotation))
+        self.assertIsNone(self.values(typing.Union[int, typing.Any]))
+
+    def test_containers(self):
+        self.assertEqual(
+            self.values(list[int]),
+            [[], [42], [42, 41, 43], [43, 42, 41], [41, 41], [42, 41, 43, 0, -42, 1]],
+        )
+        self.assertEqual(self.values(collections.abc.Sequence[int]), self.values(list[int]))
+        self.assertEqual(self.values(tuple[int, ...])[1], (42,))
+        self.assertEqual(
+            self.values(tuple[int, bool]),
+            [(42, True), (41, False), (43, True), (0, False), (-42, True), (1, False)],
+        )
+        self.assertEqual(self.values(tuple), [(), (1, 2), (1, 2, 3), ("a", 1)])
+        self.assertEqual(self.values(set[bool]), [set(), {True}, {True, False}])
+        self.assertEqual(self.values(dict[str, bool])[:2], [{}, {"key": True}])
+        # An element annotation without values: ints and strings.
+        self.assertEqual(self.values(list[typing.Any])[1], [42])
+
+    def test_string_annotations_are_evaluated(self):
+        self.assertEqual(self.values("list[int]"), self.values(list[int]))
+        self.assertEqual(
+            self.values("Optional[bool]", {"Optional": typing.Optional}), [True, False, None]
+        )
+        self.assertIsNone(self.values("Unknown"))
+
+    def test_enums_standard_values_and_classes_of_the_reference(self):
+        self.assertEqual(self.values(Color), [Member("Color.RED"), Member("Color.GREEN")])
+        dates = self.values(datetime.date)
+        self.assertEqual(render(dates[0]), "reference.dt.date(2020, 1, 31)")
+        self.assertEqual(len(dates), len(STANDARD_SAMPLES[datetime.date]))
+        # A class: asked of the instance finder (top level only), None when it finds nothing.
+        asked = []
+        finder = PoolMaker(
+            self.ref, [], instance_finder=lambda cls: asked.append(cls) or [New("Widget", (1,))]
+        )
+        self.assertEqual(finder.for_annotation(Widget, {}), [New("Widget", (1,))])
+        # Not for elements of containers: those are ints and strings.
+        self.assertEqual(finder.for_annotation(list[Widget], {})[1], [0])
+        self.assertEqual(asked, [Widget])
+        self.assertIsNone(
+            PoolMaker(self.ref, [], instance_finder=lambda cls: []).for_annotation(Widget, {})
+        )
+        self.assertIsNone(self.values(Widget))
+
+
+class ParameterTest(unittest.TestCase):
+    def param(self, source: str) -> inspect.Parameter:
+        namespace: dict = {}
+        exec(f"def f({source}): pass", namespace)
+        return next(iter(inspect.signature(namespace["f"]).parameters.values()))
+
+    def test_annotated_parameter(self):
+        pools = PoolMaker(reference_module(), [])
+        pool, typed = pools.for_parameter(self.param("n: int = 5"), int, {}, None)
+        self.assertTrue(typed)
+        self.assertEqual(pool[:3], [5, 0, 1])
+        # Values of other types come last.
+        self.assertEqual(texts(pool[-5:]), ["None", "''", "1.5", "[]", "r2e_equiv.sample_function"])
+        self.assertEqual(len(pool), len(set(texts(pool))))
+
+    def test_unannotated_parameter_follows_its_uses(self):
+        import ast
+
+        node = ast.parse("def f(text):\n    return text.split(',')\n").body[0]
+        pools = PoolMaker(reference_module(), [","], own_instances=[New("Widget", (1,))])
+        pool, typed = pools.for_parameter(self.param("text"), inspect.Parameter.empty, {}, node)
+        self.assertFalse(typed)
+        self.assertEqual(pool[:3], [",", "", " , "])
+        self.assertIn(Helper("sample_function"), pool)
+        self.assertLessEqual(len(pool), POOL_MAX)
+        for value in (0, [1, 2, 3], None, (1, 2)):
+            self.assertIn(render(value), texts(pool))
+
+    def test_the_type_of_the_default_leads(self):
+        pools = PoolMaker(reference_module(), [])
+        pool, typed = pools.for_parameter(
+            self.param("ratio=0.5"), inspect.Parameter.empty, {}, None
+        )
+        self.assertFalse(typed)
+        self.assertEqual(pool[:7], [0.5, 0.0, -2.5, 1.0, 3.25, 100.0, -1.0])
+        self.assertEqual(texts(pool[7:10]), ["float('inf')", "float('-inf')", "float('nan')"])
+        self.assertEqual(pool[10:12], [0, 1])
+
+    def test_own_instances_come_last(self):
+        pools = PoolMaker(reference_module(), [], own_instances=[New("Widget", (7,))])
+        pool, _ = pools.for_parameter(self.param("w"), inspect.Parameter.empty, {}, None)
+        self.assertEqual(pool[-1], New("Widget", (7,)))
+        self.assertEqual(texts(pool[: len(COMMON_VALUES)]), texts(COMMON_VALUES))
+
+    def test_var_positional(self):
+        pools = PoolMaker(reference_module(), [])
+        self.assertEqual(pools.for_var_positional(), [(), (0,), (0, 1), ("",), (0, 1, -1)])
+
+
+class HelpersTest(unittest.TestCase):
+    def test_eval_annotation(self):
+        self.assertIs(eval_annotation("int", {}), int)
+        self.assertEqual(eval_annotation("typing.Optional[int]", {}), typing.Optional[int])
+        self.assertIs(eval_annotation("Color", {"Color": Color}), Color)
+        self.assertIs(eval_annotation(" list ", {}), list)  # not an expression: by name
+        self.assertEqual(eval_annotation("Nope", {}), "Nope")
+
+    def test_hashable(self):
+        self.assertTrue(hashable((1, "a")))
+        self.assertFalse(hashable([1]))
+        self.assertFalse(hashable((1, [2])))
+
+    def test_made_containers(self):
+        self.assertEqual(make_lists([]), [[], [1], [1, 2, 3], [3, 1, 2], [2, 2]])
+        self.assertEqual(make_lists(["a"]), [[], ["a"], ["a", "a", "a"], ["a", "a"]])
+        self.assertEqual(make_sets([[1], 2, 3]), [set(), {2}, {2, 3}])
+        self.assertEqual(make_sets([]), [set(), {1}, {1, 2, 3}])
+        self.assertEqual(make_dicts(["k"], [5]), [{}, {"k": 5}])
+        self.assertEqual(make_dicts([], []), [{}, {"a": 1}, {"a": 1, "b": 2}, {"b": 2}])
+
+    def test_off_type_values_are_distinct_texts(self):
+        self.assertEqual(len(set(texts(OFF_TYPE_VALUES))), len(OFF_TYPE_VALUES))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,274 @@
+"""Tests of r2e_explorer.search, in process: loading targets, instances and constructions of
+classes, the search and its answer. (test_explore.py runs the explorer as a script.)"""
+
+from __future__ import annotations
+
+import signal
+import unittest
+
+from r2e_test_support import TempModules
+
+import r2e_equiv
+from r2e_explorer.search import (
+    ExploreError,
+    Explorer,
+    InstanceFinder,
+    Target,
+    state_signature,
+    value_key,
+)
+from r2e_explorer.specs import render
+from r2e_explorer.tracing import Executor
+
+MODULE = "r2e_search_sample"
+
+SOURCE = '''
+import datetime as dt
+
+
+class Counter:
+    """
+    >>> c = Counter(5)
+    >>> c.bump(2)
+    7
+    """
+
+    def __init__(self, start: int):
+        if start < 0:
+            raise ValueError("negative")
+        self.value = start
+
+    def bump(self, by=1):
+        if by > 10:
+            raise ValueError("too much")
+        self.value += by
+        return self.value
+
+    @staticmethod
+    def parse(text):
+        return int(text)
+
+    @classmethod
+    def zero(cls):
+        return cls(0)
+
+    @property
+    def doubled(self):
+        return self.value * 2
+
+
+class Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self):
+        self.a = 1
+
+
+class Failure(Exception):
+    pass
+
+
+class Holder:
+    def __init__(self, counter: Counter, when: dt.date):
+        self.counter = counter
+        self.when = when
+
+
+class Never:
+    def __init__(self, x):
+        raise RuntimeError("never")
+
+    def method(self):
+        return 1
+
+
+def sign(n):
+    """
+    >>> sign(-4)
+    -1
+    """
+    if n < 0:
+        return -1
+    return 1
+
+
+NOT_CALLABLE = 3
+'''
+
+
+class SearchCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.modules = TempModules()
+        cls.mod = cls.modules.add(MODULE, SOURCE)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.modules.cleanup()
+
+    def setUp(self):
+        self.saved_handler = signal.getsignal(signal.SIGALRM)
+
+    def tearDown(self):
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, self.saved_handler)
+
+
+class TargetTest(SearchCase):
+    def target(self, qualname, kind="method"):
+        return Target(self.mod, MODULE, qualname, kind, r2e_equiv)
+
+    def test_a_function(self):
+        t = self.target("sign", "function")
+        self.assertIs(t.callable, self.mod.sign)
+        self.assertIsNone(t.cls)
+        self.assertEqual(t.method_kind, "function")
+        self.assertEqual(list(t.signature.parameters), ["n"])
+        self.assertEqual(t.tracer.filename, self.mod.__file__)
+        self.assertEqual(t.node.name, "sign")
+        self.assertEqual(t.literals, [0, -1, 1])
+        self.assertIs(t.globalns, vars(self.mod))
+
+    def test_methods_of_each_kind(self):
+        cases = {
+            "Counter.bump": ("instance", ["by"]),
+            "Counter.parse": ("static", ["text"]),
+            "Counter.zero": ("class", []),
+            "Counter.doubled": ("property", []),
+            "Counter.__init__": ("init", ["start"]),
+        }
+        for qualname, (kind, params) in cases.items():
+            with self.subTest(qualname=qualname):
+                t = self.target(qualname)
+                self.assertIs(t.cls, self.mod.Counter)
+                self.assertEqual(t.method_name, qualname.split(".")[1])
+                self.assertEqual(t.method_kind, kind)
+                self.assertEqual(list(t.signature.parameters), params)
+        self.assertEqual(self.target("Counter.bump").annotations, {})
+        self.assertEqual(self.target("Counter.__init__").annotations, {"start": int})
+
+    def test_what_cannot_be_explored(self):
+        cases = {
+            ("sign", "method"): "'sign' is not Class.method",
+            ("sign.x", "method"): "sign is not a class",
+            ("Counter.nothing", "method"): f"{MODULE} has no Counter.nothing",
+            ("nothing", "function"): f"{MODULE} has no nothing",
+            ("NOT_CALLABLE", "function"): f"{MODULE}.NOT_CALLABLE is not callable",
+        }
+        for (qualname, kind), message in cases.items():
+            with self.subTest(qualname=qualname):
+                with self.assertRaises(ExploreError) as caught:
+                    self.target(qualname, kind)
+                self.assertIn(message, str(caught.exception))
+
+
+class InstanceFinderTest(SearchCase):
+    def finder(self, own_class=None, own_constructions=None):
+        executor = Executor(r2e_equiv, 1.0)
+        return executor, InstanceFinder(
+            self.mod, executor, r2e_equiv, own_class, own_constructions or []
+        )
+
+    def test_constructor_expressions_that_work(self):
+        executor, finder = self.finder()
+        found = finder(self.mod.Counter)
+        texts = [render(spec) for spec in found]
+        self.assertEqual(texts[0], "reference.Counter(0)")
+        self.assertTrue(1 <= len(found) <= 4)
+        for spec in found:
+            self.assertGreaterEqual(spec.args[0], 0)  # Counter(-1) raises: not kept
+        # Helper constructions are not executions of the target.
+        self.assertEqual(executor.executions, 0)
+        self.assertIs(finder(self.mod.Counter), found)  # cached
+
+    def test_arguments_that_are_instances_in_turn(self):
+        _, finder = self.finder()
+        texts = [render(spec) for spec in finder(self.mod.Holder)]
+        self.assertTrue(texts)
+        self.assertTrue(
+            texts[0].startswith("reference.Holder(reference.Counter(0), reference.dt.date(")
+        )
+
+    def test_exceptions_unreachable_and_failing_classes(self):
+        _, finder = self.finder()
+        self.assertEqual(finder(self.mod.Failure), [])
+        self.assertEqual(finder(SearchCase), [])
+        self.assertEqual(finder(self.mod.Never), [])
+
+    def test_the_method_s_own_class_uses_its_constructions(self):
+        _, finder = self.finder(self.mod.Counter, [((3,), {}), ((), {"start": 4})])
+        self.assertEqual(
+            [render(spec) for spec in finder(self.mod.Counter)],
+            ["reference.Counter(3)", "reference.Counter(start=4)"],
+        )
+
+
+class HelpersTest(SearchCase):
+    def test_state_signature(self):
+        self.assertEqual(state_signature(self.mod.Slotted()), (("a", "int"),))
+        self.assertEqual(state_signature(self.mod.Counter(2)), (("value", "int"),))
+        self.assertEqual(state_signature(3), ())
+
+    def test_value_key(self):
+        returned = r2e_equiv.observe_function(self.mod.sign, (5,), {})
+        self.assertEqual(value_key(r2e_equiv, returned), "return 1")
+        raised = r2e_equiv.observe_function(self.mod.Counter, (-1,), {})
+        self.assertEqual(value_key(r2e_equiv, raised), "raise ValueError: negative")
+        method = r2e_equiv.observe_method(self.mod.Counter, (1,), {}, "bump", (2,), {})
+        self.assertEqual(value_key(r2e_equiv, method), "return 3 with {'value': 3}")
+
+
+class ExplorerTest(SearchCase):
+    def explore(self, qualname, kind="function", **overrides):
+        request = {
+            "module": MODULE,
+            "qualname": qualname,
+            "kind": kind,
+            "budget": 120,
+            "seed": 0,
+            "max_tests": 6,
+            "per_call_timeout": 1.0,
+            "time_limit": 60,
+        }
+        request.update(overrides)
+        return Explorer(request, r2e_equiv).run()
+
+    def test_a_function(self):
+        out = self.explore("sign")
+        self.assertEqual(out["status"], "ok")
+        # Ints return; a string (a value of another type) raises.
+        self.assertEqual(out["outcomes"], ["return:int", "return:int", "raise:TypeError"])
+        self.assertGreaterEqual(out["tests"], 2)
+        # Entry, both branches and their exits, and the exit of the comparison that raises.
+        self.assertEqual(out["arcs"], 6)
+        self.assertLessEqual(out["executions"], 120)
+        self.assertFalse(out["time_limit_hit"])
+        # The doctest example comes first.
+        self.assertIn("    def test_0(self):\n        args = (-4,)\n", out["harness"])
+        self.assertEqual(self.explore("sign"), out)  # deterministic
+
+    def test_a_method_on_constructions_of_its_class(self):
+        out = self.explore("Counter.bump", kind="method", call_sites=[{"args": ["20"]}])
+        self.assertEqual(out["status"], "ok")
+        self.assertIn("raise:ValueError", out["outcomes"])
+        self.assertIn("return:int", out["outcomes"])
+        # The doctest's construction and call come first (the optional argument by keyword),
+        # then the call site.
+        tests = out["harness"].split("    def test_")
+        self.assertIn("ctor_args = (5,)\n        ctor_kwargs = {}\n        args = ()\n", tests[1])
+        self.assertIn("kwargs = {'by': 2}\n", tests[1])
+        self.assertIn("kwargs = {'by': 20}\n", tests[2])
+
+    def test_errors(self):
+        with self.assertRaises(ExploreError) as caught:
+            self.explore("Never.method", kind="method")
+        self.assertEqual(
+            str(caught.exception), "could not construct Never: raise RuntimeError: never"
+        )
+        with self.assertRaises(ExploreError) as caught:
+            self.explore("f", module="r2e_no_such_module_here")
+        self.assertIn("the import failed: ModuleNotFoundError", str(caught.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
