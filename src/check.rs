@@ -56,12 +56,14 @@ impl Report {
 
 /// Checks a candidate for one instance, with the services the configuration names.
 pub fn check(cfg: &Config, id: &str, candidate: &Path) -> Result<Report> {
-    check_with(cfg, id, candidate, &Services::for_config(cfg))
+    check_with(cfg, id, candidate, &Services::for_config(cfg, false))
 }
 
 /// Checks a candidate for one instance.
 pub fn check_with(cfg: &Config, id: &str, candidate: &Path, services: &Services) -> Result<Report> {
-    let dataset_path = cfg.output.join("dataset.jsonl");
+    // One generation of the output, whatever a build commits meanwhile.
+    let output = crate::engine::outputs::resolve(&cfg.output);
+    let dataset_path = output.join("dataset.jsonl");
     let instances: Vec<Instance> = read_built(&dataset_path)?;
     let instance = instances.iter().find(|i| i.id == id).ok_or_else(|| {
         Error::input(format!(
@@ -102,11 +104,12 @@ pub fn check_with(cfg: &Config, id: &str, candidate: &Path, services: &Services)
     let layout = &summary.layout.defs[row.def as usize];
 
     // The environment this instance was validated in.
-    let envs: Vec<EnvLine> = read_jsonl(&cfg.output.join("envs.jsonl"))?.unwrap_or_default();
-    let python = envs
+    let root = s.checkouts[ix].materialize(&s.cache)?;
+    let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
+    let runtime = envs
         .iter()
         .find(|e| &e.repo == repo_name)
-        .and_then(|e| crate::stages::env::python_of(&s.cache, e))
+        .and_then(|e| crate::stages::env::runtime_of(&s.cache, e, &root))
         .ok_or_else(|| {
             Error::Unrunnable(format!(
                 "the environment of repo `{repo_name}` is not built: run `r2e build`"
@@ -123,7 +126,6 @@ pub fn check_with(cfg: &Config, id: &str, candidate: &Path, services: &Services)
         Ok(text) => text,
         Err(message) => return Ok(Report::error(id, message)),
     };
-    let root = s.checkouts[ix].materialize(&s.cache)?;
     let module = db::module_index(dbase, *repo)
         .module_name(file.ix(dbase))
         .to_owned();
@@ -139,9 +141,9 @@ pub fn check_with(cfg: &Config, id: &str, candidate: &Path, services: &Services)
         sandbox: services.sandbox.as_ref(),
         settings: &cfg.sandbox,
     };
-    let (outcome, answer) = run_harness(
+    let (outcome, answer, _) = run_harness(
         &exec,
-        &python,
+        &runtime,
         &target,
         &instance.harness,
         Some(&candidate_module),

@@ -22,6 +22,10 @@ use crate::records::Summary;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Run repositories' and models' code even without bubblewrap, with NO isolation from this
+    /// machine (only resource limits). Never on a machine with anything to protect.
+    #[arg(long, global = true)]
+    unsafe_no_sandbox: bool,
 }
 
 #[derive(Subcommand)]
@@ -122,6 +126,9 @@ pub fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    let unsafe_no_sandbox = cli.unsafe_no_sandbox;
+    let services =
+        |cfg: &config::Config| crate::services::Services::for_config(cfg, unsafe_no_sandbox);
     match cli.command {
         Command::Dataset {
             command: DatasetCommand::Diff { old, new, json },
@@ -157,7 +164,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 None => &cfg,
             };
-            let report = crate::check::check(cfg, &id, &candidate)?;
+            let report = crate::check::check_with(cfg, &id, &candidate, &services(cfg))?;
             if json {
                 print_json(&report)?;
             } else {
@@ -176,7 +183,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             let cfg = config::load(&pipeline)?;
-            let summary = engine::build(&cfg, &BuildOptions { until, jobs })?;
+            let summary = engine::build_with(&cfg, &BuildOptions { until, jobs }, &services(&cfg))?;
             if json {
                 print_json(&summary)?;
             } else {

@@ -656,7 +656,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
     }
     let cfg = Config {
         file: file.to_path_buf(),
-        name: project.name.unwrap_or_else(|| {
+        name: project.name.clone().unwrap_or_else(|| {
             base.file_name()
                 .map_or_else(|| "r2e".into(), |n| n.to_string_lossy().into_owned())
         }),
@@ -677,6 +677,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
     check_stages(&cfg, &|section, key, msg| {
         src.at(find_section_key(text, section, key), msg)
     })?;
+    check_places(&src, &cfg, &project)?;
     if options.variant.is_empty() {
         return Ok(cfg);
     }
@@ -695,6 +696,16 @@ fn repos(src: &Source, base: &Path, options: Vec<RepoOptions>) -> Result<Vec<Rep
     let mut repos: Vec<RepoConfig> = Vec::new();
     for r in options {
         let source = repo_source(src, base, &r)?;
+        if let Some(other) = repos.iter().find(|o| same_source(&o.source, &source)) {
+            let span = r.path.as_ref().or(r.git.as_ref()).map(|s| s.span());
+            return Err(src.at(
+                span,
+                &format!(
+                    "this repo is repo `{}` again (the same folder, or the same URL and revision): every instance would be there twice",
+                    other.name
+                ),
+            ));
+        }
         let name = match &r.name {
             Some(n) => {
                 let n_ref = n.get_ref();
@@ -723,6 +734,94 @@ fn repos(src: &Source, base: &Path, options: Vec<RepoOptions>) -> Result<Vec<Rep
         repos.push(RepoConfig { name, source });
     }
     Ok(repos)
+}
+
+/// Whether two repo sources are the same files: one folder, or one URL at one revision.
+fn same_source(a: &RepoSource, b: &RepoSource) -> bool {
+    match (a, b) {
+        (RepoSource::Path(x), RepoSource::Path(y)) => resolved(x) == resolved(y),
+        (RepoSource::Git { url: u1, rev: r1 }, RepoSource::Git { url: u2, rev: r2 }) => {
+            let norm = |u: &str| u.trim_end_matches('/').trim_end_matches(".git").to_owned();
+            norm(u1) == norm(u2) && r1 == r2
+        }
+        _ => false,
+    }
+}
+
+/// A path with its symlinks resolved, for the part of it that exists.
+fn resolved(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(&existing) {
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Refuses setups that harm the user: an output inside a repository (r2e would write into it)
+/// or inside the cache (the cache's `.gitignore` and `CACHEDIR.TAG` would hide the dataset
+/// from git and backups), a cache inside a repository or inside the output.
+fn check_places(src: &Source, cfg: &Config, project: &ProjectOptions) -> Result<()> {
+    let output = resolved(&cfg.output);
+    let cache = resolved(&cfg.cache);
+    // A default (no key written) is located at the `[project]` table, or the file's start.
+    let section = src.text.find("[project]").map(|i| i + 1..i + 8);
+    let at_key = |key: &Option<Spanned<String>>| key.as_ref().map(|k| k.span()).or(section.clone());
+    for repo in &cfg.repos {
+        let RepoSource::Path(root) = &repo.source else {
+            continue;
+        };
+        let root = resolved(root);
+        if output.starts_with(&root) {
+            return Err(src.at(
+                at_key(&project.output),
+                &format!(
+                    "the output `{}` is inside repo `{}`: r2e would write into the repository; put `output` outside it",
+                    cfg.output.display(),
+                    repo.name
+                ),
+            ));
+        }
+        if cache.starts_with(&root) {
+            return Err(src.at(
+                at_key(&project.cache),
+                &format!(
+                    "the cache `{}` is inside repo `{}`: its files would become the repository's; put `cache` outside it",
+                    cfg.cache.display(),
+                    repo.name
+                ),
+            ));
+        }
+    }
+    if output.starts_with(&cache) {
+        return Err(src.at(
+            at_key(&project.output),
+            &format!(
+                "the output `{}` is inside the cache `{}`, which git and backups skip; put `output` outside it",
+                cfg.output.display(),
+                cfg.cache.display()
+            ),
+        ));
+    }
+    if cache.starts_with(&output) {
+        return Err(src.at(
+            at_key(&project.cache),
+            &format!(
+                "the cache `{}` is inside the output `{}`; put `cache` outside it",
+                cfg.cache.display(),
+                cfg.output.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Where one `[[repo]]`'s files come from.

@@ -48,8 +48,15 @@ impl Error {
 }
 
 impl From<std::io::Error> for Error {
-    /// `fs_err` errors already name their path.
+    /// `fs_err` errors already name their path; a full disk says so first.
     fn from(e: std::io::Error) -> Self {
-        Error::Env(e.to_string())
+        match e.raw_os_error().or_else(|| {
+            e.get_ref()
+                .and_then(|inner| inner.downcast_ref::<std::io::Error>())
+                .and_then(std::io::Error::raw_os_error)
+        }) {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::Env(format!("the disk is full: {e}")),
+            _ => Error::Env(e.to_string()),
+        }
     }
 }

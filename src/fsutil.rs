@@ -64,6 +64,19 @@ pub fn tmp_owner(name: &str) -> Option<u32> {
     rest.split('.').next()?.parse().ok()
 }
 
+/// The bytes free for an unprivileged user on the file system holding `path`.
+pub fn free_bytes(path: &Path) -> Option<u64> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: a valid NUL-terminated path and a zeroed struct for the kernel to fill.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0).then(|| st.f_bavail * st.f_frsize)
+}
+
+/// Whether the disk holding `path` is (nearly) full: less than 16 MiB free.
+pub fn disk_full(path: &Path) -> bool {
+    free_bytes(path).is_some_and(|free| free < 16 << 20)
+}
+
 /// Whether a process with this pid is alive on this machine.
 pub fn pid_alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.

@@ -109,7 +109,12 @@ pub fn row(variant: &str, dir: &Path) -> Result<Row> {
 pub fn report(cfg: &Config) -> Result<Vec<Row>> {
     cfg.builds()
         .into_iter()
-        .map(|(name, c)| row(name.unwrap_or(&cfg.name), &c.output))
+        .map(|(name, c)| {
+            row(
+                name.unwrap_or(&cfg.name),
+                &crate::engine::outputs::resolve(&c.output),
+            )
+        })
         .collect()
 }
 

@@ -20,10 +20,11 @@ pub struct Services {
 
 impl Services {
     /// The services a configuration names: its sandbox backend, and HTTP for model providers
-    /// (the client starts on its first request).
-    pub fn for_config(cfg: &Config) -> Services {
+    /// (the client starts on its first request). `allow_unsandboxed` (`--unsafe-no-sandbox`)
+    /// lets the local backend run code without bubblewrap.
+    pub fn for_config(cfg: &Config, allow_unsandboxed: bool) -> Services {
         let sandbox: Arc<dyn Sandbox> = match cfg.sandbox.backend {
-            Backend::Local => Arc::new(LocalSandbox::new()),
+            Backend::Local => Arc::new(LocalSandbox::new(allow_unsandboxed)),
         };
         Services {
             sandbox,

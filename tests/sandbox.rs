@@ -15,6 +15,7 @@ fn python_job(scratch: &Path, code: &str, limits: Limits) -> Job {
         env: vec![],
         scratch: scratch.to_path_buf(),
         writable: vec![],
+        readonly: vec![],
         network: false,
         limits,
     }
@@ -33,7 +34,7 @@ fn quick() -> Limits {
 #[test]
 fn exit_codes_and_output_are_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let sb = LocalSandbox::new();
+    let sb = LocalSandbox::new(false);
     let out = sb
         .run(&python_job(
             dir.path(),
@@ -65,7 +66,7 @@ fn an_endless_loop_is_stopped() {
         wall_seconds: 2,
         ..quick()
     };
-    let out = LocalSandbox::new()
+    let out = LocalSandbox::new(false)
         .run(&python_job(dir.path(), "while True: pass", limits.clone()))
         .unwrap();
     assert!(
@@ -76,7 +77,7 @@ fn an_endless_loop_is_stopped() {
     assert!(out.duration.as_secs() < 8);
     // A sleeping child that outlives its parent is killed with the tree.
     let code = "import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); import time; time.sleep(60)";
-    let out = LocalSandbox::new()
+    let out = LocalSandbox::new(false)
         .run(&python_job(dir.path(), code, limits))
         .unwrap();
     assert_eq!(out.exit, Exit::Timeout);
@@ -85,7 +86,7 @@ fn an_endless_loop_is_stopped() {
 #[test]
 fn unbounded_allocation_is_stopped() {
     let dir = tempfile::tempdir().unwrap();
-    let out = LocalSandbox::new()
+    let out = LocalSandbox::new(false)
         .run(&python_job(
             dir.path(),
             "x = []\nwhile True: x.append(bytearray(10**7))",
@@ -111,7 +112,7 @@ fn a_fork_bomb_is_contained() {
         wall_seconds: 5,
         ..quick()
     };
-    let out = LocalSandbox::new()
+    let out = LocalSandbox::new(false)
         .run(&python_job(dir.path(), code, limits))
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -124,7 +125,7 @@ fn a_fork_bomb_is_contained() {
 
 #[test]
 fn writes_outside_the_scratch_folder_fail() {
-    let sb = LocalSandbox::new();
+    let sb = LocalSandbox::new(false);
     if !common::require(
         sb.isolated(),
         "bubblewrap is not installed",
@@ -138,8 +139,9 @@ fn writes_outside_the_scratch_folder_fail() {
     let code = format!("open({:?}, 'w').write('x')", target.to_string_lossy());
     let out = sb.run(&python_job(dir.path(), &code, quick())).unwrap();
     assert!(!out.success());
+    // The folder is not even there: nothing outside the allow-list is shown.
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("Read-only file system"),
+        String::from_utf8_lossy(&out.stderr).contains("No such file or directory"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -158,7 +160,7 @@ fn writes_outside_the_scratch_folder_fail() {
 
 #[test]
 fn the_network_is_unreachable() {
-    let sb = LocalSandbox::new();
+    let sb = LocalSandbox::new(false);
     if !common::require(
         sb.isolated(),
         "bubblewrap is not installed",
@@ -176,4 +178,82 @@ fn the_network_is_unreachable() {
     let out = sb.run(&python_job(dir.path(), &code, quick())).unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.starts_with("refused"), "{stdout}");
+}
+
+/// A job sees its allow-list and nothing else of the machine: `/etc/shadow`, a file in `/root`,
+/// one in `/home`, a file of the cache beside the environment it runs in, and a file of the
+/// output: every read fails. What it may read, it reads; it runs as an unprivileged user with no
+/// capabilities.
+#[test]
+fn a_job_sees_only_its_allow_list() {
+    let sb = LocalSandbox::new(false);
+    if !common::require(
+        sb.isolated(),
+        "bubblewrap is not installed",
+        "apt-get install bubblewrap",
+    ) {
+        return;
+    }
+    let root = common::is_root();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let env = cache.join("envs-v9/abc");
+    std::fs::create_dir_all(&env).unwrap();
+    std::fs::write(env.join("ok.txt"), "env").unwrap();
+    let in_cache = common::Marker::new(&cache.join("actions/validate-v9"));
+    let in_output = common::Marker::new(&dir.path().join("out"));
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::write(repo.join("mod.py"), "x = 1\n").unwrap();
+    let mut probes = vec![
+        ("shadow", "/etc/shadow".to_owned()),
+        ("cache", in_cache.path.to_string_lossy().into_owned()),
+        ("output", in_output.path.to_string_lossy().into_owned()),
+    ];
+    let markers = root.then(|| {
+        (
+            common::Marker::new(Path::new("/root")),
+            common::Marker::new(Path::new("/home")),
+        )
+    });
+    if let Some((in_root, in_home)) = &markers {
+        probes.push(("root", in_root.path.to_string_lossy().into_owned()));
+        probes.push(("home", in_home.path.to_string_lossy().into_owned()));
+    }
+    let allowed = [
+        ("env", env.join("ok.txt").to_string_lossy().into_owned()),
+        ("repo", repo.join("mod.py").to_string_lossy().into_owned()),
+    ];
+    let code = format!(
+        "import json, os\nprobes = {}\nout = {{}}\nfor name, path in probes:\n    try:\n        with open(path) as f:\n            out[name] = 'READ ' + f.read()\n    except OSError as e:\n        out[name] = type(e).__name__\nstatus = open('/proc/self/status').read()\nout['uid'] = os.getuid()\nout['caps'] = [l.split()[1] for l in status.splitlines() if l.startswith('CapEff')][0]\nprint(json.dumps(out))",
+        serde_json::to_string(
+            &probes
+                .iter()
+                .chain(allowed.iter())
+                .map(|(n, p)| vec![n.to_string(), p.clone()])
+                .collect::<Vec<_>>()
+        )
+        .unwrap()
+    );
+    let scratch = cache.join("scratch/job-1");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let mut job = python_job(&scratch, &code, quick());
+    job.readonly = vec![env.clone(), repo.clone()];
+    let out = sb.run(&job).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let seen: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|_| panic!("{stdout} {}", String::from_utf8_lossy(&out.stderr)));
+    for (name, _) in &probes {
+        let got = seen[*name].as_str().unwrap();
+        assert!(
+            !got.starts_with("READ"),
+            "{name} was readable inside the sandbox: {got}"
+        );
+    }
+    assert_eq!(seen["env"], "READ env");
+    assert_eq!(seen["repo"], "READ x = 1\n");
+    if root {
+        assert_ne!(seen["uid"], 0, "code runs as an unprivileged user");
+    }
+    assert_eq!(seen["caps"], "0000000000000000", "no capabilities");
 }

@@ -2,7 +2,7 @@
 //! state of builds (environments, git mirrors, checked-out trees, stat memos, tools, scratch).
 //!
 //! Every folder of the cache is a [`Bucket`], named with its version (`actions/validate-v4`,
-//! `envs-v2`), as uv's `CacheBucket` does: a path into the cache is never spelled out anywhere
+//! `envs-v3`), as uv's `CacheBucket` does: a path into the cache is never spelled out anywhere
 //! else. An action is looked up by its key struct ([`ActionKey`], defined in `keys.rs`): its
 //! bucket and the blake3 hash of its canonical form. Entries verify themselves ([`entry`]): a
 //! swapped, truncated or bit-flipped entry is a miss, with a warning naming the file, and is
@@ -77,7 +77,7 @@ impl Bucket {
             Bucket::Generate => ("generate", Some(2)),
             Bucket::Validate => ("validate", Some(4)),
             Bucket::Llm => ("llm", Some(2)),
-            Bucket::Envs => ("envs", Some(2)),
+            Bucket::Envs => ("envs", Some(3)),
             Bucket::Trees => ("trees", Some(1)),
             Bucket::Git => ("git", Some(1)),
             Bucket::Stat => ("stat", Some(2)),
@@ -96,7 +96,7 @@ impl Bucket {
         )
     }
 
-    /// The bucket's folder, relative to the cache root: `actions/validate-v4`, `envs-v2`.
+    /// The bucket's folder, relative to the cache root: `actions/validate-v4`, `envs-v3`.
     pub fn folder(self) -> String {
         let (name, version) = self.name_version();
         let base = match version {
@@ -146,10 +146,40 @@ impl Cache {
                 root.display()
             )
         })?;
-        Ok(Cache {
+        let cache = Cache {
             root: root.to_path_buf(),
             _lock: lock,
-        })
+        };
+        cache.remove_leftovers();
+        Ok(cache)
+    }
+
+    /// Removes what builds that died left behind (they cannot have finished it): scratch
+    /// folders of their jobs, environments and tools half built, temporary files. Returns how
+    /// many it removed.
+    pub fn remove_leftovers(&self) -> usize {
+        let mut removed = 0;
+        for bucket in [Bucket::Scratch, Bucket::Envs, Bucket::Tools] {
+            let Ok(entries) = std::fs::read_dir(self.path(bucket)) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(pid) = leftover_owner(&name) else {
+                    continue;
+                };
+                if crate::fsutil::pid_alive(pid) {
+                    continue;
+                }
+                let gone = if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    std::fs::remove_dir_all(e.path())
+                } else {
+                    std::fs::remove_file(e.path())
+                };
+                removed += usize::from(gone.is_ok());
+            }
+        }
+        removed
     }
 
     pub fn root(&self) -> &Path {
@@ -225,6 +255,25 @@ impl Cache {
     }
 }
 
+/// The process that made a temporary folder or file of the cache, from its name: scratch
+/// folders (`job-<pid>-<n>`, `env-<pid>`, `env-check-<pid>-<key>`), environments and tools
+/// being built (`<key>.tmp<pid>`, `uv.tmp<pid>`, `scratch<pid>`), atomic writes.
+fn leftover_owner(name: &str) -> Option<u32> {
+    let digits = |s: &str| -> Option<u32> {
+        let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        s[..end].parse().ok()
+    };
+    for prefix in ["job-", "env-check-", "env-", "scratch"] {
+        if let Some(rest) = name.strip_prefix(prefix) {
+            return digits(rest);
+        }
+    }
+    if let Some((_, rest)) = name.rsplit_once(".tmp") {
+        return digits(rest);
+    }
+    crate::fsutil::tmp_owner(name)
+}
+
 /// Opens `path` and takes an exclusive lock on it, calling `waiting` once if another process
 /// holds it.
 pub fn lock_file(path: &Path, waiting: impl FnOnce()) -> Result<File> {
@@ -284,11 +333,23 @@ mod tests {
     }
 
     #[test]
+    fn leftovers_name_their_owner() {
+        assert_eq!(leftover_owner("job-123-4"), Some(123));
+        assert_eq!(leftover_owner("env-check-77-abcdef"), Some(77));
+        assert_eq!(leftover_owner("env-9"), Some(9));
+        assert_eq!(leftover_owner("0a1b.tmp55"), Some(55));
+        assert_eq!(leftover_owner("uv.tmp8"), Some(8));
+        assert_eq!(leftover_owner("scratch31"), Some(31));
+        assert_eq!(leftover_owner("0a1b2c"), None);
+        assert_eq!(leftover_owner("uv"), None);
+    }
+
+    #[test]
     fn buckets_have_one_folder_each() {
         let folders: std::collections::BTreeSet<String> =
             Bucket::ALL.iter().map(|b| b.folder()).collect();
         assert_eq!(folders.len(), Bucket::ALL.len());
         assert_eq!(Bucket::Validate.folder(), "actions/validate-v4");
-        assert_eq!(Bucket::Envs.folder(), "envs-v2");
+        assert_eq!(Bucket::Envs.folder(), "envs-v3");
     }
 }

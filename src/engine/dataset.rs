@@ -30,7 +30,7 @@ pub(super) fn run_all(
     s: &Session,
     services: &Services,
     opts: &BuildOptions,
-    output: &Path,
+    staging: &Path,
     files: &[SourceFile],
     shared_outputs: &Shared,
     shared: Summary,
@@ -71,7 +71,7 @@ pub(super) fn run_all(
             cfg,
             settings,
             opts,
-            output,
+            staging,
             rel: dataset_folder(name),
             files,
             shared: shared_outputs,
@@ -115,7 +115,8 @@ struct Dataset<'a> {
     /// The salsa inputs for extraction and for contexts.
     settings: (Settings, Settings),
     opts: &'a BuildOptions,
-    output: &'a Path,
+    /// Where the build writes the output's new generation.
+    staging: &'a Path,
     /// The dataset's folder, relative to the output.
     rel: std::path::PathBuf,
     files: &'a [SourceFile],
@@ -268,9 +269,9 @@ impl Dataset<'_> {
         summary: &mut Summary,
     ) -> Result<Vec<Recorded>> {
         let (until, db, settings) = (self.opts.until, &self.s.db, self.settings.1);
-        let dir = self.output.join(&self.rel);
+        let dir = self.staging.join(&self.rel);
         fs_err::create_dir_all(&dir)?;
-        let previous = &self.shared.previous;
+        let (previous, current) = (&self.shared.previous, self.shared.current.as_deref());
         let rel = self.rel.to_string_lossy();
         let name = |file: &str| {
             if rel.is_empty() {
@@ -279,7 +280,7 @@ impl Dataset<'_> {
                 format!("{rel}/{file}")
             }
         };
-        let open = |file: &str| JsonlWriter::create(self.output, &name(file));
+        let open = |file: &str| JsonlWriter::create(self.staging, &name(file));
         // Log paths are relative to the output; a variant's folder is two levels down.
         let relocate = |log: &str| -> String {
             if rel.is_empty() {
@@ -303,7 +304,7 @@ impl Dataset<'_> {
                     out.write_line(&line)?;
                 }
             }
-            recorded.push(out.finish(previous)?);
+            recorded.push(out.finish(previous, current)?);
         }
         if until >= Stage::Env {
             let mut out = open("envs.jsonl")?;
@@ -312,14 +313,14 @@ impl Dataset<'_> {
                 line.log = relocate(&line.log);
                 out.write(&line)?;
             }
-            recorded.push(out.finish(previous)?);
+            recorded.push(out.finish(previous, current)?);
         }
         if until >= Stage::Generate {
             let mut out = open("harnesses.jsonl")?;
             for record in &harness_out.harnesses {
                 out.write(record)?;
             }
-            recorded.push(out.finish(previous)?);
+            recorded.push(out.finish(previous, current)?);
         }
         if until >= Stage::Assemble {
             // The manifest hashes each line without its newline.
@@ -337,12 +338,12 @@ impl Dataset<'_> {
             for (_, line) in &lines {
                 out.write_line(line)?;
             }
-            recorded.push(out.finish(previous)?);
+            recorded.push(out.finish(previous, current)?);
             let (version, manifest) =
                 crate::stages::assemble::manifest(self.cfg, &self.s.checkouts, &lines)?;
             let mut out = open("manifest.json")?;
             out.write_line(&manifest)?;
-            recorded.push(out.finish(previous)?);
+            recorded.push(out.finish(previous, current)?);
             summary.dataset_version = Some(version);
         }
         let mut out = open("failures.jsonl")?;
@@ -351,7 +352,7 @@ impl Dataset<'_> {
             f.log = f.log.as_deref().map(relocate);
             out.write(&f)?;
         }
-        recorded.push(out.finish(previous)?);
+        recorded.push(out.finish(previous, current)?);
         Ok(recorded)
     }
 }

@@ -29,7 +29,7 @@ use crate::records::{Counts, EnvLine, FailureRecord, StageCounts, Summary, read_
 use crate::services::Services;
 pub use crate::stages::Stage;
 use crate::stages::checkout::{self, Checkout};
-use outputs::{Recorded, State, read_state, stat};
+use outputs::{Output, Recorded, State, read_state, stat};
 
 /// Options of one build.
 #[derive(Clone, Debug)]
@@ -128,7 +128,7 @@ fn envs_present(output: &Path, cache: &Cache) -> bool {
     };
     lines
         .iter()
-        .all(|e| crate::stages::env::python_of(cache, e).is_some())
+        .all(|e| crate::stages::env::runtime_of(cache, e, Path::new("/")).is_some())
 }
 
 /// The analysis settings of every dataset the pipeline builds (its own, or each variant's).
@@ -226,9 +226,10 @@ impl Session {
     }
 }
 
-/// Runs a build with the services the configuration names, and returns its summary.
+/// Runs a build with the services the configuration names (code runs only under bubblewrap),
+/// and returns its summary.
 pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
-    build_with(cfg, opts, &Services::for_config(cfg))
+    build_with(cfg, opts, &Services::for_config(cfg, false))
 }
 
 /// Runs a build with these services.
@@ -248,8 +249,9 @@ pub fn build_session(
     let started = std::time::Instant::now();
     let cfg = &session.cfg;
     let fp = fingerprint(cfg, opts, &session.checkouts);
-    let output = std::path::absolute(&cfg.output)
-        .map_err(|e| Error::env(format!("{}: {e}", cfg.output.display())))?;
+    // The output's lock is held from here; its files change only at the commit.
+    let out = Output::open(&cfg.output)?;
+    let output = out.path.clone();
     let previous = read_state(&output);
     if let Some(summary) = up_to_date(cfg, &session, &output, fp, previous.as_ref()) {
         eprintln!(
@@ -262,7 +264,7 @@ pub fn build_session(
         .num_threads(opts.jobs.unwrap_or(0))
         .build()
         .map_err(|e| Error::env(format!("cannot start worker threads: {e}")))?;
-    pool.install(move || run(session, services, opts, &output, fp, previous))
+    pool.install(move || run(session, services, opts, out, fp, previous))
 }
 
 /// The summary of the last build, all of it cached, when nothing changed since: the same
@@ -317,12 +319,13 @@ impl Lap {
 }
 
 /// What every dataset of a build shares: failures of the shared stages, environments, and the
-/// outputs recorded by the previous build.
+/// outputs recorded by the previous build (in the current generation).
 struct Shared<'a> {
     failures: &'a [FailureRecord],
     env_lines: &'a [EnvLine],
     envs: &'a crate::stages::env::Envs,
     previous: Vec<Recorded>,
+    current: Option<PathBuf>,
 }
 
 /// The shared stages (checkout, parse, env), then every dataset, then the state.
@@ -330,11 +333,14 @@ fn run(
     session: Session,
     services: &Services,
     opts: &BuildOptions,
-    output: &Path,
+    out: Output,
     fp: Hash,
     previous: Option<State>,
 ) -> Result<Summary> {
     let s = &session;
+    let output = &out.path;
+    let staging = out.staging().to_path_buf();
+    services.sandbox.remove_leftovers();
     let db = &s.db;
     let files = s.all_files();
     let mut shared = Summary {
@@ -383,6 +389,7 @@ fn run(
     }
     // Environments are per repository, shared by every variant.
     let mut env_lines: Vec<EnvLine> = Vec::new();
+    let mut env_transient: Vec<String> = Vec::new();
     let mut envs = crate::stages::env::Envs::new();
     if opts.until >= Stage::Env {
         let repos: Vec<_> = s
@@ -396,9 +403,10 @@ fn run(
             &s.cache,
             services.sandbox.as_ref(),
             &repos,
-            output,
+            &staging,
             progress,
         )?;
+        env_transient = stage.transient;
         shared.stages.env = stage.counts;
         failures.extend(stage.failures);
         env_lines = stage.lines;
@@ -410,12 +418,13 @@ fn run(
         env_lines: &env_lines,
         envs: &envs,
         previous: previous.map(|p| p.outputs).unwrap_or_default(),
+        current: out.current(),
     };
     let (summary, recorded, retry_later) = dataset::run_all(
         s,
         services,
         opts,
-        output,
+        &staging,
         &files,
         &shared_outputs,
         shared,
@@ -423,13 +432,11 @@ fn run(
     )?;
     clock.lap("write");
     let transient = retry_later || db.env().counters.transient.load(Ordering::Relaxed);
-    if transient {
-        // Something may succeed next time (a model request failed, a file changed while it was
-        // read): the next build must run.
-        outputs::clear_state(output);
-    } else {
+    if !transient && env_transient.is_empty() {
+        // Without this, the next build runs: something may succeed next time (a model request
+        // failed, a file changed while it was read, an environment could not be built).
         outputs::write_state(
-            output,
+            &staging,
             &State {
                 fingerprint: fp,
                 summary_json: serde_json::to_string(&summary).map_err(Error::internal)?,
@@ -442,6 +449,14 @@ fn run(
                 settings: settings_hash(&s.cfg),
             },
         )?;
+    }
+    out.commit()?;
+    if !env_transient.is_empty() {
+        return Err(Error::env(format!(
+            "the outputs are written, but {} environment(s) could not be built for a reason that may pass; the next build tries again:\n  {}",
+            env_transient.len(),
+            env_transient.join("\n  ")
+        )));
     }
     Ok(summary)
 }

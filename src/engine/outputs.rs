@@ -58,9 +58,10 @@ pub fn write_state(output: &Path, state: &State) -> Result<()> {
     Ok(())
 }
 
-/// Forgets the state, so that the next build runs (something may succeed next time).
-pub fn clear_state(output: &Path) {
-    let _ = std::fs::remove_file(state_path(output));
+/// The generation an output path shows now (its symlink resolved once), so that a reader's
+/// files all come from one build.
+pub fn resolve(output: &Path) -> PathBuf {
+    std::fs::canonicalize(output).unwrap_or_else(|_| output.to_path_buf())
 }
 
 /// Size and modification time (ns) of a file.
@@ -135,8 +136,9 @@ pub fn function_line(
     })
 }
 
-/// Streams a JSON-lines output to a temporary file, hashing it; on `finish`, replaces the old
-/// file only if the content changed, so unchanged outputs keep their bytes and mtime.
+/// Streams a JSON-lines output to a temporary file in the staging folder, hashing it; on
+/// `finish`, an unchanged file is linked from the current generation, so that it keeps its bytes
+/// and modification time.
 pub struct JsonlWriter {
     name: String,
     path: PathBuf,
@@ -149,6 +151,9 @@ impl JsonlWriter {
     /// A writer of `root/name`; `name` (relative to the output) is what the state records.
     pub fn create(root: &Path, name: &str) -> Result<JsonlWriter> {
         let path = root.join(name);
+        if let Some(parent) = path.parent() {
+            fs_err::create_dir_all(parent)?;
+        }
         let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
         let file = fs_err::File::create(&tmp)?;
         Ok(JsonlWriter {
@@ -178,25 +183,222 @@ impl JsonlWriter {
         self.write_line(&to_line(record))
     }
 
-    /// Returns the file as recorded in the build state.
-    pub fn finish(self, previous: &[Recorded]) -> Result<Recorded> {
+    /// Finishes the file in the staging folder; returns it as recorded in the build state. A
+    /// file whose content is what the current generation holds (as `previous` recorded it) is
+    /// linked from there, keeping its bytes and modification time.
+    pub fn finish(self, previous: &[Recorded], current: Option<&Path>) -> Result<Recorded> {
         let name = self.name.clone();
         let hash = Hash(*self.hasher.finalize().as_bytes());
         let fail = |e: String| Error::env(format!("cannot write `{}`: {e}", self.tmp.display()));
         let file = self.out.into_inner().map_err(|e| fail(e.to_string()))?;
-        let unchanged = previous.iter().any(|(n, h, size, mtime)| {
-            n == &name && *h == hash && stat(&self.path) == Some((*size, *mtime))
+        let old = current.map(|c| c.join(&name));
+        let unchanged = old.as_ref().is_some_and(|old| {
+            previous.iter().any(|(n, h, size, mtime)| {
+                n == &name && *h == hash && stat(old) == Some((*size, *mtime))
+            })
         });
-        if unchanged {
-            drop(file);
-            fs_err::remove_file(&self.tmp)?;
-        } else {
-            file.sync_data().map_err(|e| fail(e.to_string()))?;
-            drop(file);
-            fs_err::rename(&self.tmp, &self.path)?;
+        drop(file);
+        match old {
+            Some(old) if unchanged && std::fs::hard_link(&old, &self.path).is_ok() => {
+                fs_err::remove_file(&self.tmp)?;
+            }
+            _ => fs_err::rename(&self.tmp, &self.path)?,
         }
         let (size, mtime) = stat(&self.path)
             .ok_or_else(|| Error::env(format!("cannot stat `{}`", self.path.display())))?;
         Ok((name, hash, size, mtime))
     }
+}
+
+/// An output folder committed as a set. The path the user names (`out`) is a symlink to the
+/// current generation, kept in a store beside it (`.out.r2e/gen-<n>/`). A build writes a new
+/// generation into a staging folder (`.out.r2e/staging-<pid>/`) and switches the symlink to it
+/// in one rename: a reader that resolves the output once sees the whole old set or the whole new
+/// one, whatever happens to the build. The store holds a lock, so that two builds writing one
+/// output take turns; the next build removes what a dead one left.
+pub struct Output {
+    /// The path the user names, absolute.
+    pub path: PathBuf,
+    store: PathBuf,
+    _lock: std::fs::File,
+    /// The generation being written.
+    staging: PathBuf,
+    committed: bool,
+}
+
+/// The marker of a generation folder in the store.
+const GEN: &str = "gen-";
+const STAGING: &str = "staging-";
+
+impl Output {
+    /// Takes the output's lock (waiting for another build that holds it), removes what dead
+    /// builds left in its store, and makes an empty staging folder.
+    pub fn open(path: &Path) -> Result<Output> {
+        let path = std::path::absolute(path)
+            .map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
+        let parent = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "out".into());
+        let store = parent.join(format!(".{name}.r2e"));
+        fs_err::create_dir_all(&store)?;
+        let lock = crate::cache::lock_file(&store.join("lock"), || {
+            eprintln!(
+                "waiting for the lock on `{}`: another build is writing this output",
+                path.display()
+            )
+        })?;
+        let mut out = Output {
+            path,
+            store,
+            _lock: lock,
+            staging: PathBuf::new(),
+            committed: false,
+        };
+        out.remove_leftovers();
+        out.adopt_folder()?;
+        out.staging = out.store.join(format!("{STAGING}{}", std::process::id()));
+        let _ = fs_err::remove_dir_all(&out.staging);
+        fs_err::create_dir_all(&out.staging)?;
+        Ok(out)
+    }
+
+    /// Where this build writes its files.
+    pub fn staging(&self) -> &Path {
+        &self.staging
+    }
+
+    /// The generation the output shows now, when there is one.
+    pub fn current(&self) -> Option<PathBuf> {
+        let target = std::fs::read_link(&self.path).ok()?;
+        let target = self.path.parent()?.join(target);
+        target.is_dir().then_some(target)
+    }
+
+    /// Staging folders of dead builds.
+    fn remove_leftovers(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.store) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name
+                .strip_prefix(STAGING)
+                .and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|pid| !crate::fsutil::pid_alive(pid)) {
+                let _ = fs_err::remove_dir_all(e.path());
+            }
+            if crate::fsutil::tmp_owner(&name).is_some_and(|pid| !crate::fsutil::pid_alive(pid)) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    /// An output folder an older r2e wrote in place becomes the first generation; any other
+    /// folder at the path is the user's, and refused.
+    fn adopt_folder(&self) -> Result<()> {
+        let Ok(meta) = std::fs::symlink_metadata(&self.path) else {
+            return Ok(());
+        };
+        if meta.file_type().is_symlink() {
+            let ours = std::fs::read_link(&self.path)
+                .is_ok_and(|t| t.starts_with(self.store.file_name().unwrap_or_default()));
+            if ours {
+                return Ok(());
+            }
+            return Err(Error::input(format!(
+                "the output `{}` is a symlink r2e did not make; remove it or choose another `output`",
+                self.path.display()
+            )));
+        }
+        let made_by_r2e = self.path.join(".r2e").is_dir()
+            || std::fs::read_dir(&self.path).is_ok_and(|mut d| d.next().is_none());
+        if !meta.is_dir() || !made_by_r2e {
+            return Err(Error::input(format!(
+                "the output `{}` exists and is not an r2e output; remove it or choose another `output`",
+                self.path.display()
+            )));
+        }
+        let first = self.store.join(format!("{GEN}0"));
+        let _ = fs_err::remove_dir_all(&first);
+        fs_err::rename(&self.path, &first)?;
+        self.point_at(&first)
+    }
+
+    /// Switches the output's symlink to `generation` in one rename.
+    fn point_at(&self, generation: &Path) -> Result<()> {
+        let relative = Path::new(self.store.file_name().unwrap_or_default())
+            .join(generation.file_name().unwrap_or_default());
+        let tmp = self.path.with_file_name(format!(
+            ".{}{}{}.0",
+            self.path.file_name().unwrap_or_default().to_string_lossy(),
+            crate::fsutil::TMP_MARKER,
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&relative, &tmp)
+            .map_err(|e| Error::env(format!("cannot make `{}`: {e}", tmp.display())))?;
+        fs_err::rename(&tmp, &self.path)?;
+        Ok(())
+    }
+
+    /// Makes the staging folder the output: synced, renamed to the next generation, and the
+    /// output's symlink switched to it. Generations but the new and the previous one go.
+    pub fn commit(mut self) -> Result<()> {
+        sync_tree(&self.staging)?;
+        let generations = self.generations();
+        let next = generations.last().map_or(1, |(n, _)| n + 1);
+        let generation = self.store.join(format!("{GEN}{next}"));
+        fs_err::rename(&self.staging, &generation)?;
+        self.point_at(&generation)?;
+        self.committed = true;
+        let previous = generations.last().map(|(n, _)| *n);
+        for (n, dir) in generations {
+            if Some(n) != previous {
+                let _ = fs_err::remove_dir_all(dir);
+            }
+        }
+        Ok(())
+    }
+
+    /// The generations in the store, oldest first.
+    fn generations(&self) -> Vec<(u64, PathBuf)> {
+        let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(&self.store)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let n = e
+                    .file_name()
+                    .to_string_lossy()
+                    .strip_prefix(GEN)?
+                    .parse()
+                    .ok()?;
+                Some((n, e.path()))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if !self.committed && !self.staging.as_os_str().is_empty() {
+            let _ = fs_err::remove_dir_all(&self.staging);
+        }
+    }
+}
+
+/// Flushes every file of a folder to the disk.
+fn sync_tree(dir: &Path) -> Result<()> {
+    for entry in walkdir::WalkDir::new(dir).into_iter().flatten() {
+        if entry.file_type().is_file() {
+            fs_err::File::open(entry.path())?.sync_all().map_err(|e| {
+                Error::env(format!("cannot write `{}`: {e}", entry.path().display()))
+            })?;
+        }
+    }
+    Ok(())
 }

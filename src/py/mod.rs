@@ -136,6 +136,8 @@ pub struct BatchRequest<'a> {
     pub runs: u32,
     /// Seconds one run may take.
     pub timeout: u64,
+    /// Memory one run may use, in MiB (each forked child's own limit, under the job's).
+    pub memory_mib: u64,
     pub jobs: Vec<RunRequest<'a>>,
 }
 

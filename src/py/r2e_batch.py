@@ -3,7 +3,8 @@
 
     python r2e_batch.py REQUEST.json OUT.json
 
-REQUEST.json: {"jobs": [<r2e_runner request>, ...], "runs": 2, "timeout": seconds per run}.
+REQUEST.json: {"jobs": [<r2e_runner request>, ...], "runs": 2, "timeout": seconds per run,
+"memory_mib": each run's memory limit (optional)}.
 The worker imports coverage and every target module once, then runs each harness `runs` times,
 each time in a child forked from this warm parent (coverage is measured in the first run). Nothing of the function under test has run in
 the parent, so each child is a fresh process as far as the harness is concerned; the imports are
@@ -58,11 +59,26 @@ def _warm(jobs: list[dict]):
     return prepared
 
 
-def _run_in_child(job: dict, timeout: float, prepared=None) -> dict:
+def _limit_memory(memory_mib) -> None:
+    """Each child's own memory limit, a little under the job's (which the parent shares): a child
+    that eats memory meets MemoryError, and is not killed for it in place of its siblings."""
+    if not memory_mib:
+        return
+    import resource
+
+    limit = int(memory_mib) * 1024 * 1024 * 9 // 10
+    try:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    except (ValueError, OSError):
+        pass
+
+
+def _run_in_child(job: dict, timeout: float, prepared=None, memory_mib=None) -> dict:
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
+        _limit_memory(memory_mib)
         try:
             result = r2e_runner.run(job, prepared)
         except BaseException as exc:  # noqa: BLE001
@@ -107,10 +123,14 @@ def main(argv: list[str]) -> int:
     prepared = _warm(jobs)
     timeout = float(request.get("timeout", 60))
     runs = int(request.get("runs", 2))
+    memory_mib = request.get("memory_mib")
     # Coverage is measured in the first run only; the later runs check that the tests come out
     # the same, and cost a third as much without the tracer.
     results = [
-        [_run_in_child(job if n == 0 else dict(job, coverage=False), timeout, prepared) for n in range(runs)]
+        [
+            _run_in_child(job if n == 0 else dict(job, coverage=False), timeout, prepared, memory_mib)
+            for n in range(runs)
+        ]
         for job in jobs
     ]
     with open(argv[2], "w") as f:

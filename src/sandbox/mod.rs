@@ -53,6 +53,10 @@ pub struct Job {
     pub scratch: PathBuf,
     /// More folders the job may write (an environment being installed).
     pub writable: Vec<PathBuf>,
+    /// Folders (or files) the job may read, shown at their own paths: the interpreter, the one
+    /// environment, the repository. Nothing else of the machine is visible but its system
+    /// software and a minimal `/etc`.
+    pub readonly: Vec<PathBuf>,
     /// Whether the job may reach the network (only environment installation may).
     pub network: bool,
     pub limits: Limits,
@@ -97,4 +101,8 @@ pub trait Sandbox: Send + Sync {
     fn backend(&self) -> &'static str;
     /// Whether code runs isolated from the machine (it shapes what code can do).
     fn isolated(&self) -> bool;
+    /// Removes what jobs of builds that died left behind (cgroups, containers); returns how many.
+    fn remove_leftovers(&self) -> usize {
+        0
+    }
 }

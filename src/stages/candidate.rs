@@ -19,6 +19,8 @@ use crate::records::{EnvOutcome, FunctionKind};
 /// Where a function is and how to import it.
 #[derive(Clone, Debug)]
 pub struct Target {
+    /// The repository's checkout.
+    pub root: PathBuf,
     /// The folder put first on `sys.path` (the package root of the module).
     pub import_root: PathBuf,
     /// The repository's other import roots (its root, and `src/` when there is one), put last
@@ -39,6 +41,7 @@ impl Target {
     /// Where a function of a repository checked out at `root` is.
     pub fn new(root: &Path, path: &str, module: String, qualname: &str, lines: (u32, u32)) -> Self {
         Target {
+            root: root.to_path_buf(),
             import_root: import_root(root, path, &module),
             extra_roots: extra_roots(root),
             module,

@@ -59,7 +59,37 @@ pub struct Checkout {
 
 enum Reader {
     Dir(PathBuf),
-    Git(Mutex<Option<CatFile>>, PathBuf, HashMap<String, String>),
+    /// The `cat-file` process, the mirror, blob ids by path, and the paths that are symlinks.
+    Git(
+        Mutex<Option<CatFile>>,
+        PathBuf,
+        HashMap<String, String>,
+        std::collections::HashSet<String>,
+    ),
+}
+
+/// Reads a file of a folder only when it is a regular file inside the folder: a symlink (or a
+/// path through one) that leads outside is refused. `Ok(None)` when there is no such file.
+pub fn read_inside(root: &Path, rel: &str) -> std::result::Result<Option<Vec<u8>>, String> {
+    let path = root.join(rel);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(None);
+    }
+    let (Ok(real_root), Ok(real)) = (std::fs::canonicalize(root), std::fs::canonicalize(&path))
+    else {
+        return Err(format!("`{rel}` is a symlink that leads nowhere; not read"));
+    };
+    if !real.starts_with(&real_root) {
+        return Err(format!(
+            "`{rel}` is a symlink that leads outside the repository; not read"
+        ));
+    }
+    if !real.is_file() {
+        return Err(format!("`{rel}` is not a regular file; not read"));
+    }
+    std::fs::read(&real)
+        .map(Some)
+        .map_err(|e| format!("`{rel}` cannot be read: {e}"))
 }
 
 impl Checkout {
@@ -67,7 +97,7 @@ impl Checkout {
     pub fn read(&self, path: &str) -> Result<Vec<u8>> {
         match &self.reader {
             Reader::Dir(root) => Ok(fs_err::read(root.join(path))?),
-            Reader::Git(batch, git_dir, oids) => {
+            Reader::Git(batch, git_dir, oids, _) => {
                 let oid = oids
                     .get(path)
                     .ok_or_else(|| Error::Internal(format!("`{path}` is not in the tree")))?;
@@ -95,20 +125,26 @@ impl Checkout {
         Ok(bytes)
     }
 
-    /// Any file of the repository by its relative path (not only `.py` files), or `None`.
-    pub fn read_any(&self, path: &str) -> Option<Vec<u8>> {
+    /// A file of the repository that is not a source file (a dependency declaration), by its
+    /// relative path: `Ok(None)` when there is none, `Err` with the reason when it is refused (a
+    /// symlink: it could lead anywhere on this machine).
+    pub fn read_declaration(&self, path: &str) -> std::result::Result<Option<Vec<u8>>, String> {
         match &self.reader {
-            Reader::Dir(root) => std::fs::read(root.join(path)).ok(),
-            Reader::Git(batch, git_dir, _) => {
+            Reader::Dir(root) => read_inside(root, path),
+            Reader::Git(batch, git_dir, _, symlinks) => {
+                if symlinks.contains(path) {
+                    return Err(format!("`{path}` is a symlink; not read"));
+                }
                 let mut guard = batch.lock().unwrap_or_else(|e| e.into_inner());
                 if guard.is_none() {
-                    *guard = CatFile::spawn(git_dir).ok();
+                    *guard = Some(CatFile::spawn(git_dir).map_err(|e| e.to_string())?);
                 }
-                guard
-                    .as_mut()?
+                let blob = guard
+                    .as_mut()
+                    .expect("spawned")
                     .read(&format!("{}:{path}", self.identity))
-                    .ok()
-                    .flatten()
+                    .map_err(|e| e.to_string())?;
+                Ok(blob)
             }
         }
     }
@@ -118,7 +154,7 @@ impl Checkout {
     pub fn materialize(&self, cache: &Cache) -> Result<PathBuf> {
         match &self.reader {
             Reader::Dir(root) => Ok(root.clone()),
-            Reader::Git(_, git_dir, _) => {
+            Reader::Git(_, git_dir, _, _) => {
                 let dir = cache.dir(Bucket::Trees)?.join(&self.identity);
                 if dir.is_dir() {
                     return Ok(dir);
@@ -245,7 +281,7 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
     }
     // The dependency declarations are part of the repository too (the `env` stage reads them).
     for name in DECLARATIONS {
-        if let Ok(bytes) = std::fs::read(root.join(name)) {
+        if let Ok(Some(bytes)) = read_inside(root, name) {
             tree.update(name.as_bytes());
             tree.update(&[0]);
             tree.update(blake3::hash(&bytes).as_bytes());
@@ -370,13 +406,19 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
     }
     let mut files = Vec::new();
     let mut oids = HashMap::new();
+    let mut symlinks = std::collections::HashSet::new();
     for record in out.stdout.split(|&b| b == 0).filter(|r| !r.is_empty()) {
         let record = String::from_utf8_lossy(record);
         let Some((meta, path)) = record.split_once('\t') else {
             continue;
         };
         let mut parts = meta.split(' ');
-        let (_mode, kind, oid) = (parts.next(), parts.next(), parts.next().unwrap_or_default());
+        let (mode, kind, oid) = (parts.next(), parts.next(), parts.next().unwrap_or_default());
+        // A symlink's blob is its target's path: never a source file or a declaration.
+        if mode == Some("120000") {
+            symlinks.insert(path.to_owned());
+            continue;
+        }
         if kind != Some("blob")
             || !path.ends_with(".py")
             || path.split('/').any(|seg| seg.starts_with('.'))
@@ -398,7 +440,7 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
         files,
         unreadable: Vec::new(),
         hashed: 0,
-        reader: Reader::Git(Mutex::new(None), mirror, oids),
+        reader: Reader::Git(Mutex::new(None), mirror, oids, symlinks),
     })
 }
 

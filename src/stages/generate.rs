@@ -2,10 +2,8 @@
 //! (`src/py/r2e_explore.py`), run in the sandbox for one function, as a cached action
 //! (`keys::GenerateKey`).
 
-use std::path::Path;
-
 use super::candidate::Target;
-use super::jobs::{Exec, run_script};
+use super::jobs::{Exec, MESSAGE_CAP, Runtime, redact, run_script};
 use super::validate::describe_crash;
 use crate::error::Result;
 use crate::keys::{CodeKey, ExplorerSettings, GenerateKey};
@@ -23,7 +21,7 @@ pub struct Explored {
 /// Stage `generate` for one function: from the action cache, or by running the explorer.
 pub fn generate(
     exec: &Exec,
-    python: &Path,
+    runtime: &Runtime,
     target: &Target,
     code: &CodeKey,
     settings: &ExplorerSettings,
@@ -57,14 +55,17 @@ pub fn generate(
         time_limit: settings.time_limit_seconds,
     };
     let limits = exec.limits(settings.time_limit_seconds + 30);
-    let (outcome, answer) =
-        run_script::<_, ExploreAnswer>(exec, python, py::EXPLORER, &[], &request, limits)?;
-    let answer = answer.unwrap_or_else(|| ExploreAnswer {
+    let (outcome, answer, scratch) =
+        run_script::<_, ExploreAnswer>(exec, runtime, py::EXPLORER, &[], &request, limits)?;
+    let mut answer = answer.unwrap_or_else(|| ExploreAnswer {
         status: "error".into(),
         time_limit_hit: outcome.exit == Exit::Timeout,
-        error: Some(describe_crash(&outcome)),
+        error: Some(describe_crash(exec, &outcome)),
         ..ExploreAnswer::default()
     });
+    // What the code wrote is fit for an output: no path of this machine, a bounded length.
+    let names = runtime.names(&scratch, exec.cache.root());
+    answer.error = answer.error.map(|e| redact(&e, &names, MESSAGE_CAP));
     let transient = outcome.exit == Exit::Timeout;
     if !transient {
         exec.cache.put_action(&key, &answer)?;
@@ -79,6 +80,8 @@ pub fn generate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
     use crate::cache::Cache;
     use crate::config::SandboxConfig;
     use crate::hash::Hash;
@@ -126,13 +129,27 @@ mod tests {
             sandbox: &failing,
             settings: &settings,
         };
-        let first = generate(&exec, Path::new("python"), &target, &code, &explorer).unwrap();
+        let first = generate(
+            &exec,
+            &crate::stages::jobs::Runtime::for_tests(),
+            &target,
+            &code,
+            &explorer,
+        )
+        .unwrap();
         assert!(first.fresh && !first.transient);
         assert_eq!(
             crate::stages::validate::classify_message(first.answer.error.as_deref().unwrap()),
             crate::records::FailureClass::ImportEnv
         );
-        let again = generate(&exec, Path::new("python"), &target, &code, &explorer).unwrap();
+        let again = generate(
+            &exec,
+            &crate::stages::jobs::Runtime::for_tests(),
+            &target,
+            &code,
+            &explorer,
+        )
+        .unwrap();
         assert!(!again.fresh);
         assert_eq!(failing.jobs().len(), 1);
         // The sandbox's wall clock: a transient failure, run again next time.
@@ -146,7 +163,14 @@ mod tests {
             ..code
         };
         for _ in 0..2 {
-            let t = generate(&exec, Path::new("python"), &target, &other, &explorer).unwrap();
+            let t = generate(
+                &exec,
+                &crate::stages::jobs::Runtime::for_tests(),
+                &target,
+                &other,
+                &explorer,
+            )
+            .unwrap();
             assert!(t.fresh && t.transient && t.answer.time_limit_hit);
         }
         assert_eq!(slow.jobs().len(), 2);

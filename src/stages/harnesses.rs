@@ -13,7 +13,7 @@ use super::candidate::{Candidate, Inputs, prepare};
 use super::env::Env;
 use super::generate;
 use super::hybrid::merge_harnesses;
-use super::jobs::Exec;
+use super::jobs::{Exec, Runtime};
 use super::llmgen::{LlmGenerator, LlmOutcome};
 use super::refine::{RefineFailure, Refiner, Subject};
 use super::validate::{self, Validation};
@@ -293,7 +293,8 @@ fn generate_one(
             ))));
         }
     };
-    let explored = generate::generate(exec, &env.python, &c.target, &c.code, settings)?;
+    let runtime = env.runtime(&c.target.root);
+    let explored = generate::generate(exec, &runtime, &c.target, &c.code, settings)?;
     tallies.generate.ran(explored.fresh);
     if explored.transient {
         tallies.retry_later();
@@ -318,21 +319,24 @@ fn generate_one(
 
 /// Validates the built-in harnesses: those of each environment in a few warm workers.
 fn validate_builtin(exec: &Exec, steps: Vec<Step>, tallies: &Tallies) -> Result<Vec<Step>> {
-    let mut by_env: std::collections::BTreeMap<std::path::PathBuf, Vec<usize>> = Default::default();
+    let mut by_env: std::collections::BTreeMap<Runtime, Vec<usize>> = Default::default();
     for (i, step) in steps.iter().enumerate() {
-        if let Step::Harness(_, env, _) = step {
-            by_env.entry(env.python.clone()).or_default().push(i);
+        if let Step::Harness(c, env, _) = step {
+            by_env
+                .entry(env.runtime(&c.target.root))
+                .or_default()
+                .push(i);
         }
     }
     let workers = rayon::current_num_threads().max(1);
-    let mut chunks: Vec<(std::path::PathBuf, Vec<usize>)> = Vec::new();
-    for (python, idx) in by_env {
+    let mut chunks: Vec<(Runtime, Vec<usize>)> = Vec::new();
+    for (runtime, idx) in by_env {
         let size = idx.len().div_ceil(workers).max(1);
-        chunks.extend(idx.chunks(size).map(|c| (python.clone(), c.to_vec())));
+        chunks.extend(idx.chunks(size).map(|c| (runtime.clone(), c.to_vec())));
     }
     let done: Vec<Result<Vec<(usize, validate::Checked)>>> = chunks
         .par_iter()
-        .map(|(python, idx)| {
+        .map(|(runtime, idx)| {
             let items: Vec<_> = idx
                 .iter()
                 .map(|&i| match &steps[i] {
@@ -342,7 +346,7 @@ fn validate_builtin(exec: &Exec, steps: Vec<Step>, tallies: &Tallies) -> Result<
                     }
                 })
                 .collect();
-            let results = validate::validate_batch(exec, python, &items)?;
+            let results = validate::validate_batch(exec, runtime, &items)?;
             Ok(idx.iter().copied().zip(results).collect())
         })
         .collect();
@@ -397,7 +401,13 @@ fn ask_model(
             )));
         }
     };
-    let outcome = generator.run(exec, &env.python, &c.target, &c.code, &c.context)?;
+    let outcome = generator.run(
+        exec,
+        &env.runtime(&c.target.root),
+        &c.target,
+        &c.code,
+        &c.context,
+    )?;
     // A hybrid candidate was counted once already, by the built-in generator.
     if label != Generator::Hybrid {
         tallies.generate.ran(outcome.fresh);
@@ -512,7 +522,8 @@ fn hybrid_one(
     let chosen = match (built, outcome.harness) {
         (Some(b), Some(m)) if b.validation.valid && model_valid => {
             let merged = merge_harnesses(&b.harness, &m, &c.target);
-            let checked = validate::validate(exec, &env.python, &c.target, &c.code, &merged)?;
+            let runtime = env.runtime(&c.target.root);
+            let checked = validate::validate(exec, &runtime, &c.target, &c.code, &merged)?;
             let v = checked.validation;
             let best = b.validation.coverage().max(outcome.validation.coverage());
             if v.valid && v.coverage() >= best {

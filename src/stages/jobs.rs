@@ -59,6 +59,76 @@ impl Exec<'_> {
     }
 }
 
+/// How to run code in an environment for a repository: the environment's interpreter, and what
+/// a job must see to run it, read-only (the environment, the repository, the interpreter's
+/// installation).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Runtime {
+    pub python: PathBuf,
+    /// The environment's folder.
+    pub env: PathBuf,
+    /// The repository's checkout.
+    pub repo: PathBuf,
+    /// The interpreter's installation, when the system's software does not hold it.
+    pub interpreter: Vec<PathBuf>,
+}
+
+impl Runtime {
+    /// What a job in this runtime may read.
+    pub fn readonly(&self) -> Vec<PathBuf> {
+        let mut out = vec![self.env.clone(), self.repo.clone()];
+        out.extend(self.interpreter.iter().cloned());
+        out
+    }
+
+    /// A runtime of made-up paths, for tests with a fake sandbox.
+    pub fn for_tests() -> Runtime {
+        Runtime {
+            python: "/env/bin/python".into(),
+            env: "/env".into(),
+            repo: "/repo".into(),
+            interpreter: Vec::new(),
+        }
+    }
+
+    /// This machine's paths a job in this runtime may print, with the names outputs show
+    /// instead (see [`redact`]).
+    pub fn names(&self, scratch: &Path, cache: &Path) -> Vec<(PathBuf, &'static str)> {
+        let mut out = vec![
+            (scratch.to_path_buf(), "<scratch>"),
+            (self.env.clone(), "<env>"),
+            (self.repo.clone(), "<repo>"),
+            (cache.to_path_buf(), "<cache>"),
+        ];
+        out.extend(self.interpreter.iter().map(|p| (p.clone(), "<python>")));
+        out
+    }
+}
+
+/// Text that untrusted code wrote, fit for an output: this machine's paths replaced by names
+/// (`<scratch>`, `<repo>`, ...), and cut to `cap` characters.
+pub fn redact(text: &str, paths: &[(PathBuf, &str)], cap: usize) -> String {
+    let mut out = text.to_owned();
+    // Longer paths first, so that a path inside another gets its own name.
+    let mut paths: Vec<&(PathBuf, &str)> = paths.iter().collect();
+    paths.sort_by_key(|(p, _)| std::cmp::Reverse(p.as_os_str().len()));
+    for (path, name) in paths {
+        let p = path.to_string_lossy();
+        if p.len() > 1 {
+            out = out.replace(p.as_ref(), name);
+        }
+    }
+    let count = out.chars().count();
+    if count > cap {
+        let kept: String = out.chars().take(cap).collect();
+        out = format!("{kept}… ({} more characters)", count - cap);
+    }
+    out
+}
+
+/// The longest message of untrusted code an output keeps.
+pub const MESSAGE_CAP: usize = 2000;
+
 /// A job's scratch folder, removed when dropped.
 pub struct Scratch(PathBuf);
 
@@ -86,17 +156,18 @@ impl Drop for Scratch {
     }
 }
 
-/// Runs `scripts[0]` (with the other scripts and `files` beside it) under `python` in the
-/// sandbox, with `request` as its JSON request; returns how it ended and its JSON answer, or
-/// `None` when it wrote none. `Err` only when the sandbox itself failed (never cached).
+/// Runs `scripts[0]` (with the other scripts and `files` beside it) in the runtime, in the
+/// sandbox, with `request` as its JSON request; returns how it ended, its JSON answer (or `None`
+/// when it wrote none), and the scratch folder's path (gone by then: for redacting messages).
+/// `Err` only when the sandbox itself failed (never cached).
 pub fn run_script<Q: Serialize, A: DeserializeOwned>(
     exec: &Exec,
-    python: &Path,
+    runtime: &Runtime,
     scripts: &[(&str, &str)],
     files: &[(&str, &str)],
     request: &Q,
     limits: Limits,
-) -> Result<(Outcome, Option<A>)> {
+) -> Result<(Outcome, Option<A>, PathBuf)> {
     let scratch = exec.scratch()?;
     let dir = scratch.path();
     scratch.write(scripts)?;
@@ -107,7 +178,7 @@ pub fn run_script<Q: Serialize, A: DeserializeOwned>(
     )?;
     let path_arg = |name: &str| dir.join(name).to_string_lossy().into_owned();
     let job = Job {
-        program: python.to_path_buf(),
+        program: runtime.python.clone(),
         args: vec![
             "-I".into(),
             path_arg(scripts[0].0),
@@ -117,6 +188,7 @@ pub fn run_script<Q: Serialize, A: DeserializeOwned>(
         env: vec![],
         scratch: dir.to_path_buf(),
         writable: vec![],
+        readonly: runtime.readonly(),
         network: false,
         limits,
     };
@@ -124,5 +196,30 @@ pub fn run_script<Q: Serialize, A: DeserializeOwned>(
     let answer = std::fs::read(dir.join("out.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok());
-    Ok((outcome, answer))
+    Ok((outcome, answer, dir.to_path_buf()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacted_text_names_paths_and_is_capped() {
+        let paths = vec![
+            (PathBuf::from("/tmp/cache/scratch/job-1"), "<scratch>"),
+            (PathBuf::from("/tmp/cache"), "<cache>"),
+            (PathBuf::from("/home/me/repo"), "<repo>"),
+        ];
+        let text =
+            "File \"/home/me/repo/m.py\", line 3; /tmp/cache/scratch/job-1/h.py; /tmp/cache/x";
+        assert_eq!(
+            redact(text, &paths, 1000),
+            "File \"<repo>/m.py\", line 3; <scratch>/h.py; <cache>/x"
+        );
+        let long = "x".repeat(50);
+        assert_eq!(
+            redact(&long, &paths, 10),
+            "xxxxxxxxxx… (40 more characters)"
+        );
+    }
 }

@@ -4,12 +4,10 @@
 //! the selection threshold). Every round is its own cached request and its own cached validation;
 //! the valid harness with the best coverage wins, else the last one.
 
-use std::path::Path;
-
 use serde_json::json;
 
 use super::candidate::Target;
-use super::jobs::Exec;
+use super::jobs::{Exec, Runtime};
 use super::validate::{self, Validation};
 use crate::config::{GenerateConfig, HarnessMode, ProviderConfig};
 use crate::error::Result;
@@ -139,7 +137,7 @@ impl LlmGenerator<'_> {
     pub fn run(
         &self,
         exec: &Exec,
-        python: &Path,
+        runtime: &Runtime,
         target: &Target,
         code: &CodeKey,
         context: &str,
@@ -203,7 +201,7 @@ impl LlmGenerator<'_> {
                 .and_then(|c| shape(&c, target));
             let (harness, validation) = match shaped {
                 Ok(h) => {
-                    let checked = validate::validate(exec, python, target, code, &h)?;
+                    let checked = validate::validate(exec, runtime, target, code, &h)?;
                     fresh |= checked.fresh;
                     transient |= checked.transient;
                     (Some(h), checked.validation)
@@ -287,6 +285,7 @@ mod tests {
 
     fn target() -> Target {
         Target {
+            root: "/r".into(),
             import_root: "/r".into(),
             extra_roots: Vec::new(),
             module: "pkg.ops".into(),
@@ -436,7 +435,7 @@ mod tests {
         let out = generator
             .run(
                 &exec,
-                Path::new("python"),
+                &crate::stages::jobs::Runtime::for_tests(),
                 &target(),
                 &code,
                 "def add(a, b): ...",

@@ -7,12 +7,10 @@
 //! Many harnesses of one environment run in one sandboxed warm worker (`src/py/r2e_batch.py`)
 //! that imports the targets and prepares coverage once and forks a child per run.
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
 use super::candidate::Target;
-use super::jobs::{Exec, run_script};
+use super::jobs::{Exec, MESSAGE_CAP, Runtime, redact, run_script};
 use crate::error::Result;
 use crate::hash::Hash;
 use crate::keys::{CodeKey, ValidateKey};
@@ -31,8 +29,45 @@ pub enum RawRun {
     Answered(RunAnswer),
     /// It ran past its time limit (seconds).
     TimedOut(u64),
-    /// It died without answering: how, and which limit its cgroup saw hit.
+    /// It died without answering: how, and the limit that killed it (`memory limit (2048
+    /// MiB)`), when one did.
     Died { how: String, limit: Option<String> },
+}
+
+/// What a run's output may hold of this machine: its paths, named; and how long its messages may
+/// be. Applied before a run is stored.
+struct Clean<'a> {
+    start_line: u32,
+    names: &'a [(std::path::PathBuf, &'static str)],
+}
+
+impl Clean<'_> {
+    fn text(&self, text: &str) -> String {
+        redact(text, self.names, MESSAGE_CAP)
+    }
+
+    /// Coverage lines relative to the `def` line, messages redacted.
+    fn answer(&self, mut answer: RunAnswer) -> RunAnswer {
+        if let Some(c) = &mut answer.coverage {
+            for line in c.missing_lines.iter_mut().chain(c.partial_lines.iter_mut()) {
+                *line = line.saturating_sub(self.start_line);
+            }
+        }
+        answer.error = answer.error.map(|e| self.text(&e));
+        for t in &mut answer.tests {
+            t.message = t.message.as_ref().map(|m| self.text(m));
+        }
+        for e in &mut answer.examples {
+            e.outcome = redact(&e.outcome, self.names, 400);
+            e.call = redact(&e.call, self.names, 400);
+        }
+        answer
+    }
+}
+
+/// How a job's memory limit reads in a failure message.
+fn memory_limit(exec: &Exec) -> String {
+    format!("memory limit ({} MiB)", exec.settings.memory_mib)
 }
 
 impl RawRun {
@@ -41,39 +76,43 @@ impl RawRun {
     }
 
     /// A run of the standalone runner: its outcome and answer.
-    fn of_job(outcome: &Outcome, answer: Option<RunAnswer>, start_line: u32) -> RawRun {
+    fn of_job(exec: &Exec, outcome: &Outcome, answer: Option<RunAnswer>, clean: &Clean) -> RawRun {
         match (answer, &outcome.exit) {
             (_, Exit::Timeout) => RawRun::TimedOut(outcome.duration.as_secs()),
-            (Some(a), _) => RawRun::Answered(relative(a, start_line)),
+            (Some(a), _) => RawRun::Answered(clean.answer(a)),
             (None, _) => RawRun::Died {
-                how: describe_crash(outcome),
-                limit: outcome.limit_hit.map(str::to_owned),
+                how: clean.text(&describe_crash(exec, outcome)),
+                limit: limit_of(exec, outcome.limit_hit),
             },
         }
     }
 
-    /// A run as the warm worker reports it.
-    fn of_worker(answer: RunAnswer, timeout: u64, start_line: u32) -> RawRun {
+    /// A run as the warm worker reports it; `limit` is the limit the worker's job hit, which a
+    /// run killed by a signal is taken to have met.
+    fn of_worker(answer: RunAnswer, timeout: u64, clean: &Clean, limit: Option<&String>) -> RawRun {
         match answer.status.as_str() {
             "timeout" => RawRun::TimedOut(timeout),
-            "crash" => RawRun::Died {
-                how: answer
+            "crash" => {
+                let how = answer
                     .error
-                    .unwrap_or_else(|| "the harness process died".into()),
-                limit: None,
-            },
-            _ => RawRun::Answered(relative(answer, start_line)),
+                    .unwrap_or_else(|| "the harness process died".into());
+                RawRun::Died {
+                    limit: limit.filter(|_| how.contains("signal 9")).cloned(),
+                    how: clean.text(&how),
+                }
+            }
+            _ => RawRun::Answered(clean.answer(answer)),
         }
     }
 }
 
-fn relative(mut answer: RunAnswer, start_line: u32) -> RunAnswer {
-    if let Some(c) = &mut answer.coverage {
-        for line in c.missing_lines.iter_mut().chain(c.partial_lines.iter_mut()) {
-            *line = line.saturating_sub(start_line);
-        }
-    }
-    answer
+/// The limit a job's cgroup saw hit, as a failure message names it.
+fn limit_of(exec: &Exec, hit: Option<&'static str>) -> Option<String> {
+    hit.map(|limit| match limit {
+        "memory" => memory_limit(exec),
+        "processes" => format!("process limit ({})", exec.settings.processes),
+        other => format!("{other} limit"),
+    })
 }
 
 /// A harness's validation: the verdict and what it measured.
@@ -162,7 +201,7 @@ fn record(exec: &Exec, key: &ValidateKey, runs: &[RawRun]) -> Result<Checked> {
 /// one warm worker. Falls back to one job per harness when the worker itself fails.
 pub fn validate_batch(
     exec: &Exec,
-    python: &Path,
+    runtime: &Runtime,
     items: &[(&Target, &CodeKey, &str)],
 ) -> Result<Vec<Checked>> {
     let sandbox = exec.sandbox_key();
@@ -191,6 +230,7 @@ pub fn validate_batch(
     let request = BatchRequest {
         runs: RUNS,
         timeout,
+        memory_mib: exec.settings.memory_mib,
         jobs: misses
             .iter()
             .zip(&names)
@@ -205,21 +245,27 @@ pub fn validate_batch(
     let wall = timeout * u64::from(RUNS) * misses.len() as u64 + 60;
     let mut batch = py::RUNNER.to_vec();
     batch.rotate_left(1); // the warm worker is the entry script
-    let (_, answer) =
-        run_script::<_, BatchAnswer>(exec, python, &batch, &files, &request, exec.limits(wall))?;
+    let (outcome, answer, scratch) =
+        run_script::<_, BatchAnswer>(exec, runtime, &batch, &files, &request, exec.limits(wall))?;
+    let names = runtime.names(&scratch, exec.cache.root());
+    let limit = limit_of(exec, outcome.limit_hit);
     let mut results = answer.map(|a| a.results).unwrap_or_default().into_iter();
     for &i in &misses {
         let (target, code, harness) = items[i];
+        let clean = Clean {
+            start_line: target.start_line,
+            names: &names,
+        };
         out[i] = Some(match results.next() {
             Some(runs) if runs.len() == RUNS as usize => {
                 let runs: Vec<RawRun> = runs
                     .into_iter()
-                    .map(|r| RawRun::of_worker(r, timeout, target.start_line))
+                    .map(|r| RawRun::of_worker(r, timeout, &clean, limit.as_ref()))
                     .collect();
                 record(exec, &keys[i], &runs)?
             }
             // The worker failed as a whole: this harness gets jobs of its own.
-            _ => validate(exec, python, target, code, harness)?,
+            _ => validate(exec, runtime, target, code, harness)?,
         });
     }
     Ok(out.into_iter().flatten().collect())
@@ -228,7 +274,7 @@ pub fn validate_batch(
 /// Stage `validate` for one harness, with a fresh process per run.
 pub fn validate(
     exec: &Exec,
-    python: &Path,
+    runtime: &Runtime,
     target: &Target,
     code: &CodeKey,
     harness: &str,
@@ -244,8 +290,13 @@ pub fn validate(
     }
     let mut runs = Vec::new();
     for _ in 0..RUNS {
-        let (outcome, answer) = run_harness(exec, python, target, harness, None)?;
-        runs.push(RawRun::of_job(&outcome, answer, target.start_line));
+        let (outcome, answer, scratch) = run_harness(exec, runtime, target, harness, None)?;
+        let names = runtime.names(&scratch, exec.cache.root());
+        let clean = Clean {
+            start_line: target.start_line,
+            names: &names,
+        };
+        runs.push(RawRun::of_job(exec, &outcome, answer, &clean));
     }
     record(exec, &key, &runs)
 }
@@ -269,14 +320,15 @@ fn run_request<'a>(
     }
 }
 
-/// Runs a harness once (with a candidate module's text, or in self-equivalence mode).
+/// Runs a harness once (with a candidate module's text, or in self-equivalence mode); returns
+/// how it ended, the runner's answer, and the job's scratch folder (gone: for redaction).
 pub fn run_harness(
     exec: &Exec,
-    python: &Path,
+    runtime: &Runtime,
     target: &Target,
     harness: &str,
     candidate: Option<&str>,
-) -> Result<(Outcome, Option<RunAnswer>)> {
+) -> Result<(Outcome, Option<RunAnswer>, std::path::PathBuf)> {
     let mut files: Vec<(&str, &str)> = vec![("harness.py", harness)];
     if let Some(c) = candidate {
         files.push(("candidate.py", c));
@@ -285,7 +337,7 @@ pub fn run_harness(
     let wall = exec.settings.run_timeout_seconds * 2;
     run_script(
         exec,
-        python,
+        runtime,
         py::RUNNER,
         &files,
         &request,
@@ -294,12 +346,12 @@ pub fn run_harness(
 }
 
 /// What a job that wrote no answer did.
-pub fn describe_crash(outcome: &Outcome) -> String {
+pub fn describe_crash(exec: &Exec, outcome: &Outcome) -> String {
     let stderr = String::from_utf8_lossy(&outcome.stderr);
     let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
-    match (&outcome.exit, outcome.limit_hit) {
-        (_, Some(limit)) => format!("the {limit} limit was hit ({:?})", outcome.exit),
+    match (&outcome.exit, limit_of(exec, outcome.limit_hit)) {
+        (exit, Some(limit)) => format!("the {limit} was hit (killed: {exit:?})"),
         (Exit::Timeout, _) => format!("timed out after {:.0}s", outcome.duration.as_secs_f64()),
         (exit, _) => format!("exited with {exit:?}: {}", tail.join("\n")),
     }
@@ -323,11 +375,12 @@ pub fn classify(runs: &[RawRun]) -> Validation {
                 format!("the harness ran past {seconds}s"),
             ),
             RawRun::Died {
-                limit: Some(limit), ..
+                limit: Some(limit),
+                how,
             } => fail(
                 &mut v,
                 FailureClass::ResourceLimit,
-                format!("the {limit} limit was hit"),
+                format!("the {limit} was hit: {how}"),
             ),
             _ => {}
         }
@@ -433,7 +486,12 @@ pub fn classify_message(message: &str) -> FailureClass {
     let has = |names: &[&str]| names.iter().any(|n| message.contains(n));
     if has(&["Timeout", "timed out"]) {
         FailureClass::Timeout
-    } else if has(&["MemoryError", "RecursionError"]) {
+    } else if has(&[
+        "MemoryError",
+        "RecursionError",
+        "memory limit",
+        "process limit",
+    ]) {
         FailureClass::ResourceLimit
     } else if has(&["ModuleNotFoundError", "ImportError"]) {
         FailureClass::ImportEnv
@@ -469,6 +527,7 @@ mod tests {
     use crate::records::FunctionKind;
     use crate::sandbox::Job;
     use crate::sandbox::fake::{FakeSandbox, outcome};
+    use std::path::Path;
 
     fn target() -> Target {
         Target::new(
@@ -541,14 +600,28 @@ mod tests {
             ..outcome(Exit::Signal(9))
         });
         with_exec(&sandbox, |exec| {
-            let first = validate(exec, Path::new("python"), &target(), &code(), "h").unwrap();
+            let first = validate(
+                exec,
+                &crate::stages::jobs::Runtime::for_tests(),
+                &target(),
+                &code(),
+                "h",
+            )
+            .unwrap();
             let v = &first.validation;
             assert_eq!(v.failure_class, Some(FailureClass::ResourceLimit), "{v:?}");
             assert!(v.failure_message.as_deref().unwrap().contains("memory"));
             assert!(first.fresh && !first.transient && !v.valid);
             assert_eq!(sandbox.jobs().len(), RUNS as usize);
             // The runs were stored: the second time, nothing runs.
-            let again = validate(exec, Path::new("python"), &target(), &code(), "h").unwrap();
+            let again = validate(
+                exec,
+                &crate::stages::jobs::Runtime::for_tests(),
+                &target(),
+                &code(),
+                "h",
+            )
+            .unwrap();
             assert!(!again.fresh);
             assert_eq!(again.validation, first.validation);
             assert_eq!(sandbox.jobs().len(), RUNS as usize);
@@ -559,10 +632,24 @@ mod tests {
     fn a_wall_clock_timeout_is_reported_and_not_stored() {
         let sandbox = FakeSandbox::new(|_| outcome(Exit::Timeout));
         with_exec(&sandbox, |exec| {
-            let first = validate(exec, Path::new("python"), &target(), &code(), "h").unwrap();
+            let first = validate(
+                exec,
+                &crate::stages::jobs::Runtime::for_tests(),
+                &target(),
+                &code(),
+                "h",
+            )
+            .unwrap();
             assert_eq!(first.validation.failure_class, Some(FailureClass::Timeout));
             assert!(first.transient);
-            let again = validate(exec, Path::new("python"), &target(), &code(), "h").unwrap();
+            let again = validate(
+                exec,
+                &crate::stages::jobs::Runtime::for_tests(),
+                &target(),
+                &code(),
+                "h",
+            )
+            .unwrap();
             assert!(again.fresh, "a timeout is never a cached verdict");
         });
     }
@@ -599,8 +686,12 @@ mod tests {
         });
         with_exec(&sandbox, |exec| {
             let (t, c) = (target(), code());
-            let checked =
-                validate_batch(exec, Path::new("python"), &[(&t, &c, "a"), (&t, &c, "b")]).unwrap();
+            let checked = validate_batch(
+                exec,
+                &crate::stages::jobs::Runtime::for_tests(),
+                &[(&t, &c, "a"), (&t, &c, "b")],
+            )
+            .unwrap();
             let a = &checked[0].validation;
             assert_eq!(
                 a.failure_class,

@@ -1,50 +1,67 @@
-//! The local sandbox: bubblewrap for isolation (no network, a read-only view of the machine but
-//! for the job's scratch folder, its own PID namespace), rlimits for CPU time and file size, a
-//! cgroup for memory and process counts (root ignores `RLIMIT_NPROC`, and an address-space limit
-//! breaks numpy's threads), and a wall-clock timeout that kills the whole process tree.
+//! The local sandbox: bubblewrap on an empty root with an allow-list of mounts, as Flatpak uses it
+//! (`mounts`); an unprivileged user with no capabilities; rlimits for CPU time and file size; a
+//! cgroup per job for memory and process counts (`cgroup`); and a wall-clock timeout that kills
+//! the whole process tree.
 //!
-//! Without bubblewrap it says so once, loudly, and still applies the limits. Without a usable
-//! cgroup it bounds memory with `RLIMIT_DATA` and, when running as root, drops the job to the
-//! unprivileged user `nobody` so that `RLIMIT_NPROC` holds.
+//! A job sees the system's software (`/usr` and the `/lib*`, `/bin` folders), a minimal `/etc`
+//! (no `shadow`, no `ssh`), the folders its job names read-only (the interpreter, the one
+//! environment, the repository), its scratch folder and the folders it may write. Nothing else of
+//! the machine: not `/root`, `/home`, the cache or the output.
+//!
+//! When r2e runs as root, the job's code runs as the unprivileged user 65534: bubblewrap sets up
+//! the mounts as root, then `setpriv` drops the user, its groups and every capability before the
+//! program starts (bubblewrap's own user namespace would still map to uid 0). Otherwise
+//! bubblewrap runs it in a user namespace as the calling user, with every capability dropped.
+//!
+//! Without bubblewrap, r2e refuses to run code unless the user allows it
+//! (`--unsafe-no-sandbox`); then only the limits apply.
+
+mod cgroup;
+mod mounts;
 
 use std::ffi::CString;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Once;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use cgroup::{Cgroups, JobCgroup};
+use mounts::Etc;
 
 use super::{Exit, Job, Outcome, Sandbox};
 use crate::error::{Error, Result};
 
+pub use cgroup::leftovers as leftover_cgroups;
+pub use mounts::outside_system;
+
 /// Output kept per stream; the rest is dropped.
 const OUTPUT_CAP: usize = 4 << 20;
-/// The unprivileged user a job runs as when neither a cgroup nor a non-root user bounds it.
-const NOBODY: u32 = 65534;
+/// The unprivileged user code runs as when r2e runs as root.
+pub const NOBODY: u32 = 65534;
 
 /// Runs jobs on this machine.
 pub struct LocalSandbox {
     bwrap: Option<PathBuf>,
+    /// `setpriv`, to drop root inside the sandbox.
+    setpriv: Option<PathBuf>,
     cgroups: Option<Cgroups>,
+    /// The minimal `/etc` jobs see.
+    etc: Option<Etc>,
+    /// Whether running code without bubblewrap is allowed (`--unsafe-no-sandbox`).
+    allow_unsandboxed: bool,
 }
 
-/// Where this process's cgroups are, for one child cgroup per job.
-#[derive(Clone, Debug)]
-enum Cgroups {
-    /// cgroup v1: separate `pids` and `memory` hierarchies.
-    V1 {
-        pids: PathBuf,
-        memory: Option<PathBuf>,
-    },
-    /// cgroup v2: one unified hierarchy.
-    V2 { base: PathBuf },
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
 }
 
 impl LocalSandbox {
-    /// Probes the machine for bubblewrap and a writable cgroup.
-    pub fn new() -> LocalSandbox {
+    /// Probes the machine for bubblewrap, `setpriv` and a writable cgroup. Without bubblewrap,
+    /// jobs are refused unless `allow_unsandboxed`.
+    pub fn new(allow_unsandboxed: bool) -> LocalSandbox {
         let bwrap = find_program("bwrap").filter(|b| {
             Command::new(b)
                 .args([
@@ -61,25 +78,96 @@ impl LocalSandbox {
                 .is_ok_and(|s| s.success())
         });
         static WARN: Once = Once::new();
-        if bwrap.is_none() {
+        if bwrap.is_none() && allow_unsandboxed {
             WARN.call_once(|| {
                 eprintln!(
-                    "WARNING: bubblewrap (`bwrap`) is not available: untrusted code runs WITHOUT isolation \
-                     (it can reach the network and write outside its folder); only resource limits apply. \
-                     Install it with `apt-get install bubblewrap`."
+                    "WARNING: bubblewrap (`bwrap`) is not available and --unsafe-no-sandbox was given: \
+                     untrusted code runs WITHOUT isolation (it can read this machine's files and reach \
+                     the network); only resource limits apply."
                 )
             });
         }
         LocalSandbox {
+            setpriv: find_program("setpriv").or_else(|| {
+                ["/usr/bin/setpriv", "/bin/setpriv"]
+                    .map(PathBuf::from)
+                    .into_iter()
+                    .find(|p| p.is_file())
+            }),
+            etc: bwrap.as_ref().and_then(|_| Etc::create().ok()),
             bwrap,
             cgroups: Cgroups::probe(),
+            allow_unsandboxed,
         }
     }
-}
 
-impl Default for LocalSandbox {
-    fn default() -> Self {
-        Self::new()
+    /// The command that runs a job: under bubblewrap, or bare.
+    fn command(&self, job: &Job, env: &[(String, String)]) -> Result<Command> {
+        let Some(bwrap) = &self.bwrap else {
+            if !self.allow_unsandboxed {
+                return Err(Error::env(
+                    "bubblewrap (`bwrap`) is not available, so r2e will not run a repository's code: \
+                     install it (`apt-get install bubblewrap`), or pass `--unsafe-no-sandbox` to run \
+                     the code without isolation",
+                ));
+            }
+            let mut c = Command::new(&job.program);
+            c.args(&job.args)
+                .env_clear()
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .current_dir(&job.scratch);
+            return Ok(c);
+        };
+        let etc = self
+            .etc
+            .as_ref()
+            .ok_or_else(|| Error::env("cannot prepare the sandbox's /etc"))?;
+        let mut c = Command::new(bwrap);
+        c.args(mounts::args(job, etc));
+        let drop_root = is_root();
+        if drop_root {
+            // No user namespace (it would map only uid 0): `setpriv` drops to a real
+            // unprivileged user once the mounts are made.
+            c.args([
+                "--unshare-ipc",
+                "--unshare-pid",
+                "--unshare-uts",
+                "--unshare-cgroup-try",
+            ]);
+            if !job.network {
+                c.arg("--unshare-net");
+            }
+        } else {
+            c.args(["--unshare-all", "--cap-drop", "ALL"]);
+            if job.network {
+                c.arg("--share-net");
+            }
+        }
+        c.args(["--die-with-parent", "--new-session"]);
+        c.arg("--chdir").arg(&job.scratch).arg("--clearenv");
+        for (k, v) in env {
+            c.arg("--setenv").arg(k).arg(v);
+        }
+        c.arg("--");
+        if drop_root {
+            let setpriv = self.setpriv.as_ref().ok_or_else(|| {
+                Error::env(
+                    "`setpriv` (util-linux) is not available: r2e runs as root and needs it to run \
+                     code as an unprivileged user (`apt-get install util-linux`)",
+                )
+            })?;
+            c.arg(setpriv).args([
+                &format!("--reuid={NOBODY}"),
+                &format!("--regid={NOBODY}"),
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--no-new-privs",
+                "--",
+            ]);
+        }
+        c.arg(&job.program).args(&job.args);
+        Ok(c)
     }
 }
 
@@ -89,176 +177,6 @@ fn find_program(name: &str) -> Option<PathBuf> {
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
-}
-
-impl Cgroups {
-    fn probe() -> Option<Cgroups> {
-        let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-        let mut v1_pids = None;
-        let mut v1_memory = None;
-        let mut v2 = None;
-        for line in text.lines() {
-            let mut parts = line.splitn(3, ':');
-            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            let path = path.trim_start_matches('/');
-            for c in controllers.split(',') {
-                match c {
-                    "pids" => v1_pids = Some(Path::new("/sys/fs/cgroup/pids").join(path)),
-                    "memory" => v1_memory = Some(Path::new("/sys/fs/cgroup/memory").join(path)),
-                    "" => v2 = Some(Path::new("/sys/fs/cgroup").join(path)),
-                    _ => {}
-                }
-            }
-        }
-        let candidate = match (v1_pids, v2) {
-            (Some(pids), _) if pids.is_dir() => Cgroups::V1 {
-                pids,
-                memory: v1_memory.filter(|m| m.is_dir()),
-            },
-            (_, Some(base)) if base.join("cgroup.controllers").exists() => Cgroups::V2 { base },
-            _ => return None,
-        };
-        // Can we make a child and set a limit there?
-        let probe = candidate.create("probe").ok()?;
-        let ok = probe.limit(16, 64 << 20).is_ok();
-        probe.remove();
-        ok.then_some(candidate)
-    }
-
-    fn create(&self, tag: &str) -> std::io::Result<JobCgroup> {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let name = format!(
-            "r2e-{}-{}-{}",
-            std::process::id(),
-            tag,
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let dirs = match self {
-            Cgroups::V1 { pids, memory } => {
-                let mut dirs = vec![pids.join(&name)];
-                if let Some(m) = memory {
-                    dirs.push(m.join(&name));
-                }
-                dirs
-            }
-            Cgroups::V2 { base } => vec![base.join(&name)],
-        };
-        for d in &dirs {
-            std::fs::create_dir(d)?;
-        }
-        Ok(JobCgroup {
-            dirs,
-            v2: matches!(self, Cgroups::V2 { .. }),
-        })
-    }
-}
-
-/// The cgroup(s) of one job.
-struct JobCgroup {
-    dirs: Vec<PathBuf>,
-    v2: bool,
-}
-
-impl JobCgroup {
-    fn limit(&self, processes: u64, memory_bytes: u64) -> std::io::Result<()> {
-        if self.v2 {
-            std::fs::write(self.dirs[0].join("pids.max"), processes.to_string())?;
-            std::fs::write(self.dirs[0].join("memory.max"), memory_bytes.to_string())?;
-            let _ = std::fs::write(self.dirs[0].join("memory.swap.max"), "0");
-        } else {
-            std::fs::write(self.dirs[0].join("pids.max"), processes.to_string())?;
-            if let Some(mem) = self.dirs.get(1) {
-                std::fs::write(mem.join("memory.limit_in_bytes"), memory_bytes.to_string())?;
-                let _ = std::fs::write(
-                    mem.join("memory.memsw.limit_in_bytes"),
-                    memory_bytes.to_string(),
-                );
-            }
-        }
-        Ok(())
-    }
-
-    fn has_memory(&self) -> bool {
-        self.v2 || self.dirs.len() > 1
-    }
-
-    /// The `cgroup.procs` files a child writes its pid to.
-    fn procs_files(&self) -> Vec<CString> {
-        self.dirs
-            .iter()
-            .map(|d| {
-                CString::new(d.join("cgroup.procs").as_os_str().as_encoded_bytes())
-                    .expect("no NUL in paths")
-            })
-            .collect()
-    }
-
-    /// Kills every process in the cgroup.
-    fn kill_all(&self) {
-        if self.v2 && std::fs::write(self.dirs[0].join("cgroup.kill"), "1").is_ok() {
-            return;
-        }
-        for _ in 0..50 {
-            let pids =
-                std::fs::read_to_string(self.dirs[0].join("cgroup.procs")).unwrap_or_default();
-            let pids: Vec<i32> = pids.lines().filter_map(|l| l.trim().parse().ok()).collect();
-            if pids.is_empty() {
-                return;
-            }
-            for pid in pids {
-                // SAFETY: plain syscall on a pid read from our own cgroup.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Which limit was hit, from the cgroup's event counters.
-    fn limit_hit(&self) -> Option<&'static str> {
-        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
-        let count = |text: &str, key: &str| {
-            text.lines()
-                .find_map(|l| {
-                    l.strip_prefix(key)
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                })
-                .unwrap_or(0)
-        };
-        if self.v2 {
-            let mem = read(self.dirs[0].join("memory.events"));
-            if count(&mem, "oom_kill ") > 0 || count(&mem, "max ") > 0 {
-                return Some("memory");
-            }
-            if count(&read(self.dirs[0].join("pids.events")), "max ") > 0 {
-                return Some("processes");
-            }
-        } else {
-            if let Some(mem) = self.dirs.get(1)
-                && read(mem.join("memory.failcnt"))
-                    .trim()
-                    .parse::<u64>()
-                    .unwrap_or(0)
-                    > 0
-            {
-                return Some("memory");
-            }
-            if count(&read(self.dirs[0].join("pids.events")), "max ") > 0 {
-                return Some("processes");
-            }
-        }
-        None
-    }
-
-    fn remove(self) {
-        for d in &self.dirs {
-            for _ in 0..100 {
-                if std::fs::remove_dir(d).is_ok() || !d.exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-    }
 }
 
 /// Environment every job gets, for determinism.
@@ -282,9 +200,95 @@ fn fixed_env(scratch: &Path) -> Vec<(String, String)> {
     ]
 }
 
+/// The rlimits and the cgroup a job's first process sets up between fork and exec.
+struct PreExec {
+    cpu: u64,
+    file_size: u64,
+    /// Set when no cgroup bounds the processes.
+    processes: Option<u64>,
+    /// Set when no cgroup bounds memory.
+    data: Option<u64>,
+    procs_files: Vec<CString>,
+    /// Without bubblewrap, as root: become this user (so that `RLIMIT_NPROC` holds).
+    become_user: Option<u32>,
+}
+
+impl PreExec {
+    /// Installs itself on the command.
+    fn install(self, cmd: &mut Command) {
+        // SAFETY: the closure runs between fork and exec and uses only async-signal-safe calls
+        // (setsid, setrlimit, open, write, close, setgid, setuid) on data prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::setsid();
+                let set = |res, v: u64| {
+                    let lim = libc::rlimit {
+                        rlim_cur: v,
+                        rlim_max: v,
+                    };
+                    libc::setrlimit(res, &lim);
+                };
+                set(libc::RLIMIT_CPU, self.cpu);
+                set(libc::RLIMIT_FSIZE, self.file_size);
+                set(libc::RLIMIT_CORE, 0);
+                if let Some(data) = self.data {
+                    set(libc::RLIMIT_DATA, data);
+                }
+                for file in &self.procs_files {
+                    let fd = libc::open(file.as_ptr(), libc::O_WRONLY);
+                    if fd >= 0 {
+                        libc::write(fd, b"0".as_ptr().cast(), 1);
+                        libc::close(fd);
+                    }
+                }
+                // Root ignores RLIMIT_NPROC; the unprivileged user it becomes does not.
+                if let Some(n) = self.processes {
+                    set(libc::RLIMIT_NPROC, n);
+                }
+                if let Some(uid) = self.become_user
+                    && (libc::setgid(uid) != 0 || libc::setuid(uid) != 0)
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// How a started job ended: its status, or the wall clock.
+fn wait(
+    child: &mut Child,
+    pid: i32,
+    deadline: Instant,
+    cgroup: Option<&JobCgroup>,
+) -> (Option<ExitStatus>, bool) {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return (Some(status), false),
+            Ok(None) if Instant::now() >= deadline => {
+                // SAFETY: kills the job's own process group (it called setsid).
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+                let _ = child.kill();
+                if let Some(cg) = cgroup {
+                    cg.kill_all();
+                }
+                return (child.wait().ok(), true);
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(_) => return (None, false),
+        }
+    }
+}
+
 impl Sandbox for LocalSandbox {
     fn backend(&self) -> &'static str {
         "local"
+    }
+
+    /// Job cgroups of processes that are gone.
+    fn remove_leftovers(&self) -> usize {
+        self.cgroups.as_ref().map_or(0, Cgroups::remove_orphans)
     }
 
     fn isolated(&self) -> bool {
@@ -311,34 +315,7 @@ impl Sandbox for LocalSandbox {
         fs_err::create_dir_all(job.scratch.join(".tmp"))?;
         let mut env = fixed_env(&job.scratch);
         env.extend(job.env.iter().cloned());
-
-        let mut cmd = match &self.bwrap {
-            Some(bwrap) => {
-                let mut c = Command::new(bwrap);
-                c.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
-                for dir in std::iter::once(&job.scratch).chain(&job.writable) {
-                    c.arg("--bind").arg(dir).arg(dir);
-                }
-                c.args(["--unshare-all", "--die-with-parent", "--new-session"]);
-                if job.network {
-                    c.arg("--share-net");
-                }
-                c.arg("--chdir").arg(&job.scratch).arg("--clearenv");
-                for (k, v) in &env {
-                    c.arg("--setenv").arg(k).arg(v);
-                }
-                c.arg("--").arg(&job.program).args(&job.args);
-                c
-            }
-            None => {
-                let mut c = Command::new(&job.program);
-                c.args(&job.args)
-                    .env_clear()
-                    .envs(env.iter().map(|(k, v)| (k, v)))
-                    .current_dir(&job.scratch);
-                c
-            }
-        };
+        let mut cmd = self.command(job, &env)?;
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -349,56 +326,24 @@ impl Sandbox for LocalSandbox {
             cg.limit(limits.processes, limits.memory_mib << 20)
                 .map_err(|e| Error::env(format!("cannot set cgroup limits: {e}")))?;
         }
-        let procs_files = cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default();
-        let memory_by_cgroup = cgroup.as_ref().is_some_and(|c| c.has_memory());
-        // SAFETY: geteuid has no preconditions.
-        let drop_to_nobody = cgroup.is_none() && unsafe { libc::geteuid() } == 0;
-        if drop_to_nobody {
-            chown_tree(&job.scratch, NOBODY);
-            for w in &job.writable {
-                chown_tree(w, NOBODY);
+        // Code that runs as the unprivileged user writes only where it may.
+        let unprivileged = is_root();
+        if unprivileged {
+            for dir in std::iter::once(&job.scratch).chain(&job.writable) {
+                mounts::give_to(dir, NOBODY);
             }
         }
-        let (cpu, fsize, nproc, mem) = (
-            limits.cpu_seconds,
-            limits.file_size_mib << 20,
-            limits.processes,
-            limits.memory_mib << 20,
-        );
-        // SAFETY: the closure runs between fork and exec and uses only async-signal-safe calls
-        // (setsid, setrlimit, open, write, close, setgid, setuid) on data prepared before the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::setsid();
-                let set = |res, v: u64| {
-                    let lim = libc::rlimit {
-                        rlim_cur: v,
-                        rlim_max: v,
-                    };
-                    libc::setrlimit(res, &lim);
-                };
-                set(libc::RLIMIT_CPU, cpu);
-                set(libc::RLIMIT_FSIZE, fsize);
-                set(libc::RLIMIT_CORE, 0);
-                if !memory_by_cgroup {
-                    set(libc::RLIMIT_DATA, mem);
-                }
-                for file in &procs_files {
-                    let fd = libc::open(file.as_ptr(), libc::O_WRONLY);
-                    if fd >= 0 {
-                        libc::write(fd, b"0".as_ptr().cast(), 1);
-                        libc::close(fd);
-                    }
-                }
-                if drop_to_nobody {
-                    set(libc::RLIMIT_NPROC, nproc);
-                    if libc::setgid(NOBODY) != 0 || libc::setuid(NOBODY) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
+        PreExec {
+            cpu: limits.cpu_seconds,
+            file_size: limits.file_size_mib << 20,
+            data: (!cgroup.as_ref().is_some_and(JobCgroup::has_memory))
+                .then_some(limits.memory_mib << 20),
+            procs_files: cgroup.as_ref().map(|c| c.procs_files()).unwrap_or_default(),
+            // A pids cgroup counts this job's processes alone; RLIMIT_NPROC counts the user's.
+            processes: cgroup.is_none().then_some(limits.processes),
+            become_user: (unprivileged && self.bwrap.is_none()).then_some(NOBODY),
         }
+        .install(&mut cmd);
 
         let start = Instant::now();
         let mut child = match cmd.spawn() {
@@ -417,24 +362,7 @@ impl Sandbox for LocalSandbox {
         let out = spawn_reader(child.stdout.take().expect("piped"));
         let err = spawn_reader(child.stderr.take().expect("piped"));
         let deadline = start + Duration::from_secs(limits.wall_seconds);
-        let mut timed_out = false;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if Instant::now() >= deadline => {
-                    timed_out = true;
-                    // SAFETY: kills the job's own process group (it called setsid).
-                    unsafe { libc::kill(-pid, libc::SIGKILL) };
-                    let _ = child.kill();
-                    if let Some(cg) = &cgroup {
-                        cg.kill_all();
-                    }
-                    break child.wait().ok();
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-                Err(_) => break None,
-            }
-        };
+        let (status, timed_out) = wait(&mut child, pid, deadline, cgroup.as_ref());
         // Whatever the job left running dies with it.
         // SAFETY: as above.
         unsafe { libc::kill(-pid, libc::SIGKILL) };
@@ -451,19 +379,14 @@ impl Sandbox for LocalSandbox {
         let exit = if timed_out {
             Exit::Timeout
         } else {
-            match status {
-                Some(s) => match (s.code(), s.signal()) {
-                    (_, Some(sig)) => Exit::Signal(sig),
-                    // bubblewrap reports a child killed by a signal as 128 + the signal.
-                    (Some(code), None) if self.bwrap.is_some() && code > 128 && code < 160 => {
-                        Exit::Signal(code - 128)
-                    }
-                    (Some(code), None) => Exit::Code(code),
-                    (None, None) => Exit::Code(-1),
-                },
-                None => Exit::Code(-1),
-            }
+            self.exit_of(status)
         };
+        if let Some(why) = self.setup_failure(&exit, &stderr) {
+            return Err(Error::env(format!(
+                "the sandbox could not start `{}`: {why}",
+                job.program.display()
+            )));
+        }
         Ok(Outcome {
             exit,
             stdout,
@@ -471,6 +394,36 @@ impl Sandbox for LocalSandbox {
             duration,
             limit_hit,
         })
+    }
+}
+
+impl LocalSandbox {
+    fn exit_of(&self, status: Option<ExitStatus>) -> Exit {
+        match status {
+            Some(s) => match (s.code(), s.signal()) {
+                (_, Some(sig)) => Exit::Signal(sig),
+                // bubblewrap reports a child killed by a signal as 128 + the signal.
+                (Some(code), None) if self.bwrap.is_some() && code > 128 && code < 160 => {
+                    Exit::Signal(code - 128)
+                }
+                (Some(code), None) => Exit::Code(code),
+                (None, None) => Exit::Code(-1),
+            },
+            None => Exit::Code(-1),
+        }
+    }
+
+    /// Why the sandbox itself failed (a program that cannot be started, a mount that is
+    /// missing): an error of the build, never an outcome of the job's code.
+    fn setup_failure(&self, exit: &Exit, stderr: &[u8]) -> Option<String> {
+        if self.bwrap.is_none()
+            || !matches!(exit, Exit::Code(1) | Exit::Code(126) | Exit::Code(127))
+        {
+            return None;
+        }
+        let text = String::from_utf8_lossy(stderr);
+        let first = text.lines().next().unwrap_or_default();
+        (first.starts_with("bwrap: ") || first.starts_with("setpriv: ")).then(|| first.to_owned())
     }
 }
 
@@ -489,13 +442,4 @@ fn spawn_reader(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle
         }
         kept
     })
-}
-
-fn chown_tree(dir: &Path, uid: u32) {
-    for entry in walkdir::WalkDir::new(dir).into_iter().flatten() {
-        if let Ok(c) = CString::new(entry.path().as_os_str().as_encoded_bytes()) {
-            // SAFETY: a valid NUL-terminated path.
-            unsafe { libc::lchown(c.as_ptr(), uid, uid) };
-        }
-    }
 }

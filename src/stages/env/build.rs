@@ -1,325 +1,61 @@
-//! Stage `env`: one isolated Python environment per (repository dependencies, environment
-//! settings), shared by every function of the repository.
-//!
-//! An environment is keyed on what determines it: the interpreter's version, the dependencies the
-//! repository declares (`requirements*.txt`, `pyproject.toml`, `setup.cfg`, `setup.py`), the
-//! third-party modules its code imports, and the `[env]` settings (including index and
-//! certificate variables). Never on the repository's source: the repository's own code is made
-//! importable from its checkout at run time, so editing a function never rebuilds an
-//! environment. Installation runs in the sandbox, with the network allowed there and only there.
-//! It uses `uv` when available (installing it from the package index into the cache if need be),
-//! else `python -m venv` and pip; `uv` is never allowed to download a Python.
-//!
-//! A failed installation is data: its log is kept and the build goes on. A transient failure
-//! (the index unreachable, a timeout) is never stored, so the next build tries again.
+//! Building one environment: the installer (`uv`, found or installed from the package index,
+//! or pip), the steps (create, install the pinned coverage.py and the declarations, then the
+//! inferred imports, then the lock), each in the sandbox with the network and nothing of the
+//! machine but the interpreter, the installers' caches and the folder being built. A failure
+//! that may pass (the network, the index, a full disk, no memory) is never stored.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use crate::cache::{ActionKey, Bucket, Cache, entry, write_atomic, write_if_changed};
-use crate::config::{Config, EnvConfig, Installer as ConfiguredInstaller};
+use super::{Env, EnvOutcome, EnvRecord, Interpreter, distribution_for};
+use crate::cache::{ActionKey, Bucket, Cache, entry, write_atomic};
+use crate::config::{EnvConfig, Installer as ConfiguredInstaller};
 use crate::error::{Error, Result};
 use crate::hash::Hash;
 use crate::keys::{EnvKey, InstallerId};
-pub use crate::records::EnvOutcome;
-use crate::records::{EnvLine, FailureRecord, StageCounts};
 use crate::sandbox::{Exit, Job, Limits, Outcome, Sandbox};
-use crate::stages::checkout::Checkout;
+use crate::stages::jobs::redact;
 
-/// A built environment, as sealed in its folder in the cache.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct EnvRecord {
-    pub key: String,
-    pub outcome: EnvOutcome,
-    pub installer: String,
-    pub python_version: String,
-    pub declared: Vec<String>,
-    pub inferred: Vec<String>,
-    pub failed_packages: Vec<String>,
-    /// `pip freeze` of the environment: its lock.
-    pub lock: Vec<String>,
-    pub lock_hash: String,
-    pub log: String,
-}
-
-/// An environment ready for use.
-#[derive(Clone, Debug)]
-pub struct Env {
-    pub record: EnvRecord,
-    /// The environment's interpreter.
-    pub python: PathBuf,
-    /// Whether it came from the cache.
-    pub cached: bool,
-}
-
-/// Facts about the machine's interpreter, asked once per build.
-#[derive(Clone, Debug)]
-pub struct Interpreter {
-    pub executable: PathBuf,
-    pub version: String,
-    pub stdlib_modules: BTreeSet<String>,
-    /// The version of the pip its `venv` puts into new environments (empty without `ensurepip`).
-    pub bundled_pip: String,
-}
-
-impl Interpreter {
-    /// Asks the configured interpreter (the machine's own, trusted) for its version and its
-    /// standard library's module names.
-    pub fn probe(python: &str) -> Result<Interpreter> {
-        let script = "import sys; print(sys.executable); print(sys.version.split()[0]); print(' '.join(sorted(sys.stdlib_module_names)))\ntry:\n    import ensurepip; print(ensurepip.version())\nexcept Exception:\n    print()";
-        let out = std::process::Command::new(python)
-            .args(["-I", "-c", script])
-            .output()
-            .map_err(|e| {
-                Error::env(format!("cannot run the Python interpreter `{python}`: {e}"))
-            })?;
-        if !out.status.success() {
-            return Err(Error::env(format!(
-                "the Python interpreter `{python}` failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut lines = text.lines();
-        let executable = PathBuf::from(lines.next().unwrap_or_default());
-        let version = lines.next().unwrap_or_default().to_owned();
-        let mut stdlib_modules: BTreeSet<String> = lines
-            .next()
-            .unwrap_or_default()
-            .split(' ')
-            .map(str::to_owned)
-            .collect();
-        stdlib_modules.insert("__future__".into());
-        let bundled_pip = lines.next().unwrap_or_default().trim().to_owned();
-        Ok(Interpreter {
-            executable,
-            version,
-            stdlib_modules,
-            bundled_pip,
-        })
-    }
-}
-
-/// The dependencies a repository declares, normalized and sorted.
-pub fn declared_dependencies(
-    checkout: &Checkout,
-    sandbox: &dyn Sandbox,
-    python: &Path,
-    scratch: &Path,
-) -> Vec<String> {
-    let mut deps = BTreeSet::new();
-    for name in crate::stages::checkout::DECLARATIONS
-        .iter()
-        .filter(|n| n.ends_with(".txt"))
-    {
-        if let Some(text) = checkout.read_any(name) {
-            deps.extend(requirement_lines(&String::from_utf8_lossy(&text)));
-        }
-    }
-    if let Some(text) = checkout.read_any("pyproject.toml")
-        && let Ok(doc) = String::from_utf8_lossy(&text).parse::<toml::Table>()
-    {
-        if let Some(list) = doc
-            .get("project")
-            .and_then(|p| p.get("dependencies"))
-            .and_then(|d| d.as_array())
-        {
-            deps.extend(
-                list.iter()
-                    .filter_map(|v| v.as_str())
-                    .map(normalize_requirement),
-            );
-        }
-        if let Some(table) = doc
-            .get("tool")
-            .and_then(|t| t.get("poetry"))
-            .and_then(|p| p.get("dependencies"))
-            .and_then(|d| d.as_table())
-        {
-            deps.extend(
-                table
-                    .keys()
-                    .filter(|k| k.as_str() != "python")
-                    .map(|k| normalize_requirement(k)),
-            );
-        }
-    }
-    if let Some(text) = checkout.read_any("setup.cfg") {
-        deps.extend(setup_cfg_requires(&String::from_utf8_lossy(&text)));
-    }
-    if let Some(text) = checkout.read_any("setup.py") {
-        deps.extend(setup_py_requires(&text, sandbox, python, scratch));
-    }
-    deps.into_iter().filter(|d| !d.is_empty()).collect()
-}
-
-fn normalize_requirement(req: &str) -> String {
-    req.split('#').next().unwrap_or_default().trim().to_owned()
-}
-
-fn requirement_lines(text: &str) -> Vec<String> {
-    text.lines()
-        .map(normalize_requirement)
-        .filter(|l| {
-            !l.is_empty() && !l.starts_with('-') && !l.starts_with('.') && !l.contains("://")
-        })
-        .collect()
-}
-
-fn setup_cfg_requires(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut in_options = false;
-    let mut in_key = false;
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with('[') {
-            in_options = trimmed == "[options]";
-            in_key = false;
-            continue;
-        }
-        if !in_options {
-            continue;
-        }
-        if let Some(rest) = trimmed.strip_prefix("install_requires") {
-            in_key = true;
-            let value = rest.trim_start().trim_start_matches(['=', ':']).trim();
-            out.extend(
-                value
-                    .split(';')
-                    .next()
-                    .filter(|v| !v.is_empty())
-                    .map(normalize_requirement),
-            );
-            continue;
-        }
-        if in_key {
-            if line.starts_with([' ', '\t']) && !trimmed.is_empty() {
-                out.push(normalize_requirement(trimmed));
-            } else if !trimmed.is_empty() {
-                in_key = false;
-            }
-        }
-    }
-    out
-}
-
-/// `install_requires=[...]` of a `setup.py`, read with Python's `ast` in the sandbox (the file is
-/// parsed, never run).
-fn setup_py_requires(
-    text: &[u8],
-    sandbox: &dyn Sandbox,
-    python: &Path,
-    scratch: &Path,
-) -> Vec<String> {
-    let script = r#"
-import ast, json, sys
-tree = ast.parse(open(sys.argv[1], 'rb').read())
-found = []
-for node in ast.walk(tree):
-    if isinstance(node, ast.keyword) and node.arg == 'install_requires':
-        try:
-            found.extend(str(x) for x in ast.literal_eval(node.value))
-        except Exception:
-            pass
-print(json.dumps(found))
-"#;
-    let _ = fs_err::create_dir_all(scratch);
-    if write_atomic(&scratch.join("setup_probe.py"), text).is_err() {
-        return Vec::new();
-    }
-    let job = Job {
-        program: python.to_path_buf(),
-        args: vec![
-            "-I".into(),
-            "-c".into(),
-            script.into(),
-            "setup_probe.py".into(),
-        ],
-        env: vec![],
-        scratch: scratch.to_path_buf(),
-        writable: vec![],
-        network: false,
-        limits: Limits {
-            wall_seconds: 30,
-            ..Limits::default()
-        },
-    };
-    match sandbox.run(&job) {
-        Ok(out) if out.success() => serde_json::from_slice::<Vec<String>>(&out.stdout)
-            .unwrap_or_default()
-            .iter()
-            .map(|r| normalize_requirement(r))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// The distribution that provides an import name, where it differs from the name.
-pub fn distribution_for(module: &str) -> Option<&'static str> {
-    const KNOWN: &[(&str, &str)] = &[
-        ("yaml", "PyYAML"),
-        ("sklearn", "scikit-learn"),
-        ("skimage", "scikit-image"),
-        ("PIL", "Pillow"),
-        ("cv2", "opencv-python-headless"),
-        ("bs4", "beautifulsoup4"),
-        ("dateutil", "python-dateutil"),
-        ("attr", "attrs"),
-        ("Crypto", "pycryptodome"),
-        ("OpenSSL", "pyOpenSSL"),
-        ("jwt", "PyJWT"),
-        ("dotenv", "python-dotenv"),
-        ("serial", "pyserial"),
-        ("git", "GitPython"),
-        ("fitz", "PyMuPDF"),
-        ("docx", "python-docx"),
-        ("pptx", "python-pptx"),
-        ("Levenshtein", "python-Levenshtein"),
-        ("MySQLdb", "mysqlclient"),
-        ("psycopg2", "psycopg2-binary"),
-        ("zmq", "pyzmq"),
-        ("magic", "python-magic"),
-        ("pkg_resources", "setuptools"),
-        ("google", "protobuf"),
-        ("jose", "python-jose"),
-        ("multipart", "python-multipart"),
-        ("slugify", "python-slugify"),
-        ("Bio", "biopython"),
-        ("nacl", "PyNaCl"),
-        ("win32api", ""),
-        ("win32con", ""),
-        ("_winreg", ""),
-    ];
-    KNOWN.iter().find(|(m, _)| *m == module).map(|(_, d)| *d)
-}
-
-/// Whether an installer's output says the failure may pass (network, index, timeouts).
-fn transient(outcome: &Outcome) -> bool {
+/// Why an installer's failure may pass (the network, the index, a timeout, a full disk, no
+/// memory), from its output; `None` when it is the repository's.
+fn transient(outcome: &Outcome) -> Option<&'static str> {
     if outcome.exit == Exit::Timeout {
-        return true;
+        return Some("the installation timed out");
     }
     let text = String::from_utf8_lossy(&outcome.stderr).to_lowercase()
         + &String::from_utf8_lossy(&outcome.stdout).to_lowercase();
-    [
-        "failed to connect",
-        "connection refused",
-        "connection reset",
-        "network is unreachable",
-        "temporary failure in name resolution",
-        "name or service not known",
-        "timed out",
-        "429",
-        "503 service unavailable",
-        "502 bad gateway",
-        "max retries exceeded",
-        "failed to fetch",
-        "dns error",
-    ]
-    .iter()
-    .any(|needle| text.contains(needle))
+    const CAUSES: &[(&str, &str)] = &[
+        ("no space left on device", "the disk is full"),
+        ("[errno 28]", "the disk is full"),
+        ("disk quota exceeded", "the disk quota is exceeded"),
+        ("cannot allocate memory", "the machine is out of memory"),
+        ("out of memory", "the machine is out of memory"),
+        ("failed to connect", "the package index cannot be reached"),
+        ("connection refused", "the package index cannot be reached"),
+        ("connection reset", "the package index cannot be reached"),
+        ("network is unreachable", "the network is unreachable"),
+        (
+            "temporary failure in name resolution",
+            "names cannot be resolved",
+        ),
+        ("name or service not known", "names cannot be resolved"),
+        ("dns error", "names cannot be resolved"),
+        ("timed out", "the package index timed out"),
+        ("429", "the package index refuses too many requests (429)"),
+        (
+            "503 service unavailable",
+            "the package index is unavailable (503)",
+        ),
+        ("502 bad gateway", "the package index is unavailable (502)"),
+        (
+            "max retries exceeded",
+            "the package index cannot be reached",
+        ),
+        ("failed to fetch", "the package index cannot be reached"),
+    ];
+    CAUSES
+        .iter()
+        .find(|(needle, _)| text.contains(needle))
+        .map(|(_, cause)| *cause)
 }
 
 /// The pinned coverage.py every environment gets, so that coverage means the same everywhere.
@@ -429,6 +165,7 @@ pub fn find_or_install_uv(
             env: cfg.passthrough.clone(),
             scratch: scratch.clone(),
             writable: vec![tools.clone()],
+            readonly: interpreter.mounts(),
             network: true,
             limits: Limits {
                 wall_seconds: 300,
@@ -450,6 +187,44 @@ pub fn find_or_install_uv(
     let _ = fs_err::remove_dir_all(&scratch);
     fs_err::rename(&tmp, tools.join("uv")).ok()?;
     uv.is_file().then_some(uv)
+}
+
+/// What a Python environment reports of itself, run by its own interpreter in the sandbox:
+/// its distributions (`name==version`, sorted), after importing coverage. `Ok(Err(why))` when
+/// it does not work; `Err` when the sandbox itself failed.
+fn installed(
+    sandbox: &dyn Sandbox,
+    python: &Path,
+    env: &[PathBuf],
+    interpreter: &[PathBuf],
+    scratch: &Path,
+) -> Result<std::result::Result<Vec<String>, String>> {
+    let probe = "import json, importlib.metadata as m\nimport coverage\nprint(json.dumps(sorted({f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions()})))";
+    fs_err::create_dir_all(scratch)?;
+    let job = Job {
+        program: python.to_path_buf(),
+        args: vec!["-I".into(), "-c".into(), probe.into()],
+        env: vec![],
+        scratch: scratch.to_path_buf(),
+        writable: vec![],
+        readonly: env.iter().chain(interpreter).cloned().collect(),
+        network: false,
+        limits: Limits {
+            wall_seconds: 60,
+            ..Limits::default()
+        },
+    };
+    let out = match sandbox.run(&job) {
+        Ok(out) => out,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    if !out.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().last().unwrap_or("it failed");
+        return Ok(Err(format!("its interpreter fails: {last}")));
+    }
+    Ok(serde_json::from_slice::<Vec<String>>(&out.stdout)
+        .map_err(|e| format!("its interpreter answers nonsense: {e}")))
 }
 
 /// The limits of an installation step.
@@ -484,6 +259,10 @@ struct Building<'a> {
     log: String,
 }
 
+/// What a finished build holds: its outcome, the packages that failed, its lock, and what its
+/// interpreter reported of itself.
+type Installed = (EnvOutcome, Vec<String>, Vec<String>, Vec<String>);
+
 /// Why a build stopped before its end: a failure that may pass (never stored), or a finished
 /// environment (possibly failed, which is stored).
 enum Stop {
@@ -498,6 +277,20 @@ impl From<Error> for Stop {
 }
 
 impl Building<'_> {
+    /// The log, with this machine's paths replaced by names.
+    fn redacted_log(&self) -> String {
+        let cache = self.builder.cache.root().to_path_buf();
+        let mut paths = vec![(self.tmp.clone(), "<env>"), (cache, "<cache>")];
+        paths.extend(
+            self.builder
+                .interpreter
+                .mounts()
+                .into_iter()
+                .map(|p| (p, "<python>")),
+        );
+        redact(&self.log, &paths, usize::MAX)
+    }
+
     /// Runs one installation step in the sandbox (network on), appending to the log.
     fn run(&mut self, program: &Path, args: Vec<String>) -> Result<Outcome> {
         let b = self.builder;
@@ -525,6 +318,7 @@ impl Building<'_> {
             env,
             scratch: self.tmp.join("scratch"),
             writable: vec![self.tmp.clone(), uv_cache, pip_cache],
+            readonly: b.installer_mounts(),
             network: true,
             limits: install_limits(b.cfg),
         };
@@ -628,9 +422,9 @@ impl Building<'_> {
         if one.success() {
             return Ok(true);
         }
-        if transient(&one) {
+        if let Some(cause) = transient(&one) {
             return Err(Stop::Transient(format!(
-                "installing `{package}` failed for a reason that may pass"
+                "installing `{package}` failed: {cause}"
             )));
         }
         Ok(false)
@@ -645,9 +439,14 @@ impl Building<'_> {
         let all = self.install(&wanted)?;
         let mut failed = Vec::new();
         if !all.success() {
-            if transient(&all) || self.index_down()? {
+            if let Some(cause) = transient(&all) {
+                return Err(Stop::Transient(format!(
+                    "installing packages failed: {cause}"
+                )));
+            }
+            if self.index_down()? {
                 return Err(Stop::Transient(
-                    "installing packages failed for a reason that may pass".into(),
+                    "installing packages failed: the package index cannot be reached".into(),
                 ));
             }
             for package in &wanted {
@@ -711,6 +510,53 @@ impl Building<'_> {
 }
 
 impl EnvBuilder<'_> {
+    /// What an installation step must see besides the folder it builds: the interpreter, the
+    /// installer, and local paths the index settings name (a folder of wheels, certificates).
+    fn installer_mounts(&self) -> Vec<PathBuf> {
+        let mut out = self.interpreter.mounts();
+        if let Some(uv) = &self.installer.uv {
+            out.push(uv.clone());
+        }
+        for (key, value) in &self.cfg.passthrough {
+            if key.contains("FIND_LINKS") || key.contains("CERT") {
+                out.extend(
+                    value
+                        .split([' ', ','])
+                        .map(Path::new)
+                        .filter(|p| p.is_absolute() && p.exists())
+                        .map(Path::to_path_buf),
+                );
+            }
+        }
+        out
+    }
+
+    /// Whether an environment the cache holds still works as built: its interpreter runs,
+    /// imports coverage, and reports the packages it was built with. `Err(why)` when it does
+    /// not; a failure of the sandbox itself counts as not working (the environment is rebuilt).
+    pub fn check(&self, env: &Env) -> Result<std::result::Result<(), String>> {
+        let scratch = self.cache.dir(Bucket::Scratch)?.join(format!(
+            "env-check-{}-{}",
+            std::process::id(),
+            &env.record.key[..16]
+        ));
+        fs_err::create_dir_all(&scratch)?;
+        let found = installed(
+            self.sandbox,
+            &env.python,
+            std::slice::from_ref(&env.dir),
+            &env.mounts,
+            &scratch,
+        );
+        let _ = fs_err::remove_dir_all(&scratch);
+        Ok(match found {
+            Ok(Ok(list)) if list == env.record.installed => Ok(()),
+            Ok(Ok(_)) => Err("its packages are not the ones it was built with".into()),
+            Ok(Err(why)) => Err(why),
+            Err(e) => Err(e.to_string()),
+        })
+    }
+
     /// What determines the environment of a repository with these dependencies.
     pub fn key(&self, declared: &[String], inferred: &[String]) -> EnvKey {
         EnvKey {
@@ -745,6 +591,8 @@ impl EnvBuilder<'_> {
                     return Ok(Env {
                         record,
                         python,
+                        mounts: self.interpreter.mounts(),
+                        dir,
                         cached: true,
                     });
                 }
@@ -769,7 +617,7 @@ impl EnvBuilder<'_> {
             log: String::new(),
         };
         let built = self.install_all(&mut b, declared, inferred);
-        let (outcome, failed, lock) = match built {
+        let (outcome, failed, lock, installed) = match built {
             Ok(done) => done,
             Err(Stop::Error(e)) => {
                 let _ = fs_err::remove_dir_all(&b.tmp);
@@ -777,7 +625,7 @@ impl EnvBuilder<'_> {
             }
             Err(Stop::Transient(why)) => {
                 let _ = fs_err::remove_dir_all(&b.tmp);
-                return Err(Error::env(format!("{why}:\n{}", b.log)));
+                return Err(Error::env(why));
             }
         };
         let record = EnvRecord {
@@ -790,7 +638,8 @@ impl EnvBuilder<'_> {
             failed_packages: failed,
             lock_hash: Hash::of_bytes(lock.join("\n").as_bytes()).to_hex(),
             lock,
-            log: std::mem::take(&mut b.log),
+            installed,
+            log: b.redacted_log(),
         };
         write_atomic(
             &b.tmp.join(RECORD),
@@ -806,6 +655,8 @@ impl EnvBuilder<'_> {
         Ok(Env {
             record,
             python,
+            dir,
+            mounts: self.interpreter.mounts(),
             cached: false,
         })
     }
@@ -816,171 +667,55 @@ impl EnvBuilder<'_> {
         b: &mut Building,
         declared: &[String],
         inferred: &[String],
-    ) -> std::result::Result<(EnvOutcome, Vec<String>, Vec<String>), Stop> {
+    ) -> std::result::Result<Installed, Stop> {
+        let built = self.install_steps(b, declared, inferred);
+        // A step that failed on a full disk failed for the disk, whatever it printed.
+        if crate::fsutil::disk_full(&b.tmp) {
+            return Err(Stop::Transient(format!(
+                "the environment could not be built: the disk is full ({} MiB free where it is built)",
+                crate::fsutil::free_bytes(&b.tmp).unwrap_or(0) >> 20
+            )));
+        }
+        built
+    }
+
+    /// The steps of a build, in order.
+    fn install_steps(
+        &self,
+        b: &mut Building,
+        declared: &[String],
+        inferred: &[String],
+    ) -> std::result::Result<Installed, Stop> {
         let created = b.create()?;
         if !created.success() {
-            if transient(&created) {
-                return Err(Stop::Transient(
-                    "creating an environment failed for a reason that may pass".into(),
-                ));
+            if let Some(cause) = transient(&created) {
+                return Err(Stop::Transient(format!(
+                    "creating an environment failed: {cause}"
+                )));
             }
-            return Ok((EnvOutcome::Failed, Vec::new(), Vec::new()));
+            return Ok((EnvOutcome::Failed, Vec::new(), Vec::new(), Vec::new()));
         }
         let mut failed = b.install_declared(declared)?;
         failed.extend(b.install_inferred(inferred)?);
         let lock = b.freeze()?;
-        let coverage_ok = lock
-            .iter()
-            .any(|l| l.to_ascii_lowercase().starts_with("coverage"));
-        let outcome = if !coverage_ok {
-            EnvOutcome::Failed
-        } else if failed.is_empty() {
-            EnvOutcome::Ok
-        } else {
-            EnvOutcome::Partial
+        // What the environment reports of itself, by its own interpreter (which must import
+        // coverage): checked again before each build uses it.
+        let installed = installed(
+            self.sandbox,
+            &b.python,
+            std::slice::from_ref(&b.tmp),
+            &self.interpreter.mounts(),
+            &b.tmp.join("scratch"),
+        )?;
+        let outcome = match &installed {
+            Err(_) => EnvOutcome::Failed,
+            Ok(_) if failed.is_empty() => EnvOutcome::Ok,
+            Ok(_) => EnvOutcome::Partial,
         };
-        Ok((outcome, failed, lock))
-    }
-}
-
-/// What stage `env` made of every repository.
-pub struct EnvStage {
-    pub lines: Vec<EnvLine>,
-    pub counts: StageCounts,
-    pub envs: Envs,
-    pub failures: Vec<FailureRecord>,
-}
-
-/// Stage `env`: an environment per repository, its log under `<output>/logs/`.
-pub fn run(
-    cfg: &Config,
-    cache: &Cache,
-    sandbox: &dyn Sandbox,
-    repos: &[(Arc<Checkout>, Vec<String>)],
-    output: &Path,
-    progress: impl Fn(u64, &str) -> indicatif::ProgressBar,
-) -> Result<EnvStage> {
-    let interpreter = Interpreter::probe(&cfg.env.python)?;
-    let installer = Installer::find(cache, sandbox, &interpreter, &cfg.env)?;
-    let builder = EnvBuilder {
-        cache,
-        sandbox,
-        cfg: &cfg.env,
-        interpreter: &interpreter,
-        installer: &installer,
-    };
-    let logs = output.join("logs");
-    fs_err::create_dir_all(&logs)?;
-    let mut stage = EnvStage {
-        lines: Vec::new(),
-        counts: StageCounts::default(),
-        envs: Envs::new(),
-        failures: Vec::new(),
-    };
-    let bar = progress(repos.len() as u64, "env");
-    for (checkout, imports) in repos {
-        bar.set_message(checkout.name.clone());
-        let scratch = cache
-            .dir(Bucket::Scratch)?
-            .join(format!("env-{}", std::process::id()));
-        let declared = declared_dependencies(checkout, sandbox, &interpreter.executable, &scratch);
-        let _ = fs_err::remove_dir_all(&scratch);
-        let inferred: Vec<String> = if cfg.env.infer_imports {
-            imports
-                .iter()
-                .filter(|m| !interpreter.stdlib_modules.contains(*m) && !m.starts_with('_'))
-                .cloned()
-                .collect()
-        } else {
-            Vec::new()
-        };
-        match builder.build(&declared, &inferred) {
-            Ok(built) => {
-                stage.counts.executed += u64::from(!built.cached);
-                stage.counts.cached += u64::from(built.cached);
-                let log = format!("logs/env-{}.log", checkout.name);
-                write_if_changed(&output.join(&log), built.record.log.as_bytes())?;
-                if built.record.outcome == EnvOutcome::Failed {
-                    stage.counts.failed += 1;
-                    stage.failures.push(FailureRecord {
-                        repo: checkout.name.clone(),
-                        path: None,
-                        stage: "env".into(),
-                        reason: "the environment could not be created".into(),
-                        log: Some(log.clone()),
-                    });
-                }
-                let r = &built.record;
-                stage.lines.push(EnvLine {
-                    repo: checkout.name.clone(),
-                    env_key: r.key.clone(),
-                    outcome: r.outcome,
-                    installer: r.installer.clone(),
-                    python_version: r.python_version.clone(),
-                    declared: r.declared.clone(),
-                    inferred: r.inferred.clone(),
-                    failed_packages: r.failed_packages.clone(),
-                    lock_hash: r.lock_hash.clone(),
-                    lock: r.lock.clone(),
-                    log,
-                });
-                stage.envs.insert(checkout.name.clone(), Arc::new(built));
-            }
-            Err(e) => {
-                // Transient: reported, never cached; the next build tries again.
-                stage.counts.failed += 1;
-                stage.failures.push(FailureRecord {
-                    repo: checkout.name.clone(),
-                    path: None,
-                    stage: "env".into(),
-                    reason: e.to_string(),
-                    log: None,
-                });
-            }
+        if let Err(why) = &installed {
+            b.log
+                .push_str(&format!("the environment does not work: {why}\n"));
         }
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    Ok(stage)
-}
-
-/// The environment of a repository as a build recorded it in `envs.jsonl`, when it is still in
-/// the cache: its interpreter.
-pub fn python_of(cache: &Cache, line: &EnvLine) -> Option<PathBuf> {
-    let python = cache
-        .path(Bucket::Envs)
-        .join(&line.env_key)
-        .join("venv")
-        .join("bin")
-        .join("python");
-    (cache
-        .path(Bucket::Envs)
-        .join(&line.env_key)
-        .join(RECORD)
-        .exists()
-        && python.exists())
-    .then_some(python)
-}
-
-/// Every environment of a build, by repository name.
-pub type Envs = std::collections::BTreeMap<String, Arc<Env>>;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn declarations_are_read_without_running_code() {
-        let cfg = "[metadata]\nname = x\n\n[options]\ninstall_requires =\n    requests>=2\n    numpy ; python_version > '3'\npackages = find:\n";
-        assert_eq!(
-            setup_cfg_requires(cfg),
-            vec!["requests>=2", "numpy ; python_version > '3'"]
-        );
-        assert_eq!(
-            requirement_lines("# c\nflask==2.0  # web\n-e .\n-r other.txt\n\nclick\n"),
-            vec!["flask==2.0", "click"]
-        );
-        assert_eq!(distribution_for("yaml"), Some("PyYAML"));
-        assert_eq!(distribution_for("numpy"), None);
+        Ok((outcome, failed, lock, installed.unwrap_or_default()))
     }
 }

@@ -1,0 +1,276 @@
+//! The dependencies a repository declares (`requirements*.txt`, `pyproject.toml`, `setup.cfg`,
+//! `setup.py`), read without running its code: each declaration file only when it is a regular
+//! file inside the repository (a symlink could lead to any file of this machine), `setup.py`
+//! parsed with Python's `ast` in the sandbox, and every requirement checked as a PEP 508 string
+//! before any installer sees it. What is refused is recorded with its reason, never requested.
+
+use std::collections::BTreeSet;
+use std::str::FromStr;
+
+use crate::stages::checkout::{Checkout, DECLARATIONS};
+
+/// What a repository declares.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Declared {
+    /// Requirements that parse as PEP 508 strings, as written, sorted and unique.
+    pub requirements: Vec<String>,
+    /// (file, why) for each file or line that was not read or not taken.
+    pub refused: Vec<(String, String)>,
+}
+
+/// The longest text of a refused line shown in its reason.
+const SHOWN: usize = 80;
+
+/// The dependencies a repository declares. `setup_py` reads a `setup.py`'s `install_requires`
+/// (in the sandbox).
+pub fn declared_dependencies(
+    checkout: &Checkout,
+    setup_py: impl Fn(&[u8]) -> Vec<String>,
+) -> Declared {
+    let mut found: Vec<(&str, String)> = Vec::new();
+    let mut refused = Vec::new();
+    let mut read = |name: &'static str| match checkout.read_declaration(name) {
+        Ok(text) => text,
+        Err(why) => {
+            refused.push((name.to_owned(), why));
+            None
+        }
+    };
+    for name in DECLARATIONS.iter().filter(|n| n.ends_with(".txt")) {
+        if let Some(text) = read(name) {
+            found.extend(
+                requirement_lines(&String::from_utf8_lossy(&text))
+                    .into_iter()
+                    .map(|l| (*name, l)),
+            );
+        }
+    }
+    if let Some(text) = read("pyproject.toml")
+        && let Ok(doc) = String::from_utf8_lossy(&text).parse::<toml::Table>()
+    {
+        found.extend(
+            pyproject_requires(&doc)
+                .into_iter()
+                .map(|r| ("pyproject.toml", r)),
+        );
+    }
+    if let Some(text) = read("setup.cfg") {
+        found.extend(
+            setup_cfg_requires(&String::from_utf8_lossy(&text))
+                .into_iter()
+                .map(|r| ("setup.cfg", r)),
+        );
+    }
+    if let Some(text) = read("setup.py") {
+        found.extend(
+            setup_py(&text)
+                .into_iter()
+                .map(|r| ("setup.py", normalize_requirement(&r))),
+        );
+    }
+    let mut requirements = BTreeSet::new();
+    for (file, req) in found {
+        if req.is_empty() {
+            continue;
+        }
+        match pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(&req) {
+            Ok(_) => {
+                requirements.insert(req);
+            }
+            Err(_) => {
+                let shown: String = req.chars().take(SHOWN).collect();
+                refused.push((
+                    file.to_owned(),
+                    format!("not a PEP 508 requirement, not installed: `{shown}`"),
+                ));
+            }
+        }
+    }
+    Declared {
+        requirements: requirements.into_iter().collect(),
+        refused,
+    }
+}
+
+/// `[project] dependencies` and Poetry's dependency table.
+fn pyproject_requires(doc: &toml::Table) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(list) = doc
+        .get("project")
+        .and_then(|p| p.get("dependencies"))
+        .and_then(|d| d.as_array())
+    {
+        out.extend(
+            list.iter()
+                .filter_map(|v| v.as_str())
+                .map(normalize_requirement),
+        );
+    }
+    if let Some(table) = doc
+        .get("tool")
+        .and_then(|t| t.get("poetry"))
+        .and_then(|p| p.get("dependencies"))
+        .and_then(|d| d.as_table())
+    {
+        out.extend(
+            table
+                .keys()
+                .filter(|k| k.as_str() != "python")
+                .map(|k| normalize_requirement(k)),
+        );
+    }
+    out
+}
+
+pub(super) fn normalize_requirement(req: &str) -> String {
+    req.split('#').next().unwrap_or_default().trim().to_owned()
+}
+
+/// The lines of a requirements file that are not blank or comments (pip's options and URLs
+/// included: they are refused as not PEP 508).
+fn requirement_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(normalize_requirement)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+fn setup_cfg_requires(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_options = false;
+    let mut in_key = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            in_options = trimmed == "[options]";
+            in_key = false;
+            continue;
+        }
+        if !in_options {
+            continue;
+        }
+        if let Some(rest) = trimmed.strip_prefix("install_requires") {
+            in_key = true;
+            let value = rest.trim_start().trim_start_matches(['=', ':']).trim();
+            out.extend(
+                value
+                    .split(';')
+                    .next()
+                    .filter(|v| !v.is_empty())
+                    .map(normalize_requirement),
+            );
+            continue;
+        }
+        if in_key {
+            if line.starts_with([' ', '\t']) && !trimmed.is_empty() {
+                out.push(normalize_requirement(trimmed));
+            } else if !trimmed.is_empty() {
+                in_key = false;
+            }
+        }
+    }
+    out
+}
+
+/// The distribution that provides an import name, where it differs from the name.
+pub fn distribution_for(module: &str) -> Option<&'static str> {
+    const KNOWN: &[(&str, &str)] = &[
+        ("yaml", "PyYAML"),
+        ("sklearn", "scikit-learn"),
+        ("skimage", "scikit-image"),
+        ("PIL", "Pillow"),
+        ("cv2", "opencv-python-headless"),
+        ("bs4", "beautifulsoup4"),
+        ("dateutil", "python-dateutil"),
+        ("attr", "attrs"),
+        ("Crypto", "pycryptodome"),
+        ("OpenSSL", "pyOpenSSL"),
+        ("jwt", "PyJWT"),
+        ("dotenv", "python-dotenv"),
+        ("serial", "pyserial"),
+        ("git", "GitPython"),
+        ("fitz", "PyMuPDF"),
+        ("docx", "python-docx"),
+        ("pptx", "python-pptx"),
+        ("Levenshtein", "python-Levenshtein"),
+        ("MySQLdb", "mysqlclient"),
+        ("psycopg2", "psycopg2-binary"),
+        ("zmq", "pyzmq"),
+        ("magic", "python-magic"),
+        ("pkg_resources", "setuptools"),
+        ("google", "protobuf"),
+        ("jose", "python-jose"),
+        ("multipart", "python-multipart"),
+        ("slugify", "python-slugify"),
+        ("Bio", "biopython"),
+        ("nacl", "PyNaCl"),
+        ("win32api", ""),
+        ("win32con", ""),
+        ("_winreg", ""),
+    ];
+    KNOWN.iter().find(|(m, _)| *m == module).map(|(_, d)| *d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declarations_are_read_without_running_code() {
+        let cfg = "[metadata]\nname = x\n\n[options]\ninstall_requires =\n    requests>=2\n    numpy ; python_version > '3'\npackages = find:\n";
+        assert_eq!(
+            setup_cfg_requires(cfg),
+            vec!["requests>=2", "numpy ; python_version > '3'"]
+        );
+        assert_eq!(
+            requirement_lines("# c\nflask==2.0  # web\n-e .\n-r other.txt\n\nclick\n"),
+            vec!["flask==2.0", "-e .", "-r other.txt", "click"]
+        );
+        assert_eq!(distribution_for("yaml"), Some("PyYAML"));
+        assert_eq!(distribution_for("numpy"), None);
+    }
+
+    #[test]
+    fn only_pep508_requirements_from_files_inside_the_repository_are_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        std::fs::create_dir(&root).unwrap();
+        let secret = dir.path().join("secret.txt");
+        std::fs::write(&secret, "hunter2-password\n").unwrap();
+        std::os::unix::fs::symlink(&secret, root.join("requirements.txt")).unwrap();
+        std::fs::write(
+            root.join("requirements-dev.txt"),
+            "pytest>=7\n-r other.txt\nnumpy ; python_version > '3'\n~~junk line~~\n",
+        )
+        .unwrap();
+        let repo = crate::config::RepoConfig {
+            name: "r".into(),
+            source: crate::config::RepoSource::Path(root.clone()),
+        };
+        let cache_dir = tempfile::tempdir().unwrap();
+        let cache = crate::cache::Cache::open(cache_dir.path()).unwrap();
+        let checkout = crate::stages::checkout::checkout(&repo, &cache).unwrap();
+        let declared = declared_dependencies(&checkout, |_| Vec::new());
+        assert_eq!(
+            declared.requirements,
+            vec!["numpy ; python_version > '3'", "pytest>=7"]
+        );
+        let reasons: Vec<String> = declared
+            .refused
+            .iter()
+            .map(|(f, why)| format!("{f}: {why}"))
+            .collect();
+        assert!(
+            reasons[0].starts_with(
+                "requirements.txt: `requirements.txt` is a symlink that leads outside"
+            ),
+            "{reasons:?}"
+        );
+        assert!(reasons.iter().any(|r| r.contains("`-r other.txt`")));
+        assert!(reasons.iter().any(|r| r.contains("junk line")));
+        assert!(
+            !reasons.concat().contains("hunter2"),
+            "the secret is never read"
+        );
+    }
+}

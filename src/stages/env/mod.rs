@@ -1,0 +1,390 @@
+//! Stage `env`: one isolated Python environment per (repository dependencies, environment
+//! settings), shared by every function of the repository.
+//!
+//! An environment is keyed on what determines it: the interpreter's version, the dependencies the
+//! repository declares (`requirements*.txt`, `pyproject.toml`, `setup.cfg`, `setup.py`), the
+//! third-party modules its code imports, and the `[env]` settings (including index and
+//! certificate variables). Never on the repository's source: the repository's own code is made
+//! importable from its checkout at run time, so editing a function never rebuilds an
+//! environment. Installation runs in the sandbox, with the network allowed there and only there.
+//! It uses `uv` when available (installing it from the package index into the cache if need be),
+//! else `python -m venv` and pip; `uv` is never allowed to download a Python.
+//!
+//! A failed installation is data: its log is kept and the build goes on. A failure that may pass
+//! (the index unreachable, a timeout, a full disk) is never stored: the build goes on with the
+//! other repositories and then exits 1 naming the cause, and the next build tries again. Before
+//! its functions run, an environment from the cache is checked (its interpreter runs, imports
+//! coverage and reports the packages it was built with); a broken one is rebuilt.
+
+mod build;
+mod declared;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use build::{COVERAGE, EnvBuilder, Installer, find_or_install_uv};
+use declared::normalize_requirement;
+pub use declared::{Declared, declared_dependencies, distribution_for};
+
+use crate::cache::{Bucket, Cache, write_atomic, write_if_changed};
+use crate::config::Config;
+use crate::error::{Error, Result};
+pub use crate::records::EnvOutcome;
+use crate::records::{EnvLine, FailureRecord, StageCounts};
+use crate::sandbox::{Job, Limits, Sandbox};
+use crate::stages::checkout::Checkout;
+use crate::stages::jobs::Runtime;
+
+/// A built environment, as sealed in its folder in the cache.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EnvRecord {
+    pub key: String,
+    pub outcome: EnvOutcome,
+    pub installer: String,
+    pub python_version: String,
+    pub declared: Vec<String>,
+    pub inferred: Vec<String>,
+    pub failed_packages: Vec<String>,
+    /// `pip freeze` of the environment: its lock.
+    pub lock: Vec<String>,
+    pub lock_hash: String,
+    /// What the environment's interpreter reported of itself when it was built (its
+    /// distributions): checked again before a build uses it.
+    pub installed: Vec<String>,
+    pub log: String,
+}
+
+/// An environment ready for use.
+#[derive(Clone, Debug)]
+pub struct Env {
+    pub record: EnvRecord,
+    /// The environment's interpreter.
+    pub python: PathBuf,
+    /// The environment's folder in the cache.
+    pub dir: PathBuf,
+    /// What its interpreter needs to see besides it (the base installation).
+    pub mounts: Vec<PathBuf>,
+    /// Whether it came from the cache.
+    pub cached: bool,
+}
+
+impl Env {
+    /// How to run code in this environment for a repository checked out at `root`.
+    pub fn runtime(&self, root: &Path) -> Runtime {
+        Runtime {
+            python: self.python.clone(),
+            env: self.dir.clone(),
+            repo: root.to_path_buf(),
+            interpreter: self.mounts.clone(),
+        }
+    }
+}
+
+/// Facts about the machine's interpreter, asked once per build.
+#[derive(Clone, Debug)]
+pub struct Interpreter {
+    pub executable: PathBuf,
+    pub version: String,
+    pub stdlib_modules: BTreeSet<String>,
+    /// The version of the pip its `venv` puts into new environments (empty without `ensurepip`).
+    pub bundled_pip: String,
+    /// Its installation (`sys.base_prefix`), which every environment made from it links to.
+    pub base_prefix: PathBuf,
+}
+
+impl Interpreter {
+    /// Asks the configured interpreter (the machine's own, trusted) for its version and its
+    /// standard library's module names.
+    pub fn probe(python: &str) -> Result<Interpreter> {
+        let script = "import sys; print(sys.executable); print(sys.version.split()[0]); print(' '.join(sorted(sys.stdlib_module_names)))\ntry:\n    import ensurepip; print(ensurepip.version())\nexcept Exception:\n    print()\nprint(sys.base_prefix)";
+        let out = std::process::Command::new(python)
+            .args(["-I", "-c", script])
+            .output()
+            .map_err(|e| {
+                Error::env(format!("cannot run the Python interpreter `{python}`: {e}"))
+            })?;
+        if !out.status.success() {
+            return Err(Error::env(format!(
+                "the Python interpreter `{python}` failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        let executable = PathBuf::from(lines.next().unwrap_or_default());
+        let version = lines.next().unwrap_or_default().to_owned();
+        let mut stdlib_modules: BTreeSet<String> = lines
+            .next()
+            .unwrap_or_default()
+            .split(' ')
+            .map(str::to_owned)
+            .collect();
+        stdlib_modules.insert("__future__".into());
+        let bundled_pip = lines.next().unwrap_or_default().trim().to_owned();
+        let base_prefix = PathBuf::from(lines.next().unwrap_or_default().trim());
+        Ok(Interpreter {
+            executable,
+            version,
+            stdlib_modules,
+            bundled_pip,
+            base_prefix,
+        })
+    }
+
+    /// What a job running this interpreter must see: its installation, unless the system's
+    /// software (always shown) holds it.
+    pub fn mounts(&self) -> Vec<PathBuf> {
+        crate::sandbox::local::outside_system(&self.base_prefix)
+            .into_iter()
+            .collect()
+    }
+}
+
+/// What stage `env` made of every repository.
+pub struct EnvStage {
+    pub lines: Vec<EnvLine>,
+    pub counts: StageCounts,
+    pub envs: Envs,
+    pub failures: Vec<FailureRecord>,
+    /// Environments that could not be built for a reason that may pass (the network, a full
+    /// disk): the build reports them and exits 1 after writing what it could.
+    pub transient: Vec<String>,
+}
+
+/// Stage `env`: an environment per repository (its declared dependencies, and the third-party
+/// modules its code imports), its log under `<output>/logs/`.
+pub fn run(
+    cfg: &Config,
+    cache: &Cache,
+    sandbox: &dyn Sandbox,
+    repos: &[(Arc<Checkout>, Vec<String>)],
+    output: &Path,
+    progress: impl Fn(u64, &str) -> indicatif::ProgressBar,
+) -> Result<EnvStage> {
+    let interpreter = Interpreter::probe(&cfg.env.python)?;
+    let installer = Installer::find(cache, sandbox, &interpreter, &cfg.env)?;
+    let builder = EnvBuilder {
+        cache,
+        sandbox,
+        cfg: &cfg.env,
+        interpreter: &interpreter,
+        installer: &installer,
+    };
+    let logs = output.join("logs");
+    fs_err::create_dir_all(&logs)?;
+    let mut stage = EnvStage {
+        lines: Vec::new(),
+        counts: StageCounts::default(),
+        envs: Envs::new(),
+        failures: Vec::new(),
+        transient: Vec::new(),
+    };
+    let bar = progress(repos.len() as u64, "env");
+    for (checkout, imports) in repos {
+        bar.set_message(checkout.name.clone());
+        let declared = declared_dependencies(checkout, |text| {
+            setup_py_requires(text, cache, sandbox, &interpreter)
+        });
+        for (file, why) in &declared.refused {
+            stage.failures.push(FailureRecord {
+                repo: checkout.name.clone(),
+                path: Some(file.clone()),
+                stage: "env".into(),
+                reason: why.clone(),
+                log: None,
+            });
+        }
+        let inferred: Vec<String> = if cfg.env.infer_imports {
+            imports
+                .iter()
+                .filter(|m| !interpreter.stdlib_modules.contains(*m) && !m.starts_with('_'))
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        match working_env(&builder, &declared.requirements, &inferred) {
+            Ok(built) => stage.record(&checkout.name, built, output)?,
+            Err(e) => {
+                // May pass: reported, never cached; the next build tries again.
+                stage.counts.failed += 1;
+                stage
+                    .transient
+                    .push(format!("repo `{}`: {e}", checkout.name));
+                stage.failures.push(FailureRecord {
+                    repo: checkout.name.clone(),
+                    path: None,
+                    stage: "env".into(),
+                    reason: e.to_string(),
+                    log: None,
+                });
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(stage)
+}
+
+/// The environment for these dependencies, checked to work when it comes from the cache (a
+/// broken one is rebuilt once).
+fn working_env(builder: &EnvBuilder, declared: &[String], inferred: &[String]) -> Result<Env> {
+    let env = builder.build(declared, inferred)?;
+    if !env.cached || env.record.outcome == EnvOutcome::Failed {
+        return Ok(env);
+    }
+    match builder.check(&env)? {
+        Ok(()) => Ok(env),
+        Err(why) => {
+            eprintln!(
+                "environment `{}` is broken ({why}); it is rebuilt",
+                env.record.key
+            );
+            fs_err::remove_dir_all(&env.dir)?;
+            let rebuilt = builder.build(declared, inferred)?;
+            if rebuilt.record.outcome != EnvOutcome::Failed
+                && let Err(why) = builder.check(&rebuilt)?
+            {
+                return Err(Error::env(format!(
+                    "the rebuilt environment `{}` does not work either: {why}",
+                    rebuilt.record.key
+                )));
+            }
+            Ok(rebuilt)
+        }
+    }
+}
+
+impl EnvStage {
+    /// Records a repository's environment: its line, its log, its failure.
+    fn record(&mut self, repo: &str, built: Env, output: &Path) -> Result<()> {
+        self.counts.executed += u64::from(!built.cached);
+        self.counts.cached += u64::from(built.cached);
+        let log = format!("logs/env-{repo}.log");
+        write_if_changed(&output.join(&log), built.record.log.as_bytes())?;
+        if built.record.outcome == EnvOutcome::Failed {
+            self.counts.failed += 1;
+            self.failures.push(FailureRecord {
+                repo: repo.to_owned(),
+                path: None,
+                stage: "env".into(),
+                reason: "the environment could not be created".into(),
+                log: Some(log.clone()),
+            });
+        }
+        let r = &built.record;
+        self.lines.push(EnvLine {
+            repo: repo.to_owned(),
+            env_key: r.key.clone(),
+            outcome: r.outcome,
+            installer: r.installer.clone(),
+            python_version: r.python_version.clone(),
+            declared: r.declared.clone(),
+            inferred: r.inferred.clone(),
+            failed_packages: r.failed_packages.clone(),
+            lock_hash: r.lock_hash.clone(),
+            lock: r.lock.clone(),
+            log,
+        });
+        self.envs.insert(repo.to_owned(), Arc::new(built));
+        Ok(())
+    }
+}
+
+/// `install_requires=[...]` of a `setup.py`, read with Python's `ast` in the sandbox (the file is
+/// parsed, never run).
+fn setup_py_requires(
+    text: &[u8],
+    cache: &Cache,
+    sandbox: &dyn Sandbox,
+    interpreter: &Interpreter,
+) -> Vec<String> {
+    let Ok(scratch) = cache
+        .dir(Bucket::Scratch)
+        .map(|d| d.join(format!("env-{}", std::process::id())))
+    else {
+        return Vec::new();
+    };
+    let found = setup_py_in(text, sandbox, interpreter, &scratch);
+    let _ = fs_err::remove_dir_all(&scratch);
+    found
+}
+
+fn setup_py_in(
+    text: &[u8],
+    sandbox: &dyn Sandbox,
+    interpreter: &Interpreter,
+    scratch: &Path,
+) -> Vec<String> {
+    let script = r#"
+import ast, json, sys
+tree = ast.parse(open(sys.argv[1], 'rb').read())
+found = []
+for node in ast.walk(tree):
+    if isinstance(node, ast.keyword) and node.arg == 'install_requires':
+        try:
+            found.extend(str(x) for x in ast.literal_eval(node.value))
+        except Exception:
+            pass
+print(json.dumps(found))
+"#;
+    let _ = fs_err::create_dir_all(scratch);
+    if write_atomic(&scratch.join("setup_probe.py"), text).is_err() {
+        return Vec::new();
+    }
+    let job = Job {
+        program: interpreter.executable.clone(),
+        args: vec![
+            "-I".into(),
+            "-c".into(),
+            script.into(),
+            "setup_probe.py".into(),
+        ],
+        env: vec![],
+        scratch: scratch.to_path_buf(),
+        writable: vec![],
+        readonly: interpreter.mounts(),
+        network: false,
+        limits: Limits {
+            wall_seconds: 30,
+            ..Limits::default()
+        },
+    };
+    match sandbox.run(&job) {
+        Ok(out) if out.success() => serde_json::from_slice::<Vec<String>>(&out.stdout)
+            .unwrap_or_default()
+            .iter()
+            .map(|r| normalize_requirement(r))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The environment of a repository as a build recorded it in `envs.jsonl`, when it is still in
+/// the cache, and how to run code in it for a repository checked out at `root`.
+pub fn runtime_of(cache: &Cache, line: &EnvLine, root: &Path) -> Option<Runtime> {
+    let dir = cache.path(Bucket::Envs).join(&line.env_key);
+    let python = dir.join("venv").join("bin").join("python");
+    if !(dir.join("record").exists() && python.exists()) {
+        return None;
+    }
+    // Its interpreter's installation: where the environment's `python` leads.
+    let base = std::fs::canonicalize(&python)
+        .ok()
+        .and_then(|real| real.parent()?.parent().map(Path::to_path_buf));
+    Some(Runtime {
+        python,
+        env: dir,
+        repo: root.to_path_buf(),
+        interpreter: base
+            .and_then(|b| crate::sandbox::local::outside_system(&b))
+            .into_iter()
+            .collect(),
+    })
+}
+
+/// Every environment of a build, by repository name.
+pub type Envs = std::collections::BTreeMap<String, Arc<Env>>;
