@@ -269,3 +269,74 @@ fn bad_input_loses_nothing_already_cached() {
         "the failure is data; the build goes on"
     );
 }
+
+/// Setups that would harm the user are refused before anything runs: an output inside a
+/// repository or inside the cache, a cache inside a repository, one folder listed twice.
+#[test]
+fn harmful_setups_are_refused_with_their_location() {
+    let p = Project::new(SMALL, "");
+    let cases = [
+        (
+            "[project]\noutput = \"repo/out\"\n\n[[repo]]\npath = \"repo\"\n",
+            "pipeline.toml:2:10",
+            "is inside repo `repo`",
+        ),
+        (
+            "[project]\ncache = \"repo/.cache\"\n\n[[repo]]\npath = \"repo\"\n",
+            "pipeline.toml:2:9",
+            "is inside repo `repo`",
+        ),
+        (
+            "[project]\noutput = \"cache/out\"\n\n[[repo]]\npath = \"repo\"\n",
+            "pipeline.toml:2:10",
+            "which git and backups skip",
+        ),
+        (
+            "[[repo]]\npath = \"repo\"\n\n[[repo]]\npath = \"./repo/\"\nname = \"again\"\n",
+            "pipeline.toml:5:8",
+            "is repo `repo` again",
+        ),
+    ];
+    for (text, at, says) in cases {
+        std::fs::write(p.pipeline(), text).unwrap();
+        let err = stderr_of_bad_input(r2e().arg("build").arg(p.pipeline()));
+        assert!(err.contains(at) && err.contains(says), "{text}\n{err}");
+    }
+    assert!(!p.path().join("repo/out").exists());
+}
+
+/// Without bubblewrap r2e runs no repository code unless told to.
+#[test]
+fn code_never_runs_unsandboxed_unless_asked() {
+    let p = Project::new(SMALL, "[env]\ninstaller = \"pip\"\n");
+    // A PATH without bubblewrap: the real interpreter and git only.
+    let bin = tempfile::tempdir().unwrap();
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let python = String::from_utf8_lossy(&python.stdout).trim().to_owned();
+    std::os::unix::fs::symlink(python, bin.path().join("python3")).unwrap();
+    if let Ok(git) = which("git") {
+        std::os::unix::fs::symlink(git, bin.path().join("git")).unwrap();
+    }
+    let out = r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .env("PATH", bin.path())
+        .envs(common::offline_env())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("--unsafe-no-sandbox"), "{err}");
+}
+
+fn which(tool: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+        .ok_or(())
+}

@@ -105,6 +105,24 @@ fn hostile_functions_are_contained_and_recorded() {
             );
         }
     }
+    // A memory kill is called one, and names the limit.
+    assert_eq!(
+        by_name("hog")["failure_class"],
+        "resource_limit",
+        "{}",
+        by_name("hog")
+    );
+    assert!(
+        by_name("hog")["failure_message"]
+            .as_str()
+            .unwrap()
+            .contains("memory limit"),
+        "{}",
+        by_name("hog")
+    );
+    // No failure message shows a path of this machine.
+    let text = std::fs::read_to_string(dir.path().join("out/harnesses.jsonl")).unwrap();
+    assert!(!text.contains(&*dir.path().to_string_lossy()), "{text}");
     // Nothing escaped.
     assert!(!sentinel.exists(), "a function wrote outside the sandbox");
     assert!(listener.accept().is_err(), "a function reached the network");

@@ -137,7 +137,7 @@ fn a_file_changed_between_the_walk_and_the_read_is_never_cached_under_the_walked
         "def _half(x):\n    return x / 4\n\n\ndef halve_sum(a, b):\n    \"\"\"Changed.\"\"\"\n    s = a + b\n    return _half(s)\n",
     )
     .unwrap();
-    let services = r2e::services::Services::for_config(&cfg);
+    let services = r2e::services::Services::for_config(&cfg, false);
     let first = r2e::engine::build_session(session, &opts, &services).unwrap();
     assert_eq!(first.stages.parse.failed, 1);
     let failures = std::fs::read_to_string(p.path().join("out/failures.jsonl")).unwrap();

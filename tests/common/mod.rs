@@ -243,3 +243,94 @@ pub fn offline_build_logged(dir: &Path) -> (serde_json::Value, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Whether the tests run as root (some probes need it: files in `/root`, a tmpfs).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A small tmpfs mounted on a folder for the length of a test (root only): a disk that fills up.
+pub struct Tmpfs(pub PathBuf);
+
+impl Tmpfs {
+    pub fn mount(dir: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "cannot mount a tmpfs on {}", dir.display());
+        Tmpfs(dir.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Whether `needle` occurs in any file under `dir` (symlinks not followed).
+pub fn found_under(dir: &Path, needle: &[u8]) -> Option<PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .find(|e| {
+            std::fs::read(e.path()).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
+        })
+        .map(|e| e.into_path())
+}
+
+/// A marker file with a unique secret in it, removed when dropped.
+pub struct Marker {
+    pub path: PathBuf,
+    pub secret: String,
+}
+
+impl Marker {
+    pub fn new(dir: &Path) -> Marker {
+        let secret = format!(
+            "r2e-secret-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        std::fs::create_dir_all(dir).unwrap();
+        // The file's name is not the secret: error messages may name the file.
+        let path = dir.join(format!("{}.txt", secret.replace("secret", "marker")));
+        std::fs::write(&path, &secret).unwrap();
+        Marker { path, secret }
+    }
+}
+
+impl Drop for Marker {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The data files of a build's output, by name, for comparing two builds.
+pub fn data_files(out: &Path) -> BTreeMap<String, String> {
+    [
+        "functions.jsonl",
+        "harnesses.jsonl",
+        "dataset.jsonl",
+        "manifest.json",
+    ]
+    .iter()
+    .map(|name| {
+        (
+            name.to_string(),
+            std::fs::read_to_string(out.join(name)).unwrap_or_default(),
+        )
+    })
+    .collect()
+}
