@@ -1,317 +1,371 @@
-//! `r2e check ID --candidate FILE`: runs an instance's harness on a candidate implementation.
+//! Checking candidates against a built dataset: `r2e check ID --candidate FILE`, and the
+//! [`Bench`] that `evaluate` and `serve` check through.
 //!
-//! The candidate's `def` (or, for a method, its `def` or its whole class, at the user's choice)
-//! replaces the original in a scratch copy of the module; the reference keeps the original; the
-//! harness runs in the sandbox. The candidate file may carry its own imports: they are placed
-//! just before the replaced definition.
+//! A bench opens a build's committed output once: each instance's module text and definition,
+//! its function's place, and its repository's environment. A candidate is spliced into its
+//! module (`stages::splice`) and run through the one check path (`stages::checkpath`): its own
+//! process, the original absent, its calls judged against the reference's recorded calls under
+//! the policy the dataset was built with.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use ruff_python_ast::Stmt;
-use ruff_text_size::Ranged;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
+use crate::cache::Cache;
+use crate::config::{Config, SandboxConfig};
 use crate::db;
 use crate::engine::Session;
 use crate::error::{Error, Result};
-use crate::python::extract::LineIndex;
+use crate::python::summary::ModuleSummary;
 use crate::records::{EnvLine, Instance, read_built, read_jsonl};
-use crate::sandbox::Exit;
+use crate::sandbox::Sandbox;
 use crate::services::Services;
 use crate::stages::candidate::Target;
-use crate::stages::jobs::Exec;
-use crate::stages::validate::run_harness;
+use crate::stages::checkpath::{self, Candidate, TestVerdict, Verdict};
+use crate::stages::jobs::{Exec, Runtime};
+use crate::stages::splice::splice;
 
-/// A failing test of a check.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct FailedTest {
-    pub name: String,
-    pub outcome: String,
-    pub message: Option<String>,
-}
-
-/// What `check` found, as `--json` prints it.
+/// What `check` found, as `--json` prints it: the verdict, and per test the calls, what the
+/// reference did and what the candidate did.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Report {
     pub id: String,
-    pub passed: bool,
-    /// Why no test ran (the candidate does not compile or import, or the harness crashed).
-    pub error: Option<String>,
-    pub tests: usize,
-    pub failed: Vec<FailedTest>,
+    /// The candidate's label, from a `--candidates` line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(flatten)]
+    pub verdict: Verdict,
 }
 
-impl Report {
-    fn error(id: &str, message: String) -> Report {
-        Report {
-            id: id.to_owned(),
-            passed: false,
-            error: Some(message),
-            tests: 0,
-            failed: Vec::new(),
+/// One line of a `--candidates` file: an instance, a candidate's text, and an optional label
+/// that its verdict line repeats.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateLine {
+    pub id: String,
+    pub candidate: String,
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+/// Where an instance's function is, and what runs it.
+struct Resolved {
+    target: Target,
+    source: Arc<str>,
+    summary: Arc<ModuleSummary>,
+    def: usize,
+    runtime: Runtime,
+}
+
+/// A candidate made ready for its instance.
+pub struct Prepared {
+    instance: usize,
+    module: String,
+}
+
+/// A built dataset opened for checking candidates. Holds no database: it may be shared by
+/// threads.
+pub struct Bench {
+    cache: Arc<Cache>,
+    sandbox: Arc<dyn Sandbox>,
+    settings: SandboxConfig,
+    instances: Vec<Instance>,
+    /// Per instance: where it is, or why it can no longer be checked.
+    resolved: Vec<std::result::Result<Resolved, String>>,
+}
+
+impl Bench {
+    /// Opens the dataset a configuration builds (its committed output, one generation whatever
+    /// a build commits meanwhile).
+    pub fn open(cfg: &Config, services: &Services) -> Result<Bench> {
+        let output = crate::engine::outputs::resolve(&cfg.output);
+        let instances: Vec<Instance> = read_built(&output.join("dataset.jsonl"))?;
+        let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
+        let s = Session::open(cfg)?;
+        let mut roots: BTreeMap<String, std::result::Result<(PathBuf, Runtime), String>> =
+            BTreeMap::new();
+        let resolved = instances
+            .iter()
+            .map(|instance| resolve(&s, &envs, &mut roots, instance))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Bench {
+            cache: s.cache.clone(),
+            sandbox: services.sandbox.clone(),
+            settings: cfg.sandbox.clone(),
+            instances,
+            resolved,
+        })
+    }
+
+    pub fn instances(&self) -> &[Instance] {
+        &self.instances
+    }
+
+    fn index(&self, id: &str) -> Result<usize> {
+        self.instances
+            .iter()
+            .position(|i| i.id == id)
+            .ok_or_else(|| Error::input(format!("`{id}` is not an instance of the dataset")))
+    }
+
+    pub fn instance(&self, id: &str) -> Result<&Instance> {
+        Ok(&self.instances[self.index(id)?])
+    }
+
+    /// A candidate (a file's text holding the function, or for a method its class) made ready
+    /// for instance `id`; the verdict instead when it cannot run at all (it does not compile,
+    /// it defines no such function). An instance that can no longer be checked is an error.
+    pub fn prepare(
+        &self,
+        id: &str,
+        candidate: &str,
+    ) -> Result<std::result::Result<Prepared, Verdict>> {
+        let ix = self.index(id)?;
+        let r = self.resolved[ix]
+            .as_ref()
+            .map_err(|e| Error::Unrunnable(e.clone()))?;
+        let qualname = &self.instances[ix].qualname;
+        Ok(
+            match splice(&r.source, &r.summary, r.def, candidate, qualname) {
+                Ok(module) => Ok(Prepared {
+                    instance: ix,
+                    module,
+                }),
+                Err(message) => Err(Verdict::unrunnable(message)),
+            },
+        )
+    }
+
+    /// Checks prepared candidates: those of one environment together in warm workers, the
+    /// environments side by side. Per candidate, its verdict.
+    pub fn check(&self, prepared: &[Prepared]) -> Result<Vec<Verdict>> {
+        let exec = Exec {
+            cache: &self.cache,
+            sandbox: self.sandbox.as_ref(),
+            settings: &self.settings,
+        };
+        let mut by_env: BTreeMap<&Runtime, Vec<usize>> = BTreeMap::new();
+        for (i, p) in prepared.iter().enumerate() {
+            let r = self.resolved[p.instance].as_ref().expect("prepared");
+            by_env.entry(&r.runtime).or_default().push(i);
+        }
+        let workers = rayon::current_num_threads().max(1);
+        let mut chunks: Vec<(&Runtime, Vec<usize>)> = Vec::new();
+        for (runtime, idx) in by_env {
+            let size = idx.len().div_ceil(workers).max(1);
+            chunks.extend(idx.chunks(size).map(|c| (runtime, c.to_vec())));
+        }
+        let done: Vec<Result<Vec<(usize, Verdict)>>> = chunks
+            .par_iter()
+            .map(|(runtime, idx)| {
+                let candidates: Vec<Candidate> = idx
+                    .iter()
+                    .map(|&i| {
+                        let p = &prepared[i];
+                        let instance = &self.instances[p.instance];
+                        let r = self.resolved[p.instance].as_ref().expect("prepared");
+                        Candidate {
+                            target: &r.target,
+                            harness: &instance.harness,
+                            expected: &instance.expected,
+                            module: &p.module,
+                            policy: instance.policy,
+                        }
+                    })
+                    .collect();
+                let verdicts = checkpath::check(&exec, runtime, &candidates)?;
+                Ok(idx.iter().copied().zip(verdicts).collect())
+            })
+            .collect();
+        let mut out: Vec<Option<Verdict>> = vec![None; prepared.len()];
+        for chunk in done {
+            for (i, v) in chunk? {
+                out[i] = Some(v);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|v| v.expect("every candidate checked"))
+            .collect())
+    }
+
+    /// Checks one candidate's text for instance `id`.
+    pub fn check_one(&self, id: &str, candidate: &str) -> Result<Verdict> {
+        match self.prepare(id, candidate)? {
+            Ok(p) => Ok(self.check(&[p])?.remove(0)),
+            Err(verdict) => Ok(verdict),
         }
     }
 }
 
-/// Checks a candidate for one instance, with the services the configuration names.
-pub fn check(cfg: &Config, id: &str, candidate: &Path) -> Result<Report> {
-    check_with(cfg, id, candidate, &Services::for_config(cfg, false))
+/// Where an instance's function is now, and its environment; why it cannot be checked when its
+/// repository changed or its environment is gone.
+fn resolve(
+    s: &Session,
+    envs: &[EnvLine],
+    roots: &mut BTreeMap<String, std::result::Result<(PathBuf, Runtime), String>>,
+    instance: &Instance,
+) -> Result<std::result::Result<Resolved, String>> {
+    let dbase = &s.db;
+    let repo_name = &instance.repo;
+    let Some(ix) = s.repos.iter().position(|r| r.name(dbase) == repo_name) else {
+        return Ok(Err(format!(
+            "the pipeline has no repo `{repo_name}` any more"
+        )));
+    };
+    let checkout = &s.checkouts[ix];
+    if checkout.identity != instance.commit {
+        return Ok(Err(format!(
+            "repo `{repo_name}` changed since the dataset was built (it was `{}`, it is `{}`): run `r2e build`",
+            instance.commit, checkout.identity
+        )));
+    }
+    if !roots.contains_key(repo_name) {
+        let root = checkout.materialize(&s.cache)?;
+        let runtime = envs
+            .iter()
+            .find(|e| &e.repo == repo_name)
+            .and_then(|e| crate::stages::env::runtime_of(&s.cache, e, &root))
+            .ok_or_else(|| {
+                format!("the environment of repo `{repo_name}` is not built: run `r2e build`")
+            });
+        roots.insert(repo_name.clone(), runtime.map(|r| (root, r)));
+    }
+    let (root, runtime) = match &roots[repo_name] {
+        Ok(found) => found.clone(),
+        Err(e) => return Ok(Err(e.clone())),
+    };
+    let repo = s.repos[ix];
+    let path = &instance.path;
+    let Some(&file) = repo.files(dbase).iter().find(|f| f.path(dbase) == path) else {
+        return Ok(Err(format!(
+            "repo `{repo_name}` has no file `{path}` any more"
+        )));
+    };
+    let summary = db::parse_file(dbase, file)
+        .clone()
+        .map_err(Error::Internal)?;
+    let source = db::source_text(dbase, file).clone().map_err(Error::env)?;
+    let rows = db::file_functions(dbase, file, s.settings);
+    let Some(row) = rows.iter().find(|r| r.id == instance.id) else {
+        return Ok(Err(format!("`{}` is no longer in `{path}`", instance.id)));
+    };
+    let layout = &summary.layout.defs[row.def as usize];
+    let module = db::module_index(dbase, repo)
+        .module_name(file.ix(dbase))
+        .to_owned();
+    let mut target = Target::new(
+        &root,
+        path,
+        module,
+        &instance.qualname,
+        (layout.start_line, layout.end_line),
+    )
+    .hiding(checkout);
+    target.kind = row.kind;
+    Ok(Ok(Resolved {
+        target,
+        source,
+        def: row.def as usize,
+        summary,
+        runtime,
+    }))
 }
 
-/// Checks a candidate for one instance.
+/// Checks a candidate file for one instance.
 pub fn check_with(cfg: &Config, id: &str, candidate: &Path, services: &Services) -> Result<Report> {
-    // One generation of the output, whatever a build commits meanwhile.
-    let output = crate::engine::outputs::resolve(&cfg.output);
-    let dataset_path = output.join("dataset.jsonl");
-    let instances: Vec<Instance> = read_built(&dataset_path)?;
-    let instance = instances.iter().find(|i| i.id == id).ok_or_else(|| {
-        Error::input(format!(
-            "`{id}` is not an instance of the dataset at `{}`",
-            dataset_path.display()
-        ))
-    })?;
-    let candidate_text = std::fs::read_to_string(candidate).map_err(|e| {
+    let text = std::fs::read_to_string(candidate).map_err(|e| {
         Error::input(format!(
             "cannot read the candidate `{}`: {e}",
             candidate.display()
         ))
     })?;
-    let (repo_name, path, qualname) = (&instance.repo, &instance.path, &instance.qualname);
-
-    let s = Session::open(cfg)?;
-    let dbase = &s.db;
-    let (ix, repo) = s
-        .repos
-        .iter()
-        .enumerate()
-        .find(|(_, r)| r.name(dbase) == repo_name)
-        .ok_or_else(|| Error::input(format!("the pipeline has no repo `{repo_name}` any more")))?;
-    let file = *repo
-        .files(dbase)
-        .iter()
-        .find(|f| f.path(dbase) == path)
-        .ok_or_else(|| Error::input(format!("repo `{repo_name}` has no file `{path}` any more")))?;
-    let summary = db::parse_file(dbase, file)
-        .clone()
-        .map_err(|e| Error::input(format!("`{path}` no longer parses: {e}")))?;
-    let source = db::source_text(dbase, file).clone().map_err(Error::env)?;
-    let rows = db::file_functions(dbase, file, s.settings);
-    let row = rows
-        .iter()
-        .find(|r| r.id == id)
-        .ok_or_else(|| Error::input(format!("`{id}` is no longer in `{path}`")))?;
-    let layout = &summary.layout.defs[row.def as usize];
-
-    // The environment this instance was validated in.
-    let root = s.checkouts[ix].materialize(&s.cache)?;
-    let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
-    let runtime = envs
-        .iter()
-        .find(|e| &e.repo == repo_name)
-        .and_then(|e| crate::stages::env::runtime_of(&s.cache, e, &root))
-        .ok_or_else(|| {
-            Error::Unrunnable(format!(
-                "the environment of repo `{repo_name}` is not built: run `r2e build`"
-            ))
-        })?;
-
-    let candidate_module = match splice(
-        &source,
-        &summary,
-        row.def as usize,
-        &candidate_text,
-        qualname,
-    ) {
-        Ok(text) => text,
-        Err(message) => return Ok(Report::error(id, message)),
-    };
-    let module = db::module_index(dbase, *repo)
-        .module_name(file.ix(dbase))
-        .to_owned();
-    let target = Target::new(
-        &root,
-        path,
-        module,
-        qualname,
-        (layout.start_line, layout.end_line),
-    );
-    let exec = Exec {
-        cache: &s.cache,
-        sandbox: services.sandbox.as_ref(),
-        settings: &cfg.sandbox,
-    };
-    let (outcome, answer, _) = run_harness(
-        &exec,
-        &runtime,
-        &target,
-        &instance.harness,
-        Some(&candidate_module),
-    )
-    .map_err(|e| Error::Unrunnable(e.to_string()))?;
-    let Some(answer) = answer else {
-        let why = match outcome.exit {
-            Exit::Timeout => "the candidate ran past the time limit".to_string(),
-            ref other => format!(
-                "the harness crashed ({other:?}): {}",
-                String::from_utf8_lossy(&outcome.stderr)
-                    .lines()
-                    .last()
-                    .unwrap_or_default()
-            ),
-        };
-        return Ok(Report::error(id, why));
-    };
-    if answer.status != "ok" {
-        let message = answer
-            .error
-            .unwrap_or_else(|| "the harness could not run".to_owned());
-        return Ok(Report::error(
-            id,
-            format!("the candidate does not import: {message}"),
-        ));
-    }
-    let failed: Vec<FailedTest> = answer
-        .tests
-        .iter()
-        .filter(|t| t.outcome != "pass")
-        .map(|t| FailedTest {
-            name: t.name.clone(),
-            outcome: t.outcome.clone(),
-            message: t.message.clone(),
-        })
-        .collect();
+    let bench = Bench::open(cfg, services)?;
     Ok(Report {
         id: id.to_owned(),
-        passed: failed.is_empty() && !answer.tests.is_empty(),
-        error: None,
-        tests: answer.tests.len(),
-        failed,
+        label: None,
+        verdict: bench.check_one(id, &text)?,
     })
 }
 
-/// The module's text with the definition at `def` replaced by the candidate's, and the
-/// candidate's imports placed before it.
-fn splice(
-    source: &str,
-    summary: &crate::python::summary::ModuleSummary,
-    def: usize,
-    candidate: &str,
-    qualname: &str,
-) -> std::result::Result<String, String> {
-    let parsed = ruff_python_parser::parse_module(candidate).map_err(|e| {
-        let (line, col) = LineIndex::new(candidate).line_col(candidate, e.location.start());
-        format!(
-            "the candidate does not compile: syntax error at {line}:{col}: {}",
-            e.error
-        )
+/// Checks every candidate of a `--candidates` file (JSON lines of [`CandidateLine`]), all in
+/// one bench: per line, its report, in the file's order.
+pub fn check_file(cfg: &Config, file: &Path, services: &Services) -> Result<Vec<Report>> {
+    let lines: Vec<CandidateLine> = read_jsonl(file)?.ok_or_else(|| {
+        Error::input(format!(
+            "the candidates file `{}` does not exist",
+            file.display()
+        ))
     })?;
-    let body = &parsed.syntax().body;
-    let mut imports = String::new();
-    for stmt in body {
-        if matches!(stmt, Stmt::Import(_) | Stmt::ImportFrom(_)) {
-            imports.push_str(&candidate[stmt.range()]);
-            imports.push('\n');
-        }
-    }
-    let (class, name) = match qualname.split_once('.') {
-        Some((c, n)) => (Some(c), n),
-        None => (None, qualname),
-    };
-    let iface = &summary.interface.defs[def];
-    let layout = &summary.layout.defs[def];
-    let full = |stmt: &Stmt| -> String {
-        // From the start of the line of its first decorator.
-        let start = match stmt {
-            Stmt::FunctionDef(f) => f.decorator_list.first().map_or(stmt.start(), |d| d.start()),
-            Stmt::ClassDef(c) => c.decorator_list.first().map_or(stmt.start(), |d| d.start()),
-            _ => stmt.start(),
-        };
-        let line_start = candidate[..start.to_usize()]
-            .rfind('\n')
-            .map_or(0, |i| i + 1);
-        crate::python::dedent(&candidate[line_start..stmt.end().to_usize()])
-    };
-    // A whole class, for a method, when the candidate gives one.
-    if let Some(class_name) = class
-        && let Some(stmt) = body
-            .iter()
-            .find(|s| matches!(s, Stmt::ClassDef(c) if c.name.id.as_str() == class_name))
-    {
-        let class_ix = iface.class.expect("methods have a class") as usize;
-        let chunk = summary.layout.defs[class_ix].chunk;
-        return Ok(format!(
-            "{}{imports}{}\n{}",
-            &source[..chunk.start as usize],
-            full(stmt),
-            &source[chunk.end as usize..]
-        ));
-    }
-    let find_def = |stmts: &[Stmt]| -> Option<String> {
-        stmts
-            .iter()
-            .find(|s| matches!(s, Stmt::FunctionDef(f) if f.name.id.as_str() == name))
-            .map(full)
-    };
-    let text = find_def(body)
-        .or_else(|| {
-            body.iter().find_map(|s| match s {
-                Stmt::ClassDef(c) => find_def(&c.body),
-                _ => None,
-            })
-        })
-        .ok_or_else(|| format!("the candidate defines no `{name}`"))?;
-    let chunk = layout.chunk;
-    let original = &source[chunk.start as usize..chunk.end as usize];
-    let indent: String = original
-        .chars()
-        .take_while(|c| *c == ' ' || *c == '\t')
-        .collect();
-    let indented: String = text
-        .lines()
-        .map(|l| {
-            if l.trim().is_empty() {
-                "\n".to_string()
-            } else {
-                format!("{indent}{l}\n")
+    let bench = Bench::open(cfg, services)?;
+    let mut verdicts: Vec<Option<Verdict>> = vec![None; lines.len()];
+    let mut ready = Vec::new();
+    let mut slots = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let prepared = bench
+            .prepare(&line.id, &line.candidate)
+            .map_err(|e| match e {
+                Error::Input(m) => Error::input(format!("{}:{}: {m}", file.display(), i + 1)),
+                other => other,
+            })?;
+        match prepared {
+            Ok(p) => {
+                ready.push(p);
+                slots.push(i);
             }
-        })
-        .collect();
-    match class {
-        None => Ok(format!(
-            "{}{imports}{indented}{}",
-            &source[..chunk.start as usize],
-            &source[chunk.end as usize..]
-        )),
-        Some(_) => {
-            // Imports go before the enclosing class, at module level.
-            let class_ix = iface.class.expect("methods have a class") as usize;
-            let class_start = summary.layout.defs[class_ix].chunk.start as usize;
-            Ok(format!(
-                "{}{imports}{}{indented}{}",
-                &source[..class_start],
-                &source[class_start..chunk.start as usize],
-                &source[chunk.end as usize..]
-            ))
+            Err(v) => verdicts[i] = Some(v),
         }
     }
+    for (i, v) in slots.into_iter().zip(bench.check(&ready)?) {
+        verdicts[i] = Some(v);
+    }
+    Ok(lines
+        .into_iter()
+        .zip(verdicts)
+        .map(|(line, v)| Report {
+            id: line.id,
+            label: line.label,
+            verdict: v.expect("every candidate has a verdict"),
+        })
+        .collect())
 }
 
-/// Text for people: what failed.
+/// Text for people: the verdict, and for each failing test its calls, what was expected and
+/// what the candidate did.
 pub fn report_text(r: &Report) -> String {
-    if r.passed {
-        return format!("PASS {}: all {} tests pass\n", r.id, r.tests);
+    let v = &r.verdict;
+    if v.passed {
+        return format!("PASS {}: all {} tests pass\n", r.id, v.tests.len());
     }
     let mut out = format!("FAIL {}", r.id);
-    if let Some(e) = &r.error {
+    if let Some(e) = &v.error {
         out.push_str(&format!(": {e}\n"));
         return out;
     }
-    out.push_str(&format!(": {} of {} tests fail\n", r.failed.len(), r.tests));
-    for f in &r.failed {
-        out.push_str(&format!("- {} ({}):\n", f.name, f.outcome));
-        for line in f.message.as_deref().unwrap_or_default().lines() {
-            out.push_str(&format!("    {line}\n"));
+    let failed: Vec<&TestVerdict> = v.tests.iter().filter(|t| !t.passed).collect();
+    out.push_str(&format!(
+        ": {} of {} tests fail\n",
+        failed.len(),
+        v.tests.len()
+    ));
+    for t in failed {
+        out.push_str(&format!("- {}:\n", t.name));
+        if let Some(m) = &t.message {
+            for line in m.lines() {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
+        for (i, call) in t.inputs.iter().enumerate() {
+            out.push_str(&format!("    call      {call}\n"));
+            if let Some(e) = t.expected.get(i) {
+                out.push_str(&format!("    expected  {e}\n"));
+            }
+            if let Some(a) = t.actual.get(i) {
+                out.push_str(&format!("    got       {a}\n"));
+            }
         }
     }
     out

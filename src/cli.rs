@@ -58,11 +58,16 @@ enum Command {
     /// Run an instance's harness on a candidate implementation: exit 0 when every test passes,
     /// 1 when one fails or the candidate does not compile, 2 for bad input, 3 when it cannot run.
     Check {
-        /// An instance id from `dataset.jsonl`.
-        id: String,
+        /// An instance id from `dataset.jsonl` (with `--candidate`).
+        #[arg(required_unless_present = "candidates")]
+        id: Option<String>,
         /// A Python file defining the candidate function (or, for a method, the method or its class).
-        #[arg(long)]
-        candidate: PathBuf,
+        #[arg(long, requires = "id", required_unless_present = "candidates")]
+        candidate: Option<PathBuf>,
+        /// Many candidates at once: a JSON-lines file of `{"id", "candidate" (the source text),
+        /// "label" (optional)}`. Prints one JSON verdict per line, in order; exit 0 when all pass.
+        #[arg(long, conflicts_with_all = ["id", "candidate"])]
+        candidates: Option<PathBuf>,
         #[arg(short, long, default_value = "pipeline.toml")]
         pipeline: PathBuf,
         /// The variant whose dataset holds the instance (pipelines with `[[variant]]` tables).
@@ -144,6 +149,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check {
             id,
             candidate,
+            candidates,
             pipeline,
             variant,
             json,
@@ -164,13 +170,31 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 None => &cfg,
             };
+            if let Some(file) = candidates {
+                let reports = crate::check::check_file(cfg, &file, &services(cfg))?;
+                let mut out = String::new();
+                for r in &reports {
+                    out.push_str(&serde_json::to_string(r).map_err(Error::internal)?);
+                    out.push('\n');
+                }
+                print_text(&out)?;
+                return Ok(if reports.iter().all(|r| r.verdict.passed) {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                });
+            }
+            let (id, candidate) = (
+                id.expect("clap requires it"),
+                candidate.expect("clap requires it"),
+            );
             let report = crate::check::check_with(cfg, &id, &candidate, &services(cfg))?;
             if json {
                 print_json(&report)?;
             } else {
                 print_text(&crate::check::report_text(&report))?;
             }
-            Ok(if report.passed {
+            Ok(if report.verdict.passed {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

@@ -33,6 +33,8 @@ struct Options {
     #[serde(default)]
     generate: GenerateConfig,
     #[serde(default)]
+    validate: crate::verdict::Policy,
+    #[serde(default)]
     select: SelectConfig,
     #[serde(default)]
     providers: std::collections::BTreeMap<String, ProviderOptions>,
@@ -197,6 +199,9 @@ struct RepoOptions {
     path: Option<Spanned<String>>,
     git: Option<Spanned<String>>,
     rev: Option<Spanned<String>>,
+    include: Option<Vec<Spanned<String>>>,
+    exclude: Option<Vec<Spanned<String>>>,
+    default_exclude: Option<bool>,
 }
 
 /// The curation filters of the `extract` stage (R2E's rules). Each is switchable; an excluded
@@ -508,6 +513,87 @@ pub enum RepoSource {
 pub struct RepoConfig {
     pub name: String,
     pub source: RepoSource,
+    /// Which of its files give candidates.
+    pub scope: Scope,
+}
+
+/// The files of a repository whose functions become candidates (`include` and `exclude` globs
+/// over paths relative to its root, `/`-separated). Every file is still parsed and sliced:
+/// out-of-scope code is context and call sites, never a candidate, and its imports are
+/// installed only when in-scope code imports it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Scope {
+    /// Empty: every file.
+    pub include: Vec<String>,
+    /// [`DEFAULT_EXCLUDE`] (unless `default_exclude = false`), then the repo's own.
+    pub exclude: Vec<String>,
+}
+
+/// What a repository's scope leaves out unless `default_exclude = false`: tests, docs,
+/// examples, benchmarks, packaging scripts and vendored helpers.
+pub const DEFAULT_EXCLUDE: &[&str] = &[
+    "**/test/**",
+    "**/tests/**",
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/conftest.py",
+    "**/docs/**",
+    "**/doc/**",
+    "**/examples/**",
+    "**/example/**",
+    "**/benchmarks/**",
+    "**/benchmark/**",
+    "**/setup.py",
+    "**/versioneer.py",
+    "**/_version.py",
+    "**/six.py",
+];
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope {
+            include: Vec::new(),
+            exclude: DEFAULT_EXCLUDE.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+impl Scope {
+    /// The compiled globs (checked when the pipeline was read).
+    pub fn matcher(&self) -> ScopeMatcher {
+        let set = |globs: &[String]| {
+            let mut b = globset::GlobSetBuilder::new();
+            for g in globs {
+                b.add(glob(g).expect("globs are checked when the pipeline is read"));
+            }
+            b.build().expect("checked globs build")
+        };
+        ScopeMatcher {
+            include: (!self.include.is_empty()).then(|| set(&self.include)),
+            exclude: set(&self.exclude),
+        }
+    }
+}
+
+/// A glob over repository paths: `*` stays within a folder, `**/` matches any folders (none
+/// included).
+fn glob(text: &str) -> std::result::Result<globset::Glob, globset::Error> {
+    globset::GlobBuilder::new(text)
+        .literal_separator(true)
+        .build()
+}
+
+/// [`Scope`], compiled.
+pub struct ScopeMatcher {
+    include: Option<globset::GlobSet>,
+    exclude: globset::GlobSet,
+}
+
+impl ScopeMatcher {
+    /// Whether the file at `path` (relative to the repository's root) gives candidates.
+    pub fn contains(&self, path: &str) -> bool {
+        self.include.as_ref().is_none_or(|i| i.is_match(path)) && !self.exclude.is_match(path)
+    }
 }
 
 /// A resolved pipeline.
@@ -523,6 +609,8 @@ pub struct Config {
     pub context: ContextConfig,
     pub env: EnvConfig,
     pub generate: GenerateConfig,
+    /// `[validate]`: what a correct candidate may change and still pass (`docs/harness.md`).
+    pub validate: crate::verdict::Policy,
     pub select: SelectConfig,
     pub providers: Vec<ProviderConfig>,
     /// Prompt template files named in `[prompts]`, absolute; the others come from the
@@ -667,6 +755,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         context: options.context,
         env: options.env.resolve(),
         generate: options.generate,
+        validate: options.validate,
         select: options.select,
         providers: providers(&src, options.providers)?,
         prompts,
@@ -731,9 +820,41 @@ fn repos(src: &Source, base: &Path, options: Vec<RepoOptions>) -> Result<Vec<Rep
                 &format!("two repos are named `{name}`; give one a `name = \"...\"`"),
             ));
         }
-        repos.push(RepoConfig { name, source });
+        let scope = scope(src, &r)?;
+        repos.push(RepoConfig {
+            name,
+            source,
+            scope,
+        });
     }
     Ok(repos)
+}
+
+/// A repo's `include`, `exclude` and `default_exclude`, every glob checked.
+fn scope(src: &Source, r: &RepoOptions) -> Result<Scope> {
+    let globs = |list: &Option<Vec<Spanned<String>>>| -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for g in list.iter().flatten() {
+            glob(g.get_ref()).map_err(|e| {
+                src.at(
+                    Some(g.span()),
+                    &format!("`{}` is not a glob: {}", g.get_ref(), e.kind()),
+                )
+            })?;
+            out.push(g.get_ref().clone());
+        }
+        Ok(out)
+    };
+    let mut exclude: Vec<String> = if r.default_exclude.unwrap_or(true) {
+        DEFAULT_EXCLUDE.iter().map(|s| s.to_string()).collect()
+    } else {
+        Vec::new()
+    };
+    exclude.extend(globs(&r.exclude)?);
+    Ok(Scope {
+        include: globs(&r.include)?,
+        exclude,
+    })
 }
 
 /// Whether two repo sources are the same files: one folder, or one URL at one revision.

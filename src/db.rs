@@ -166,6 +166,9 @@ pub struct SourceFile {
     pub path: String,
     #[returns(copy)]
     pub hash: Hash,
+    /// Whether its functions may be candidates (the repository's scope).
+    #[returns(copy)]
+    pub in_scope: bool,
 }
 
 /// The settings of the analysis stages.
@@ -330,6 +333,7 @@ pub fn file_functions(db: &dyn Db, file: SourceFile, settings: Settings) -> Arc<
     let cfg = settings.extract(db);
     let ids = def_ids(db, file);
     let repo = file.repo(db);
+    let in_scope = file.in_scope(db);
     let mut rows = Vec::new();
     for (i, (def, layout)) in summary
         .interface
@@ -345,7 +349,11 @@ pub fn file_functions(db: &dyn Db, file: SourceFile, settings: Settings) -> Arc<
             Ok(text) => text.get(layout.chunk.start as usize..layout.chunk.end as usize),
             Err(_) => None,
         };
-        let mut excluded_by = local_filters(cfg, &def.qualname, layout, code);
+        let mut excluded_by = if in_scope {
+            local_filters(cfg, &def.qualname, layout, code)
+        } else {
+            Some(Filter::Scope)
+        };
         if excluded_by.is_none() && cfg.connectivity {
             let item = ItemId::new(db, repo, Item::Def(file.ix(db), i as u32));
             if item_deps(db, item).explicit.is_empty() {
@@ -751,8 +759,9 @@ pub fn render(db: &dyn Db, repo: Repo, ctx: &Context) -> String {
     out
 }
 
-/// Top-level names of the modules a repository imports that are not its own (absolute imports
-/// whose first component no file of the repository provides), sorted. The `env` stage drops the
+/// Top-level names of the modules a repository's in-scope code imports that are not its own
+/// (absolute imports whose first component no file of the repository provides): the imports of
+/// the files in scope and of every file their import runs, sorted. The `env` stage drops the
 /// standard library's and installs the rest when no declaration names them.
 #[salsa::tracked(returns(ref))]
 pub fn external_imports(db: &dyn Db, repo: Repo) -> Arc<Vec<String>> {
@@ -770,14 +779,23 @@ pub fn external_imports(db: &dyn Db, repo: Repo) -> Arc<Vec<String>> {
             out.insert(root.to_owned());
         }
     };
-    for &file in repo.files(db) {
+    // The files in scope, and every file their import runs.
+    let files = repo.files(db);
+    let mut needed: std::collections::BTreeSet<FileIx> = std::collections::BTreeSet::new();
+    for &file in files.iter().filter(|f| f.in_scope(db)) {
+        needed.extend(import_closure(db, file).iter().copied());
+    }
+    for ix in needed {
+        let file = files[ix as usize];
         let iface = file_interface(db, file);
         iface.imports.iter().for_each(|b| consider(&b.target));
-        for def in &iface.defs {
-            def.refs
-                .local_imports
-                .iter()
-                .for_each(|b| consider(&b.target));
+        if file.in_scope(db) {
+            for def in &iface.defs {
+                def.refs
+                    .local_imports
+                    .iter()
+                    .for_each(|b| consider(&b.target));
+            }
         }
         for star in &iface.star_imports {
             consider(&ImportTarget::From(star.clone(), String::new()));

@@ -23,3 +23,4 @@ pub mod report;
 pub mod sandbox;
 pub mod services;
 pub mod stages;
+pub mod verdict;

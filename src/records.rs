@@ -40,6 +40,8 @@ impl FunctionKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Filter {
+    /// The file is outside the repository's scope (`[[repo]] include` / `exclude`).
+    Scope,
     NoDocstring,
     Dunder,
     NamePrefix,
@@ -54,7 +56,8 @@ pub enum Filter {
 }
 
 impl Filter {
-    pub const ALL: [Filter; 11] = [
+    pub const ALL: [Filter; 12] = [
+        Filter::Scope,
         Filter::NoDocstring,
         Filter::Dunder,
         Filter::NamePrefix,
@@ -70,6 +73,7 @@ impl Filter {
 
     pub fn name(self) -> &'static str {
         match self {
+            Filter::Scope => "scope",
             Filter::NoDocstring => "no_docstring",
             Filter::Dunder => "dunder",
             Filter::NamePrefix => "name_prefix",
@@ -119,6 +123,10 @@ pub enum FailureClass {
     Nondeterministic,
     TooFewTests,
     NoNormalReturn,
+    /// The process died (a signal, `os._exit`) without a limit killing it.
+    Crash,
+    /// A candidate that does not compile, import or define its function.
+    Unrunnable,
     Other,
 }
 
@@ -134,6 +142,8 @@ impl FailureClass {
             FailureClass::Nondeterministic => "nondeterministic",
             FailureClass::TooFewTests => "too_few_tests",
             FailureClass::NoNormalReturn => "no_normal_return",
+            FailureClass::Crash => "crash",
+            FailureClass::Unrunnable => "unrunnable",
             FailureClass::Other => "other",
         }
     }
@@ -336,6 +346,15 @@ impl HarnessRecord {
     }
 }
 
+/// What the reference did in one test of a harness, recorded when it was validated: a candidate
+/// passes the test when its calls match these (`verdict`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExpectedTest {
+    pub name: String,
+    pub records: Vec<crate::verdict::Record>,
+    pub returned_normally: bool,
+}
+
 /// One line of `dataset.jsonl`: a benchmark instance.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Instance {
@@ -357,6 +376,11 @@ pub struct Instance {
     pub line_coverage: Option<f64>,
     pub harness_hash: String,
     pub env_lock: String,
+    /// The reference's calls in each test, as a candidate's are compared with them.
+    pub expected: Vec<ExpectedTest>,
+    /// How they are compared.
+    #[serde(default)]
+    pub policy: crate::verdict::Policy,
 }
 
 /// `manifest.json`: the dataset's version, its repositories and each instance's hash.

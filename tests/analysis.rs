@@ -639,3 +639,134 @@ def test_area():
         ".area(7)"
     );
 }
+
+const SCOPED: &str = r#"
+//- setup.py
+import setuptools
+
+def read_version(path):
+    """The version in a file."""
+    text = open(path).read()
+    return text.strip()
+//- versioneer.py
+def render(pieces):
+    """Render a version."""
+    out = pieces["tag"]
+    return out
+//- docs/conf.py
+import sphinx_theme_x
+
+def setup(app):
+    """Sphinx hook."""
+    result = app.add(1)
+    return result
+//- tests/conftest.py
+import pytest_plugin_x
+from pkg.core import scale
+
+def make(n):
+    """A fixture helper that calls scale with a literal."""
+    value = scale(n, 3)
+    return value
+//- pkg/__init__.py
+from pkg import _version
+//- pkg/_version.py
+import vendored_dep
+
+PREFIX = "v"
+
+def get_version(x):
+    """The version."""
+    v = PREFIX + str(x)
+    return v
+//- pkg/core.py
+import numpy_like
+from pkg.helpers import twice
+
+def scale(n, k):
+    """Scale n by k."""
+    m = twice(n) * k
+    return m
+//- pkg/helpers.py
+def twice(n):
+    """Twice n."""
+    t = n + n
+    return t
+//- pkg/vendor/thing.py
+from pkg.helpers import twice
+
+def thing(n):
+    """Vendored."""
+    u = twice(n) - 1
+    return u
+"#;
+
+#[test]
+fn a_repositorys_scope_decides_its_candidates_and_its_inferred_imports() {
+    // The defaults: tests, docs, setup.py and vendored build helpers give no candidates.
+    let p = Project::new(SCOPED, "");
+    let summary = p.build();
+    let f = p.functions();
+    let scope = |id: &str| f[id]["excluded_by"].as_str().map(str::to_owned);
+    for id in [
+        "r:setup.py:read_version",
+        "r:versioneer.py:render",
+        "r:docs/conf.py:setup",
+        "r:tests/conftest.py:make",
+        "r:pkg/_version.py:get_version",
+    ] {
+        assert_eq!(scope(id).as_deref(), Some("scope"), "{id}");
+    }
+    assert_eq!(scope("r:pkg/core.py:scale"), None);
+    assert_eq!(scope("r:pkg/vendor/thing.py:thing"), None);
+    assert!(
+        summary
+            .excluded_by
+            .0
+            .contains(&(r2e::records::Filter::Scope, 5))
+    );
+    // Out-of-scope code is still context: the slice of `scale` reaches its helpers.
+    assert!(
+        slice_functions(&f, "r:pkg/core.py:scale").contains(&"r:pkg/helpers.py:twice".to_owned())
+    );
+    // Imports are inferred from the scope and what it imports (`_version.py` runs when `pkg`
+    // is imported), not from tests, docs or setup.py.
+    let cfg = r2e::config::load(&p.pipeline()).unwrap();
+    let s = r2e::engine::Session::open(&cfg).unwrap();
+    let imports = r2e::db::external_imports(&s.db, s.repos[0]).to_vec();
+    assert_eq!(
+        imports,
+        vec!["numpy_like".to_owned(), "vendored_dep".to_owned()]
+    );
+
+    // `include`, `exclude` and `default_exclude`.
+    let p = Project::new(
+        SCOPED,
+        "include = [\"pkg/**\", \"setup.py\"]\nexclude = [\"pkg/vendor/**\"]\ndefault_exclude = false\n",
+    );
+    p.build();
+    let f = p.functions();
+    let scope = |id: &str| f[id]["excluded_by"].as_str().map(str::to_owned);
+    // (setup.py's function is in scope, and then out by another filter.)
+    assert_eq!(
+        scope("r:setup.py:read_version").as_deref(),
+        Some("connectivity")
+    );
+    assert_eq!(scope("r:pkg/_version.py:get_version"), None);
+    assert_eq!(
+        scope("r:pkg/vendor/thing.py:thing").as_deref(),
+        Some("scope")
+    );
+    assert_eq!(scope("r:tests/conftest.py:make").as_deref(), Some("scope"));
+    assert_eq!(scope("r:docs/conf.py:setup").as_deref(), Some("scope"));
+}
+
+#[test]
+fn a_bad_scope_glob_names_its_place() {
+    let p = Project::new(SCOPED, "exclude = [\"pkg/[\"]\n");
+    let err = r2e::config::load(&p.pipeline()).unwrap_err().to_string();
+    assert!(
+        err.contains("pipeline.toml:8:12") && err.contains("is not a glob"),
+        "{err}"
+    );
+}

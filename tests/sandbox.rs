@@ -16,6 +16,7 @@ fn python_job(scratch: &Path, code: &str, limits: Limits) -> Job {
         scratch: scratch.to_path_buf(),
         writable: vec![],
         readonly: vec![],
+        hidden: vec![],
         network: false,
         limits,
     }
@@ -205,7 +206,18 @@ fn a_job_sees_only_its_allow_list() {
     let repo = dir.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
     std::fs::write(repo.join("mod.py"), "x = 1\n").unwrap();
+    // What a candidate's job must not see of the original: its module file (an empty regular
+    // file in its place, so that the module stays importable) and compiled copies.
+    std::fs::write(repo.join("original.py"), "SECRET = 1\n").unwrap();
+    std::fs::create_dir_all(repo.join("__pycache__")).unwrap();
+    std::fs::write(repo.join("__pycache__/original.pyc"), "compiled").unwrap();
     let mut probes = vec![
+        (
+            "compiled",
+            repo.join("__pycache__/original.pyc")
+                .to_string_lossy()
+                .into_owned(),
+        ),
         ("shadow", "/etc/shadow".to_owned()),
         ("cache", in_cache.path.to_string_lossy().into_owned()),
         ("output", in_output.path.to_string_lossy().into_owned()),
@@ -223,9 +235,13 @@ fn a_job_sees_only_its_allow_list() {
     let allowed = [
         ("env", env.join("ok.txt").to_string_lossy().into_owned()),
         ("repo", repo.join("mod.py").to_string_lossy().into_owned()),
+        (
+            "hidden",
+            repo.join("original.py").to_string_lossy().into_owned(),
+        ),
     ];
     let code = format!(
-        "import json, os\nprobes = {}\nout = {{}}\nfor name, path in probes:\n    try:\n        with open(path) as f:\n            out[name] = 'READ ' + f.read()\n    except OSError as e:\n        out[name] = type(e).__name__\nstatus = open('/proc/self/status').read()\nout['uid'] = os.getuid()\nout['caps'] = [l.split()[1] for l in status.splitlines() if l.startswith('CapEff')][0]\nprint(json.dumps(out))",
+        "import json, os\nprobes = {}\nout = {{}}\nfor name, path in probes:\n    try:\n        with open(path) as f:\n            out[name] = 'READ ' + f.read()\n    except OSError as e:\n        out[name] = type(e).__name__\nstatus = open('/proc/self/status').read()\nout['uid'] = os.getuid()\nimport stat\nout['hidden_regular'] = stat.S_ISREG(os.stat(probes[-1][1]).st_mode)\nout['caps'] = [l.split()[1] for l in status.splitlines() if l.startswith('CapEff')][0]\nprint(json.dumps(out))",
         serde_json::to_string(
             &probes
                 .iter()
@@ -239,6 +255,7 @@ fn a_job_sees_only_its_allow_list() {
     std::fs::create_dir_all(&scratch).unwrap();
     let mut job = python_job(&scratch, &code, quick());
     job.readonly = vec![env.clone(), repo.clone()];
+    job.hidden = vec![repo.join("original.py"), repo.join("__pycache__")];
     let out = sb.run(&job).unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let seen: serde_json::Value = serde_json::from_str(&stdout)
@@ -252,6 +269,8 @@ fn a_job_sees_only_its_allow_list() {
     }
     assert_eq!(seen["env"], "READ env");
     assert_eq!(seen["repo"], "READ x = 1\n");
+    assert_eq!(seen["hidden"], "READ ", "a hidden file reads empty");
+    assert_eq!(seen["hidden_regular"], true, "and is a regular file");
     if root {
         assert_ne!(seen["uid"], 0, "code runs as an unprivileged user");
     }

@@ -75,7 +75,7 @@ impl Bucket {
         match self {
             Bucket::Parse => ("parse", Some(2)),
             Bucket::Generate => ("generate", Some(2)),
-            Bucket::Validate => ("validate", Some(4)),
+            Bucket::Validate => ("validate", Some(5)),
             Bucket::Llm => ("llm", Some(2)),
             Bucket::Envs => ("envs", Some(3)),
             Bucket::Trees => ("trees", Some(1)),
@@ -349,7 +349,7 @@ mod tests {
         let folders: std::collections::BTreeSet<String> =
             Bucket::ALL.iter().map(|b| b.folder()).collect();
         assert_eq!(folders.len(), Bucket::ALL.len());
-        assert_eq!(Bucket::Validate.folder(), "actions/validate-v4");
+        assert_eq!(Bucket::Validate.folder(), "actions/validate-v5");
         assert_eq!(Bucket::Envs.folder(), "envs-v3");
     }
 }

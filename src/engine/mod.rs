@@ -68,6 +68,7 @@ pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>
         extract: &'a crate::config::ExtractConfig,
         context: &'a crate::config::ContextConfig,
         generate: &'a crate::config::GenerateConfig,
+        validate: &'a crate::verdict::Policy,
         select: &'a crate::config::SelectConfig,
         refine: &'a crate::config::RefineConfig,
         /// The prompt templates in use (their texts' hashes).
@@ -79,7 +80,7 @@ pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>
         env: &'a crate::config::EnvConfig,
         sandbox: &'a crate::config::SandboxConfig,
         until: Stage,
-        repos: Vec<(&'a str, &'a str, Option<&'a str>)>,
+        repos: Vec<(&'a str, &'a str, Option<&'a str>, &'a crate::config::Scope)>,
         /// The providers asked.
         providers: Vec<(&'a str, &'a str, crate::config::Api)>,
         builds: Vec<Stages<'a>>,
@@ -92,6 +93,7 @@ pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>
             extract: &c.extract,
             context: &c.context,
             generate: &c.generate,
+            validate: &c.validate,
             select: &c.select,
             refine: &c.refine,
             prompts: if c.generate.generator.uses_model() || c.refine.enabled {
@@ -115,7 +117,8 @@ pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>
         until: opts.until,
         repos: checkouts
             .iter()
-            .map(|c| (c.name.as_str(), c.tree.as_str(), c.rev.as_deref()))
+            .zip(&cfg.repos)
+            .map(|(c, r)| (c.name.as_str(), c.tree.as_str(), c.rev.as_deref(), &r.scope))
             .collect(),
         builds,
     })
@@ -197,12 +200,16 @@ impl Session {
             repos.push(repo);
         }
         let mut db = db;
-        for (c, &repo) in checkouts.iter().zip(&repos) {
+        for ((c, &repo), rc) in checkouts.iter().zip(&repos).zip(&cfg.repos) {
+            let scope = rc.scope.matcher();
             let files: Vec<SourceFile> = c
                 .files
                 .iter()
                 .enumerate()
-                .map(|(i, f)| SourceFile::new(&db, repo, i as u32, f.path.clone(), f.hash))
+                .map(|(i, f)| {
+                    let in_scope = scope.contains(&f.path);
+                    SourceFile::new(&db, repo, i as u32, f.path.clone(), f.hash, in_scope)
+                })
                 .collect();
             use salsa::Setter;
             repo.set_files(&mut db).to(files);

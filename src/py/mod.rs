@@ -60,6 +60,7 @@ pub const RUNNER: &[(&str, &str)] = &[
     ("r2e_runner.py", include_str!("r2e_runner.py")),
     ("r2e_batch.py", include_str!("r2e_batch.py")),
     EQUIV,
+    ("r2e_snapshot.py", include_str!("r2e_snapshot.py")),
 ];
 
 /// A hash of a set of embedded files (names and texts), for action keys.
@@ -128,6 +129,17 @@ pub struct RunRequest<'a> {
     pub end_line: u32,
     pub candidate_file: Option<&'a str>,
     pub coverage: bool,
+    /// `record`: the process holds the original and records its calls; `candidate`: it holds
+    /// the candidate only (imported under the module's name) and records its calls.
+    pub mode: Mode,
+}
+
+/// How a harness runs (see `src/py/r2e_runner.py`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Record,
+    Candidate,
 }
 
 /// What `r2e_batch.py` reads: many runs, each `runs` times.
@@ -167,10 +179,12 @@ pub struct RunAnswer {
 #[serde(default)]
 pub struct TestResult {
     pub name: String,
-    /// `pass`, `fail` or `error`.
+    /// `pass`, or `fail` / `error` when the harness's own code failed.
     pub outcome: String,
     pub message: Option<String>,
     pub returned_normally: bool,
+    /// The calls the test checked, observed on the side this process held.
+    pub records: Vec<crate::verdict::Record>,
 }
 
 /// Coverage of the function's own lines and branches.

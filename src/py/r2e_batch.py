@@ -5,8 +5,10 @@
 
 REQUEST.json: {"jobs": [<r2e_runner request>, ...], "runs": 2, "timeout": seconds per run,
 "memory_mib": each run's memory limit (optional)}.
-The worker imports coverage and every target module once, then runs each harness `runs` times,
-each time in a child forked from this warm parent (coverage is measured in the first run). Nothing of the function under test has run in
+The worker imports coverage and every target module once (not for jobs in candidate mode: their
+processes must never hold the original), then runs each harness `runs` times, each time in a
+child forked from this warm parent: the first run in the tests' natural order (and with coverage,
+when asked), run n shuffled with seed n. Nothing of the function under test has run in
 the parent, so each child is a fresh process as far as the harness is concerned; the imports are
 paid once. A child that runs past `timeout` is killed and reported as {"status": "timeout"}.
 
@@ -44,7 +46,13 @@ def _warm(jobs: list[dict]):
             prepared = r2e_runner.Coverage(sources)
         except BaseException:  # noqa: BLE001 - each run sets coverage up itself, or reports why not
             prepared = None
+    import r2e_snapshot  # noqa: F401
+
     for job in jobs:
+        # A candidate's process must never hold the original: nothing of the repository is
+        # imported ahead of its child.
+        if job.get("mode") == "candidate":
+            continue
         root = os.path.normpath(os.path.join(HERE, job["repo_root"]))
         if root not in sys.path:
             sys.path.insert(0, root)
@@ -128,7 +136,12 @@ def main(argv: list[str]) -> int:
     # the same, and cost a third as much without the tracer.
     results = [
         [
-            _run_in_child(job if n == 0 else dict(job, coverage=False), timeout, prepared, memory_mib)
+            _run_in_child(
+                dict(job, order_seed=n) if n == 0 else dict(job, coverage=False, order_seed=n),
+                timeout,
+                prepared,
+                memory_mib,
+            )
             for n in range(runs)
         ]
         for job in jobs

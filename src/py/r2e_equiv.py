@@ -26,6 +26,7 @@ import copy
 import enum
 import functools
 import importlib
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import inspect
@@ -178,12 +179,78 @@ def _submodules_visible(module: str):
                 setattr(parent, attr, current)
 
 
+# How harnesses run (set by the runner through R2E_MODE):
+# - "record": the process holds the original module only; each check records the original's
+#   observation (RECORDS) and passes.
+# - "candidate": the process holds the candidate only (installed under the module's name in
+#   place of the original, whose file the sandbox hides); each check records the candidate's
+#   observation. r2e compares both sides' records outside these processes.
+# - "pair" (no R2E_MODE: the explorer, tests): both modules in one process, compared here.
+MODE_RECORD, MODE_CANDIDATE, MODE_PAIR = "record", "candidate", "pair"
+
+# One list of observation snapshots per check made in the current test (record and candidate
+# modes); the runner clears it before each test and reads it afterwards.
+RECORDS: list[dict] = []
+
+
+def mode() -> str:
+    return os.environ.get("R2E_MODE") or MODE_PAIR
+
+
+class CandidateLoader(FreshSourceLoader):
+    """Executes the candidate file in place of the module's own file: the module keeps the
+    original's `__file__` (code that finds data files next to it still does), and its source
+    is the candidate's."""
+
+    def __init__(self, fullname, origin, candidate):
+        super().__init__(fullname, origin)
+        self.candidate = candidate
+
+    def get_data(self, path):
+        if path == self.path:
+            with open(self.candidate, "rb") as f:
+                return f.read()
+        return super().get_data(path)
+
+
+class CandidateFinder(importlib.abc.MetaPathFinder):
+    """Imports the candidate file under the target module's name (candidate mode): the
+    original module is not in the process at all (the sandbox hides its file)."""
+
+    def __init__(self, module: str, path: str):
+        self.module = module
+        self.path = path
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.module:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        origin = spec.origin if spec is not None and spec.origin else self.path
+        # A package's __init__ keeps its package's search path (the original folder).
+        locations = spec.submodule_search_locations if spec is not None else None
+        loader = CandidateLoader(fullname, origin, self.path)
+        return importlib.util.spec_from_file_location(
+            fullname, origin, loader=loader, submodule_search_locations=locations
+        )
+
+
+def install_candidate(module: str, path: str) -> None:
+    """From now on, importing `module` executes the candidate file `path`."""
+    sys.meta_path.insert(0, CandidateFinder(module, path))
+
+
 def harness_modules():
-    """`load_pair` driven by the environment: R2E_MODULE and (optional) R2E_CANDIDATE_FILE.
-    Inside `recording(qualname)` the reference's target is wrapped to record its calls."""
-    candidate, reference = load_pair(
-        os.environ["R2E_MODULE"], os.environ.get("R2E_CANDIDATE_FILE") or None
-    )
+    """The modules a harness compares: in record and candidate modes, the one module the process
+    holds (under R2E_MODULE), twice; in pair mode, `load_pair` driven by R2E_MODULE and
+    (optional) R2E_CANDIDATE_FILE. Inside `recording(qualname)` the reference's target is
+    wrapped to record its calls."""
+    name = os.environ["R2E_MODULE"]
+    if mode() in (MODE_RECORD, MODE_CANDIDATE):
+        module = importlib.import_module(name)
+        if _RECORDER is not None and mode() == MODE_RECORD:
+            _RECORDER.install(module)
+        return module, module
+    candidate, reference = load_pair(name, os.environ.get("R2E_CANDIDATE_FILE") or None)
     if _RECORDER is not None:
         _RECORDER.install(reference)
     return candidate, reference
@@ -291,12 +358,22 @@ def _normalize_message(text: str) -> str:
     return _ADDRESS.sub(" at 0x?", text)
 
 
+class Raised(tuple):
+    """("raise", type's qualified name, message), which also knows the type's module
+    (`module_type`: `module.qualname`, as snapshots name types)."""
+
+
 def _exception_outcome(exc: BaseException):
     try:
         message = str(exc)
     except Exception:  # a broken __str__ is still an outcome
         message = f"<unprintable {type(exc).__qualname__}>"
-    return ("raise", type(exc).__qualname__, _normalize_message(message))
+    outcome = Raised(("raise", type(exc).__qualname__, _normalize_message(message)))
+    module = type(exc).__module__
+    outcome.module_type = (
+        type(exc).__qualname__ if module == "builtins" else f"{module}.{type(exc).__qualname__}"
+    )
+    return outcome
 
 
 def _deep_copy(value, memo=None):
@@ -836,11 +913,65 @@ def _check(test, cand: Observation, ref: Observation):
         test.fail(failure_message(cand, ref, diffs))
 
 
+def _call_text(label: str, args, kwargs) -> str:
+    parts = [short_repr(a, EXAMPLE_REPR_LIMIT) for a in args]
+    parts += [f"{k}={short_repr(v, EXAMPLE_REPR_LIMIT)}" for k, v in kwargs.items()]
+    return f"{label}({', '.join(parts)})"
+
+
+def _outcome_snapshot(outcome) -> dict:
+    import r2e_snapshot
+
+    if outcome[0] == "return":
+        return {"return": r2e_snapshot.snapshot(outcome[1])}
+    return {
+        "raise": {
+            "type": getattr(outcome, "module_type", outcome[1]),
+            "message": outcome[2],
+        }
+    }
+
+
+def _then_snapshot(then) -> list:
+    return [
+        {"outcome": _outcome_snapshot(o), "then": _then_snapshot(nested)} for o, nested in then
+    ]
+
+
+def record_observation(obs: Observation, call: str) -> dict:
+    """The snapshot of one observation (record and candidate modes): the call's text, its
+    outcome, the arguments' states after it, the instance's state (methods), and the calls of a
+    returned function."""
+    import r2e_snapshot
+
+    return {
+        "call": call,
+        "outcome": _outcome_snapshot(obs.outcome),
+        "args": [r2e_snapshot.snapshot(a) for a in obs.args],
+        "kwargs": {k: r2e_snapshot.snapshot(v) for k, v in obs.kwargs.items()},
+        "instance": None if obs.instance is _NO_INSTANCE else r2e_snapshot.snapshot(obs.instance),
+        "then": _then_snapshot(obs.then),
+    }
+
+
+def _record(obs: Observation, call: str) -> None:
+    CALLS.append({"returned_normally": obs.returned})
+    RECORDS.append(record_observation(obs, call))
+
+
 def check_function(test, cand_fn, ref_fn, args=(), kwargs=None, then=()):
     """Fails `test` unless cand_fn and ref_fn behave the same on (deep copies of) args/kwargs;
     and, when they return functions, unless those behave the same on each of the `then` calls
-    ((args, kwargs) pairs). Model-written harnesses often leave out empty kwargs."""
+    ((args, kwargs) pairs). Model-written harnesses often leave out empty kwargs.
+
+    In record and candidate modes the one side this process holds is observed and recorded;
+    the comparison happens outside (r2e's verdict)."""
     kwargs = {} if kwargs is None else kwargs
+    if mode() != MODE_PAIR:
+        label = getattr(cand_fn, "__qualname__", "f")
+        call = _call_text(label, args, kwargs)
+        _record(observe_function(cand_fn, args, kwargs, then=then), call)
+        return
     memo = _twin_memo(_module_of(ref_fn)) if cand_fn is not ref_fn else None
     cand = observe_function(cand_fn, args, kwargs, copy_memo=memo, then=then)
     ref = observe_function(ref_fn, args, kwargs, then=then)
@@ -854,6 +985,12 @@ def check_method(
     (deep copies of) the same constructor arguments: outcome, arguments and instance state."""
     ctor_kwargs = {} if ctor_kwargs is None else ctor_kwargs
     kwargs = {} if kwargs is None else kwargs
+    if mode() != MODE_PAIR:
+        built = _call_text(getattr(cand_cls, "__qualname__", "C"), ctor_args, ctor_kwargs)
+        call = _call_text(f"{built}.{method_name}", args, kwargs)
+        obs = observe_method(cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs)
+        _record(obs, call)
+        return
     memo = _twin_memo(getattr(ref_cls, "__module__", None)) if cand_cls is not ref_cls else None
     cand = observe_method(
         cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, copy_memo=memo

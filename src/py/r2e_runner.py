@@ -4,12 +4,19 @@
     python r2e_runner.py REQUEST.json OUT.json
 
 REQUEST.json: {"repo_root", "extra_roots" (optional), "module", "qualname", "harness_file", "source_file", "start_line",
-"end_line", "candidate_file": null | path, "coverage": bool}. The harness is imported as a
-module (with coverage.py already measuring `source_file` when coverage is requested, so that
-module-level lines count) and its tests run with a recording `unittest` result. OUT.json:
+"end_line", "candidate_file": null | path, "coverage": bool, "mode": "record" | "candidate" |
+null, "order_seed": null | int}. The harness is imported as a module (with coverage.py already
+measuring `source_file` when coverage is requested, so that module-level lines count) and its
+tests run with a recording `unittest` result, in natural order, or shuffled with `order_seed`.
+
+In "record" mode the process holds the original module only, and each check records the
+original's observation; in "candidate" mode the candidate file is imported under the module's
+name instead (the original is not in the process), and each check records the candidate's. The
+comparison happens outside (r2e's verdict). Without a mode both sides run here ("pair"). OUT.json:
 
     {"status": "ok" | "error", "error": null | "harness import failed: <Type>: <msg>",
-     "tests": [{"name", "outcome": "pass" | "fail" | "error", "message", "returned_normally"}],
+     "tests": [{"name", "outcome": "pass" | "fail" | "error", "message", "returned_normally",
+                "records": [<observation snapshot>, ...]}],
      "coverage": {"lines_total", "lines_covered", "branches_total", "branches_covered"} | null,
      "examples": [{"call", "outcome"}, ...], "types": {"args": {param: [type]}, "returns": [type]}}
 
@@ -58,16 +65,21 @@ class RecordingResult(unittest.TestResult):
 
     @staticmethod
     def _name(test) -> str:
-        return getattr(test, "_testMethodName", None) or test.id()
+        """`Class.test_method`: unique in a harness that holds several test classes (a merged
+        one), stable, and free of the harness module's name."""
+        method = getattr(test, "_testMethodName", None)
+        return f"{type(test).__name__}.{method}" if method else test.id()
 
     def startTest(self, test):
         super().startTest(test)
         self.equiv.CALLS.clear()
+        self.equiv.RECORDS.clear()
         self._current = {
             "name": self._name(test),
             "outcome": "pass",
             "message": None,
             "returned_normally": False,
+            "records": [],
         }
 
     def stopTest(self, test):
@@ -77,6 +89,7 @@ class RecordingResult(unittest.TestResult):
             self._current["returned_normally"] = bool(calls) and all(
                 c.get("returned_normally") for c in calls
             )
+            self._current["records"] = list(self.equiv.RECORDS)
             self.records.append(self._current)
         self._current = None
 
@@ -89,6 +102,7 @@ class RecordingResult(unittest.TestResult):
                     "outcome": outcome,
                     "message": message,
                     "returned_normally": False,
+                    "records": [],
                 }
             )
         elif self._current["outcome"] == "pass":
@@ -214,6 +228,28 @@ def measure(cov: Coverage, source_file: str, start: int, end: int) -> dict | Non
     }
 
 
+def _flatten(suite) -> list:
+    out = []
+    for item in suite:
+        if isinstance(item, unittest.TestSuite):
+            out.extend(_flatten(item))
+        else:
+            out.append(item)
+    return out
+
+
+def _ordered(suite, seed):
+    """The tests in natural order, or shuffled by `seed` (a test whose outcome depends on an
+    earlier one shows it)."""
+    if not seed:
+        return suite
+    import random
+
+    tests = _flatten(suite)
+    random.Random(seed).shuffle(tests)
+    return unittest.TestSuite(tests)
+
+
 def resolve(request: dict, key: str) -> str | None:
     """A path of the request. Relative paths are relative to this script's folder (the scratch
     folder the harness and the candidate are written to)."""
@@ -250,11 +286,18 @@ def run(request: dict, prepared: Coverage | None = None) -> dict:
         if extra not in sys.path:
             sys.path.append(extra)
     os.environ["R2E_MODULE"] = request["module"]
-    if candidate_file:
+    mode = request.get("mode")
+    import r2e_equiv
+
+    if mode:
+        os.environ["R2E_MODE"] = mode
+        os.environ.pop("R2E_CANDIDATE_FILE", None)
+        if mode == r2e_equiv.MODE_CANDIDATE:
+            r2e_equiv.install_candidate(request["module"], candidate_file)
+    elif candidate_file:
         os.environ["R2E_CANDIDATE_FILE"] = candidate_file
     else:
         os.environ.pop("R2E_CANDIDATE_FILE", None)
-    import r2e_equiv
 
     result = empty_result()
     cov = None
@@ -285,10 +328,17 @@ def run(request: dict, prepared: Coverage | None = None) -> dict:
                 sys.modules["r2e_harness"] = harness
                 loader = unittest.TestLoader()
                 loader.sortTestMethodsUsing = _natural_cmp
-                suite = loader.loadTestsFromModule(harness)
+                natural = loader.loadTestsFromModule(harness)
+                place = {
+                    RecordingResult._name(t): i for i, t in enumerate(_flatten(natural))
+                }
+                suite = _ordered(natural, request.get("order_seed"))
                 recorder = RecordingResult(r2e_equiv)
                 suite.run(recorder)
-                result["tests"] = recorder.records
+                # Reported in natural order, however they ran.
+                result["tests"] = sorted(
+                    recorder.records, key=lambda r: place.get(r["name"], len(place))
+                )
                 result.update(calls.report())
     finally:
         sys.stdin = saved_stdin

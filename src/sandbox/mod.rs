@@ -57,6 +57,9 @@ pub struct Job {
     /// environment, the repository. Nothing else of the machine is visible but its system
     /// software and a minimal `/etc`.
     pub readonly: Vec<PathBuf>,
+    /// Files and folders inside those the job must not see: a file reads as empty, a folder
+    /// as empty (the original module a candidate replaces, compiled caches, version control).
+    pub hidden: Vec<PathBuf>,
     /// Whether the job may reach the network (only environment installation may).
     pub network: bool,
     pub limits: Limits,

@@ -103,6 +103,8 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
         branch_coverage: v.branch_coverage,
         line_coverage: v.line_coverage,
         env_lock: env.record.lock_hash.clone(),
+        expected: v.expected.clone(),
+        policy: cfg.validate,
     });
     Done {
         record,
@@ -123,6 +125,7 @@ pub fn manifest(
         &cfg.extract,
         &cfg.context,
         &cfg.generate,
+        &cfg.validate,
         &cfg.select,
         env!("CARGO_PKG_VERSION"),
     ));

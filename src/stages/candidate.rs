@@ -35,6 +35,9 @@ pub struct Target {
     pub end_line: u32,
     /// Literal arguments at the function's call sites in the repository.
     pub call_sites: Vec<CallSiteArgs>,
+    /// What a candidate's process must not see besides the module's file (other copies of the
+    /// code in the repository).
+    pub hide: Vec<PathBuf>,
 }
 
 impl Target {
@@ -51,7 +54,14 @@ impl Target {
             start_line: lines.0,
             end_line: lines.1,
             call_sites: Vec::new(),
+            hide: Vec::new(),
         }
+    }
+
+    /// The target with the folders of a checkout that its candidates must not see.
+    pub fn hiding(mut self, checkout: &Checkout) -> Self {
+        self.hide = checkout.masked.iter().map(|m| self.root.join(m)).collect();
+        self
     }
 }
 
@@ -180,7 +190,8 @@ pub fn prepare(
         module,
         &row.qualname,
         (layout.start_line, layout.end_line),
-    );
+    )
+    .hiding(checkout);
     target.kind = kind;
     target.call_sites = db::call_sites_for(db, file, &row.qualname, kind.is_method())
         .into_iter()

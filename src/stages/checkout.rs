@@ -54,6 +54,9 @@ pub struct Checkout {
     pub unreadable: Vec<(String, String)>,
     /// How many files had to be hashed afresh.
     pub hashed: usize,
+    /// Folders a candidate's process must not see, relative to the root: other copies of the
+    /// code (compiled caches, version control, build outputs, local environments).
+    pub masked: Vec<String>,
     reader: Reader,
 }
 
@@ -208,6 +211,7 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
     let mut files = Vec::new();
     let mut unreadable = Vec::new();
     let mut hashed = 0;
+    let mut masked = copies_at_root(root);
     let walker = walkdir::WalkDir::new(root)
         .sort_by_file_name()
         .into_iter()
@@ -224,6 +228,12 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
                 continue;
             }
         };
+        if entry.file_type().is_dir() && entry.file_name() == "__pycache__" {
+            if let Ok(rel) = entry.path().strip_prefix(root) {
+                masked.push(rel.to_string_lossy().into_owned());
+            }
+            continue;
+        }
         if !entry.file_type().is_file() || !entry.file_name().as_encoded_bytes().ends_with(b".py") {
             continue;
         }
@@ -298,8 +308,27 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
         files,
         unreadable,
         hashed,
+        masked,
         reader: Reader::Dir(root.to_path_buf()),
     })
+}
+
+/// Folders at a repository's root that hold other copies of its code: hidden folders (version
+/// control, local environments), build outputs, distributions, egg-info.
+fn copies_at_root(root: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| {
+            n.starts_with('.') || matches!(n.as_str(), "build" | "dist") || n.ends_with(".egg-info")
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// The commit of a folder that is the root of a git checkout with no changes, untracked files
@@ -440,6 +469,7 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
         files,
         unreadable: Vec::new(),
         hashed: 0,
+        masked: Vec::new(),
         reader: Reader::Git(Mutex::new(None), mirror, oids, symlinks),
     })
 }

@@ -4,7 +4,7 @@
 
 use super::candidate::Target;
 use super::jobs::{Exec, MESSAGE_CAP, Runtime, redact, run_script};
-use super::validate::describe_crash;
+use super::runs::describe_crash;
 use crate::error::Result;
 use crate::keys::{CodeKey, ExplorerSettings, GenerateKey};
 use crate::py::{self, ExploreAnswer, ExploreRequest};
@@ -56,11 +56,11 @@ pub fn generate(
     };
     let limits = exec.limits(settings.time_limit_seconds + 30);
     let (outcome, answer, scratch) =
-        run_script::<_, ExploreAnswer>(exec, runtime, py::EXPLORER, &[], &request, limits)?;
-    let mut answer = answer.unwrap_or_else(|| ExploreAnswer {
+        run_script::<_, ExploreAnswer>(exec, runtime, py::EXPLORER, &[], &request, limits, &[])?;
+    let mut answer = answer.unwrap_or_else(|why| ExploreAnswer {
         status: "error".into(),
         time_limit_hit: outcome.exit == Exit::Timeout,
-        error: Some(describe_crash(exec, &outcome)),
+        error: Some(describe_crash(exec, &outcome, &why)),
         ..ExploreAnswer::default()
     });
     // What the code wrote is fit for an output: no path of this machine, a bounded length.

@@ -28,6 +28,7 @@ use crate::records::{
     Spent, UsageTable,
 };
 use crate::services::Services;
+use crate::verdict::Policy;
 
 /// What these stages produce.
 #[derive(Default)]
@@ -132,6 +133,7 @@ impl Model {
             provider: provider(cfg.generate_provider())?,
             settings: &cfg.generate,
             min_coverage: cfg.select.min_branch_coverage,
+            policy: cfg.validate,
         })
     }
 }
@@ -176,7 +178,7 @@ pub fn run(
         progress,
     )?;
     let mut steps = if validate {
-        validate_builtin(&exec, steps, &tallies)?
+        validate_builtin(&exec, steps, cfg.validate, &tallies)?
     } else {
         steps
     };
@@ -318,7 +320,12 @@ fn generate_one(
 }
 
 /// Validates the built-in harnesses: those of each environment in a few warm workers.
-fn validate_builtin(exec: &Exec, steps: Vec<Step>, tallies: &Tallies) -> Result<Vec<Step>> {
+fn validate_builtin(
+    exec: &Exec,
+    steps: Vec<Step>,
+    policy: Policy,
+    tallies: &Tallies,
+) -> Result<Vec<Step>> {
     let mut by_env: std::collections::BTreeMap<Runtime, Vec<usize>> = Default::default();
     for (i, step) in steps.iter().enumerate() {
         if let Step::Harness(c, env, _) = step {
@@ -346,7 +353,7 @@ fn validate_builtin(exec: &Exec, steps: Vec<Step>, tallies: &Tallies) -> Result<
                     }
                 })
                 .collect();
-            let results = validate::validate_batch(exec, runtime, &items)?;
+            let results = validate::validate_batch(exec, runtime, &items, policy)?;
             Ok(idx.iter().copied().zip(results).collect())
         })
         .collect();
@@ -523,7 +530,14 @@ fn hybrid_one(
         (Some(b), Some(m)) if b.validation.valid && model_valid => {
             let merged = merge_harnesses(&b.harness, &m, &c.target);
             let runtime = env.runtime(&c.target.root);
-            let checked = validate::validate(exec, &runtime, &c.target, &c.code, &merged)?;
+            let checked = validate::validate(
+                exec,
+                &runtime,
+                &c.target,
+                &c.code,
+                &merged,
+                generator.policy,
+            )?;
             let v = checked.validation;
             let best = b.validation.coverage().max(outcome.validation.coverage());
             if v.valid && v.coverage() >= best {

@@ -156,10 +156,19 @@ impl Drop for Scratch {
     }
 }
 
+/// Why a job has no answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NoAnswer {
+    /// It wrote none.
+    Missing,
+    /// What it wrote is not an answer (too deep, cut short, not JSON): why.
+    Unreadable(String),
+}
+
 /// Runs `scripts[0]` (with the other scripts and `files` beside it) in the runtime, in the
-/// sandbox, with `request` as its JSON request; returns how it ended, its JSON answer (or `None`
-/// when it wrote none), and the scratch folder's path (gone by then: for redacting messages).
-/// `Err` only when the sandbox itself failed (never cached).
+/// sandbox, with `request` as its JSON request, `hidden` hidden from it; returns how it ended,
+/// its JSON answer (or why there is none), and the scratch folder's path (gone by then: for
+/// redacting messages). `Err` only when the sandbox itself failed (never cached).
 pub fn run_script<Q: Serialize, A: DeserializeOwned>(
     exec: &Exec,
     runtime: &Runtime,
@@ -167,7 +176,8 @@ pub fn run_script<Q: Serialize, A: DeserializeOwned>(
     files: &[(&str, &str)],
     request: &Q,
     limits: Limits,
-) -> Result<(Outcome, Option<A>, PathBuf)> {
+    hidden: &[PathBuf],
+) -> Result<(Outcome, std::result::Result<A, NoAnswer>, PathBuf)> {
     let scratch = exec.scratch()?;
     let dir = scratch.path();
     scratch.write(scripts)?;
@@ -189,13 +199,19 @@ pub fn run_script<Q: Serialize, A: DeserializeOwned>(
         scratch: dir.to_path_buf(),
         writable: vec![],
         readonly: runtime.readonly(),
+        hidden: hidden.to_vec(),
         network: false,
         limits,
     };
     let outcome = exec.sandbox.run(&job)?;
-    let answer = std::fs::read(dir.join("out.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok());
+    // The answer is untrusted too: serde_json's nesting limit keeps a deep one from
+    // exhausting the stack; it is then unreadable.
+    let answer = match std::fs::read(dir.join("out.json")) {
+        Err(_) => Err(NoAnswer::Missing),
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).map_err(|e| NoAnswer::Unreadable(e.to_string()))
+        }
+    };
     Ok((outcome, answer, dir.to_path_buf()))
 }
 

@@ -23,6 +23,8 @@ pub struct LlmGenerator<'a> {
     pub provider: &'a ProviderConfig,
     pub settings: &'a GenerateConfig,
     pub min_coverage: f64,
+    /// How candidates are judged (`[validate]`).
+    pub policy: crate::verdict::Policy,
 }
 
 /// What the generator made of one function.
@@ -87,12 +89,64 @@ pub fn shape(code: &str, target: &Target) -> std::result::Result<String, String>
         ));
     }
     let harness = format!("{head}\n{}\n", body.trim_matches('\n'));
-    match crate::python::extract::summarize(&harness) {
-        Ok(_) => Ok(harness),
-        Err(e) => {
-            complete_tests(&harness).ok_or_else(|| format!("the harness is not valid Python: {e}"))
+    let harness = match crate::python::extract::summarize(&harness) {
+        Ok(_) => harness,
+        Err(e) => complete_tests(&harness)
+            .ok_or_else(|| format!("the harness is not valid Python: {e}"))?,
+    };
+    if let Some(line) = reference_outside_checks(&harness, &local) {
+        return Err(format!(
+            "line {line} uses `reference_{local}` outside `r2e_equiv.check_function`/`check_method`: a candidate is checked in a process of its own, against the reference's recorded calls, so compare the two sides only through those calls"
+        ));
+    }
+    Ok(harness)
+}
+
+/// The first line where `reference_<local>` is read other than as an argument of an
+/// `r2e_equiv.check_*` call. A candidate runs without the reference: only those calls record
+/// what the reference did, and any other use would compare the candidate with itself.
+fn reference_outside_checks(harness: &str, local: &str) -> Option<u32> {
+    use ruff_python_ast::visitor::{self, Visitor};
+    use ruff_python_ast::{Expr, ExprContext};
+    use ruff_text_size::{Ranged, TextSize};
+
+    struct Uses {
+        name: String,
+        found: Option<TextSize>,
+    }
+    impl<'a> Visitor<'a> for Uses {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            match expr {
+                Expr::Call(call)
+                    if matches!(&*call.func, Expr::Attribute(a)
+                        if a.attr.as_str().starts_with("check_")
+                            && matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "r2e_equiv")) =>
+                {
+                    for arg in &call.arguments.args {
+                        if !matches!(arg, Expr::Name(n) if n.id.as_str() == self.name) {
+                            self.visit_expr(arg);
+                        }
+                    }
+                    for kw in &call.arguments.keywords {
+                        self.visit_expr(&kw.value);
+                    }
+                }
+                Expr::Name(n) if n.id.as_str() == self.name && n.ctx == ExprContext::Load => {
+                    self.found.get_or_insert(n.start());
+                }
+                _ => visitor::walk_expr(self, expr),
+            }
         }
     }
+    let parsed = ruff_python_parser::parse_module(harness).ok()?;
+    let mut uses = Uses {
+        name: format!("reference_{local}"),
+        found: None,
+    };
+    uses.visit_body(&parsed.syntax().body);
+    let at = uses.found?;
+    let index = crate::python::extract::LineIndex::new(harness);
+    Some(index.line_col(harness, at).0)
 }
 
 /// An answer cut off at the token limit ends inside a test: the harness up to the last test
@@ -201,7 +255,7 @@ impl LlmGenerator<'_> {
                 .and_then(|c| shape(&c, target));
             let (harness, validation) = match shaped {
                 Ok(h) => {
-                    let checked = validate::validate(exec, runtime, target, code, &h)?;
+                    let checked = validate::validate(exec, runtime, target, code, &h, self.policy)?;
                     fresh |= checked.fresh;
                     transient |= checked.transient;
                     (Some(h), checked.validation)
@@ -295,12 +349,13 @@ mod tests {
             start_line: 1,
             end_line: 3,
             call_sites: Vec::new(),
+            hide: Vec::new(),
         }
     }
 
     #[test]
     fn shaping_keeps_one_header_and_drops_imports_of_the_target() {
-        let code = "import unittest\nimport r2e_equiv\nfrom pkg.ops import add\n\nclass T(unittest.TestCase):\n    def test_0(self):\n        self.assertEqual(add(1, 2), reference_add(1, 2))\n";
+        let code = "import unittest\nimport r2e_equiv\nfrom pkg.ops import add\n\nclass T(unittest.TestCase):\n    def test_0(self):\n        r2e_equiv.check_function(self, add, reference_add, (1, 2), {})\n";
         let h = shape(code, &target()).unwrap();
         let (head, _) = header(&target());
         assert!(h.starts_with(&head));
@@ -312,7 +367,7 @@ mod tests {
     fn an_answer_cut_at_the_token_limit_keeps_its_complete_tests() {
         let test = |i: u32| {
             format!(
-                "    def test_{i}(self):\n        self.assertEqual(add({i}, 2), reference_add({i}, 2))\n\n"
+                "    def test_{i}(self):\n        r2e_equiv.check_function(self, add, reference_add, ({i}, 2), {{}})\n\n"
             )
         };
         let code = format!(
@@ -329,6 +384,23 @@ mod tests {
                 .unwrap_err()
                 .contains("not valid Python")
         );
+    }
+
+    #[test]
+    fn shaping_rejects_comparisons_outside_the_check_calls() {
+        // Both sides are the candidate in its own process: a direct comparison would compare
+        // it with itself.
+        let direct = "class T(unittest.TestCase):\n    def test_0(self):\n        self.assertEqual(add(1, 2), reference_add(1, 2))\n";
+        let err = shape(direct, &target()).unwrap_err();
+        assert!(
+            err.contains("line 11 uses `reference_add` outside"),
+            "{err}"
+        );
+        let aliased = "class T(unittest.TestCase):\n    def test_0(self):\n        ref = reference_add\n        r2e_equiv.check_function(self, add, ref, (1, 2), {})\n";
+        assert!(shape(aliased, &target()).is_err());
+        // Through the check calls, over several lines, or against a literal: fine.
+        let through = "class T(unittest.TestCase):\n    def test_0(self):\n        r2e_equiv.check_function(\n            self,\n            add,\n            reference_add,\n            (1, 2),\n            {},\n        )\n    def test_1(self):\n        self.assertEqual(add(2, 2), 4)\n";
+        assert!(shape(through, &target()).is_ok());
     }
 
     #[test]
@@ -351,8 +423,6 @@ mod tests {
         use crate::cache::Cache;
         use crate::llm::fake::ScriptedModel;
         use crate::py::{CoverageCounts, RunAnswer, TestResult};
-        use crate::sandbox::Exit;
-        use crate::sandbox::fake::{FakeSandbox, outcome};
         use std::sync::Arc;
 
         let dir = tempfile::tempdir().unwrap();
@@ -363,7 +433,7 @@ mod tests {
         )
         .unwrap();
         let templates = Templates::load(&cfg).unwrap();
-        let good = "class T(unittest.TestCase):\n    def test_0(self):\n        self.assertEqual(add(1, 2), reference_add(1, 2))\n";
+        let good = "class T(unittest.TestCase):\n    def test_0(self):\n        r2e_equiv.check_function(self, add, reference_add, (1, 2), {})\n";
         let broken = format!("{good}\nbroken_helper()\n");
         // The model writes a broken harness first and fixes it when told the failure.
         let model = Arc::new(ScriptedModel::new(move |req| {
@@ -376,15 +446,15 @@ mod tests {
         }));
         let llm = Llm::new(model.clone());
         // The runner cannot import a harness that calls `broken_helper`; any other passes.
-        let sandbox = FakeSandbox::new(|job| {
-            let harness = std::fs::read_to_string(job.scratch.join("harness.py")).unwrap();
+        let sandbox = crate::stages::runs::fake::warm_worker(|harness, mode, n| {
             let pass = |name: &str| TestResult {
                 name: name.into(),
                 outcome: "pass".into(),
                 message: None,
                 returned_normally: true,
+                records: Vec::new(),
             };
-            let answer = if harness.contains("broken_helper") {
+            if harness.contains("broken_helper") {
                 RunAnswer {
                     status: "error".into(),
                     error: Some(
@@ -397,17 +467,14 @@ mod tests {
                 RunAnswer {
                     status: "ok".into(),
                     tests: vec![pass("t0"), pass("t1"), pass("t2")],
-                    coverage: Some(CoverageCounts {
+                    coverage: (mode == "record" && n == 0).then(|| CoverageCounts {
                         lines_total: 2,
                         lines_covered: 2,
                         ..CoverageCounts::default()
                     }),
                     ..RunAnswer::default()
                 }
-            };
-            let out = job.args.last().unwrap();
-            std::fs::write(out, serde_json::to_vec(&answer).unwrap()).unwrap();
-            outcome(Exit::Code(0))
+            }
         });
         let cache_dir = tempfile::tempdir().unwrap();
         let cache = Cache::open(cache_dir.path()).unwrap();
@@ -422,6 +489,7 @@ mod tests {
             provider: cfg.generate_provider().unwrap(),
             settings: &cfg.generate,
             min_coverage: 0.8,
+            policy: Default::default(),
         };
         let code = CodeKey {
             module: "pkg.ops".into(),
@@ -442,7 +510,7 @@ mod tests {
             )
             .unwrap();
         assert!(out.validation.valid, "{:?}", out.validation);
-        assert!(out.harness.unwrap().contains("reference_add(1, 2)"));
+        assert!(out.harness.unwrap().contains("reference_add, (1, 2)"));
         assert_eq!(out.spent.requests, 2);
         let asked = model.asked();
         assert_eq!(asked.len(), 2);
@@ -452,7 +520,8 @@ mod tests {
             repair.contains("broken_helper"),
             "the repair prompt shows the failure"
         );
-        // Two validations of two runs each, all answered by the fake: no process started.
+        // Two validations of a worker per side each, all answered by the fake: no process
+        // started.
         assert_eq!(sandbox.jobs().len(), 4);
     }
 }

@@ -8,6 +8,7 @@
 pub mod assemble;
 pub mod candidate;
 pub mod checkout;
+pub mod checkpath;
 pub mod env;
 pub mod extract;
 pub mod generate;
@@ -16,6 +17,8 @@ pub mod hybrid;
 pub mod jobs;
 pub mod llmgen;
 pub mod refine;
+pub mod runs;
+pub mod splice;
 pub mod validate;
 
 use std::sync::atomic::{AtomicU64, Ordering};

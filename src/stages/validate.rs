@@ -1,118 +1,44 @@
-//! Stage `validate`: a harness runs in self-equivalence mode (the original as the candidate)
-//! twice, each run in a fresh process, with the function's own branch and line coverage
-//! measured in the first. The runs are the cached action (`keys::ValidateKey`), stored raw; the
-//! verdict ([`Validation`]) is derived from them when they are read ([`classify`]), so a change
-//! to the classification needs no new key.
+//! Stage `validate`: a harness is recorded on the original twice (in its tests' natural order,
+//! with the function's own branch and line coverage, then shuffled), and the original is then
+//! checked against that record through the one check path, as a candidate (its own process, the
+//! original file hidden), twice (natural, then shuffled). The harness is valid when every test
+//! of every run comes out the same: a verdict that depends on the order of the tests, on state
+//! left by an earlier one, or on sharing a process with the reference is `nondeterministic`.
 //!
-//! Many harnesses of one environment run in one sandboxed warm worker (`src/py/r2e_batch.py`)
-//! that imports the targets and prepares coverage once and forks a child per run.
+//! The runs are the cached action (`keys::ValidateKey`), stored raw; the verdict
+//! ([`Validation`]) is derived from them when they are read ([`classify`]), so a change to the
+//! classification or the verdict policy needs no new key. Many harnesses of one environment run
+//! in one warm worker per side (`stages::runs`).
 
 use serde::{Deserialize, Serialize};
 
 use super::candidate::Target;
-use super::jobs::{Exec, MESSAGE_CAP, Runtime, redact, run_script};
+use super::checkpath;
+use super::jobs::{Exec, Runtime};
+use super::runs::{self, Item, RawRun};
 use crate::error::Result;
 use crate::hash::Hash;
 use crate::keys::{CodeKey, ValidateKey};
-use crate::py::{self, BatchAnswer, BatchRequest, RunAnswer, RunRequest};
-use crate::records::FailureClass;
-use crate::sandbox::{Exit, Outcome};
+use crate::py::{self, Mode, RunAnswer};
+use crate::records::{ExpectedTest, FailureClass};
+use crate::verdict::{self, Policy};
 
-/// Runs of a harness per validation.
+/// Runs of a harness per side (the reference recorded, the original checked as a candidate).
 pub const RUNS: u32 = 2;
 
-/// How one run of a harness ended, as stored. Coverage lines are relative to the function's
-/// `def` line (1 is the line after it), so that moving the function changes nothing.
+/// The stored runs of a validation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum RawRun {
-    /// The runner answered.
-    Answered(RunAnswer),
-    /// It ran past its time limit (seconds).
-    TimedOut(u64),
-    /// It died without answering: how, and the limit that killed it (`memory limit (2048
-    /// MiB)`), when one did.
-    Died { how: String, limit: Option<String> },
+pub struct Runs {
+    /// The original recorded: natural order (with coverage), then shuffled.
+    pub record: Vec<RawRun>,
+    /// The original checked as a candidate: natural order, then shuffled.
+    pub candidate: Vec<RawRun>,
 }
 
-/// What a run's output may hold of this machine: its paths, named; and how long its messages may
-/// be. Applied before a run is stored.
-struct Clean<'a> {
-    start_line: u32,
-    names: &'a [(std::path::PathBuf, &'static str)],
-}
-
-impl Clean<'_> {
-    fn text(&self, text: &str) -> String {
-        redact(text, self.names, MESSAGE_CAP)
+impl Runs {
+    fn all(&self) -> impl Iterator<Item = &RawRun> {
+        self.record.iter().chain(&self.candidate)
     }
-
-    /// Coverage lines relative to the `def` line, messages redacted.
-    fn answer(&self, mut answer: RunAnswer) -> RunAnswer {
-        if let Some(c) = &mut answer.coverage {
-            for line in c.missing_lines.iter_mut().chain(c.partial_lines.iter_mut()) {
-                *line = line.saturating_sub(self.start_line);
-            }
-        }
-        answer.error = answer.error.map(|e| self.text(&e));
-        for t in &mut answer.tests {
-            t.message = t.message.as_ref().map(|m| self.text(m));
-        }
-        for e in &mut answer.examples {
-            e.outcome = redact(&e.outcome, self.names, 400);
-            e.call = redact(&e.call, self.names, 400);
-        }
-        answer
-    }
-}
-
-/// How a job's memory limit reads in a failure message.
-fn memory_limit(exec: &Exec) -> String {
-    format!("memory limit ({} MiB)", exec.settings.memory_mib)
-}
-
-impl RawRun {
-    fn timed_out(&self) -> bool {
-        matches!(self, RawRun::TimedOut(_))
-    }
-
-    /// A run of the standalone runner: its outcome and answer.
-    fn of_job(exec: &Exec, outcome: &Outcome, answer: Option<RunAnswer>, clean: &Clean) -> RawRun {
-        match (answer, &outcome.exit) {
-            (_, Exit::Timeout) => RawRun::TimedOut(outcome.duration.as_secs()),
-            (Some(a), _) => RawRun::Answered(clean.answer(a)),
-            (None, _) => RawRun::Died {
-                how: clean.text(&describe_crash(exec, outcome)),
-                limit: limit_of(exec, outcome.limit_hit),
-            },
-        }
-    }
-
-    /// A run as the warm worker reports it; `limit` is the limit the worker's job hit, which a
-    /// run killed by a signal is taken to have met.
-    fn of_worker(answer: RunAnswer, timeout: u64, clean: &Clean, limit: Option<&String>) -> RawRun {
-        match answer.status.as_str() {
-            "timeout" => RawRun::TimedOut(timeout),
-            "crash" => {
-                let how = answer
-                    .error
-                    .unwrap_or_else(|| "the harness process died".into());
-                RawRun::Died {
-                    limit: limit.filter(|_| how.contains("signal 9")).cloned(),
-                    how: clean.text(&how),
-                }
-            }
-            _ => RawRun::Answered(clean.answer(answer)),
-        }
-    }
-}
-
-/// The limit a job's cgroup saw hit, as a failure message names it.
-fn limit_of(exec: &Exec, hit: Option<&'static str>) -> Option<String> {
-    hit.map(|limit| match limit {
-        "memory" => memory_limit(exec),
-        "processes" => format!("process limit ({})", exec.settings.processes),
-        other => format!("{other} limit"),
-    })
 }
 
 /// A harness's validation: the verdict and what it measured.
@@ -136,6 +62,9 @@ pub struct Validation {
     /// Observed type names: per parameter, and of the values returned.
     pub arg_types: Vec<(String, Vec<String>)>,
     pub return_types: Vec<String>,
+    /// The reference's calls in each test (the first record): what candidates are checked
+    /// against.
+    pub expected: Vec<ExpectedTest>,
 }
 
 impl Validation {
@@ -184,25 +113,13 @@ fn key<'a>(
     }
 }
 
-/// Stores the runs unless one timed out; returns the validation.
-fn record(exec: &Exec, key: &ValidateKey, runs: &[RawRun]) -> Result<Checked> {
-    let transient = runs.iter().any(RawRun::timed_out);
-    if !transient {
-        exec.cache.put_action(key, runs)?;
-    }
-    Ok(Checked {
-        validation: classify(runs),
-        fresh: true,
-        transient,
-    })
-}
-
 /// Stage `validate` for many harnesses of one environment: the cache first, then every miss in
-/// one warm worker. Falls back to one job per harness when the worker itself fails.
+/// one warm worker per side.
 pub fn validate_batch(
     exec: &Exec,
     runtime: &Runtime,
     items: &[(&Target, &CodeKey, &str)],
+    policy: Policy,
 ) -> Result<Vec<Checked>> {
     let sandbox = exec.sandbox_key();
     let keys: Vec<ValidateKey> = items
@@ -212,154 +129,73 @@ pub fn validate_batch(
     let mut out: Vec<Option<Checked>> = keys
         .iter()
         .map(|k| {
-            exec.cache
-                .get_action::<_, Vec<RawRun>>(k)
-                .map(|runs| Checked {
-                    validation: classify(&runs),
-                    fresh: false,
-                    transient: false,
-                })
+            exec.cache.get_action::<_, Runs>(k).map(|runs| Checked {
+                validation: classify(&runs, policy),
+                fresh: false,
+                transient: false,
+            })
         })
         .collect();
     let misses: Vec<usize> = (0..items.len()).filter(|&i| out[i].is_none()).collect();
     if misses.is_empty() {
         return Ok(out.into_iter().flatten().collect());
     }
-    let names: Vec<String> = misses.iter().map(|i| format!("harness_{i}.py")).collect();
-    let timeout = exec.settings.run_timeout_seconds;
-    let request = BatchRequest {
-        runs: RUNS,
-        timeout,
-        memory_mib: exec.settings.memory_mib,
-        jobs: misses
-            .iter()
-            .zip(&names)
-            .map(|(&i, name)| run_request(items[i].0, name, None))
-            .collect(),
-    };
-    let files: Vec<(&str, &str)> = misses
+    // The original's own text is the candidate: it must pass its own harness through the
+    // path every candidate takes.
+    let originals: Vec<String> = misses
         .iter()
-        .zip(&names)
-        .map(|(&i, name)| (name.as_str(), items[i].2))
+        .map(|&i| std::fs::read_to_string(&items[i].0.source_file).unwrap_or_default())
         .collect();
-    let wall = timeout * u64::from(RUNS) * misses.len() as u64 + 60;
-    let mut batch = py::RUNNER.to_vec();
-    batch.rotate_left(1); // the warm worker is the entry script
-    let (outcome, answer, scratch) =
-        run_script::<_, BatchAnswer>(exec, runtime, &batch, &files, &request, exec.limits(wall))?;
-    let names = runtime.names(&scratch, exec.cache.root());
-    let limit = limit_of(exec, outcome.limit_hit);
-    let mut results = answer.map(|a| a.results).unwrap_or_default().into_iter();
-    for &i in &misses {
-        let (target, code, harness) = items[i];
-        let clean = Clean {
-            start_line: target.start_line,
-            names: &names,
-        };
-        out[i] = Some(match results.next() {
-            Some(runs) if runs.len() == RUNS as usize => {
-                let runs: Vec<RawRun> = runs
-                    .into_iter()
-                    .map(|r| RawRun::of_worker(r, timeout, &clean, limit.as_ref()))
-                    .collect();
-                record(exec, &keys[i], &runs)?
-            }
-            // The worker failed as a whole: this harness gets jobs of its own.
-            _ => validate(exec, runtime, target, code, harness)?,
+    let recorded: Vec<Item> = misses
+        .iter()
+        .map(|&i| Item {
+            target: items[i].0,
+            harness: items[i].2,
+            candidate: None,
+        })
+        .collect();
+    let as_candidates: Vec<Item> = misses
+        .iter()
+        .zip(&originals)
+        .map(|(&i, original)| Item {
+            target: items[i].0,
+            harness: items[i].2,
+            candidate: Some(original),
+        })
+        .collect();
+    let record = runs::run_batch(exec, runtime, &recorded, Mode::Record, RUNS)?;
+    let candidate = runs::run_batch(exec, runtime, &as_candidates, Mode::Candidate, RUNS)?;
+    for ((&i, record), candidate) in misses.iter().zip(record).zip(candidate) {
+        let runs = Runs { record, candidate };
+        let transient = runs.all().any(RawRun::timed_out);
+        if !transient {
+            exec.cache.put_action(&keys[i], &runs)?;
+        }
+        out[i] = Some(Checked {
+            validation: classify(&runs, policy),
+            fresh: true,
+            transient,
         });
     }
     Ok(out.into_iter().flatten().collect())
 }
 
-/// Stage `validate` for one harness, with a fresh process per run.
+/// Stage `validate` for one harness.
 pub fn validate(
     exec: &Exec,
     runtime: &Runtime,
     target: &Target,
     code: &CodeKey,
     harness: &str,
+    policy: Policy,
 ) -> Result<Checked> {
-    let sandbox = exec.sandbox_key();
-    let key = key(exec, &sandbox, code, harness);
-    if let Some(runs) = exec.cache.get_action::<_, Vec<RawRun>>(&key) {
-        return Ok(Checked {
-            validation: classify(&runs),
-            fresh: false,
-            transient: false,
-        });
-    }
-    let mut runs = Vec::new();
-    for _ in 0..RUNS {
-        let (outcome, answer, scratch) = run_harness(exec, runtime, target, harness, None)?;
-        let names = runtime.names(&scratch, exec.cache.root());
-        let clean = Clean {
-            start_line: target.start_line,
-            names: &names,
-        };
-        runs.push(RawRun::of_job(exec, &outcome, answer, &clean));
-    }
-    record(exec, &key, &runs)
-}
-
-fn run_request<'a>(
-    target: &'a Target,
-    harness_file: &'a str,
-    candidate: Option<&'a str>,
-) -> RunRequest<'a> {
-    RunRequest {
-        repo_root: &target.import_root,
-        extra_roots: &target.extra_roots,
-        module: &target.module,
-        qualname: &target.qualname,
-        harness_file,
-        source_file: &target.source_file,
-        start_line: target.start_line,
-        end_line: target.end_line,
-        candidate_file: candidate,
-        coverage: candidate.is_none(),
-    }
-}
-
-/// Runs a harness once (with a candidate module's text, or in self-equivalence mode); returns
-/// how it ended, the runner's answer, and the job's scratch folder (gone: for redaction).
-pub fn run_harness(
-    exec: &Exec,
-    runtime: &Runtime,
-    target: &Target,
-    harness: &str,
-    candidate: Option<&str>,
-) -> Result<(Outcome, Option<RunAnswer>, std::path::PathBuf)> {
-    let mut files: Vec<(&str, &str)> = vec![("harness.py", harness)];
-    if let Some(c) = candidate {
-        files.push(("candidate.py", c));
-    }
-    let request = run_request(target, "harness.py", candidate.map(|_| "candidate.py"));
-    let wall = exec.settings.run_timeout_seconds * 2;
-    run_script(
-        exec,
-        runtime,
-        py::RUNNER,
-        &files,
-        &request,
-        exec.limits(wall),
-    )
-}
-
-/// What a job that wrote no answer did.
-pub fn describe_crash(exec: &Exec, outcome: &Outcome) -> String {
-    let stderr = String::from_utf8_lossy(&outcome.stderr);
-    let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
-    let tail: Vec<&str> = tail.into_iter().rev().collect();
-    match (&outcome.exit, limit_of(exec, outcome.limit_hit)) {
-        (exit, Some(limit)) => format!("the {limit} was hit (killed: {exit:?})"),
-        (Exit::Timeout, _) => format!("timed out after {:.0}s", outcome.duration.as_secs_f64()),
-        (exit, _) => format!("exited with {exit:?}: {}", tail.join("\n")),
-    }
+    let mut one = validate_batch(exec, runtime, &[(target, code, harness)], policy)?;
+    Ok(one.remove(0))
 }
 
 /// The verdict on a harness from its runs: every test passes in every run, the same way; at
 /// least 3 tests; one of them returns normally.
-pub fn classify(runs: &[RawRun]) -> Validation {
+pub fn classify(runs: &Runs, policy: Policy) -> Validation {
     let mut v = Validation::default();
     let fail = |v: &mut Validation, class: FailureClass, message: String| {
         if v.failure_class.is_none() {
@@ -367,7 +203,7 @@ pub fn classify(runs: &[RawRun]) -> Validation {
             v.failure_message = Some(message);
         }
     };
-    for run in runs {
+    for run in runs.all() {
         match run {
             RawRun::TimedOut(seconds) => fail(
                 &mut v,
@@ -382,44 +218,13 @@ pub fn classify(runs: &[RawRun]) -> Validation {
                 FailureClass::ResourceLimit,
                 format!("the {limit} was hit: {how}"),
             ),
-            _ => {}
+            RawRun::Died { how, limit: None } => fail(&mut v, FailureClass::Crash, how.clone()),
+            RawRun::Answered(_) => {}
         }
     }
-    let answers: Vec<&RunAnswer> = runs
-        .iter()
-        .filter_map(|r| match r {
-            RawRun::Answered(a) => Some(a),
-            _ => None,
-        })
-        .collect();
-    if let Some(RawRun::Died { how, .. }) = runs.iter().find(|r| matches!(r, RawRun::Died { .. })) {
-        fail(&mut v, FailureClass::Other, how.clone());
-    }
-    // Coverage comes from the run that measured it (the warm worker measures the first).
-    if let Some(cov) = answers.iter().find_map(|a| a.coverage.as_ref()) {
-        v.branches = cov.branches_total;
-        v.branch_coverage = (cov.branches_total > 0)
-            .then(|| f64::from(cov.branches_covered) / f64::from(cov.branches_total));
-        v.line_coverage = (cov.lines_total > 0)
-            .then(|| f64::from(cov.lines_covered) / f64::from(cov.lines_total));
-        v.missing_lines = cov.missing_lines.clone();
-        v.partial_lines = cov.partial_lines.clone();
-    }
-    // Examples and types come from the first run that recorded any.
-    if let Some(first) = answers.iter().find(|a| !a.examples.is_empty()) {
-        v.examples = first
-            .examples
-            .iter()
-            .map(|e| (e.call.clone(), e.outcome.clone()))
-            .collect();
-        v.arg_types = first.types.args.clone();
-        v.return_types = first.types.returns.clone();
-    }
-    if let Some(last) = answers.last() {
-        v.tests = last.tests.len() as u32;
-        v.normal_returns = last.tests.iter().filter(|t| t.returned_normally).count() as u32;
-    }
-    for a in &answers {
+    let recorded: Vec<&RunAnswer> = runs.record.iter().filter_map(RawRun::answer).collect();
+    measured(&mut v, &recorded);
+    for a in &recorded {
         if a.status != "ok" {
             let message = a
                 .error
@@ -435,33 +240,56 @@ pub fn classify(runs: &[RawRun]) -> Validation {
             };
             fail(&mut v, class, message);
         }
-    }
-    // Every test must pass in both runs; a test that passes in one and fails in the other is
-    // nondeterministic.
-    if let [first, second] = answers[..] {
-        for (a, b) in first.tests.iter().zip(&second.tests) {
-            if a.outcome != b.outcome {
-                fail(
-                    &mut v,
-                    FailureClass::Nondeterministic,
-                    format!(
-                        "{} was `{}` then `{}`: {}{}",
-                        a.name,
-                        a.outcome,
-                        b.outcome,
-                        a.message.as_deref().unwrap_or_default(),
-                        b.message.as_deref().unwrap_or_default()
-                    ),
-                );
-            }
-        }
-        for t in first.tests.iter().chain(&second.tests) {
+        for t in &a.tests {
             if t.outcome != "pass" {
                 let message = t.message.as_deref().unwrap_or_default();
                 fail(
                     &mut v,
                     classify_message(message),
                     format!("{}: {message}", t.name),
+                );
+            }
+        }
+    }
+    // The reference must do the same in another order, and the original, checked as any
+    // candidate is, must pass its own harness in both orders.
+    if let [first, second] = recorded[..] {
+        for t in &first.tests {
+            let again = second.tests.iter().find(|u| u.name == t.name);
+            let differs = match again {
+                None => Some("it did not run".to_owned()),
+                Some(u) => verdict::test_differs(&t.records, &u.records, policy),
+            };
+            if let Some(d) = differs {
+                fail(
+                    &mut v,
+                    FailureClass::Nondeterministic,
+                    format!(
+                        "{}: the reference does otherwise when the tests run in another order: {d}",
+                        t.name
+                    ),
+                );
+            }
+        }
+    }
+    if v.failure_class.is_none() {
+        for run in &runs.candidate {
+            let verdict = checkpath::judge(&v.expected, run, policy);
+            if let Some(error) = verdict.error {
+                fail(
+                    &mut v,
+                    verdict.failure_class.unwrap_or(FailureClass::Other),
+                    format!("the original, checked as a candidate, fails: {error}"),
+                );
+            } else if let Some(t) = verdict.tests.iter().find(|t| !t.passed) {
+                fail(
+                    &mut v,
+                    FailureClass::Nondeterministic,
+                    format!(
+                        "{}: the original, checked as a candidate, fails its own test: {}",
+                        t.name,
+                        t.message.as_deref().unwrap_or_default()
+                    ),
                 );
             }
         }
@@ -479,6 +307,43 @@ pub fn classify(runs: &[RawRun]) -> Validation {
     }
     v.valid = v.failure_class.is_none();
     v
+}
+
+/// What the first record measured: coverage, tests, calls of the reference, expectations.
+fn measured(v: &mut Validation, recorded: &[&RunAnswer]) {
+    // Coverage comes from the run that measured it (the first).
+    if let Some(cov) = recorded.iter().find_map(|a| a.coverage.as_ref()) {
+        v.branches = cov.branches_total;
+        v.branch_coverage = (cov.branches_total > 0)
+            .then(|| f64::from(cov.branches_covered) / f64::from(cov.branches_total));
+        v.line_coverage = (cov.lines_total > 0)
+            .then(|| f64::from(cov.lines_covered) / f64::from(cov.lines_total));
+        v.missing_lines = cov.missing_lines.clone();
+        v.partial_lines = cov.partial_lines.clone();
+    }
+    // Examples and types come from the first run that recorded any.
+    if let Some(first) = recorded.iter().find(|a| !a.examples.is_empty()) {
+        v.examples = first
+            .examples
+            .iter()
+            .map(|e| (e.call.clone(), e.outcome.clone()))
+            .collect();
+        v.arg_types = first.types.args.clone();
+        v.return_types = first.types.returns.clone();
+    }
+    if let Some(first) = recorded.first() {
+        v.tests = first.tests.len() as u32;
+        v.normal_returns = first.tests.iter().filter(|t| t.returned_normally).count() as u32;
+        v.expected = first
+            .tests
+            .iter()
+            .map(|t| ExpectedTest {
+                name: t.name.clone(),
+                records: t.records.clone(),
+                returned_normally: t.returned_normally,
+            })
+            .collect();
+    }
 }
 
 /// The failure class of a test's message.
@@ -525,8 +390,10 @@ mod tests {
     use crate::config::SandboxConfig;
     use crate::py::{CoverageCounts, TestResult};
     use crate::records::FunctionKind;
-    use crate::sandbox::Job;
+    use crate::sandbox::Exit;
     use crate::sandbox::fake::{FakeSandbox, outcome};
+    use crate::stages::runs::fake::warm_worker;
+    use crate::verdict::{Outcome, Record, Snap};
     use std::path::Path;
 
     fn target() -> Target {
@@ -551,12 +418,29 @@ mod tests {
         }
     }
 
-    fn test(name: &str, outcome: &str, normal: bool) -> TestResult {
+    /// A test whose one call `f(n)` returned `value` (or raised, when `normal` is false).
+    fn test(name: &str, value: i64, normal: bool) -> TestResult {
+        let outcome = if normal {
+            Outcome::Return(Snap::Int(value.to_string()))
+        } else {
+            Outcome::Raise {
+                ty: "ValueError".into(),
+                message: "no".into(),
+            }
+        };
         TestResult {
             name: name.into(),
-            outcome: outcome.into(),
-            message: (outcome != "pass").then(|| "AssertionError: outcomes differ".into()),
+            outcome: "pass".into(),
+            message: None,
             returned_normally: normal,
+            records: vec![Record {
+                call: format!("f({value})"),
+                outcome,
+                args: Vec::new(),
+                kwargs: Default::default(),
+                instance: None,
+                then: Vec::new(),
+            }],
         }
     }
 
@@ -576,12 +460,6 @@ mod tests {
         }
     }
 
-    /// Writes the job's answer file, as the real scripts do.
-    fn reply(job: &Job, answer: &impl Serialize) {
-        let out = job.args.last().expect("an answer path");
-        std::fs::write(out, serde_json::to_vec(answer).unwrap()).unwrap();
-    }
-
     fn with_exec<T>(sandbox: &FakeSandbox, f: impl FnOnce(&Exec) -> T) -> T {
         let dir = tempfile::tempdir().unwrap();
         let cache = Cache::open(dir.path()).unwrap();
@@ -593,6 +471,18 @@ mod tests {
         })
     }
 
+    fn one(exec: &Exec) -> Checked {
+        validate(
+            exec,
+            &crate::stages::jobs::Runtime::for_tests(),
+            &target(),
+            &code(),
+            "h",
+            Policy::default(),
+        )
+        .unwrap()
+    }
+
     #[test]
     fn a_run_killed_by_the_memory_limit_is_a_resource_limit_and_is_cached() {
         let sandbox = FakeSandbox::new(|_| crate::sandbox::Outcome {
@@ -600,31 +490,17 @@ mod tests {
             ..outcome(Exit::Signal(9))
         });
         with_exec(&sandbox, |exec| {
-            let first = validate(
-                exec,
-                &crate::stages::jobs::Runtime::for_tests(),
-                &target(),
-                &code(),
-                "h",
-            )
-            .unwrap();
+            let first = one(exec);
             let v = &first.validation;
             assert_eq!(v.failure_class, Some(FailureClass::ResourceLimit), "{v:?}");
             assert!(v.failure_message.as_deref().unwrap().contains("memory"));
             assert!(first.fresh && !first.transient && !v.valid);
-            assert_eq!(sandbox.jobs().len(), RUNS as usize);
+            assert_eq!(sandbox.jobs().len(), 2, "one worker per side");
             // The runs were stored: the second time, nothing runs.
-            let again = validate(
-                exec,
-                &crate::stages::jobs::Runtime::for_tests(),
-                &target(),
-                &code(),
-                "h",
-            )
-            .unwrap();
+            let again = one(exec);
             assert!(!again.fresh);
             assert_eq!(again.validation, first.validation);
-            assert_eq!(sandbox.jobs().len(), RUNS as usize);
+            assert_eq!(sandbox.jobs().len(), 2);
         });
     }
 
@@ -632,70 +508,53 @@ mod tests {
     fn a_wall_clock_timeout_is_reported_and_not_stored() {
         let sandbox = FakeSandbox::new(|_| outcome(Exit::Timeout));
         with_exec(&sandbox, |exec| {
-            let first = validate(
-                exec,
-                &crate::stages::jobs::Runtime::for_tests(),
-                &target(),
-                &code(),
-                "h",
-            )
-            .unwrap();
+            let first = one(exec);
             assert_eq!(first.validation.failure_class, Some(FailureClass::Timeout));
             assert!(first.transient);
-            let again = validate(
-                exec,
-                &crate::stages::jobs::Runtime::for_tests(),
-                &target(),
-                &code(),
-                "h",
-            )
-            .unwrap();
+            let again = one(exec);
             assert!(again.fresh, "a timeout is never a cached verdict");
         });
     }
 
     #[test]
     fn the_warm_workers_runs_are_classified() {
-        // Harness `a` passes, then fails: nondeterministic. Harness `b` passes both times, with
-        // coverage from the first run; its lines come back relative to the `def` line.
-        let sandbox = FakeSandbox::new(|job| {
-            let request: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(&job.args[2]).unwrap()).unwrap();
-            let jobs = request["jobs"].as_array().unwrap();
-            let results: Vec<Vec<RunAnswer>> = jobs
-                .iter()
-                .map(|j| {
-                    let file = j["harness_file"].as_str().unwrap();
-                    let harness = std::fs::read_to_string(job.scratch.join(file)).unwrap();
-                    let ok = |n| test(n, "pass", true);
-                    if harness == "a" {
-                        vec![
-                            answer(vec![ok("t0"), ok("t1"), ok("t2")], true),
-                            answer(vec![ok("t0"), test("t1", "fail", true), ok("t2")], false),
-                        ]
-                    } else {
-                        vec![
-                            answer(vec![ok("t0"), ok("t1"), test("t2", "pass", false)], true),
-                            answer(vec![ok("t0"), ok("t1"), test("t2", "pass", false)], false),
-                        ]
-                    }
-                })
-                .collect();
-            reply(job, &BatchAnswer { results });
-            outcome(Exit::Code(0))
+        // Harness `a`: the original, checked as a candidate, returns otherwise in its second
+        // run: nondeterministic. Harness `b`: the same everywhere, with coverage from the first
+        // record; its lines come back relative to the `def` line. Harness `c`: the reference
+        // itself does otherwise when the tests are shuffled.
+        let sandbox = warm_worker(|harness, mode, n| {
+            let t1 = match (harness, mode, n) {
+                ("a", "candidate", 1) | ("c", "record", 1) => 7,
+                _ => 1,
+            };
+            let mut tests = vec![
+                test("t0", 0, true),
+                test("t1", t1, true),
+                test("t2", 2, false),
+            ];
+            tests[0].records[0].outcome = Outcome::Return(crate::verdict::sample_of_every_kind());
+            answer(tests, mode == "record" && n == 0)
         });
         with_exec(&sandbox, |exec| {
             let (t, c) = (target(), code());
             let checked = validate_batch(
                 exec,
                 &crate::stages::jobs::Runtime::for_tests(),
-                &[(&t, &c, "a"), (&t, &c, "b")],
+                &[(&t, &c, "a"), (&t, &c, "b"), (&t, &c, "c")],
+                Policy::default(),
             )
             .unwrap();
             let a = &checked[0].validation;
             assert_eq!(
                 a.failure_class,
                 Some(FailureClass::Nondeterministic),
+                "{a:?}"
+            );
+            assert!(
+                a.failure_message
+                    .as_deref()
+                    .unwrap()
+                    .contains("checked as a candidate"),
                 "{a:?}"
             );
             let b = &checked[1].validation;
@@ -706,39 +565,94 @@ mod tests {
                 (b.missing_lines.clone(), b.partial_lines.clone()),
                 (vec![4], vec![2])
             );
-            assert_eq!(sandbox.jobs().len(), 1, "one warm worker for both");
+            assert_eq!(b.expected.len(), 3);
+            let shuffled = &checked[2].validation;
+            assert_eq!(shuffled.failure_class, Some(FailureClass::Nondeterministic));
+            assert!(
+                shuffled
+                    .failure_message
+                    .as_deref()
+                    .unwrap()
+                    .contains("another order"),
+                "{shuffled:?}"
+            );
+            assert_eq!(
+                sandbox.jobs().len(),
+                2,
+                "one warm worker per side for all three"
+            );
+            // Stored, snapshots of every kind of value included: the second time nothing runs.
+            let again = validate_batch(
+                exec,
+                &crate::stages::jobs::Runtime::for_tests(),
+                &[(&t, &c, "a"), (&t, &c, "b"), (&t, &c, "c")],
+                Policy::default(),
+            )
+            .unwrap();
+            assert!(again.iter().all(|c| !c.fresh));
+            assert_eq!(again[1].validation, checked[1].validation);
+            assert_eq!(sandbox.jobs().len(), 2);
         });
     }
 
     #[test]
+    fn an_exception_message_is_wording_unless_the_policy_compares_it() {
+        let raising = |message: &str| {
+            let mut t = test("t1", 0, false);
+            t.records[0].outcome = Outcome::Raise {
+                ty: "ValueError".into(),
+                message: message.into(),
+            };
+            t
+        };
+        let run = |message: &str| {
+            RawRun::Answered(answer(
+                vec![test("t0", 0, true), raising(message), test("t2", 2, true)],
+                false,
+            ))
+        };
+        let runs = Runs {
+            record: vec![run("bad value 3"), run("bad value 3")],
+            candidate: vec![run("value 3 is bad"), run("value 3 is bad")],
+        };
+        assert!(classify(&runs, Policy::default()).valid);
+        let strict = Policy {
+            compare_exception_messages: true,
+        };
+        assert_eq!(
+            classify(&runs, strict).failure_class,
+            Some(FailureClass::Nondeterministic)
+        );
+    }
+
+    #[test]
     fn failure_classes_come_from_the_messages() {
-        let runs = |a: RunAnswer| vec![RawRun::Answered(a.clone()), RawRun::Answered(a)];
+        let runs = |a: RunAnswer| Runs {
+            record: vec![RawRun::Answered(a.clone()), RawRun::Answered(a.clone())],
+            candidate: vec![RawRun::Answered(a.clone()), RawRun::Answered(a)],
+        };
+        let class = |a: RunAnswer| classify(&runs(a), Policy::default()).failure_class;
         let import_error = RunAnswer {
             status: "error".into(),
             error: Some("harness import failed: ModuleNotFoundError: No module named 'x'".into()),
             ..RunAnswer::default()
         };
-        assert_eq!(
-            classify(&runs(import_error)).failure_class,
-            Some(FailureClass::ImportEnv)
-        );
-        let few = answer(vec![test("t0", "pass", true)], false);
-        assert_eq!(
-            classify(&runs(few)).failure_class,
-            Some(FailureClass::TooFewTests)
-        );
+        assert_eq!(class(import_error), Some(FailureClass::ImportEnv));
+        let few = answer(vec![test("t0", 0, true)], false);
+        assert_eq!(class(few), Some(FailureClass::TooFewTests));
         let raising = answer(
             vec![
-                test("t0", "pass", false),
-                test("t1", "pass", false),
-                test("t2", "pass", false),
+                test("t0", 0, false),
+                test("t1", 1, false),
+                test("t2", 2, false),
             ],
             false,
         );
-        assert_eq!(
-            classify(&runs(raising)).failure_class,
-            Some(FailureClass::NoNormalReturn)
-        );
+        assert_eq!(class(raising), Some(FailureClass::NoNormalReturn));
+        let mut failing = answer(vec![test("t0", 0, true); 3], false);
+        failing.tests[1].outcome = "error".into();
+        failing.tests[1].message = Some("TypeError: bad".into());
+        assert_eq!(class(failing), Some(FailureClass::TypeValueError));
         assert_eq!(
             classify_message("TypeError: bad"),
             FailureClass::TypeValueError

@@ -2,8 +2,9 @@
 
 Independent of r2e_equiv: it reads the `args`/`kwargs` literals of each test of a function
 harness with `ast`, calls the original and the mutant module's function on deep copies, and
-compares `repr` of the outcome (return value, or exception type and message) and of the
-arguments afterwards. Prints `differs` or `same`.
+compares `repr` of the outcome (return value, or exception type: a message is wording, as in
+r2e's default verdict policy, docs/harness.md) and of the arguments afterwards. Prints `differs`
+or `same`.
 
 usage: same_on_inputs.py IMPORT_ROOT MODULE NAME HARNESS MUTANT_FILE
 """
@@ -22,7 +23,7 @@ def outcome(fn, args, kwargs):
             value = list(value)
         result = ("return", repr(value))
     except Exception as e:  # noqa: BLE001
-        result = ("raise", type(e).__name__, str(e))
+        result = ("raise", type(e).__name__)
     return result, repr(args), repr(kwargs)
 
 

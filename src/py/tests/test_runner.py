@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import unittest
 
@@ -82,6 +83,17 @@ def calls_of(out: dict) -> dict:
     return {"examples": out["examples"], "types": out["types"]}
 
 
+def unordered(calls: dict) -> tuple:
+    """Calls and types regardless of the order they were seen in."""
+    examples = sorted(json.dumps(e, sort_keys=True) for e in calls["examples"])
+    types = json.dumps(
+        {k: sorted(v) if isinstance(v, list) else v for k, v in calls["types"].items()},
+        sort_keys=True,
+        default=sorted,
+    )
+    return examples, types
+
+
 def classify_harness(inputs) -> str:
     body = ""
     for i, n in enumerate(inputs):
@@ -110,7 +122,7 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(out["status"], "ok")
         self.assertIsNone(out["error"])
         self.assertEqual(
-            [t["name"] for t in out["tests"]], ["test_0", "test_1", "test_2", "test_3"]
+            [t["name"].split(".")[-1] for t in out["tests"]], ["test_0", "test_1", "test_2", "test_3"]
         )
         self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 4)
         self.assertEqual([t["message"] for t in out["tests"]], [None] * 4)
@@ -136,6 +148,61 @@ class RunnerTest(unittest.TestCase):
         )
         self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 4)
 
+    def test_record_mode_records_the_originals_calls(self):
+        out = self.sample.run_harness(
+            self.harness, "classify", name="record", mode="record", coverage=False
+        )
+        self.assertEqual(out["status"], "ok", out)
+        records = [t["records"] for t in out["tests"]]
+        self.assertEqual(
+            [[r["call"] for r in rs] for rs in records],
+            [["classify(0)"], ["classify(5)"], ["classify(-3)"], ["classify(20)"]],
+        )
+        self.assertEqual(records[0][0]["outcome"], {"return": {"str": "zero"}})
+        self.assertEqual(
+            records[2][0]["outcome"],
+            {"raise": {"type": "ValueError", "message": "negative: -3"}},
+        )
+        self.assertEqual(records[1][0]["args"], [{"int": "5"}])
+        self.assertEqual([t["returned_normally"] for t in out["tests"]], [True, True, False, True])
+
+    def test_candidate_mode_holds_the_candidate_only(self):
+        # The candidate is imported under the module's name with the original's __file__; the
+        # original's code never runs (its marker is absent) and each check records the
+        # candidate's calls and passes: the verdict is r2e's, outside this process.
+        flipped = self.source.replace('return "zero"', 'return "ZERO"') + "\nCANDIDATE = True\n"
+        harness = self.harness + (
+            "    def test_module(self):\n"
+            "        self.assertTrue(candidate.CANDIDATE)\n"
+            "        self.assertIs(candidate, reference)\n"
+            f"        self.assertEqual(candidate.__file__, {self.sample.core!r})\n"
+        )
+        out = self.sample.run_harness(
+            harness,
+            "classify",
+            candidate_source=flipped,
+            name="candmode",
+            mode="candidate",
+            coverage=False,
+        )
+        self.assertEqual(out["status"], "ok", out)
+        self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 5, out["tests"])
+        self.assertEqual(out["tests"][0]["records"][0]["outcome"], {"return": {"str": "ZERO"}})
+        self.assertEqual(out["tests"][4]["records"], [])
+
+    def test_a_shuffled_run_reports_in_natural_order(self):
+        out = self.sample.run_harness(
+            self.harness, "classify", name="shuffled", mode="record", coverage=False, order_seed=7
+        )
+        # They ran in another order (the calls seen first come first)...
+        ran = [e["call"] for e in out["examples"]]
+        self.assertEqual(sorted(ran), sorted(["classify(0)", "classify(5)", "classify(-3)", "classify(20)"]))
+        self.assertNotEqual(ran, ["classify(0)", "classify(5)", "classify(-3)", "classify(20)"])
+        # ...and are reported in natural order.
+        self.assertEqual(
+            [t["name"].split(".")[-1] for t in out["tests"]], ["test_0", "test_1", "test_2", "test_3"]
+        )
+
     def test_flipped_comparison_fails(self):
         flipped = self.source.replace("if n < 0:", "if n <= 0:")
         self.assertNotEqual(flipped, self.source)
@@ -143,7 +210,7 @@ class RunnerTest(unittest.TestCase):
             self.harness, "classify", candidate_source=flipped, name="flipped"
         )
         self.assertEqual(out["status"], "ok")
-        outcomes = {t["name"]: t for t in out["tests"]}
+        outcomes = {t["name"].split(".")[-1]: t for t in out["tests"]}
         self.assertEqual(outcomes["test_0"]["outcome"], "fail")
         message = outcomes["test_0"]["message"]
         self.assertIn("candidate: raise ValueError: negative: 0", message)
@@ -203,11 +270,12 @@ class RunnerTest(unittest.TestCase):
         for runs, alone in zip(batch, fresh):
             self.assertEqual(len(runs), 2)
             # The first run measures coverage, exactly as a runner of its own does; the second
-            # only checks that the tests come out the same. Both record the same calls.
+            # runs the tests shuffled and only checks that they come out the same, reported in
+            # natural order. Both see the same calls (in another order).
             self.assertEqual(runs[0], alone)
             self.assertIsNone(runs[1]["coverage"])
             self.assertEqual(runs[1]["tests"], alone["tests"])
-            self.assertEqual(calls_of(runs[1]), calls_of(alone))
+            self.assertEqual(unordered(calls_of(runs[1])), unordered(calls_of(alone)))
             self.assertNotEqual(alone["examples"], [])
         self.assertNotEqual(fresh[0]["coverage"], fresh[1]["coverage"])
 
@@ -323,7 +391,7 @@ class RunnerTest(unittest.TestCase):
             "    def test_11(self):\n" "        raise ZeroDivisionError('boom')\n"
         )
         out = self.sample.run_harness(harness, "classify", name="many")
-        self.assertEqual([t["name"] for t in out["tests"]], [f"test_{i}" for i in range(12)])
+        self.assertEqual([t["name"] for t in out["tests"]], [f"TestClassify.test_{i}" for i in range(12)])
         last = out["tests"][-1]
         self.assertEqual(last["outcome"], "error")
         self.assertIn("ZeroDivisionError: boom", last["message"])

@@ -74,6 +74,7 @@ impl Etc {
         for (name, text) in files {
             std::fs::write(dir.path().join(name), text)?;
         }
+        std::fs::write(dir.path().join(EMPTY), "")?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))?;
         Ok(Etc(dir))
@@ -82,7 +83,17 @@ impl Etc {
     fn path(&self) -> &Path {
         self.0.path()
     }
+
+    /// An empty regular file: what a hidden file shows. (Not `/dev/null`: Python's importer
+    /// finds modules only in regular files, and a hidden module must stay importable when the
+    /// candidate is loaded in its place.)
+    fn empty(&self) -> PathBuf {
+        self.path().join(EMPTY)
+    }
 }
+
+/// The name of the empty file in the sandbox's `/etc` folder (never mounted under `/etc`).
+const EMPTY: &str = ".empty";
 
 /// bubblewrap's arguments for a job's file system.
 pub fn args(job: &Job, etc: &Etc) -> Vec<OsString> {
@@ -143,6 +154,13 @@ pub fn args(job: &Job, etc: &Etc) -> Vec<OsString> {
     }
     for dir in std::iter::once(&job.scratch).chain(&job.writable) {
         push(&[&"--bind", dir, dir]);
+    }
+    for path in &job.hidden {
+        if path.is_dir() {
+            push(&[&"--tmpfs", path]);
+        } else if path.exists() {
+            push(&[&"--ro-bind", &etc.empty(), path]);
+        }
     }
     a
 }

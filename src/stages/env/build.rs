@@ -166,6 +166,7 @@ pub fn find_or_install_uv(
             scratch: scratch.clone(),
             writable: vec![tools.clone()],
             readonly: interpreter.mounts(),
+            hidden: vec![],
             network: true,
             limits: Limits {
                 wall_seconds: 300,
@@ -208,6 +209,7 @@ fn installed(
         scratch: scratch.to_path_buf(),
         writable: vec![],
         readonly: env.iter().chain(interpreter).cloned().collect(),
+        hidden: vec![],
         network: false,
         limits: Limits {
             wall_seconds: 60,
@@ -319,6 +321,7 @@ impl Building<'_> {
             scratch: self.tmp.join("scratch"),
             writable: vec![self.tmp.clone(), uv_cache, pip_cache],
             readonly: b.installer_mounts(),
+            hidden: vec![],
             network: true,
             limits: install_limits(b.cfg),
         };

@@ -244,6 +244,7 @@ mod tests {
         )
         .unwrap();
         let repo = crate::config::RepoConfig {
+            scope: Default::default(),
             name: "r".into(),
             source: crate::config::RepoSource::Path(root.clone()),
         };

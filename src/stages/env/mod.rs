@@ -347,6 +347,7 @@ print(json.dumps(found))
         scratch: scratch.to_path_buf(),
         writable: vec![],
         readonly: interpreter.mounts(),
+        hidden: vec![],
         network: false,
         limits: Limits {
             wall_seconds: 30,
