@@ -322,6 +322,16 @@ pub struct HarnessRecord {
     pub llm: Option<Spent>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refine: Option<RefineRecord>,
+    /// How many of the explorer's own mutants the kept tests kill (built-in harnesses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explorer_mutants: Option<MutantCount>,
+}
+
+/// Mutants made and mutants killed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MutantCount {
+    pub total: u32,
+    pub killed: u32,
 }
 
 impl HarnessRecord {

@@ -113,6 +113,19 @@ pub struct ExploreAnswer {
     pub arcs: u32,
     pub time_limit_hit: bool,
     pub error: Option<String>,
+    /// What the kept tests kill of the explorer's own mutants of the function.
+    pub mutants: Option<ExplorerMutants>,
+}
+
+/// The explorer's mutants: how many it made, how many the kept tests kill, and a few that
+/// survive (descriptions).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExplorerMutants {
+    pub total: u32,
+    pub killed: u32,
+    pub survivors: Vec<String>,
+    pub executions: u32,
 }
 
 /// What `r2e_runner.py` reads (one harness run). Paths are relative to the scratch folder or

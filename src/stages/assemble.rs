@@ -41,6 +41,7 @@ impl Done {
             harness_from: None,
             llm: None,
             refine: None,
+            explorer_mutants: None,
         }
     }
 
@@ -86,6 +87,7 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
     let mut record = Done::record(&c, w.generator, Some(&v));
     record.harness_from = w.from;
     record.llm = w.spent;
+    record.explorer_mutants = w.explorer_mutants;
     let selected = v.valid && v.coverage() >= cfg.select.min_branch_coverage;
     let instance = selected.then(|| Instance {
         id: c.id.clone(),

@@ -24,8 +24,8 @@ use crate::error::{Error, Result};
 use crate::keys::ExplorerSettings;
 use crate::llm::{Llm, ModelClient};
 use crate::records::{
-    FailureClass, HarnessFrom, HarnessRecord, Instance, RefineRecord, RefineStatus, SpecSource,
-    Spent, UsageTable,
+    FailureClass, HarnessFrom, HarnessRecord, Instance, MutantCount, RefineRecord, RefineStatus,
+    SpecSource, Spent, UsageTable,
 };
 use crate::services::Services;
 use crate::verdict::Policy;
@@ -80,13 +80,15 @@ pub struct Written {
     pub from: Option<HarnessFrom>,
     /// The model requests the harness needed, for the model-driven generators.
     pub spent: Option<Spent>,
+    /// What the built-in harness's tests kill of the explorer's mutants.
+    pub explorer_mutants: Option<MutantCount>,
 }
 
 /// A candidate after `generate`: finished (no harness), a built-in harness to validate, or a
 /// validated harness.
 pub enum Step {
     Done(Box<Done>),
-    Harness(Box<Candidate>, Arc<Env>, String),
+    Harness(Box<Candidate>, Arc<Env>, String, Option<MutantCount>),
     Validated(Box<Candidate>, Arc<Env>, Box<Written>),
 }
 
@@ -302,8 +304,12 @@ fn generate_one(
         tallies.retry_later();
     }
     let answer = explored.answer;
+    let mutants = answer.mutants.map(|m| MutantCount {
+        total: m.total,
+        killed: m.killed,
+    });
     match (answer.status.as_str(), answer.harness) {
-        ("ok", Some(h)) => Ok(Step::Harness(Box::new(c), env, h)),
+        ("ok", Some(h)) => Ok(Step::Harness(Box::new(c), env, h, mutants)),
         _ => {
             tallies.generate.failed();
             let message = answer
@@ -328,7 +334,7 @@ fn validate_builtin(
 ) -> Result<Vec<Step>> {
     let mut by_env: std::collections::BTreeMap<Runtime, Vec<usize>> = Default::default();
     for (i, step) in steps.iter().enumerate() {
-        if let Step::Harness(c, env, _) = step {
+        if let Step::Harness(c, env, ..) = step {
             by_env
                 .entry(env.runtime(&c.target.root))
                 .or_default()
@@ -347,7 +353,7 @@ fn validate_builtin(
             let items: Vec<_> = idx
                 .iter()
                 .map(|&i| match &steps[i] {
-                    Step::Harness(c, _, h) => (&c.target, &c.code, h.as_str()),
+                    Step::Harness(c, _, h, _) => (&c.target, &c.code, h.as_str()),
                     Step::Done(_) | Step::Validated(..) => {
                         unreachable!("only harnesses are validated")
                     }
@@ -370,7 +376,7 @@ fn validate_builtin(
         .into_iter()
         .zip(checked)
         .map(|(step, v)| match (step, v) {
-            (Step::Harness(c, env, harness), Some(v)) => Step::Validated(
+            (Step::Harness(c, env, harness, mutants), Some(v)) => Step::Validated(
                 c,
                 env,
                 Box::new(Written {
@@ -380,6 +386,7 @@ fn validate_builtin(
                     generator: Generator::Builtin,
                     from: None,
                     spent: None,
+                    explorer_mutants: mutants,
                 }),
             ),
             (step, _) => step,
@@ -442,6 +449,7 @@ fn llm_one(exec: &Exec, generator: &LlmGenerator, c: Candidate, tallies: &Tallie
                 generator: Generator::Llm,
                 from: None,
                 spent: Some(outcome.spent),
+                explorer_mutants: None,
             }),
         )),
         None => {
@@ -567,6 +575,10 @@ fn hybrid_one(
         }
     };
     let (harness, validation, fresh, from) = chosen;
+    // The explorer's kills hold for its own tests, which a model-only harness lacks.
+    let explorer_mutants = built
+        .filter(|_| from != HarnessFrom::Model)
+        .and_then(|b| b.explorer_mutants);
     Ok(Step::Validated(
         Box::new(c),
         env,
@@ -577,6 +589,7 @@ fn hybrid_one(
             generator: Generator::Hybrid,
             from: Some(from),
             spent: Some(outcome.spent),
+            explorer_mutants,
         }),
     ))
 }
