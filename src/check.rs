@@ -24,7 +24,7 @@ use crate::records::{EnvLine, Instance, read_built, read_jsonl};
 use crate::sandbox::Sandbox;
 use crate::services::Services;
 use crate::stages::candidate::Target;
-use crate::stages::checkpath::{self, Candidate, TestVerdict, Verdict};
+use crate::stages::checkpath::{self, Candidate, Checked, TestVerdict, Verdict};
 use crate::stages::jobs::{Exec, Runtime};
 use crate::stages::splice::splice;
 
@@ -85,11 +85,23 @@ impl Bench {
         let instances: Vec<Instance> = read_built(&output.join("dataset.jsonl"))?;
         let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
         let s = Session::open(cfg)?;
+        Bench::of(&s, cfg, services, instances, &envs)
+    }
+
+    /// A bench over instances of a session (a build's, before its output is committed), with
+    /// the environments of `envs`.
+    pub fn of(
+        s: &Session,
+        cfg: &Config,
+        services: &Services,
+        instances: Vec<Instance>,
+        envs: &[EnvLine],
+    ) -> Result<Bench> {
         let mut roots: BTreeMap<String, std::result::Result<(PathBuf, Runtime), String>> =
             BTreeMap::new();
         let resolved = instances
             .iter()
-            .map(|instance| resolve(&s, &envs, &mut roots, instance))
+            .map(|instance| resolve(s, envs, &mut roots, instance))
             .collect::<Result<Vec<_>>>()?;
         Ok(Bench {
             cache: s.cache.clone(),
@@ -109,6 +121,15 @@ impl Bench {
             .iter()
             .position(|i| i.id == id)
             .ok_or_else(|| Error::input(format!("`{id}` is not an instance of the dataset")))
+    }
+
+    /// The module an instance's function is in, and its definition's text (decorators
+    /// included, dedented): the reference answer. `None` when it can no longer be checked.
+    pub fn original(&self, ix: usize) -> Option<(&str, String)> {
+        let r = self.resolved.get(ix)?.as_ref().ok()?;
+        let chunk = r.summary.layout.defs[r.def].chunk;
+        let text = r.source.get(chunk.start as usize..chunk.end as usize)?;
+        Some((&r.target.module, crate::python::dedent(text)))
     }
 
     pub fn instance(&self, id: &str) -> Result<&Instance> {
@@ -139,9 +160,10 @@ impl Bench {
         )
     }
 
-    /// Checks prepared candidates: those of one environment together in warm workers, the
-    /// environments side by side. Per candidate, its verdict.
-    pub fn check(&self, prepared: &[Prepared]) -> Result<Vec<Verdict>> {
+    /// Checks prepared candidates through the check cache: those of one environment together
+    /// in warm workers, the environments side by side. Per candidate, its verdict and whether
+    /// it ran now.
+    pub fn check(&self, prepared: &[Prepared]) -> Result<Vec<Checked>> {
         let exec = Exec {
             cache: &self.cache,
             sandbox: self.sandbox.as_ref(),
@@ -158,7 +180,7 @@ impl Bench {
             let size = idx.len().div_ceil(workers).max(1);
             chunks.extend(idx.chunks(size).map(|c| (runtime, c.to_vec())));
         }
-        let done: Vec<Result<Vec<(usize, Verdict)>>> = chunks
+        let done: Vec<Result<Vec<(usize, Checked)>>> = chunks
             .par_iter()
             .map(|(runtime, idx)| {
                 let candidates: Vec<Candidate> = idx
@@ -173,6 +195,7 @@ impl Bench {
                             expected: &instance.expected,
                             module: &p.module,
                             policy: instance.policy,
+                            code: &instance.code_hash,
                         }
                     })
                     .collect();
@@ -180,7 +203,7 @@ impl Bench {
                 Ok(idx.iter().copied().zip(verdicts).collect())
             })
             .collect();
-        let mut out: Vec<Option<Verdict>> = vec![None; prepared.len()];
+        let mut out: Vec<Option<Checked>> = vec![None; prepared.len()];
         for chunk in done {
             for (i, v) in chunk? {
                 out[i] = Some(v);
@@ -195,7 +218,7 @@ impl Bench {
     /// Checks one candidate's text for instance `id`.
     pub fn check_one(&self, id: &str, candidate: &str) -> Result<Verdict> {
         match self.prepare(id, candidate)? {
-            Ok(p) => Ok(self.check(&[p])?.remove(0)),
+            Ok(p) => Ok(self.check(&[p])?.remove(0).verdict),
             Err(verdict) => Ok(verdict),
         }
     }
@@ -319,8 +342,8 @@ pub fn check_file(cfg: &Config, file: &Path, services: &Services) -> Result<Vec<
             Err(v) => verdicts[i] = Some(v),
         }
     }
-    for (i, v) in slots.into_iter().zip(bench.check(&ready)?) {
-        verdicts[i] = Some(v);
+    for (i, c) in slots.into_iter().zip(bench.check(&ready)?) {
+        verdicts[i] = Some(c.verdict);
     }
     Ok(lines
         .into_iter()

@@ -43,6 +43,8 @@ struct Options {
     #[serde(default)]
     refine: RefineConfig,
     #[serde(default)]
+    evaluate: EvaluateConfig,
+    #[serde(default)]
     sandbox: SandboxConfig,
     #[serde(default)]
     variant: Vec<Spanned<VariantOptions>>,
@@ -96,6 +98,7 @@ struct VariantOptions {
     generate: Option<Spanned<toml::Table>>,
     select: Option<Spanned<toml::Table>>,
     refine: Option<Spanned<toml::Table>>,
+    evaluate: Option<Spanned<toml::Table>>,
     prompts: Option<Spanned<toml::Table>>,
 }
 
@@ -123,6 +126,77 @@ impl Default for RefineConfig {
             max_completion_tokens: 1024,
             max_examples: 5,
         }
+    }
+}
+
+/// `[evaluate]`: code generation by models on the instances (stage `evaluate`), checked
+/// through the one check path; pass@k and self-repair.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvaluateConfig {
+    pub enabled: bool,
+    /// Candidates per instance and model.
+    pub samples: u32,
+    /// The pass@k reported, each at most `samples`.
+    pub k: Vec<u32>,
+    pub prompt: PromptStyle,
+    pub temperature: f64,
+    pub max_completion_tokens: u32,
+    /// Self-repair rounds for failing samples.
+    pub repair_rounds: u32,
+    /// A build that would ask more requests than this refuses to start asking.
+    pub max_requests: u64,
+    /// The models evaluated. A variant's list replaces the pipeline's.
+    pub model: Vec<EvalModel>,
+}
+
+impl Default for EvaluateConfig {
+    fn default() -> Self {
+        EvaluateConfig {
+            enabled: false,
+            samples: 5,
+            k: vec![1, 5],
+            prompt: PromptStyle::Direct,
+            temperature: 0.2,
+            max_completion_tokens: 2048,
+            repair_rounds: 0,
+            max_requests: 100_000,
+            model: Vec::new(),
+        }
+    }
+}
+
+/// How the code-generation prompt asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptStyle {
+    /// The code, at once (`codegen_direct`).
+    #[default]
+    Direct,
+    /// A plan first, then the code (`codegen_cot`): chain of thought.
+    Cot,
+}
+
+/// One `[[evaluate.model]]`: a `[providers.NAME]` table and its model, or the provider
+/// `builtin` with `reference` (the original function) or `mutants` (the i-th mutant).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalModel {
+    pub provider: String,
+    pub model: String,
+}
+
+/// The built-in pseudo-models of `[[evaluate.model]] provider = "builtin"`.
+pub const BUILTIN_MODELS: &[&str] = &["reference", "mutants"];
+
+impl EvalModel {
+    /// `PROVIDER/MODEL`, as results name it.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.provider, self.model)
+    }
+
+    pub fn is_builtin(&self) -> bool {
+        self.provider == "builtin"
     }
 }
 
@@ -182,6 +256,11 @@ pub const TEMPLATE_NAMES: &[&str] = &[
     "testgen_fix_error",
     "testgen_improve_coverage",
     "specgen",
+    "codegen_direct",
+    "codegen_cot",
+    "codegen_repair",
+    "codegen_direct_completion",
+    "codegen_repair_completion",
 ];
 
 #[derive(Deserialize)]
@@ -406,12 +485,15 @@ impl Default for GenerateConfig {
 pub struct SelectConfig {
     /// The branch coverage (line coverage, for a function without branches) an instance needs.
     pub min_branch_coverage: f64,
+    /// The share of the built-in mutants of the reference its harness must kill.
+    pub min_mutation_score: f64,
 }
 
 impl Default for SelectConfig {
     fn default() -> Self {
         SelectConfig {
             min_branch_coverage: 0.8,
+            min_mutation_score: 0.0,
         }
     }
 }
@@ -617,6 +699,7 @@ pub struct Config {
     /// pipeline's `prompts/` folder or, failing that, r2e's built-in templates.
     pub prompts: Vec<(String, PathBuf)>,
     pub refine: RefineConfig,
+    pub evaluate: EvaluateConfig,
     pub sandbox: SandboxConfig,
     /// `[[variant]]` tables, each resolved into a whole configuration whose output is
     /// `<output>/variants/NAME`. Empty: the pipeline builds its own configuration into `<output>`.
@@ -760,6 +843,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         providers: providers(&src, options.providers)?,
         prompts,
         refine: options.refine,
+        evaluate: options.evaluate,
         sandbox: options.sandbox,
         variants: Vec::new(),
     };
@@ -1159,6 +1243,9 @@ fn variant_config(
     if let Some(t) = merged(doc, "refine", &v.refine) {
         vcfg.refine = t.try_into().map_err(|e| bad("refine", e))?;
     }
+    if let Some(t) = merged(doc, "evaluate", &v.evaluate) {
+        vcfg.evaluate = t.try_into().map_err(|e| bad("evaluate", e))?;
+    }
     if let Some(over) = &v.prompts {
         for (pname, path) in over.get_ref() {
             let Some(path) = path.as_str() else {
@@ -1235,6 +1322,13 @@ fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
             "`min_branch_coverage` must be between 0 and 1",
         ));
     }
+    if !(0.0..=1.0).contains(&cfg.select.min_mutation_score) {
+        return Err(at(
+            "select",
+            "min_mutation_score",
+            "`min_mutation_score` must be between 0 and 1",
+        ));
+    }
     if cfg.generate.budget == 0 || cfg.generate.max_tests == 0 {
         let key = if cfg.generate.budget == 0 {
             "budget"
@@ -1269,6 +1363,7 @@ fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
             at,
         )?;
     }
+    check_evaluate(cfg, at)?;
     if cfg.refine.enabled {
         check_model(
             cfg,
@@ -1279,6 +1374,100 @@ fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
             cfg.refine.model.as_deref(),
             at,
         )?;
+    }
+    Ok(())
+}
+
+/// `[evaluate]`: every `k` at most `samples`, known models, and no chain of thought asked of a
+/// base model.
+fn check_evaluate(cfg: &Config, at: &Locate) -> Result<()> {
+    let ev = &cfg.evaluate;
+    if !ev.enabled {
+        return Ok(());
+    }
+    if ev.samples == 0 {
+        return Err(at("evaluate", "samples", "`samples` must be at least 1"));
+    }
+    if ev.k.is_empty() {
+        return Err(at("evaluate", "k", "`k` lists at least one value"));
+    }
+    if let Some(k) = ev.k.iter().find(|&&k| k == 0 || k > ev.samples) {
+        return Err(at(
+            "evaluate",
+            "k",
+            &format!(
+                "pass@{k} needs 1 <= k <= samples, and `samples` is {}",
+                ev.samples
+            ),
+        ));
+    }
+    if ev.model.is_empty() {
+        return Err(at(
+            "evaluate",
+            "enabled",
+            "`[evaluate]` needs at least one `[[evaluate.model]]` (provider and model; provider \"builtin\" with model \"reference\" needs no server)",
+        ));
+    }
+    for (n, m) in ev.model.iter().enumerate() {
+        if m.is_builtin() {
+            if !BUILTIN_MODELS.contains(&m.model.as_str()) {
+                return Err(at(
+                    "evaluate.model",
+                    &format!("model@{n}"),
+                    &format!(
+                        "`builtin` has no model `{}`; it has `{}`",
+                        m.model,
+                        BUILTIN_MODELS.join("`, `")
+                    ),
+                ));
+            }
+            continue;
+        }
+        let Some(p) = cfg.providers.iter().find(|p| p.name == m.provider) else {
+            let known: Vec<&str> = cfg.providers.iter().map(|p| p.name.as_str()).collect();
+            return Err(at(
+                "evaluate.model",
+                &format!("provider@{n}"),
+                &format!(
+                    "unknown provider `{}`; the pipeline defines {}, and `builtin`",
+                    m.provider,
+                    if known.is_empty() {
+                        "no `[providers.NAME]` table".to_owned()
+                    } else {
+                        format!("`{}`", known.join("`, `"))
+                    }
+                ),
+            ));
+        };
+        if m.model.trim().is_empty() {
+            return Err(at(
+                "evaluate.model",
+                &format!("model@{n}"),
+                "`model` names the model",
+            ));
+        }
+        if ev.prompt == PromptStyle::Cot && p.api == Api::Completions {
+            return Err(at(
+                "evaluate",
+                "prompt",
+                &format!(
+                    "`prompt = \"cot\"` is a chat prompt, and provider `{}` is a base model (`api = \"completions\"`); use `prompt = \"direct\"`",
+                    p.name
+                ),
+            ));
+        }
+        if let Some(var) = &p.api_key_env
+            && p.api_key.is_none()
+        {
+            return Err(at(
+                &format!("providers.{}", p.name),
+                "api_key_env",
+                &format!(
+                    "provider `{}` reads its API key from the environment variable `{var}`, which is not set",
+                    p.name
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -1408,20 +1597,29 @@ fn find_dotted_key(text: &str, key: &str) -> Option<Range<usize>> {
 
 /// The span of `key =` inside the `[section]` table (or as `section.key =`), else anywhere.
 fn find_section_key(text: &str, section: &str, key: &str) -> Option<Range<usize>> {
-    let header = format!("[{section}]");
+    // `key@N`: its N-th occurrence (0-based), as in the N-th table of an array of tables.
+    let (key, mut skip) = match key.split_once('@') {
+        Some((k, n)) => (k, n.parse::<usize>().unwrap_or(0)),
+        None => (key, 0),
+    };
+    let (header, array_header) = (format!("[{section}]"), format!("[[{section}]]"));
     let mut offset = 0;
     let mut inside = false;
     for line in text.split_inclusive('\n') {
         let trimmed = line.trim_start();
         if trimmed.starts_with('[') {
-            inside = trimmed.trim_end().starts_with(&header);
+            let t = trimmed.trim_end();
+            inside = t.starts_with(&header) || t.starts_with(&array_header);
         } else if inside || trimmed.starts_with(&format!("{section}.")) {
             let rest = trimmed
                 .strip_prefix(&format!("{section}."))
                 .unwrap_or(trimmed);
             if rest.starts_with(key) && rest[key.len()..].trim_start().starts_with('=') {
-                let start = offset + (line.len() - rest.len());
-                return Some(start..start + key.len());
+                if skip == 0 {
+                    let start = offset + (line.len() - rest.len());
+                    return Some(start..start + key.len());
+                }
+                skip -= 1;
             }
         }
         offset += line.len();

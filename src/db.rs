@@ -759,6 +759,41 @@ pub fn render(db: &dyn Db, repo: Repo, ctx: &Context) -> String {
     out
 }
 
+/// A context rendered around one definition (`def`, a chunk of file `own`): the text before
+/// it and the text after it, so that something else can stand in its place. When the context
+/// does not hold it, the whole context comes before.
+pub fn render_around(
+    db: &dyn Db,
+    repo: Repo,
+    ctx: &Context,
+    own: FileIx,
+    def: Chunk,
+) -> (String, String) {
+    let files = repo.files(db);
+    let (mut before, mut after) = (String::new(), String::new());
+    let mut found = false;
+    for &(f, c) in &ctx.parts {
+        let file = files[f as usize];
+        let out = if found { &mut after } else { &mut before };
+        if c == HEADER {
+            out.push_str(&file_header(file.path(db)));
+            continue;
+        }
+        let Ok(text) = source_text(db, file) else {
+            continue;
+        };
+        let piece = |a: u32, b: u32| text.get(a as usize..b as usize).unwrap_or_default();
+        if !found && f == own && c.start <= def.start && def.end <= c.end {
+            before.push_str(piece(c.start, def.start));
+            after.push_str(piece(def.end, c.end));
+            found = true;
+        } else {
+            out.push_str(piece(c.start, c.end));
+        }
+    }
+    (before, after)
+}
+
 /// Top-level names of the modules a repository's in-scope code imports that are not its own
 /// (absolute imports whose first component no file of the repository provides): the imports of
 /// the files in scope and of every file their import runs, sorted. The `env` stage drops the

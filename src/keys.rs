@@ -161,6 +161,30 @@ impl ActionKey for ValidateKey<'_> {
     const BUCKET: Bucket = Bucket::Validate;
 }
 
+/// A candidate's check: the raw run of one candidate module against one instance's harness,
+/// in candidate mode. The verdict is judged from the run when it is read (against the
+/// reference's recorded calls, under the instance's policy), so the key holds what shapes the
+/// run, and the same code written by two models is checked once.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckKey<'a> {
+    /// The embedded runner scripts (`py::RUNNER`).
+    pub scripts: Hash,
+    /// The function's code key (`CodeKey`, hashed): its code, slice, import-time code and the
+    /// environment's lock.
+    pub code: &'a str,
+    /// The harness text's hash.
+    pub harness: Hash,
+    /// The candidate module's whole text (the original module with the candidate spliced in).
+    pub module: Hash,
+    /// Seconds the run may take.
+    pub run_timeout_seconds: u64,
+    pub sandbox: &'a SandboxKey,
+}
+
+impl ActionKey for CheckKey<'_> {
+    const BUCKET: Bucket = Bucket::Check;
+}
+
 /// A model request: the API kind, the model, every sampling parameter, the rendered messages
 /// and the sample index. Never the base URL or the API key.
 #[derive(Clone, Debug, Serialize)]

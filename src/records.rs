@@ -127,6 +127,8 @@ pub enum FailureClass {
     Crash,
     /// A candidate that does not compile, import or define its function.
     Unrunnable,
+    /// A model's answer that holds no `def` of the function.
+    NoCode,
     Other,
 }
 
@@ -144,6 +146,7 @@ impl FailureClass {
             FailureClass::NoNormalReturn => "no_normal_return",
             FailureClass::Crash => "crash",
             FailureClass::Unrunnable => "unrunnable",
+            FailureClass::NoCode => "no_code",
             FailureClass::Other => "other",
         }
     }
@@ -380,6 +383,10 @@ pub struct Instance {
     pub spec: Option<String>,
     pub spec_source: SpecSource,
     pub context: String,
+    /// The problem statement: the context with the target's body removed, its signature and
+    /// `spec` in its place. What a model or agent is shown; never the solution.
+    #[serde(default)]
+    pub problem: String,
     pub harness: String,
     pub tests: u32,
     pub branch_coverage: Option<f64>,
@@ -391,6 +398,118 @@ pub struct Instance {
     /// How they are compared.
     #[serde(default)]
     pub policy: crate::verdict::Policy,
+    /// The function's code key (hashed): what its checks are keyed on besides the harness and
+    /// the candidate.
+    #[serde(default)]
+    pub code_hash: String,
+    /// The reference's dependencies: its slice's size.
+    #[serde(default)]
+    pub deps: u32,
+    /// The reference's own length in tokens.
+    #[serde(default)]
+    pub tokens: u32,
+    /// Whether its slice stays within its own file.
+    #[serde(default)]
+    pub in_file: bool,
+    /// The harness's strength: built-in mutants of the reference that it kills.
+    #[serde(default)]
+    pub mutants: Option<MutationScore>,
+}
+
+/// Mutants of the reference, how many the harness kills, and the ones that survive (a person
+/// may look: some are equivalent to the reference).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MutationScore {
+    pub total: u32,
+    pub killed: u32,
+    pub survivors: Vec<String>,
+}
+
+impl MutationScore {
+    /// Killed over total; 1 when there are no mutants.
+    pub fn score(&self) -> f64 {
+        if self.total == 0 {
+            1.0
+        } else {
+            f64::from(self.killed) / f64::from(self.total)
+        }
+    }
+}
+
+/// One round of a sample in `results.jsonl`: round 0 is the first answer, round N its N-th
+/// repair.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalRound {
+    pub passed: bool,
+    pub failure_class: Option<FailureClass>,
+    /// Names of the tests that failed.
+    pub failed_tests: Vec<String>,
+    /// The hash of the candidate's code checked in this round (none: no code).
+    pub candidate_hash: Option<String>,
+}
+
+/// One row of a pass@k table: a model, a group of instances, how many, and pass@k per k.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PassRow {
+    pub model: String,
+    pub group: String,
+    pub instances: u32,
+    /// `pass@K` → the mean over the group's instances.
+    pub pass: BTreeMap<String, f64>,
+}
+
+/// The self-repair curve of a model: of the samples that failed at first, the share that
+/// passes by each repair round (cumulative).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RepairCurve {
+    pub model: String,
+    pub failing: u32,
+    pub fixed_by_round: Vec<f64>,
+}
+
+/// The evaluation's tables, as `report` shows them and `--json` gives them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvalTables {
+    pub overall: Vec<PassRow>,
+    pub by_repo: Vec<PassRow>,
+    pub by_deps: Vec<PassRow>,
+    pub by_tokens: Vec<PassRow>,
+    pub by_file: Vec<PassRow>,
+    pub repair: Vec<RepairCurve>,
+}
+
+/// What a build's `--json` summary says of its evaluation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvalSummary {
+    /// Checks run now and taken from the check cache.
+    pub checks: StageCounts,
+    /// Requests that failed (not samples; the next build asks again).
+    pub failed_requests: u64,
+    /// pass@k per model, over every instance.
+    pub pass: Vec<PassRow>,
+    pub repair: Vec<RepairCurve>,
+}
+
+/// One line of `results.jsonl`: one sample of one model on one instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalResult {
+    pub id: String,
+    /// `PROVIDER/MODEL`, e.g. `builtin/reference`.
+    pub model: String,
+    pub sample: u32,
+    /// Round 0's verdict: the one pass@k uses.
+    pub passed: bool,
+    /// The first repair round that passed.
+    pub repaired_at: Option<u32>,
+    pub rounds: Vec<EvalRound>,
+    /// Round 0's candidate code (none: the answer held no code).
+    pub candidate_hash: Option<String>,
+    pub harness_hash: String,
+    pub env_lock: String,
+    /// The hash of round 0's prompt.
+    pub prompt_hash: String,
+    /// What the sample's requests cost.
+    pub llm: Spent,
 }
 
 /// `manifest.json`: the dataset's version, its repositories and each instance's hash.
@@ -459,13 +578,17 @@ pub struct StageTable {
     pub env: StageCounts,
     pub generate: StageCounts,
     pub validate: StageCounts,
+    #[serde(default)]
+    pub mutate: StageCounts,
     pub refine: StageCounts,
     pub assemble: StageCounts,
+    #[serde(default)]
+    pub evaluate: StageCounts,
 }
 
 impl StageTable {
     /// Every stage's counts, by name, in stage order.
-    pub fn rows(&self) -> [(&'static str, &StageCounts); 9] {
+    pub fn rows(&self) -> [(&'static str, &StageCounts); 11] {
         [
             ("checkout", &self.checkout),
             ("parse", &self.parse),
@@ -474,12 +597,14 @@ impl StageTable {
             ("env", &self.env),
             ("generate", &self.generate),
             ("validate", &self.validate),
+            ("mutate", &self.mutate),
             ("refine", &self.refine),
             ("assemble", &self.assemble),
+            ("evaluate", &self.evaluate),
         ]
     }
 
-    fn rows_mut(&mut self) -> [&mut StageCounts; 9] {
+    fn rows_mut(&mut self) -> [&mut StageCounts; 11] {
         [
             &mut self.checkout,
             &mut self.parse,
@@ -488,8 +613,10 @@ impl StageTable {
             &mut self.env,
             &mut self.generate,
             &mut self.validate,
+            &mut self.mutate,
             &mut self.refine,
             &mut self.assemble,
+            &mut self.evaluate,
         ]
     }
 
@@ -554,6 +681,9 @@ pub struct Summary {
     /// sum the others over the variants.
     #[serde(default, skip_serializing_if = "Variants::is_empty")]
     pub variants: Variants,
+    /// With `[evaluate] enabled = true`: checks, failed requests, pass@k and self-repair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluate: Option<EvalSummary>,
 }
 
 /// Functions excluded by each filter, serialized as an object in filter order.

@@ -35,6 +35,8 @@ pub enum Bucket {
     Validate,
     /// Action: a model's answer to a request (`keys::LlmKey`).
     Llm,
+    /// Action: a candidate's raw run against an instance's harness (`keys::CheckKey`).
+    Check,
     /// Environments: `<key>/venv` and its sealed record (`keys::EnvKey`).
     Envs,
     /// Commits of git repositories checked out to run code from.
@@ -54,11 +56,12 @@ pub enum Bucket {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 12] = [
+    pub const ALL: [Bucket; 13] = [
         Bucket::Parse,
         Bucket::Generate,
         Bucket::Validate,
         Bucket::Llm,
+        Bucket::Check,
         Bucket::Envs,
         Bucket::Trees,
         Bucket::Git,
@@ -77,6 +80,7 @@ impl Bucket {
             Bucket::Generate => ("generate", Some(2)),
             Bucket::Validate => ("validate", Some(5)),
             Bucket::Llm => ("llm", Some(2)),
+            Bucket::Check => ("check", Some(1)),
             Bucket::Envs => ("envs", Some(3)),
             Bucket::Trees => ("trees", Some(1)),
             Bucket::Git => ("git", Some(1)),
@@ -92,7 +96,7 @@ impl Bucket {
     pub const fn is_action(self) -> bool {
         matches!(
             self,
-            Bucket::Parse | Bucket::Generate | Bucket::Validate | Bucket::Llm
+            Bucket::Parse | Bucket::Generate | Bucket::Validate | Bucket::Llm | Bucket::Check
         )
     }
 

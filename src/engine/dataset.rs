@@ -35,6 +35,7 @@ pub(super) fn run_all(
     shared_outputs: &Shared,
     shared: Summary,
     clock: &mut Lap,
+    failed_requests: &mut Vec<String>,
 ) -> Result<(Summary, Vec<Recorded>, bool)> {
     let db = &s.db;
     let mut inputs: Vec<Settings> = vec![s.settings];
@@ -76,7 +77,7 @@ pub(super) fn run_all(
             files,
             shared: shared_outputs,
         };
-        let (files_recorded, retry) = dataset.run(&mut one, clock)?;
+        let (files_recorded, retry) = dataset.run(&mut one, clock, failed_requests)?;
         recorded.extend(files_recorded);
         retry_later |= retry;
         match name {
@@ -126,7 +127,12 @@ struct Dataset<'a> {
 impl Dataset<'_> {
     /// Extract, slice, generate, validate, refine and assemble into `<output>/<rel>`, filling
     /// `summary`. Returns the files written and whether something must run again.
-    fn run(&self, summary: &mut Summary, clock: &mut Lap) -> Result<(Vec<Recorded>, bool)> {
+    fn run(
+        &self,
+        summary: &mut Summary,
+        clock: &mut Lap,
+        failed_requests: &mut Vec<String>,
+    ) -> Result<(Vec<Recorded>, bool)> {
         let until = self.opts.until;
         let mut rows: Vec<(SourceFile, FunctionRow)> = Vec::new();
         if until >= Stage::Extract {
@@ -166,6 +172,7 @@ impl Dataset<'_> {
             let st = &mut summary.stages;
             st.generate = harness_out.generate;
             st.validate = harness_out.validate;
+            st.mutate = harness_out.mutate;
             st.refine = harness_out.refine;
             st.assemble = harness_out.assemble;
             let counts = &mut summary.counts;
@@ -181,8 +188,80 @@ impl Dataset<'_> {
         }
         summary.counts.failures = self.shared.failures.len() as u64;
         summary.llm = harness_out.llm.clone();
-        let recorded = self.write(&rows, &harness_out, summary)?;
+        let mut results = None;
+        if until >= Stage::Evaluate && self.cfg.evaluate.enabled {
+            let ev = self.evaluate(&harness_out.instances, summary)?;
+            failed_requests.extend(ev.failed_requests);
+            results = Some(ev.results);
+            clock.lap("evaluate");
+        }
+        let recorded = self.write(&rows, &harness_out, results.as_deref(), summary)?;
         Ok((recorded, harness_out.retry_later))
+    }
+
+    /// Stage `evaluate` over the dataset's instances, through a bench over this build.
+    fn evaluate(
+        &self,
+        instances: &[crate::records::Instance],
+        summary: &mut Summary,
+    ) -> Result<crate::stages::evaluate::EvalOutputs> {
+        let cfg = self.cfg;
+        let bench = crate::check::Bench::of(
+            self.s,
+            cfg,
+            self.services,
+            instances.to_vec(),
+            self.shared.env_lines,
+        )?;
+        let llm = crate::llm::Llm::new(self.services.models.clone());
+        let templates = crate::llm::prompts::Templates::load(cfg)?;
+        let width = cfg
+            .evaluate
+            .model
+            .iter()
+            .filter_map(|m| cfg.providers.iter().find(|p| p.name == m.provider))
+            .map(|p| p.max_concurrency as usize)
+            .max()
+            .unwrap_or(0)
+            .max(rayon::current_num_threads());
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(width)
+            .build()
+            .map_err(Error::internal)?;
+        let evaluator = crate::stages::evaluate::Evaluator {
+            cfg,
+            bench: &bench,
+            llm: &llm,
+            templates: &templates,
+            cache: &self.s.cache,
+            pool: &pool,
+        };
+        let bar = progress(0, "evaluate");
+        let out = evaluator.run(&bar)?;
+        bar.finish_and_clear();
+        for ((stage, model), usage) in llm.usage() {
+            summary
+                .llm
+                .entry(stage)
+                .or_default()
+                .entry(model)
+                .or_default()
+                .add(&usage);
+        }
+        let tables = crate::stages::evaluate::tables(
+            &out.results,
+            instances,
+            &cfg.evaluate.k,
+            cfg.evaluate.repair_rounds,
+        );
+        summary.stages.evaluate = out.samples;
+        summary.evaluate = Some(crate::records::EvalSummary {
+            checks: out.checks,
+            failed_requests: out.failed_requests.len() as u64,
+            pass: tables.overall,
+            repair: tables.repair,
+        });
+        Ok(out)
     }
 
     /// Stage `extract`: every file's functions with the filters' verdicts.
@@ -266,6 +345,7 @@ impl Dataset<'_> {
         &self,
         rows: &[(SourceFile, FunctionRow)],
         harness_out: &HarnessOutputs,
+        results: Option<&[crate::records::EvalResult]>,
         summary: &mut Summary,
     ) -> Result<Vec<Recorded>> {
         let (until, db, settings) = (self.opts.until, &self.s.db, self.settings.1);
@@ -345,6 +425,13 @@ impl Dataset<'_> {
             out.write_line(&manifest)?;
             recorded.push(out.finish(previous, current)?);
             summary.dataset_version = Some(version);
+        }
+        if let Some(results) = results {
+            let mut out = open("results.jsonl")?;
+            for r in results {
+                out.write(r)?;
+            }
+            recorded.push(out.finish(previous, current)?);
         }
         let mut out = open("failures.jsonl")?;
         for f in self.shared.failures {

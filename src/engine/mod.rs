@@ -362,6 +362,7 @@ fn run(
         excluded_by: Default::default(),
         llm: Default::default(),
         variants: Default::default(),
+        evaluate: None,
     };
     let changed = s
         .checkouts
@@ -427,6 +428,7 @@ fn run(
         previous: previous.map(|p| p.outputs).unwrap_or_default(),
         current: out.current(),
     };
+    let mut failed_requests = Vec::new();
     let (summary, recorded, retry_later) = dataset::run_all(
         s,
         services,
@@ -436,6 +438,7 @@ fn run(
         &shared_outputs,
         shared,
         &mut clock,
+        &mut failed_requests,
     )?;
     clock.lap("write");
     let transient = retry_later || db.env().counters.transient.load(Ordering::Relaxed);
@@ -458,6 +461,15 @@ fn run(
         )?;
     }
     out.commit()?;
+    if !failed_requests.is_empty() {
+        let shown: Vec<&String> = failed_requests.iter().take(10).collect();
+        return Err(Error::env(format!(
+            "the outputs are written, but {} model request(s) of `evaluate` failed; they are not samples, and the next build asks them again:\n  {}{}",
+            failed_requests.len(),
+            shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  "),
+            if failed_requests.len() > shown.len() { "\n  ..." } else { "" }
+        )));
+    }
     if !env_transient.is_empty() {
         return Err(Error::env(format!(
             "the outputs are written, but {} environment(s) could not be built for a reason that may pass; the next build tries again:\n  {}",

@@ -28,6 +28,23 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../prompts/testgen_improve_coverage.j2"),
     ),
     ("specgen", include_str!("../../prompts/specgen.j2")),
+    (
+        "codegen_direct",
+        include_str!("../../prompts/codegen_direct.j2"),
+    ),
+    ("codegen_cot", include_str!("../../prompts/codegen_cot.j2")),
+    (
+        "codegen_repair",
+        include_str!("../../prompts/codegen_repair.j2"),
+    ),
+    (
+        "codegen_direct_completion",
+        include_str!("../../prompts/codegen_direct_completion.j2"),
+    ),
+    (
+        "codegen_repair_completion",
+        include_str!("../../prompts/codegen_repair_completion.j2"),
+    ),
 ];
 
 /// The loaded templates.

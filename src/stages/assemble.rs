@@ -88,7 +88,11 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
     record.harness_from = w.from;
     record.llm = w.spent;
     record.explorer_mutants = w.explorer_mutants;
-    let selected = v.valid && v.coverage() >= cfg.select.min_branch_coverage;
+    let strong = w
+        .mutants
+        .as_ref()
+        .is_none_or(|m| m.score() >= cfg.select.min_mutation_score);
+    let selected = v.valid && v.coverage() >= cfg.select.min_branch_coverage && strong;
     let instance = selected.then(|| Instance {
         id: c.id.clone(),
         repo: c.repo.clone(),
@@ -99,6 +103,7 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
         spec: c.docstring.clone(),
         spec_source: SpecSource::Docstring,
         context: c.context.clone(),
+        problem: c.problem.render(c.docstring.as_deref()),
         harness_hash: Hash::of_bytes(w.harness.as_bytes()).to_hex(),
         harness: w.harness,
         tests: v.tests,
@@ -107,6 +112,11 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
         env_lock: env.record.lock_hash.clone(),
         expected: v.expected.clone(),
         policy: cfg.validate,
+        code_hash: crate::hash::Hash::of_key(&c.code).to_hex(),
+        deps: c.deps,
+        tokens: c.tokens,
+        in_file: c.in_file,
+        mutants: w.mutants,
     });
     Done {
         record,

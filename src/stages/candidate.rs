@@ -112,6 +112,42 @@ pub struct Candidate {
     pub env: Option<Arc<Env>>,
     /// Whether the function's slice stays within its own file.
     pub in_file: bool,
+    /// The context around the function, for its problem statement.
+    pub problem: Problem,
+    /// Its slice's size, and its own length in tokens.
+    pub deps: u32,
+    pub tokens: u32,
+    /// Its module's text and summary, and its definition's index there: what candidates and
+    /// mutants are spliced into.
+    pub source: Arc<str>,
+    pub summary: Arc<crate::python::summary::ModuleSummary>,
+    pub def: usize,
+}
+
+/// A problem statement in parts: the context before the function and after it, and the
+/// function's own text, whose body a spec replaces.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    pub before: String,
+    pub definition: String,
+    pub after: String,
+}
+
+impl Problem {
+    /// The statement: the context with the function's body replaced by `spec`.
+    pub fn render(&self, spec: Option<&str>) -> String {
+        format!(
+            "{}{}{}",
+            self.before,
+            crate::python::signature_stub(&self.definition, spec),
+            self.after
+        )
+    }
+
+    /// The function's own text, dedented: the reference answer.
+    pub fn reference(&self) -> String {
+        crate::python::dedent(&self.definition)
+    }
 }
 
 impl Candidate {
@@ -184,6 +220,13 @@ pub fn prepare(
             .unwrap_or_default(),
     };
     let ctx = db::context_of(db, item, inputs.settings);
+    let source = db::source_text(db, file).clone().map_err(Error::env)?;
+    let definition = source
+        .get(layout.chunk.start as usize..layout.chunk.end as usize)
+        .unwrap_or_default()
+        .to_owned();
+    let (before, after) = db::render_around(db, repo, &ctx, file.ix(db), layout.chunk);
+    let slice = db::slice_of(db, item);
     let mut target = Target::new(
         &root,
         &path,
@@ -211,6 +254,16 @@ pub fn prepare(
         path,
         code,
         env,
-        in_file: db::slice_of(db, item).in_file(file.ix(db)),
+        in_file: slice.in_file(file.ix(db)),
+        deps: slice.items.len() as u32,
+        tokens: crate::python::tokens::count(&definition),
+        problem: Problem {
+            before,
+            definition,
+            after,
+        },
+        source,
+        summary: summary.clone(),
+        def: row.def as usize,
     })
 }

@@ -10,7 +10,9 @@ use super::candidate::Target;
 use super::jobs::{Exec, Runtime};
 use super::runs::{self, Item, RawRun};
 use crate::error::Result;
-use crate::py::Mode;
+use crate::hash::Hash;
+use crate::keys::{CheckKey, SandboxKey};
+use crate::py::{self, Mode};
 use crate::records::{ExpectedTest, FailureClass};
 use crate::verdict::{self, Policy};
 
@@ -63,30 +65,77 @@ impl Verdict {
 }
 
 /// A candidate for an instance: the instance's function and harness, the reference's calls,
-/// and the candidate module's whole text (the original's with the candidate spliced in).
+/// the candidate module's whole text (the original's with the candidate spliced in), and the
+/// function's code key (hashed), which with the rest keys the check.
 pub struct Candidate<'a> {
     pub target: &'a Target,
     pub harness: &'a str,
     pub expected: &'a [ExpectedTest],
     pub module: &'a str,
     pub policy: Policy,
+    pub code: &'a str,
 }
 
-/// Checks candidates, many in one warm worker: per candidate, its verdict.
-pub fn check(exec: &Exec, runtime: &Runtime, candidates: &[Candidate]) -> Result<Vec<Verdict>> {
-    let items: Vec<Item> = candidates
+/// A checked candidate: its verdict, and whether its run ran now (not from the cache).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    pub verdict: Verdict,
+    pub fresh: bool,
+}
+
+/// The check cache's key of a candidate.
+fn key<'a>(c: &'a Candidate, exec: &Exec, sandbox: &'a SandboxKey) -> CheckKey<'a> {
+    CheckKey {
+        scripts: py::files_hash(py::RUNNER),
+        code: c.code,
+        harness: Hash::of_bytes(c.harness.as_bytes()),
+        module: Hash::of_bytes(c.module.as_bytes()),
+        run_timeout_seconds: exec.settings.run_timeout_seconds,
+        sandbox,
+    }
+}
+
+/// Checks candidates: each one's run comes from the check cache, or runs now (the missing
+/// ones many to a warm worker) and is stored, unless the run says nothing about the candidate
+/// (the worker gave no answer at all). Per candidate, its verdict, judged when read.
+pub fn check(exec: &Exec, runtime: &Runtime, candidates: &[Candidate]) -> Result<Vec<Checked>> {
+    let sandbox = exec.sandbox_key();
+    let keys: Vec<CheckKey> = candidates.iter().map(|c| key(c, exec, &sandbox)).collect();
+    let mut got: Vec<Option<(RawRun, bool)>> = keys
         .iter()
-        .map(|c| Item {
-            target: c.target,
-            harness: c.harness,
-            candidate: Some(c.module),
-        })
+        .map(|k| exec.cache.get_action::<_, RawRun>(k).map(|r| (r, false)))
         .collect();
-    let runs = runs::run_batch(exec, runtime, &items, Mode::Candidate, 1)?;
+    let misses: Vec<usize> = (0..candidates.len())
+        .filter(|&i| got[i].is_none())
+        .collect();
+    if !misses.is_empty() {
+        let items: Vec<Item> = misses
+            .iter()
+            .map(|&i| Item {
+                target: candidates[i].target,
+                harness: candidates[i].harness,
+                candidate: Some(candidates[i].module),
+            })
+            .collect();
+        let runs = runs::run_batch(exec, runtime, &items, Mode::Candidate, 1)?;
+        for (&i, mut runs) in misses.iter().zip(runs) {
+            let run = runs.remove(0);
+            if !run.no_answer() {
+                exec.cache.put_action(&keys[i], &run)?;
+            }
+            got[i] = Some((run, true));
+        }
+    }
     Ok(candidates
         .iter()
-        .zip(runs)
-        .map(|(c, runs)| judge(c.expected, &runs[0], c.policy))
+        .zip(got)
+        .map(|(c, run)| {
+            let (run, fresh) = run.expect("every candidate ran");
+            Checked {
+                verdict: judge(c.expected, &run, c.policy),
+                fresh,
+            }
+        })
         .collect())
 }
 

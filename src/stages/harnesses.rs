@@ -15,6 +15,7 @@ use super::generate;
 use super::hybrid::merge_harnesses;
 use super::jobs::{Exec, Runtime};
 use super::llmgen::{LlmGenerator, LlmOutcome};
+use super::mutation;
 use super::refine::{RefineFailure, Refiner, Subject};
 use super::validate::{self, Validation};
 use super::{Stage, StageCounts, Tally};
@@ -24,7 +25,8 @@ use crate::error::{Error, Result};
 use crate::keys::ExplorerSettings;
 use crate::llm::{Llm, ModelClient};
 use crate::records::{
-    FailureClass, HarnessFrom, HarnessRecord, Instance, MutantCount, RefineRecord, RefineStatus,
+    FailureClass, HarnessFrom, HarnessRecord, Instance, MutantCount, MutationScore, RefineRecord,
+    RefineStatus,
     SpecSource, Spent, UsageTable,
 };
 use crate::services::Services;
@@ -35,6 +37,7 @@ use crate::verdict::Policy;
 pub struct HarnessOutputs {
     pub generate: StageCounts,
     pub validate: StageCounts,
+    pub mutate: StageCounts,
     pub refine: StageCounts,
     pub assemble: StageCounts,
     pub valid: u64,
@@ -59,6 +62,7 @@ pub struct HarnessOutputs {
 struct Tallies {
     generate: Tally,
     validate: Tally,
+    mutate: Tally,
     refine: Tally,
     retry_later: AtomicBool,
 }
@@ -82,6 +86,8 @@ pub struct Written {
     pub spent: Option<Spent>,
     /// What the built-in harness's tests kill of the explorer's mutants.
     pub explorer_mutants: Option<MutantCount>,
+    /// The dataset's mutation score of the harness (stage `mutate`, valid harnesses).
+    pub mutants: Option<MutationScore>,
 }
 
 /// A candidate after `generate`: finished (no harness), a built-in harness to validate, or a
@@ -188,6 +194,9 @@ pub fn run(
     if let (Some(m), Generator::Hybrid) = (&model, generator) {
         builtin_sufficient = hybrid_all(inputs, db, &exec, m, candidates, &mut steps, &tallies)?;
     }
+    if until >= Stage::Mutate {
+        mutate_all(&exec, &mut steps, cfg.validate, &tallies)?;
+    }
     let mut dones: Vec<Done> = steps
         .into_iter()
         .map(|step| finish(cfg, step, validate, &tallies))
@@ -204,6 +213,7 @@ pub fn run(
     }
     out.generate = tallies.generate.counts();
     out.validate = tallies.validate.counts();
+    out.mutate = tallies.mutate.counts();
     out.refine = tallies.refine.counts();
     out.assemble = StageCounts {
         executed: out.instances.len() as u64,
@@ -387,11 +397,74 @@ fn validate_builtin(
                     from: None,
                     spent: None,
                     explorer_mutants: mutants,
+                    mutants: None,
                 }),
             ),
             (step, _) => step,
         })
         .collect())
+}
+
+/// Stage `mutate`: the mutation score of every valid harness, the harnesses of an environment
+/// checked together.
+fn mutate_all(exec: &Exec, steps: &mut [Step], policy: Policy, tallies: &Tallies) -> Result<()> {
+    let mut by_env: std::collections::BTreeMap<Runtime, Vec<usize>> = Default::default();
+    for (i, step) in steps.iter().enumerate() {
+        if let Step::Validated(c, env, w) = step
+            && w.validation.valid
+        {
+            by_env
+                .entry(env.runtime(&c.target.root))
+                .or_default()
+                .push(i);
+        }
+    }
+    let codes: Vec<String> = steps
+        .iter()
+        .map(|s| match s {
+            Step::Validated(c, ..) => crate::hash::Hash::of_key(&c.code).to_hex(),
+            _ => String::new(),
+        })
+        .collect();
+    let definitions: Vec<String> = steps
+        .iter()
+        .map(|s| match s {
+            Step::Validated(c, ..) => c.problem.reference(),
+            _ => String::new(),
+        })
+        .collect();
+    let scored: Vec<Result<Vec<(usize, (MutationScore, bool))>>> = by_env
+        .par_iter()
+        .map(|(runtime, idx)| {
+            let subjects: Vec<mutation::Subject> = idx
+                .iter()
+                .map(|&i| match &steps[i] {
+                    Step::Validated(c, _, w) => mutation::Subject {
+                        target: &c.target,
+                        harness: &w.harness,
+                        expected: &w.validation.expected,
+                        code: &codes[i],
+                        source: &c.source,
+                        summary: &c.summary,
+                        def: c.def,
+                        definition: &definitions[i],
+                    },
+                    _ => unreachable!("only validated harnesses are scored"),
+                })
+                .collect();
+            let scores = mutation::score(exec, runtime, &subjects, policy)?;
+            Ok(idx.iter().copied().zip(scores).collect())
+        })
+        .collect();
+    for chunk in scored {
+        for (i, (score, fresh)) in chunk? {
+            tallies.mutate.ran(fresh);
+            if let Step::Validated(_, _, w) = &mut steps[i] {
+                w.mutants = Some(score);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Runs the model-driven generator for a candidate in its environment (or records why it has
@@ -450,6 +523,7 @@ fn llm_one(exec: &Exec, generator: &LlmGenerator, c: Candidate, tallies: &Tallie
                 from: None,
                 spent: Some(outcome.spent),
                 explorer_mutants: None,
+                mutants: None,
             }),
         )),
         None => {
@@ -590,6 +664,7 @@ fn hybrid_one(
             from: Some(from),
             spent: Some(outcome.spent),
             explorer_mutants,
+            mutants: None,
         }),
     ))
 }

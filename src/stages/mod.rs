@@ -1,21 +1,25 @@
 //! The stages that turn queries into actions, in order: `checkout` reads repositories;
 //! `extract` holds the curation filters; `env` builds environments; `candidate` gathers what one
 //! function's actions need; `generate` (the built-in explorer), `llmgen` (a model, with repair)
-//! and `hybrid` write harnesses; `validate` runs them; `refine` rewrites docstrings;
+//! and `hybrid` write harnesses; `validate` runs them; `mutation` scores them on mutants of the
+//! reference; `refine` rewrites docstrings;
 //! `harnesses` runs those over every candidate; `assemble` selects the instances and writes the
 //! manifest. `jobs` runs the embedded Python in the sandbox for all of them.
 
+pub mod answer;
 pub mod assemble;
 pub mod candidate;
 pub mod checkout;
 pub mod checkpath;
 pub mod env;
+pub mod evaluate;
 pub mod extract;
 pub mod generate;
 pub mod harnesses;
 pub mod hybrid;
 pub mod jobs;
 pub mod llmgen;
+pub mod mutation;
 pub mod refine;
 pub mod runs;
 pub mod splice;
@@ -50,13 +54,15 @@ pub enum Stage {
     Env,
     Generate,
     Validate,
+    Mutate,
     Refine,
     Assemble,
+    Evaluate,
 }
 
 impl Stage {
     /// The last stage.
-    pub const LAST: Stage = Stage::Assemble;
+    pub const LAST: Stage = Stage::Evaluate;
 }
 
 /// A stage's counts while it runs, from many threads.

@@ -14,6 +14,9 @@ use crate::error::Result;
 use crate::py::{self, BatchAnswer, BatchRequest, Mode, RunAnswer, RunRequest};
 use crate::sandbox::{Exit, Outcome};
 
+/// What a run is when the warm worker answered nothing for it.
+const NO_ANSWER: &str = "the warm worker gave no answer for this harness";
+
 /// How one run of a harness ended, as stored. Coverage lines are relative to the function's
 /// `def` line (1 is the line after it), so that moving the function changes nothing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -28,6 +31,11 @@ pub enum RawRun {
 }
 
 impl RawRun {
+    /// The warm worker answered nothing for this item: the run says nothing about it.
+    pub fn no_answer(&self) -> bool {
+        matches!(self, RawRun::Died { how, .. } if how == NO_ANSWER)
+    }
+
     pub fn timed_out(&self) -> bool {
         matches!(self, RawRun::TimedOut(_))
     }
@@ -174,7 +182,7 @@ fn run_group(
     let missing = || {
         vec![
             RawRun::Died {
-                how: "the warm worker gave no answer for this harness".into(),
+                how: NO_ANSWER.into(),
                 limit: None,
             };
             runs as usize

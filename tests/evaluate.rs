@@ -1,0 +1,439 @@
+//! Stage `evaluate` against a scripted OpenAI-compatible server on loopback: the exact pass@1
+//! and self-repair curve for a script of answers (correct code, a mutant, prose, a wrong answer
+//! that its repair fixes at round 2, an endless loop, one that reaches for the reference, one
+//! that does not compile, one that deletes its working folder); no request holds a reference
+//! body; the built-in models; what each change re-asks and re-checks; an unreachable server.
+//!
+//! Environments are built offline from the tests' wheelhouse, as in `tests/dataset.rs`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+mod common;
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+const FIXTURE: &str = r#"
+//- calc/__init__.py
+//- calc/ops.py
+LIMIT = 100
+
+def clamp(x, lo, hi):
+    """Clamp x to the range from lo to hi."""
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+
+def add_small(a, b):
+    """Add two numbers, capping the result at LIMIT."""
+    total = a + b
+    if total > LIMIT:
+        return LIMIT
+    return total
+
+def describe(a, b):
+    """The distance from a to b, or LIMIT when they are equal."""
+    if a < b:
+        return b - a
+    if a == b:
+        return LIMIT
+    return a - b
+
+def scale(a, b):
+    """The magnitude of a times b, plus a."""
+    result = a * b
+    if result < 0:
+        result = -result
+    return result + a
+
+def spin(n):
+    """Count down from n to zero (at most 50 steps); the steps taken."""
+    steps = 0
+    while n > 0 and steps < 50:
+        n -= 1
+        steps += 1
+    return steps
+
+def peek(a, b):
+    """The larger of a and b, doubled."""
+    if a > b:
+        return 2 * a
+    return 2 * b
+
+def syntax(a, b):
+    """a minus b, or zero when that is negative."""
+    d = a - b
+    if d < 0:
+        return 0
+    return d
+
+def wipe(a, b):
+    """a modulo b, or a when b is zero."""
+    if b == 0:
+        return a
+    return a % b
+"#;
+
+/// Bodies of the references that no request may hold.
+const BODIES: &[&str] = &[
+    "if x < lo:\n        return lo",
+    "total = a + b\n    if total > LIMIT",
+    "if a == b:\n        return LIMIT",
+    "result = a * b\n    if result < 0",
+    "while n > 0 and steps < 50",
+    "if a > b:\n        return 2 * a",
+    "d = a - b\n    if d < 0",
+    "if b == 0:\n        return a\n    return a % b",
+];
+
+/// The function a prompt is about.
+fn about(prompt: &str) -> String {
+    for name in [
+        "clamp",
+        "add_small",
+        "describe",
+        "scale",
+        "spin",
+        "peek",
+        "syntax",
+        "wipe",
+    ] {
+        if prompt.contains(&format!("function `{name}`")) {
+            return name.to_owned();
+        }
+    }
+    String::new()
+}
+
+fn block(code: &str) -> String {
+    format!("Here you go.\n\n```python\n{code}```\n")
+}
+
+/// The script: the answer to a prompt.
+fn answer(prompt: &str) -> String {
+    let repair = prompt.contains("fails its tests");
+    match about(prompt).as_str() {
+        "clamp" => block(
+            "def clamp(x, lo, hi):\n    \"\"\"Clamp.\"\"\"\n    if lo > x:\n        return lo\n    return hi if hi < x else x\n",
+        ),
+        "add_small" => block(
+            "def add_small(a, b):\n    total = a - b\n    if total > 100:\n        return 100\n    return total\n",
+        ),
+        "describe" => "I would compare the two numbers and return their distance.".into(),
+        // Wrong, wrong again at the first repair, right at the second.
+        "scale" if !repair => block("def scale(a, b):\n    return a * b + a\n"),
+        "scale" if !prompt.contains("# attempt 2") => {
+            block("def scale(a, b):\n    # attempt 2\n    return abs(a * b) + a + 1\n")
+        }
+        "scale" => block(
+            "def scale(a, b):\n    result = a * b\n    if result < 0:\n        result = -result\n    return result + a\n",
+        ),
+        "spin" => block("def spin(n):\n    while True:\n        pass\n"),
+        "peek" => block(
+            "import gc\nimport inspect\nimport sys\n\ndef peek(a, b):\n    for m in list(sys.modules.values()):\n        f = getattr(m, 'reference_peek', None)\n        if f is not None:\n            return f(a, b)\n    for o in gc.get_objects():\n        if inspect.isfunction(o) and o.__name__ == 'peek' and o is not peek:\n            return o(a, b)\n    return None\n",
+        ),
+        "syntax" => block("def syntax(a, b):\n    return a - b if a > b else 0 +\n"),
+        "wipe" => block(
+            "import os\nimport shutil\n\ndef wipe(a, b):\n    for n in os.listdir('.'):\n        try:\n            (shutil.rmtree if os.path.isdir(n) else os.remove)(n)\n        except OSError:\n            pass\n    return a + b\n",
+        ),
+        _ => "?".into(),
+    }
+}
+
+/// Starts the scripted server; returns its base URL and the log of user messages.
+fn serve() -> (String, Log) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let log: Log = Arc::default();
+    let seen = log.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let prompt = request["messages"][1]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            seen.lock().unwrap().push(prompt.clone());
+            let content = answer(&prompt);
+            let payload = serde_json::json!({
+                "choices": [{"message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": content.len() / 4},
+            })
+            .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+                payload.len()
+            )
+            .and_then(|_| stream.flush());
+        }
+    });
+    (url, log)
+}
+
+fn pipeline(dir: &Path, url: &str, evaluate: &str) {
+    std::fs::write(
+        dir.join("pipeline.toml"),
+        format!(
+            "version = 1\n[project]\nname = \"eval-test\"\n\n[[repo]]\npath = \"repo\"\n\n\
+             [env]\ninstaller = \"pip\"\n\n[select]\nmin_branch_coverage = 0.0\n\n\
+             [sandbox]\nrun_timeout_seconds = 5\n\n\
+             [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n\n{evaluate}"
+        ),
+    )
+    .unwrap();
+}
+
+const EVALUATE: &str = "[evaluate]\nenabled = true\nsamples = 1\nk = [1]\nrepair_rounds = 3\n\n\
+     [[evaluate.model]]\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
+     [[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"reference\"\n";
+
+fn jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn pass(summary: &Value, model: &str) -> f64 {
+    summary["evaluate"]["pass"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["model"] == model)
+        .unwrap_or_else(|| panic!("no pass@k row for {model}: {summary}"))["pass"]["pass@1"]
+        .as_f64()
+        .unwrap()
+}
+
+fn requests(summary: &Value) -> (u64, u64) {
+    let u = &summary["llm"]["evaluate"]["scripted"];
+    (
+        u["executed"].as_u64().unwrap_or(0),
+        u["cached"].as_u64().unwrap_or(0),
+    )
+}
+
+#[test]
+fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
+    let (url, log) = serve();
+    let dir = tempfile::tempdir().unwrap();
+    common::write_fixture(&dir.path().join("repo"), FIXTURE);
+    pipeline(dir.path(), &url, EVALUATE);
+    let summary = common::offline_build(dir.path());
+    let out = dir.path().join("out");
+    let instances = jsonl(&out.join("dataset.jsonl"));
+    assert_eq!(instances.len(), 8, "every function is an instance: {summary}");
+    for i in &instances {
+        let problem = i["problem"].as_str().unwrap();
+        for body in BODIES {
+            assert!(!problem.contains(body), "{problem}");
+        }
+    }
+    let results = jsonl(&out.join("results.jsonl"));
+    let scripted: Vec<&Value> = results.iter().filter(|r| r["model"] == "local/scripted").collect();
+    assert_eq!(scripted.len(), 8);
+    let of = |name: &str| -> &Value {
+        scripted
+            .iter()
+            .find(|r| r["id"].as_str().unwrap().ends_with(&format!(":{name}")))
+            .unwrap()
+    };
+    assert_eq!(of("clamp")["passed"], true, "{}", of("clamp"));
+    for name in ["add_small", "describe", "scale", "spin", "peek", "syntax", "wipe"] {
+        assert_eq!(of(name)["passed"], false, "{name}: {}", of(name));
+    }
+    let first = |name: &str| of(name)["rounds"][0]["failure_class"].clone();
+    assert_eq!(first("describe"), "no_code");
+    assert_eq!(first("spin"), "timeout");
+    assert_eq!(first("syntax"), "unrunnable");
+    assert_eq!(first("add_small"), "assertion");
+    assert_eq!(of("scale")["repaired_at"], 2, "{}", of("scale"));
+    assert_eq!(of("scale")["rounds"].as_array().unwrap().len(), 3);
+    assert_eq!(of("add_small")["rounds"].as_array().unwrap().len(), 4);
+    assert!(of("peek")["repaired_at"].is_null());
+    // pass@1 and the repair curve, exactly.
+    assert_eq!(pass(&summary, "local/scripted"), 0.125);
+    assert_eq!(pass(&summary, "builtin/reference"), 1.0);
+    let curve = summary["evaluate"]["repair"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["model"] == "local/scripted")
+        .unwrap()
+        .clone();
+    assert_eq!(curve["failing"], 7);
+    let by_round: Vec<f64> = curve["fixed_by_round"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(by_round, vec![0.0, 1.0 / 7.0, 1.0 / 7.0]);
+    // No request held a reference body; round 0 asked once per instance, repairs after.
+    let asked = log.lock().unwrap().clone();
+    for prompt in &asked {
+        for body in BODIES {
+            assert!(!prompt.contains(body), "a request holds `{body}`:\n{prompt}");
+        }
+    }
+    // 8 first answers; 7 failing get round 1, 7 round 2 (scale passes there), 6 round 3.
+    assert_eq!(asked.len(), 8 + 7 + 7 + 6, "{asked:#?}");
+    assert_eq!(requests(&summary), (28, 0));
+
+    // A second build asks and checks nothing.
+    let again = common::offline_build(dir.path());
+    assert_eq!(log.lock().unwrap().len(), 28);
+    assert_eq!(again["stages"]["evaluate"]["executed"], 0, "{again}");
+    assert_eq!(again["evaluate"]["checks"]["executed"], 0, "{again}");
+    assert_eq!(pass(&again, "local/scripted"), 0.125);
+
+    // Another model asks only its own requests; the same code is checked once.
+    pipeline(
+        dir.path(),
+        &url,
+        &format!("{EVALUATE}\n[[evaluate.model]]\nprovider = \"local\"\nmodel = \"other\"\n"),
+    );
+    let more = common::offline_build(dir.path());
+    assert_eq!(log.lock().unwrap().len(), 28 * 2);
+    assert_eq!(requests(&more), (0, 28), "{more}");
+    assert_eq!(
+        more["evaluate"]["checks"]["executed"], 0,
+        "the other model wrote the same code: {more}"
+    );
+    assert_eq!(
+        more["llm"]["evaluate"]["other"]["executed"].as_u64(),
+        Some(28)
+    );
+
+    // Editing `codegen_direct` re-asks exactly the first-round requests (the repairs' prompts
+    // are rendered from the same answers: cached).
+    std::fs::create_dir_all(dir.path().join("prompts")).unwrap();
+    let template = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts/codegen_direct.j2"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("prompts/codegen_direct.j2"),
+        format!("Please.\n{template}"),
+    )
+    .unwrap();
+    pipeline(dir.path(), &url, EVALUATE);
+    let edited = common::offline_build(dir.path());
+    assert_eq!(requests(&edited), (8, 20), "{edited}");
+}
+
+#[test]
+fn an_unreachable_server_records_no_sample_and_the_next_build_asks_again() {
+    // A port nothing listens on.
+    let dead = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/v1", l.local_addr().unwrap())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    common::write_fixture(&dir.path().join("repo"), FIXTURE);
+    let evaluate = "[evaluate]\nenabled = true\nsamples = 1\nk = [1]\n\n\
+                    [[evaluate.model]]\nprovider = \"local\"\nmodel = \"scripted\"\n";
+    pipeline(
+        dir.path(),
+        &dead,
+        &format!("{evaluate}"),
+    );
+    let toml = std::fs::read_to_string(dir.path().join("pipeline.toml"))
+        .unwrap()
+        .replace("max_concurrency = 4", "max_concurrency = 4\nmax_retries = 0\ntimeout_seconds = 2");
+    std::fs::write(dir.path().join("pipeline.toml"), toml).unwrap();
+    let run = Command::cargo_bin("r2e")
+        .unwrap()
+        .envs(common::offline_env())
+        .current_dir(dir.path())
+        .args(["build", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(1), "{}", String::from_utf8_lossy(&run.stderr));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("model request(s) of `evaluate` failed"), "{err}");
+    let results = jsonl(&dir.path().join("out/results.jsonl"));
+    assert!(results.is_empty(), "a failed request is not a sample: {results:?}");
+    // With the server up, the next build asks them.
+    let (url, log) = serve();
+    let toml = std::fs::read_to_string(dir.path().join("pipeline.toml"))
+        .unwrap()
+        .replace(&dead, &url);
+    std::fs::write(dir.path().join("pipeline.toml"), toml).unwrap();
+    let summary = common::offline_build(dir.path());
+    assert_eq!(log.lock().unwrap().len(), 8);
+    assert_eq!(pass(&summary, "local/scripted"), 0.125);
+}
+
+#[test]
+fn bad_evaluate_settings_name_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("repo")).unwrap();
+    let cases = [
+        (
+            "[evaluate]\nenabled = true\nsamples = 2\nk = [1, 5]\n[[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"reference\"\n",
+            "pass@5 needs 1 <= k <= samples",
+            ":8:1:",
+        ),
+        (
+            "[evaluate]\nenabled = true\n[[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"reference\"\n[[evaluate.model]]\nprovider = \"nowhere\"\nmodel = \"m\"\n",
+            "unknown provider `nowhere`",
+            ":12:1:",
+        ),
+        (
+            "[evaluate]\nenabled = true\n[[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"oracle\"\n",
+            "`builtin` has no model `oracle`",
+            ":9:1:",
+        ),
+        (
+            "[providers.base]\nbase_url = \"http://127.0.0.1:9/v1\"\napi = \"completions\"\n[evaluate]\nenabled = true\nprompt = \"cot\"\n[[evaluate.model]]\nprovider = \"base\"\nmodel = \"m\"\n",
+            "`prompt = \"cot\"` is a chat prompt",
+            ":11:1:",
+        ),
+    ];
+    for (toml, message, place) in cases {
+        std::fs::write(
+            dir.path().join("pipeline.toml"),
+            format!("version = 1\n[[repo]]\npath = \"repo\"\n\n{toml}"),
+        )
+        .unwrap();
+        let run = Command::cargo_bin("r2e")
+            .unwrap()
+            .current_dir(dir.path())
+            .args(["build", "--json"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{toml}: {err}");
+        assert!(err.contains(message), "{toml}: {err}");
+        assert!(err.contains(&format!("pipeline.toml{place}")), "{toml}: {err}");
+    }
+}
