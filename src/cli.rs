@@ -278,6 +278,21 @@ fn human_summary(s: &Summary) -> String {
         .map(|(k, v)| format!("{v} {k}"))
         .collect();
     out.push_str(&format!("   counts: {}\n", counts.join(", ")));
+    if s.counts.functions.is_some() {
+        let by = s.excluded_by.text();
+        out.push_str(&format!(
+            " excluded: {} by the filters{}\n",
+            s.excluded_by.total(),
+            if by.is_empty() {
+                String::new()
+            } else {
+                format!(": {by}")
+            }
+        ));
+    }
+    for r in &s.repos {
+        out.push_str(&format!("     repo {}: {}\n", r.repo, r.text()));
+    }
     for (stage, models) in &s.llm {
         for (model, u) in models {
             out.push_str(&format!(

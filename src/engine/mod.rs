@@ -362,6 +362,7 @@ fn run(
         excluded_by: Default::default(),
         llm: Default::default(),
         variants: Default::default(),
+        repos: Vec::new(),
     };
     let changed = s
         .checkouts
