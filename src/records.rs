@@ -845,6 +845,42 @@ mod tests {
     }
 
     #[test]
+    fn repo_rows_keep_every_repository_in_order() {
+        let rows = RepoCounts::rows(
+            ["a", "empty"],
+            [
+                ("a", None),
+                ("a", Some(Filter::Dunder)),
+                ("a", Some(Filter::Dunder)),
+                ("other", Some(Filter::NoDocstring)),
+            ],
+            Some(vec![("a", true)]),
+            Some(vec![]),
+        );
+        let names: Vec<&str> = rows.iter().map(|r| r.repo.as_str()).collect();
+        assert_eq!(names, ["a", "empty", "other"]);
+        assert_eq!(
+            (rows[0].functions, rows[0].candidates, rows[0].excluded),
+            (3, 1, 2)
+        );
+        assert_eq!(
+            rows[0].text(),
+            "3 functions, 1 candidates, 2 excluded (dunder 2), 1 valid harnesses, 0 instances"
+        );
+        assert_eq!(
+            rows[1].text(),
+            "0 functions, 0 candidates, 0 excluded, 0 valid harnesses, 0 instances"
+        );
+        let json = serde_json::to_value(&rows[2]).unwrap();
+        assert_eq!(json["excluded_by"]["no_docstring"], 1);
+        assert_eq!(json["excluded_by"].as_object().unwrap().len(), Filter::ALL.len());
+        // Before `generate`, no harness or instance numbers.
+        let early = RepoCounts::rows(["a"], [("a", None)], None, None);
+        assert_eq!(early[0].text(), "1 functions, 1 candidates, 0 excluded");
+        assert!(serde_json::to_value(&early[0]).unwrap().get("instances").is_none());
+    }
+
+    #[test]
     fn a_bad_line_is_named_by_file_line_and_column() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("h.jsonl");
