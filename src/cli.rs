@@ -429,9 +429,11 @@ mod tests {
         assert!(missing.is_empty(), "no help text: {}", missing.join(", "));
         // The walk reaches nested subcommands and positionals.
         let probe = clap::Command::new("x").subcommand(
-            clap::Command::new("a")
-                .about("A.")
-                .subcommand(clap::Command::new("b").about("B.").arg(clap::Arg::new("pos"))),
+            clap::Command::new("a").about("A.").subcommand(
+                clap::Command::new("b")
+                    .about("B.")
+                    .arg(clap::Arg::new("pos")),
+            ),
         );
         assert_eq!(without_help(&probe, "x"), ["`x a b` argument `pos`"]);
     }
@@ -439,9 +441,18 @@ mod tests {
     #[test]
     fn build_takes_its_pipeline_either_way_but_not_two() {
         let p = |s: &str| Some(PathBuf::from(s));
-        assert_eq!(one_pipeline(None, None).unwrap(), PathBuf::from("pipeline.toml"));
-        assert_eq!(one_pipeline(p("a.toml"), None).unwrap(), PathBuf::from("a.toml"));
-        assert_eq!(one_pipeline(None, p("a.toml")).unwrap(), PathBuf::from("a.toml"));
+        assert_eq!(
+            one_pipeline(None, None).unwrap(),
+            PathBuf::from("pipeline.toml")
+        );
+        assert_eq!(
+            one_pipeline(p("a.toml"), None).unwrap(),
+            PathBuf::from("a.toml")
+        );
+        assert_eq!(
+            one_pipeline(None, p("a.toml")).unwrap(),
+            PathBuf::from("a.toml")
+        );
         assert!(one_pipeline(p("a.toml"), p("./a.toml")).is_ok());
         let err = one_pipeline(p("a.toml"), p("b.toml")).unwrap_err();
         assert_eq!(err.exit_code(), 2, "{err}");

@@ -11,9 +11,7 @@ use crate::engine::{self, BuildOptions, Session, Stage};
 use crate::error::{Error, Result};
 use crate::keys::ParseKey;
 use crate::python::resolve::Item;
-use crate::records::{
-    FailureClass, Filter, Generator, HarnessRecord, read_jsonl, read_manifest,
-};
+use crate::records::{FailureClass, Filter, Generator, HarnessRecord, read_jsonl, read_manifest};
 
 /// What `r2e status` reports.
 #[derive(Clone, Debug, Serialize)]

@@ -873,11 +873,19 @@ mod tests {
         );
         let json = serde_json::to_value(&rows[2]).unwrap();
         assert_eq!(json["excluded_by"]["no_docstring"], 1);
-        assert_eq!(json["excluded_by"].as_object().unwrap().len(), Filter::ALL.len());
+        assert_eq!(
+            json["excluded_by"].as_object().unwrap().len(),
+            Filter::ALL.len()
+        );
         // Before `generate`, no harness or instance numbers.
         let early = RepoCounts::rows(["a"], [("a", None)], None, None);
         assert_eq!(early[0].text(), "1 functions, 1 candidates, 0 excluded");
-        assert!(serde_json::to_value(&early[0]).unwrap().get("instances").is_none());
+        assert!(
+            serde_json::to_value(&early[0])
+                .unwrap()
+                .get("instances")
+                .is_none()
+        );
     }
 
     #[test]

@@ -130,9 +130,7 @@ fn repo_rows(
         manifest
             .into_iter()
             .flat_map(|m| m.repos.iter().map(|r| r.name.as_str())),
-        functions
-            .iter()
-            .map(|f| (f.repo.as_str(), f.excluded_by)),
+        functions.iter().map(|f| (f.repo.as_str(), f.excluded_by)),
         Some(
             harnesses
                 .iter()

@@ -87,7 +87,12 @@ fn repo_numbers(out: &Path) -> BTreeMap<String, (u64, u64, u64, u64, u64)> {
     let functions = jsonl(&out.join("functions.jsonl"));
     let repo_of: BTreeMap<String, String> = functions
         .iter()
-        .map(|f| (f["id"].as_str().unwrap().into(), f["repo"].as_str().unwrap().into()))
+        .map(|f| {
+            (
+                f["id"].as_str().unwrap().into(),
+                f["repo"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     let mut rows: BTreeMap<String, (u64, u64, u64, u64, u64)> = BTreeMap::new();
     for name in ["r", "bare"] {
@@ -177,7 +182,10 @@ fn a_built_dataset_reads_per_repository_and_per_verdict() {
         );
     }
     assert_eq!(repos[1]["excluded_by"]["no_docstring"], 1);
-    assert_eq!(repos[1]["excluded_by"]["dunder"], 0, "every filter is listed");
+    assert_eq!(
+        repos[1]["excluded_by"]["dunder"], 0,
+        "every filter is listed"
+    );
     assert_eq!(repos[0]["excluded_by"]["name_prefix"], 1);
 
     // `r2e report`: the same rows, as JSON and as a Markdown table.
@@ -224,7 +232,10 @@ fn a_built_dataset_reads_per_repository_and_per_verdict() {
         .output()
         .unwrap();
     let text = stdout(&out);
-    assert!(text.contains("  harness: valid, generator builtin, "), "{text}");
+    assert!(
+        text.contains("  harness: valid, generator builtin, "),
+        "{text}"
+    );
     assert!(text.contains("; an instance of the dataset"), "{text}");
 
     let failing = &harnesses["r:calc.py:always_fails"];
@@ -238,7 +249,12 @@ fn a_built_dataset_reads_per_repository_and_per_verdict() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let h = &v["harness"][0];
     assert_eq!(
-        (&h["verdict"], &h["valid"], &h["failure_class"], &h["failure_message"]),
+        (
+            &h["verdict"],
+            &h["valid"],
+            &h["failure_class"],
+            &h["failure_message"]
+        ),
         (&json!(class), &json!(false), &json!(class), &json!(message)),
         "{v}"
     );
@@ -247,8 +263,14 @@ fn a_built_dataset_reads_per_repository_and_per_verdict() {
         .output()
         .unwrap();
     let text = stdout(&out);
-    assert!(text.contains(&format!("  harness: invalid ({class})")), "{text}");
-    assert!(text.contains(&format!("    failure class: {class}\n")), "{text}");
+    assert!(
+        text.contains(&format!("  harness: invalid ({class})")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("    failure class: {class}\n")),
+        "{text}"
+    );
     for line in message.lines().filter(|l| !l.trim().is_empty()) {
         assert!(text.contains(line), "message line `{line}` in {text}");
     }
@@ -301,7 +323,10 @@ fn a_built_dataset_reads_per_repository_and_per_verdict() {
     );
     let mut differ = 0;
     for t in failed {
-        assert!(text.contains(&format!("- {}:\n", t["name"].as_str().unwrap())), "{text}");
+        assert!(
+            text.contains(&format!("- {}:\n", t["name"].as_str().unwrap())),
+            "{text}"
+        );
         let (inputs, expected, actual) = (
             t["inputs"].as_array().unwrap(),
             t["expected"].as_array().unwrap(),
@@ -319,7 +344,10 @@ fn a_built_dataset_reads_per_repository_and_per_verdict() {
             differ += usize::from(want != got);
         }
     }
-    assert!(differ > 0, "a failing call shows two different outcomes: {text}");
+    assert!(
+        differ > 0,
+        "a failing call shows two different outcomes: {text}"
+    );
 
     // The original passes.
     std::fs::write(
@@ -424,7 +452,11 @@ fn dataset_diff_names_changed_fields_and_commit_only_moves() {
         .arg(p.pipeline())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let d: Value = serde_json::from_slice(&out.stdout).unwrap();
     let changed: BTreeMap<&str, Vec<&str>> = d["changed"]
         .as_array()
@@ -453,11 +485,20 @@ fn dataset_diff_names_changed_fields_and_commit_only_moves() {
             .get(id.as_str())
             .unwrap_or_else(|| panic!("{id} changed: {d}"));
         assert!(fields.contains(&"commit"), "{id}: {fields:?}");
-        assert!(fields.len() > 1, "more than the commit changed: {id}: {fields:?}");
-        assert!(!fields.contains(&"id") && !fields.contains(&"repo"), "{fields:?}");
+        assert!(
+            fields.len() > 1,
+            "more than the commit changed: {id}: {fields:?}"
+        );
+        assert!(
+            !fields.contains(&"id") && !fields.contains(&"repo"),
+            "{fields:?}"
+        );
     }
     let use_a = &changed["g:a.py:use_a"];
-    assert!(use_a.contains(&"expected"), "use_a's outcomes changed: {use_a:?}");
+    assert!(
+        use_a.contains(&"expected"),
+        "use_a's outcomes changed: {use_a:?}"
+    );
     for id in &in_b {
         assert!(moved.contains(&id.as_str()), "{id} moved only: {d}");
     }
@@ -597,7 +638,9 @@ fn an_early_summary_has_per_repository_rows_and_the_filters() {
         "{err}"
     );
     assert!(
-        err.contains("     repo r: 5 functions, 3 candidates, 2 excluded (no_docstring 1, name_prefix 1)\n"),
+        err.contains(
+            "     repo r: 5 functions, 3 candidates, 2 excluded (no_docstring 1, name_prefix 1)\n"
+        ),
         "{err}"
     );
     assert!(
@@ -645,12 +688,20 @@ fn every_command_takes_its_pipeline_with_p() {
     for args in [
         vec![os("build"), os("-p"), pipeline.clone().into()],
         vec![os("build"), os("--pipeline"), pipeline.clone().into()],
-        vec![os("build"), pipeline.clone().into(), os("-p"), pipeline.clone().into()],
+        vec![
+            os("build"),
+            pipeline.clone().into(),
+            os("-p"),
+            pipeline.clone().into(),
+        ],
     ] {
         let refs: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
         let v = summary(&refs);
         assert_eq!(v["output"], first["output"], "{args:?}");
-        assert_eq!(v["stages"]["parse"]["executed"], 0, "the same pipeline: {args:?}");
+        assert_eq!(
+            v["stages"]["parse"]["executed"], 0,
+            "the same pipeline: {args:?}"
+        );
     }
     let out = bin()
         .arg("build")
@@ -678,7 +729,11 @@ fn every_command_takes_its_pipeline_with_p() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["harness"], json!([]), "not built that far: {v}");
     let project = std::fs::canonicalize(p.path()).unwrap();
-    std::fs::write(p.path().join("x.py"), "def scale(x, factor):\n    return x\n").unwrap();
+    std::fs::write(
+        p.path().join("x.py"),
+        "def scale(x, factor):\n    return x\n",
+    )
+    .unwrap();
     for cmd in [
         &["report", "-p"][..],
         &["check", "r:calc.py:scale", "--candidate", "x.py", "-p"],
@@ -698,10 +753,19 @@ fn every_command_takes_its_pipeline_with_p() {
     }
     // `dataset diff OLD`: NEW is the manifest of the output of the pipeline `-p` names.
     let out = bin()
-        .args(["dataset", "diff", "old.json", "-p", "/no/such/pipeline.toml"])
+        .args([
+            "dataset",
+            "diff",
+            "old.json",
+            "-p",
+            "/no/such/pipeline.toml",
+        ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("/no/such/pipeline.toml` does not exist"), "{err}");
+    assert!(
+        err.contains("/no/such/pipeline.toml` does not exist"),
+        "{err}"
+    );
 }
