@@ -356,8 +356,8 @@ pub fn check_file(cfg: &Config, file: &Path, services: &Services) -> Result<Vec<
         .collect())
 }
 
-/// Text for people: the verdict, and for each failing test its calls, what was expected and
-/// what the candidate did.
+/// Text for people: the verdict, and for each failing test its message, then per call its
+/// inputs, what the reference did (`expected`) and what the candidate did (`actual`).
 pub fn report_text(r: &Report) -> String {
     let v = &r.verdict;
     if v.passed {
@@ -381,14 +381,12 @@ pub fn report_text(r: &Report) -> String {
                 out.push_str(&format!("    {line}\n"));
             }
         }
+        // Per call: its inputs and both outcomes; `-` where the candidate made no such call.
         for (i, call) in t.inputs.iter().enumerate() {
+            let outcome = |v: &[String]| v.get(i).map_or("-", |s| s.as_str()).to_owned();
             out.push_str(&format!("    call      {call}\n"));
-            if let Some(e) = t.expected.get(i) {
-                out.push_str(&format!("    expected  {e}\n"));
-            }
-            if let Some(a) = t.actual.get(i) {
-                out.push_str(&format!("    got       {a}\n"));
-            }
+            out.push_str(&format!("    expected  {}\n", outcome(&t.expected)));
+            out.push_str(&format!("    actual    {}\n", outcome(&t.actual)));
         }
     }
     out

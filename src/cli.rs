@@ -30,13 +30,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build a pipeline: every stage, memoized; only what changed is recomputed.
+    /// Build a pipeline (`r2e build [PIPELINE]` or `r2e build -p PIPELINE`): every stage,
+    /// memoized; only what changed is recomputed.
     Build {
-        /// The pipeline file.
-        #[arg(default_value = "pipeline.toml")]
-        pipeline: PathBuf,
+        /// The pipeline file (default `pipeline.toml`); the same as `-p PIPELINE`.
+        #[arg(value_name = "PIPELINE")]
+        pipeline: Option<PathBuf>,
+        /// The pipeline file (default `pipeline.toml`); the same as the positional PIPELINE.
+        #[arg(short = 'p', long = "pipeline", value_name = "PIPELINE")]
+        pipeline_flag: Option<PathBuf>,
         /// Stop after this stage.
-        #[arg(long, value_enum, default_value = "assemble")]
+        #[arg(long, value_enum, default_value = "evaluate")]
         until: Stage,
         /// Worker threads (default: one per core).
         #[arg(long, short)]
@@ -47,11 +51,13 @@ enum Command {
     },
     /// Say what a build would run and why, without running it.
     Status {
+        /// The pipeline file.
         #[arg(short, long, default_value = "pipeline.toml")]
         pipeline: PathBuf,
         /// The stage a build would stop after.
-        #[arg(long, value_enum, default_value = "assemble")]
+        #[arg(long, value_enum, default_value = "evaluate")]
         until: Stage,
+        /// Print JSON on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -68,20 +74,26 @@ enum Command {
         /// "label" (optional)}`. Prints one JSON verdict per line, in order; exit 0 when all pass.
         #[arg(long, conflicts_with_all = ["id", "candidate"])]
         candidates: Option<PathBuf>,
+        /// The pipeline file whose built dataset holds the instance.
         #[arg(short, long, default_value = "pipeline.toml")]
         pipeline: PathBuf,
         /// The variant whose dataset holds the instance (pipelines with `[[variant]]` tables).
         #[arg(long)]
         variant: Option<String>,
+        /// Print the verdict as JSON: per test its inputs, the expected and the actual outcomes.
         #[arg(long)]
         json: bool,
     },
     /// A table with a row per variant (or one for the pipeline): candidates, valid harnesses,
-    /// coverage, the in-file / out-of-file split, failure classes, model requests and tokens.
-    /// Prints Markdown (or JSON) and writes `report.md` and `report.json` into the output.
+    /// coverage, the in-file / out-of-file split, failure classes, model requests and tokens;
+    /// and a table with a row per repository: functions, candidates, what the filters excluded,
+    /// valid harnesses, instances. Prints Markdown (or JSON) and writes `report.md` and
+    /// `report.json` into the output.
     Report {
+        /// The pipeline file.
         #[arg(short, long, default_value = "pipeline.toml")]
         pipeline: PathBuf,
+        /// Print JSON on stdout instead of Markdown.
         #[arg(long)]
         json: bool,
     },
@@ -90,12 +102,15 @@ enum Command {
         #[command(subcommand)]
         command: DatasetCommand,
     },
-    /// Show the inputs behind one function's results and whether each is cached.
+    /// Show the inputs behind one function's results, whether each is cached, and its harness's
+    /// verdict in the last build (valid, or the failure class and message).
     Explain {
         /// A function id, `REPO:path.py:Qual.name`.
         id: String,
+        /// The pipeline file.
         #[arg(short, long, default_value = "pipeline.toml")]
         pipeline: PathBuf,
+        /// Print JSON on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -103,10 +118,17 @@ enum Command {
 
 #[derive(Subcommand)]
 enum DatasetCommand {
-    /// List the instances added, removed and changed between two manifests (`manifest.json`).
+    /// List the instances added, removed and changed between two manifests (`manifest.json`),
+    /// the fields that changed for each, and apart the instances where only the commit moved.
     Diff {
+        /// The older manifest: a `manifest.json`, or the output folder holding it.
         old: PathBuf,
-        new: PathBuf,
+        /// The newer manifest (or its folder); default: the manifest of the pipeline's output.
+        new: Option<PathBuf>,
+        /// The pipeline whose output's manifest is NEW when NEW is not given.
+        #[arg(short, long, default_value = "pipeline.toml")]
+        pipeline: PathBuf,
+        /// Print JSON on stdout instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -136,8 +158,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         |cfg: &config::Config| crate::services::Services::for_config(cfg, unsafe_no_sandbox);
     match cli.command {
         Command::Dataset {
-            command: DatasetCommand::Diff { old, new, json },
+            command:
+                DatasetCommand::Diff {
+                    old,
+                    new,
+                    pipeline,
+                    json,
+                },
         } => {
+            let new = match new {
+                Some(new) => new,
+                None => built_manifest(&pipeline)?,
+            };
             let diff = crate::diff::diff_manifests(&old, &new)?;
             if json {
                 print_json(&diff)?;
@@ -202,10 +234,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Build {
             pipeline,
+            pipeline_flag,
             until,
             jobs,
             json,
         } => {
+            let pipeline = one_pipeline(pipeline, pipeline_flag)?;
             let cfg = config::load(&pipeline)?;
             let summary = engine::build_with(&cfg, &BuildOptions { until, jobs }, &services(&cfg))?;
             if json {
@@ -253,6 +287,39 @@ fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
+/// The pipeline of `build`, given as its positional argument or as `-p` (the same file twice is
+/// fine; two different files are bad input).
+fn one_pipeline(positional: Option<PathBuf>, flag: Option<PathBuf>) -> Result<PathBuf> {
+    match (positional, flag) {
+        (Some(a), Some(b)) => {
+            let same = |p: &PathBuf| std::fs::canonicalize(p).or_else(|_| std::path::absolute(p));
+            if a == b || matches!((same(&a), same(&b)), (Ok(x), Ok(y)) if x == y) {
+                Ok(a)
+            } else {
+                Err(Error::input(format!(
+                    "two pipelines given: `{}` and `-p {}`; give one",
+                    a.display(),
+                    b.display()
+                )))
+            }
+        }
+        (a, b) => Ok(a.or(b).unwrap_or_else(|| PathBuf::from("pipeline.toml"))),
+    }
+}
+
+/// The manifest of the dataset a pipeline builds (its committed output).
+fn built_manifest(pipeline: &std::path::Path) -> Result<PathBuf> {
+    let cfg = config::load(pipeline)?;
+    if !cfg.variants.is_empty() {
+        return Err(Error::input(format!(
+            "`{}` builds variants; give NEW, e.g. `{}`",
+            cfg.file.display(),
+            cfg.variants[0].cfg.output.join("manifest.json").display()
+        )));
+    }
+    Ok(engine::outputs::resolve(&cfg.output).join("manifest.json"))
+}
+
 fn human_summary(s: &Summary) -> String {
     let mut out = String::new();
     for (name, v) in &s.variants.0 {
@@ -278,6 +345,21 @@ fn human_summary(s: &Summary) -> String {
         .map(|(k, v)| format!("{v} {k}"))
         .collect();
     out.push_str(&format!("   counts: {}\n", counts.join(", ")));
+    if s.counts.functions.is_some() {
+        let by = s.excluded_by.text();
+        out.push_str(&format!(
+            " excluded: {} by the filters{}\n",
+            s.excluded_by.total(),
+            if by.is_empty() {
+                String::new()
+            } else {
+                format!(": {by}")
+            }
+        ));
+    }
+    for r in &s.repos {
+        out.push_str(&format!("     repo {}: {}\n", r.repo, r.text()));
+    }
     for (stage, models) in &s.llm {
         for (model, u) in models {
             out.push_str(&format!(
@@ -308,5 +390,71 @@ fn print_text(s: &str) -> Result<()> {
             Err(Error::env(format!("cannot write to stdout: {e}")))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// The arguments (flags and positionals) of `cmd` and its subcommands, at any depth, that
+    /// have no help text, and the subcommands that have no description; clap's own `help` and
+    /// `version` aside.
+    fn without_help(cmd: &clap::Command, path: &str) -> Vec<String> {
+        let mut missing = Vec::new();
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("`{path}` argument `{id}`"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            let path = format!("{path} {}", sub.get_name());
+            if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                missing.push(format!("`{path}` (the command)"));
+            }
+            missing.extend(without_help(sub, &path));
+        }
+        missing
+    }
+
+    #[test]
+    fn every_flag_and_argument_has_help() {
+        Cli::command().debug_assert();
+        let missing = without_help(&Cli::command(), "r2e");
+        assert!(missing.is_empty(), "no help text: {}", missing.join(", "));
+        // The walk reaches nested subcommands and positionals.
+        let probe = clap::Command::new("x").subcommand(
+            clap::Command::new("a").about("A.").subcommand(
+                clap::Command::new("b")
+                    .about("B.")
+                    .arg(clap::Arg::new("pos")),
+            ),
+        );
+        assert_eq!(without_help(&probe, "x"), ["`x a b` argument `pos`"]);
+    }
+
+    #[test]
+    fn build_takes_its_pipeline_either_way_but_not_two() {
+        let p = |s: &str| Some(PathBuf::from(s));
+        assert_eq!(
+            one_pipeline(None, None).unwrap(),
+            PathBuf::from("pipeline.toml")
+        );
+        assert_eq!(
+            one_pipeline(p("a.toml"), None).unwrap(),
+            PathBuf::from("a.toml")
+        );
+        assert_eq!(
+            one_pipeline(None, p("a.toml")).unwrap(),
+            PathBuf::from("a.toml")
+        );
+        assert!(one_pipeline(p("a.toml"), p("./a.toml")).is_ok());
+        let err = one_pipeline(p("a.toml"), p("b.toml")).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
     }
 }

@@ -1,5 +1,6 @@
 //! `r2e status` (what a build would run, and why) and `r2e explain ID` (the inputs behind one
-//! function's results, and whether each is cached). Both read; neither writes an output.
+//! function's results, whether each is cached, and its harness's verdict from the last build).
+//! Both read; neither writes an output.
 
 use serde::Serialize;
 
@@ -10,7 +11,7 @@ use crate::engine::{self, BuildOptions, Session, Stage};
 use crate::error::{Error, Result};
 use crate::keys::ParseKey;
 use crate::python::resolve::Item;
-use crate::records::Filter;
+use crate::records::{FailureClass, Filter, Generator, HarnessRecord, read_jsonl, read_manifest};
 
 /// What `r2e status` reports.
 #[derive(Clone, Debug, Serialize)]
@@ -151,6 +152,62 @@ pub struct Explain {
     pub slice: Option<SliceInfo>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<ContextInfo>,
+    /// The verdict of its harness's validation in each dataset the build wrote (one, or one per
+    /// variant); empty for a function that is not a candidate or before `generate`.
+    pub harness: Vec<HarnessInfo>,
+}
+
+/// A candidate's harness and its validation, as the dataset's `harnesses.jsonl` records them.
+#[derive(Clone, Debug, Serialize)]
+pub struct HarnessInfo {
+    /// The variant whose dataset this is (pipelines with `[[variant]]` tables).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    /// `valid`, the failure class of an invalid harness, or `not validated`.
+    pub verdict: String,
+    pub valid: Option<bool>,
+    pub failure_class: Option<FailureClass>,
+    pub failure_message: Option<String>,
+    pub generator: Generator,
+    pub tests: Option<u32>,
+    pub branch_coverage: Option<f64>,
+    pub line_coverage: Option<f64>,
+    /// Whether the dataset holds it as a benchmark instance.
+    pub instance: bool,
+}
+
+/// The harness records of `id` in every dataset the pipeline's last build wrote.
+fn harness_info(cfg: &Config, id: &str) -> Result<Vec<HarnessInfo>> {
+    let mut out = Vec::new();
+    for (variant, c) in cfg.builds() {
+        let dir = engine::outputs::resolve(&c.output);
+        let Some(records) = read_jsonl::<HarnessRecord>(&dir.join("harnesses.jsonl"))? else {
+            continue;
+        };
+        let Some(h) = records.into_iter().find(|h| h.id == id) else {
+            continue;
+        };
+        let instance = read_manifest(&dir.join("manifest.json"))
+            .is_ok_and(|m| m.instances.iter().any(|i| i.id == id));
+        out.push(HarnessInfo {
+            variant: variant.map(str::to_owned),
+            verdict: match (h.valid, h.failure_class) {
+                (Some(true), _) => "valid".to_owned(),
+                (Some(false), Some(class)) => class.name().to_owned(),
+                (Some(false), None) => "invalid".to_owned(),
+                (None, _) => "not validated".to_owned(),
+            },
+            valid: h.valid,
+            failure_class: h.failure_class,
+            failure_message: h.failure_message,
+            generator: h.generator,
+            tests: h.tests,
+            branch_coverage: h.branch_coverage,
+            line_coverage: h.line_coverage,
+            instance,
+        });
+    }
+    Ok(out)
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -251,6 +308,7 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Explain> {
         excluded_by: row.excluded_by,
         slice: None,
         context: None,
+        harness: Vec::new(),
     };
     if row.excluded_by.is_none() {
         let item = ItemId::new(db, repo, Item::Def(file.ix(db), row.def));
@@ -292,6 +350,7 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Explain> {
             truncated: ctx.truncated,
             text: db::render(db, repo, ctx),
         });
+        out.harness = harness_info(cfg, id)?;
     }
     Ok(out)
 }
@@ -332,8 +391,60 @@ pub fn explain_text(v: &Explain) -> String {
                     ""
                 }
             ));
+            if v.harness.is_empty() {
+                out.push_str("  harness: none recorded (`r2e build` writes it at `generate`)\n");
+            }
+            for h in &v.harness {
+                out.push_str(&harness_text(h));
+            }
         }
         _ => {}
     }
     out
+}
+
+/// A harness's verdict for people: `harness: valid` or `harness: invalid (class)`, its numbers,
+/// and an invalid one's failure class and message.
+fn harness_text(h: &HarnessInfo) -> String {
+    let of = h
+        .variant
+        .as_ref()
+        .map_or_else(String::new, |v| format!(" (variant {v})"));
+    let mut out = match h.valid {
+        Some(true) => format!("  harness{of}: valid"),
+        Some(false) => format!("  harness{of}: invalid ({})", h.verdict),
+        None => format!("  harness{of}: not validated"),
+    };
+    out.push_str(&format!(", generator {}", generator_name(h.generator)));
+    if let Some(t) = h.tests {
+        out.push_str(&format!(", {t} tests"));
+    }
+    if let Some(c) = h.branch_coverage {
+        out.push_str(&format!(", branch coverage {:.1}%", c * 100.0));
+    } else if let Some(c) = h.line_coverage {
+        out.push_str(&format!(", line coverage {:.1}%", c * 100.0));
+    }
+    out.push_str(if h.instance {
+        "; an instance of the dataset\n"
+    } else {
+        "; not an instance of the dataset\n"
+    });
+    if let Some(class) = h.failure_class {
+        out.push_str(&format!("    failure class: {}\n", class.name()));
+    }
+    if let Some(m) = &h.failure_message {
+        out.push_str("    message:\n");
+        for line in m.lines() {
+            out.push_str(&format!("      {line}\n"));
+        }
+    }
+    out
+}
+
+fn generator_name(g: Generator) -> &'static str {
+    match g {
+        Generator::Builtin => "builtin",
+        Generator::Llm => "llm",
+        Generator::Hybrid => "hybrid",
+    }
 }

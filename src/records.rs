@@ -258,6 +258,15 @@ pub struct FunctionRecord<'a> {
     pub slice: Option<SliceRecord<'a>>,
 }
 
+/// The fields of a `functions.jsonl` line that counting needs (a reader of the whole file that
+/// does not need slices or docstrings reads these).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionHead {
+    pub id: String,
+    pub repo: String,
+    pub excluded_by: Option<Filter>,
+}
+
 /// The `slice` of a candidate in `functions.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SliceRecord<'a> {
@@ -684,6 +693,11 @@ pub struct Summary {
     /// With `[evaluate] enabled = true`: checks, failed requests, pass@k and self-repair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evaluate: Option<EvalSummary>,
+    /// Per repository: functions, candidates, what the filters excluded, valid harnesses and
+    /// instances (every repository, even one that gave nothing). Empty with `[[variant]]`
+    /// tables: each variant's summary has its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repos: Vec<RepoCounts>,
 }
 
 /// Functions excluded by each filter, serialized as an object in filter order.
@@ -705,6 +719,133 @@ impl<'de> Deserialize<'de> for ExcludedBy {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let map: BTreeMap<Filter, u64> = Deserialize::deserialize(d)?;
         Ok(ExcludedBy(map.into_iter().collect()))
+    }
+}
+
+impl ExcludedBy {
+    /// Every filter, in filter order, with a count of 0.
+    pub fn zero() -> ExcludedBy {
+        ExcludedBy(Filter::ALL.iter().map(|&f| (f, 0)).collect())
+    }
+
+    /// Counts one function excluded by `filter`.
+    pub fn add(&mut self, filter: Filter) {
+        match self.0.iter_mut().find(|(f, _)| *f == filter) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push((filter, 1)),
+        }
+    }
+
+    /// Functions excluded, by any filter.
+    pub fn total(&self) -> u64 {
+        self.0.iter().map(|(_, n)| n).sum()
+    }
+
+    /// The filters that excluded something, for people: `no_docstring 3, dunder 1`; empty when
+    /// none did.
+    pub fn text(&self) -> String {
+        self.0
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(f, n)| format!("{} {n}", f.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// One repository's numbers in a dataset, as the build summary and `r2e report` list them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoCounts {
+    pub repo: String,
+    /// Every extracted function.
+    pub functions: u64,
+    /// The functions no filter excluded.
+    pub candidates: u64,
+    /// The functions the filters excluded, in all and by filter (every filter, in filter order).
+    pub excluded: u64,
+    pub excluded_by: ExcludedBy,
+    /// Valid harnesses; absent when the build stopped before `generate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harnesses_valid: Option<u64>,
+    /// Benchmark instances; absent when the build stopped before `generate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<u64>,
+}
+
+impl RepoCounts {
+    /// Per-repository rows: one for each of `repos`, in their order (a repository that gave
+    /// nothing keeps its row of zeros), then one for any other repository the records name.
+    /// `functions`: each extracted function's repository and the filter that excluded it;
+    /// `harnesses`: each candidate's repository and whether its harness is valid, and
+    /// `instances`: each instance's repository (`None` when the build did not reach them).
+    pub fn rows<'a>(
+        repos: impl IntoIterator<Item = &'a str>,
+        functions: impl IntoIterator<Item = (&'a str, Option<Filter>)>,
+        harnesses: Option<Vec<(&'a str, bool)>>,
+        instances: Option<Vec<&'a str>>,
+    ) -> Vec<RepoCounts> {
+        let mut rows: Vec<RepoCounts> = Vec::new();
+        let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut row = |rows: &mut Vec<RepoCounts>, repo: &'a str| -> usize {
+            *index.entry(repo).or_insert_with(|| {
+                rows.push(RepoCounts {
+                    repo: repo.to_owned(),
+                    excluded_by: ExcludedBy::zero(),
+                    harnesses_valid: harnesses.is_some().then_some(0),
+                    instances: instances.is_some().then_some(0),
+                    ..RepoCounts::default()
+                });
+                rows.len() - 1
+            })
+        };
+        for repo in repos {
+            row(&mut rows, repo);
+        }
+        for (repo, excluded_by) in functions {
+            let i = row(&mut rows, repo);
+            let r = &mut rows[i];
+            r.functions += 1;
+            match excluded_by {
+                None => r.candidates += 1,
+                Some(filter) => {
+                    r.excluded += 1;
+                    r.excluded_by.add(filter);
+                }
+            }
+        }
+        for &(repo, valid) in harnesses.iter().flatten() {
+            let i = row(&mut rows, repo);
+            let r = &mut rows[i];
+            if valid {
+                *r.harnesses_valid.get_or_insert(0) += 1;
+            }
+        }
+        for &repo in instances.iter().flatten() {
+            let i = row(&mut rows, repo);
+            let r = &mut rows[i];
+            *r.instances.get_or_insert(0) += 1;
+        }
+        rows
+    }
+
+    /// The row for people: `3 functions, 2 candidates, 1 excluded (no_docstring 1), 2 valid
+    /// harnesses, 1 instance`.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "{} functions, {} candidates, {} excluded",
+            self.functions, self.candidates, self.excluded
+        );
+        let by = self.excluded_by.text();
+        if !by.is_empty() {
+            out.push_str(&format!(" ({by})"));
+        }
+        if let Some(n) = self.harnesses_valid {
+            out.push_str(&format!(", {n} valid harnesses"));
+        }
+        if let Some(n) = self.instances {
+            out.push_str(&format!(", {n} instances"));
+        }
+        out
     }
 }
 
@@ -831,6 +972,50 @@ mod tests {
                 serde_json::json!(filter.name())
             );
         }
+    }
+
+    #[test]
+    fn repo_rows_keep_every_repository_in_order() {
+        let rows = RepoCounts::rows(
+            ["a", "empty"],
+            [
+                ("a", None),
+                ("a", Some(Filter::Dunder)),
+                ("a", Some(Filter::Dunder)),
+                ("other", Some(Filter::NoDocstring)),
+            ],
+            Some(vec![("a", true)]),
+            Some(vec![]),
+        );
+        let names: Vec<&str> = rows.iter().map(|r| r.repo.as_str()).collect();
+        assert_eq!(names, ["a", "empty", "other"]);
+        assert_eq!(
+            (rows[0].functions, rows[0].candidates, rows[0].excluded),
+            (3, 1, 2)
+        );
+        assert_eq!(
+            rows[0].text(),
+            "3 functions, 1 candidates, 2 excluded (dunder 2), 1 valid harnesses, 0 instances"
+        );
+        assert_eq!(
+            rows[1].text(),
+            "0 functions, 0 candidates, 0 excluded, 0 valid harnesses, 0 instances"
+        );
+        let json = serde_json::to_value(&rows[2]).unwrap();
+        assert_eq!(json["excluded_by"]["no_docstring"], 1);
+        assert_eq!(
+            json["excluded_by"].as_object().unwrap().len(),
+            Filter::ALL.len()
+        );
+        // Before `generate`, no harness or instance numbers.
+        let early = RepoCounts::rows(["a"], [("a", None)], None, None);
+        assert_eq!(early[0].text(), "1 functions, 1 candidates, 0 excluded");
+        assert!(
+            serde_json::to_value(&early[0])
+                .unwrap()
+                .get("instances")
+                .is_none()
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `r2e report`: one row per dataset (each variant, or the pipeline's own), computed from the
 //! files the build wrote (`harnesses.jsonl`, `dataset.jsonl`, `manifest.json`), so that every
 //! number can be checked against them: candidates, valid harnesses, mean branch coverage of the
-//! valid ones, the in-file / out-of-file split, failure classes, model requests and tokens.
+//! valid ones, the in-file / out-of-file split, failure classes, model requests and tokens; and
+//! per repository, functions, candidates, what the filters excluded, valid harnesses, instances.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,7 +12,10 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fsutil::write_if_changed;
-use crate::records::{HarnessRecord, Instance, SpecSource, Spent, read_built, read_manifest};
+use crate::records::{
+    FunctionHead, HarnessRecord, Instance, Manifest, RepoCounts, SpecSource, Spent, read_built,
+    read_manifest,
+};
 
 /// A group of candidates: all, in-file or out-of-file.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -41,6 +45,9 @@ pub struct Row {
     pub model_requests: u64,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Per repository (every repository of the dataset's manifest, even one that gave nothing):
+    /// functions, candidates, what the filters excluded, valid harnesses and instances.
+    pub repos: Vec<RepoCounts>,
 }
 
 #[derive(Default)]
@@ -66,9 +73,9 @@ impl Sums {
 pub fn row(variant: &str, dir: &Path) -> Result<Row> {
     let harnesses: Vec<HarnessRecord> = read_built(&dir.join("harnesses.jsonl"))?;
     let instances: Vec<Instance> = read_built(&dir.join("dataset.jsonl"))?;
-    let dataset_version = read_manifest(&dir.join("manifest.json"))
-        .ok()
-        .map(|m| m.version);
+    let manifest = read_manifest(&dir.join("manifest.json")).ok();
+    let dataset_version = manifest.as_ref().map(|m| m.version.clone());
+    let repos = repo_rows(dir, manifest.as_ref(), &harnesses, &instances)?;
     let (mut all, mut inside, mut outside) = (Sums::default(), Sums::default(), Sums::default());
     let mut failure_classes = BTreeMap::new();
     let mut spent = Spent::default();
@@ -102,7 +109,41 @@ pub fn row(variant: &str, dir: &Path) -> Result<Row> {
         model_requests: spent.requests,
         prompt_tokens: spent.prompt_tokens,
         completion_tokens: spent.completion_tokens,
+        repos,
     })
+}
+
+/// The per-repository rows of the dataset in `dir`, from `functions.jsonl` and the records read
+/// already; the manifest lists every repository, even one without functions.
+fn repo_rows(
+    dir: &Path,
+    manifest: Option<&Manifest>,
+    harnesses: &[HarnessRecord],
+    instances: &[Instance],
+) -> Result<Vec<RepoCounts>> {
+    let functions: Vec<FunctionHead> = read_built(&dir.join("functions.jsonl"))?;
+    let repo_of: BTreeMap<&str, &str> = functions
+        .iter()
+        .map(|f| (f.id.as_str(), f.repo.as_str()))
+        .collect();
+    Ok(RepoCounts::rows(
+        manifest
+            .into_iter()
+            .flat_map(|m| m.repos.iter().map(|r| r.name.as_str())),
+        functions.iter().map(|f| (f.repo.as_str(), f.excluded_by)),
+        Some(
+            harnesses
+                .iter()
+                .map(|h| {
+                    // An id names its repository first.
+                    let repo = repo_of.get(h.id.as_str()).copied();
+                    let repo = repo.unwrap_or_else(|| h.id.split(':').next().unwrap_or(""));
+                    (repo, h.valid == Some(true))
+                })
+                .collect(),
+        ),
+        Some(instances.iter().map(|i| i.repo.as_str()).collect()),
+    ))
 }
 
 /// The rows of every dataset the pipeline builds.
@@ -162,6 +203,32 @@ pub fn markdown(rows: &[Row]) -> String {
             r.prompt_tokens,
             r.completion_tokens,
         ));
+    }
+    out.push_str(&repos_markdown(rows));
+    out
+}
+
+/// The per-repository table: a row for each repository of each dataset.
+pub fn repos_markdown(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "\n| variant | repo | functions | candidates | excluded | excluded by | valid harnesses | instances |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        for repo in &r.repos {
+            let by = repo.excluded_by.text();
+            let n = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |n| n.to_string());
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                r.variant,
+                repo.repo,
+                repo.functions,
+                repo.candidates,
+                repo.excluded,
+                if by.is_empty() { "-" } else { &by },
+                n(repo.harnesses_valid),
+                n(repo.instances),
+            ));
+        }
     }
     out
 }

@@ -202,7 +202,7 @@ fn pipeline(dir: &Path, url: &str, evaluate: &str) {
         dir.join("pipeline.toml"),
         format!(
             "version = 1\n[project]\nname = \"eval-test\"\n\n[[repo]]\npath = \"repo\"\n\n\
-             [env]\ninstaller = \"pip\"\n\n[select]\nmin_branch_coverage = 0.0\n\n\
+             [env]\ninstaller = \"pip\"\n\n[select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
              [sandbox]\nrun_timeout_seconds = 5\n\n\
              [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n\n{evaluate}"
         ),
@@ -406,7 +406,7 @@ fn bad_evaluate_settings_name_file_line_and_column() {
         (
             "[evaluate]\nenabled = true\n[[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"reference\"\n[[evaluate.model]]\nprovider = \"nowhere\"\nmodel = \"m\"\n",
             "unknown provider `nowhere`",
-            ":12:1:",
+            ":11:1:",
         ),
         (
             "[evaluate]\nenabled = true\n[[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"oracle\"\n",
@@ -416,7 +416,7 @@ fn bad_evaluate_settings_name_file_line_and_column() {
         (
             "[providers.base]\nbase_url = \"http://127.0.0.1:9/v1\"\napi = \"completions\"\n[evaluate]\nenabled = true\nprompt = \"cot\"\n[[evaluate.model]]\nprovider = \"base\"\nmodel = \"m\"\n",
             "`prompt = \"cot\"` is a chat prompt",
-            ":11:1:",
+            ":10:1:",
         ),
     ];
     for (toml, message, place) in cases {

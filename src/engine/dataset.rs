@@ -5,6 +5,7 @@
 //! variant uses the first salsa input whose extract (for extraction) or context (for contexts)
 //! equals its own: variants that differ in one share every query of the other.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -18,7 +19,7 @@ use crate::db::{self, Db, FunctionRow, ItemId, Settings, SourceFile};
 use crate::engine::{BuildOptions, Session};
 use crate::error::{Error, Result};
 use crate::python::resolve::Item;
-use crate::records::{ExcludedBy, Filter, StageCounts, Summary, Variants};
+use crate::records::{ExcludedBy, Filter, RepoCounts, StageCounts, Summary, Variants};
 use crate::services::Services;
 use crate::stages::candidate::Inputs;
 use crate::stages::harnesses::{self, HarnessOutputs};
@@ -186,6 +187,9 @@ impl Dataset<'_> {
             counts.instances = Some(harness_out.instances.len() as u64);
             clock.lap("harnesses");
         }
+        if until >= Stage::Extract {
+            summary.repos = self.repo_counts(&rows, &harness_out);
+        }
         summary.counts.failures = self.shared.failures.len() as u64;
         summary.llm = harness_out.llm.clone();
         let mut results = None;
@@ -262,6 +266,45 @@ impl Dataset<'_> {
             repair: tables.repair,
         });
         Ok(out)
+    }
+
+    /// Per repository (every one of the pipeline, in its order): functions, candidates, what
+    /// the filters excluded, valid harnesses and instances.
+    fn repo_counts(
+        &self,
+        rows: &[(SourceFile, FunctionRow)],
+        harness_out: &HarnessOutputs,
+    ) -> Vec<RepoCounts> {
+        let db = &self.s.db;
+        let repo_of: HashMap<&str, &str> = rows
+            .iter()
+            .map(|(f, r)| (r.id.as_str(), f.repo(db).name(db).as_str()))
+            .collect();
+        let reached = self.opts.until >= Stage::Generate;
+        RepoCounts::rows(
+            self.s.checkouts.iter().map(|c| c.name.as_str()),
+            rows.iter()
+                .map(|(f, r)| (f.repo(db).name(db).as_str(), r.excluded_by)),
+            reached.then(|| {
+                harness_out
+                    .harnesses
+                    .iter()
+                    .map(|h| {
+                        // Every harness is a candidate's; an id names its repository first.
+                        let repo = repo_of.get(h.id.as_str()).copied();
+                        let repo = repo.unwrap_or_else(|| h.id.split(':').next().unwrap_or(""));
+                        (repo, h.valid == Some(true))
+                    })
+                    .collect()
+            }),
+            reached.then(|| {
+                harness_out
+                    .instances
+                    .iter()
+                    .map(|i| i.repo.as_str())
+                    .collect()
+            }),
+        )
     }
 
     /// Stage `extract`: every file's functions with the filters' verdicts.

@@ -71,6 +71,7 @@ pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>
         validate: &'a crate::verdict::Policy,
         select: &'a crate::config::SelectConfig,
         refine: &'a crate::config::RefineConfig,
+        evaluate: &'a crate::config::EvaluateConfig,
         /// The prompt templates in use (their texts' hashes).
         prompts: Vec<(String, String, Hash)>,
     }
@@ -96,7 +97,9 @@ pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>
             validate: &c.validate,
             select: &c.select,
             refine: &c.refine,
-            prompts: if c.generate.generator.uses_model() || c.refine.enabled {
+            evaluate: &c.evaluate,
+            prompts: if c.generate.generator.uses_model() || c.refine.enabled || c.evaluate.enabled
+            {
                 crate::llm::prompts::Templates::load(c)
                     .map(|t| t.sources)
                     .unwrap_or_default()
@@ -299,6 +302,10 @@ fn up_to_date(
     let mut summary = serde_json::from_str::<Summary>(&state.summary_json).ok()?;
     let all_cached = |s: &mut Summary| {
         s.stages.all_cached();
+        if let Some(ev) = &mut s.evaluate {
+            ev.checks.cached += ev.checks.executed;
+            ev.checks.executed = 0;
+        }
         for usage in s.llm.values_mut().flat_map(|m| m.values_mut()) {
             usage.cached += usage.executed;
             usage.executed = 0;
@@ -363,6 +370,7 @@ fn run(
         llm: Default::default(),
         variants: Default::default(),
         evaluate: None,
+        repos: Vec::new(),
     };
     let changed = s
         .checkouts

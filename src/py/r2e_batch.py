@@ -11,6 +11,9 @@ child forked from this warm parent: the first run in the tests' natural order (a
 when asked), run n shuffled with seed n. Nothing of the function under test has run in
 the parent, so each child is a fresh process as far as the harness is concerned; the imports are
 paid once. A child that runs past `timeout` is killed and reported as {"status": "timeout"}.
+Each child works in a folder of its own, with its own copies of its harness and candidate (read by
+the parent before any child ran): what one run deletes or writes in its working folder reaches no
+other run.
 
 OUT.json: {"results": [[<r2e_runner result>, ...runs], ...jobs]}.
 """
@@ -81,13 +84,57 @@ def _limit_memory(memory_mib) -> None:
         pass
 
 
-def _run_in_child(job: dict, timeout: float, prepared=None, memory_mib=None) -> dict:
+_RUNS = iter(range(1 << 62))
+
+FILES = ("harness_file", "candidate_file")
+
+
+def _read_files(jobs: list[dict]) -> dict:
+    """The text of every job's harness and candidate, by path, read before any child runs."""
+    texts = {}
+    for job in jobs:
+        for key in FILES:
+            path = r2e_runner.resolve(job, key)
+            if path and path not in texts:
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        texts[path] = f.read()
+                except OSError:
+                    pass
+    return texts
+
+
+def _own_folder(job: dict, texts: dict) -> tuple[dict, str]:
+    """A fresh working folder for one run, with copies of the job's files; the job pointing at
+    them."""
+    work = os.path.join(HERE, f"run-{next(_RUNS)}")
+    os.makedirs(work, exist_ok=True)
+    job = dict(job)
+    for key in FILES:
+        path = r2e_runner.resolve(job, key)
+        if path in texts:
+            copy = os.path.join(work, os.path.basename(path))
+            with open(copy, "w", encoding="utf-8") as f:
+                f.write(texts[path])
+            job[key] = copy
+    return job, work
+
+
+def _run_in_child(job: dict, timeout: float, prepared=None, memory_mib=None, texts=None) -> dict:
+    work = None
+    if texts is not None:
+        try:
+            job, work = _own_folder(job, texts)
+        except OSError:
+            work = None
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
         _limit_memory(memory_mib)
         try:
+            if work is not None:
+                os.chdir(work)
             result = r2e_runner.run(job, prepared)
         except BaseException as exc:  # noqa: BLE001
             result = r2e_runner.empty_result("error", f"runner crashed: {type(exc).__name__}: {exc}")
@@ -115,6 +162,10 @@ def _run_in_child(job: dict, timeout: float, prepared=None, memory_mib=None) -> 
     if timed_out:
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
+    if work is not None:
+        import shutil
+
+        shutil.rmtree(work, ignore_errors=True)
     if timed_out:
         return r2e_runner.empty_result("timeout", f"the harness ran past {timeout:.0f}s")
     try:
@@ -132,6 +183,7 @@ def main(argv: list[str]) -> int:
     timeout = float(request.get("timeout", 60))
     runs = int(request.get("runs", 2))
     memory_mib = request.get("memory_mib")
+    texts = _read_files(jobs)
     # Coverage is measured in the first run only; the later runs check that the tests come out
     # the same, and cost a third as much without the tracer.
     results = [
@@ -141,6 +193,7 @@ def main(argv: list[str]) -> int:
                 timeout,
                 prepared,
                 memory_mib,
+                texts,
             )
             for n in range(runs)
         ]

@@ -15,9 +15,18 @@ pub fn candidate(answer: &str, qualname: &str) -> Option<String> {
     if blocks.is_empty() {
         blocks.push(answer.to_owned());
     }
-    blocks
-        .iter()
-        .find_map(|b| find_def(b, class, name).or_else(|| find_def(&cut_after(b, name)?, class, name)))
+    let found = blocks.iter().find_map(|b| {
+        find_def(b, class, name).or_else(|| find_def(&cut_after(b, name)?, class, name))
+    });
+    // Code that defines the function but does not parse is still a candidate: it fails to
+    // compile (`unrunnable`, with the syntax error), which is not the same as no code.
+    found.or_else(|| {
+        let needle = format!("def {name}(");
+        blocks.into_iter().find(|b| {
+            b.lines()
+                .any(|l| l.trim_start().starts_with(&needle) || l.contains(&format!("async {needle}")))
+        })
+    })
 }
 
 /// The fenced blocks of an answer that hold Python (```python, ```py or a bare fence), in
@@ -124,6 +133,9 @@ mod tests {
             "import re\n@cache\ndef slug(s):\n    return re.sub('a', 'b', s)\n"
         );
         assert_eq!(candidate(answer, "other"), None);
+        // Code that does not parse, but defines the function, is a candidate that won't compile.
+        let broken = "```python\ndef slug(s):\n    return s +\n```";
+        assert_eq!(candidate(broken, "slug").unwrap(), "def slug(s):\n    return s +\n");
         assert_eq!(candidate("I cannot do that.", "slug"), None);
         // A method: the def alone, or within its class.
         let method = "```python\nclass T:\n    x = 1\n    def m(self, a):\n        return a\n```";

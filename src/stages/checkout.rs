@@ -162,8 +162,18 @@ impl Checkout {
                 if dir.is_dir() {
                     return Ok(dir);
                 }
+                // Candidates are prepared in parallel: one thread of a process checks out at a
+                // time (they share the scratch names), and each checkout has its own index, so
+                // that neither threads nor another build fight over the repository's.
+                static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+                let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+                if dir.is_dir() {
+                    return Ok(dir);
+                }
                 let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+                let index = dir.with_extension(format!("index{}", std::process::id()));
                 let _ = fs_err::remove_dir_all(&tmp);
+                let _ = fs_err::remove_file(&index);
                 fs_err::create_dir_all(&tmp)?;
                 let out = Command::new("git")
                     .arg("--git-dir")
@@ -171,9 +181,11 @@ impl Checkout {
                     .arg("--work-tree")
                     .arg(&tmp)
                     .args(["checkout", "-f", &self.identity, "--", "."])
+                    .env("GIT_INDEX_FILE", &index)
                     .stdin(Stdio::null())
                     .output()
                     .map_err(|e| Error::env(format!("cannot run `git`: {e}")))?;
+                let _ = fs_err::remove_file(&index);
                 if !out.status.success() {
                     let _ = fs_err::remove_dir_all(&tmp);
                     return Err(Error::env(format!(
@@ -183,7 +195,13 @@ impl Checkout {
                         String::from_utf8_lossy(&out.stderr).trim()
                     )));
                 }
-                fs_err::rename(&tmp, &dir)?;
+                if let Err(e) = fs_err::rename(&tmp, &dir) {
+                    let _ = fs_err::remove_dir_all(&tmp);
+                    // Another build checked the same commit out meanwhile.
+                    if !dir.is_dir() {
+                        return Err(e.into());
+                    }
+                }
                 Ok(dir)
             }
         }

@@ -338,6 +338,8 @@ impl Evaluator<'_> {
             "code": code,
             "failure_class": class,
             "feedback": feedback,
+            "round": round,
+            "rounds": ev.repair_rounds,
             "feedback_comment": feedback.lines().map(|l| format!("# {l}")).collect::<Vec<_>>().join("\n"),
         });
         let prompt = self.templates.render(name, &vars)?;
