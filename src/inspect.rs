@@ -23,6 +23,10 @@ pub struct Status {
     pub parse: ParseStatus,
     pub extract: WouldRun,
     pub slice: SliceStatus,
+    /// With `[evaluate] enabled = true` and a built dataset: what `evaluate` would ask, per
+    /// model, over the instances of the last build.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub evaluate: Vec<crate::stages::evaluate::ModelPlan>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -92,7 +96,9 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
         })
         .collect();
     let up_to_date = state.as_ref().is_some_and(|s| s.fingerprint == fp) && reasons.is_empty();
+    let evaluate = evaluate_plans(cfg, &session)?;
     Ok(Status {
+        evaluate,
         up_to_date,
         reasons,
         files: files.len(),
@@ -114,15 +120,77 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
     })
 }
 
+/// What `evaluate` would ask per model (and variant), over the instances each dataset's last
+/// build holds; nothing before a first build.
+fn evaluate_plans(
+    cfg: &Config,
+    session: &Session,
+) -> Result<Vec<crate::stages::evaluate::ModelPlan>> {
+    let mut out = Vec::new();
+    let services = crate::services::Services::for_config(cfg, true);
+    for (name, c) in cfg.builds() {
+        if !c.evaluate.enabled {
+            continue;
+        }
+        let dir = crate::engine::outputs::resolve(&c.output);
+        let Some(instances) =
+            crate::records::read_jsonl::<crate::records::Instance>(&dir.join("dataset.jsonl"))?
+        else {
+            continue;
+        };
+        let envs: Vec<crate::records::EnvLine> =
+            crate::records::read_jsonl(&dir.join("envs.jsonl"))?.unwrap_or_default();
+        let bench = crate::check::Bench::of(session, c, &services, instances, &envs)?;
+        let llm = crate::llm::Llm::new(services.models.clone());
+        let templates = crate::llm::prompts::Templates::load(c)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .map_err(Error::internal)?;
+        let evaluator = crate::stages::evaluate::Evaluator {
+            cfg: c,
+            bench: &bench,
+            llm: &llm,
+            templates: &templates,
+            cache: &session.cache,
+            pool: &pool,
+        };
+        for mut plan in evaluator.estimate()? {
+            if let Some(name) = name {
+                plan.model = format!("{name}: {}", plan.model);
+            }
+            out.push(plan);
+        }
+    }
+    Ok(out)
+}
+
 fn short(id: &str) -> &str {
     &id[..id.len().min(17)]
 }
 
 pub fn status_text(v: &Status) -> String {
-    if v.up_to_date {
-        return "up to date: a build would run nothing\n".into();
+    let mut out = String::new();
+    for p in &v.evaluate {
+        out.push_str(&format!(
+            "evaluate, {}: {} requests, {} cached, {} to ask (about {} prompt tokens){}\n",
+            p.model,
+            p.requests,
+            p.cached,
+            p.would_ask,
+            p.prompt_tokens,
+            if p.repair_requests_at_most > 0 {
+                format!("; repairs may ask up to {} more", p.repair_requests_at_most)
+            } else {
+                String::new()
+            }
+        ));
     }
-    let mut out = String::from("a build would run:\n");
+    if v.up_to_date {
+        out.push_str("up to date: a build would run nothing\n");
+        return out;
+    }
+    out.push_str("a build would run:\n");
     for r in &v.reasons {
         out.push_str(&format!("  because {r}\n"));
     }

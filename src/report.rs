@@ -2,7 +2,9 @@
 //! files the build wrote (`harnesses.jsonl`, `dataset.jsonl`, `manifest.json`), so that every
 //! number can be checked against them: candidates, valid harnesses, mean branch coverage of the
 //! valid ones, the in-file / out-of-file split, failure classes, model requests and tokens; and
-//! per repository, functions, candidates, what the filters excluded, valid harnesses, instances.
+//! per repository, functions, candidates, what the filters excluded, valid harnesses, instances;
+//! the mutation scores of the instances and their surviving mutants; with `results.jsonl`, the
+//! pass@k tables and self-repair curves of the evaluated models.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -13,8 +15,8 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::fsutil::write_if_changed;
 use crate::records::{
-    FunctionHead, HarnessRecord, Instance, Manifest, RepoCounts, SpecSource, Spent, read_built,
-    read_manifest,
+    EvalResult, EvalTables, FunctionHead, HarnessRecord, Instance, Manifest, MutationScore,
+    RepoCounts, SpecSource, Spent, read_built, read_jsonl, read_manifest,
 };
 
 /// A group of candidates: all, in-file or out-of-file.
@@ -48,6 +50,56 @@ pub struct Row {
     /// Per repository (every repository of the dataset's manifest, even one that gave nothing):
     /// functions, candidates, what the filters excluded, valid harnesses and instances.
     pub repos: Vec<RepoCounts>,
+    /// The harnesses' strength on built-in mutants of the references (instances that carry it).
+    pub mutation: Option<Mutation>,
+    /// With `results.jsonl`: pass@k per model (overall, per repository, by dependencies, by
+    /// tokens, single- and multi-file) and the self-repair curves.
+    pub evaluation: Option<EvalTables>,
+}
+
+/// Mutation scores over a dataset's instances.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Mutation {
+    pub instances: u64,
+    /// The mean of the instances' scores (killed / total).
+    pub mean_score: f64,
+    pub total: u64,
+    pub killed: u64,
+    /// Surviving mutants, for a person to look at (some are equivalent to the reference).
+    pub survivors: Vec<Survivor>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Survivor {
+    pub id: String,
+    pub mutant: String,
+}
+
+fn mutation(instances: &[Instance]) -> Option<Mutation> {
+    let scored: Vec<&MutationScore> = instances
+        .iter()
+        .filter_map(|i| i.mutants.as_ref())
+        .collect();
+    if scored.is_empty() {
+        return None;
+    }
+    Some(Mutation {
+        instances: scored.len() as u64,
+        mean_score: scored.iter().map(|m| m.score()).sum::<f64>() / scored.len() as f64,
+        total: scored.iter().map(|m| u64::from(m.total)).sum(),
+        killed: scored.iter().map(|m| u64::from(m.killed)).sum(),
+        survivors: instances
+            .iter()
+            .flat_map(|i| {
+                i.mutants.iter().flat_map(|m| {
+                    m.survivors.iter().map(|s| Survivor {
+                        id: i.id.clone(),
+                        mutant: s.clone(),
+                    })
+                })
+            })
+            .collect(),
+    })
 }
 
 #[derive(Default)]
@@ -70,9 +122,13 @@ impl Sums {
 }
 
 /// The row of the dataset in `dir`.
-pub fn row(variant: &str, dir: &Path) -> Result<Row> {
+pub fn row(variant: &str, dir: &Path, cfg: &Config) -> Result<Row> {
     let harnesses: Vec<HarnessRecord> = read_built(&dir.join("harnesses.jsonl"))?;
     let instances: Vec<Instance> = read_built(&dir.join("dataset.jsonl"))?;
+    let results: Option<Vec<EvalResult>> = read_jsonl(&dir.join("results.jsonl"))?;
+    let evaluation = results.map(|r| {
+        crate::stages::evaluate::tables(&r, &instances, &cfg.evaluate.k, cfg.evaluate.repair_rounds)
+    });
     let manifest = read_manifest(&dir.join("manifest.json")).ok();
     let dataset_version = manifest.as_ref().map(|m| m.version.clone());
     let repos = repo_rows(dir, manifest.as_ref(), &harnesses, &instances)?;
@@ -110,6 +166,8 @@ pub fn row(variant: &str, dir: &Path) -> Result<Row> {
         prompt_tokens: spent.prompt_tokens,
         completion_tokens: spent.completion_tokens,
         repos,
+        mutation: mutation(&instances),
+        evaluation,
     })
 }
 
@@ -154,6 +212,7 @@ pub fn report(cfg: &Config) -> Result<Vec<Row>> {
             row(
                 name.unwrap_or(&cfg.name),
                 &crate::engine::outputs::resolve(&c.output),
+                c,
             )
         })
         .collect()
@@ -205,6 +264,119 @@ pub fn markdown(rows: &[Row]) -> String {
         ));
     }
     out.push_str(&repos_markdown(rows));
+    out.push_str(&mutation_markdown(rows));
+    out.push_str(&evaluation_markdown(rows));
+    out
+}
+
+/// Mutation scores per dataset, and the surviving mutants (the first few per dataset).
+pub fn mutation_markdown(rows: &[Row]) -> String {
+    let scored: Vec<(&Row, &Mutation)> = rows
+        .iter()
+        .filter_map(|r| r.mutation.as_ref().map(|m| (r, m)))
+        .collect();
+    if scored.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\n| variant | instances scored | mean mutation score | mutants killed |\n|---|---|---|---|\n",
+    );
+    for (r, m) in &scored {
+        out.push_str(&format!(
+            "| {} | {} | {:.3} | {}/{} |\n",
+            r.variant, m.instances, m.mean_score, m.killed, m.total
+        ));
+    }
+    for (r, m) in &scored {
+        if m.survivors.is_empty() {
+            continue;
+        }
+        out.push_str(&format!(
+            "\nSurviving mutants of `{}` ({} in all; some may be equivalent to the reference):\n\n",
+            r.variant,
+            m.survivors.len()
+        ));
+        for s in m.survivors.iter().take(SURVIVORS_SHOWN) {
+            out.push_str(&format!("- `{}`: {}\n", s.id, s.mutant));
+        }
+        if m.survivors.len() > SURVIVORS_SHOWN {
+            out.push_str("- ... (all of them in `report.json`)\n");
+        }
+    }
+    out
+}
+
+/// Survivors listed per dataset in the Markdown report.
+const SURVIVORS_SHOWN: usize = 20;
+
+/// pass@k tables and self-repair curves.
+pub fn evaluation_markdown(rows: &[Row]) -> String {
+    let mut out = String::new();
+    for r in rows {
+        let Some(t) = &r.evaluation else { continue };
+        let ks: Vec<String> = t
+            .overall
+            .iter()
+            .flat_map(|p| p.pass.keys().cloned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for (title, table) in [
+            ("overall", &t.overall),
+            ("per repository", &t.by_repo),
+            ("by dependencies of the reference", &t.by_deps),
+            ("by tokens of the reference", &t.by_tokens),
+            ("single- and multi-file", &t.by_file),
+        ] {
+            out.push_str(&format!(
+                "\npass@k of `{}`, {title}:\n\n| model | group | instances | {} |\n|---|---|---|{}\n",
+                r.variant,
+                ks.join(" | "),
+                "---|".repeat(ks.len())
+            ));
+            for row in table {
+                let cells: Vec<String> = ks
+                    .iter()
+                    .map(|k| {
+                        row.pass
+                            .get(k)
+                            .map_or_else(|| "-".into(), |v| format!("{v:.3}"))
+                    })
+                    .collect();
+                out.push_str(&format!(
+                    "| {} | {} | {} | {} |\n",
+                    row.model,
+                    row.group,
+                    row.instances,
+                    cells.join(" | ")
+                ));
+            }
+        }
+        if !t.repair.is_empty() {
+            out.push_str(&format!(
+                "\nSelf-repair of `{}`: of the samples that failed at first, the share passing by each round:\n\n| model | failing | by round |\n|---|---|---|\n",
+                r.variant
+            ));
+            for c in &t.repair {
+                let rounds: Vec<String> = c
+                    .fixed_by_round
+                    .iter()
+                    .enumerate()
+                    .map(|(n, f)| format!("{}: {:.3}", n + 1, f))
+                    .collect();
+                out.push_str(&format!(
+                    "| {} | {} | {} |\n",
+                    c.model,
+                    c.failing,
+                    if rounds.is_empty() {
+                        "-".into()
+                    } else {
+                        rounds.join(", ")
+                    }
+                ));
+            }
+        }
+    }
     out
 }
 

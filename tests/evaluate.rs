@@ -250,7 +250,11 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
     let summary = common::offline_build(dir.path());
     let out = dir.path().join("out");
     let instances = jsonl(&out.join("dataset.jsonl"));
-    assert_eq!(instances.len(), 8, "every function is an instance: {summary}");
+    assert_eq!(
+        instances.len(),
+        8,
+        "every function is an instance: {summary}"
+    );
     for i in &instances {
         let problem = i["problem"].as_str().unwrap();
         for body in BODIES {
@@ -258,7 +262,10 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
         }
     }
     let results = jsonl(&out.join("results.jsonl"));
-    let scripted: Vec<&Value> = results.iter().filter(|r| r["model"] == "local/scripted").collect();
+    let scripted: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["model"] == "local/scripted")
+        .collect();
     assert_eq!(scripted.len(), 8);
     let of = |name: &str| -> &Value {
         scripted
@@ -267,7 +274,15 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
             .unwrap()
     };
     assert_eq!(of("clamp")["passed"], true, "{}", of("clamp"));
-    for name in ["add_small", "describe", "scale", "spin", "peek", "syntax", "wipe"] {
+    for name in [
+        "add_small",
+        "describe",
+        "scale",
+        "spin",
+        "peek",
+        "syntax",
+        "wipe",
+    ] {
         assert_eq!(of(name)["passed"], false, "{name}: {}", of(name));
     }
     let first = |name: &str| of(name)["rounds"][0]["failure_class"].clone();
@@ -301,7 +316,10 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
     let asked = log.lock().unwrap().clone();
     for prompt in &asked {
         for body in BODIES {
-            assert!(!prompt.contains(body), "a request holds `{body}`:\n{prompt}");
+            assert!(
+                !prompt.contains(body),
+                "a request holds `{body}`:\n{prompt}"
+            );
         }
     }
     // 8 first answers; 7 failing get round 1, 7 round 2 (scale passes there), 6 round 3.
@@ -348,6 +366,49 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
     pipeline(dir.path(), &url, EVALUATE);
     let edited = common::offline_build(dir.path());
     assert_eq!(requests(&edited), (8, 20), "{edited}");
+
+    // Raising `samples` to 2: `status` counts the new requests; `max_requests` under them stops
+    // the build before it asks anything; then exactly the new samples' requests are asked.
+    let two = EVALUATE.replace("samples = 1", "samples = 2");
+    pipeline(dir.path(), &url, &two);
+    let status = Command::cargo_bin("r2e")
+        .unwrap()
+        .current_dir(dir.path())
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let plan = status["evaluate"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["model"] == "local/scripted")
+        .unwrap()
+        .clone();
+    assert_eq!(plan["requests"], 16, "{status}");
+    assert_eq!(plan["would_ask"], 8, "{status}");
+    assert!(plan["prompt_tokens"].as_u64().unwrap() > 100, "{status}");
+    let before = log.lock().unwrap().len();
+    pipeline(
+        dir.path(),
+        &url,
+        &two.replace("repair_rounds = 3", "repair_rounds = 3\nmax_requests = 5"),
+    );
+    let refused = Command::cargo_bin("r2e")
+        .unwrap()
+        .envs(common::offline_env())
+        .current_dir(dir.path())
+        .args(["build", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains("more than `max_requests = 5`"), "{err}");
+    assert_eq!(log.lock().unwrap().len(), before, "nothing was asked");
+    pipeline(dir.path(), &url, &two);
+    let doubled = common::offline_build(dir.path());
+    assert_eq!(requests(&doubled), (28, 28), "{doubled}");
+    assert_eq!(pass(&doubled, "local/scripted"), 0.125);
 }
 
 #[test]
@@ -361,14 +422,13 @@ fn an_unreachable_server_records_no_sample_and_the_next_build_asks_again() {
     common::write_fixture(&dir.path().join("repo"), FIXTURE);
     let evaluate = "[evaluate]\nenabled = true\nsamples = 1\nk = [1]\n\n\
                     [[evaluate.model]]\nprovider = \"local\"\nmodel = \"scripted\"\n";
-    pipeline(
-        dir.path(),
-        &dead,
-        &format!("{evaluate}"),
-    );
+    pipeline(dir.path(), &dead, &format!("{evaluate}"));
     let toml = std::fs::read_to_string(dir.path().join("pipeline.toml"))
         .unwrap()
-        .replace("max_concurrency = 4", "max_concurrency = 4\nmax_retries = 0\ntimeout_seconds = 2");
+        .replace(
+            "max_concurrency = 4",
+            "max_concurrency = 4\nmax_retries = 0\ntimeout_seconds = 2",
+        );
     std::fs::write(dir.path().join("pipeline.toml"), toml).unwrap();
     let run = Command::cargo_bin("r2e")
         .unwrap()
@@ -377,11 +437,22 @@ fn an_unreachable_server_records_no_sample_and_the_next_build_asks_again() {
         .args(["build", "--json"])
         .output()
         .unwrap();
-    assert_eq!(run.status.code(), Some(1), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let err = String::from_utf8_lossy(&run.stderr);
-    assert!(err.contains("model request(s) of `evaluate` failed"), "{err}");
+    assert!(
+        err.contains("model request(s) of `evaluate` failed"),
+        "{err}"
+    );
     let results = jsonl(&dir.path().join("out/results.jsonl"));
-    assert!(results.is_empty(), "a failed request is not a sample: {results:?}");
+    assert!(
+        results.is_empty(),
+        "a failed request is not a sample: {results:?}"
+    );
     // With the server up, the next build asks them.
     let (url, log) = serve();
     let toml = std::fs::read_to_string(dir.path().join("pipeline.toml"))
@@ -434,6 +505,9 @@ fn bad_evaluate_settings_name_file_line_and_column() {
         let err = String::from_utf8_lossy(&run.stderr);
         assert_eq!(run.status.code(), Some(2), "{toml}: {err}");
         assert!(err.contains(message), "{toml}: {err}");
-        assert!(err.contains(&format!("pipeline.toml{place}")), "{toml}: {err}");
+        assert!(
+            err.contains(&format!("pipeline.toml{place}")),
+            "{toml}: {err}"
+        );
     }
 }

@@ -474,8 +474,16 @@ fn run(
         return Err(Error::env(format!(
             "the outputs are written, but {} model request(s) of `evaluate` failed; they are not samples, and the next build asks them again:\n  {}{}",
             failed_requests.len(),
-            shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  "),
-            if failed_requests.len() > shown.len() { "\n  ..." } else { "" }
+            shown
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n  "),
+            if failed_requests.len() > shown.len() {
+                "\n  ..."
+            } else {
+                ""
+            }
         )));
     }
     if !env_transient.is_empty() {

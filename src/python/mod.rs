@@ -31,7 +31,11 @@ pub fn def_header_end(text: &str) -> Option<usize> {
             }
             b'\'' | b'"' => {
                 let triple = bytes[i..].starts_with(&[b, b, b]);
-                let quote: &[u8] = if triple { &bytes[i..i + 3] } else { &bytes[i..i + 1] };
+                let quote: &[u8] = if triple {
+                    &bytes[i..i + 3]
+                } else {
+                    &bytes[i..i + 1]
+                };
                 i += quote.len();
                 while i < bytes.len() && !bytes[i..].starts_with(quote) {
                     i += if bytes[i] == b'\\' { 2 } else { 1 };
@@ -79,7 +83,10 @@ pub fn signature_stub(def_text: &str, spec: Option<&str>) -> String {
         "{}    ",
         &def_line[..def_line.len() - def_line.trim_start().len()]
     );
-    let spec = spec.unwrap_or_default().replace('\\', "\\\\").replace("\"\"\"", "\\\"\\\"\\\"");
+    let spec = spec
+        .unwrap_or_default()
+        .replace('\\', "\\\\")
+        .replace("\"\"\"", "\\\"\\\"\\\"");
     let mut out = format!("{header}\n{indent}\"\"\"");
     for (n, line) in spec.trim().lines().enumerate() {
         if n > 0 {
@@ -134,7 +141,11 @@ mod tests {
     fn a_stub_keeps_the_header_and_puts_the_spec_in_place_of_the_body() {
         let def = "@cache\ndef f(a: str = \"x:)\", # (:\n      b=(1, 2)) -> dict[str, int]:\n    '''Old.'''\n    return {a: b}\n";
         let end = def_header_end(def).unwrap();
-        assert!(def[..end].ends_with("-> dict[str, int]:"), "{}", &def[..end]);
+        assert!(
+            def[..end].ends_with("-> dict[str, int]:"),
+            "{}",
+            &def[..end]
+        );
         let stub = signature_stub(def, Some("Maps `a` to \"b\"\n\nwith \\ and \"\"\"."));
         assert!(stub.starts_with("@cache\ndef f(a: str"), "{stub}");
         assert!(!stub.contains("return"), "{stub}");

@@ -23,8 +23,9 @@ pub fn candidate(answer: &str, qualname: &str) -> Option<String> {
     found.or_else(|| {
         let needle = format!("def {name}(");
         blocks.into_iter().find(|b| {
-            b.lines()
-                .any(|l| l.trim_start().starts_with(&needle) || l.contains(&format!("async {needle}")))
+            b.lines().any(|l| {
+                l.trim_start().starts_with(&needle) || l.contains(&format!("async {needle}"))
+            })
         })
     })
 }
@@ -135,7 +136,10 @@ mod tests {
         assert_eq!(candidate(answer, "other"), None);
         // Code that does not parse, but defines the function, is a candidate that won't compile.
         let broken = "```python\ndef slug(s):\n    return s +\n```";
-        assert_eq!(candidate(broken, "slug").unwrap(), "def slug(s):\n    return s +\n");
+        assert_eq!(
+            candidate(broken, "slug").unwrap(),
+            "def slug(s):\n    return s +\n"
+        );
         assert_eq!(candidate("I cannot do that.", "slug"), None);
         // A method: the def alone, or within its class.
         let method = "```python\nclass T:\n    x = 1\n    def m(self, a):\n        return a\n```";

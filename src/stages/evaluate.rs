@@ -78,13 +78,80 @@ struct Unit {
     fresh: bool,
 }
 
+impl Unit {
+    fn new(instance: usize, model: usize, sample: u32) -> Unit {
+        Unit {
+            instance,
+            model,
+            sample,
+            rounds: Vec::new(),
+            last: None,
+            spent: Spent::default(),
+            prompt_hash: String::new(),
+            candidate_hash: None,
+            failed: None,
+            fresh: false,
+        }
+    }
+}
+
 /// A planned request.
 struct Planned<'a> {
     request: Request,
     provider: &'a ProviderConfig,
 }
 
+/// What `evaluate` would ask of one model in its first round: requests, those in the response
+/// cache, and an estimate of the prompt tokens of the others (`cl100k_base`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ModelPlan {
+    pub model: String,
+    pub requests: u64,
+    pub cached: u64,
+    pub would_ask: u64,
+    pub prompt_tokens: u64,
+    /// Repair rounds may ask up to this many more (`repair_rounds` per failing sample).
+    pub repair_requests_at_most: u64,
+}
+
 impl Evaluator<'_> {
+    /// The first round's requests per model, against the response cache.
+    pub fn estimate(&self) -> Result<Vec<ModelPlan>> {
+        let ev = &self.cfg.evaluate;
+        let mut out = Vec::new();
+        for (model, m) in self.models().iter().enumerate() {
+            let mut plan = ModelPlan {
+                model: m.label(),
+                requests: 0,
+                cached: 0,
+                would_ask: 0,
+                prompt_tokens: 0,
+                repair_requests_at_most: 0,
+            };
+            if !m.is_builtin() {
+                for instance in 0..self.bench.instances().len() {
+                    for sample in 0..ev.samples {
+                        let unit = Unit::new(instance, model, sample);
+                        let Some(p) = self.plan(&unit, 0)? else {
+                            continue;
+                        };
+                        plan.requests += 1;
+                        if self.cache.contains(Bucket::Llm, p.request.key()) {
+                            plan.cached += 1;
+                        } else {
+                            plan.would_ask += 1;
+                            plan.prompt_tokens +=
+                                u64::from(crate::python::tokens::count(&p.request.prompt_text()));
+                        }
+                    }
+                }
+                plan.repair_requests_at_most = plan.requests * u64::from(ev.repair_rounds);
+            }
+            out.push(plan);
+        }
+        Ok(out)
+    }
+
     fn models(&self) -> &[EvalModel] {
         &self.cfg.evaluate.model
     }
@@ -104,18 +171,7 @@ impl Evaluator<'_> {
         for instance in 0..self.bench.instances().len() {
             for model in 0..self.models().len() {
                 for sample in 0..ev.samples {
-                    units.push(Unit {
-                        instance,
-                        model,
-                        sample,
-                        rounds: Vec::new(),
-                        last: None,
-                        spent: Spent::default(),
-                        prompt_hash: String::new(),
-                        candidate_hash: None,
-                        failed: None,
-                        fresh: false,
-                    });
+                    units.push(Unit::new(instance, model, sample));
                 }
             }
         }
@@ -427,7 +483,11 @@ fn split_problem(instance: &Instance) -> (String, String) {
     let rest = &body[header_end..];
     let doc_end = rest
         .find("\"\"\"")
-        .and_then(|open| rest[open + 3..].find("\"\"\"").map(|close| open + 3 + close + 3))
+        .and_then(|open| {
+            rest[open + 3..]
+                .find("\"\"\"")
+                .map(|close| open + 3 + close + 3)
+        })
         .map_or(0, |e| e + rest[e..].find('\n').map_or(0, |n| n + 1));
     (
         p[..start].to_owned(),
@@ -541,8 +601,10 @@ pub fn tables(
                 pass: ks
                     .iter()
                     .filter_map(|&k| {
-                        let vals: Vec<f64> =
-                            ncs.iter().filter_map(|&(n, c)| pass_at_k(n, c, k)).collect();
+                        let vals: Vec<f64> = ncs
+                            .iter()
+                            .filter_map(|&(n, c)| pass_at_k(n, c, k))
+                            .collect();
                         (!vals.is_empty()).then(|| {
                             (
                                 format!("pass@{k}"),

@@ -26,8 +26,7 @@ use crate::keys::ExplorerSettings;
 use crate::llm::{Llm, ModelClient};
 use crate::records::{
     FailureClass, HarnessFrom, HarnessRecord, Instance, MutantCount, MutationScore, RefineRecord,
-    RefineStatus,
-    SpecSource, Spent, UsageTable,
+    RefineStatus, SpecSource, Spent, UsageTable,
 };
 use crate::services::Services;
 use crate::verdict::Policy;

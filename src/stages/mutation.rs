@@ -62,8 +62,7 @@ pub fn score(
     let mut modules: Vec<(usize, String, String)> = Vec::new();
     for (i, s) in subjects.iter().enumerate() {
         for m in of(s.definition) {
-            if let Some(module) = module_with(s.source, s.summary, s.def, &s.target.qualname, &m)
-            {
+            if let Some(module) = module_with(s.source, s.summary, s.def, &s.target.qualname, &m) {
                 modules.push((i, m.description, module));
             }
         }
