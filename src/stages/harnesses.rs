@@ -194,6 +194,19 @@ pub fn run(
         builtin_sufficient = hybrid_all(inputs, db, &exec, m, candidates, &mut steps, &tallies)?;
     }
     if until >= Stage::Mutate {
+        // A mutant that loops forever is killed by the clock: a short one, so that it costs
+        // seconds, not the minute a harness run may take.
+        let settings = crate::config::SandboxConfig {
+            run_timeout_seconds: cfg
+                .sandbox
+                .run_timeout_seconds
+                .min(mutation::RUN_TIMEOUT_SECONDS),
+            ..cfg.sandbox.clone()
+        };
+        let exec = Exec {
+            settings: &settings,
+            ..exec
+        };
         mutate_all(&exec, &mut steps, cfg.validate, &tallies)?;
     }
     let mut dones: Vec<Done> = steps
