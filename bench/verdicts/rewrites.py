@@ -33,7 +33,7 @@ Kinds, and why each is equivalent (the rules that keep it so are in the code):
 import ast
 import copy
 
-from mutants import docstring_stmt
+from mutants import docstring_stmt, fresh
 
 KINDS = [
     "unparsed",
@@ -359,11 +359,13 @@ def rewrites(text, tree):
     `sites` and `text`. Kinds with no site are left out."""
     out = []
     base = ast.unparse(tree) + "\n"
+    if not hasattr(tree, "_r2e_text"):
+        tree._r2e_text = base
     out.append({"kind": "unparsed", "sites": 1, "text": base})
     for kind in KINDS:
         if kind in ("unparsed", "paren_return"):
             continue
-        t = copy.deepcopy(tree)
+        t = fresh(tree)
         n = REWRITES[kind](t)
         if not n:
             continue

@@ -8,6 +8,7 @@ method's `def` stands at column 0. `r2e check` re-indents it in place (src/stage
 """
 
 import ast
+import functools
 import os
 
 
@@ -30,11 +31,10 @@ class Original:
         self.qualname = instance["qualname"]
         self.root = root
         self.file = os.path.join(root, self.path)
-        with open(self.file, encoding="utf-8") as f:
-            self.file_text = f.read()
+        self.file_text, module = parsed(self.file)
         lines = self.file_text.splitlines(keepends=True)
         def_line, end_line = function["start_line"], function["end_line"]
-        node = find_def(ast.parse(self.file_text), self.qualname, def_line)
+        node = find_def(module, self.qualname, def_line)
         if node is None:
             raise LookupError(f"{self.id}: no def of {self.qualname} at line {def_line} in {self.file}")
         first = min([def_line] + [d.lineno for d in node.decorator_list])
@@ -43,8 +43,17 @@ class Original:
         self.indent = chunk[: len(chunk) - len(chunk.lstrip(" \t"))]
         self.text = dedent(chunk)
         self.tree = ast.parse(self.text)
+        self.tree._r2e_text = self.text  # mutants.fresh re-parses it
         fn = self.tree.body[0]
         assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)), self.id
+
+
+@functools.lru_cache(maxsize=64)
+def parsed(path):
+    """A file's text and its AST (read once)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return text, ast.parse(text)
 
 
 def find_def(module, qualname, def_line):
