@@ -221,7 +221,8 @@ def mutants(instance_id, tree, per_kind=3):
                 break
             sign = 1 if int(digest("sign", instance_id, kind, index, sub), 16) % 2 == 0 else -1
             t = fresh(tree)
-            line = getattr(nodes(t.body[0])[index], "lineno", 0)
+            site = nodes(t.body[0])[index]
+            line, col = getattr(site, "lineno", 0), getattr(site, "col_offset", 0)
             description = apply(t, kind, index, sub, sign)
             ast.fix_missing_locations(t)
             try:
@@ -231,6 +232,8 @@ def mutants(instance_id, tree, per_kind=3):
             if text.rstrip("\n") in seen or not compiles(text):
                 continue
             seen.add(text.rstrip("\n"))
-            out.append({"kind": kind, "line": line, "description": f"line {line}: {description}", "text": text})
+            src = getattr(tree, "_r2e_text", "").splitlines()
+            at = src[line - 1].strip() if 0 < line <= len(src) else ""
+            out.append({"kind": kind, "line": line, "description": f"line {line} col {col}: {description}", "at": at, "text": text})
             taken += 1
     return out

@@ -66,6 +66,7 @@ def run(python, roots, originals, survivors, workdir, max_per_project, budget=36
     """Per survivor record (keyed by id(record)): "killed", "survived", "timeout" (the tests
     ran past the limit: a loop), "no_tests", "baseline_broken", or "skipped" (over budget)."""
     verdicts = {}
+    workdir = os.path.abspath(workdir)
     start = time.time()
     by_repo = {}
     for s in survivors:

@@ -130,7 +130,7 @@ def make_candidates(out, roots, per_kind):
             rows.append(
                 (
                     {"id": o.id, "candidate": m["text"], "label": label},
-                    {"id": o.id, "role": "mutant", "kind": m["kind"], "description": m["description"], "line": m["line"]},
+                    {"id": o.id, "role": "mutant", "kind": m["kind"], "description": m["description"], "line": m["line"], "at": m["at"]},
                 )
             )
         for r in rewrites_mod.rewrites(o.text, o.tree):
@@ -287,7 +287,8 @@ def main():
         kinds_by_project[repo] = {kind: f"{v['killed']}/{v['total']}" for kind, v in k.items() if v["total"]}
     survivors = [r for r in muts if r["passed"]]
     survivor_rows = [
-        {"id": r["id"], "kind": r["kind"], "description": r["description"], "text": r["text"]} for r in survivors
+        {"id": r["id"], "kind": r["kind"], "description": r["description"], "at": r["at"], "text": r["text"]}
+        for r in survivors
     ]
     results["mutants"] = {
         "per_project": per_project,
@@ -394,7 +395,7 @@ def print_report(res, repos, sample):
     step = max(1, len(surv) // sample) if sample else 1
     for s in surv[::step][:sample]:
         tag = f" [project tests: {s['project_tests']}]" if s.get("project_tests") else ""
-        print(f"- {s['id']}  {s['kind']}  {s['description']}{tag}")
+        print(f"- {s['id']}  {s['kind']}  {s['description']}  `{s['at'][:80]}`{tag}")
 
     print("\n### Equivalent rewrites rejected, per kind (must be 0)\n")
     print("| kind | rejected/total |")
