@@ -70,36 +70,43 @@ def load_pipeline(path):
 
 
 def harness_figures(out, repos):
-    rows = {r: {"candidates": 0, "valid": 0, "cov": [], "failures": collections.Counter()} for r in repos}
+    rows = {r: {"candidates": 0, "valid": 0, "cov": [], "bcov": [], "failures": collections.Counter()} for r in repos}
     for h in read_jsonl(os.path.join(out, "harnesses.jsonl")):
         repo = h["id"].split(":", 1)[0]
-        r = rows.setdefault(repo, {"candidates": 0, "valid": 0, "cov": [], "failures": collections.Counter()})
+        r = rows.setdefault(repo, {"candidates": 0, "valid": 0, "cov": [], "bcov": [], "failures": collections.Counter()})
         r["candidates"] += 1
         if h["valid"]:
             r["valid"] += 1
             cov = h["branch_coverage"] if h["branch_coverage"] is not None else h["line_coverage"]
             r["cov"].append(cov or 0.0)
+            if h["branch_coverage"] is not None:
+                r["bcov"].append(h["branch_coverage"])
         else:
             r["failures"][h["failure_class"]] += 1
     result = {}
-    pooled = {"candidates": 0, "valid": 0, "cov": [], "failures": collections.Counter()}
+    pooled = {"candidates": 0, "valid": 0, "cov": [], "bcov": [], "failures": collections.Counter()}
     for repo, r in rows.items():
         result[repo] = {
             "candidates": r["candidates"],
             "valid": r["valid"],
             "valid_pct": pct(r["valid"], r["candidates"]),
             "coverage_of_valid": mean(r["cov"]),
+            "branch_coverage_of_valid_with_branches": mean(r["bcov"]),
+            "valid_with_branches": len(r["bcov"]),
             "failures": dict(r["failures"].most_common()),
         }
         pooled["candidates"] += r["candidates"]
         pooled["valid"] += r["valid"]
         pooled["cov"] += r["cov"]
+        pooled["bcov"] += r["bcov"]
         pooled["failures"].update(r["failures"])
     result["pooled"] = {
         "candidates": pooled["candidates"],
         "valid": pooled["valid"],
         "valid_pct": pct(pooled["valid"], pooled["candidates"]),
         "coverage_of_valid": mean(pooled["cov"]),
+        "branch_coverage_of_valid_with_branches": mean(pooled["bcov"]),
+        "valid_with_branches": len(pooled["bcov"]),
         "failures": dict(pooled["failures"].most_common()),
     }
     return result
@@ -347,14 +354,15 @@ def main():
 def print_report(res, repos, sample):
     h = res["harnesses"]
     print("## 1-2. Harnesses (every r2e default)\n")
-    print("| project | candidates | valid | valid % (>= 80) | coverage of valid (>= 0.85) | failures |")
-    print("|---|---|---|---|---|---|")
+    print("| project | candidates | valid | valid % (>= 80) | coverage of valid (>= 0.85) | branch coverage, valid with branches | failures |")
+    print("|---|---|---|---|---|---|---|")
     for key in repos + ["pooled"]:
         r = h.get(key)
         if not r:
             continue
         fails = ", ".join(f"{k} {v}" for k, v in r["failures"].items())
-        print(f"| {key} | {r['candidates']} | {r['valid']} | {r['valid_pct']} | {r['coverage_of_valid']} | {fails} |")
+        bc = f"{r['branch_coverage_of_valid_with_branches']} ({r['valid_with_branches']})"
+        print(f"| {key} | {r['candidates']} | {r['valid']} | {r['valid_pct']} | {r['coverage_of_valid']} | {bc} | {fails} |")
 
     o = res["originals"]["per_project"]
     m = res["mutants"]["per_project"]
