@@ -62,9 +62,14 @@ def indent_text(text, indent):
     return "".join((indent + l if l.strip() else "\n") for l in text.splitlines(keepends=True))
 
 
-def run(python, roots, originals, survivors, workdir, max_per_project, budget=3600, timeout=600):
+def run(python, roots, originals, survivors, workdir, max_per_project, controls=None, budget=3600, timeout=600):
     """Per survivor record (keyed by id(record)): "killed", "survived", "timeout" (the tests
-    ran past the limit: a loop), "no_tests", "baseline_broken", or "skipped" (over budget)."""
+    ran past the limit: a loop), "no_tests", "baseline_broken", "control_failed" (the
+    instance's unparsed original, patched in the same way, already fails the tests: the patch,
+    not the mutant, would be judged), or "skipped" (over budget).
+
+    `controls`: per instance id, the control text (the original through ast.unparse)."""
+    controls = controls or {}
     verdicts = {}
     workdir = os.path.abspath(workdir)
     start = time.time()
@@ -106,22 +111,32 @@ def run(python, roots, originals, survivors, workdir, max_per_project, budget=36
         chosen = recs[::step][:max_per_project]
         for r in recs:
             verdicts[id(r)] = "skipped"
-        for r in chosen:
-            if time.time() - start > budget:
-                break
-            o = originals[r["id"]]
+
+        def patched_run(o, text):
             path = os.path.join(copy, o.path)
             with open(path, encoding="utf-8") as f:
                 original = f.read()
             lines = original.splitlines(keepends=True)
-            patched = "".join(lines[: o.first_line - 1]) + indent_text(r["text"], o.indent) + "".join(lines[o.end_line :])
+            patched = "".join(lines[: o.first_line - 1]) + indent_text(text, o.indent) + "".join(lines[o.end_line :])
             with open(path, "w", encoding="utf-8") as f:
                 f.write(patched)
             try:
-                code, out = pytest(python, copy, import_root, paths, extra, deselect, timeout)
+                return pytest(python, copy, import_root, paths, extra, deselect, timeout)[0]
             finally:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(original)
+
+        control_ok = {}
+        for r in chosen:
+            if time.time() - start > budget:
+                break
+            o = originals[r["id"]]
+            if r["id"] not in control_ok:
+                control_ok[r["id"]] = r["id"] not in controls or patched_run(o, controls[r["id"]]) == 0
+            if not control_ok[r["id"]]:
+                verdicts[id(r)] = "control_failed"
+                continue
+            code = patched_run(o, r["text"])
             verdicts[id(r)] = "survived" if code == 0 else ("timeout" if code == "timeout" else "killed")
         print(f"[oracle] {repo}: {len(chosen)} survivors run", file=sys.stderr, flush=True)
     return verdicts

@@ -27,7 +27,22 @@ Kinds, and why each is equivalent (the rules that keep it so are in the code):
 - inverted_if        `if c: A / else: B` -> `if not c: B / else: A`
 - hoisted_condition  `if c:` -> `_r2e_cond = c` then `if _r2e_cond:` (elif too, inside its else)
 - return_temp        `return x` -> `_r2e_ret = x` then `return _r2e_ret`
+- for_to_while       `for t in xs: B` -> `_it = iter(xs)` / `while True: try: t = next(_it) /
+                     except StopIteration: break` / `B` (loops without `else`)
+- comprehension_to_loop  `v = [e for t in xs if c]` (or `return [...]`) -> a loop appending to
+                     a list (one `for`, names not used elsewhere, no lambda or nested scope inside)
+- double_to_add      `x * 2` / `2 * x` -> `x + x` (x a name)
+- strip_annotations  parameter and return annotations removed (functions whose decorators are
+                     only staticmethod / classmethod / property)
+- raise_message      `raise E("text")` -> `raise E("another text")`: equivalent under r2e's
+                     policy (exception messages are not compared unless asked)
 - paren_return       `return x` -> `return (x)` (on the text: formatting and comments kept)
+- two_space_indent   the unparsed text indented by 2 spaces a level instead of 4
+- crlf               the original text with CRLF line endings
+- extra_import       the original with `import collections as _r2e_collections` before it (a
+                     candidate may carry its own imports)
+- whole_class        for a method: its whole class (from the file) with the method's def
+                     replaced by its unparsed text (a method's candidate may be its class)
 """
 
 import ast
@@ -49,8 +64,20 @@ KINDS = [
     "inverted_if",
     "hoisted_condition",
     "return_temp",
+    "for_to_while",
+    "comprehension_to_loop",
+    "double_to_add",
+    "strip_annotations",
+    "raise_message",
     "paren_return",
+    "two_space_indent",
+    "crlf",
+    "extra_import",
+    "whole_class",
 ]
+
+# Kinds made on the text, not through the AST.
+TEXTUAL = ("unparsed", "paren_return", "two_space_indent", "crlf", "extra_import", "whole_class")
 
 MIRROR = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 POSITIVE = {ast.NotEq: ast.Eq, ast.NotIn: ast.In, ast.IsNot: ast.Is}
@@ -330,6 +357,153 @@ def rw_return_temp(tree):
     return count
 
 
+def names_in(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def rw_for_to_while(tree):
+    count = 0
+    for body in list(stmt_lists(tree.body[0])):
+        k = 0
+        while k < len(body):
+            s = body[k]
+            if isinstance(s, ast.For) and not s.orelse:
+                it = f"_r2e_it_{count}"
+                loop = ast.While(
+                    test=ast.Constant(True),
+                    body=[
+                        ast.Try(
+                            body=[ast.Assign([s.target], ast.Call(ast.Name("next", ast.Load()), [ast.Name(it, ast.Load())], []))],
+                            handlers=[ast.ExceptHandler(ast.Name("StopIteration", ast.Load()), None, [ast.Break()])],
+                            orelse=[],
+                            finalbody=[],
+                        )
+                    ]
+                    + s.body,
+                    orelse=[],
+                )
+                init = ast.Assign([ast.Name(it, ast.Store())], ast.Call(ast.Name("iter", ast.Load()), [s.iter], []))
+                body[k : k + 1] = [init, loop]
+                count += 1
+                k += 1
+            k += 1
+    return count
+
+
+class Subst(ast.NodeTransformer):
+    def __init__(self, table):
+        self.table = table
+
+    def visit_Name(self, n):
+        if n.id in self.table:
+            return ast.Name(self.table[n.id], n.ctx)
+        return n
+
+
+def comprehension_loop(comp, result, fn, count):
+    """Statements building list `result` as the list comprehension `comp` does, or None."""
+    if len(comp.generators) != 1 or comp.generators[0].is_async:
+        return None
+    g = comp.generators[0]
+    inner = [comp.elt, *g.ifs]
+    if any(isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr)) for e in inner for n in ast.walk(e)):
+        return None
+    targets = [n.id for n in ast.walk(g.target) if isinstance(n, ast.Name)]
+    if not all(isinstance(n, (ast.Name, ast.Tuple, ast.Store)) for n in ast.walk(g.target)):
+        return None
+    table = {t: f"_r2e_v{count}_{t}" for t in targets}
+    used = names_in(fn)
+    if any(v in used for v in table.values()):
+        return None
+    sub = Subst(table)
+    target = sub.visit(copy.deepcopy(g.target))
+    elt = sub.visit(copy.deepcopy(comp.elt))
+    ifs = [sub.visit(copy.deepcopy(c)) for c in g.ifs]
+    append = ast.Expr(ast.Call(ast.Attribute(ast.Name(result, ast.Load()), "append", ast.Load()), [elt], []))
+    inner_body = [append]
+    for c in reversed(ifs):
+        inner_body = [ast.If(c, inner_body, [])]
+    return [
+        ast.Assign([ast.Name(result, ast.Store())], ast.List([], ast.Load())),
+        ast.For(target, g.iter, inner_body, []),
+    ]
+
+
+def rw_comprehension_to_loop(tree):
+    fn = tree.body[0]
+    count = 0
+    for body in list(stmt_lists(fn)):
+        k = 0
+        while k < len(body):
+            s = body[k]
+            new = None
+            if single_name_assign(s) and isinstance(s.value, ast.ListComp):
+                tmp = f"_r2e_list_{count}"
+                new = comprehension_loop(s.value, tmp, fn, count)
+                if new:
+                    new.append(ast.Assign([ast.Name(s.targets[0].id, ast.Store())], ast.Name(tmp, ast.Load())))
+            elif isinstance(s, ast.Return) and isinstance(s.value, ast.ListComp):
+                tmp = f"_r2e_list_{count}"
+                new = comprehension_loop(s.value, tmp, fn, count)
+                if new:
+                    new.append(ast.Return(ast.Name(tmp, ast.Load())))
+            if new:
+                body[k : k + 1] = new
+                count += 1
+                k += len(new) - 1
+            k += 1
+    return count
+
+
+class DoubleToAdd(ast.NodeTransformer):
+    count = 0
+
+    def visit_BinOp(self, n):
+        self.generic_visit(n)
+        if isinstance(n.op, ast.Mult):
+            two = lambda e: isinstance(e, ast.Constant) and type(e.value) is int and e.value == 2
+            for a, b in ((n.left, n.right), (n.right, n.left)):
+                if isinstance(a, ast.Name) and two(b):
+                    self.count += 1
+                    return ast.BinOp(ast.Name(a.id, ast.Load()), ast.Add(), ast.Name(a.id, ast.Load()))
+        return n
+
+
+def rw_double_to_add(tree):
+    t = DoubleToAdd()
+    t.visit(tree.body[0])
+    return t.count
+
+
+PLAIN_DECORATORS = {"staticmethod", "classmethod", "property"}
+
+
+def rw_strip_annotations(tree):
+    fn = tree.body[0]
+    if any(not (isinstance(d, ast.Name) and d.id in PLAIN_DECORATORS) for d in fn.decorator_list):
+        return 0
+    count = 0
+    for a in ast.walk(fn.args):
+        if isinstance(a, ast.arg) and a.annotation is not None:
+            a.annotation = None
+            count += 1
+    if fn.returns is not None:
+        fn.returns = None
+        count += 1
+    return count
+
+
+def rw_raise_message(tree):
+    count = 0
+    for n in ast.walk(tree.body[0]):
+        if isinstance(n, ast.Raise) and isinstance(n.exc, ast.Call) and n.exc.args:
+            first = n.exc.args[0]
+            if isinstance(first, ast.JoinedStr) or (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+                n.exc.args[0] = ast.Constant("r2e: a message written another way")
+                count += 1
+    return count
+
+
 def paren_return(text, tree):
     """`return x` -> `return (x)` on the text itself (positions from `tree`, parsed from it)."""
     lines = text.splitlines(keepends=True)
@@ -354,16 +528,45 @@ def paren_return(text, tree):
 REWRITES = {name: globals()[f"rw_{name}"] for name in KINDS if f"rw_{name}" in globals()}
 
 
-def rewrites(text, tree):
+def two_space_indent(base):
+    out = []
+    for line in base.splitlines(keepends=True):
+        stripped = line.lstrip(" ")
+        out.append(" " * ((len(line) - len(stripped)) // 2) + stripped)
+    return "".join(out)
+
+
+def whole_class(original, base):
+    """A method's whole class from its file, the method's def replaced by `base`."""
+    if original is None or "." not in original.qualname:
+        return None
+    from source import dedent, find_def, parsed
+
+    file_text, module = parsed(original.file)
+    cls_name = original.qualname.split(".")[0]
+    cls = [n for n in module.body if isinstance(n, ast.ClassDef) and n.name == cls_name]
+    if len(cls) != 1:
+        return None
+    cls = cls[0]
+    lines = file_text.splitlines(keepends=True)
+    first = min([cls.lineno] + [d.lineno for d in cls.decorator_list])
+    before = "".join(lines[first - 1 : original.first_line - 1])
+    after = "".join(lines[original.end_line : cls.end_lineno])
+    method = "".join((original.indent + l if l.strip() else "\n") for l in base.splitlines(keepends=True))
+    return dedent(before + method + after)
+
+
+def rewrites(text, tree, original=None):
     """The equivalent rewrites of the def in `text` (parsed as `tree`): dicts with `kind`,
-    `sites` and `text`. Kinds with no site are left out."""
+    `sites` and `text`. Kinds with no site are left out. `original` (a source.Original) gives
+    the file, for `whole_class`."""
     out = []
     base = ast.unparse(tree) + "\n"
     if not hasattr(tree, "_r2e_text"):
         tree._r2e_text = base
     out.append({"kind": "unparsed", "sites": 1, "text": base})
     for kind in KINDS:
-        if kind in ("unparsed", "paren_return"):
+        if kind in TEXTUAL:
             continue
         t = fresh(tree)
         n = REWRITES[kind](t)
@@ -386,4 +589,18 @@ def rewrites(text, tree):
             out.append({"kind": "paren_return", "sites": n, "text": new})
         except SyntaxError:
             pass
+    textual = {
+        "two_space_indent": two_space_indent(base),
+        "crlf": text.replace("\n", "\r\n"),
+        "extra_import": "import collections as _r2e_collections\n\n" + text,
+        "whole_class": whole_class(original, base),
+    }
+    for kind, new in textual.items():
+        if new is None:
+            continue
+        try:
+            compile(new, "<rewrite>", "exec")
+        except SyntaxError:
+            continue
+        out.append({"kind": kind, "sites": 1, "text": new})
     return out

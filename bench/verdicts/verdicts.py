@@ -140,7 +140,7 @@ def make_candidates(out, roots, per_kind):
                     {"id": o.id, "role": "mutant", "kind": m["kind"], "description": m["description"], "line": m["line"], "at": m["at"]},
                 )
             )
-        for r in rewrites_mod.rewrites(o.text, o.tree):
+        for r in rewrites_mod.rewrites(o.text, o.tree, o):
             label = f"rewrite:{r['kind']}"
             rows.append(
                 (
@@ -315,7 +315,10 @@ def main():
     if args.oracle_python and survivors:
         import oracle
 
-        verdicts = oracle.run(args.oracle_python, roots, originals, survivors, os.path.join(args.work, "oracle"), args.oracle_max)
+        controls = {r["id"]: r["text"] for r in records if r["role"] == "rewrite" and r["kind"] == "unparsed"}
+        verdicts = oracle.run(
+            args.oracle_python, roots, originals, survivors, os.path.join(args.work, "oracle"), args.oracle_max, controls
+        )
         for row, r in zip(survivor_rows, survivors):
             row["project_tests"] = verdicts.get(id(r))
         counts = collections.Counter(row.get("project_tests") or "not_run" for row in survivor_rows)
