@@ -1,0 +1,142 @@
+"""A second opinion on surviving mutants: the project's own test suite.
+
+A mutant that r2e's harness lets pass but the project's tests fail is certainly not equivalent
+(the harness misses it). One that the project's tests pass too is plausibly equivalent, or
+untested by both: these are the ones to read by hand.
+
+For each project with survivors: a copy of its source tree, its tests run once on the original
+(the tests that fail there are deselected from then on), then per survivor: the mutant's text
+replaces the function's lines (re-indented as in the file), the tests run with `-x`, and the
+file is restored. Needs a Python with pytest (run.sh makes a venv for it); tests that need
+packages the venv lacks are ignored by collection errors, not counted.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+# Per project (by the sdist's folder name prefix): test paths and extra pytest arguments.
+# pyparsing runs its unit tests once (not again under each packrat/left-recursion setting) and
+# skips the diagram tests (they need railroad-diagrams and jinja2).
+SUITES = {
+    "pyparsing": (["tests/test_simple_unit.py", "tests/test_unit.py", "tests/test_examples.py"],
+                  ["-k", "not Test04 and not Test06 and not Test08 and not Test09 and not Test10"]),
+}
+
+
+def suite(root):
+    name = os.path.basename(os.path.normpath(root))
+    for prefix, s in SUITES.items():
+        if name.startswith(prefix):
+            return s
+    for d in ("tests", "test"):
+        if os.path.isdir(os.path.join(root, d)):
+            return [d], []
+    for f in ("test.py", "tests.py"):
+        if os.path.isfile(os.path.join(root, f)):
+            return [f], []
+    return None
+
+
+def pytest(python, copy, import_root, paths, extra, deselect, timeout):
+    cmd = [python, "-m", "pytest", *paths, "-q", "-x", "-p", "no:cacheprovider", "-o", "addopts=",
+           "--continue-on-collection-errors", *extra]
+    for d in deselect:
+        cmd += ["--deselect", d]
+    env = dict(os.environ, PYTHONPATH=import_root, PYTHONDONTWRITEBYTECODE="1")
+    try:
+        p = subprocess.run(cmd, cwd=copy, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", ""
+    return p.returncode, p.stdout
+
+
+def failing(output):
+    return sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+?)(?: - .*)?$", output, re.M)))
+
+
+def indent_text(text, indent):
+    return "".join((indent + l if l.strip() else "\n") for l in text.splitlines(keepends=True))
+
+
+def run(python, roots, originals, survivors, workdir, max_per_project, controls=None, budget=3600, timeout=600):
+    """Per survivor record (keyed by id(record)): "killed", "survived", "timeout" (the tests
+    ran past the limit: a loop), "no_tests", "baseline_broken", "control_failed" (the
+    instance's unparsed original, patched in the same way, already fails the tests: the patch,
+    not the mutant, would be judged), or "skipped" (over budget).
+
+    `controls`: per instance id, the control text (the original through ast.unparse)."""
+    controls = controls or {}
+    verdicts = {}
+    workdir = os.path.abspath(workdir)
+    start = time.time()
+    by_repo = {}
+    for s in survivors:
+        by_repo.setdefault(s["repo"], []).append(s)
+    for repo, recs in by_repo.items():
+        root = roots[repo]
+        found = suite(root)
+        if found is None:
+            for r in recs:
+                verdicts[id(r)] = "no_tests"
+            continue
+        paths, extra = found
+        copy = os.path.join(workdir, repo)
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        # Baseline: the tests that fail on the original are left out.
+        first = originals[recs[0]["id"]]
+        import_root = os.path.join(copy, "src") if first.path.startswith("src/") else copy
+        t0 = time.time()
+        deselect = []
+        code, out = None, ""
+        for _ in range(5):
+            code, out = pytest(python, copy, import_root, paths, extra, deselect, timeout)
+            if code in (0, 5) or code == "timeout":
+                break
+            new = [f for f in failing(out) if f not in deselect and "::" in f]
+            if not new:
+                break
+            deselect += new
+        base_s = time.time() - t0
+        print(f"[oracle] {repo}: baseline exit {code} in {base_s:.0f} s, {len(deselect)} failing tests left out", file=sys.stderr, flush=True)
+        if code != 0:
+            for r in recs:
+                verdicts[id(r)] = "baseline_broken"
+            continue
+        step = max(1, len(recs) // max_per_project)
+        chosen = recs[::step][:max_per_project]
+        for r in recs:
+            verdicts[id(r)] = "skipped"
+
+        def patched_run(o, text):
+            path = os.path.join(copy, o.path)
+            with open(path, encoding="utf-8") as f:
+                original = f.read()
+            lines = original.splitlines(keepends=True)
+            patched = "".join(lines[: o.first_line - 1]) + indent_text(text, o.indent) + "".join(lines[o.end_line :])
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(patched)
+            try:
+                return pytest(python, copy, import_root, paths, extra, deselect, timeout)[0]
+            finally:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(original)
+
+        control_ok = {}
+        for r in chosen:
+            if time.time() - start > budget:
+                break
+            o = originals[r["id"]]
+            if r["id"] not in control_ok:
+                control_ok[r["id"]] = r["id"] not in controls or patched_run(o, controls[r["id"]]) == 0
+            if not control_ok[r["id"]]:
+                verdicts[id(r)] = "control_failed"
+                continue
+            code = patched_run(o, r["text"])
+            verdicts[id(r)] = "survived" if code == 0 else ("timeout" if code == "timeout" else "killed")
+        print(f"[oracle] {repo}: {len(chosen)} survivors run", file=sys.stderr, flush=True)
+    return verdicts
