@@ -20,7 +20,7 @@ pub const SEED: u64 = 0x5EED_0FDA_7A;
 pub const PER_KIND: usize = 2;
 /// Seconds a mutant's run may take (at most `[sandbox] run_timeout_seconds`): a mutant that
 /// runs longer is killed, and counts as killed.
-pub const RUN_TIMEOUT_SECONDS: u64 = 10;
+pub const RUN_TIMEOUT_SECONDS: u64 = 2;
 /// Surviving mutants listed per instance.
 const SURVIVORS_LISTED: usize = 10;
 
