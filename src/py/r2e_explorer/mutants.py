@@ -509,3 +509,77 @@ def caches_of(obj) -> list:
             out.append(obj)
         obj = getattr(obj, "__wrapped__", None)
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# Killing
+# --------------------------------------------------------------------------------------------
+
+
+class MutationAnalysis:
+    """Which inputs kill which mutants. `run(mutant, entry)` runs a mutant on an entry's input
+    and gives (status, observation) ("ok", "timeout" or "invalid"; it may raise Stop);
+    `differs(observation, entry)` says whether an observation differs from the reference's on
+    that input. A mutant is killed by an input when it behaves differently there (another
+    return value, exception, argument or instance state) or times out. Each entry's `kills`
+    holds the indices (in `mutants`) of the mutants it kills."""
+
+    # A mutant that timed out this many times is not run any more (it is killed already).
+    MAX_TIMEOUTS = 2
+    # Tried inputs that kill a mutant after which the others are not run on it.
+    ENOUGH_KILLERS = 3
+
+    def __init__(self, mutants, run, differs):
+        self.mutants = list(mutants)
+        self.run = run
+        self.differs = differs
+        self.timeouts = [0] * len(self.mutants)
+
+    def kills(self, index: int, entry) -> bool:
+        """Whether the mutant `index` is killed by the entry's input (and records it)."""
+        if self.timeouts[index] >= self.MAX_TIMEOUTS:
+            return False
+        status, obs = self.run(self.mutants[index], entry)
+        if status == "timeout":
+            self.timeouts[index] += 1
+            killed = True
+        else:
+            killed = status == "ok" and self.differs(obs, entry)
+        if killed:
+            entry.kills = entry.kills | {index}
+        return killed
+
+    def evaluate(self, kept, tried):
+        """Each mutant in turn on every kept input, then on the tried inputs (in order) until
+        ENOUGH_KILLERS of them kill it. When the budget runs out (Stop), the mutant under way
+        and those after it are dropped (fewer mutants), and Stop propagates."""
+        for index in range(len(self.mutants)):
+            try:
+                for entry in kept:
+                    self.kills(index, entry)
+                killers = 0
+                for entry in tried:
+                    if killers >= self.ENOUGH_KILLERS:
+                        break
+                    killers += self.kills(index, entry)
+            except BaseException:
+                self._drop_from(index, list(kept) + list(tried))
+                raise
+
+    def _drop_from(self, index: int, entries):
+        del self.mutants[index:]
+        del self.timeouts[index:]
+        for e in entries:
+            if any(i >= index for i in e.kills):
+                e.kills = frozenset(i for i in e.kills if i < index)
+
+    def evaluate_entry(self, entry, indices) -> set:
+        """The mutants among `indices` that the entry's input kills (Stop propagates)."""
+        return {i for i in indices if self.kills(i, entry)}
+
+    def survivors(self, entries) -> list[int]:
+        """The indices of the mutants no entry kills."""
+        killed: set = set()
+        for e in entries:
+            killed |= e.kills
+        return [i for i in range(len(self.mutants)) if i not in killed]

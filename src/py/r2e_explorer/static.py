@@ -191,8 +191,8 @@ def global_literals(node, globalns, limit: int = 30) -> list:
 
 
 def usage_hints(node, name: str) -> list:
-    """Types suggested by how an unannotated parameter is used: 'str', 'dict', 'list', 'seq',
-    int, float... (most telling first)."""
+    """Types suggested by how an unannotated parameter is used: "callable" (it is called),
+    str, dict, list, "seq", int, float... (most telling first)."""
     if node is None:
         return []
     hints = []
@@ -219,6 +219,8 @@ def usage_hints(node, name: str) -> list:
             if isinstance(other, ast.Constant) and type(other.value) in (int, float, str):
                 if not (isinstance(n.op, ast.Mod) and type(other.value) is str):
                     hints.append(type(other.value))
+        elif isinstance(n, ast.Call) and is_param(n.func):
+            hints.append("callable")
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             if n.func.id in SEQUENCE_FUNCTIONS and any(is_param(a) for a in n.args):
                 hints.append("seq")
@@ -237,9 +239,26 @@ def usage_hints(node, name: str) -> list:
     for h in hints:
         if h not in ordered:
             ordered.append(h)
-    # Methods of a specific type say more than comparisons or subscripts.
-    ordered.sort(key=lambda h: 0 if h in (str, dict, list) else 1)
+    # Being called and methods of a specific type say more than comparisons or subscripts.
+    ordered.sort(key=lambda h: 0 if h in ("callable", str, dict, list) else 1)
     return ordered
+
+
+def call_arity(node, name: str) -> int | None:
+    """How many positional arguments the function body passes when it calls the parameter
+    `name` (the first such call without `*args`), or None when it never does so."""
+    if node is None:
+        return None
+    for n in ast.walk(node):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == name
+            and not any(isinstance(a, ast.Starred) for a in n.args)
+            and not any(k.arg is None for k in n.keywords)
+        ):
+            return len(n.args)
+    return None
 
 
 def docstring_calls(docs, target_names, class_name, reference):

@@ -88,8 +88,14 @@ class AnnotationTest(unittest.TestCase):
         self.assertEqual(self.values(typing.Literal["a", 3]), ["a", 3])
         self.assertEqual(self.values(typing.Annotated[bool, "doc"]), [True, False])
         self.assertEqual(self.values(typing.TypeVar("N", bound=bool)), [True, False])
-        self.assertEqual(self.values(typing.Callable[[int], int]), [Helper("sample_function")])
-        self.assertEqual(self.values(collections.abc.Callable), [Helper("sample_function")])
+        # Callables: working functions of the arity the annotation says, then the helper.
+        one = texts(self.values(typing.Callable[[int], int]))
+        self.assertEqual(one[:3], ["lambda x: x", "str", "lambda x: -x"])
+        self.assertEqual(one[-1], "r2e_equiv.sample_function")
+        two = texts(self.values(typing.Callable[[int, int], int]))
+        self.assertEqual(two[:2], ["lambda x, y: x + y", "max"])
+        self.assertIn("lambda *args: args", texts(self.values(collections.abc.Callable)))
+        self.assertEqual(self.values(collections.abc.Callable)[-1], Helper("sample_function"))
         # Nothing usable.
         for annotation in (typing.Any, object, inspect.Parameter.empty, typing.TypeVar("T")):
             self.assertIsNone(self.values(annotation))

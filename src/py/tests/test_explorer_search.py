@@ -236,8 +236,14 @@ class ExplorerTest(SearchCase):
     def test_a_function(self):
         out = self.explore("sign")
         self.assertEqual(out["status"], "ok")
-        # Ints return; a string (a value of another type) raises.
-        self.assertEqual(out["outcomes"], ["return:int", "return:int", "raise:TypeError"])
+        # Ints return; a string (a value of another type) raises. -1 is the boundary that
+        # kills the mutant `n < -1`.
+        self.assertEqual(
+            out["outcomes"], ["return:int", "return:int", "return:int", "raise:TypeError"]
+        )
+        self.assertIn("args = (-1,)\n", out["harness"])
+        self.assertEqual(out["mutants"]["killed"], out["mutants"]["total"])
+        self.assertGreater(out["mutants"]["total"], 5)
         self.assertGreaterEqual(out["tests"], 2)
         # Entry, both branches and their exits, and the exit of the comparison that raises.
         self.assertEqual(out["arcs"], 6)
