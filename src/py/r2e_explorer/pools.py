@@ -47,7 +47,7 @@ CALLABLES = {
     0: ["lambda: 0", "list", "lambda: 'value'"],
     1: ["lambda x: x", "str", "lambda x: -x", "len", "abs", "bool", "repr"],
     2: ["lambda x, y: x + y", "max", "lambda x, y: (y, x)", "min"],
-    None: ["lambda *args: args", "lambda *args: len(args)"],
+    None: ["lambda *args: args", "lambda *args: str(args)"],
 }
 PREDICATES = ["bool", "lambda x: not x", "lambda x: x is None"]
 # Parameter names that say "a function": key, func, callback, pred... (whole names, or a
