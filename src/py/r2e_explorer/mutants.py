@@ -8,7 +8,9 @@ a seeded random order: a flipped comparison (`<` -> `>=`, `==` -> `!=`, `in` -> 
 changed constant (a number ± 1, a changed string), `+` <-> `-` and `*` <-> `/` (augmented
 assignments too), `and` <-> `or`, a negated `if`/`elif`/`while` condition, a dropped return value
 (`return x` -> `return None`), a removed statement (`pass` in its place) and a changed slice bound
-(`x[a:b]` -> `x[a:b + 1]`).
+(`x[a:b]` -> `x[a:b + 1]`); and one kind of the explorer's own, a dropped call whose value is used
+(`text.lower()` -> `text`, `sorted(items)` -> `items`): a transformation that makes no difference
+on the inputs chosen (text already in lower case, a list already sorted) is not tested.
 
 A mutant is compiled from the definition's tree without its decorators, annotations and defaults
 (the function object keeps its own), in the reference module's globals, inside a factory that
@@ -38,6 +40,7 @@ KINDS = (
     "drop_return",
     "remove_statement",
     "slice_bound",
+    "drop_call",
 )
 
 # Sites per kind and mutants in all, by default.
@@ -166,6 +169,8 @@ def find_sites(node: ast.FunctionDef) -> list[Site]:
                 add(kind, path, None, n)
         elif isinstance(n, ast.BoolOp):
             add("and_or", path, None, n)
+        elif isinstance(n, ast.Call) and _call_operand(n) is not None:
+            add("drop_call", path, None, n)
         elif isinstance(n, ast.Slice):
             for bound in ("lower", "upper"):
                 if getattr(n, bound) is not None:
@@ -180,12 +185,32 @@ def find_sites(node: ast.FunctionDef) -> list[Site]:
         for field, i, child in _children(n):
             if n is node and field != "body":
                 continue
+            if isinstance(n, ast.Expr) and isinstance(child, ast.Call):
+                # A call made for its effects: dropping it is removing the statement.
+                for f2, i2, grandchild in _children(child):
+                    visit(grandchild, path + ((field, i), (f2, i2)))
+                continue
             if n is node and i == 0 and _is_docstring(child):
                 continue
             visit(child, path + ((field, i),))
 
     visit(node, ())
     return sites
+
+
+def _call_operand(call: ast.Call):
+    """What a call is dropped for: the receiver of a method call (`x` of `x.lower()`), else
+    the first positional argument of a named function (`items` of `sorted(items)`); None for
+    calls without one (and for `super()`)."""
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        if isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name):
+            if func.value.func.id == "super":
+                return None
+        return func.value
+    if isinstance(func, ast.Name) and call.args and not isinstance(call.args[0], ast.Starred):
+        return call.args[0]
+    return None
 
 
 def _at(root, path):
@@ -252,6 +277,15 @@ def apply_site(node: ast.FunctionDef, site: Site) -> Mutant | None:
     elif kind == "drop_return":
         target.value = ast.copy_location(ast.Constant(None), target.value)
         now = _snippet(target)
+    elif kind == "drop_call":
+        operand = _call_operand(target)
+        parent = _at(tree, site.path[:-1])
+        field, i = site.path[-1]
+        if i is None:
+            setattr(parent, field, operand)
+        else:
+            getattr(parent, field)[i] = operand
+        now = _snippet(operand)
     elif kind == "slice_bound":
         bound = getattr(target, site.detail)
         was = _snippet(bound)

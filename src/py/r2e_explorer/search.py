@@ -596,6 +596,8 @@ class Explorer:
         self.tried_keys: set = set()
         self.tried_signatures: dict = {}
         self.covered: set = set()
+        # Arcs reached by kept inputs that are not interpreter errors on ill-typed input.
+        self.covered_typed: set = set()
         self.kinds: set = set()
 
         try:
@@ -693,7 +695,8 @@ class Explorer:
 
     def try_input(self, inp: Input | None) -> bool:
         """Runs an input once (if new) and keeps it when it reaches new arcs or a new kind of
-        outcome and behaves deterministically. Returns False for an input already tried."""
+        outcome (or, when it is not ill-typed, arcs only ill-typed inputs reached) and behaves
+        deterministically. Returns False for an input already tried."""
         if inp is None:
             return True
         calls = self._calls_of(inp)
@@ -732,12 +735,19 @@ class Explorer:
             example=self.examples,
         )
         self.last_entry = entry
-        if (arcs - self.covered or kind not in self.kinds) and self.is_deterministic(
-            ctor_call, call, obs
-        ):
+        # New arcs, a new kind of outcome, or arcs so far reached only by ill-typed inputs
+        # (a better witness of them).
+        new = (
+            arcs - self.covered
+            or kind not in self.kinds
+            or (not entry.ill_typed and arcs - self.covered_typed)
+        )
+        if new and self.is_deterministic(ctor_call, call, obs):
             entry.verified = True
             self.corpus.append(entry)
             self.covered |= arcs
+            if not entry.ill_typed:
+                self.covered_typed |= arcs
             self.kinds.add(kind)
         elif len(self.tried_log) < MAX_TRIED_LOG:
             # A few inputs per outcome and arcs: the others are near-duplicates.
@@ -865,14 +875,17 @@ class Explorer:
         return status == "ok" and not self.differs(obs, entry)
 
     def hunt(self, analysis: MutationAnalysis, ctor_count: int):
-        """Inputs made to kill the mutants that survive the kept and tried inputs: for each
-        survivor in turn, a kept input reaching its line (any kept input when none does) with
+        """Inputs made to kill the mutants that survive the kept and tried inputs (that are
+        not ill-typed): for each survivor in turn, a kept input reaching its line (any kept input when none does) with
         one parameter changed (a value of its pool, or a mutation); an input that kills
         survivors (and runs the same twice) becomes a candidate. Stops when none survives,
         after HUNT_PATIENCE inputs in a row that kill none (a fifth of the budget when that is
         less), or when the budget runs out."""
         rng = self.rng
-        survivors = analysis.survivors(self.corpus + self.kill_candidates)
+        # A mutant that only ill-typed inputs kill is hunted too (that kill says little).
+        survivors = analysis.survivors(
+            [e for e in self.corpus + self.kill_candidates if not e.ill_typed]
+        )
         params = len(self.space.params)
         misses = turn = 0
         patience = min(HUNT_PATIENCE, max(20, self.budget // 5))
@@ -880,6 +893,8 @@ class Explorer:
             mutant = analysis.mutants[survivors[turn % len(survivors)]]
             turn += 1
             sources = self.corpus + self.kill_candidates
+            typed = [e for e in sources if not e.ill_typed]
+            sources = typed or sources
             reaching = [e for e in sources if any(mutant.line in arc for arc in e.arcs)]
             if not sources:
                 inp = self.space.random_input(rng, ctor_count)
@@ -902,11 +917,13 @@ class Explorer:
                 entry.verified = True
                 if entry not in self.corpus:
                     self.kill_candidates.append(entry)
-                survivors = [i for i in survivors if i not in killed]
-                misses = 0
-            else:
+                if not entry.ill_typed:
+                    survivors = [i for i in survivors if i not in killed]
+                    misses = 0
+                    continue
+            elif killed:
                 entry.kills = frozenset()
-                misses += 1
+            misses += 1
 
 
 def is_library_file(filename: str) -> bool:

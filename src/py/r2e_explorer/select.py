@@ -26,7 +26,10 @@ KIND_BONUS = 1
 RETURN_BONUS = 0.5
 ILL_TYPED_FACTOR = 0.5
 # A doctest example or call site (a use the authors wrote) that adds anything gets this bonus.
-EXAMPLE_BONUS = 2
+EXAMPLE_BONUS = 4
+# Among inputs that add as much, those that kill more mutants in all (already killed ones
+# too) tell code apart better: KILLS_BONUS per mutant.
+KILLS_BONUS = 0.1
 # Tests whose outcome is an interpreter error on ill-typed input, at most (unless nothing else
 # makes the 3 tests a harness needs).
 MAX_ILL_TYPED = 1
@@ -112,8 +115,8 @@ class Selection:
     def cover(self) -> list:
         """A greedy cover of the pool: repeatedly the entry with the best gain (new arcs, 2 per
         newly killed mutant, 1 for an outcome kind not yet seen; halved for an ill-typed
-        input, plus a half for a normal return and 2 for a doctest example or call site), the
-        earliest on ties, up to `max_tests`.
+        input, plus a half for a normal return, 4 for a doctest example or call site and a
+        tenth per mutant it kills in all), the earliest on ties, up to `max_tests`.
         Entries that add nothing are never taken."""
         chosen: list = []
         arcs: set = set()
@@ -134,6 +137,7 @@ class Selection:
                 score = gain * (ILL_TYPED_FACTOR if e.ill_typed else 1.0)
                 score += RETURN_BONUS if e.returned else 0.0
                 score += EXAMPLE_BONUS if e.example else 0.0
+                score += KILLS_BONUS * len(e.kills)
                 if score > best_score:
                     best, best_score = e, score
             if best is None:
