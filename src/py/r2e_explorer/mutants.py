@@ -560,8 +560,10 @@ class MutationAnalysis:
 
     # A mutant that timed out this many times is not run any more (it is killed already).
     MAX_TIMEOUTS = 2
-    # Tried inputs that kill a mutant after which the others are not run on it.
+    # Inputs that kill a mutant after which no more tried inputs are run on it; tried inputs
+    # run on a mutant that a kept input kills already, at most.
     ENOUGH_KILLERS = 3
+    MAX_TRIED_WHEN_KILLED = 100
 
     def __init__(self, mutants, run, differs):
         self.mutants = list(mutants)
@@ -585,17 +587,23 @@ class MutationAnalysis:
 
     def evaluate(self, kept, tried):
         """Each mutant in turn on every kept input, then on the tried inputs (in order) until
-        ENOUGH_KILLERS of them kill it. When the budget runs out (Stop), the mutant under way
-        and those after it are dropped (fewer mutants), and Stop propagates."""
+        ENOUGH_KILLERS inputs in all kill it (inputs that are `ill_typed` do not count), or
+        after MAX_TRIED_WHEN_KILLED of them once some input kills it. When
+        the budget runs out (Stop), the mutant under way and those after it are dropped (fewer
+        mutants), and Stop propagates."""
         for index in range(len(self.mutants)):
             try:
-                for entry in kept:
-                    self.kills(index, entry)
                 killers = 0
-                for entry in tried:
-                    if killers >= self.ENOUGH_KILLERS:
+                for entry in kept:
+                    if self.kills(index, entry) and not getattr(entry, "ill_typed", False):
+                        killers += 1
+                for n, entry in enumerate(tried):
+                    if killers >= self.ENOUGH_KILLERS or (
+                        killers and n >= self.MAX_TRIED_WHEN_KILLED
+                    ):
                         break
-                    killers += self.kills(index, entry)
+                    if self.kills(index, entry) and not getattr(entry, "ill_typed", False):
+                        killers += 1
             except BaseException:
                 self._drop_from(index, list(kept) + list(tried))
                 raise

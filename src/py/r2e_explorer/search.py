@@ -828,7 +828,13 @@ class Explorer:
             pass
         finally:
             self.active = self.limits
-            self.analysis_executions += self.executor.executions - started
+            self._charge_analysis(self.executor.executions - started)
+
+    def _charge_analysis(self, executions: int):
+        """Counts executions as the analysis's: not the search's (its budget is moved on by as
+        many, so that the selection keeps the reserve it had)."""
+        self.analysis_executions += executions
+        self.limits.executions += executions
 
     def _tried_candidates(self) -> list[Entry]:
         """The tried inputs, in the order the analysis runs them: one per outcome first (normal
@@ -871,7 +877,7 @@ class Explorer:
             self.phase.check(final=True)
             status, obs, _ = self.executor.run(*self.observe(entry.ctor_call, entry.call))
         finally:
-            self.analysis_executions += self.executor.executions - before
+            self._charge_analysis(self.executor.executions - before)
         return status == "ok" and not self.differs(obs, entry)
 
     def hunt(self, analysis: MutationAnalysis, ctor_count: int):
