@@ -1,6 +1,7 @@
 """The search: loading the target, finding constructions of a method's class and instances of
-classes named in annotations, observing calls, and the coverage-guided loop (doctest examples,
-call sites, the base input and its variations, then mutations of the inputs kept).
+classes named in annotations, observing calls, the coverage-guided loop (doctest examples,
+call sites, the base input and its variations, then mutations of the inputs kept) and the
+mutation analysis after it (mutants run on the inputs, a hunt for inputs that kill survivors).
 
 Every call of code under test runs through `Executor.run` at the same stack depth as before the
 explorer was split into modules (r2e_explore.py, 2,263 lines): the code under test sees the same
