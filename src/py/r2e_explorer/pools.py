@@ -36,10 +36,11 @@ COMMON_ATOMS = {
     bool: [True, False],
     complex: [0j, (1 + 2j)],
 }
-# Literal variants that come before the common atoms (the rest come after them), and atoms per
-# type at most.
+# Literal variants (string literals) that come before the common atoms (the rest come after
+# them), and atoms per type at most.
 LEADING_VARIANTS = 16
 MAX_ATOMS = 32
+MAX_STR_ATOMS = 40
 
 # Working functions for parameters that are called (key functions, callbacks, predicates), by
 # the number of arguments they are called with (None: any number).
@@ -127,7 +128,13 @@ class PoolMaker:
             variants += [
                 float(v) for lit in self.literals if type(lit) is int for v in literal_variants(lit)
             ]
-        # Many literals must not crowd the common values out.
+        if t is str:
+            # Strings: the literals themselves, the common strings, then the literals'
+            # neighbours (many literals must not crowd the common strings out).
+            literals = [lit for lit in self.literals if type(lit) is str]
+            return dedupe(
+                literals[:LEADING_VARIANTS] + COMMON_ATOMS[t] + variants, limit=MAX_STR_ATOMS
+            )
         return dedupe(
             variants[:LEADING_VARIANTS] + COMMON_ATOMS[t] + variants[LEADING_VARIANTS:],
             limit=MAX_ATOMS,

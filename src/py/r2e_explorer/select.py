@@ -114,8 +114,8 @@ class Selection:
 
     def cover(self) -> list:
         """A greedy cover of the pool: repeatedly the entry with the best gain (new arcs, 2 per
-        newly killed mutant, 1 for an outcome kind not yet seen; halved for an ill-typed
-        input, plus a half for a normal return, 4 for a doctest example or call site and a
+        newly killed mutant, 1 for an outcome kind not yet seen unless ill-typed; halved for an
+        ill-typed input, plus a half for a normal return, 4 for a doctest example or call site and a
         tenth per mutant it kills in all), the earliest on ties, up to `max_tests`.
         Entries that add nothing are never taken."""
         chosen: list = []
@@ -127,10 +127,12 @@ class Selection:
             for e in self.pool:
                 if e in chosen or id(e) in self.rejected or not self.allowed(e, chosen):
                     continue
+                # A new kind of outcome only counts for an input that is not ill-typed: an
+                # interpreter error is taken for the arcs it reaches or the mutants it kills.
                 gain = (
                     len(e.arcs - arcs)
                     + KILL_WEIGHT * len(e.kills - killed)
-                    + (KIND_BONUS if e.kind not in kinds else 0)
+                    + (KIND_BONUS if e.kind not in kinds and not e.ill_typed else 0)
                 )
                 if gain <= 0:
                     continue

@@ -68,7 +68,11 @@ class AnnotationTest(unittest.TestCase):
 
     def test_atoms_start_with_the_literals_and_their_neighbours(self):
         self.assertEqual(self.pools.atoms[int], [42, 41, 43, 0, -42, 1, -1, 2, 10, 100, -7])
-        self.assertEqual(self.pools.atoms[str][:5], ["key", "", " key ", "KEY", "a"])
+        # Strings: the literals, the common strings, then the literals' neighbours.
+        strings = self.pools.atoms[str]
+        self.assertEqual(strings[:4], ["key", "", "a", "hello world"])
+        self.assertLess(strings.index("Héllo Wörld"), strings.index(" key "))
+        self.assertEqual(strings[-2:], [" key ", "KEY"])
         # Integral literals are float boundaries too.
         self.assertEqual(self.pools.atoms[float][:3], [42.0, 41.0, 43.0])
 
@@ -167,7 +171,8 @@ class ParameterTest(unittest.TestCase):
         pools = PoolMaker(reference_module(), [","], own_instances=[New("Widget", (1,))])
         pool, typed = pools.for_parameter(self.param("text"), inspect.Parameter.empty, {}, node)
         self.assertFalse(typed)
-        self.assertEqual(pool[:3], [",", "", " , "])
+        self.assertEqual(pool[:3], [",", "", "a"])
+        self.assertIn(" , ", pool)
         self.assertIn(Helper("sample_function"), pool)
         self.assertLessEqual(len(pool), POOL_MAX)
         for value in (0, [1, 2, 3], None, (1, 2)):
