@@ -478,6 +478,9 @@ class Explorer:
         self.analysis: MutationAnalysis | None = None
         self.analysis_executions = 0
         self.kill_candidates: list[Entry] = []
+        # The analysis's bounds (None until it runs) and the cache wrappers of the function.
+        self.phase: Budget | None = None
+        self.caches: list = []
         self.finalizing = False
         # Constructor calls (args, kwargs) of a method's class, filled by the construction search.
         self.constructions: list = []
@@ -632,7 +635,7 @@ class Explorer:
             self.execute,
             self.is_deterministic,
             candidates=self.kill_candidates,
-            verify=self.verify if self.analysis is not None else None,
+            verify=self.verify if self.phase is not None else None,
         ).choose()
         return self.answer(chosen)
 

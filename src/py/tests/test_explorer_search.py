@@ -305,6 +305,22 @@ class ExplorerTest(SearchCase):
         # The search's own executions stay within the budget.
         self.assertLessEqual(out["executions"], 120)
 
+    def test_an_analysis_out_of_budget_leaves_fewer_mutants(self):
+        from r2e_explorer import search
+
+        full = self.explore("sign")["mutants"]["total"]
+        saved = search.ANALYSIS_EXECUTIONS
+        try:
+            search.ANALYSIS_EXECUTIONS = 0  # only the reserve for re-checks is left
+            out = self.explore("sign")
+        finally:
+            search.ANALYSIS_EXECUTIONS = saved
+        self.assertEqual(out["status"], "ok")
+        self.assertGreaterEqual(out["tests"], 3)
+        self.assertEqual(out["mutants"]["total"], 0)
+        self.assertGreater(full, 0)
+        self.assertFalse(out["time_limit_hit"])
+
     def test_tests_that_tell_a_negated_flag_apart(self):
         out = self.explore("slug", max_tests=12, budget=300)
         self.assertEqual(out["mutants"]["survivors"], [], out["harness"])
