@@ -45,6 +45,10 @@ pub const EXPLORER: &[(&str, &str)] = &[
         include_str!("r2e_explorer/search.py"),
     ),
     (
+        "r2e_explorer/mutants.py",
+        include_str!("r2e_explorer/mutants.py"),
+    ),
+    (
         "r2e_explorer/select.py",
         include_str!("r2e_explorer/select.py"),
     ),

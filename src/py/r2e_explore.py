@@ -8,13 +8,16 @@ contract). The explorer imports the module, generates candidate inputs (doctest 
 arguments from the function's call sites, defaults and type annotations, literals of the body and
 their neighbours, small common values, then mutations of inputs already kept), runs each on deep
 copies under a line tracer and a per-call timer, keeps the inputs that reach new arcs of the
-function or produce a new kind of outcome (and behave deterministically), and writes a readable
-`unittest` module that compares a candidate implementation with the reference on those inputs
-(through r2e_equiv). The search is bounded by a number of executions and deterministic for a
-given seed; `time_limit` is only a safety stop.
+function or produce a new kind of outcome (and behave deterministically), runs mutants of the
+function (small mistakes made in its syntax tree) on them and hunts inputs that kill the
+survivors, then writes a readable `unittest` module that compares a candidate implementation with
+the reference (through r2e_equiv) on inputs chosen to reach the branches and to kill the most
+mutants. The search is bounded by a number of executions and deterministic for a given seed;
+`time_limit` is only a safety stop.
 
 OUT.json is {"status": "ok", "harness", "tests", "executions", "arcs", "outcomes",
-"time_limit_hit"} or {"status": "error", "error"}; the exit code is 0 in both cases.
+"time_limit_hit", "mutants": {"total", "killed", "survivors", "executions"}} or
+{"status": "error", "error"}; the exit code is 0 in both cases.
 
 The explorer itself is the package r2e_explorer/ next to this script (see its modules); this
 script keeps the entry point: the hash-seed re-execution, the import paths and the answer file.

@@ -6,8 +6,10 @@
   sites, annotations);
 - pools: the candidate values of a parameter;
 - inputs: input spaces, inputs and their mutations;
-- search: loading the target, constructions, observing calls and the coverage-guided loop;
-- select: choosing the kept tests;
+- search: loading the target, constructions, observing calls, the coverage-guided loop and the
+  mutation analysis;
+- mutants: mutants of the function and which inputs kill them;
+- select: choosing the kept tests (branches covered, mutants killed);
 - render: writing the harness.
 
 Runs with the repository's Python (3.11+, standard library plus coverage only). Imported by

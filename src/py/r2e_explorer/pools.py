@@ -8,28 +8,68 @@ import collections.abc
 import enum
 import inspect
 import math
+import re
 import types
 import typing
 
-from .specs import OFF_TYPE_VALUES, Helper, Member, New, class_path, dedupe, writable
-from .static import usage_hints
+from .specs import OFF_TYPE_VALUES, Code, Helper, Member, New, class_path, dedupe, writable
+from .static import call_arity, usage_hints
 
 # Values per parameter pool, and elements drawn from pools to build containers.
 POOL_MAX = 48
 
 COMMON_VALUES = [
-    0, 1, -1, 2, 10, 0.5, -2.5, "", "a", "hello world", "Hello, World!",
+    0, 1, -1, 2, 10, 0.5, -2.5, "", "a", "hello world", "Hello, World!", "Héllo Wörld",
     [], [1, 2, 3], [3, 1, 2], {}, {"a": 1}, None, True, False, (1, 2),
 ]  # fmt: skip
 
+# Strings tell code apart when they have upper and lower case, accents and other non-ASCII
+# letters, punctuation, repeated and surrounding spaces, digits and several lines.
 COMMON_ATOMS = {
     int: [0, 1, -1, 2, 10, 100, -7],
     float: [0.0, 0.5, -2.5, 1.0, 3.25, 100.0, -1.0, math.inf, -math.inf, math.nan],
-    str: ["", "a", "hello world", "Hello, World!", "abc", "  padded  ", "A1 b2-c3"],
+    str: [
+        "", "a", "hello world", "Hello, World!", "Héllo Wörld", "abc", "  multiple   spaces  ",
+        "ÀÉÎ ñ", "A1 b2-c3", "  padded  ", "CamelCase_and-dash", "two\nlines", "123",
+    ],
     bytes: [b"", b"a", b"hello world"],
     bool: [True, False],
     complex: [0j, (1 + 2j)],
 }
+# Literal variants (string literals) that come before the common atoms (the rest come after
+# them), and atoms per type at most.
+LEADING_VARIANTS = 16
+MAX_ATOMS = 32
+MAX_STR_ATOMS = 40
+
+# Working functions for parameters that are called (key functions, callbacks, predicates), by
+# the number of arguments they are called with (None: any number).
+CALLABLES = {
+    0: ["lambda: 0", "list", "lambda: 'value'"],
+    1: ["lambda x: x", "str", "lambda x: -x", "len", "abs", "bool", "repr"],
+    2: ["lambda x, y: x + y", "max", "lambda x, y: (y, x)", "min"],
+    None: ["lambda *args: args", "lambda *args: str(args)"],
+}
+PREDICATES = ["bool", "lambda x: not x", "lambda x: x is None"]
+# Parameter names that say "a function": key, func, callback, pred... (whole names, or a
+# `_func`/`_key`/... suffix).
+CALLABLE_NAME = re.compile(
+    r"^(key|keyfunc|func|function|fn|f|callback|cb|pred|predicate|condition|cond|transform|"
+    r"mapper|getter|factory|hook|handler)$|_(func|function|fn|key|callback|cb|pred|predicate)$"
+)
+PREDICATE_NAME = re.compile(r"pred|cond|filter|test|check")
+
+
+def callables_for(arity: int | None, predicate: bool = False) -> list:
+    """Working functions (Code specs) for a parameter called with `arity` arguments (None:
+    unknown), predicates first for a predicate."""
+    if arity in CALLABLES:
+        texts = CALLABLES[arity] + CALLABLES[None]
+    else:
+        texts = CALLABLES[1][:1] + CALLABLES[None][:1] + CALLABLES[1][1:] + CALLABLES[2][:2]
+    if predicate and arity in (1, None):
+        texts = PREDICATES + texts
+    return dedupe(Code(t) for t in texts)
 
 
 def standard_samples():
@@ -88,7 +128,17 @@ class PoolMaker:
             variants += [
                 float(v) for lit in self.literals if type(lit) is int for v in literal_variants(lit)
             ]
-        return dedupe(variants + COMMON_ATOMS[t], limit=24)
+        if t is str:
+            # Strings: the literals themselves, the common strings, then the literals'
+            # neighbours (many literals must not crowd the common strings out).
+            literals = [lit for lit in self.literals if type(lit) is str]
+            return dedupe(
+                literals[:LEADING_VARIANTS] + COMMON_ATOMS[t] + variants, limit=MAX_STR_ATOMS
+            )
+        return dedupe(
+            variants[:LEADING_VARIANTS] + COMMON_ATOMS[t] + variants[LEADING_VARIANTS:],
+            limit=MAX_ATOMS,
+        )
 
     # -- annotations ------------------------------------------------------------------------
 
@@ -121,7 +171,10 @@ class PoolMaker:
                 return self.for_annotation(ann.__bound__, globalns, depth)
             return None
         if origin is collections.abc.Callable or ann is collections.abc.Callable or ann is callable:
-            return [Helper("sample_function")]
+            arity = None
+            if targs and isinstance(targs[0], (list, tuple)):
+                arity = len(targs[0])
+            return callables_for(arity) + [Helper("sample_function")]
         if origin is typing.Annotated or (
             hasattr(typing, "Annotated") and origin is getattr(typing, "Annotated")
         ):
@@ -202,7 +255,15 @@ class PoolMaker:
             typed = dedupe(default + typed, limit=POOL_MAX - len(OFF_TYPE_VALUES))
             return dedupe(typed + OFF_TYPE_VALUES), True
         hinted = []
-        for h in usage_hints(node, param.name):
+        hints = usage_hints(node, param.name)
+        if "callable" in hints or CALLABLE_NAME.search(param.name):
+            # Working functions: first for a parameter the body calls, after the values of
+            # other hints for one whose name only suggests a function.
+            called = callables_for(
+                call_arity(node, param.name), bool(PREDICATE_NAME.search(param.name))
+            )
+            hinted += called if "callable" in hints else []
+        for h in hints:
             if h in self.atoms:
                 hinted += self.atoms[h][:10]
             elif h is dict:
@@ -213,6 +274,8 @@ class PoolMaker:
                     hinted += self.atoms[str][:4]
             elif h is tuple:
                 hinted += [tuple(v) for v in make_lists(self.atoms[int][:4])]
+        if CALLABLE_NAME.search(param.name) and "callable" not in hints:
+            hinted += called
         if default and type(default[0]) in self.atoms:
             hinted = self.atoms[type(default[0])][:10] + hinted
         literal_values = [v for lit in self.literals for v in literal_variants(lit)]

@@ -1,6 +1,7 @@
 """The search: loading the target, finding constructions of a method's class and instances of
-classes named in annotations, observing calls, and the coverage-guided loop (doctest examples,
-call sites, the base input and its variations, then mutations of the inputs kept).
+classes named in annotations, observing calls, the coverage-guided loop (doctest examples,
+call sites, the base input and its variations, then mutations of the inputs kept) and the
+mutation analysis after it (mutants run on the inputs, a hunt for inputs that kill survivors).
 
 Every call of code under test runs through `Executor.run` at the same stack depth as before the
 explorer was split into modules (r2e_explore.py, 2,263 lines): the code under test sees the same
@@ -14,9 +15,15 @@ import contextlib
 import importlib
 import inspect
 import itertools
+import linecache
+import os
 import random
+import re
+import sys
+import time
 
 from .inputs import Input, InputSpace
+from .mutants import MutantMaker, MutationAnalysis, caches_of, installed
 from .pools import PoolMaker
 from .render import render_harness
 from .select import Selection
@@ -45,8 +52,32 @@ from .tracing import ArcTracer, Budget, Executor, NullWriter, Stop, tracer_for
 MAX_CONSTRUCTIONS = 6
 # Consecutive already-tried inputs after which the mutation phase gives up (space exhausted).
 MAX_DUPLICATE_STREAK = 2000
-# Inputs that were executed but not kept, remembered to fill the harness up at the end.
+# Inputs that were executed but not kept, remembered to fill the harness up at the end and
+# as candidates that kill mutants (one per outcome and arcs).
 MAX_TRIED_LOG = 500
+# Tried inputs remembered per outcome and arcs.
+MAX_ALIKE = 3
+# The mutation analysis after the search: at most ANALYSIS_EXECUTIONS times the budget in
+# executions, for at most ANALYSIS_TIME_FACTOR times as long as the search took (at least
+# MIN_ANALYSIS_SECONDS, at most ANALYSIS_SHARE of the time left); VERIFY_RESERVE executions of
+# it are kept back to re-run the inputs the selection takes.
+ANALYSIS_EXECUTIONS = 4
+ANALYSIS_TIME_FACTOR = 2.0
+MIN_ANALYSIS_SECONDS = 3.0
+ANALYSIS_SHARE = 0.8
+VERIFY_RESERVE = 40
+# A mutant's call may take MUTANT_SLOWDOWN times the reference's (at least MUTANT_MIN_TIMEOUT
+# seconds, at most the per-call timeout) before it counts as a timeout, which kills it.
+MUTANT_SLOWDOWN = 10.0
+MUTANT_MIN_TIMEOUT = 0.1
+# The search for inputs that kill surviving mutants gives up after this many inputs in a row
+# that kill none (at most a fifth of the budget).
+HUNT_PATIENCE = 300
+# Surviving mutants described in the answer.
+MAX_SURVIVORS = 5
+# A line that raises explicitly.
+RAISE_LINE = re.compile(r"(^|:)\s*raise\b")
+ILL_TYPED_KINDS = ("raise:TypeError", "raise:AttributeError")
 
 
 class ExploreError(Exception):
@@ -54,13 +85,35 @@ class ExploreError(Exception):
 
 
 class Entry:
-    """An executed input: its call, arcs and outcome."""
+    """An executed input: its call, arcs and outcome; the reference's observation (`obs`) and
+    how long the call took; whether the outcome is an interpreter error on ill-typed input
+    (`ill_typed`); the indices of the mutants it kills (`kills`); whether a second run gave the
+    same observation (`verified`); whether it is a doctest example or a call site
+    (`example`)."""
 
     __slots__ = (
         "inp", "key", "ctor_call", "call", "arcs", "kind", "returned", "value_key", "seq", "then",
+        "obs", "seconds", "ill_typed", "kills", "verified", "example",
     )  # fmt: skip
 
-    def __init__(self, inp, key, ctor_call, call, arcs, kind, returned, value_key, seq, then=False):
+    def __init__(
+        self,
+        inp,
+        key,
+        ctor_call,
+        call,
+        arcs,
+        kind,
+        returned,
+        value_key,
+        seq,
+        then=False,
+        obs=None,
+        seconds=0.0,
+        ill_typed=False,
+        verified=False,
+        example=False,
+    ):
         self.inp, self.key, self.ctor_call, self.call = inp, key, ctor_call, call
         # Whether the target returned a function that the THEN_CALLS were made of.
         self.then = then
@@ -71,6 +124,15 @@ class Entry:
             value_key,
             seq,
         )
+        self.obs, self.seconds, self.ill_typed, self.verified = obs, seconds, ill_typed, verified
+        # Whether the input comes from a doctest example or a call site (a use the authors
+        # wrote).
+        self.example = example
+        self.kills: frozenset = frozenset()
+
+    def signature(self):
+        """What makes two entries alike: the same arcs, outcome kind and mutants killed."""
+        return (self.arcs, self.kind, self.kills)
 
 
 # --------------------------------------------------------------------------------------------
@@ -376,6 +438,10 @@ def value_key(equiv, obs) -> str:
     state = getattr(obs.instance, "__dict__", None)
     if isinstance(state, dict):
         key += " with " + equiv.short_repr(state, 120)
+    then = getattr(obs, "then", ())
+    if then:
+        # A returned function: what the calls made of it gave.
+        key += " then " + equiv.short_repr([equiv.describe_outcome(o) for o, _ in then], 120)
     return key
 
 
@@ -396,11 +462,25 @@ class Explorer:
         self.budget = max(1, int(request.get("budget", 1500)))
         self.max_tests = max(1, int(request.get("max_tests", 12)))
         self.time_limit = float(request.get("time_limit", 60))
-        self.rng = random.Random(request.get("seed", 0))
+        self.seed = request.get("seed", 0)
+        self.rng = random.Random(self.seed)
         self.executor = Executor(equiv, request.get("per_call_timeout", 1.0))
         # A few executions are kept back to top the harness up at the end.
         self.limits = Budget(self.executor, self.budget, min(8, self.budget // 4), self.time_limit)
+        # The bounds in force: the search's, then the mutation analysis's.
+        self.active = self.limits
         self.seq = 0
+        # The entry of the last input try_input ran (None when it could not run).
+        self.last_entry: Entry | None = None
+        # Whether the inputs tried are doctest examples or call sites.
+        self.examples = False
+        # The mutation analysis: its executions, and the inputs not kept that kill mutants.
+        self.analysis: MutationAnalysis | None = None
+        self.analysis_executions = 0
+        self.kill_candidates: list[Entry] = []
+        # The analysis's bounds (None until it runs) and the cache wrappers of the function.
+        self.phase: Budget | None = None
+        self.caches: list = []
         self.finalizing = False
         # Constructor calls (args, kwargs) of a method's class, filled by the construction search.
         self.constructions: list = []
@@ -463,7 +543,7 @@ class Explorer:
         return prepare, action
 
     def execute(self, ctor_call, call, traced=True):
-        self.limits.check(final=self.finalizing)
+        self.active.check(final=self.finalizing)
         prepare, action = self.observe(ctor_call, call)
         return self.executor.run(prepare, action, self.target.tracer if traced else None)
 
@@ -518,12 +598,16 @@ class Explorer:
         self.corpus: list[Entry] = []
         self.tried_log: list[Entry] = []
         self.tried_keys: set = set()
+        self.tried_signatures: dict = {}
         self.covered: set = set()
+        # Arcs reached by kept inputs that are not interpreter errors on ill-typed input.
+        self.covered_typed: set = set()
         self.kinds: set = set()
 
         try:
             # 1. Doctest examples and call sites, 2. the base input and its one-parameter
             # variations, 3. mutations of kept inputs.
+            self.examples = True
             for ctor, call in self.doc_calls:
                 index = self._construction_index(ctor)
                 self.try_input(self.space.from_call(call, index if index is not None else ctor0))
@@ -531,6 +615,7 @@ class Explorer:
                 call = call_site_specs(site, self.reference)
                 if call is not None:
                     self.try_input(self.space.from_call(call, ctor0))
+            self.examples = False
             base = self.space.base(ctor0)
             self.try_input(base)
             for inp in itertools.chain(
@@ -541,9 +626,16 @@ class Explorer:
         except Stop:
             pass
 
+        self.analyse(ctor_count)
         self.finalizing = True
         chosen = Selection(
-            self.corpus, self.tried_log, self.max_tests, self.execute, self.is_deterministic
+            self.corpus,
+            self.tried_log,
+            self.max_tests,
+            self.execute,
+            self.is_deterministic,
+            candidates=self.kill_candidates,
+            verify=self.verify if self.phase is not None else None,
         ).choose()
         return self.answer(chosen)
 
@@ -559,16 +651,27 @@ class Explorer:
         )
         compile(harness, "<harness>", "exec")
         arcs = set()
+        killed: set = set()
         for e in chosen:
             arcs |= e.arcs
+            killed |= e.kills
+        mutants = self.analysis.mutants if self.analysis is not None else []
         return {
             "status": "ok",
             "harness": harness,
             "tests": len(chosen),
-            "executions": self.executor.executions,
+            "executions": self.executor.executions - self.analysis_executions,
             "arcs": len(arcs),
             "outcomes": [e.kind for e in chosen],
             "time_limit_hit": self.limits.time_limit_hit,
+            "mutants": {
+                "total": len(mutants),
+                "killed": len(killed),
+                "survivors": [
+                    m.describe() for i, m in enumerate(mutants) if i not in killed
+                ][:MAX_SURVIVORS],
+                "executions": self.analysis_executions,
+            },
         }
 
     def _construction_index(self, ctor_call):
@@ -596,7 +699,8 @@ class Explorer:
 
     def try_input(self, inp: Input | None) -> bool:
         """Runs an input once (if new) and keeps it when it reaches new arcs or a new kind of
-        outcome and behaves deterministically. Returns False for an input already tried."""
+        outcome (or, when it is not ill-typed, arcs only ill-typed inputs reached) and behaves
+        deterministically. Returns False for an input already tried."""
         if inp is None:
             return True
         calls = self._calls_of(inp)
@@ -610,7 +714,10 @@ class Explorer:
         if key in self.tried_keys:
             return False
         self.tried_keys.add(key)
+        self.last_entry = None
+        started = time.perf_counter()
         status, obs, arcs = self.execute(ctor_call, call)
+        seconds = time.perf_counter() - started
         if status != "ok":
             return True
         self.seq += 1
@@ -626,16 +733,48 @@ class Explorer:
             value_key(self.equiv, obs),
             self.seq,
             then=bool(getattr(obs, "then", ())),
+            obs=obs,
+            seconds=seconds,
+            ill_typed=self.ill_typed(kind),
+            example=self.examples,
         )
-        if (arcs - self.covered or kind not in self.kinds) and self.is_deterministic(
-            ctor_call, call, obs
-        ):
+        self.last_entry = entry
+        # New arcs, a new kind of outcome, or arcs so far reached only by ill-typed inputs
+        # (a better witness of them).
+        new = (
+            arcs - self.covered
+            or kind not in self.kinds
+            or (not entry.ill_typed and arcs - self.covered_typed)
+        )
+        if new and self.is_deterministic(ctor_call, call, obs):
+            entry.verified = True
             self.corpus.append(entry)
             self.covered |= arcs
+            if not entry.ill_typed:
+                self.covered_typed |= arcs
             self.kinds.add(kind)
         elif len(self.tried_log) < MAX_TRIED_LOG:
-            self.tried_log.append(entry)
+            # A few inputs per outcome and arcs: the others are near-duplicates.
+            signature = (entry.value_key, arcs)
+            seen = self.tried_signatures.get(signature, 0)
+            if seen < MAX_ALIKE:
+                self.tried_signatures[signature] = seen + 1
+                self.tried_log.append(entry)
         return True
+
+    def ill_typed(self, kind: str) -> bool:
+        """Whether an outcome is an interpreter error on ill-typed input: a TypeError or
+        AttributeError that was not raised by a `raise` statement of the repository's code
+        (where the traced call's exception was raised, see ArcTracer.raised_at)."""
+        if kind not in ILL_TYPED_KINDS:
+            return False
+        site = self.target.tracer.raised_at
+        if site is None or "raise:" + site[0] != kind:
+            return True
+        _, filename, line = site
+        if is_library_file(filename):
+            return True
+        return not RAISE_LINE.search(linecache.getline(filename, line))
 
     def mutate_loop(self, ctor_count: int):
         """Mutations of kept inputs (one or two dimensions changed), with an occasional random
@@ -652,3 +791,160 @@ class Explorer:
                 for _ in range(2 if rng.random() < 0.25 else 1):
                     inp = self.space.mutate(inp, rng, ctor_count)
             streak = 0 if self.try_input(inp) else streak + 1
+
+    # -- mutation analysis ------------------------------------------------------------------
+
+    def analyse(self, ctor_count: int):
+        """The mutation analysis after the search: mutants of the function (mutants.py), run on
+        the kept inputs and on inputs tried but not kept (each entry's `kills`); then a search
+        for inputs that kill the mutants that survive (`hunt`). Tried inputs that kill mutants
+        become candidates of the selection (`kill_candidates`). Bounded by its own budget
+        (executions and time); running out of it leaves fewer mutants, never an error."""
+        target = self.target
+        class_name = target.cls.__name__ if target.cls is not None else None
+        try:
+            maker = MutantMaker(target.func, target.node, class_name)
+            mutants = maker.make(self.seed)
+        except Exception:  # noqa: BLE001 - a function that cannot be mutated has no mutants
+            mutants = []
+        self.analysis = analysis = MutationAnalysis(mutants, self.run_mutant, self.differs)
+        if not mutants:
+            return
+        self.caches = caches_of(target.callable)
+        elapsed = time.monotonic() - self.limits.started
+        seconds = min(
+            max(MIN_ANALYSIS_SECONDS, ANALYSIS_TIME_FACTOR * elapsed),
+            ANALYSIS_SHARE * (self.time_limit - elapsed),
+        )
+        started = self.executor.executions
+        self.active = self.phase = Budget(
+            self.executor,
+            started + ANALYSIS_EXECUTIONS * self.budget + VERIFY_RESERVE,
+            VERIFY_RESERVE,
+            max(seconds, 0.0),
+        )
+        self.finalizing = False
+        try:
+            analysis.evaluate(self.corpus, self._tried_candidates())
+            self.kill_candidates = [e for e in self.tried_log if e.kills]
+            self.hunt(analysis, ctor_count)
+        except Stop:
+            pass
+        finally:
+            self.active = self.limits
+            self._charge_analysis(self.executor.executions - started)
+
+    def _charge_analysis(self, executions: int):
+        """Counts executions as the analysis's: not the search's (its budget is moved on by as
+        many, so that the selection keeps the reserve it had)."""
+        self.analysis_executions += executions
+        self.limits.executions += executions
+
+    def _tried_candidates(self) -> list[Entry]:
+        """The tried inputs, in the order the analysis runs them: one per outcome first (normal
+        returns before exceptions), then the others, each in discovery order."""
+        seen: set = set()
+        first, rest = [], []
+        for e in sorted(self.tried_log, key=lambda e: (not e.returned, e.seq)):
+            if e.value_key in seen:
+                rest.append(e)
+            else:
+                seen.add(e.value_key)
+                first.append(e)
+        return first + sorted(rest, key=lambda e: e.seq)
+
+    def run_mutant(self, mutant, entry: Entry):
+        """(status, observation) of the mutant on an entry's input, untraced, with a timeout
+        scaled to the reference's time."""
+        self.active.check(final=self.finalizing)
+        timeout = min(
+            self.executor.timeout, max(MUTANT_MIN_TIMEOUT, MUTANT_SLOWDOWN * entry.seconds)
+        )
+        prepare, action = self.observe(entry.ctor_call, entry.call)
+        with installed(self.target.func, mutant.code, self.caches):
+            status, obs, _ = self.executor.run(prepare, action, None, timeout)
+        return status, obs
+
+    def differs(self, obs, entry: Entry) -> bool:
+        """Whether an observation differs from the reference's on that entry (as a harness
+        compares them)."""
+        try:
+            return bool(self.equiv.differences(obs, entry.obs))
+        except Exception:  # noqa: BLE001 - a comparison that fails is a difference
+            return True
+
+    def verify(self, entry: Entry) -> bool:
+        """Re-runs an entry the selection takes (within the analysis's reserve): it must give
+        the observation recorded."""
+        before = self.executor.executions
+        try:
+            self.phase.check(final=True)
+            status, obs, _ = self.executor.run(*self.observe(entry.ctor_call, entry.call))
+        finally:
+            self._charge_analysis(self.executor.executions - before)
+        return status == "ok" and not self.differs(obs, entry)
+
+    def hunt(self, analysis: MutationAnalysis, ctor_count: int):
+        """Inputs made to kill the mutants that survive the kept and tried inputs (that are
+        not ill-typed): for each survivor in turn, a kept input reaching its line (any kept input when none does) with
+        one parameter changed (a value of its pool, or a mutation); an input that kills
+        survivors (and runs the same twice) becomes a candidate. Stops when none survives,
+        after HUNT_PATIENCE inputs in a row that kill none (a fifth of the budget when that is
+        less), or when the budget runs out."""
+        rng = self.rng
+        # A mutant that only ill-typed inputs kill is hunted too (that kill says little).
+        survivors = analysis.survivors(
+            [e for e in self.corpus + self.kill_candidates if not e.ill_typed]
+        )
+        params = len(self.space.params)
+        misses = turn = 0
+        patience = min(HUNT_PATIENCE, max(20, self.budget // 5))
+        while survivors and misses < patience and (self.corpus or params):
+            mutant = analysis.mutants[survivors[turn % len(survivors)]]
+            turn += 1
+            sources = self.corpus + self.kill_candidates
+            typed = [e for e in sources if not e.ill_typed]
+            sources = typed or sources
+            reaching = [e for e in sources if any(mutant.line in arc for arc in e.arcs)]
+            if not sources:
+                inp = self.space.random_input(rng, ctor_count)
+            else:
+                inp = rng.choice(reaching or sources).inp
+                if params and rng.random() < 0.5:
+                    i = rng.randrange(params)
+                    inp = inp.replace(i, rng.choice(self.space.params[i].pool))
+                else:
+                    inp = self.space.mutate(inp, rng, ctor_count)
+            self.last_entry = None
+            if not self.try_input(inp) or self.last_entry is None:
+                misses += 1
+                continue
+            entry = self.last_entry
+            killed = analysis.evaluate_entry(entry, survivors)
+            if killed and (
+                entry.verified or self.is_deterministic(entry.ctor_call, entry.call, entry.obs)
+            ):
+                entry.verified = True
+                if entry not in self.corpus:
+                    self.kill_candidates.append(entry)
+                if not entry.ill_typed:
+                    survivors = [i for i in survivors if i not in killed]
+                    misses = 0
+                    continue
+            elif killed:
+                entry.kills = frozenset()
+            misses += 1
+
+
+def is_library_file(filename: str) -> bool:
+    """Whether a file belongs to the standard library or to an installed package (not to the
+    repository's own code)."""
+    path = os.path.abspath(filename or "")
+    if not os.path.isabs(filename or "") and not os.path.exists(path):
+        return True  # <string>, <frozen ...>: not the repository's
+    if "site-packages" in path or "dist-packages" in path:
+        return True
+    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
+        if prefix and path.startswith(os.path.join(os.path.abspath(prefix), "lib")):
+            return True
+    return False

@@ -3,14 +3,16 @@
 A spec is plain data: None, bool, int, float, complex, str, bytes, and list/tuple/dict/set of
 specs, plus markers for values that are not literals: `New` (an instance of a class of the
 reference module, written `reference.Class(args...)`), `Member` (an attribute of the reference
-module such as an enum member, written `reference.Color.RED`) and `Helper` (a function of the
-equivalence helper, written `r2e_equiv.sample_function`). `render` writes a spec as Python source
+module such as an enum member, written `reference.Color.RED`), `Helper` (a function of the
+equivalence helper, written `r2e_equiv.sample_function`) and `Code` (a builtin or a lambda,
+written as it is: `len`, `lambda x: -x`). `render` writes a spec as Python source
 (its text is also the spec's identity); `build` makes the value.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import math
 import sys
 import types
@@ -54,6 +56,27 @@ class Helper:
 
     def __hash__(self):
         return hash(("r2e_equiv", self.name))
+
+    def __repr__(self):
+        return render(self)
+
+
+class Code:
+    """A Python expression written as it is: a builtin's name (`len`) or a lambda
+    (`lambda x: -x`), to hand to parameters that are called (key functions, callbacks,
+    predicates). Only the explorer's own fixed texts are Code (never text read from a
+    repository); `build` evaluates it with the builtins only, a fresh function every time."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def __eq__(self, other):
+        return isinstance(other, Code) and self.source == other.source
+
+    def __hash__(self):
+        return hash(("code", self.source))
 
     def __repr__(self):
         return render(self)
@@ -112,6 +135,8 @@ def render(v) -> str:
         return f"reference.{v.path}"
     if t is Helper:
         return f"r2e_equiv.{v.name}"
+    if t is Code:
+        return v.source
     raise Unwritable(f"cannot write a {t.__name__}")
 
 
@@ -151,6 +176,8 @@ def build(v, reference):
         return resolve(reference, v.path)
     if t is Helper:
         return getattr(sys.modules["r2e_equiv"], v.name)
+    if t is Code:
+        return eval(v.source, {"__builtins__": builtins})  # noqa: S307 - the explorer's own texts
     return v
 
 

@@ -8,6 +8,7 @@ import ast
 import enum
 import inspect
 import os
+import re
 import textwrap
 import tokenize
 import types
@@ -125,12 +126,24 @@ def body_literals(node) -> list:
                 type(value) is str and len(value) <= 100
             ):
                 found.append(value)
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id == "re"
+            and n.args
+            and isinstance(n.args[0], ast.Constant)
+            and isinstance(n.args[0].value, str)
+        ):
+            # A regular expression written in the body: strings it finds.
+            samples.extend(regex_samples(n.args[0].value))
         for child in ast.iter_child_nodes(n):
             visit(child)
 
+    samples: list = []
     for stmt in body:
         visit(stmt)
-    return dedupe(found, limit=40)
+    return dedupe(found + samples, limit=40)
 
 
 def global_literals(node, globalns, limit: int = 30) -> list:
@@ -171,6 +184,9 @@ def global_literals(node, globalns, limit: int = 30) -> list:
                 collect(v, depth + 1)
         elif isinstance(value, enum.Enum):
             return
+        elif isinstance(value, re.Pattern):
+            for sample in regex_samples(value):
+                collect(sample, depth + 1)
         elif not callable(value) and isinstance(getattr(value, "__dict__", None), dict):
             for v in list(vars(value).values())[:50]:
                 collect(v, depth + 1)
@@ -191,8 +207,8 @@ def global_literals(node, globalns, limit: int = 30) -> list:
 
 
 def usage_hints(node, name: str) -> list:
-    """Types suggested by how an unannotated parameter is used: 'str', 'dict', 'list', 'seq',
-    int, float... (most telling first)."""
+    """Types suggested by how an unannotated parameter is used: "callable" (it is called),
+    str, dict, list, "seq", int, float... (most telling first)."""
     if node is None:
         return []
     hints = []
@@ -219,6 +235,8 @@ def usage_hints(node, name: str) -> list:
             if isinstance(other, ast.Constant) and type(other.value) in (int, float, str):
                 if not (isinstance(n.op, ast.Mod) and type(other.value) is str):
                     hints.append(type(other.value))
+        elif isinstance(n, ast.Call) and is_param(n.func):
+            hints.append("callable")
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             if n.func.id in SEQUENCE_FUNCTIONS and any(is_param(a) for a in n.args):
                 hints.append("seq")
@@ -237,9 +255,26 @@ def usage_hints(node, name: str) -> list:
     for h in hints:
         if h not in ordered:
             ordered.append(h)
-    # Methods of a specific type say more than comparisons or subscripts.
-    ordered.sort(key=lambda h: 0 if h in (str, dict, list) else 1)
+    # Being called and methods of a specific type say more than comparisons or subscripts.
+    ordered.sort(key=lambda h: 0 if h in ("callable", str, dict, list) else 1)
     return ordered
+
+
+def call_arity(node, name: str) -> int | None:
+    """How many positional arguments the function body passes when it calls the parameter
+    `name` (the first such call without `*args`), or None when it never does so."""
+    if node is None:
+        return None
+    for n in ast.walk(node):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == name
+            and not any(isinstance(a, ast.Starred) for a in n.args)
+            and not any(k.arg is None for k in n.keywords)
+        ):
+            return len(n.args)
+    return None
 
 
 def docstring_calls(docs, target_names, class_name, reference):
@@ -360,3 +395,137 @@ def call_site_specs(site: dict, reference):
     except AttributeError:
         return None
     return (args, kwargs)
+
+
+# Characters that stand for a category of a regular expression.
+CATEGORY_SAMPLES = {
+    "CATEGORY_DIGIT": "1",
+    "CATEGORY_NOT_DIGIT": "a",
+    "CATEGORY_SPACE": " ",
+    "CATEGORY_NOT_SPACE": "a",
+    "CATEGORY_WORD": "a",
+    "CATEGORY_NOT_WORD": "-",
+    "CATEGORY_LINEBREAK": "\n",
+    "CATEGORY_NOT_LINEBREAK": "a",
+}
+# Characters tried for a negated class (`[^...]`).
+OTHER_CHARS = "a-1 _.Z#/"
+
+
+def regex_samples(pattern, count: int = 3) -> list[str]:
+    """Up to `count` strings in which a regular expression (compiled or text) finds a match:
+    made from its parsed form, literals as they are, a member of each class, repeats at their
+    minimum (once at least), the k-th alternative of each branch in the k-th sample, the
+    contents of lookarounds; only those the expression finds are kept."""
+    try:
+        compiled = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
+        if not isinstance(compiled.pattern, str):
+            return []
+        try:
+            from re import _parser as parser  # Python 3.11+
+        except ImportError:  # pragma: no cover - older Pythons
+            import sre_parse as parser
+        parsed = parser.parse(compiled.pattern, compiled.flags)
+    except Exception:
+        return []
+    out = []
+    for k in range(count):
+        try:
+            sample = _sample(parsed, k, 0)
+        except Exception:
+            continue
+        if sample is not None and len(sample) <= 100 and compiled.search(sample) is not None:
+            if sample not in out:
+                out.append(sample)
+    return out
+
+
+def _sample(items, k: int, depth: int) -> str | None:
+    if depth > 20:
+        return None
+    out = []
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(av))
+        elif name == "NOT_LITERAL":
+            out.append("b" if chr(av) == "a" else "a")
+        elif name == "ANY":
+            out.append("a")
+        elif name == "IN":
+            char = _class_member(av, k)
+            if char is None:
+                return None
+            out.append(char)
+        elif name == "CATEGORY":
+            out.append(CATEGORY_SAMPLES.get(str(av), "a"))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            low, _, sub = av
+            part = _sample(sub, k, depth + 1)
+            if part is None:
+                return None
+            out.append(part * max(min(low, 3), 1))
+        elif name == "SUBPATTERN":
+            part = _sample(av[-1], k, depth + 1)
+            if part is None:
+                return None
+            out.append(part)
+        elif name == "ATOMIC_GROUP":
+            part = _sample(av, k, depth + 1)
+            if part is None:
+                return None
+            out.append(part)
+        elif name == "BRANCH":
+            alternatives = av[1]
+            part = _sample(alternatives[k % len(alternatives)], k, depth + 1)
+            if part is None:
+                return None
+            out.append(part)
+        elif name == "ASSERT":
+            part = _sample(av[1], k, depth + 1)
+            if part is None:
+                return None
+            out.append(part)
+        elif name in ("AT", "ASSERT_NOT"):
+            continue
+        else:  # back references, conditionals: not made
+            return None
+    return "".join(out)
+
+
+def _class_member(items, k: int) -> str | None:
+    """A character of a class (`[...]`): its k-th member (modulo), or for a negated class the
+    first of OTHER_CHARS outside it."""
+    negated = bool(items) and str(items[0][0]) == "NEGATE"
+    members = items[1:] if negated else items
+    if negated:
+        for char in OTHER_CHARS:
+            if not any(_in_member(char, op, av) for op, av in members):
+                return char
+        return None
+    if not members:
+        return None
+    op, av = members[k % len(members)]
+    name = str(op)
+    if name == "LITERAL":
+        return chr(av)
+    if name == "RANGE":
+        return chr(av[0])
+    if name == "CATEGORY":
+        return CATEGORY_SAMPLES.get(str(av), "a")
+    return None
+
+
+def _in_member(char: str, op, av) -> bool:
+    name = str(op)
+    if name == "LITERAL":
+        return ord(char) == av
+    if name == "RANGE":
+        return av[0] <= ord(char) <= av[1]
+    if name == "CATEGORY":
+        expression = {
+            "CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s",
+            "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W",
+        }.get(str(av))  # fmt: skip
+        return expression is not None and re.fullmatch(expression, char) is not None
+    return True  # unknown members: assume the character is in the class

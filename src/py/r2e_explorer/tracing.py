@@ -28,6 +28,10 @@ class ArcTracer:
         self.filename, self.first, self.last = filename, first, last
         self.arcs: set = set()
         self._wanted: dict = {}
+        # The last exception seen passing through a traced frame (its traceback leads from
+        # that frame to where it was raised) and, after `stop`, where that was.
+        self._exception = None
+        self.raised_at: tuple | None = None
 
     def _is_wanted(self, code) -> bool:
         wanted = self._wanted.get(code)
@@ -53,18 +57,36 @@ class ArcTracer:
                 last = line
             elif event == "return":
                 arcs.add((last, -entry))
+            elif event == "exception":
+                self._exception = arg
             return local
 
         return local
 
     def start(self):
         self.arcs = set()
+        self._exception = None
+        self.raised_at = None
         if self.filename is not None:
             sys.settrace(self._global)
 
     def stop(self) -> frozenset:
         sys.settrace(None)
+        self.raised_at = raise_site(self._exception)
+        self._exception = None
         return frozenset(self.arcs)
+
+
+def raise_site(exc_info) -> tuple | None:
+    """(exception type's qualified name, file, line) of the innermost frame of an exception's
+    traceback (an (type, value, traceback) triple), i.e. where it was raised; None without
+    one."""
+    if not exc_info or exc_info[2] is None:
+        return None
+    tb = exc_info[2]
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return (exc_info[0].__qualname__, tb.tb_frame.f_code.co_filename, tb.tb_lineno)
 
 
 def tracer_for(func) -> ArcTracer:
@@ -115,10 +137,12 @@ class Executor:
         self._armed = False
         signal.setitimer(signal.ITIMER_REAL, 0, 0)
 
-    def run(self, prepare, action, tracer=None):
+    def run(self, prepare, action, tracer=None, timeout=None):
         """Returns ("ok", result, arcs), ("invalid", exception, None) when `prepare` (building
-        the inputs) raised, or ("timeout", None, None)."""
+        the inputs) raised, or ("timeout", None, None). `timeout` (seconds) replaces the
+        per-call timeout for this call."""
         self.executions += 1
+        timeout = self.timeout if timeout is None else max(float(timeout), 0.001)
         # Reinstalled every time: the code under test may have replaced it.
         signal.signal(signal.SIGALRM, self._on_alarm)
         try:
@@ -133,7 +157,7 @@ class Executor:
                 sys.stdin = io.StringIO("")
                 # Re-fires every 50 ms so that code swallowing the first Timeout (a bare
                 # `except:`) is interrupted again.
-                self.arm(self.timeout, min(self.timeout, 0.05))
+                self.arm(timeout, min(timeout, 0.05))
                 try:
                     try:
                         prepared = prepare()

@@ -79,6 +79,13 @@ class ExploreTest(unittest.TestCase):
         # Some tests raise, some return: the runner reports which.
         flags = {t["returned_normally"] for t in run["tests"]}
         self.assertEqual(flags, {True, False})
+        # The explorer's mutants, all killed by the kept tests; their runs are counted apart.
+        mutants = out["mutants"]
+        self.assertGreater(mutants["total"], 5)
+        self.assertEqual(mutants["killed"], mutants["total"], mutants["survivors"])
+        self.assertGreater(mutants["executions"], 0)
+        # At most one test is an interpreter error on ill-typed input.
+        self.assertLessEqual(out["outcomes"].count("raise:TypeError"), 1)
 
     def test_classify_harness_catches_a_flipped_comparison(self):
         from r2e_test_support import read_text

@@ -68,7 +68,11 @@ class AnnotationTest(unittest.TestCase):
 
     def test_atoms_start_with_the_literals_and_their_neighbours(self):
         self.assertEqual(self.pools.atoms[int], [42, 41, 43, 0, -42, 1, -1, 2, 10, 100, -7])
-        self.assertEqual(self.pools.atoms[str][:5], ["key", "", " key ", "KEY", "a"])
+        # Strings: the literals, the common strings, then the literals' neighbours.
+        strings = self.pools.atoms[str]
+        self.assertEqual(strings[:4], ["key", "", "a", "hello world"])
+        self.assertLess(strings.index("Héllo Wörld"), strings.index(" key "))
+        self.assertEqual(strings[-2:], [" key ", "KEY"])
         # Integral literals are float boundaries too.
         self.assertEqual(self.pools.atoms[float][:3], [42.0, 41.0, 43.0])
 
@@ -88,8 +92,14 @@ class AnnotationTest(unittest.TestCase):
         self.assertEqual(self.values(typing.Literal["a", 3]), ["a", 3])
         self.assertEqual(self.values(typing.Annotated[bool, "doc"]), [True, False])
         self.assertEqual(self.values(typing.TypeVar("N", bound=bool)), [True, False])
-        self.assertEqual(self.values(typing.Callable[[int], int]), [Helper("sample_function")])
-        self.assertEqual(self.values(collections.abc.Callable), [Helper("sample_function")])
+        # Callables: working functions of the arity the annotation says, then the helper.
+        one = texts(self.values(typing.Callable[[int], int]))
+        self.assertEqual(one[:3], ["lambda x: x", "str", "lambda x: -x"])
+        self.assertEqual(one[-1], "r2e_equiv.sample_function")
+        two = texts(self.values(typing.Callable[[int, int], int]))
+        self.assertEqual(two[:2], ["lambda x, y: x + y", "max"])
+        self.assertIn("lambda *args: args", texts(self.values(collections.abc.Callable)))
+        self.assertEqual(self.values(collections.abc.Callable)[-1], Helper("sample_function"))
         # Nothing usable.
         for annotation in (typing.Any, object, inspect.Parameter.empty, typing.TypeVar("T")):
             self.assertIsNone(self.values(annotation))
@@ -161,7 +171,8 @@ class ParameterTest(unittest.TestCase):
         pools = PoolMaker(reference_module(), [","], own_instances=[New("Widget", (1,))])
         pool, typed = pools.for_parameter(self.param("text"), inspect.Parameter.empty, {}, node)
         self.assertFalse(typed)
-        self.assertEqual(pool[:3], [",", "", " , "])
+        self.assertEqual(pool[:3], [",", "", "a"])
+        self.assertIn(" , ", pool)
         self.assertIn(Helper("sample_function"), pool)
         self.assertLessEqual(len(pool), POOL_MAX)
         for value in (0, [1, 2, 3], None, (1, 2)):

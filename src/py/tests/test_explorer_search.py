@@ -93,6 +93,35 @@ def sign(n):
 
 
 NOT_CALLABLE = 3
+
+
+def slug(text: str, lowercase: bool = True) -> str:
+    words = text.split()
+    if lowercase:
+        return "-".join(w.lower() for w in words)
+    return "-".join(words)
+
+
+def order(items: list, key=None, reverse: bool = False) -> list:
+    if key is None:
+        return sorted(items, reverse=reverse)
+    return sorted(items, key=lambda x: key(x), reverse=reverse)
+
+
+def size(items):
+    return len(items) + 1
+
+
+def checked(n):
+    if not isinstance(n, int):
+        raise TypeError("not an int")
+    return n * 2
+
+
+def both(flag: bool, text: str) -> str:
+    if flag:
+        text = text.upper()
+    return text.strip()
 '''
 
 
@@ -236,8 +265,14 @@ class ExplorerTest(SearchCase):
     def test_a_function(self):
         out = self.explore("sign")
         self.assertEqual(out["status"], "ok")
-        # Ints return; a string (a value of another type) raises.
-        self.assertEqual(out["outcomes"], ["return:int", "return:int", "raise:TypeError"])
+        # Ints return; a string (a value of another type) raises. -1 is the boundary that
+        # kills the mutant `n < -1`.
+        self.assertEqual(
+            out["outcomes"], ["return:int", "return:int", "return:int", "raise:TypeError"]
+        )
+        self.assertIn("args = (-1,)\n", out["harness"])
+        self.assertEqual(out["mutants"]["killed"], out["mutants"]["total"])
+        self.assertGreater(out["mutants"]["total"], 5)
         self.assertGreaterEqual(out["tests"], 2)
         # Entry, both branches and their exits, and the exit of the comparison that raises.
         self.assertEqual(out["arcs"], 6)
@@ -258,6 +293,76 @@ class ExplorerTest(SearchCase):
         self.assertIn("ctor_args = (5,)\n        ctor_kwargs = {}\n        args = ()\n", tests[1])
         self.assertIn("kwargs = {'by': 2}\n", tests[1])
         self.assertIn("kwargs = {'by': 20}\n", tests[2])
+
+    def test_the_answer_says_what_the_kept_tests_kill(self):
+        out = self.explore("sign")
+        mutants = out["mutants"]
+        self.assertEqual(set(mutants), {"total", "killed", "survivors", "executions"})
+        self.assertGreater(mutants["total"], 0)
+        self.assertEqual(mutants["killed"], mutants["total"])
+        self.assertEqual(mutants["survivors"], [])
+        self.assertGreater(mutants["executions"], 0)
+        # The search's own executions stay within the budget.
+        self.assertLessEqual(out["executions"], 120)
+
+    def test_an_analysis_out_of_budget_leaves_fewer_mutants(self):
+        from r2e_explorer import search
+
+        full = self.explore("sign")["mutants"]["total"]
+        saved = search.ANALYSIS_EXECUTIONS
+        try:
+            search.ANALYSIS_EXECUTIONS = 0  # only the reserve for re-checks is left
+            out = self.explore("sign")
+        finally:
+            search.ANALYSIS_EXECUTIONS = saved
+        self.assertEqual(out["status"], "ok")
+        self.assertGreaterEqual(out["tests"], 3)
+        self.assertEqual(out["mutants"]["total"], 0)
+        self.assertGreater(full, 0)
+        self.assertFalse(out["time_limit_hit"])
+
+    def test_tests_that_tell_a_negated_flag_apart(self):
+        out = self.explore("slug", max_tests=12, budget=300)
+        self.assertEqual(out["mutants"]["survivors"], [], out["harness"])
+        # Some test has upper-case text with the flag left on: `if not lowercase` fails it.
+        self.assertRegex(out["harness"], r"args = \('[^']*[A-Z]")
+
+    def test_called_parameters_get_working_functions(self):
+        out = self.explore("order", max_tests=12, budget=300)
+        self.assertEqual(out["mutants"]["survivors"], [], out["mutants"])
+        # A key that changes the order of an unsorted list kills `key(x)` -> `x` and `sorted`
+        # dropped; a harness whose only keys fail (TypeError) would not tell them apart.
+        self.assertRegex(out["harness"], r"'key': (lambda x: |str|abs|len)")
+        self.assertLessEqual(out["outcomes"].count("raise:TypeError"), 1)
+
+    def test_at_most_one_interpreter_error_on_ill_typed_input(self):
+        out = self.explore("size", max_tests=12)
+        self.assertEqual(out["outcomes"].count("raise:TypeError"), 1, out["outcomes"])
+        self.assertIn("return:int", out["outcomes"])
+
+    def test_interpreter_errors_and_explicit_raises_are_told_apart(self):
+        explorer = Explorer(
+            {"module": MODULE, "qualname": "size", "budget": 60, "max_tests": 6},
+            r2e_equiv,
+        )
+        explorer.run()
+        kinds = {e.kind: e.ill_typed for e in explorer.corpus}
+        self.assertTrue(kinds["raise:TypeError"])
+        self.assertFalse(kinds["return:int"])
+        explorer = Explorer(
+            {"module": MODULE, "qualname": "checked", "budget": 60, "max_tests": 6},
+            r2e_equiv,
+        )
+        out = explorer.run()
+        explicit = [e for e in explorer.corpus if e.kind == "raise:TypeError"]
+        self.assertTrue(explicit)
+        self.assertFalse(any(e.ill_typed for e in explicit))
+        self.assertIn("raise:TypeError", out["outcomes"])
+
+    def test_the_hunt_combines_values_to_kill_survivors(self):
+        out = self.explore("both", max_tests=12, budget=200)
+        self.assertEqual(out["mutants"]["survivors"], [], out["harness"])
+        self.assertEqual(self.explore("both", max_tests=12, budget=200), out)  # deterministic
 
     def test_errors(self):
         with self.assertRaises(ExploreError) as caught:

@@ -11,8 +11,18 @@ from r2e_explorer.select import Selection
 from r2e_explorer.tracing import Stop
 
 
-def entry(seq, arcs=(), kind="return:int", returned=True, value_key=None):
-    return Entry(
+def entry(
+    seq,
+    arcs=(),
+    kind="return:int",
+    returned=True,
+    value_key=None,
+    kills=(),
+    ill_typed=False,
+    example=False,
+    obs=None,
+):
+    e = Entry(
         inp=None,
         key=f"input {seq}",
         ctor_call=None,
@@ -22,7 +32,12 @@ def entry(seq, arcs=(), kind="return:int", returned=True, value_key=None):
         returned=returned,
         value_key=value_key or f"return {seq}",
         seq=seq,
+        obs=obs,
+        ill_typed=ill_typed,
+        example=example,
     )
+    e.kills = frozenset(kills)
+    return e
 
 
 class Runs:
@@ -49,9 +64,17 @@ class Runs:
             raise Stop()
 
 
-def choose(corpus, tried=(), max_tests=12, runs=None):
+def choose(corpus, tried=(), max_tests=12, runs=None, candidates=(), verify=None):
     runs = runs or Runs()
-    return Selection(corpus, list(tried), max_tests, runs.execute, runs.is_deterministic).choose()
+    return Selection(
+        corpus,
+        list(tried),
+        max_tests,
+        runs.execute,
+        runs.is_deterministic,
+        candidates=candidates,
+        verify=verify,
+    ).choose()
 
 
 def seqs(entries) -> list[int]:
@@ -74,6 +97,88 @@ class CoverTest(unittest.TestCase):
     def test_max_tests_bounds_the_cover(self):
         corpus = [entry(i, {i}) for i in range(1, 8)]
         self.assertEqual(seqs(choose(corpus, max_tests=2)), [1, 2])
+
+
+class KillsTest(unittest.TestCase):
+    def test_the_cover_values_killed_mutants(self):
+        corpus = [
+            entry(1, {1, 2, 3}, kills={0}),
+            entry(2, {1, 2}, kills={1, 2}),  # no new arc, two mutants: 4 > 3 arcs
+            entry(3, {1, 2, 4}, kills={0}),
+        ]
+        self.assertEqual(seqs(Selection(corpus, [], 12, None, None).cover()), [2, 1, 3])
+
+    def test_candidates_that_kill_are_verified_before_they_are_taken(self):
+        corpus = [entry(1, {1}, kills={0})]
+        candidates = [entry(2, {1}, kills={1}), entry(3, {1}, kills={1, 2})]
+        checked = []
+
+        def verify(e):
+            checked.append(e.seq)
+            return e.seq != 3  # 3 is not deterministic
+
+        chosen = choose(corpus, candidates=candidates, verify=verify)
+        self.assertEqual(seqs(chosen), [1, 2])
+        self.assertEqual(checked, [3, 2])
+        self.assertTrue(candidates[0].verified)
+
+    def test_a_verification_stopped_by_the_budget_leaves_the_entry_out(self):
+        def verify(e):
+            raise Stop()
+
+        chosen = choose([entry(1, {1})], candidates=[entry(2, {1}, kills={0})], verify=verify)
+        self.assertEqual(seqs(chosen), [1])
+
+    def test_at_most_one_ill_typed_test(self):
+        corpus = [
+            entry(1, {1}),
+            entry(2, {2}, kind="raise:TypeError", returned=False, ill_typed=True, kills={0}),
+            entry(3, {3}, kind="raise:AttributeError", returned=False, ill_typed=True),
+            entry(4, {4}, kind="raise:TypeError", returned=False, ill_typed=True, kills={1}),
+        ]
+        chosen = choose(corpus)
+        self.assertEqual(sum(e.ill_typed for e in chosen), 1)
+        self.assertEqual(seqs(chosen), [1, 2])
+        # An explicit `raise TypeError` of the repository is a test like any other.
+        for e in corpus:
+            e.ill_typed = False
+        self.assertEqual(seqs(choose(corpus)), [1, 2, 3, 4])
+
+    def test_ill_typed_inputs_only_as_a_last_resort_to_reach_three_tests(self):
+        corpus = [entry(1, {1})]
+        tried = [
+            entry(2, kind="raise:TypeError", returned=False, ill_typed=True, value_key="t2"),
+            entry(3, kind="raise:TypeError", returned=False, ill_typed=True, value_key="t3"),
+        ]
+        self.assertEqual(seqs(choose(corpus, tried)), [1, 2, 3])
+
+    def test_normal_returns_and_examples_win_ties(self):
+        corpus = [
+            entry(1, {1}, kind="raise:ValueError", returned=False),
+            entry(2, {1}),
+            entry(3, {1}, example=True),
+        ]
+        self.assertEqual(seqs(Selection(corpus, [], 12, None, None).cover()), [3, 1])
+        corpus[2].example = False
+        self.assertEqual(seqs(Selection(corpus, [], 12, None, None).cover()), [2, 1])
+
+    def test_near_duplicates_are_not_taken_to_reach_three_tests(self):
+        corpus = [
+            entry(1, {1, 2}, kills={0}),
+            entry(2, {1, 2}, kills={0}),  # the same arcs, kind and kills as 1
+            entry(3, {1}),
+            entry(4, {1, 2}, kills={0}),
+        ]
+        # The cover takes 1 alone; the fill prefers 3 (different arcs), then any.
+        self.assertEqual(seqs(choose(corpus)), [1, 2, 3])
+        self.assertEqual(seqs(choose(corpus, max_tests=2)), [1, 3])
+
+    def test_tried_inputs_with_an_observation_are_re_run_once(self):
+        corpus = [entry(1, {1})]
+        tried = [entry(2, value_key="a", obs="observation 2"), entry(3, value_key="b")]
+        runs = Runs()
+        self.assertEqual(seqs(choose(corpus, tried, runs=runs)), [1, 2, 3])
+        self.assertEqual(runs.calls, [("again", 2), ("execute", 3, False), ("again", 3)])
 
 
 class ChooseTest(unittest.TestCase):

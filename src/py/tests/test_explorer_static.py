@@ -13,8 +13,10 @@ from r2e_explorer.static import (
     call_site_specs,
     docstring_calls,
     doctest_sources,
+    call_arity,
     function_node,
     global_literals,
+    regex_samples,
     type_hints,
     usage_hints,
 )
@@ -136,6 +138,44 @@ class StaticTest(unittest.TestCase):
         self.assertEqual(hints("    if p == 3:\n        p.append(1)"), [list, int])
         self.assertEqual(hints("    return q.upper()"), [])
         self.assertEqual(usage_hints(None, "p"), [])
+        # Being called says the most.
+        self.assertEqual(hints("    return sorted(q, key=lambda x: p(x)) + p[0]"), ["callable", "seq"])
+
+    def test_call_arity(self):
+        import ast
+
+        def arity(body: str):
+            return call_arity(ast.parse(f"def f(p, q):\n{body}").body[0], "p")
+
+        self.assertEqual(arity("    return p(q, 1)"), 2)
+        self.assertEqual(arity("    return p(*q) + p(q)"), 1)
+        self.assertEqual(arity("    return p()"), 0)
+        self.assertIsNone(arity("    return p(*q)"))
+        self.assertIsNone(arity("    return q(p)"))
+        self.assertIsNone(call_arity(None, "p"))
+
+    def test_regex_samples(self):
+        import re
+
+        self.assertEqual(regex_samples(r"&#x([\da-fA-F]+);"), ["&#x1;", "&#xa;", "&#xA;"])
+        self.assertEqual(regex_samples(r"(?<=\d),(?=\d)"), ["1,1"])
+        self.assertEqual(regex_samples(r"[^-a-zA-Z0-9]+"), [" "])
+        self.assertEqual(regex_samples(re.compile(r"&(amp|lt);")), ["&amp;", "&lt;"])
+        self.assertEqual(regex_samples(r"-{2,}"), ["--"])
+        self.assertEqual(regex_samples(r"(a)\1"), [])  # back references are not made
+        self.assertEqual(regex_samples(r"(unbalanced"), [])
+        self.assertEqual(regex_samples(re.compile(rb"bytes")), [])
+
+    def test_regular_expressions_give_literals(self):
+        import ast
+        import re
+
+        node = ast.parse(
+            "def f(s):\n    return re.sub(r'\\d+', '', PATTERN.sub('', s))\n"
+        ).body[0]
+        self.assertEqual(body_literals(node), ["\\d+", "", "1"])
+        found = global_literals(node, {"PATTERN": re.compile(r"&(amp|lt);"), "re": re})
+        self.assertEqual(found, ["&amp;", "&lt;"])
 
     def test_doctest_sources_join_continuation_lines(self):
         doc = ">>> a = 1\n>>> f(\n...     a)\n2\ntext\n>>> g()"
