@@ -225,7 +225,7 @@ pub fn prepare(
         .get(layout.chunk.start as usize..layout.chunk.end as usize)
         .unwrap_or_default()
         .to_owned();
-    let (before, after) = db::render_around(db, repo, &ctx, file.ix(db), layout.chunk);
+    let (before, after) = db::render_around(db, repo, ctx, file.ix(db), layout.chunk);
     let slice = db::slice_of(db, item);
     let mut target = Target::new(
         &root,

@@ -445,7 +445,8 @@ fn mutate_all(exec: &Exec, steps: &mut [Step], policy: Policy, tallies: &Tallies
             _ => String::new(),
         })
         .collect();
-    let scored: Vec<Result<Vec<(usize, (MutationScore, bool))>>> = by_env
+    type Scored = Vec<(usize, (MutationScore, bool))>;
+    let scored: Vec<Result<Scored>> = by_env
         .par_iter()
         .map(|(runtime, idx)| {
             let subjects: Vec<mutation::Subject> = idx

@@ -15,7 +15,7 @@ use crate::records::{ExpectedTest, MutationScore};
 use crate::verdict::Policy;
 
 /// The seed of the dataset's mutant sites (the explorer draws from another).
-pub const SEED: u64 = 0x5EED_0FDA_7A;
+pub const SEED: u64 = 0x005E_ED0F_DA7A;
 /// Sites per kind of mistake.
 pub const PER_KIND: usize = 2;
 /// Seconds a mutant's run may take (at most `[sandbox] run_timeout_seconds`): a mutant that
