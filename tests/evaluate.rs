@@ -422,7 +422,7 @@ fn an_unreachable_server_records_no_sample_and_the_next_build_asks_again() {
     common::write_fixture(&dir.path().join("repo"), FIXTURE);
     let evaluate = "[evaluate]\nenabled = true\nsamples = 1\nk = [1]\n\n\
                     [[evaluate.model]]\nprovider = \"local\"\nmodel = \"scripted\"\n";
-    pipeline(dir.path(), &dead, &format!("{evaluate}"));
+    pipeline(dir.path(), &dead, evaluate);
     let toml = std::fs::read_to_string(dir.path().join("pipeline.toml"))
         .unwrap()
         .replace(
