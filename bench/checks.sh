@@ -4,16 +4,20 @@
 # candidates of an environment together, what `evaluate` does) and one `r2e check ID --candidate
 # FILE` process per candidate (a sample of them, for time). The candidates are each instance's
 # original and the original with a comment added (a distinct module text: a distinct check).
-# Usage: bash bench/checks.sh [PER_PROCESS_SAMPLE]   (from the repository root; aim: >= 20x)
+# Usage: bash bench/checks.sh [PER_PROCESS_SAMPLE]   (aim: >= 20x). It builds the default
+# pipeline in the repository root, or the pipeline.toml in $R2E_BENCH_DIR (a copy of the
+# repository's pipeline.toml and examples/, say).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet
-./target/release/r2e build > /dev/null 2>&1
-SAMPLE="${1:-30}" python3 - <<'PY'
+R2E="$PWD/target/release/r2e"
+cd "${R2E_BENCH_DIR:-.}"
+"$R2E" build > /dev/null 2>&1
+R2E="$R2E" SAMPLE="${1:-30}" python3 - <<'PY'
 import json, os, shutil, subprocess, tempfile, textwrap, time
 
 root = os.getcwd()
-r2e = os.path.join(root, "target/release/r2e")
+r2e = os.environ["R2E"]
 sample = int(os.environ["SAMPLE"])
 instances = [json.loads(l) for l in open("out/dataset.jsonl")]
 funcs = {f["id"]: f for f in map(json.loads, open("out/functions.jsonl"))}
