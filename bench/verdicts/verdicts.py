@@ -216,11 +216,17 @@ def main():
     ap.add_argument("--oracle-python", help="a Python with pytest: run the projects' own tests on survivors")
     ap.add_argument("--oracle-max", type=int, default=1000, help="at most this many survivors per project for the oracle")
     ap.add_argument("--sample", type=int, default=40, help="survivors printed")
+    ap.add_argument("--r2e-commit", default=None, help="the commit the r2e binary was built from (recorded)")
     args = ap.parse_args()
 
     out, roots = load_pipeline(args.pipeline)
     repos = list(roots)
-    results = {"targets": TARGETS, "date": time.strftime("%Y-%m-%d"), "r2e": os.path.abspath(args.r2e)}
+    results = {
+        "targets": TARGETS,
+        "date": time.strftime("%Y-%m-%d"),
+        "r2e": os.path.abspath(args.r2e),
+        "r2e_commit": args.r2e_commit,
+    }
 
     # 1, 2
     hf = harness_figures(out, repos)
