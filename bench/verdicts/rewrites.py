@@ -37,6 +37,11 @@ Kinds, and why each is equivalent (the rules that keep it so are in the code):
 - raise_message      `raise E("text")` -> `raise E("another text")`: equivalent under r2e's
                      policy (exception messages are not compared unless asked)
 - paren_return       `return x` -> `return (x)` (on the text: formatting and comments kept)
+- triple_quoted      a string literal holding a newline (not the docstring, not in an f-string)
+                     written as a triple-quoted literal with real line breaks
+- method_multiline_literal  for a method: its first string literal `s` in the body written as
+                     `('''<line break>'''[1:] + s)` (the same string): a probe of how a
+                     candidate's multi-line literal survives being re-indented into its class
 - two_space_indent   the unparsed text indented by 2 spaces a level instead of 4
 - crlf               the original text with CRLF line endings
 - extra_import       the original with `import collections as _r2e_collections` before it (a
@@ -70,6 +75,8 @@ KINDS = [
     "strip_annotations",
     "raise_message",
     "paren_return",
+    "triple_quoted",
+    "method_multiline_literal",
     "two_space_indent",
     "crlf",
     "extra_import",
@@ -77,7 +84,10 @@ KINDS = [
 ]
 
 # Kinds made on the text, not through the AST.
-TEXTUAL = ("unparsed", "paren_return", "two_space_indent", "crlf", "extra_import", "whole_class")
+TEXTUAL = (
+    "unparsed", "paren_return", "triple_quoted", "method_multiline_literal", "two_space_indent", "crlf",
+    "extra_import", "whole_class",
+)
 
 MIRROR = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE, ast.Eq: ast.Eq, ast.NotEq: ast.NotEq}
 POSITIVE = {ast.NotEq: ast.Eq, ast.NotIn: ast.In, ast.IsNot: ast.Is}
@@ -528,6 +538,68 @@ def paren_return(text, tree):
 REWRITES = {name: globals()[f"rw_{name}"] for name in KINDS if f"rw_{name}" in globals()}
 
 
+def string_sites(fn):
+    """String constants of the body: not the docstring, not inside an f-string, decorator or
+    annotation; in source order."""
+    skip = set()
+    d = docstring_stmt(fn)
+    if d is not None:
+        skip.add(id(d.value))
+    for n in ast.walk(fn):
+        if isinstance(n, ast.JoinedStr):
+            skip.update(id(c) for c in ast.walk(n))
+    out = []
+    for stmt in fn.body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip:
+                out.append(n)
+    out.sort(key=lambda n: (n.lineno, n.col_offset))
+    return out
+
+
+def triple_literal(value):
+    out = []
+    for ch in value:
+        if ch == "\n":
+            out.append(ch)
+        elif ch in '\\"':
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(repr(ch)[1:-1])
+    return '"""' + "".join(out) + '"""'
+
+
+def with_placeholders(tree, pick, render):
+    """Unparses `tree` with the string constants `pick` chooses rendered by `render` (text)."""
+    t = fresh(tree)
+    chosen = pick(string_sites(t.body[0]))
+    if not chosen:
+        return None
+    marks = {}
+    for k, n in enumerate(chosen):
+        mark = f"R2E_PLACEHOLDER_{k}_"
+        marks[repr(mark)] = render(n.value)
+        n.value = mark
+    text = ast.unparse(t) + "\n"
+    for mark, new in marks.items():
+        if text.count(mark) != 1:
+            return None
+        text = text.replace(mark, new)
+    return text
+
+
+def triple_quoted(tree):
+    return with_placeholders(tree, lambda sites: [n for n in sites if "\n" in n.value], triple_literal)
+
+
+def method_multiline_literal(tree, original):
+    if original is None or "." not in original.qualname:
+        return None
+    return with_placeholders(tree, lambda sites: sites[:1], lambda v: '("""\n"""[1:] + ' + repr(v) + ")")
+
+
 def two_space_indent(base):
     out = []
     for line in base.splitlines(keepends=True):
@@ -590,6 +662,8 @@ def rewrites(text, tree, original=None):
         except SyntaxError:
             pass
     textual = {
+        "triple_quoted": triple_quoted(tree),
+        "method_multiline_literal": method_multiline_literal(tree, original),
         "two_space_indent": two_space_indent(base),
         "crlf": text.replace("\n", "\r\n"),
         "extra_import": "import collections as _r2e_collections\n\n" + text,

@@ -44,7 +44,8 @@ done
 cmp -s "$work/pipeline.toml.new" "$work/pipeline.toml" 2>/dev/null || mv "$work/pipeline.toml.new" "$work/pipeline.toml"
 rm -f "$work/pipeline.toml.new"
 
-echo "r2e: $r2e ($(git -C "$(dirname "$r2e")" rev-parse --short HEAD 2>/dev/null || echo '?'))" >&2
+commit=$(git -C "$(dirname "$r2e")" rev-parse --short HEAD 2>/dev/null || echo '?')
+echo "r2e: $r2e ($commit; binary of $(date -r "$r2e" '+%Y-%m-%d %H:%M'))" >&2
 start=$(date +%s)
 "$r2e" build "$work/pipeline.toml" --json > "$work/build.json"
 echo "build: $(( $(date +%s) - start )) s" >&2
@@ -60,5 +61,5 @@ fi
 
 start=$(date +%s)
 python3 "$here/verdicts.py" --r2e "$r2e" --pipeline "$work/pipeline.toml" --work "$work" \
-  --results "$work/results.json" --results "$here/results.json" "${oracle[@]}" | tee "$work/report.md"
+  --results "$work/results.json" --results "$here/results.json" --r2e-commit "$commit" "${oracle[@]}" | tee "$work/report.md"
 echo "verdicts: $(( $(date +%s) - start )) s" >&2
