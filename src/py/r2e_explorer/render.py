@@ -45,9 +45,13 @@ def harness_class_name(qualname: str) -> str:
     return name if name.isidentifier() else "TestTarget"
 
 
-def render_harness(module_name: str, qualname: str, method: bool, chosen: list) -> str:
+def render_harness(
+    module_name: str, qualname: str, method: bool, chosen: list, class_qualname: str | None = None
+) -> str:
     """The harness's source for the entries `chosen` of `module_name.qualname` (a method of a
-    class when `method`)."""
+    class when `method`). `class_qualname` is the class whose instances call the method when it
+    is not the method's own (a concrete subclass, in the same module, of an abstract class that
+    inherits the method unchanged)."""
     parts = qualname.split(".")
     lines = [
         f'"""Equivalence tests for {module_name}.{qualname} (written by r2e_explore)."""',
@@ -65,8 +69,8 @@ def render_harness(module_name: str, qualname: str, method: bool, chosen: list) 
             f"reference_{local} = reference.{qualname}",
         ]
     else:
-        class_qualname = ".".join(parts[:-1])
-        local = local_name(parts[-2], "TargetClass")
+        class_qualname = class_qualname or ".".join(parts[:-1])
+        local = local_name(class_qualname.split(".")[-1], "TargetClass")
         lines += [
             f"{local} = candidate.{class_qualname}",
             f"reference_{local} = reference.{class_qualname}",

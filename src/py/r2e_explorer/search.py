@@ -50,6 +50,8 @@ from .tracing import ArcTracer, Budget, Executor, NullWriter, Stop, tracer_for
 
 # How many constructions of a method's class are kept to explore the method on.
 MAX_CONSTRUCTIONS = 6
+# Concrete subclasses tried when a method's own class cannot be constructed.
+MAX_SUBCLASSES = 4
 # Consecutive already-tried inputs after which the mutation phase gives up (space exhausted).
 MAX_DUPLICATE_STREAK = 2000
 # Inputs that were executed but not kept, remembered to fill the harness up at the end and
@@ -150,6 +152,9 @@ class Target:
         self.reference = reference
         self.qualname = qualname
         self.cls = None
+        # The class whose instances call the method: the method's own class, or a concrete
+        # subclass when that class cannot be constructed (see `concrete_subclasses`).
+        self.ctor_cls = None
         self.method_name = None
         self.method_kind = "function"
         try:
@@ -177,6 +182,7 @@ class Target:
             self.cls = resolve(self.reference, ".".join(parts[:-1]))
             if not isinstance(self.cls, type):
                 raise ExploreError(f"{'.'.join(parts[:-1])} is not a class")
+            self.ctor_cls = self.cls
             self.method_name = parts[-1]
             raw = inspect.getattr_static(self.cls, self.method_name)
             self.method_kind = equiv.method_kind(self.cls, self.method_name)
@@ -323,7 +329,7 @@ class ConstructionFinder:
         target = explorer.target
         if target.cls is None or target.method_kind in ("static", "class", "init"):
             return
-        cls, reference, equiv = target.cls, target.reference, explorer.equiv
+        cls, reference, equiv = target.ctor_cls, target.reference, explorer.equiv
         init = inspect.unwrap(getattr(cls, "__init__", None) or object.__init__)
         try:
             sig = inspect.signature(cls)
@@ -394,6 +400,48 @@ class ConstructionFinder:
             self.found.append(call)
         if not self.found:
             raise ExploreError(f"could not construct {cls.__qualname__}: {last_error}")
+
+
+def concrete_subclasses(cls: type, method_name: str) -> list[type]:
+    """The subclasses of `cls` (at any depth) defined in its module and reachable there by their
+    qualified names, that are not abstract and inherit `method_name` from `cls` unchanged:
+    instances of them call the very method under test. Simplest first: fewest required
+    constructor parameters, then the shallowest, then by name."""
+    module = sys.modules.get(cls.__module__)
+    found, seen, stack = [], set(), [(sub, 1) for sub in type.__subclasses__(cls)]
+    while stack:
+        sub, depth = stack.pop()
+        if sub in seen:
+            continue
+        seen.add(sub)
+        stack += [(s, depth + 1) for s in type.__subclasses__(sub)]
+        if sub.__module__ != cls.__module__ or inspect.isabstract(sub) or module is None:
+            continue
+        try:
+            if resolve(module, sub.__qualname__) is not sub:
+                continue
+        except AttributeError:
+            continue
+        owner = next((k for k in sub.__mro__ if method_name in vars(k)), None)
+        if owner is not cls:
+            continue
+        found.append((_required_parameters(sub), depth, sub.__qualname__, sub))
+    found.sort(key=lambda t: t[:3])
+    return [t[3] for t in found]
+
+
+def _required_parameters(cls: type) -> int:
+    """How many parameters constructing `cls` requires (many when its signature is unknown)."""
+    try:
+        sig = inspect.signature(cls)
+    except (TypeError, ValueError):
+        return 99
+    return sum(
+        1
+        for p in sig.parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    )
 
 
 def _call_key(call) -> str | None:
@@ -537,7 +585,7 @@ class Explorer:
 
             def action(built):
                 return equiv.observe_method(
-                    target.cls, built[0], built[1], target.method_name, built[2], built[3]
+                    target.ctor_cls, built[0], built[1], target.method_name, built[2], built[3]
                 )
 
         return prepare, action
@@ -572,18 +620,7 @@ class Explorer:
             cls.__name__ if cls is not None else None,
             self.reference,
         )
-        finder = ConstructionFinder(self)
-        try:
-            finder.find()
-        except Stop:
-            if (
-                not self.constructions
-                and cls is not None
-                and target.method_kind not in ("static", "class", "init")
-            ):
-                raise ExploreError(
-                    f"could not construct {cls.__qualname__} within the budget"
-                ) from None
+        finder = self.construct()
         self.ctor_space = finder.space
         own = self.instances(cls) if cls is not None else []
         pools = PoolMaker(
@@ -639,6 +676,38 @@ class Explorer:
         ).choose()
         return self.answer(chosen)
 
+    def construct(self) -> ConstructionFinder:
+        """Finds the constructions of a method's class. When the class itself cannot be
+        constructed (an abstract class, say), its concrete subclasses in the same module that
+        inherit the method unchanged are tried in turn, simplest first; the first that can be
+        constructed becomes `target.ctor_cls`."""
+        target = self.target
+        cls = target.cls
+        classes = [cls]
+        if cls is not None and target.method_kind not in ("static", "class", "init"):
+            classes += concrete_subclasses(cls, target.method_name)[:MAX_SUBCLASSES]
+        first_error = None
+        for candidate in classes:
+            target.ctor_cls = candidate
+            finder = ConstructionFinder(self)
+            try:
+                finder.find()
+            except Stop:
+                if (
+                    not self.constructions
+                    and cls is not None
+                    and target.method_kind not in ("static", "class", "init")
+                ):
+                    raise ExploreError(
+                        f"could not construct {candidate.__qualname__} within the budget"
+                    ) from None
+            except ExploreError as exc:
+                first_error = first_error or exc
+                continue
+            return finder
+        target.ctor_cls = cls
+        raise first_error
+
     def answer(self, chosen: list[Entry]) -> dict:
         """The answer for the chosen entries (ExploreError when there are none)."""
         if not chosen:
@@ -646,8 +715,13 @@ class Explorer:
             if self.executor.timeouts:
                 detail += f", {self.executor.timeouts} timed out"
             raise ExploreError(f"no input could be kept ({detail})")
+        target = self.target
         harness = render_harness(
-            self.module_name, self.qualname, self.target.cls is not None, chosen
+            self.module_name,
+            self.qualname,
+            target.cls is not None,
+            chosen,
+            target.ctor_cls.__qualname__ if target.ctor_cls is not target.cls else None,
         )
         compile(harness, "<harness>", "exec")
         arcs = set()

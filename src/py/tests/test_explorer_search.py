@@ -122,6 +122,39 @@ def both(flag: bool, text: str) -> str:
     if flag:
         text = text.upper()
     return text.strip()
+
+
+import abc
+
+
+class Shape(abc.ABC):
+    def __init__(self, size: int):
+        self.size = size
+
+    @abc.abstractmethod
+    def name(self) -> str: ...
+
+    def describe(self, times: int) -> str:
+        if times > 2:
+            return self.name() * 2
+        return f"{self.name()}:{self.size * times}"
+
+
+class Square(Shape):
+    def name(self):
+        return "square"
+
+
+class Odd(Shape):
+    def name(self):
+        return "odd"
+
+    def describe(self, times):
+        return "overridden"
+
+
+class Sub(Square):
+    pass
 '''
 
 
@@ -293,6 +326,17 @@ class ExplorerTest(SearchCase):
         self.assertIn("ctor_args = (5,)\n        ctor_kwargs = {}\n        args = ()\n", tests[1])
         self.assertIn("kwargs = {'by': 2}\n", tests[1])
         self.assertIn("kwargs = {'by': 20}\n", tests[2])
+
+    def test_a_method_of_an_abstract_class_runs_on_a_concrete_subclass(self):
+        # Shape cannot be constructed; Square inherits `describe` unchanged (Odd overrides it,
+        # and Sub is one level deeper), so the harness constructs Square.
+        out = self.explore("Shape.describe", kind="method")
+        self.assertEqual(out["status"], "ok")
+        self.assertIn("Square = candidate.Square\n", out["harness"])
+        self.assertIn("reference_Square = reference.Square\n", out["harness"])
+        self.assertIn("check_method(self, Square, reference_Square,", out["harness"])
+        self.assertIn("return:str", out["outcomes"])
+        self.assertEqual(out["mutants"]["killed"], out["mutants"]["total"])
 
     def test_the_answer_says_what_the_kept_tests_kill(self):
         out = self.explore("sign")
