@@ -65,6 +65,9 @@ pub struct EnvKey {
     pub declared: Vec<String>,
     /// Third-party modules its code imports that no declaration names.
     pub inferred: Vec<String>,
+    /// The distributions its optional dependencies name (extras): an inferred module one of
+    /// them provides is installed from it.
+    pub optional: Vec<String>,
     /// `[env] extra_packages`.
     pub extra: Vec<String>,
     pub system_site_packages: bool,

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Env, EnvOutcome, EnvRecord, Interpreter, distribution_for};
+use super::{Env, EnvOutcome, EnvRecord, Interpreter, distribution_for, optional_provider};
 use crate::cache::{ActionKey, Bucket, Cache, entry, write_atomic};
 use crate::config::{EnvConfig, Installer as ConfiguredInstaller};
 use crate::error::{Error, Result};
@@ -462,7 +462,13 @@ impl Building<'_> {
     }
 
     /// Imported but undeclared third-party modules, as pipreqs would. Returns those that failed.
-    fn install_inferred(&mut self, inferred: &[String]) -> std::result::Result<Vec<String>, Stop> {
+    /// A module the repository's optional dependencies provide (`optional`) is installed from
+    /// them (`railroad` from `railroad-diagrams`).
+    fn install_inferred(
+        &mut self,
+        inferred: &[String],
+        optional: &[String],
+    ) -> std::result::Result<Vec<String>, Stop> {
         let mut failed = Vec::new();
         if inferred.is_empty() {
             return Ok(failed);
@@ -475,6 +481,7 @@ impl Building<'_> {
         for module in String::from_utf8_lossy(&missing.stdout).lines() {
             let dist = distribution_for(module)
                 .map(str::to_owned)
+                .or_else(|| optional_provider(module, optional))
                 .unwrap_or_else(|| module.replace('_', "-"));
             if !dist.is_empty() && !self.install_one(&dist)? {
                 failed.push(dist);
@@ -561,13 +568,14 @@ impl EnvBuilder<'_> {
     }
 
     /// What determines the environment of a repository with these dependencies.
-    pub fn key(&self, declared: &[String], inferred: &[String]) -> EnvKey {
+    pub fn key(&self, declared: &[String], inferred: &[String], optional: &[String]) -> EnvKey {
         EnvKey {
             python_version: self.interpreter.version.clone(),
             installer: self.installer.id.clone(),
             coverage: COVERAGE,
             declared: declared.to_vec(),
             inferred: inferred.to_vec(),
+            optional: optional.to_vec(),
             extra: self.cfg.extra_packages.clone(),
             system_site_packages: self.cfg.system_site_packages,
             index: self
@@ -583,8 +591,13 @@ impl EnvBuilder<'_> {
     /// The environment for a repository with these declared and inferred dependencies: from
     /// the cache when its sealed record verifies, else built in a temporary folder and moved in
     /// place whole.
-    pub fn build(&self, declared: &[String], inferred: &[String]) -> Result<Env> {
-        let key = self.key(declared, inferred);
+    pub fn build(
+        &self,
+        declared: &[String],
+        inferred: &[String],
+        optional: &[String],
+    ) -> Result<Env> {
+        let key = self.key(declared, inferred, optional);
         let hash = key.hash();
         let dir = self.cache.dir(Bucket::Envs)?.join(hash.to_hex());
         let python = dir.join("venv").join("bin").join("python");
@@ -619,7 +632,7 @@ impl EnvBuilder<'_> {
             tmp,
             log: String::new(),
         };
-        let built = self.install_all(&mut b, declared, inferred);
+        let built = self.install_all(&mut b, declared, inferred, optional);
         let (outcome, failed, lock, installed) = match built {
             Ok(done) => done,
             Err(Stop::Error(e)) => {
@@ -670,8 +683,9 @@ impl EnvBuilder<'_> {
         b: &mut Building,
         declared: &[String],
         inferred: &[String],
+        optional: &[String],
     ) -> std::result::Result<Installed, Stop> {
-        let built = self.install_steps(b, declared, inferred);
+        let built = self.install_steps(b, declared, inferred, optional);
         // A step that failed on a full disk failed for the disk, whatever it printed.
         if crate::fsutil::disk_full(&b.tmp) {
             return Err(Stop::Transient(format!(
@@ -688,6 +702,7 @@ impl EnvBuilder<'_> {
         b: &mut Building,
         declared: &[String],
         inferred: &[String],
+        optional: &[String],
     ) -> std::result::Result<Installed, Stop> {
         let created = b.create()?;
         if !created.success() {
@@ -699,7 +714,7 @@ impl EnvBuilder<'_> {
             return Ok((EnvOutcome::Failed, Vec::new(), Vec::new(), Vec::new()));
         }
         let mut failed = b.install_declared(declared)?;
-        failed.extend(b.install_inferred(inferred)?);
+        failed.extend(b.install_inferred(inferred, optional)?);
         let lock = b.freeze()?;
         // What the environment reports of itself, by its own interpreter (which must import
         // coverage): checked again before each build uses it.

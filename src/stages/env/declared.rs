@@ -16,6 +16,10 @@ pub struct Declared {
     pub requirements: Vec<String>,
     /// (file, why) for each file or line that was not read or not taken.
     pub refused: Vec<(String, String)>,
+    /// The distribution names of its optional dependencies (`[project.optional-dependencies]`,
+    /// `[options.extras_require]`), sorted and unique. Not installed as such: an imported module
+    /// that one of them provides is installed from it (`optional_provider`).
+    pub optional: Vec<String>,
 }
 
 /// The longest text of a refused line shown in its reason.
@@ -45,6 +49,7 @@ pub fn declared_dependencies(
             );
         }
     }
+    let mut optional = Vec::new();
     if let Some(text) = read("pyproject.toml")
         && let Ok(doc) = String::from_utf8_lossy(&text).parse::<toml::Table>()
     {
@@ -53,13 +58,16 @@ pub fn declared_dependencies(
                 .into_iter()
                 .map(|r| ("pyproject.toml", r)),
         );
+        optional.extend(pyproject_optional(&doc));
     }
     if let Some(text) = read("setup.cfg") {
+        let text = String::from_utf8_lossy(&text);
         found.extend(
-            setup_cfg_requires(&String::from_utf8_lossy(&text))
+            setup_cfg_requires(&text)
                 .into_iter()
                 .map(|r| ("setup.cfg", r)),
         );
+        optional.extend(setup_cfg_extras(&text));
     }
     if let Some(text) = read("setup.py") {
         found.extend(
@@ -86,9 +94,18 @@ pub fn declared_dependencies(
             }
         }
     }
+    let optional: BTreeSet<String> = optional
+        .iter()
+        .filter_map(|req| {
+            pep508_rs::Requirement::<pep508_rs::VerbatimUrl>::from_str(req)
+                .ok()
+                .map(|r| r.name.to_string())
+        })
+        .collect();
     Declared {
         requirements: requirements.into_iter().collect(),
         refused,
+        optional: optional.into_iter().collect(),
     }
 }
 
@@ -120,6 +137,65 @@ fn pyproject_requires(doc: &toml::Table) -> Vec<String> {
         );
     }
     out
+}
+
+/// The requirements of `[project.optional-dependencies]`, every extra.
+fn pyproject_optional(doc: &toml::Table) -> Vec<String> {
+    doc.get("project")
+        .and_then(|p| p.get("optional-dependencies"))
+        .and_then(|d| d.as_table())
+        .into_iter()
+        .flat_map(|t| t.values())
+        .filter_map(|v| v.as_array())
+        .flatten()
+        .filter_map(|v| v.as_str())
+        .map(normalize_requirement)
+        .collect()
+}
+
+/// The requirements of `setup.cfg`'s `[options.extras_require]`, every extra.
+fn setup_cfg_extras(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            inside = trimmed == "[options.extras_require]";
+            continue;
+        }
+        if !inside || trimmed.is_empty() || trimmed.starts_with(['#', ';']) {
+            continue;
+        }
+        // `extra = req` or a continuation line holding one requirement.
+        let value = match trimmed.split_once(['=', ':']) {
+            Some((key, value))
+                if !line.starts_with([' ', '\t']) && !key.contains(['<', '>', '!']) =>
+            {
+                value.trim()
+            }
+            _ => trimmed,
+        };
+        if !value.is_empty() {
+            out.push(normalize_requirement(value));
+        }
+    }
+    out
+}
+
+/// The optional dependency that provides the module `module`, by name: the distribution whose
+/// normalized name is the module's, or begins with it and a separator (`railroad` from
+/// `railroad-diagrams`). The shortest such name wins, then the first in order.
+pub fn optional_provider(module: &str, optional: &[String]) -> Option<String> {
+    let norm = |s: &str| s.to_ascii_lowercase().replace(['_', '.'], "-");
+    let module = norm(module);
+    optional
+        .iter()
+        .filter(|d| {
+            let d = norm(d);
+            d == module || d.strip_prefix(&module).is_some_and(|r| r.starts_with('-'))
+        })
+        .min_by_key(|d| d.len())
+        .cloned()
 }
 
 pub(super) fn normalize_requirement(req: &str) -> String {
@@ -227,6 +303,34 @@ mod tests {
             vec!["flask==2.0", "-e .", "-r other.txt", "click"]
         );
         assert_eq!(distribution_for("yaml"), Some("PyYAML"));
+        let doc: toml::Table =
+            "[project.optional-dependencies]\ndiagrams = [\"railroad-diagrams\", \"jinja2\"]\n"
+                .parse()
+                .unwrap();
+        assert_eq!(
+            pyproject_optional(&doc),
+            vec!["railroad-diagrams", "jinja2"]
+        );
+        assert_eq!(
+            setup_cfg_extras(
+                "[options.extras_require]\nfast =\n    ujson>=5\ncli = click\n[other]\nx = y\n"
+            ),
+            vec!["ujson>=5", "click"]
+        );
+        let optional = [
+            "jinja2".to_owned(),
+            "railroad-diagrams".to_owned(),
+            "railroad-diagrams-contrib".to_owned(),
+        ];
+        assert_eq!(
+            optional_provider("railroad", &optional).as_deref(),
+            Some("railroad-diagrams")
+        );
+        assert_eq!(
+            optional_provider("jinja2", &optional).as_deref(),
+            Some("jinja2")
+        );
+        assert_eq!(optional_provider("rail", &optional), None);
         assert_eq!(distribution_for("numpy"), None);
     }
 

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use build::{COVERAGE, EnvBuilder, Installer, find_or_install_uv};
 use declared::normalize_requirement;
-pub use declared::{Declared, declared_dependencies, distribution_for};
+pub use declared::{Declared, declared_dependencies, distribution_for, optional_provider};
 
 use crate::cache::{Bucket, Cache, write_atomic, write_if_changed};
 use crate::config::Config;
@@ -206,7 +206,7 @@ pub fn run(
         } else {
             Vec::new()
         };
-        match working_env(&builder, &declared.requirements, &inferred) {
+        match working_env(&builder, &declared, &inferred) {
             Ok(built) => stage.record(&checkout.name, built, output)?,
             Err(e) => {
                 // May pass: reported, never cached; the next build tries again.
@@ -231,8 +231,9 @@ pub fn run(
 
 /// The environment for these dependencies, checked to work when it comes from the cache (a
 /// broken one is rebuilt once).
-fn working_env(builder: &EnvBuilder, declared: &[String], inferred: &[String]) -> Result<Env> {
-    let env = builder.build(declared, inferred)?;
+fn working_env(builder: &EnvBuilder, declared: &Declared, inferred: &[String]) -> Result<Env> {
+    let (optional, declared) = (&declared.optional, &declared.requirements);
+    let env = builder.build(declared, inferred, optional)?;
     if !env.cached || env.record.outcome == EnvOutcome::Failed {
         return Ok(env);
     }
@@ -244,7 +245,7 @@ fn working_env(builder: &EnvBuilder, declared: &[String], inferred: &[String]) -
                 env.record.key
             );
             fs_err::remove_dir_all(&env.dir)?;
-            let rebuilt = builder.build(declared, inferred)?;
+            let rebuilt = builder.build(declared, inferred, optional)?;
             if rebuilt.record.outcome != EnvOutcome::Failed
                 && let Err(why) = builder.check(&rebuilt)?
             {
