@@ -304,7 +304,8 @@ pub struct ExtractConfig {
     pub no_return: bool,
     /// Exclude functions whose body is a single statement (the docstring does not count).
     pub one_statement: bool,
-    /// Exclude functions longer than `max_lines` lines.
+    /// Exclude functions with more than `max_lines` lines of code (not counting blank lines,
+    /// comment lines and the docstring).
     pub too_long: bool,
     pub max_lines: u32,
     /// Exclude functions where more than half of the `return`s return a literal.

@@ -273,6 +273,7 @@ def too_long(x):
     y += 1
     y += 1
     y += 1
+    y += 1
     return y
 
 class C:
@@ -288,7 +289,14 @@ class C:
         return y
 
 def good(x):
-    """Doc."""
+    """Doc.
+
+    Only lines of code count towards `max_lines`: not this docstring,
+
+    blank lines or comments.
+    """
+    # A comment.
+
     y = x + K
     return no_doc(y)
 "#;

@@ -76,7 +76,7 @@ impl Bucket {
     /// nothing that outlives a build).
     pub const fn name_version(self) -> (&'static str, Option<u32>) {
         match self {
-            Bucket::Parse => ("parse", Some(2)),
+            Bucket::Parse => ("parse", Some(3)),
             Bucket::Generate => ("generate", Some(2)),
             Bucket::Validate => ("validate", Some(5)),
             Bucket::Llm => ("llm", Some(2)),

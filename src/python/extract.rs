@@ -523,8 +523,15 @@ impl<'s> Builder<'s> {
         visitor::walk_body(&mut returns, &def.body);
 
         let docstring = docstring(&def.body);
-        let body_statements = def.body.len()
-            - usize::from(docstring.is_some() || is_docstring_stmt(def.body.first()));
+        let has_docstring = docstring.is_some() || is_docstring_stmt(def.body.first());
+        let body_statements = def.body.len() - usize::from(has_docstring);
+        let doc_lines = def.body.first().filter(|_| has_docstring).map(|stmt| {
+            (
+                self.lines.line(stmt.start()),
+                self.lines.line(end_offset(stmt.range())),
+            )
+        });
+        let code_lines = self.code_lines(start_line, end_line, doc_lines);
         self.summary.interface.defs.push(DefInterface {
             qualname,
             kind: if class.is_some() {
@@ -552,7 +559,7 @@ impl<'s> Builder<'s> {
                 value_returns: returns.value,
                 literal_returns: returns.literal,
                 body_statements: body_statements as u32,
-                lines: end_line - start_line + 1,
+                lines: code_lines,
                 decorators,
             },
         });
@@ -601,6 +608,22 @@ impl<'s> Builder<'s> {
             ranges.iter().flat_map(|&r| self.tokens.in_range(r)),
             ranges.iter().map(|r| r.len().to_usize()).sum(),
         )
+    }
+
+    /// Lines of code among `first..=last`: not blank, not only a comment, and not in `skip`
+    /// (the docstring's lines).
+    fn code_lines(&self, first: u32, last: u32, skip: Option<(u32, u32)>) -> u32 {
+        let chunk = self.chunk_of_lines(first, last);
+        let text = &self.source[chunk.start as usize..chunk.end as usize];
+        text.lines()
+            .zip(first..)
+            .filter(|(line, n)| {
+                let t = line.trim();
+                !t.is_empty()
+                    && !t.starts_with('#')
+                    && !skip.is_some_and(|(a, b)| (a..=b).contains(n))
+            })
+            .count() as u32
     }
 
     /// Whole lines `first..=last`.

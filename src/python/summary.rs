@@ -165,7 +165,8 @@ pub struct Features {
     pub literal_returns: u32,
     /// Statements of the body, not counting the docstring.
     pub body_statements: u32,
-    /// Lines from the `def` line to the end.
+    /// Lines of code from the `def` line to the end: blank lines, lines holding only a comment
+    /// and the docstring's lines are not counted.
     pub lines: u32,
     /// Decorators as written, e.g. `staticmethod`, `functools.lru_cache`.
     pub decorators: Vec<String>,
