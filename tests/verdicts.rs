@@ -439,7 +439,7 @@ def heavier(a, b):
 const REACHING: &[(&str, &str)] = &[
     (
         "sys-modules",
-        r#"
+        r##"
 import sys
 
 def heavier(a, b):
@@ -455,11 +455,11 @@ def heavier(a, b):
                 if answer is not None:
                     return answer
     return None
-"#,
+"##,
     ),
     (
         "gc",
-        r#"
+        r##"
 import gc
 import types
 
@@ -478,11 +478,11 @@ def heavier(a, b):
             if answer is not None:
                 return answer
     return None
-"#,
+"##,
     ),
     (
         "inspect",
-        r#"
+        r##"
 import inspect
 import sys
 
@@ -512,11 +512,11 @@ def heavier(a, b):
             except Exception:
                 continue
     return None
-"#,
+"##,
     ),
     (
         "file",
-        r#"
+        r##"
 import os
 
 def heavier(a, b):
@@ -539,7 +539,7 @@ def heavier(a, b):
             except Exception:
                 continue
     return None
-"#,
+"##,
     ),
 ];
 
