@@ -274,6 +274,8 @@ class PoolMaker:
                     hinted += self.atoms[str][:4]
             elif h is tuple:
                 hinted += [tuple(v) for v in make_lists(self.atoms[int][:4])]
+            elif h == "unpacked":
+                hinted += make_rows(self.atoms[int][:4], self.atoms[str][:4])
         if CALLABLE_NAME.search(param.name) and "callable" not in hints:
             hinted += called
         if default and type(default[0]) in self.atoms:
@@ -337,6 +339,25 @@ def make_lists(elems) -> list:
     while len(e) < 3:
         e.append(e[-1])
     return dedupe([[], [e[0]], [e[0], e[1], e[2]], [e[2], e[0], e[1]], [e[1], e[1]], list(e[:6])])
+
+
+def make_rows(ints, strs) -> list:
+    """Lists of lists, for a parameter whose items are passed as arguments (`zip(*rows)`):
+    columns of one length whose orders differ (unsorted ints, unsorted strings, sorted ints),
+    one column, and columns of different lengths."""
+    i = (list(ints) or [1, 2, 3]) + [7, 8, 9]
+    s = (list(strs) or ["a", "b", "c"]) + ["x", "y", "z"]
+    ints_unsorted, strs_unsorted = [i[1], i[2], i[0]], [s[1], s[2], s[0]]
+    ints_sorted = sorted(i[:3])
+    return dedupe(
+        [
+            [ints_unsorted, strs_unsorted],
+            [strs_unsorted, ints_unsorted, ints_sorted],
+            [ints_unsorted],
+            [ints_unsorted, strs_unsorted[:2]],
+            [],
+        ]
+    )
 
 
 def make_sets(elems) -> list:

@@ -208,7 +208,8 @@ def global_literals(node, globalns, limit: int = 30) -> list:
 
 def usage_hints(node, name: str) -> list:
     """Types suggested by how an unannotated parameter is used: "callable" (it is called),
-    str, dict, list, "seq", int, float... (most telling first)."""
+    str, dict, list, "seq", "unpacked" (its items are passed as arguments, `f(*p)`), int,
+    float... (most telling first)."""
     if node is None:
         return []
     hints = []
@@ -251,6 +252,11 @@ def usage_hints(node, name: str) -> list:
             hints.append("seq")
         elif isinstance(n, ast.Subscript) and is_param(n.value):
             hints.append("seq")
+        if isinstance(n, ast.Call) and any(
+            isinstance(a, ast.Starred) and is_param(a.value) for a in n.args
+        ):
+            # `f(*p)`: p's items are arguments (`zip(*rows)`): often sequences themselves.
+            hints.append("unpacked")
     ordered = []
     for h in hints:
         if h not in ordered:

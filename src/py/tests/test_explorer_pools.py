@@ -22,6 +22,7 @@ from r2e_explorer.pools import (
     literal_variants,
     make_dicts,
     make_lists,
+    make_rows,
     make_sets,
 )
 from r2e_explorer.specs import OFF_TYPE_VALUES, Helper, Member, New, render
@@ -178,6 +179,18 @@ class ParameterTest(unittest.TestCase):
         for value in (0, [1, 2, 3], None, (1, 2)):
             self.assertIn(render(value), texts(pool))
 
+    def test_an_unpacked_parameter_gets_columns(self):
+        # `zip(*iterables)`: the items are columns whose orders differ, so that sorting by one
+        # column (or a key of it, or in reverse) shows.
+        import ast
+
+        node = ast.parse("def f(iterables):\n    return list(zip(*iterables))\n").body[0]
+        pools = PoolMaker(reference_module(), [])
+        pool, typed = pools.for_parameter(self.param("iterables"), inspect.Parameter.empty, {}, node)
+        self.assertFalse(typed)
+        self.assertEqual(pool[0], [[1, -1, 0], ["a", "hello world", ""]])
+        self.assertIn([[1, -1, 0]], pool)
+
     def test_the_type_of_the_default_leads(self):
         pools = PoolMaker(reference_module(), [])
         pool, typed = pools.for_parameter(
@@ -215,6 +228,17 @@ class HelpersTest(unittest.TestCase):
     def test_made_containers(self):
         self.assertEqual(make_lists([]), [[], [1], [1, 2, 3], [3, 1, 2], [2, 2]])
         self.assertEqual(make_lists(["a"]), [[], ["a"], ["a", "a", "a"], ["a", "a"]])
+        self.assertEqual(
+            make_rows([1, 2, 3], ["a", "b", "c"]),
+            [
+                [[2, 3, 1], ["b", "c", "a"]],
+                [["b", "c", "a"], [2, 3, 1], [1, 2, 3]],
+                [[2, 3, 1]],
+                [[2, 3, 1], ["b", "c"]],
+                [],
+            ],
+        )
+        self.assertEqual(make_rows([], [])[0], [[2, 3, 1], ["b", "c", "a"]])
         self.assertEqual(make_sets([[1], 2, 3]), [set(), {2}, {2, 3}])
         self.assertEqual(make_sets([]), [set(), {1}, {1, 2, 3}])
         self.assertEqual(make_dicts(["k"], [5]), [{}, {"k": 5}])

@@ -138,6 +138,10 @@ class StaticTest(unittest.TestCase):
         self.assertEqual(hints("    if p == 3:\n        p.append(1)"), [list, int])
         self.assertEqual(hints("    return q.upper()"), [])
         self.assertEqual(usage_hints(None, "p"), [])
+        # Unpacked into a call's arguments: its items are arguments.
+        self.assertEqual(hints("    return list(zip(*p))"), ["unpacked"])
+        self.assertEqual(hints("    return g(q, *p)"), ["unpacked"])
+        self.assertEqual(hints("    return g(*q)"), [])
         # Being called says the most.
         self.assertEqual(hints("    return sorted(q, key=lambda x: p(x)) + p[0]"), ["callable", "seq"])
 

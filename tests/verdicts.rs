@@ -1,0 +1,562 @@
+//! Verdict fixtures (issue 11): tiny repositories modeled on real cases, built with every
+//! default (offline: environments install the pinned coverage.py from the tests' wheelhouse),
+//! then judged by the real binary's `r2e check`: the original passes, and mutants that a
+//! benchmark must catch fail. Also: a candidate cannot reach the reference.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use assert_cmd::Command;
+use common::Project;
+use serde_json::Value;
+
+const OFFLINE: &str = "[env]\ninstaller = \"pip\"\n";
+
+/// `r2e` offline, in `dir`.
+fn r2e(dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("r2e").unwrap();
+    c.envs(common::offline_env())
+        .current_dir(dir)
+        .timeout(std::time::Duration::from_secs(900));
+    c
+}
+
+fn jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Builds the project with every default: its harnesses and its dataset, by id.
+fn build(p: &Project) -> (BTreeMap<String, Value>, BTreeMap<String, Value>) {
+    common::offline_build(p.path());
+    let by_id = |name: &str| -> BTreeMap<String, Value> {
+        jsonl(&p.path().join("out").join(name))
+            .into_iter()
+            .map(|v| (v["id"].as_str().unwrap().to_owned(), v))
+            .collect()
+    };
+    (by_id("harnesses.jsonl"), by_id("dataset.jsonl"))
+}
+
+/// Asserts that `id` has a valid harness and is an instance; its dataset line.
+fn instance<'a>(
+    harnesses: &BTreeMap<String, Value>,
+    dataset: &'a BTreeMap<String, Value>,
+    id: &str,
+) -> &'a Value {
+    let h = harnesses
+        .get(id)
+        .unwrap_or_else(|| panic!("no harness for {id}: {harnesses:#?}"));
+    assert_eq!(h["valid"], true, "{id} has a valid harness: {h}");
+    dataset
+        .get(id)
+        .unwrap_or_else(|| panic!("{id} is an instance: {h}"))
+}
+
+/// `r2e check ID --candidate FILE --json` on `text`: the exit code and the verdict.
+fn check(p: &Project, id: &str, label: &str, text: &str) -> (i32, Value) {
+    let file = p.path().join(format!("candidate-{label}.py"));
+    std::fs::write(&file, text).unwrap();
+    let out = r2e(p.path())
+        .args(["check", id, "--json", "--candidate"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let verdict: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check {label}: {e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), verdict)
+}
+
+fn assert_passes(p: &Project, id: &str, label: &str, text: &str) -> Value {
+    let (code, verdict) = check(p, id, label, text);
+    assert_eq!(code, 0, "{label} passes check: {verdict:#}");
+    assert_eq!(verdict["passed"], true, "{label}: {verdict:#}");
+    verdict
+}
+
+fn assert_fails(p: &Project, id: &str, label: &str, text: &str) {
+    let (code, verdict) = check(p, id, label, text);
+    assert_eq!(code, 1, "{label} fails check: {verdict:#}");
+    assert_eq!(verdict["passed"], false, "{label}: {verdict:#}");
+}
+
+/// The text of `def name` in a fixture file (from its `def` line to the next line indented
+/// no deeper than it), dedented: the original as a candidate.
+fn def_text(p: &Project, file: &str, name: &str) -> String {
+    let src = std::fs::read_to_string(p.path().join("repo").join(file)).unwrap();
+    let lines: Vec<&str> = src.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with(&format!("def {name}(")))
+        .unwrap_or_else(|| panic!("def {name} in {file}"));
+    let start = (0..start)
+        .rev()
+        .take_while(|&i| lines[i].trim_start().starts_with('@'))
+        .last()
+        .unwrap_or(start);
+    let indent = lines[start].len() - lines[start].trim_start().len();
+    let end = (start + 1..lines.len())
+        .find(|&i| {
+            let l = lines[i];
+            !l.trim().is_empty() && l.len() - l.trim_start().len() <= indent
+        })
+        .unwrap_or(lines.len());
+    let text: String = lines[start..end].iter().map(|l| format!("{l}\n")).collect();
+    r2e::python::dedent(&text)
+}
+
+/// `text` with `from` replaced by `to` once, which must be there: a mutant.
+fn mutant(text: &str, from: &str, to: &str) -> String {
+    assert_eq!(text.matches(from).count(), 1, "`{from}` once in {text}");
+    text.replacen(from, to, 1)
+}
+
+const SLUGIFY: &str = r#"
+//- slugkit/__init__.py
+//- slugkit/translit.py
+_TABLE = {
+    "à": "a", "á": "a", "â": "a", "ä": "a", "å": "a", "ã": "a",
+    "ç": "c", "è": "e", "é": "e", "ê": "e", "ë": "e",
+    "ì": "i", "í": "i", "î": "i", "ï": "i", "ñ": "n",
+    "ò": "o", "ó": "o", "ô": "o", "ö": "o", "ø": "o",
+    "ù": "u", "ú": "u", "û": "u", "ü": "u", "ý": "y", "ÿ": "y",
+    "À": "A", "Á": "A", "Â": "A", "Ä": "A", "Å": "A", "Ç": "C",
+    "È": "E", "É": "E", "Ê": "E", "Ë": "E", "Ñ": "N",
+    "Ò": "O", "Ó": "O", "Ô": "O", "Ö": "O", "Ø": "O",
+    "Ù": "U", "Ú": "U", "Û": "U", "Ü": "U",
+    "ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE",
+}
+
+
+def unidecode(text):
+    """Transliterate text to ASCII: accented letters become their plain letters, other
+    non-ASCII characters are dropped."""
+    out = []
+    for ch in text:
+        if ord(ch) < 128:
+            out.append(ch)
+        else:
+            out.append(_TABLE.get(ch, ""))
+    return "".join(out)
+
+//- slugkit/slug.py
+import re
+
+from .translit import unidecode
+
+_DISALLOWED = re.compile(r"[^a-zA-Z0-9]+")
+
+
+def slugify(text, lowercase=True, separator="-", max_length=0):
+    """Make a URL slug of text.
+
+    Accented characters are transliterated to ASCII, the text is lower-cased when
+    `lowercase` is true, every run of characters that are not letters or digits becomes one
+    `separator`, and separators are stripped from both ends. With `max_length` > 0 the slug is
+    cut to at most that many characters (and stripped again).
+    """
+    text = unidecode(text)
+    if lowercase:
+        text = text.lower()
+    text = _DISALLOWED.sub(separator, text).strip(separator)
+    if max_length > 0:
+        text = text[:max_length].strip(separator)
+    return text
+"#;
+
+/// python-slugify's `slugify`, with `unidecode` standing in as a helper of the repository and
+/// no doctest: the explorer finds inputs that tell the mutants apart on its own (its common
+/// strings hold upper case and accented letters).
+#[test]
+fn slugify_mutants_fail_and_the_original_passes() {
+    let p = Project::new(SLUGIFY, OFFLINE);
+    let (harnesses, dataset) = build(&p);
+    let id = "r:slugkit/slug.py:slugify";
+    instance(&harnesses, &dataset, id);
+    let original = def_text(&p, "slugkit/slug.py", "slugify");
+    assert_passes(&p, id, "original", &original);
+    assert_fails(
+        &p,
+        id,
+        "inverted-lowercase",
+        &mutant(&original, "if lowercase:", "if not lowercase:"),
+    );
+    assert_fails(
+        &p,
+        id,
+        "no-transliteration",
+        &mutant(&original, "    text = unidecode(text)\n", ""),
+    );
+}
+
+const SORT_TOGETHER: &str = r#"
+//- more.py
+from operator import itemgetter
+
+
+def zip_equal(*iterables):
+    """Zip the iterables together, raising ValueError if they are not all the same length."""
+    iterators = [iter(it) for it in iterables]
+    rows = []
+    while True:
+        row = []
+        stopped = 0
+        for it in iterators:
+            try:
+                row.append(next(it))
+            except StopIteration:
+                stopped += 1
+        if stopped:
+            if stopped != len(iterators):
+                raise ValueError("Iterables have different lengths")
+            return rows
+        rows.append(tuple(row))
+
+
+def sort_together(iterables, key_list=(0,), key=None, reverse=False, strict=False):
+    """Sort the iterables together, by the items of the ones at the offsets in key_list.
+
+    The result is a list of tuples, one per input iterable, sorted as the key iterables are:
+    by their items, or by `key` applied to those items (with one argument per key iterable)
+    when `key` is given, in descending order when `reverse` is true. With `strict`, iterables
+    of different lengths raise ValueError; otherwise the longer ones are cut.
+    """
+    if key is None:
+        key_argument = itemgetter(*key_list)
+    else:
+        key_list = list(key_list)
+        if len(key_list) == 1:
+            key_offset = key_list[0]
+            key_argument = lambda zipped_items: key(zipped_items[key_offset])
+        else:
+            get_key_items = itemgetter(*key_list)
+            key_argument = lambda zipped_items: key(*get_key_items(zipped_items))
+    zipper = zip_equal if strict else zip
+    return list(zipper(*sorted(zipper(*iterables), key=key_argument, reverse=reverse)))
+"#;
+
+/// more-itertools' `sort_together`: a mutant that ignores `key`, and one that ignores
+/// `reverse`, fail.
+#[test]
+#[ignore = "r2e is wrong here: both mutants pass check; the explorer never keeps a test where `key` or `reverse` changes the order (see the report of the verdict-fixtures branch)"]
+fn sort_together_mutants_that_ignore_key_or_reverse_fail() {
+    let p = Project::new(SORT_TOGETHER, OFFLINE);
+    let (harnesses, dataset) = build(&p);
+    let id = "r:more.py:sort_together";
+    instance(&harnesses, &dataset, id);
+    let original = def_text(&p, "more.py", "sort_together");
+    assert_passes(&p, id, "original", &original);
+    assert_fails(
+        &p,
+        id,
+        "ignores-key",
+        &mutant(&original, "    if key is None:\n", "    if True:\n"),
+    );
+    assert_fails(
+        &p,
+        id,
+        "ignores-reverse",
+        &mutant(&original, ", reverse=reverse)", ")"),
+    );
+}
+
+const TABLE: &str = r#"
+//- tables.py
+import copy
+from itertools import islice
+
+_MISSING = object()
+
+
+class Table:
+    """A table of rows under a list of headers, with a dict of metadata."""
+
+    def __init__(self, data=None, headers=_MISSING, metadata=None):
+        if headers is _MISSING:
+            headers = []
+            if data:
+                headers, data = list(data[0]), islice(data, 1, None)
+        self.headers = list(headers or [])
+        self.metadata = dict(metadata or {})
+        self._data = []
+        self._width = 0
+        self.extend(data)
+
+    def extend(self, data):
+        """Append rows, padding every row with None to the widest."""
+        if not data:
+            return
+        for row in data:
+            row = list(row)
+            self._width = max(self._width, len(row))
+            self._data.append(row)
+        for row in self._data:
+            row.extend([None] * (self._width - len(row)))
+
+    @classmethod
+    def from_data(cls, data, headers=_MISSING, metadata=None):
+        """Make a table from data.
+
+        `data` is another Table (copied, with new headers when `headers` is given and its
+        metadata updated by `metadata`), a list of dicts (the headers are the first dict's
+        keys unless given; each row holds the dict's values under the headers), or a list of
+        rows (the first row is the headers unless given).
+        """
+        if isinstance(data, Table):
+            table = copy.deepcopy(data)
+            if headers is not _MISSING:
+                table.headers = list(headers)
+            if metadata:
+                table.metadata.update(metadata)
+            return table
+        if data and isinstance(data[0], dict):
+            if headers is _MISSING:
+                headers = list(data[0])
+            rows = [[d.get(h) for h in headers] for d in data]
+            return cls(rows, headers=headers, metadata=metadata)
+        return cls(data, headers=headers, metadata=metadata)
+"#;
+
+/// boltons' `Table.from_data`: copying a table (`copy.deepcopy`) adds `__slotnames__` to the
+/// class during the reference's run; that is no state of the result's, so the harness is
+/// valid (not `nondeterministic`), the original passes twice with the same verdict, and a
+/// mutant that drops an attribute assignment fails.
+#[test]
+#[ignore = "r2e falls short here: the harness is valid but not an instance (branch coverage 0.7): the explorer never passes a Table to `from_data`, so the copy branch is not reached"]
+fn table_from_data_is_stable_across_the_copy_state_leak() {
+    let p = Project::new(TABLE, OFFLINE);
+    let (harnesses, dataset) = build(&p);
+    let id = "r:tables.py:Table.from_data";
+    assert_ne!(
+        harnesses.get(id).map(|h| h["failure_class"].clone()),
+        Some(Value::from("nondeterministic")),
+        "{harnesses:#?}"
+    );
+    instance(&harnesses, &dataset, id);
+    let original = def_text(&p, "tables.py", "from_data");
+    let first = assert_passes(&p, id, "original", &original);
+    let second = assert_passes(&p, id, "original-again", &original);
+    assert_eq!(first, second, "the same verdict twice");
+    assert_fails(
+        &p,
+        id,
+        "drops-headers",
+        &mutant(
+            &original,
+            "table.headers = list(headers)",
+            "pass  # headers dropped",
+        ),
+    );
+}
+
+const LEVENSHTEIN: &str = r#"
+//- distance.py
+def substitution_cost(a, b):
+    """The cost of replacing character a by character b: 0 when they are equal, else 1."""
+    return 0 if a == b else 1
+
+
+def levenshtein(a, b):
+    """The edit distance between the strings a and b: the fewest single-character
+    insertions, deletions and substitutions that turn a into b."""
+    if len(a) < len(b):
+        return levenshtein(b, a)
+    if not b:
+        return len(a)
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            insert = current[j - 1] + 1
+            delete = previous[j] + 1
+            substitute = previous[j - 1] + substitution_cost(ca, cb)
+            current.append(min(insert, delete, substitute))
+        previous = current
+    return previous[-1]
+"#;
+
+/// A Levenshtein distance: the harness is about distances, not about the interpreter's errors
+/// (at most one of its tests raises `TypeError` or `AttributeError` on the reference), and an
+/// off-by-one mutant fails.
+#[test]
+#[ignore = "r2e is wrong here: the off-by-one mutant passes check; the harness keeps 3 tests (two strings of at most one character, and ints)"]
+fn levenshtein_tests_distances_and_catches_an_off_by_one() {
+    let p = Project::new(LEVENSHTEIN, OFFLINE);
+    let (harnesses, dataset) = build(&p);
+    let id = "r:distance.py:levenshtein";
+    let row = instance(&harnesses, &dataset, id);
+    let interpreter_errors: Vec<&Value> = row["expected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| {
+            t["records"].as_array().unwrap().iter().any(|r| {
+                matches!(
+                    r["outcome"]["raise"]["type"].as_str(),
+                    Some("TypeError" | "AttributeError")
+                )
+            })
+        })
+        .collect();
+    assert!(
+        interpreter_errors.len() <= 1,
+        "at most one test is an interpreter error: {interpreter_errors:#?}\n{}",
+        row["harness"].as_str().unwrap()
+    );
+    let original = def_text(&p, "distance.py", "levenshtein");
+    assert_passes(&p, id, "original", &original);
+    assert_fails(
+        &p,
+        id,
+        "off-by-one",
+        &mutant(&original, "current = [i]", "current = [i - 1]"),
+    );
+}
+
+const PEEK: &str = r#"
+//- peek.py
+def weight(x):
+    """The weight of a number: its square plus one."""
+    return x * x + 1
+
+
+def heavier(a, b):
+    """The weight of the heavier of a and b, doubled."""
+    if weight(a) > weight(b):
+        return 2 * weight(a)
+    return 2 * weight(b)
+"#;
+
+/// Candidates that try to reach the reference's answer; each returns None when it finds no
+/// other `heavier` than itself. Every one of them would pass if the reference were reachable.
+const REACHING: &[(&str, &str)] = &[
+    (
+        "sys-modules",
+        r##"
+import sys
+
+def heavier(a, b):
+    # CANDIDATE
+    for m in list(sys.modules.values()):
+        for name in ("heavier", "reference_heavier"):
+            f = getattr(m, name, None)
+            if callable(f) and f is not heavier and getattr(f, "__code__", None) is not heavier.__code__:
+                try:
+                    answer = f(a, b)
+                except Exception:
+                    continue
+                if answer is not None:
+                    return answer
+    return None
+"##,
+    ),
+    (
+        "gc",
+        r##"
+import gc
+import types
+
+def heavier(a, b):
+    # CANDIDATE
+    for o in gc.get_objects():
+        if (
+            isinstance(o, types.FunctionType)
+            and o.__name__ in ("heavier", "reference_heavier")
+            and o.__code__ is not heavier.__code__
+        ):
+            try:
+                answer = o(a, b)
+            except Exception:
+                continue
+            if answer is not None:
+                return answer
+    return None
+"##,
+    ),
+    (
+        "inspect",
+        r##"
+import inspect
+import sys
+
+def heavier(a, b):
+    # CANDIDATE
+    for info in inspect.stack():
+        for scope in (info.frame.f_globals, info.frame.f_locals):
+            for name in ("heavier", "reference_heavier"):
+                f = scope.get(name)
+                if callable(f) and getattr(f, "__code__", None) is not heavier.__code__:
+                    try:
+                        answer = f(a, b)
+                    except Exception:
+                        continue
+                    if answer is not None:
+                        return answer
+    for m in list(sys.modules.values()):
+        try:
+            source = inspect.getsource(m)
+        except Exception:
+            continue
+        if "def heavier(" in source and "# CANDIDATE" not in source:
+            scope = {"__name__": "found"}
+            try:
+                exec(source, scope)
+                return scope["heavier"](a, b)
+            except Exception:
+                continue
+    return None
+"##,
+    ),
+    (
+        "file",
+        r##"
+import os
+
+def heavier(a, b):
+    # CANDIDATE
+    paths = [__file__, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peek.py")]
+    for root in (os.getcwd(), os.path.dirname(os.path.abspath(__file__))):
+        for folder, _, files in os.walk(root):
+            paths += [os.path.join(folder, f) for f in files if f.endswith(".py")]
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+        except Exception:
+            continue
+        if "def heavier(" in source and "# CANDIDATE" not in source:
+            scope = {"__name__": "found"}
+            try:
+                exec(source, scope)
+                return scope["heavier"](a, b)
+            except Exception:
+                continue
+    return None
+"##,
+    ),
+];
+
+/// A candidate never shares a process with the reference, nor sees its file: candidates that
+/// walk `sys.modules`, the garbage collector or `inspect`'s frames and sources, or read the
+/// original file, find only themselves, return None, and fail.
+#[test]
+fn a_candidate_cannot_reach_the_reference() {
+    let p = Project::new(PEEK, OFFLINE);
+    let (harnesses, dataset) = build(&p);
+    let id = "r:peek.py:heavier";
+    instance(&harnesses, &dataset, id);
+    assert_passes(&p, id, "original", &def_text(&p, "peek.py", "heavier"));
+    for (label, text) in REACHING {
+        assert_fails(&p, id, label, text);
+    }
+}
