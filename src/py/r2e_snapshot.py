@@ -29,6 +29,7 @@ import math
 import pathlib
 import re
 import sys
+import traceback
 import types
 import uuid
 
@@ -60,6 +61,9 @@ _VALUES = (
     range,
     slice,
 )
+
+# Source positions: compared by the name of their function only.
+_POSITIONS = (traceback.FrameSummary, types.FrameType, types.TracebackType, types.CodeType)
 
 # Attributes of classes and instances that record how they were used, not what they are
 # (`copy` adds `__slotnames__` to a class the first time it copies an instance).
@@ -131,6 +135,17 @@ class _Snapshotter:
             return self._pandas(value, depth)
         if isinstance(value, _VALUES) and t.__module__.partition(".")[0] in _STDLIB:
             return {"value": {"type": type_name(t), "text": _canonical(value)}}
+        if isinstance(value, _POSITIONS):
+            # Where code was: its function's name. Files and line numbers are layout (a correct
+            # rewrite moves the lines below it), and a line's text is read from a file the
+            # candidate's process does not see.
+            if isinstance(value, traceback.FrameSummary):
+                name = value.name
+            else:
+                frame = value.tb_frame if isinstance(value, types.TracebackType) else value
+                code = frame.f_code if isinstance(frame, types.FrameType) else frame
+                name = code.co_name
+            return {"value": {"type": type_name(t), "text": str(name)}}
         if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
             owner = getattr(value, "__module__", None) or ""
             return {"function": f"{owner}.{getattr(value, '__qualname__', '?')}"}

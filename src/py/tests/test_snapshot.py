@@ -90,6 +90,23 @@ class SnapshotTest(unittest.TestCase):
         self.assertEqual(one, snapshot(decimal.Decimal("1.00")))
         self.assertEqual(one["value"]["type"], "decimal.Decimal")
 
+    def test_source_positions_by_function_name_only(self):
+        # pyparsing keeps a FrameSummary of where an element was made: its line moves with
+        # any rewrite above it, and its text is read lazily from a file a candidate cannot see.
+        import traceback
+
+        a = traceback.FrameSummary("/repo/m.py", 10, "make", line="x = 1")
+        b = traceback.FrameSummary("/elsewhere/m.py", 42, "make", lookup_line=False)
+        self.assertEqual(snapshot(a), snapshot(b))
+        self.assertEqual(
+            snapshot(a), {"value": {"type": "traceback.FrameSummary", "text": "make"}}
+        )
+        c = traceback.FrameSummary("/repo/m.py", 10, "other", line="x = 1")
+        self.assertNotEqual(snapshot(a), snapshot(c))
+        self.assertEqual(snapshot(a.__class__), {"class": "traceback.FrameSummary"})
+        code = snapshot((lambda: 0).__code__)
+        self.assertEqual(code, {"value": {"type": "code", "text": "<lambda>"}})
+
     def test_exceptions_as_values_by_type_and_arguments(self):
         e = snapshot(KeyError("k"))
         self.assertEqual(e, {"exception": {"type": "KeyError", "args": [{"str": "k"}], "state": {}}})
