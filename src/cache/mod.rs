@@ -78,9 +78,9 @@ impl Bucket {
         match self {
             Bucket::Parse => ("parse", Some(3)),
             Bucket::Generate => ("generate", Some(2)),
-            Bucket::Validate => ("validate", Some(5)),
+            Bucket::Validate => ("validate", Some(6)),
             Bucket::Llm => ("llm", Some(2)),
-            Bucket::Check => ("check", Some(1)),
+            Bucket::Check => ("check", Some(2)),
             Bucket::Envs => ("envs", Some(3)),
             Bucket::Trees => ("trees", Some(1)),
             Bucket::Git => ("git", Some(1)),
@@ -353,7 +353,7 @@ mod tests {
         let folders: std::collections::BTreeSet<String> =
             Bucket::ALL.iter().map(|b| b.folder()).collect();
         assert_eq!(folders.len(), Bucket::ALL.len());
-        assert_eq!(Bucket::Validate.folder(), "actions/validate-v5");
+        assert_eq!(Bucket::Validate.folder(), "actions/validate-v6");
         assert_eq!(Bucket::Envs.folder(), "envs-v3");
     }
 }
