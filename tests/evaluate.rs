@@ -147,8 +147,9 @@ fn answer(prompt: &str) -> String {
 
 /// Starts the scripted server; returns its base URL and the log of user messages.
 fn serve() -> (String, Log) {
-    let (url, log, _) =
-        common::server::serve(std::time::Duration::ZERO, |prompt, _| (200, "", answer(prompt)));
+    let (url, log, _) = common::server::serve(std::time::Duration::ZERO, |prompt, _| {
+        (200, "", answer(prompt))
+    });
     (url, log)
 }
 
