@@ -6,11 +6,17 @@
 # original and the original with a comment added (a distinct module text: a distinct check).
 # Usage: bash bench/checks.sh [PER_PROCESS_SAMPLE]   (aim: >= 20x). It builds the default
 # pipeline in the repository root, or the pipeline.toml in $R2E_BENCH_DIR (a copy of the
-# repository's pipeline.toml and examples/, say).
+# repository's pipeline.toml and examples/, say). The binary is $R2E_BIN when set (another
+# build's, to compare), otherwise this repository's release build (under $CARGO_TARGET_DIR when
+# set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet
-R2E="$PWD/target/release/r2e"
+if [ -n "${R2E_BIN:-}" ]; then
+    R2E="$R2E_BIN"
+else
+    cargo build --release --quiet
+    R2E="${CARGO_TARGET_DIR:-$PWD/target}/release/r2e"
+fi
 cd "${R2E_BENCH_DIR:-.}"
 "$R2E" build > /dev/null 2>&1
 R2E="$R2E" SAMPLE="${1:-30}" python3 - <<'PY'

@@ -26,6 +26,7 @@ use crate::services::Services;
 use crate::stages::candidate::Target;
 use crate::stages::checkpath::{self, Candidate, Checked, TestVerdict, Verdict};
 use crate::stages::jobs::{Exec, Runtime};
+use crate::stages::runs;
 use crate::stages::splice::splice;
 
 /// What `check` found, as `--json` prints it: the verdict, and per test the calls, what the
@@ -169,20 +170,18 @@ impl Bench {
             sandbox: self.sandbox.as_ref(),
             settings: &self.settings,
         };
-        let mut by_env: BTreeMap<&Runtime, Vec<usize>> = BTreeMap::new();
-        for (i, p) in prepared.iter().enumerate() {
-            let r = self.resolved[p.instance].as_ref().expect("prepared");
-            by_env.entry(&r.runtime).or_default().push(i);
-        }
-        let workers = rayon::current_num_threads().max(1);
-        let mut chunks: Vec<(&Runtime, Vec<usize>)> = Vec::new();
-        for (runtime, idx) in by_env {
-            let size = idx.len().div_ceil(workers).max(1);
-            chunks.extend(idx.chunks(size).map(|c| (runtime, c.to_vec())));
-        }
+        // Each chunk is one module's (a candidate's worker hides its module's file), and the
+        // chunks of every environment and module run side by side in the pool.
+        let chunks = runs::chunks_by_env(
+            prepared.iter().enumerate().map(|(i, p)| {
+                let r = self.resolved[p.instance].as_ref().expect("prepared");
+                (i, (&r.runtime, &r.target.source_file))
+            }),
+            runs::workers(),
+        );
         let done: Vec<Result<Vec<(usize, Checked)>>> = chunks
             .par_iter()
-            .map(|(runtime, idx)| {
+            .map(|((runtime, _), idx)| {
                 let candidates: Vec<Candidate> = idx
                     .iter()
                     .map(|&i| {

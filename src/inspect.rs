@@ -147,14 +147,14 @@ fn evaluate_plans(
             .num_threads(1)
             .build()
             .map_err(Error::internal)?;
-        let evaluator = crate::stages::evaluate::Evaluator {
-            cfg: c,
-            bench: &bench,
-            llm: &llm,
-            templates: &templates,
-            cache: &session.cache,
-            pool: &pool,
-        };
+        let evaluator = crate::stages::evaluate::Evaluator::new(
+            c,
+            &bench,
+            &llm,
+            &templates,
+            &session.cache,
+            &pool,
+        );
         for mut plan in evaluator.estimate()? {
             if let Some(name) = name {
                 plan.model = format!("{name}: {}", plan.model);

@@ -6,17 +6,15 @@
 //!
 //! Environments are built offline from the tests' wheelhouse, as in `tests/dataset.rs`.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use assert_cmd::Command;
 use serde_json::Value;
 
 mod common;
 
-type Log = Arc<Mutex<Vec<String>>>;
+use common::server::Log;
 
 const FIXTURE: &str = r#"
 //- calc/__init__.py
@@ -149,50 +147,8 @@ fn answer(prompt: &str) -> String {
 
 /// Starts the scripted server; returns its base URL and the log of user messages.
 fn serve() -> (String, Log) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let log: Log = Arc::default();
-    let seen = log.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-                if line == "\r\n" {
-                    break;
-                }
-            }
-            let mut body = vec![0; length];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let prompt = request["messages"][1]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            seen.lock().unwrap().push(prompt.clone());
-            let content = answer(&prompt);
-            let payload = serde_json::json!({
-                "choices": [{"message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": content.len() / 4},
-            })
-            .to_string();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-                payload.len()
-            )
-            .and_then(|_| stream.flush());
-        }
+    let (url, log, _) = common::server::serve(std::time::Duration::ZERO, |prompt, _| {
+        (200, "", answer(prompt))
     });
     (url, log)
 }

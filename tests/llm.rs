@@ -5,17 +5,14 @@
 //!
 //! Environments are built offline from the tests' wheelhouse, as in `tests/dataset.rs`.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::sync::{Arc, Mutex};
 
 use assert_cmd::Command;
 use serde_json::Value;
 
 mod common;
 
-/// What the scripted server saw: one entry per HTTP request (the user message).
-type Log = Arc<Mutex<Vec<String>>>;
+use common::server::Log;
 
 /// Starts the server; returns its base URL and the request log. The script answers by what the
 /// prompt asks about (functions of the fixture below).
@@ -27,71 +24,7 @@ fn serve() -> (String, Log) {
 /// Like [`serve`], answering each request after `delay`, one at a time; the third value logs
 /// the prompts whose answers were sent in full.
 fn serve_slowly(delay: std::time::Duration) -> (String, Log, Log) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let log: Log = Arc::default();
-    let answered: Log = Arc::default();
-    let seen = log.clone();
-    let done = answered.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::sleep(delay);
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-                if line == "\r\n" {
-                    break;
-                }
-            }
-            let mut body = vec![0; length];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let prompt = request["messages"][1]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let n_same = {
-                let mut log = seen.lock().unwrap();
-                log.push(prompt.clone());
-                log.iter().filter(|p| **p == prompt).count()
-            };
-            let (status, extra, content) = answer(&prompt, n_same);
-            let payload = serde_json::json!({
-                "choices": [{"message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": content.len() / 4},
-            })
-            .to_string();
-            let payload = if status == 200 {
-                payload
-            } else {
-                "{\"error\": \"busy\"}".into()
-            };
-            if status == 0 {
-                // A cut connection: no answer at all.
-                continue;
-            }
-            let sent = write!(
-                stream,
-                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-                payload.len()
-            )
-            .and_then(|_| stream.flush());
-            if sent.is_ok() && status == 200 {
-                done.lock().unwrap().push(prompt);
-            }
-        }
-    });
-    (url, log, answered)
+    common::server::serve(delay, answer)
 }
 
 fn harness_for(local: &str) -> String {

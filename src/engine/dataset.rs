@@ -232,14 +232,14 @@ impl Dataset<'_> {
             .num_threads(width)
             .build()
             .map_err(Error::internal)?;
-        let evaluator = crate::stages::evaluate::Evaluator {
+        let evaluator = crate::stages::evaluate::Evaluator::new(
             cfg,
-            bench: &bench,
-            llm: &llm,
-            templates: &templates,
-            cache: &self.s.cache,
-            pool: &pool,
-        };
+            &bench,
+            &llm,
+            &templates,
+            &self.s.cache,
+            &pool,
+        );
         let bar = progress(0, "evaluate");
         let out = evaluator.run(&bar)?;
         bar.finish_and_clear();

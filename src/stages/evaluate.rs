@@ -14,6 +14,7 @@
 //! (it must pass everything) and `builtin/mutants` answers sample i with the i-th mutant.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
@@ -47,6 +48,35 @@ pub struct Evaluator<'a> {
     pub cache: &'a Cache,
     /// A pool as wide as the providers allow (its threads mostly wait for answers).
     pub pool: &'a rayon::ThreadPool,
+    /// Per instance: its reference, computed once, when first asked for.
+    references: Vec<OnceLock<Reference>>,
+}
+
+/// What every sample of an instance shares: its module's name and the reference answer (both
+/// `None` when the instance can no longer be checked), and the reference's mutants (what
+/// `builtin/mutants` answers), made when first asked for.
+struct Reference {
+    original: Option<(String, String)>,
+    mutants: OnceLock<Vec<String>>,
+}
+
+impl Reference {
+    /// The module's name, empty when the instance can no longer be checked.
+    fn module(&self) -> &str {
+        self.original.as_ref().map_or("", |(module, _)| module)
+    }
+
+    fn definition(&self) -> Option<&str> {
+        self.original.as_ref().map(|(_, def)| def.as_str())
+    }
+
+    fn mutants(&self) -> &[String] {
+        self.mutants.get_or_init(|| {
+            self.definition()
+                .map(|def| mutation::of(def).into_iter().map(|m| m.text).collect())
+                .unwrap_or_default()
+        })
+    }
 }
 
 /// What the stage produced.
@@ -114,7 +144,39 @@ pub struct ModelPlan {
     pub repair_requests_at_most: u64,
 }
 
-impl Evaluator<'_> {
+impl<'a> Evaluator<'a> {
+    pub fn new(
+        cfg: &'a Config,
+        bench: &'a Bench,
+        llm: &'a Llm,
+        templates: &'a Templates,
+        cache: &'a Cache,
+        pool: &'a rayon::ThreadPool,
+    ) -> Evaluator<'a> {
+        Evaluator {
+            cfg,
+            bench,
+            llm,
+            templates,
+            cache,
+            pool,
+            references: (0..bench.instances().len())
+                .map(|_| OnceLock::new())
+                .collect(),
+        }
+    }
+
+    /// An instance's reference, computed once.
+    fn reference(&self, instance: usize) -> &Reference {
+        self.references[instance].get_or_init(|| Reference {
+            original: self
+                .bench
+                .original(instance)
+                .map(|(module, def)| (module.to_owned(), def)),
+            mutants: OnceLock::new(),
+        })
+    }
+
     /// The first round's requests per model, against the response cache.
     pub fn estimate(&self) -> Result<Vec<ModelPlan>> {
         let ev = &self.cfg.evaluate;
@@ -357,11 +419,7 @@ impl Evaluator<'_> {
         }
         let provider = self.provider(m)?;
         let instance = &self.bench.instances()[unit.instance];
-        let module = self
-            .bench
-            .original(unit.instance)
-            .map(|(module, _)| module.to_owned())
-            .unwrap_or_default();
+        let module = self.reference(unit.instance).module();
         let completions = provider.api == Api::Completions;
         let name = match (round, completions, ev.prompt) {
             (0, true, _) => "codegen_direct_completion",
@@ -427,14 +485,14 @@ impl Evaluator<'_> {
         let m = &self.models()[unit.model];
         let instance = &self.bench.instances()[unit.instance];
         let Some(plan) = plan else {
-            let original = self.bench.original(unit.instance).map(|(_, def)| def);
+            let reference = self.reference(unit.instance);
             let code = match m.model.as_str() {
-                "reference" => original,
-                _ => original.and_then(|def| {
-                    let mutants = mutation::of(&def);
+                "reference" => reference.definition().map(str::to_owned),
+                _ => {
+                    let mutants = reference.mutants();
                     (!mutants.is_empty())
-                        .then(|| mutants[unit.sample as usize % mutants.len()].text.clone())
-                }),
+                        .then(|| mutants[unit.sample as usize % mutants.len()].clone())
+                }
             };
             return (code, None, Spent::default(), false);
         };

@@ -13,10 +13,11 @@ use super::candidate::{Candidate, Inputs, prepare};
 use super::env::Env;
 use super::generate;
 use super::hybrid::merge_harnesses;
-use super::jobs::{Exec, Runtime};
+use super::jobs::Exec;
 use super::llmgen::{LlmGenerator, LlmOutcome};
 use super::mutation;
 use super::refine::{RefineFailure, Refiner, Subject};
+use super::runs;
 use super::validate::{self, Validation};
 use super::{Stage, StageCounts, Tally};
 use crate::config::{Config, Generator, ProviderConfig};
@@ -354,21 +355,13 @@ fn validate_builtin(
     policy: Policy,
     tallies: &Tallies,
 ) -> Result<Vec<Step>> {
-    let mut by_env: std::collections::BTreeMap<Runtime, Vec<usize>> = Default::default();
-    for (i, step) in steps.iter().enumerate() {
-        if let Step::Harness(c, env, ..) = step {
-            by_env
-                .entry(env.runtime(&c.target.root))
-                .or_default()
-                .push(i);
-        }
-    }
-    let workers = rayon::current_num_threads().max(1);
-    let mut chunks: Vec<(Runtime, Vec<usize>)> = Vec::new();
-    for (runtime, idx) in by_env {
-        let size = idx.len().div_ceil(workers).max(1);
-        chunks.extend(idx.chunks(size).map(|c| (runtime.clone(), c.to_vec())));
-    }
+    let chunks = runs::chunks_by_env(
+        steps.iter().enumerate().filter_map(|(i, step)| match step {
+            Step::Harness(c, env, ..) => Some((i, env.runtime(&c.target.root))),
+            _ => None,
+        }),
+        runs::workers(),
+    );
     let done: Vec<Result<Vec<(usize, validate::Checked)>>> = chunks
         .par_iter()
         .map(|(runtime, idx)| {
@@ -420,17 +413,17 @@ fn validate_builtin(
 /// Stage `mutate`: the mutation score of every valid harness, the harnesses of an environment
 /// checked together.
 fn mutate_all(exec: &Exec, steps: &mut [Step], policy: Policy, tallies: &Tallies) -> Result<()> {
-    let mut by_env: std::collections::BTreeMap<Runtime, Vec<usize>> = Default::default();
-    for (i, step) in steps.iter().enumerate() {
-        if let Step::Validated(c, env, w) = step
-            && w.validation.valid
-        {
-            by_env
-                .entry(env.runtime(&c.target.root))
-                .or_default()
-                .push(i);
-        }
-    }
+    // Each chunk is one module's: a candidate's worker hides its module's file.
+    let chunks = runs::chunks_by_env(
+        steps.iter().enumerate().filter_map(|(i, step)| match step {
+            Step::Validated(c, env, w) if w.validation.valid => Some((
+                i,
+                (env.runtime(&c.target.root), c.target.source_file.clone()),
+            )),
+            _ => None,
+        }),
+        runs::workers(),
+    );
     let codes: Vec<String> = steps
         .iter()
         .map(|s| match s {
@@ -446,9 +439,9 @@ fn mutate_all(exec: &Exec, steps: &mut [Step], policy: Policy, tallies: &Tallies
         })
         .collect();
     type Scored = Vec<(usize, (MutationScore, bool))>;
-    let scored: Vec<Result<Scored>> = by_env
+    let scored: Vec<Result<Scored>> = chunks
         .par_iter()
-        .map(|(runtime, idx)| {
+        .map(|((runtime, _), idx)| {
             let subjects: Vec<mutation::Subject> = idx
                 .iter()
                 .map(|&i| match &steps[i] {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::cache::{Bucket, Cache, write_atomic};
+use crate::cache::{Bucket, Cache};
 use crate::config::SandboxConfig;
 use crate::error::{Error, Result};
 use crate::keys::SandboxKey;
@@ -137,14 +137,15 @@ impl Scratch {
         &self.0
     }
 
-    /// Writes files into the folder (names may hold `/`: subfolders are made).
+    /// Writes files into the folder (names may hold `/`: subfolders are made). Not synced:
+    /// the folder is the job's alone, read while this process lives and removed after.
     pub fn write(&self, files: &[(&str, &str)]) -> Result<()> {
         for (name, text) in files {
             let path = self.0.join(name);
             if let Some(parent) = path.parent() {
                 fs_err::create_dir_all(parent)?;
             }
-            write_atomic(&path, text.as_bytes())?;
+            fs_err::write(&path, text.as_bytes())?;
         }
         Ok(())
     }
@@ -182,9 +183,9 @@ pub fn run_script<Q: Serialize, A: DeserializeOwned>(
     let dir = scratch.path();
     scratch.write(scripts)?;
     scratch.write(files)?;
-    write_atomic(
-        &dir.join("request.json"),
-        &serde_json::to_vec(request).map_err(Error::internal)?,
+    fs_err::write(
+        dir.join("request.json"),
+        serde_json::to_vec(request).map_err(Error::internal)?,
     )?;
     let path_arg = |name: &str| dir.join(name).to_string_lossy().into_owned();
     let job = Job {

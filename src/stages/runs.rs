@@ -136,6 +136,38 @@ pub struct Item<'a> {
     pub candidate: Option<&'a str>,
 }
 
+/// Cuts work into chunks for the worker pool, one warm worker each: items are grouped by `key`
+/// (an environment, and for candidates their module, since a candidate's worker hides its
+/// module's file), and a group larger than its share of the pool (the items over `workers`) is
+/// cut into pieces of about that share. Groups are never merged: each chunk has one key, its
+/// items in their order. The largest chunks come first, so that a pool that takes them in order
+/// ends together.
+pub fn chunks_by_env<K: Ord + Clone>(
+    items: impl IntoIterator<Item = (usize, K)>,
+    workers: usize,
+) -> Vec<(K, Vec<usize>)> {
+    let mut groups: std::collections::BTreeMap<K, Vec<usize>> = Default::default();
+    let mut total = 0usize;
+    for (i, key) in items {
+        groups.entry(key).or_default().push(i);
+        total += 1;
+    }
+    let share = total.div_ceil(workers.max(1)).max(1);
+    let mut chunks: Vec<(K, Vec<usize>)> = Vec::new();
+    for (key, idx) in groups {
+        let pieces = idx.len().div_ceil(share);
+        let size = idx.len().div_ceil(pieces.max(1)).max(1);
+        chunks.extend(idx.chunks(size).map(|c| (key.clone(), c.to_vec())));
+    }
+    chunks.sort_by_key(|(_, idx)| std::cmp::Reverse(idx.len()));
+    chunks
+}
+
+/// How many warm workers run at once: the threads of the pool the caller runs in.
+pub fn workers() -> usize {
+    rayon::current_num_threads().max(1)
+}
+
 /// Runs each item `runs` times in warm workers, in `mode` (coverage in the first run of a
 /// record): per item, its runs. A record runs every item in one worker; candidates share a
 /// worker only with candidates for the same module, since a worker's job hides the module's
@@ -310,6 +342,40 @@ fn run_worker(
                 })
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunks_by_env;
+
+    #[test]
+    fn chunks_keep_a_key_apart_and_split_only_what_exceeds_a_share() {
+        // 10 items over 2 workers: a share is 5. Key `a` (7 items) is cut in two pieces of 4
+        // and 3; `b` (2) and `c` (1) stay whole.
+        let keys = ["a", "b", "a", "a", "c", "a", "b", "a", "a", "a"];
+        let chunks = chunks_by_env(keys.iter().copied().enumerate(), 2);
+        assert_eq!(
+            chunks,
+            vec![
+                ("a", vec![0, 2, 3, 5]),
+                ("a", vec![7, 8, 9]),
+                ("b", vec![1, 6]),
+                ("c", vec![4]),
+            ]
+        );
+        // One worker: one chunk per key.
+        assert_eq!(chunks_by_env(keys.iter().copied().enumerate(), 1).len(), 3);
+        // Every item once, whatever the pool.
+        for workers in 0..12 {
+            let mut all: Vec<usize> = chunks_by_env(keys.iter().copied().enumerate(), workers)
+                .into_iter()
+                .flat_map(|(_, idx)| idx)
+                .collect();
+            all.sort();
+            assert_eq!(all, (0..keys.len()).collect::<Vec<_>>());
+        }
+        assert!(chunks_by_env(std::iter::empty::<(usize, u8)>(), 2).is_empty());
+    }
 }
 
 /// A fake warm worker for tests of the stages that run harnesses.

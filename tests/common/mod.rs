@@ -8,6 +8,8 @@ use std::sync::OnceLock;
 
 use r2e::engine::{self, BuildOptions, Stage};
 
+pub mod server;
+
 /// Writes a fixture: `//- path` lines start files; the rest is their text (dedented).
 pub fn write_fixture(root: &Path, spec: &str) {
     let mut current: Option<(String, String)> = None;
