@@ -365,6 +365,106 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
     let doubled = common::offline_build(dir.path());
     assert_eq!(requests(&doubled), (28, 28), "{doubled}");
     assert_eq!(pass(&doubled, "local/scripted"), 0.125);
+
+    // One instance's harness changes (a new call site of `clamp` seeds its explorer): only its
+    // candidates are checked again, with every answer from the cache.
+    pipeline(dir.path(), &url, EVALUATE);
+    let harnesses = |out: &Path| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = jsonl(&out.join("dataset.jsonl"))
+            .iter()
+            .map(|i| {
+                (
+                    i["id"].as_str().unwrap().to_owned(),
+                    i["harness"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = harnesses(&out);
+    std::fs::write(
+        dir.path().join("repo/calc/demo.py"),
+        "from calc.ops import clamp\n\n\ndef demo():\n    return clamp(-7, -3, 9)\n",
+    )
+    .unwrap();
+    let asked_before = log.lock().unwrap().len();
+    let moved = common::offline_build(dir.path());
+    let after = harnesses(&out);
+    let changed: Vec<&str> = before
+        .iter()
+        .zip(&after)
+        .filter(|(b, a)| b != a)
+        .map(|(b, _)| b.0.as_str())
+        .collect();
+    assert!(
+        changed.len() == 1 && changed[0].ends_with("calc/ops.py:clamp"),
+        "only clamp's harness changes: {changed:?}"
+    );
+    assert_eq!(log.lock().unwrap().len(), asked_before, "nothing was asked");
+    assert_eq!(requests(&moved), (0, 28), "{moved}");
+    // `clamp`'s two candidates (the scripted answer and the reference), nothing else.
+    assert_eq!(moved["evaluate"]["checks"]["executed"], 2, "{moved}");
+    assert_eq!(pass(&moved, "local/scripted"), 0.125);
+}
+
+#[test]
+fn a_build_killed_during_evaluate_resumes_without_asking_again() {
+    // A slow server: the build is killed after a few answers have been sent in full.
+    let (url, log, answered) =
+        common::server::serve(std::time::Duration::from_millis(400), |prompt, _| {
+            (200, "", answer(prompt))
+        });
+    let dir = tempfile::tempdir().unwrap();
+    common::write_fixture(&dir.path().join("repo"), FIXTURE);
+    pipeline(dir.path(), &url, EVALUATE);
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("r2e"))
+        .args(["build", "--json"])
+        .current_dir(dir.path())
+        .envs(common::offline_env())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while answered.lock().unwrap().len() < 6 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(600),
+            "the build never got its answers"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the build ended early");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The server still reads the dead build's queued connections: wait until it is quiet.
+    loop {
+        let seen = log.lock().unwrap().len();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        if log.lock().unwrap().len() == seen {
+            break;
+        }
+    }
+    let done: Vec<String> = answered.lock().unwrap().clone();
+    let asked_before = log.lock().unwrap().len();
+    assert!(done.len() < 28, "killed in the middle: {}", done.len());
+
+    let resumed = common::offline_build(dir.path());
+    let (executed, cached) = requests(&resumed);
+    assert_eq!(executed + cached, 28, "{resumed}");
+    // Every answer received in full before the kill is reused; at most the one the build was
+    // storing when it died is asked again.
+    assert!(
+        cached + 1 >= done.len() as u64,
+        "{cached} cached of {} answered",
+        done.len()
+    );
+    let again: Vec<String> = log.lock().unwrap()[asked_before..].to_vec();
+    assert_eq!(again.len() as u64, executed);
+    let repeated = again.iter().filter(|p| done.contains(p)).count();
+    assert!(repeated <= 1, "{repeated} finished requests asked again");
+    assert_eq!(pass(&resumed, "local/scripted"), 0.125);
+    assert_eq!(pass(&resumed, "builtin/reference"), 1.0);
 }
 
 #[test]
