@@ -40,6 +40,11 @@ for spec in "${projects[@]}"; do
   fi
   printf '\n[[repo]]\npath = "%s"\nname = "%s"\n' "$dir" "$name" >> "$work/pipeline.toml.new"
 done
+# Stage evaluate with the built-in models: `reference` (the original, must score pass@1 = 1.0)
+# and `mutants` (r2e's own mutants as samples). R2E_VERDICT_EVALUATE=0 leaves it out.
+if [ "${R2E_VERDICT_EVALUATE:-1}" != 0 ]; then
+  printf '\n[evaluate]\nenabled = true\n\n[[evaluate.model]]\nprovider = "builtin"\nmodel = "reference"\n\n[[evaluate.model]]\nprovider = "builtin"\nmodel = "mutants"\n' >> "$work/pipeline.toml.new"
+fi
 # Rewritten only when it changes, so a rerun is a no-op build.
 cmp -s "$work/pipeline.toml.new" "$work/pipeline.toml" 2>/dev/null || mv "$work/pipeline.toml.new" "$work/pipeline.toml"
 rm -f "$work/pipeline.toml.new"
@@ -49,6 +54,11 @@ echo "r2e: $r2e ($commit; binary of $(date -r "$r2e" '+%Y-%m-%d %H:%M'))" >&2
 start=$(date +%s)
 "$r2e" build "$work/pipeline.toml" --json > "$work/build.json"
 echo "build: $(( $(date +%s) - start )) s" >&2
+if [ "${R2E_VERDICT_EVALUATE:-1}" != 0 ]; then
+  # pass@k of the built-in models and the mean mutation score, per project and pooled.
+  "$r2e" report -p "$work/pipeline.toml" > "$work/report-r2e.md"
+  echo "r2e report: $work/report-r2e.md" >&2
+fi
 
 oracle=()
 if [ "${R2E_VERDICT_ORACLE:-1}" != 0 ]; then
