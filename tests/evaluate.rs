@@ -170,13 +170,7 @@ const EVALUATE: &str = "[evaluate]\nenabled = true\nsamples = 1\nk = [1]\nrepair
      [[evaluate.model]]\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
      [[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"reference\"\n";
 
-fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use common::jsonl;
 
 fn pass(summary: &Value, model: &str) -> f64 {
     summary["evaluate"]["pass"]

@@ -333,13 +333,7 @@ def secret(a, b):
     return min(a + b, LIMIT)
 "#;
 
-fn jsonl(path: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use common::jsonl;
 
 #[test]
 fn variants_share_work_refine_specs_and_report_what_the_datasets_hold() {

@@ -25,13 +25,7 @@ fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use common::jsonl;
 
 /// Repo `r`: two instances to be, a function whose harness cannot be valid, and functions the
 /// filters exclude. Repo `bare`: one function, without a docstring.

@@ -23,13 +23,7 @@ fn r2e(dir: &Path) -> Command {
     c
 }
 
-fn jsonl(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use common::jsonl;
 
 /// Builds the project with every default: its harnesses and its dataset, by id.
 fn build(p: &Project) -> (BTreeMap<String, Value>, BTreeMap<String, Value>) {

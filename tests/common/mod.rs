@@ -10,6 +10,15 @@ use r2e::engine::{self, BuildOptions, Stage};
 
 pub mod server;
 
+/// The records of a JSON-lines file (the file must exist).
+pub fn jsonl(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// Writes a fixture: `//- path` lines start files; the rest is their text (dedented).
 pub fn write_fixture(root: &Path, spec: &str) {
     let mut current: Option<(String, String)> = None;
