@@ -11,6 +11,9 @@ use crate::hash::Hash;
 
 /// The equivalence helper every harness imports.
 pub const EQUIV: (&str, &str) = ("r2e_equiv.py", include_str!("r2e_equiv.py"));
+/// The structural snapshots of values (the runner records them; the explorer identifies
+/// outcomes by them).
+pub const SNAPSHOT: (&str, &str) = ("r2e_snapshot.py", include_str!("r2e_snapshot.py"));
 
 /// The built-in explorer: its entry script first, then its package (`r2e_explorer/`, one module
 /// per concern) and the equivalence helper.
@@ -57,6 +60,7 @@ pub const EXPLORER: &[(&str, &str)] = &[
         include_str!("r2e_explorer/render.py"),
     ),
     EQUIV,
+    SNAPSHOT,
 ];
 
 /// The harness runner and the warm worker that runs it many times.
@@ -64,7 +68,7 @@ pub const RUNNER: &[(&str, &str)] = &[
     ("r2e_runner.py", include_str!("r2e_runner.py")),
     ("r2e_batch.py", include_str!("r2e_batch.py")),
     EQUIV,
-    ("r2e_snapshot.py", include_str!("r2e_snapshot.py")),
+    SNAPSHOT,
 ];
 
 /// A hash of a set of embedded files (names and texts), for action keys.

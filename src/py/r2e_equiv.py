@@ -510,14 +510,15 @@ def _call_returned(outcome, then, copy_memo, depth=1):
     return tuple(out)
 
 
-def _then_differences(cand, ref, prefix, diffs):
+def _then_differences(cand, ref, prefix, diffs, detailed=True):
     if len(cand) != len(ref):
         diffs.append((prefix, "one side returned a function and the other did not"))
     for i, ((co, cn), (ro, rn)) in enumerate(zip(cand, ref)):
         where = f"{prefix} call {i}"
         if co[0] != ro[0] or (not equivalent(co[1], ro[1]) if co[0] == "return" else co[1:] != ro[1:]):
-            diffs.append((where, f"{describe_outcome(co)} / {describe_outcome(ro)}"))
-        _then_differences(cn, rn, where + ", its returned function", diffs)
+            detail = f"{describe_outcome(co)} / {describe_outcome(ro)}" if detailed else ""
+            diffs.append((where, detail))
+        _then_differences(cn, rn, where + ", its returned function", diffs, detailed)
 
 
 def method_kind(cls, method_name: str) -> str:
@@ -848,11 +849,15 @@ def outcome_kind(outcome) -> str:
     return "raise:" + outcome[1]
 
 
-def differences(cand: Observation, ref: Observation) -> list[tuple[str, str]]:
+def differences(cand: Observation, ref: Observation, detailed=True) -> list[tuple[str, str]]:
     """The parts in which two observations differ, as (part, detail) pairs; [] if none.
 
     Parts: "return value", "exception", "outcome" (one returned, the other raised),
     "argument N mutation", "argument 'name' mutation", "instance state".
+
+    With `detailed=False` the details are empty and no value is shown (`repr`): showing a
+    value may change it (a lazily computed name cached on first `repr`, as pyparsing's
+    elements do), and the explorer compares the same observation many times.
     """
     diffs = []
     co, ro = cand.outcome, ref.outcome
@@ -865,21 +870,22 @@ def differences(cand: Observation, ref: Observation) -> list[tuple[str, str]]:
         diffs.append(("exception", ""))
     for i, (ca, ra) in enumerate(zip(cand.args, ref.args)):
         if not equivalent(ca, ra):
-            diffs.append((f"argument {i} mutation", f"{short_repr(ca)} / {short_repr(ra)}"))
+            detail = f"{short_repr(ca)} / {short_repr(ra)}" if detailed else ""
+            diffs.append((f"argument {i} mutation", detail))
     for name in ref.kwargs:
         if name in cand.kwargs and not equivalent(cand.kwargs[name], ref.kwargs[name]):
-            diffs.append(
-                (
-                    f"argument {name!r} mutation",
-                    f"{short_repr(cand.kwargs[name])} / {short_repr(ref.kwargs[name])}",
-                )
+            detail = (
+                f"{short_repr(cand.kwargs[name])} / {short_repr(ref.kwargs[name])}"
+                if detailed
+                else ""
             )
-    _then_differences(cand.then, ref.then, "returned function", diffs)
+            diffs.append((f"argument {name!r} mutation", detail))
+    _then_differences(cand.then, ref.then, "returned function", diffs, detailed)
     ci, ri = cand.instance, ref.instance
     if (ci is _NO_INSTANCE) != (ri is _NO_INSTANCE) or (
         ci is not _NO_INSTANCE and not equivalent(ci, ri)
     ):
-        detail = f"{_state_repr(ci)} / {_state_repr(ri)}"
+        detail = f"{_state_repr(ci)} / {_state_repr(ri)}" if detailed else ""
         diffs.append(("instance state", detail))
     return diffs
 

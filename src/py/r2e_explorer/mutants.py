@@ -10,7 +10,10 @@ assignments too), `and` <-> `or`, a negated `if`/`elif`/`while` condition, a dro
 (`return x` -> `return None`), a removed statement (`pass` in its place) and a changed slice bound
 (`x[a:b]` -> `x[a:b + 1]`); and one kind of the explorer's own, a dropped call whose value is used
 (`text.lower()` -> `text`, `sorted(items)` -> `items`): a transformation that makes no difference
-on the inputs chosen (text already in lower case, a list already sorted) is not tested.
+on the inputs chosen (text already in lower case, a list already sorted) is not tested; and an
+ignored parameter (`reverse = False` as the body's first statement, for a parameter whose
+default is an expression without calls): an input that leaves every parameter at its default,
+or sets one to a value that changes nothing, does not test that parameter.
 
 A mutant is compiled from the definition's tree without its decorators, annotations and defaults
 (the function object keeps its own), in the reference module's globals, inside a factory that
@@ -41,10 +44,14 @@ KINDS = (
     "remove_statement",
     "slice_bound",
     "drop_call",
+    "ignore_param",
 )
 
 # Sites per kind and mutants in all, by default.
 PER_KIND = 3
+# Sites of `ignore_param` (one per parameter with a default): each is a mistake of its own,
+# which only an input that sets that parameter to something that matters can tell.
+PER_PARAMETER_KIND = 6
 MAX_MUTANTS = 24
 # How long a description's `was` and `now` may be.
 SNIPPET = 60
@@ -195,6 +202,18 @@ def find_sites(node: ast.FunctionDef) -> list[Site]:
             visit(child, path + ((field, i),))
 
     visit(node, ())
+    # `ignore_param` inserts `name = default` before the first statement (after a docstring).
+    body = node.body
+    first_statement = body[1] if len(body) > 1 and _is_docstring(body[0]) else body[0]
+    args = node.args
+    positional = args.posonlyargs + args.args
+    with_defaults = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+    with_defaults += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    for arg, default in with_defaults:
+        if arg.arg not in ("self", "cls") and not any(
+            isinstance(n, (ast.Call, ast.Lambda, ast.NamedExpr)) for n in ast.walk(default)
+        ):
+            add("ignore_param", (), (arg.arg, default), first_statement)
     return sites
 
 
@@ -243,6 +262,13 @@ def apply_site(node: ast.FunctionDef, site: Site) -> Mutant | None:
     are in `node`); None when the edit changes nothing."""
     tree = copy.deepcopy(node)
     kind = site.kind
+    if kind == "ignore_param":
+        name, default = site.detail
+        assign = ast.Assign([ast.Name(name, ast.Store())], copy.deepcopy(default))
+        first = tree.body[0]
+        at = 1 if _is_docstring(first) else 0
+        tree.body.insert(at, ast.fix_missing_locations(ast.copy_location(assign, first)))
+        return Mutant(kind, site.line, f"{name}", f"{name} = {_snippet(default)}", tree)
     if kind == "remove_statement":
         (field, i) = site.path[-1]
         parent = _at(tree, site.path[:-1])
@@ -309,8 +335,9 @@ def mutant_trees(node: ast.FunctionDef, seed, per_kind: int = PER_KIND, accept=N
         random.Random(f"r2e-mutants:{seed}:{kind}").shuffle(of_kind)
         taken: list[Mutant] = []
         seen: set = set()
+        limit = max(per_kind, PER_PARAMETER_KIND) if kind == "ignore_param" else per_kind
         for site in of_kind:
-            if len(taken) >= per_kind:
+            if len(taken) >= limit:
                 break
             mutant = apply_site(node, site)
             if mutant is None:
@@ -398,11 +425,16 @@ class MutantMaker:
         else:
             got = ast.Name(tree.name, ast.Load())
         params = [ast.arg(v) for v in freevars if not (self.class_name and v == "__class__")]
+        # The definition (a function, or the method's class) binds its name in the factory
+        # unless declared global there: a recursive call, or a method's use of its own class,
+        # is a global in the reference and must not become a free variable of the mutant.
+        bound = self.class_name if self.class_name is not None else tree.name
+        declared = [] if bound in freevars else [ast.Global([bound])]
         factory = _node(
             ast.FunctionDef,
             name=FACTORY,
             args=_node(ast.arguments, posonlyargs=[], args=params, kwonlyargs=[], kw_defaults=[]),
-            body=[inner, ast.Return(got)],
+            body=[*declared, inner, ast.Return(got)],
         )
         module = ast.Module(self._imports() + [_located(factory, definition)], [])
         ast.fix_missing_locations(module)

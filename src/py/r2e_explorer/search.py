@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import hashlib
 import itertools
+import json
 import linecache
 import os
 import random
@@ -250,6 +252,19 @@ class InstanceFinder:
         if cls in self.cache:
             return self.cache[cls]
         self.cache[cls] = []
+        found = [] if inspect.isabstract(cls) else self._constructions(cls, path)
+        if not found:
+            # An abstract class (or one that cannot be built from literals) in an annotation
+            # stands for its subclasses: instances of the simplest that can be built.
+            for sub in reachable_subclasses(self.reference, cls)[:MAX_SUBCLASSES]:
+                found += self._constructions(sub, class_path(self.reference, sub))[:2]
+                if len(found) >= 4:
+                    break
+        self.cache[cls] = found
+        return found
+
+    def _constructions(self, cls, path) -> list:
+        """Up to 4 constructor expressions of `cls` (reachable as `path`) that build."""
         init = inspect.unwrap(getattr(cls, "__init__", object.__init__))
         try:
             sig = inspect.signature(cls)
@@ -290,7 +305,6 @@ class InstanceFinder:
                     found.append(spec)
         finally:
             self.depth -= 1
-        self.cache[cls] = found
         return found
 
 
@@ -430,6 +444,24 @@ def concrete_subclasses(cls: type, method_name: str) -> list[type]:
     return [t[3] for t in found]
 
 
+def reachable_subclasses(reference, cls: type) -> list[type]:
+    """The subclasses of `cls` (at any depth) that are not abstract and that the reference
+    module reaches (`class_path`), simplest first: fewest required constructor parameters,
+    then the shallowest, then by name."""
+    found, seen, stack = [], set(), [(sub, 1) for sub in type.__subclasses__(cls)]
+    while stack:
+        sub, depth = stack.pop()
+        if sub in seen:
+            continue
+        seen.add(sub)
+        stack += [(s, depth + 1) for s in type.__subclasses__(sub)]
+        if inspect.isabstract(sub) or class_path(reference, sub) is None:
+            continue
+        found.append((_required_parameters(sub), depth, sub.__qualname__, sub))
+    found.sort(key=lambda t: t[:3])
+    return [t[3] for t in found]
+
+
 def _required_parameters(cls: type) -> int:
     """How many parameters constructing `cls` requires (many when its signature is unknown)."""
     try:
@@ -478,19 +510,23 @@ def state_signature(instance):
 
 
 def value_key(equiv, obs) -> str:
-    """A short text identifying an outcome, to prefer distinct outcomes when topping up."""
+    """A short text identifying an outcome, to prefer distinct outcomes when topping up: a
+    digest of its structural snapshot (return value or exception, instance state, what the
+    calls of a returned function gave). Never `repr`: showing a value may change it (a lazy
+    name cached on first `repr`), and this observation is compared again later."""
+    import r2e_snapshot
+
     if obs.outcome[0] == "return":
-        key = "return " + equiv.short_repr(obs.outcome[1], 120)
+        parts = ["return", r2e_snapshot.snapshot(obs.outcome[1])]
     else:
-        key = f"raise {obs.outcome[1]}: {obs.outcome[2][:120]}"
-    state = getattr(obs.instance, "__dict__", None)
-    if isinstance(state, dict):
-        key += " with " + equiv.short_repr(state, 120)
+        parts = ["raise", obs.outcome[1], obs.outcome[2][:120]]
+    if getattr(obs.instance, "__dict__", None) is not None:
+        parts.append(r2e_snapshot.snapshot(obs.instance))
     then = getattr(obs, "then", ())
     if then:
-        # A returned function: what the calls made of it gave.
-        key += " then " + equiv.short_repr([equiv.describe_outcome(o) for o, _ in then], 120)
-    return key
+        parts.append(equiv._then_snapshot(then))
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return f"{parts[0]} {hashlib.blake2b(text.encode(), digest_size=12).hexdigest()}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -597,7 +633,7 @@ class Explorer:
 
     def is_deterministic(self, ctor_call, call, first_obs) -> bool:
         status, obs, _ = self.execute(ctor_call, call, traced=False)
-        return status == "ok" and not self.equiv.differences(obs, first_obs)
+        return status == "ok" and not self.equiv.differences(obs, first_obs, detailed=False)
 
     # -- the search -------------------------------------------------------------------------
 
@@ -943,7 +979,7 @@ class Explorer:
         """Whether an observation differs from the reference's on that entry (as a harness
         compares them)."""
         try:
-            return bool(self.equiv.differences(obs, entry.obs))
+            return bool(self.equiv.differences(obs, entry.obs, detailed=False))
         except Exception:  # noqa: BLE001 - a comparison that fails is a difference
             return True
 
@@ -984,7 +1020,16 @@ class Explorer:
                 inp = self.space.random_input(rng, ctor_count)
             else:
                 inp = rng.choice(reaching or sources).inp
-                if params and rng.random() < 0.5:
+                # An ignored parameter is told apart only by a change of that parameter.
+                named = [
+                    i
+                    for i, p in enumerate(self.space.params)
+                    if mutant.kind == "ignore_param" and p.name == mutant.was and p.pool
+                ]
+                if named:
+                    i = named[0]
+                    inp = inp.replace(i, rng.choice(self.space.params[i].pool))
+                elif params and rng.random() < 0.5:
                     i = rng.randrange(params)
                     inp = inp.replace(i, rng.choice(self.space.params[i].pool))
                 else:

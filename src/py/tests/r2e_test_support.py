@@ -211,11 +211,11 @@ class SampleRepo:
     # -- running the scripts ------------------------------------------------------------------
 
     def scratch(self, name: str) -> str:
-        """A folder holding copies of the three scripts and the explorer's package, like the
-        Rust side's scratch folders."""
+        """A folder holding copies of the scripts, the snapshot module and the explorer's
+        package, like the Rust side's scratch folders."""
         folder = self.path(name)
         os.makedirs(folder, exist_ok=True)
-        for script in ("r2e_equiv.py", "r2e_explore.py", "r2e_runner.py"):
+        for script in ("r2e_equiv.py", "r2e_explore.py", "r2e_runner.py", "r2e_snapshot.py"):
             shutil.copy(os.path.join(PY_DIR, script), folder)
         package = os.path.join(folder, "r2e_explorer")
         os.makedirs(package, exist_ok=True)

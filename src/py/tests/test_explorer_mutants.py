@@ -11,6 +11,7 @@ from r2e_test_support import TempModules
 
 from r2e_explorer.mutants import (
     KINDS,
+    PER_PARAMETER_KIND,
     MutantMaker,
     MutationAnalysis,
     bounded,
@@ -84,6 +85,23 @@ class Base:
         return 1
 
 
+def depth(items):
+    if isinstance(items, list):
+        return 1 + max([depth(x) for x in items], default=0)
+    return 0
+
+
+class Node:
+    def __init__(self, children=()):
+        self.children = list(children)
+
+    @classmethod
+    def chain(cls, n):
+        if n <= 0:
+            return Node()
+        return Node([Node.chain(n - 1)])
+
+
 class Box(Base):
     def __init__(self, n):
         self.__n = n
@@ -132,6 +150,15 @@ class SitesTest(unittest.TestCase):
         strings = mutant_trees(definition("def f(s):\n    return s + 'ab'\n"), 0)
         self.assertIn("constant, line 2: `'ab'` -> `'abX'`", descriptions(strings))
         self.assertIn("negate_if, line 9: `strict and x == hi - 1` -> `not (strict and x == hi - 1)`", every)
+        # An ignored parameter: its default assigned before the first statement (after the
+        # docstring), one per parameter with a default; none for a default with a call.
+        for name, default in (("lo", "0"), ("hi", "10"), ("strict", "False")):
+            self.assertIn(f"ignore_param, line 5: `{name}` -> `{name} = {default}`", every)
+        calls = mutant_trees(definition("def f(a, b=g(), *, c=(1, 2)):\n    return a, b, c\n"), 0)
+        self.assertEqual(
+            [d for d in descriptions(calls) if d.startswith("ignore_param")],
+            ["ignore_param, line 2: `c` -> `c = (1, 2)`"],
+        )
 
     def test_each_mutant_is_a_whole_valid_definition_that_differs(self):
         node = definition()
@@ -148,7 +175,9 @@ class SitesTest(unittest.TestCase):
         a = descriptions(mutant_trees(node, 1, per_kind=2))
         self.assertEqual(a, descriptions(mutant_trees(node, 1, per_kind=2)), "deterministic")
         for kind in KINDS:
-            self.assertLessEqual(sum(d.startswith(kind + ",") for d in a), 2)
+            # One site per parameter with a default, up to PER_PARAMETER_KIND.
+            bound = PER_PARAMETER_KIND if kind == "ignore_param" else 2
+            self.assertLessEqual(sum(d.startswith(kind + ",") for d in a), bound)
         others = [descriptions(mutant_trees(node, seed, per_kind=2)) for seed in range(2, 12)]
         self.assertTrue(any(o != a for o in others), "another seed picks other sites")
 
@@ -210,6 +239,21 @@ class MakerTest(unittest.TestCase):
             with installed(classify, flipped.code):
                 raise RuntimeError("the block fails")
         self.assertIs(classify.__code__, original)
+
+    def test_a_recursive_function_and_a_method_naming_its_class_have_mutants(self):
+        # Their own name is a global of the reference: compiled in the factory it must not
+        # become a free variable (before, neither got a single mutant).
+        depth = self.mod.depth
+        flipped = next(m for m in self.maker(depth).make(0) if m.kind == "add_sub")
+        self.assertEqual(depth([[1], 2]), 2)
+        with installed(depth, flipped.code):
+            self.assertEqual(depth([[1], 2]), 0)  # the recursive calls run the mutant too
+        self.assertEqual(depth([[1], 2]), 2)
+        chain = self.mod.Node.chain.__func__
+        dropped = [m for m in self.maker(chain, "Node").make(0) if m.kind == "drop_return"]
+        self.assertTrue(dropped)
+        with installed(chain, dropped[-1].code):
+            self.assertIsNone(self.mod.Node.chain(2))
 
     def test_methods_keep_their_class_private_names_and_super(self):
         size = self.mod.Box.size
