@@ -199,6 +199,18 @@ impl ActionKey for LlmKey<'_> {
     const BUCKET: Bucket = Bucket::Llm;
 }
 
+/// A model request whose prompt the server refused as longer than the model's context window:
+/// the same request as `LlmKey` (its own bucket keeps the two apart), stored with the server's
+/// message, so that no later build asks it again.
+#[derive(Clone, Debug, Serialize)]
+pub struct RefusalKey<'a> {
+    pub request: &'a crate::llm::Request,
+}
+
+impl ActionKey for RefusalKey<'_> {
+    const BUCKET: Bucket = Bucket::Refusal;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

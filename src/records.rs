@@ -129,6 +129,9 @@ pub enum FailureClass {
     Unrunnable,
     /// A model's answer that holds no `def` of the function.
     NoCode,
+    /// A model request its server refused as longer than the model's context window: the
+    /// sample has no answer, and no repair round (its prompt would be longer still).
+    PromptTooLong,
     Other,
 }
 
@@ -147,6 +150,7 @@ impl FailureClass {
             FailureClass::Crash => "crash",
             FailureClass::Unrunnable => "unrunnable",
             FailureClass::NoCode => "no_code",
+            FailureClass::PromptTooLong => "prompt_too_long",
             FailureClass::Other => "other",
         }
     }

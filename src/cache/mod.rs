@@ -35,6 +35,9 @@ pub enum Bucket {
     Validate,
     /// Action: a model's answer to a request (`keys::LlmKey`).
     Llm,
+    /// Action: a request whose prompt the server refused as longer than the model's context
+    /// window (`keys::RefusalKey`).
+    Refusal,
     /// Action: a candidate's raw run against an instance's harness (`keys::CheckKey`).
     Check,
     /// Environments: `<key>/venv` and its sealed record (`keys::EnvKey`).
@@ -56,11 +59,12 @@ pub enum Bucket {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 13] = [
+    pub const ALL: [Bucket; 14] = [
         Bucket::Parse,
         Bucket::Generate,
         Bucket::Validate,
         Bucket::Llm,
+        Bucket::Refusal,
         Bucket::Check,
         Bucket::Envs,
         Bucket::Trees,
@@ -80,6 +84,7 @@ impl Bucket {
             Bucket::Generate => ("generate", Some(2)),
             Bucket::Validate => ("validate", Some(6)),
             Bucket::Llm => ("llm", Some(2)),
+            Bucket::Refusal => ("llm-refused", Some(1)),
             Bucket::Check => ("check", Some(2)),
             Bucket::Envs => ("envs", Some(3)),
             Bucket::Trees => ("trees", Some(1)),
@@ -96,7 +101,12 @@ impl Bucket {
     pub const fn is_action(self) -> bool {
         matches!(
             self,
-            Bucket::Parse | Bucket::Generate | Bucket::Validate | Bucket::Llm | Bucket::Check
+            Bucket::Parse
+                | Bucket::Generate
+                | Bucket::Validate
+                | Bucket::Llm
+                | Bucket::Refusal
+                | Bucket::Check
         )
     }
 

@@ -10,6 +10,10 @@
 //! a model or samples asks only the new requests, and a new harness re-checks only its own
 //! candidates with the answers from the cache.
 //!
+//! A request whose prompt the server refuses as longer than the model's context window is a
+//! failed sample (`prompt_too_long`, stored like an answer, no repair round); any other failed
+//! request is no sample at all: the build exits 1 and the next one asks again.
+//!
 //! Two pseudo-models need no server: `builtin/reference` answers with the original function
 //! (it must pass everything) and `builtin/mutants` answers sample i with the i-th mutant.
 
@@ -21,7 +25,7 @@ use rayon::prelude::*;
 use super::answer;
 use super::checkpath::Verdict;
 use super::mutation;
-use crate::cache::{Bucket, Cache};
+use crate::cache::Cache;
 use crate::check::Bench;
 use crate::config::{Api, Config, EvalModel, PromptStyle, ProviderConfig};
 use crate::error::{Error, Result};
@@ -125,6 +129,17 @@ impl Unit {
     }
 }
 
+/// What a sample's request gave in a round.
+enum Answered {
+    /// Its code (none: the answer held no `def` of the function).
+    Code(Option<String>),
+    /// The server refused the prompt as longer than the model's context window: a failed
+    /// sample (`prompt_too_long`).
+    TooLong(String),
+    /// The request failed: no sample (the build exits 1, and the next build asks again).
+    Failed(String),
+}
+
 /// A planned request.
 struct Planned<'a> {
     request: Request,
@@ -198,7 +213,7 @@ impl<'a> Evaluator<'a> {
                             continue;
                         };
                         plan.requests += 1;
-                        if self.cache.contains(Bucket::Llm, p.request.key()) {
+                        if Llm::is_cached(self.cache, &p.request) {
                             plan.cached += 1;
                         } else {
                             plan.would_ask += 1;
@@ -247,9 +262,12 @@ impl<'a> Evaluator<'a> {
                     if round == 0 {
                         return true;
                     }
+                    // A prompt too long for the model has no repair: its prompt is longer.
                     unit.failed.is_none()
                         && !self.models()[unit.model].is_builtin()
-                        && unit.last.as_ref().is_some_and(|(_, v)| !v.passed)
+                        && unit.last.as_ref().is_some_and(|(_, v)| {
+                            !v.passed && v.failure_class != Some(FailureClass::PromptTooLong)
+                        })
                 })
                 .collect();
             if active.is_empty() {
@@ -316,7 +334,7 @@ impl<'a> Evaluator<'a> {
         let new = planned
             .iter()
             .flatten()
-            .filter(|p| !self.cache.contains(Bucket::Llm, p.request.key()))
+            .filter(|p| !Llm::is_cached(self.cache, &p.request))
             .count() as u64;
         let max = self.cfg.evaluate.max_requests;
         if *asked + new > max {
@@ -327,7 +345,7 @@ impl<'a> Evaluator<'a> {
         }
         *asked += new;
         // Ask (or answer, for the built-in models), in the pool.
-        let answers: Vec<(Option<String>, Option<String>, Spent, bool)> = self.pool.install(|| {
+        let answers: Vec<(Answered, Spent, bool)> = self.pool.install(|| {
             active
                 .par_iter()
                 .zip(&planned)
@@ -338,7 +356,7 @@ impl<'a> Evaluator<'a> {
         let mut prepared = Vec::new();
         let mut slots = Vec::new();
         let mut verdicts: Vec<Option<Verdict>> = vec![None; active.len()];
-        for (n, ((&u, plan), (code, failed, spent, fresh))) in
+        for (n, ((&u, plan), (answered, spent, fresh))) in
             active.iter().zip(&planned).zip(answers).enumerate()
         {
             let unit = &mut units[u];
@@ -349,28 +367,41 @@ impl<'a> Evaluator<'a> {
                     .as_ref()
                     .map_or_else(String::new, |p| Hash::of_key(&p.request.messages).to_hex());
             }
-            if let Some(why) = failed {
-                unit.failed = Some(why);
-                continue;
-            }
             let id = &self.bench.instances()[unit.instance].id;
-            match &code {
-                None => {
+            let code = match answered {
+                Answered::Failed(why) => {
+                    unit.failed = Some(why);
+                    continue;
+                }
+                Answered::TooLong(why) => {
+                    verdicts[n] = Some(Verdict {
+                        passed: false,
+                        error: Some(why),
+                        failure_class: Some(FailureClass::PromptTooLong),
+                        tests: Vec::new(),
+                    });
+                    None
+                }
+                Answered::Code(None) => {
                     verdicts[n] = Some(Verdict {
                         passed: false,
                         error: Some("the answer holds no `def` of the function".into()),
                         failure_class: Some(FailureClass::NoCode),
                         tests: Vec::new(),
                     });
+                    None
                 }
-                Some(code) => match self.bench.prepare(id, code)? {
-                    Ok(p) => {
-                        prepared.push(p);
-                        slots.push(n);
+                Answered::Code(Some(code)) => {
+                    match self.bench.prepare(id, &code)? {
+                        Ok(p) => {
+                            prepared.push(p);
+                            slots.push(n);
+                        }
+                        Err(v) => verdicts[n] = Some(v),
                     }
-                    Err(v) => verdicts[n] = Some(v),
-                },
-            }
+                    Some(code)
+                }
+            };
             unit.last = Some((code, Verdict::unrunnable(String::new())));
         }
         for (n, checked) in slots.into_iter().zip(self.bench.check(&prepared)?) {
@@ -475,13 +506,8 @@ impl<'a> Evaluator<'a> {
         }))
     }
 
-    /// A sample's answer in a round: its code (none: the answer held none), why its request
-    /// failed, what it cost, and whether it was asked now.
-    fn answer(
-        &self,
-        unit: &Unit,
-        plan: Option<&Planned>,
-    ) -> (Option<String>, Option<String>, Spent, bool) {
+    /// A sample's answer in a round, what it cost, and whether it was asked now.
+    fn answer(&self, unit: &Unit, plan: Option<&Planned>) -> (Answered, Spent, bool) {
         let m = &self.models()[unit.model];
         let instance = &self.bench.instances()[unit.instance];
         let Some(plan) = plan else {
@@ -494,15 +520,14 @@ impl<'a> Evaluator<'a> {
                         .then(|| mutants[unit.sample as usize % mutants.len()].clone())
                 }
             };
-            return (code, None, Spent::default(), false);
+            return (Answered::Code(code), Spent::default(), false);
         };
         match self
             .llm
             .ask(self.cache, "evaluate", plan.provider, &plan.request)
         {
             Ok((response, fresh)) => (
-                answer::candidate(&response.text, &instance.qualname),
-                None,
+                Answered::Code(answer::candidate(&response.text, &instance.qualname)),
                 if fresh {
                     response.spent()
                 } else {
@@ -510,7 +535,15 @@ impl<'a> Evaluator<'a> {
                 },
                 fresh,
             ),
-            Err(failure) => (None, Some(failure.message), Spent::default(), false),
+            Err(failure) if failure.prompt_too_long() => {
+                let fresh = !failure.cached;
+                let spent = Spent {
+                    requests: u64::from(fresh),
+                    ..Spent::default()
+                };
+                (Answered::TooLong(failure.message), spent, fresh)
+            }
+            Err(failure) => (Answered::Failed(failure.message), Spent::default(), false),
         }
     }
 }
