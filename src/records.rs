@@ -494,6 +494,10 @@ pub struct EvalTables {
 /// What a build's `--json` summary says of its evaluation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EvalSummary {
+    /// Candidate extractions (the `def` out of a model's answer) run now and taken from the
+    /// extraction cache.
+    #[serde(default)]
+    pub extractions: StageCounts,
     /// Checks run now and taken from the check cache.
     pub checks: StageCounts,
     /// Requests that failed (not samples; the next build asks again).

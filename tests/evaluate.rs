@@ -192,6 +192,15 @@ fn requests(summary: &Value) -> (u64, u64) {
     )
 }
 
+/// Candidate extractions executed and cached.
+fn extractions(summary: &Value) -> (u64, u64) {
+    let e = &summary["evaluate"]["extractions"];
+    (
+        e["executed"].as_u64().unwrap_or(0),
+        e["cached"].as_u64().unwrap_or(0),
+    )
+}
+
 #[test]
 fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
     let (url, log) = serve();
@@ -276,12 +285,16 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
     // 8 first answers; 7 failing get round 1, 7 round 2 (scale passes there), 6 round 3.
     assert_eq!(asked.len(), 8 + 7 + 7 + 6, "{asked:#?}");
     assert_eq!(requests(&summary), (28, 0));
+    // 28 answers, 10 distinct texts (`scale` answers 3 ways; every other function's repairs
+    // answer as its first round did): each text is taken apart once.
+    assert_eq!(extractions(&summary), (10, 18), "{summary}");
 
     // A second build asks and checks nothing.
     let again = common::offline_build(dir.path());
     assert_eq!(log.lock().unwrap().len(), 28);
     assert_eq!(again["stages"]["evaluate"]["executed"], 0, "{again}");
     assert_eq!(again["evaluate"]["checks"]["executed"], 0, "{again}");
+    assert_eq!(extractions(&again), (0, 28), "{again}");
     assert_eq!(pass(&again, "local/scripted"), 0.125);
 
     // Another model asks only its own requests; the same code is checked once.
@@ -301,6 +314,8 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
         more["llm"]["evaluate"]["other"]["executed"].as_u64(),
         Some(28)
     );
+    // Its answers are the same texts: every extraction, both models', comes from the cache.
+    assert_eq!(extractions(&more), (0, 56), "{more}");
 
     // Editing `codegen_direct` re-asks exactly the first-round requests (the repairs' prompts
     // are rendered from the same answers: cached).
@@ -317,6 +332,8 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
     pipeline(dir.path(), &url, EVALUATE);
     let edited = common::offline_build(dir.path());
     assert_eq!(requests(&edited), (8, 20), "{edited}");
+    // New requests, the same answers: nothing to take apart again.
+    assert_eq!(extractions(&edited).0, 0, "{edited}");
 
     // Raising `samples` to 2: `status` counts the new requests; `max_requests` under them stops
     // the build before it asks anything; then exactly the new samples' requests are asked.

@@ -40,6 +40,8 @@ pub enum Bucket {
     Refusal,
     /// Action: a candidate's raw run against an instance's harness (`keys::CheckKey`).
     Check,
+    /// Action: the candidate taken out of a model's answer (`keys::AnswerKey`).
+    Answer,
     /// Environments: `<key>/venv` and its sealed record (`keys::EnvKey`).
     Envs,
     /// Commits of git repositories checked out to run code from.
@@ -59,13 +61,14 @@ pub enum Bucket {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 14] = [
+    pub const ALL: [Bucket; 15] = [
         Bucket::Parse,
         Bucket::Generate,
         Bucket::Validate,
         Bucket::Llm,
         Bucket::Refusal,
         Bucket::Check,
+        Bucket::Answer,
         Bucket::Envs,
         Bucket::Trees,
         Bucket::Git,
@@ -86,6 +89,7 @@ impl Bucket {
             Bucket::Llm => ("llm", Some(2)),
             Bucket::Refusal => ("llm-refused", Some(1)),
             Bucket::Check => ("check", Some(2)),
+            Bucket::Answer => ("answer", Some(1)),
             Bucket::Envs => ("envs", Some(3)),
             Bucket::Trees => ("trees", Some(1)),
             Bucket::Git => ("git", Some(1)),
@@ -107,6 +111,7 @@ impl Bucket {
                 | Bucket::Llm
                 | Bucket::Refusal
                 | Bucket::Check
+                | Bucket::Answer
         )
     }
 

@@ -1,14 +1,15 @@
 //! Stage `evaluate` (paper §5): every configured model writes `samples` candidates for every
 //! instance, from the instance's `problem` (never its solution); each candidate is taken out of
-//! the answer (`stages::answer`) and checked through the one check path (`check::Bench`, the
-//! check cache). Failing samples get up to `repair_rounds` self-repair rounds with the failing
+//! the answer (`stages::answer::extract`, the extraction cache) and checked through the one
+//! check path (`check::Bench`, the check cache). Failing samples get up to `repair_rounds` self-repair rounds with the failing
 //! tests' calls and outcomes.
 //!
 //! The work goes in rounds so that checks batch: ask every request of the round (the response
 //! cache, in a pool as wide as the providers allow), then check every candidate of the round in
-//! warm workers. Requests, checks and the results are each keyed by what shapes them, so adding
-//! a model or samples asks only the new requests, and a new harness re-checks only its own
-//! candidates with the answers from the cache.
+//! warm workers. Requests, extractions and checks are each an action keyed by what shapes it,
+//! so adding a model or samples asks only the new requests, the same answer text is taken apart
+//! once whichever model wrote it, and a new harness re-checks only its own candidates with the
+//! answers from the cache.
 //!
 //! A request whose prompt the server refuses as longer than the model's context window is a
 //! failed sample (`prompt_too_long`, stored like an answer, no repair round); any other failed
@@ -88,9 +89,11 @@ impl Reference {
 pub struct EvalOutputs {
     /// Lines of `results.jsonl`, in instance, model, sample order.
     pub results: Vec<EvalResult>,
-    /// Samples: executed (a request or a check ran now), cached, failed (a request failed: no
-    /// sample).
+    /// Samples: executed (a request, an extraction or a check ran now), cached, failed (a
+    /// request failed: no sample).
     pub samples: StageCounts,
+    /// Candidate extractions run now and taken from the extraction cache.
+    pub extractions: StageCounts,
     /// Checks run now and taken from the check cache.
     pub checks: StageCounts,
     /// Requests that failed, with why: the build exits 1, and the next build asks again.
@@ -131,7 +134,9 @@ impl Unit {
 
 /// What a sample's request gave in a round.
 enum Answered {
-    /// Its code (none: the answer held no `def` of the function).
+    /// A model's answer, its candidate still to be taken out.
+    Text(String),
+    /// A built-in model's candidate (none: it has none for this instance).
     Code(Option<String>),
     /// The server refused the prompt as longer than the model's context window: a failed
     /// sample (`prompt_too_long`).
@@ -367,7 +372,7 @@ impl<'a> Evaluator<'a> {
                     .as_ref()
                     .map_or_else(String::new, |p| Hash::of_key(&p.request.messages).to_hex());
             }
-            let id = &self.bench.instances()[unit.instance].id;
+            let instance = &self.bench.instances()[unit.instance];
             let code = match answered {
                 Answered::Failed(why) => {
                     unit.failed = Some(why);
@@ -382,26 +387,39 @@ impl<'a> Evaluator<'a> {
                     });
                     None
                 }
-                Answered::Code(None) => {
-                    verdicts[n] = Some(Verdict {
-                        passed: false,
-                        error: Some("the answer holds no `def` of the function".into()),
-                        failure_class: Some(FailureClass::NoCode),
-                        tests: Vec::new(),
-                    });
-                    None
+                // Taken out here, one after the other, so that the same text twice in a round
+                // (two models' equal answers) is taken apart once.
+                Answered::Text(text) => {
+                    let (code, fresh) = answer::extract(self.cache, &text, &instance.qualname);
+                    if fresh {
+                        out.extractions.executed += 1;
+                        unit.fresh = true;
+                    } else {
+                        out.extractions.cached += 1;
+                    }
+                    code
                 }
-                Answered::Code(Some(code)) => {
-                    match self.bench.prepare(id, &code)? {
+                Answered::Code(code) => code,
+            };
+            if verdicts[n].is_none() {
+                match &code {
+                    None => {
+                        verdicts[n] = Some(Verdict {
+                            passed: false,
+                            error: Some("the answer holds no `def` of the function".into()),
+                            failure_class: Some(FailureClass::NoCode),
+                            tests: Vec::new(),
+                        });
+                    }
+                    Some(code) => match self.bench.prepare(&instance.id, code)? {
                         Ok(p) => {
                             prepared.push(p);
                             slots.push(n);
                         }
                         Err(v) => verdicts[n] = Some(v),
-                    }
-                    Some(code)
+                    },
                 }
-            };
+            }
             unit.last = Some((code, Verdict::unrunnable(String::new())));
         }
         for (n, checked) in slots.into_iter().zip(self.bench.check(&prepared)?) {
@@ -509,7 +527,6 @@ impl<'a> Evaluator<'a> {
     /// A sample's answer in a round, what it cost, and whether it was asked now.
     fn answer(&self, unit: &Unit, plan: Option<&Planned>) -> (Answered, Spent, bool) {
         let m = &self.models()[unit.model];
-        let instance = &self.bench.instances()[unit.instance];
         let Some(plan) = plan else {
             let reference = self.reference(unit.instance);
             let code = match m.model.as_str() {
@@ -526,15 +543,14 @@ impl<'a> Evaluator<'a> {
             .llm
             .ask(self.cache, "evaluate", plan.provider, &plan.request)
         {
-            Ok((response, fresh)) => (
-                Answered::Code(answer::candidate(&response.text, &instance.qualname)),
-                if fresh {
+            Ok((response, fresh)) => {
+                let spent = if fresh {
                     response.spent()
                 } else {
                     Spent::default()
-                },
-                fresh,
-            ),
+                };
+                (Answered::Text(response.text), spent, fresh)
+            }
             Err(failure) if failure.prompt_too_long() => {
                 let fresh = !failure.cached;
                 let spent = Spent {
