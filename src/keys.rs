@@ -43,7 +43,7 @@ impl ActionKey for ParseKey {
 
 /// The candidate extraction's version: bump it when what `stages::answer::candidate` takes out
 /// of an answer changes (its code, or `python::dedent`, which it uses).
-pub const EXTRACTOR: u32 = 1;
+pub const EXTRACTOR: u32 = 2;
 
 /// The installer that actually builds environments, and its version.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]

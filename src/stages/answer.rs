@@ -120,10 +120,13 @@ fn cut_after(text: &str, name: &str) -> Option<String> {
 fn find_def(text: &str, class: Option<&str>, name: &str) -> Option<String> {
     let parsed = ruff_python_parser::parse_module(text).ok()?;
     let body = &parsed.syntax().body;
+    let strings = crate::python::string_ranges(parsed.tokens().iter());
     let full = |stmt: &Stmt, decorators: Option<ruff_text_size::TextSize>| -> String {
         let start = decorators.unwrap_or(stmt.start()).to_usize();
         let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-        crate::python::dedent(&text[line_start..stmt.end().to_usize()])
+        let end = stmt.end().to_usize();
+        let within = crate::python::strings_within(&strings, line_start, end);
+        crate::python::dedent(&text[line_start..end], &within)
     };
     let def_in = |stmts: &[Stmt]| -> Option<String> {
         stmts.iter().find_map(|s| match s {
@@ -177,6 +180,19 @@ mod tests {
             candidate("```\ndef m(self):\n    return 2\n```", "T.m").unwrap(),
             "def m(self):\n    return 2\n"
         );
+    }
+
+    #[test]
+    fn a_method_taken_out_of_its_class_keeps_its_strings_value() {
+        // Lines of the string at column 0 and deeper than the def: the def is dedented, the
+        // string's lines stay as written.
+        let answer = "```python\nclass T:\n    def m(self):\n        s = '''a\nb\n            c'''\n        return s\n```";
+        let out = candidate(answer, "T.m").unwrap();
+        assert_eq!(
+            out,
+            "def m(self):\n    s = '''a\nb\n            c'''\n    return s\n"
+        );
+        assert!(ruff_python_parser::parse_module(&out).is_ok(), "{out}");
     }
 
     #[test]
