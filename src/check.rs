@@ -130,7 +130,8 @@ impl Bench {
         let r = self.resolved.get(ix)?.as_ref().ok()?;
         let chunk = r.summary.layout.defs[r.def].chunk;
         let text = r.source.get(chunk.start as usize..chunk.end as usize)?;
-        Some((&r.target.module, crate::python::dedent(text)))
+        let strings = crate::python::strings_in(text);
+        Some((&r.target.module, crate::python::dedent(text, &strings)))
     }
 
     pub fn instance(&self, id: &str) -> Result<&Instance> {

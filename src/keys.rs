@@ -41,6 +41,10 @@ impl ActionKey for ParseKey {
     const BUCKET: Bucket = Bucket::Parse;
 }
 
+/// The candidate extraction's version: bump it when what `stages::answer::candidate` takes out
+/// of an answer changes (its code, or `python::dedent`, which it uses).
+pub const EXTRACTOR: u32 = 2;
+
 /// The installer that actually builds environments, and its version.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct InstallerId {
@@ -197,6 +201,38 @@ pub struct LlmKey<'a> {
 
 impl ActionKey for LlmKey<'_> {
     const BUCKET: Bucket = Bucket::Llm;
+}
+
+/// A model request whose prompt the server refused as longer than the model's context window:
+/// the same request as `LlmKey` (its own bucket keeps the two apart), stored with the server's
+/// message, so that no later build asks it again.
+#[derive(Clone, Debug, Serialize)]
+pub struct RefusalKey<'a> {
+    pub request: &'a crate::llm::Request,
+}
+
+impl ActionKey for RefusalKey<'_> {
+    const BUCKET: Bucket = Bucket::Refusal;
+}
+
+/// Stage `evaluate`: the candidate taken out of one model answer (`stages::answer::candidate`:
+/// the `def` of the target's name with the answer's imports, or none). Not in the key: the
+/// model, the request, the sample or the round, so the same answer text for the same function
+/// is taken apart once, whichever model wrote it; nor the function's kind, which its qualname
+/// says (a method's names its class, all the extractor reads of it).
+#[derive(Clone, Debug, Serialize)]
+pub struct AnswerKey<'a> {
+    /// `EXTRACTOR`, the extraction's version.
+    pub extractor: u32,
+    /// blake3 of the answer's text, as the stage reads it (for the completions API, the
+    /// prompt's open code block followed by the continuation).
+    pub answer: Hash,
+    /// The target's qualname: the `def`'s name and, for a method, its class.
+    pub qualname: &'a str,
+}
+
+impl ActionKey for AnswerKey<'_> {
+    const BUCKET: Bucket = Bucket::Answer;
 }
 
 #[cfg(test)]

@@ -129,6 +129,9 @@ pub enum FailureClass {
     Unrunnable,
     /// A model's answer that holds no `def` of the function.
     NoCode,
+    /// A model request its server refused as longer than the model's context window: the
+    /// sample has no answer, and no repair round (its prompt would be longer still).
+    PromptTooLong,
     Other,
 }
 
@@ -147,6 +150,7 @@ impl FailureClass {
             FailureClass::Crash => "crash",
             FailureClass::Unrunnable => "unrunnable",
             FailureClass::NoCode => "no_code",
+            FailureClass::PromptTooLong => "prompt_too_long",
             FailureClass::Other => "other",
         }
     }
@@ -490,6 +494,10 @@ pub struct EvalTables {
 /// What a build's `--json` summary says of its evaluation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EvalSummary {
+    /// Candidate extractions (the `def` out of a model's answer) run now and taken from the
+    /// extraction cache.
+    #[serde(default)]
+    pub extractions: StageCounts,
     /// Checks run now and taken from the check cache.
     pub checks: StageCounts,
     /// Requests that failed (not samples; the next build asks again).

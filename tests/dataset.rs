@@ -221,7 +221,8 @@ fn examples_build_into_a_checked_dataset() {
         while start > 1 && lines[start - 2].trim_start().starts_with('@') {
             start -= 1;
         }
-        let source = r2e::python::dedent(&(lines[start - 1..end].join("\n") + "\n"));
+        let def = lines[start - 1..end].join("\n") + "\n";
+        let source = r2e::python::dedent(&def, &r2e::python::strings_in(&def));
         let original = scratch.path().join("original.py");
         std::fs::write(&original, &source).unwrap();
         let out = ex

@@ -2,7 +2,8 @@
 //! and self-repair curve for a script of answers (correct code, a mutant, prose, a wrong answer
 //! that its repair fixes at round 2, an endless loop, one that reaches for the reference, one
 //! that does not compile, one that deletes its working folder); no request holds a reference
-//! body; the built-in models; what each change re-asks and re-checks; an unreachable server.
+//! body; the built-in models; what each change re-asks and re-checks; an unreachable server; a
+//! prompt the server refuses as longer than the model's context window.
 //!
 //! Environments are built offline from the tests' wheelhouse, as in `tests/dataset.rs`.
 
@@ -191,6 +192,15 @@ fn requests(summary: &Value) -> (u64, u64) {
     )
 }
 
+/// Candidate extractions executed and cached.
+fn extractions(summary: &Value) -> (u64, u64) {
+    let e = &summary["evaluate"]["extractions"];
+    (
+        e["executed"].as_u64().unwrap_or(0),
+        e["cached"].as_u64().unwrap_or(0),
+    )
+}
+
 #[test]
 fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
     let (url, log) = serve();
@@ -275,12 +285,16 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
     // 8 first answers; 7 failing get round 1, 7 round 2 (scale passes there), 6 round 3.
     assert_eq!(asked.len(), 8 + 7 + 7 + 6, "{asked:#?}");
     assert_eq!(requests(&summary), (28, 0));
+    // 28 answers, 10 distinct texts (`scale` answers 3 ways; every other function's repairs
+    // answer as its first round did): each text is taken apart once.
+    assert_eq!(extractions(&summary), (10, 18), "{summary}");
 
     // A second build asks and checks nothing.
     let again = common::offline_build(dir.path());
     assert_eq!(log.lock().unwrap().len(), 28);
     assert_eq!(again["stages"]["evaluate"]["executed"], 0, "{again}");
     assert_eq!(again["evaluate"]["checks"]["executed"], 0, "{again}");
+    assert_eq!(extractions(&again), (0, 28), "{again}");
     assert_eq!(pass(&again, "local/scripted"), 0.125);
 
     // Another model asks only its own requests; the same code is checked once.
@@ -300,6 +314,8 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
         more["llm"]["evaluate"]["other"]["executed"].as_u64(),
         Some(28)
     );
+    // Its answers are the same texts: every extraction, both models', comes from the cache.
+    assert_eq!(extractions(&more), (0, 56), "{more}");
 
     // Editing `codegen_direct` re-asks exactly the first-round requests (the repairs' prompts
     // are rendered from the same answers: cached).
@@ -316,6 +332,8 @@ fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
     pipeline(dir.path(), &url, EVALUATE);
     let edited = common::offline_build(dir.path());
     assert_eq!(requests(&edited), (8, 20), "{edited}");
+    // New requests, the same answers: nothing to take apart again.
+    assert_eq!(extractions(&edited).0, 0, "{edited}");
 
     // Raising `samples` to 2: `status` counts the new requests; `max_requests` under them stops
     // the build before it asks anything; then exactly the new samples' requests are asked.
@@ -512,6 +530,88 @@ fn an_unreachable_server_records_no_sample_and_the_next_build_asks_again() {
     let summary = common::offline_build(dir.path());
     assert_eq!(log.lock().unwrap().len(), 8);
     assert_eq!(pass(&summary, "local/scripted"), 0.125);
+}
+
+/// OpenAI's 400 for a prompt longer than the model's context window.
+const OPENAI_TOO_LONG: &str = r#"{"error": {"message": "This model's maximum context length is 4096 tokens. However, you requested 5211 tokens (5011 in the messages, 200 in the completion). Please reduce the length of the messages or completion.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}"#;
+/// llama-cpp-python's message for the same, as its server words a `ValueError`.
+const LLAMA_TOO_LONG: &str = r#"{"error": {"message": "Requested tokens (5211) exceed context window of 4096", "type": "invalid_request_error", "param": null, "code": null}}"#;
+
+#[test]
+fn a_prompt_too_long_for_the_model_is_a_failed_sample_asked_once() {
+    // `describe`'s prompt gets OpenAI's 400, `spin`'s llama-cpp-python's; the others the script.
+    let (url, log, _) =
+        common::server::serve(std::time::Duration::ZERO, |prompt, _| {
+            match about(prompt).as_str() {
+                "describe" => (400, "", OPENAI_TOO_LONG.to_owned()),
+                "spin" => (400, "", LLAMA_TOO_LONG.to_owned()),
+                _ => (200, "", answer(prompt)),
+            }
+        });
+    let dir = tempfile::tempdir().unwrap();
+    common::write_fixture(&dir.path().join("repo"), FIXTURE);
+    let evaluate = EVALUATE.replace("repair_rounds = 3", "repair_rounds = 1");
+    pipeline(dir.path(), &url, &evaluate);
+    // The build succeeds: a refused prompt is a sample, not a failed request.
+    let summary = common::offline_build(dir.path());
+    assert_eq!(summary["evaluate"]["failed_requests"], 0, "{summary}");
+    let results = jsonl(&dir.path().join("out/results.jsonl"));
+    let scripted: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["model"] == "local/scripted")
+        .collect();
+    assert_eq!(scripted.len(), 8, "{results:?}");
+    for name in ["describe", "spin"] {
+        let r = scripted
+            .iter()
+            .find(|r| r["id"].as_str().unwrap().ends_with(&format!(":{name}")))
+            .unwrap();
+        assert_eq!(r["passed"], false, "{r}");
+        assert_eq!(r["candidate_hash"], Value::Null, "{r}");
+        assert_eq!(r["llm"]["requests"], 1, "{r}");
+        let rounds = r["rounds"].as_array().unwrap();
+        assert_eq!(
+            rounds.len(),
+            1,
+            "no repair round for a prompt too long: {r}"
+        );
+        assert_eq!(rounds[0]["failure_class"], "prompt_too_long", "{r}");
+    }
+    assert_eq!(pass(&summary, "local/scripted"), 0.125);
+    assert_eq!(pass(&summary, "builtin/reference"), 1.0);
+    // Each refused prompt was asked once (400 is not retried); 8 first requests, then a repair
+    // round for the 5 other failing samples (`clamp` passes).
+    let asked = log.lock().unwrap().clone();
+    for name in ["describe", "spin"] {
+        assert_eq!(asked.iter().filter(|p| about(p) == name).count(), 1);
+    }
+    assert_eq!(asked.len(), 8 + 5, "{asked:#?}");
+    assert_eq!(requests(&summary), (13, 0), "{summary}");
+
+    // The next build asks nothing; nor does one whose evaluate stage runs again (a setting that
+    // changes no request), which takes the refusals from the cache.
+    common::offline_build(dir.path());
+    assert_eq!(log.lock().unwrap().len(), 13);
+    pipeline(
+        dir.path(),
+        &url,
+        &evaluate.replace(
+            "repair_rounds = 1",
+            "repair_rounds = 1\nmax_requests = 1000",
+        ),
+    );
+    let again = common::offline_build(dir.path());
+    assert_eq!(log.lock().unwrap().len(), 13, "nothing was asked");
+    assert_eq!(requests(&again), (0, 13), "{again}");
+    assert_eq!(again["stages"]["evaluate"]["executed"], 0, "{again}");
+    assert_eq!(again["evaluate"]["failed_requests"], 0, "{again}");
+    let results = jsonl(&dir.path().join("out/results.jsonl"));
+    let too_long = results
+        .iter()
+        .filter(|r| r["rounds"][0]["failure_class"] == "prompt_too_long")
+        .count();
+    assert_eq!(too_long, 2, "{results:?}");
+    assert_eq!(pass(&again, "local/scripted"), 0.125);
 }
 
 #[test]

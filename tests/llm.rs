@@ -1,7 +1,9 @@
 //! `generator = "llm"` against a scripted OpenAI-compatible server on loopback (never the
 //! internet): harnesses written, shaped, validated and repaired; 429 with `Retry-After` and 500s
 //! retried; prose recorded as a failure; a second build asks nothing; editing one template
-//! re-issues only the requests rendered from it; bad provider settings are clear errors.
+//! re-issues only the requests rendered from it; bad provider settings are clear errors; the
+//! HTTP client tells a prompt too long for the model's context (stored, never asked again)
+//! from other refusals and from transient failures.
 //!
 //! Environments are built offline from the tests' wheelhouse, as in `tests/dataset.rs`.
 
@@ -625,4 +627,83 @@ fn a_build_killed_while_asking_resumes_without_asking_again() {
     assert_eq!(summary["counts"]["instances"], 3);
     assert_eq!(summary["counts"]["specs_refined"], 2);
     assert!(usage(&summary, "generate", "cached") >= 1);
+}
+
+#[test]
+fn a_prompt_too_long_is_stored_other_refusals_and_transient_failures_are_not() {
+    use r2e::config::{Api, ProviderConfig};
+    use r2e::llm::{FailureKind, Llm, Request, http::HttpClient};
+    // The prompt names what the server answers.
+    let (url, log, _) = common::server::serve(std::time::Duration::ZERO, |prompt, _| {
+        match prompt {
+            "openai" => (
+                400,
+                "",
+                r#"{"error": {"message": "This model's maximum context length is 4096 tokens. However, you requested 5211 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}}"#.into(),
+            ),
+            "llama" => (
+                400,
+                "",
+                r#"{"error": {"message": "Requested tokens (5211) exceed context window of 4096", "code": null}}"#.into(),
+            ),
+            "unknown model" => (
+                400,
+                "",
+                r#"{"error": {"message": "The model `m` does not exist", "code": "model_not_found"}}"#.into(),
+            ),
+            "busy" => (503, "Retry-After: 0\r\n", String::new()),
+            _ => (200, "", "fine".into()),
+        }
+    });
+    let provider = ProviderConfig {
+        name: "local".into(),
+        base_url: url,
+        api_key_env: None,
+        api_key: None,
+        api: Api::Chat,
+        max_concurrency: 1,
+        timeout_seconds: 10,
+        max_retries: 1,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = r2e::cache::Cache::open(dir.path()).unwrap();
+    let llm = Llm::new(std::sync::Arc::new(HttpClient::new()));
+    let request =
+        |prompt: &str| Request::new(Api::Chat, Some("m"), (0.0, 10), "system", prompt.to_owned());
+    let asked = |prompt: &str| log.lock().unwrap().iter().filter(|p| *p == prompt).count();
+    for _ in 0..2 {
+        for prompt in ["openai", "llama"] {
+            let failure = llm
+                .ask(&cache, "t", &provider, &request(prompt))
+                .unwrap_err();
+            assert_eq!(failure.kind, FailureKind::PromptTooLong, "{failure}");
+            assert!(failure.message.contains("context window"), "{failure}");
+        }
+        let refused = llm
+            .ask(&cache, "t", &provider, &request("unknown model"))
+            .unwrap_err();
+        assert_eq!(refused.kind, FailureKind::Refused, "{refused}");
+        assert!(!refused.cached);
+        let busy = llm
+            .ask(&cache, "t", &provider, &request("busy"))
+            .unwrap_err();
+        assert_eq!(busy.kind, FailureKind::Transient, "{busy}");
+        assert!(llm.ask(&cache, "t", &provider, &request("ok")).is_ok());
+    }
+    // Too long: asked once, then from the cache. Another 400: asked each time, never retried.
+    // 503: retried once (`max_retries = 1`) each time. An answer: asked once.
+    assert_eq!(
+        ["openai", "llama", "unknown model", "busy", "ok"].map(asked),
+        [1, 1, 2, 4, 1]
+    );
+    assert!(Llm::is_cached(&cache, &request("openai")));
+    assert!(!Llm::is_cached(&cache, &request("unknown model")));
+    assert!(!Llm::is_cached(&cache, &request("busy")));
+    let usage = &llm.usage()[&("t".to_owned(), "m".to_owned())];
+    // Executed: 2 refusals + 1 answer; cached: the same 3 the second time; failed: 2 x 2.
+    assert_eq!(
+        (usage.executed, usage.cached, usage.failed),
+        (3, 3, 4),
+        "{usage:?}"
+    );
 }

@@ -35,8 +35,13 @@ pub enum Bucket {
     Validate,
     /// Action: a model's answer to a request (`keys::LlmKey`).
     Llm,
+    /// Action: a request whose prompt the server refused as longer than the model's context
+    /// window (`keys::RefusalKey`).
+    Refusal,
     /// Action: a candidate's raw run against an instance's harness (`keys::CheckKey`).
     Check,
+    /// Action: the candidate taken out of a model's answer (`keys::AnswerKey`).
+    Answer,
     /// Environments: `<key>/venv` and its sealed record (`keys::EnvKey`).
     Envs,
     /// Commits of git repositories checked out to run code from.
@@ -56,12 +61,14 @@ pub enum Bucket {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 13] = [
+    pub const ALL: [Bucket; 15] = [
         Bucket::Parse,
         Bucket::Generate,
         Bucket::Validate,
         Bucket::Llm,
+        Bucket::Refusal,
         Bucket::Check,
+        Bucket::Answer,
         Bucket::Envs,
         Bucket::Trees,
         Bucket::Git,
@@ -80,7 +87,9 @@ impl Bucket {
             Bucket::Generate => ("generate", Some(2)),
             Bucket::Validate => ("validate", Some(6)),
             Bucket::Llm => ("llm", Some(2)),
+            Bucket::Refusal => ("llm-refused", Some(1)),
             Bucket::Check => ("check", Some(2)),
+            Bucket::Answer => ("answer", Some(1)),
             Bucket::Envs => ("envs", Some(3)),
             Bucket::Trees => ("trees", Some(1)),
             Bucket::Git => ("git", Some(1)),
@@ -96,7 +105,13 @@ impl Bucket {
     pub const fn is_action(self) -> bool {
         matches!(
             self,
-            Bucket::Parse | Bucket::Generate | Bucket::Validate | Bucket::Llm | Bucket::Check
+            Bucket::Parse
+                | Bucket::Generate
+                | Bucket::Validate
+                | Bucket::Llm
+                | Bucket::Refusal
+                | Bucket::Check
+                | Bucket::Answer
         )
     }
 

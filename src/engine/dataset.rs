@@ -260,6 +260,7 @@ impl Dataset<'_> {
         );
         summary.stages.evaluate = out.samples;
         summary.evaluate = Some(crate::records::EvalSummary {
+            extractions: out.extractions,
             checks: out.checks,
             failed_requests: out.failed_requests.len() as u64,
             pass: tables.overall,

@@ -303,8 +303,10 @@ fn up_to_date(
     let all_cached = |s: &mut Summary| {
         s.stages.all_cached();
         if let Some(ev) = &mut s.evaluate {
-            ev.checks.cached += ev.checks.executed;
-            ev.checks.executed = 0;
+            for counts in [&mut ev.extractions, &mut ev.checks] {
+                counts.cached += counts.executed;
+                counts.executed = 0;
+            }
         }
         for usage in s.llm.values_mut().flat_map(|m| m.values_mut()) {
             usage.cached += usage.executed;

@@ -1,13 +1,14 @@
 //! The OpenAI-compatible HTTP client (chat and plain completions) over `reqwest` and `tokio`:
 //! one client and one concurrency limit per provider; transient failures (429, 5xx, timeouts,
 //! dropped connections) are retried with exponential backoff and jitter, honouring
-//! `Retry-After`.
+//! `Retry-After`. A 400 that says the prompt exceeds the model's context window is told apart
+//! from other refusals ([`FailureKind::PromptTooLong`]): it is final, never retried.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::{Failure, ModelClient, Request, Response};
+use super::{Failure, FailureKind, ModelClient, Request, Response};
 use crate::config::{Api, ProviderConfig};
 
 /// Asks OpenAI-compatible servers. The runtime and the client start on the first request.
@@ -36,10 +37,7 @@ impl HttpClient {
                 Ok((runtime, http))
             })
             .as_ref()
-            .map_err(|e| Failure {
-                message: e.clone(),
-                transient: true,
-            })
+            .map_err(|e| Failure::new(FailureKind::Transient, e.clone()))
     }
 }
 
@@ -77,15 +75,15 @@ async fn ask_with_retries(
         match ask_once(http, provider, request).await {
             Ok(r) => return Ok(r),
             Err((failure, retry_after)) => {
-                if !failure.transient || attempt >= provider.max_retries {
+                if !failure.transient() || attempt >= provider.max_retries {
                     let tries = attempt + 1;
-                    return Err(Failure {
-                        message: if failure.transient {
-                            format!("{} (after {tries} attempts)", failure.message)
-                        } else {
-                            failure.message
-                        },
-                        transient: failure.transient,
+                    return Err(if failure.transient() {
+                        Failure::new(
+                            failure.kind,
+                            format!("{} (after {tries} attempts)", failure.message),
+                        )
+                    } else {
+                        failure
                     });
                 }
                 tokio::time::sleep(backoff(attempt, retry_after)).await;
@@ -122,15 +120,7 @@ async fn ask_once(
             }),
         ),
     };
-    let transient = |message: String| {
-        (
-            Failure {
-                message,
-                transient: true,
-            },
-            None,
-        )
-    };
+    let transient = |message: String| (Failure::new(FailureKind::Transient, message), None);
     let mut http = http
         .post(&url)
         .timeout(Duration::from_secs(provider.timeout_seconds))
@@ -161,36 +151,49 @@ async fn ask_once(
     })?;
     if status.as_u16() == 429 || status.is_server_error() || status.as_u16() == 408 {
         return Err((
-            Failure {
-                message: format!(
+            Failure::new(
+                FailureKind::Transient,
+                format!(
                     "provider `{}` answered {status}: {}",
                     provider.name,
                     snippet(&text)
                 ),
-                transient: true,
-            },
+            ),
             retry_after,
+        ));
+    }
+    if status.as_u16() == 400 && exceeds_context(&text) {
+        return Err((
+            Failure::new(
+                FailureKind::PromptTooLong,
+                format!(
+                    "provider `{}` refused the prompt as longer than the model's context window ({status}): {}",
+                    provider.name,
+                    snippet(&text)
+                ),
+            ),
+            None,
         ));
     }
     if !status.is_success() {
         return Err((
-            Failure {
-                message: format!(
+            Failure::new(
+                FailureKind::Refused,
+                format!(
                     "provider `{}` refused the request ({status}): {}",
                     provider.name,
                     snippet(&text)
                 ),
-                transient: false,
-            },
+            ),
             None,
         ));
     }
     parse_answer(provider.api, &text).map_err(|message| {
         (
-            Failure {
-                message: format!("provider `{}`: {message}", provider.name),
-                transient: false,
-            },
+            Failure::new(
+                FailureKind::Refused,
+                format!("provider `{}`: {message}", provider.name),
+            ),
             None,
         )
     })
@@ -220,6 +223,52 @@ fn describe_http_error(e: &reqwest::Error) -> String {
     }
 }
 
+/// Whether an error body says the prompt exceeds the model's context window: OpenAI's
+/// `context_length_exceeded` code (vLLM's and llama-cpp-python's servers answer the same way),
+/// llama.cpp's `exceed_context_size_error` type, or a message that names the context (window,
+/// length, size, `n_ctx`) and says the request exceeds it (llama-cpp-python's own "Requested
+/// tokens (5211) exceed context window of 4096", vLLM's "maximum context length is 4096
+/// tokens"). The body's `error` object is read when it is JSON, else its text.
+pub fn exceeds_context(body: &str) -> bool {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let mut texts: Vec<String> = Vec::new();
+    match &parsed {
+        Some(v) => {
+            let error = &v["error"];
+            for field in [
+                &error["code"],
+                &error["type"],
+                &error["message"],
+                error,
+                &v["message"],
+                &v["detail"],
+            ] {
+                if let Some(t) = field.as_str() {
+                    texts.push(t.to_ascii_lowercase());
+                }
+            }
+        }
+        None => texts.push(body.to_ascii_lowercase()),
+    }
+    texts.iter().any(|t| {
+        let context = ["context window", "context length", "context size", "n_ctx"]
+            .iter()
+            .any(|c| t.contains(c));
+        let exceeds = [
+            "exceed",
+            "maximum",
+            "too long",
+            "greater than",
+            "longer than",
+        ]
+        .iter()
+        .any(|c| t.contains(c));
+        t.contains("context_length_exceeded")
+            || t.contains("exceed_context_size")
+            || (context && exceeds)
+    })
+}
+
 fn snippet(text: &str) -> String {
     let t: String = text.chars().take(300).collect();
     t.replace('\n', " ")
@@ -245,6 +294,36 @@ fn parse_answer(api: Api, body: &str) -> Result<Response, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn context_window_refusals_are_told_from_other_400s() {
+        // OpenAI (and the servers that copy it: vLLM, llama-cpp-python's server).
+        assert!(exceeds_context(
+            r#"{"error": {"message": "This model's maximum context length is 4096 tokens. However, you requested 5211 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}"#
+        ));
+        // llama-cpp-python's own message, in an error object and as a bare detail.
+        assert!(exceeds_context(
+            r#"{"error": {"message": "Requested tokens (5211) exceed context window of 4096", "code": null}}"#
+        ));
+        assert!(exceeds_context(
+            r#"{"detail": "Requested tokens (5211) exceed context window of 4096"}"#
+        ));
+        // llama.cpp's server, and a plain-text body naming n_ctx.
+        assert!(exceeds_context(
+            r#"{"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error"}}"#
+        ));
+        assert!(exceeds_context("prompt is longer than n_ctx (4096)"));
+        // Other 400s are not.
+        for other in [
+            r#"{"error": {"message": "The model `gpt-5` does not exist", "code": "model_not_found"}}"#,
+            r#"{"error": {"message": "Invalid value for 'temperature': must be at most 2.", "code": null}}"#,
+            r#"{"error": "busy"}"#,
+            "Bad Request",
+            r#"{"error": {"message": "max_tokens is too large: 9000. The context is fine."}}"#,
+        ] {
+            assert!(!exceeds_context(other), "{other}");
+        }
+    }
 
     #[test]
     fn backoff_grows_and_honours_retry_after() {

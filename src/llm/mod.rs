@@ -4,8 +4,10 @@
 //!
 //! Every request is an action (`keys::LlmKey`): its key is the provider's API kind, the model,
 //! every sampling parameter, the rendered messages and the sample index (never the base URL or
-//! the key). A response is stored once it is complete; a failure (transient or not) is never
-//! stored, so the next build asks again.
+//! the key). A response is stored once it is complete. A server's refusal of a prompt longer
+//! than the model's context window is the request's outcome too, stored beside the answers
+//! (`keys::RefusalKey`); any other failure (transient or not) is never stored, so the next
+//! build asks again.
 
 pub mod fake;
 pub mod http;
@@ -18,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::Cache;
 use crate::config::{Api, ProviderConfig};
-use crate::keys::LlmKey;
+use crate::keys::{LlmKey, RefusalKey};
 pub use crate::records::{Spent, Usage};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -108,12 +110,50 @@ impl Response {
     }
 }
 
-/// Why there is no answer. Never cached.
+/// Why there is no answer.
 #[derive(Clone, Debug)]
 pub struct Failure {
     pub message: String,
-    /// Worth retrying in a later build (rate limits, server errors, timeouts, connections).
-    pub transient: bool,
+    pub kind: FailureKind,
+    /// Whether it came from the response cache (a stored refusal) rather than from the server.
+    pub cached: bool,
+}
+
+/// What kind of failure a request had, which decides whether it is retried and stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// It may pass (rate limits, server errors, timeouts, dropped connections): retried with
+    /// backoff, never stored; the next build asks again.
+    Transient,
+    /// The server refused the request (a bad model name or key, a 400 of another kind, an
+    /// answer without text): an error of the build, never stored.
+    Refused,
+    /// The server refused the prompt as longer than the model's context window (a 400 saying
+    /// so): a property of the request and the model, not of the moment. Stored under
+    /// `keys::RefusalKey` like an answer, so no later build asks it again; `evaluate` records
+    /// the sample as failed (`FailureClass::PromptTooLong`).
+    PromptTooLong,
+}
+
+impl Failure {
+    /// A failure the client saw now.
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            kind,
+            cached: false,
+        }
+    }
+
+    /// Worth retrying (in this build, with backoff, and in the next one).
+    pub fn transient(&self) -> bool {
+        self.kind == FailureKind::Transient
+    }
+
+    /// A prompt longer than the model's context window: final, stored, never asked again.
+    pub fn prompt_too_long(&self) -> bool {
+        self.kind == FailureKind::PromptTooLong
+    }
 }
 
 impl std::fmt::Display for Failure {
@@ -157,8 +197,18 @@ impl Llm {
             .or_default());
     }
 
+    /// Whether the outcome of `request` is stored: an answer, or a refusal of its prompt as too
+    /// long. Such a request is not asked again.
+    pub fn is_cached(cache: &Cache, request: &Request) -> bool {
+        use crate::cache::ActionKey;
+        cache.contains(LlmKey::BUCKET, request.key())
+            || cache.contains(RefusalKey::BUCKET, RefusalKey { request }.hash())
+    }
+
     /// The answer to `request`: from the cache, or asked (blocking the calling thread). Returns
-    /// whether it was asked now. A failure is never stored.
+    /// whether it was asked now. A refusal of the prompt as longer than the model's context
+    /// window is stored and comes back as a failure ([`FailureKind::PromptTooLong`], `cached`
+    /// when it came from the cache); every other failure is never stored.
     pub fn ask(
         &self,
         cache: &Cache,
@@ -171,6 +221,15 @@ impl Llm {
             self.count(stage, &request.model, |u| u.cached += 1);
             return Ok((continued(request, hit), false));
         }
+        let refusal = RefusalKey { request };
+        if let Some(message) = cache.get_action::<_, String>(&refusal) {
+            self.count(stage, &request.model, |u| u.cached += 1);
+            return Err(Failure {
+                message,
+                kind: FailureKind::PromptTooLong,
+                cached: true,
+            });
+        }
         match self.client.complete(provider, request) {
             Ok(response) => {
                 self.count(stage, &request.model, |u| {
@@ -182,6 +241,14 @@ impl Llm {
                     eprintln!("warning: cannot store a model response: {e}");
                 }
                 Ok((continued(request, response), true))
+            }
+            Err(failure) if failure.prompt_too_long() => {
+                // Answered, if not with text: executed, and stored like an answer.
+                self.count(stage, &request.model, |u| u.executed += 1);
+                if let Err(e) = cache.put_action(&refusal, &failure.message) {
+                    eprintln!("warning: cannot store a model's refusal: {e}");
+                }
+                Err(failure)
             }
             Err(failure) => {
                 self.count(stage, &request.model, |u| u.failed += 1);

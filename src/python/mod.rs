@@ -1,5 +1,5 @@
-//! Python analysis: decoding, parsing, per-module summaries, module resolution, dependency slices
-//! and token counts.
+//! Python analysis: decoding, parsing, per-module summaries, module resolution, dependency slices,
+//! token counts, and the re-indenting of definitions (aware of multi-line string literals).
 //!
 //! Architecture invariant: this module is pure. It knows nothing about salsa, the cache, the
 //! file system or the configuration file; text goes in and plain data comes out.
@@ -109,27 +109,85 @@ pub fn signature_stub(def_text: &str, spec: Option<&str>) -> String {
     out
 }
 
-/// Removes the common leading white space of the non-blank lines (as `textwrap.dedent` does for
-/// uniformly indented code); the result ends with a newline.
-pub fn dedent(text: &str) -> String {
-    let margin = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.len() - l.trim_start().len())
+/// The byte ranges of the string literals among `tokens` (f- and t-strings whole, from their
+/// start to their end token): where a line break is part of a value.
+pub fn string_ranges<'t>(
+    tokens: impl IntoIterator<Item = &'t ruff_python_ast::token::Token>,
+) -> Vec<(usize, usize)> {
+    use ruff_python_ast::token::TokenKind;
+    use ruff_text_size::Ranged;
+    let mut out = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    for token in tokens {
+        let (start, end) = (token.start().to_usize(), token.end().to_usize());
+        match token.kind() {
+            TokenKind::String => out.push((start, end)),
+            TokenKind::FStringStart | TokenKind::TStringStart => open.push(start),
+            TokenKind::FStringEnd | TokenKind::TStringEnd => {
+                if let Some(s) = open.pop() {
+                    out.push((s, end));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The string literal ranges of `text` on its own ([`string_ranges`] of its tokens). An
+/// indented definition will do: the parser recovers from the indentation and keeps lexing.
+pub fn strings_in(text: &str) -> Vec<(usize, usize)> {
+    let parsed =
+        ruff_python_parser::parse_unchecked_source(text, ruff_python_ast::PySourceType::Python);
+    string_ranges(parsed.tokens().iter())
+}
+
+/// The ranges of `strings` that meet `text[start..end]`, relative to `start`: the string
+/// literals of a block cut out of a larger text.
+pub fn strings_within(strings: &[(usize, usize)], start: usize, end: usize) -> Vec<(usize, usize)> {
+    strings
+        .iter()
+        .filter(|&&(a, b)| a < end && b > start)
+        .map(|&(a, b)| (a.saturating_sub(start), b - start))
+        .collect()
+}
+
+/// Removes the common leading white space of `text`'s lines, as `textwrap.dedent` does for
+/// uniformly indented code, but for the lines that start inside a string literal (`strings`:
+/// byte ranges in `text`, from [`string_ranges`] or [`strings_in`]): their text, leading white
+/// space included, is the string's value, so they are kept exactly as written and do not count
+/// for the margin. Blank lines outside strings become empty; every line ends with a newline.
+pub fn dedent(text: &str, strings: &[(usize, usize)]) -> String {
+    reindent(text, strings, "")
+}
+
+/// `text` moved to the indentation `indent` (a `def` moved into or out of a class): [`dedent`],
+/// with `indent` put before every non-blank line that does not start inside a string literal.
+pub fn reindent(text: &str, strings: &[(usize, usize)], indent: &str) -> String {
+    let mut lines = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let inside = strings.iter().any(|&(a, b)| a < offset && offset < b);
+        let body = line.strip_suffix('\n').unwrap_or(line);
+        lines.push((body.strip_suffix('\r').unwrap_or(body), inside));
+        offset += line.len();
+    }
+    let margin = lines
+        .iter()
+        .filter(|(l, inside)| !inside && !l.trim().is_empty())
+        .map(|(l, _)| l.len() - l.trim_start().len())
         .min()
         .unwrap_or(0);
-    let mut out: String = text
-        .lines()
-        .map(|l| {
-            if l.len() >= margin {
-                &l[margin..]
-            } else {
-                l.trim_start()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    out.push('\n');
+    let mut out = String::with_capacity(text.len() + lines.len() * indent.len());
+    for (line, inside) in lines {
+        if inside {
+            out.push_str(line);
+        } else if !line.trim().is_empty() {
+            out.push_str(indent);
+            out.push_str(line.get(margin..).unwrap_or_else(|| line.trim_start()));
+        }
+        out.push('\n');
+    }
     out
 }
 
@@ -159,5 +217,45 @@ mod tests {
             "    def m(self):\n        \"\"\"Says \"hi\\\"\"\"\"\n"
         );
         assert_eq!(def_header_end("x = 1\n"), None);
+    }
+
+    /// `dedent` with the string ranges of `text` on its own.
+    fn dedented(text: &str) -> String {
+        dedent(text, &strings_in(text))
+    }
+
+    #[test]
+    fn dedent_keeps_the_lines_of_multi_line_strings_as_written() {
+        // A method whose string's continuation lines are at column 0: they do not count for the
+        // margin, so the method is dedented (and then parses), the string's value unchanged.
+        let method = "    def m(self):\n        text = '''a\nb\n  c'''\n        return text\n";
+        let out = dedented(method);
+        assert_eq!(
+            out,
+            "def m(self):\n    text = '''a\nb\n  c'''\n    return text\n"
+        );
+        assert!(ruff_python_parser::parse_module(&out).is_ok(), "{out}");
+        // Lines deeper than the def keep every space: the value is not cut by the margin.
+        let deeper = "    def m(self):\n        return \"\"\"x\n            y\n\n  \n\"\"\"\n";
+        assert_eq!(
+            dedented(deeper),
+            "def m(self):\n    return \"\"\"x\n            y\n\n  \n\"\"\"\n"
+        );
+        // f-strings whole, and a line that opens a string is code, dedented as such.
+        let f = "    def m(self):\n        s = f'''{self!r}\n    {1 +\n1}'''\n        t = \\\n            '''\n  k'''\n        return s\n";
+        assert_eq!(
+            dedented(f),
+            "def m(self):\n    s = f'''{self!r}\n    {1 +\n1}'''\n    t = \\\n        '''\n  k'''\n    return s\n"
+        );
+        // Without strings it is textwrap's dedent; blank lines become empty.
+        assert_eq!(
+            dedented("  if x:\n      y()\n    \n  z()\n"),
+            "if x:\n    y()\n\nz()\n"
+        );
+        // Moved to another indentation: the same lines kept.
+        assert_eq!(
+            reindent(method, &strings_in(method), "\t"),
+            "\tdef m(self):\n\t    text = '''a\nb\n  c'''\n\t    return text\n"
+        );
     }
 }

@@ -1,9 +1,35 @@
 //! Taking a candidate out of a model's answer: the `def` of the right name in a code block (for
 //! a method, the `def` alone or within its class), with the block's imports. An answer without
 //! one holds no code (`no_code`), a failed sample, not an error.
+//!
+//! In `evaluate` the extraction is an action of its own ([`extract`], `keys::AnswerKey`): keyed
+//! by the answer's text, the target's qualname and the extractor's version, so the same answer
+//! is taken apart once, whichever model, sample or round it came from.
 
 use ruff_python_ast::Stmt;
 use ruff_text_size::Ranged;
+
+use crate::cache::Cache;
+use crate::hash::Hash;
+use crate::keys::{AnswerKey, EXTRACTOR};
+
+/// The candidate in `answer` for `qualname` ([`candidate`]), from the action cache or taken out
+/// now and stored; returns whether it was taken out now.
+pub fn extract(cache: &Cache, answer: &str, qualname: &str) -> (Option<String>, bool) {
+    let key = AnswerKey {
+        extractor: EXTRACTOR,
+        answer: Hash::of_bytes(answer.as_bytes()),
+        qualname,
+    };
+    if let Some(hit) = cache.get_action::<_, Option<String>>(&key) {
+        return (hit, false);
+    }
+    let found = candidate(answer, qualname);
+    if let Err(e) = cache.put_action(&key, &found) {
+        eprintln!("warning: cannot store a candidate extraction: {e}");
+    }
+    (found, true)
+}
 
 /// The candidate in `answer` for the function `qualname`: its imports and its `def`, dedented.
 pub fn candidate(answer: &str, qualname: &str) -> Option<String> {
@@ -94,10 +120,13 @@ fn cut_after(text: &str, name: &str) -> Option<String> {
 fn find_def(text: &str, class: Option<&str>, name: &str) -> Option<String> {
     let parsed = ruff_python_parser::parse_module(text).ok()?;
     let body = &parsed.syntax().body;
+    let strings = crate::python::string_ranges(parsed.tokens().iter());
     let full = |stmt: &Stmt, decorators: Option<ruff_text_size::TextSize>| -> String {
         let start = decorators.unwrap_or(stmt.start()).to_usize();
         let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
-        crate::python::dedent(&text[line_start..stmt.end().to_usize()])
+        let end = stmt.end().to_usize();
+        let within = crate::python::strings_within(&strings, line_start, end);
+        crate::python::dedent(&text[line_start..end], &within)
     };
     let def_in = |stmts: &[Stmt]| -> Option<String> {
         stmts.iter().find_map(|s| match s {
@@ -151,6 +180,46 @@ mod tests {
             candidate("```\ndef m(self):\n    return 2\n```", "T.m").unwrap(),
             "def m(self):\n    return 2\n"
         );
+    }
+
+    #[test]
+    fn a_method_taken_out_of_its_class_keeps_its_strings_value() {
+        // Lines of the string at column 0 and deeper than the def: the def is dedented, the
+        // string's lines stay as written.
+        let answer = "```python\nclass T:\n    def m(self):\n        s = '''a\nb\n            c'''\n        return s\n```";
+        let out = candidate(answer, "T.m").unwrap();
+        assert_eq!(
+            out,
+            "def m(self):\n    s = '''a\nb\n            c'''\n    return s\n"
+        );
+        assert!(ruff_python_parser::parse_module(&out).is_ok(), "{out}");
+    }
+
+    #[test]
+    fn an_extraction_is_stored_by_answer_text_and_qualname_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let answer = "```python\nclass T:\n    def m(self):\n        return 1\n\ndef f():\n    return 2\n```";
+        let f = Some("def f():\n    return 2\n".to_owned());
+        // Taken out once; the same text again (another model's, another round's) is a hit.
+        assert_eq!(extract(&cache, answer, "f"), (f.clone(), true));
+        assert_eq!(extract(&cache, answer, "f"), (f, false));
+        // Another target in the same text, another text: taken out anew.
+        let m = Some("def m(self):\n    return 1\n".to_owned());
+        assert_eq!(extract(&cache, answer, "T.m"), (m.clone(), true));
+        assert_eq!(extract(&cache, answer, "T.m"), (m, false));
+        assert_eq!(extract(&cache, "No code.", "f"), (None, true));
+        assert_eq!(extract(&cache, "No code.", "f"), (None, false));
+        // Three entries, in the `answer` bucket.
+        assert_eq!(walkdir(&cache.path(crate::cache::Bucket::Answer)), 3);
+    }
+
+    fn walkdir(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| std::fs::read_dir(e.path()).unwrap().count())
+            .sum()
     }
 
     #[test]

@@ -146,7 +146,10 @@ impl Problem {
 
     /// The function's own text, dedented: the reference answer.
     pub fn reference(&self) -> String {
-        crate::python::dedent(&self.definition)
+        crate::python::dedent(
+            &self.definition,
+            &crate::python::strings_in(&self.definition),
+        )
     }
 }
 

@@ -1,14 +1,19 @@
 //! Stage `evaluate` (paper §5): every configured model writes `samples` candidates for every
 //! instance, from the instance's `problem` (never its solution); each candidate is taken out of
-//! the answer (`stages::answer`) and checked through the one check path (`check::Bench`, the
-//! check cache). Failing samples get up to `repair_rounds` self-repair rounds with the failing
+//! the answer (`stages::answer::extract`, the extraction cache) and checked through the one
+//! check path (`check::Bench`, the check cache). Failing samples get up to `repair_rounds` self-repair rounds with the failing
 //! tests' calls and outcomes.
 //!
 //! The work goes in rounds so that checks batch: ask every request of the round (the response
 //! cache, in a pool as wide as the providers allow), then check every candidate of the round in
-//! warm workers. Requests, checks and the results are each keyed by what shapes them, so adding
-//! a model or samples asks only the new requests, and a new harness re-checks only its own
-//! candidates with the answers from the cache.
+//! warm workers. Requests, extractions and checks are each an action keyed by what shapes it,
+//! so adding a model or samples asks only the new requests, the same answer text is taken apart
+//! once whichever model wrote it, and a new harness re-checks only its own candidates with the
+//! answers from the cache.
+//!
+//! A request whose prompt the server refuses as longer than the model's context window is a
+//! failed sample (`prompt_too_long`, stored like an answer, no repair round); any other failed
+//! request is no sample at all: the build exits 1 and the next one asks again.
 //!
 //! Two pseudo-models need no server: `builtin/reference` answers with the original function
 //! (it must pass everything) and `builtin/mutants` answers sample i with the i-th mutant.
@@ -21,7 +26,7 @@ use rayon::prelude::*;
 use super::answer;
 use super::checkpath::Verdict;
 use super::mutation;
-use crate::cache::{Bucket, Cache};
+use crate::cache::Cache;
 use crate::check::Bench;
 use crate::config::{Api, Config, EvalModel, PromptStyle, ProviderConfig};
 use crate::error::{Error, Result};
@@ -84,9 +89,11 @@ impl Reference {
 pub struct EvalOutputs {
     /// Lines of `results.jsonl`, in instance, model, sample order.
     pub results: Vec<EvalResult>,
-    /// Samples: executed (a request or a check ran now), cached, failed (a request failed: no
-    /// sample).
+    /// Samples: executed (a request, an extraction or a check ran now), cached, failed (a
+    /// request failed: no sample).
     pub samples: StageCounts,
+    /// Candidate extractions run now and taken from the extraction cache.
+    pub extractions: StageCounts,
     /// Checks run now and taken from the check cache.
     pub checks: StageCounts,
     /// Requests that failed, with why: the build exits 1, and the next build asks again.
@@ -123,6 +130,19 @@ impl Unit {
             fresh: false,
         }
     }
+}
+
+/// What a sample's request gave in a round.
+enum Answered {
+    /// A model's answer, its candidate still to be taken out.
+    Text(String),
+    /// A built-in model's candidate (none: it has none for this instance).
+    Code(Option<String>),
+    /// The server refused the prompt as longer than the model's context window: a failed
+    /// sample (`prompt_too_long`).
+    TooLong(String),
+    /// The request failed: no sample (the build exits 1, and the next build asks again).
+    Failed(String),
 }
 
 /// A planned request.
@@ -198,7 +218,7 @@ impl<'a> Evaluator<'a> {
                             continue;
                         };
                         plan.requests += 1;
-                        if self.cache.contains(Bucket::Llm, p.request.key()) {
+                        if Llm::is_cached(self.cache, &p.request) {
                             plan.cached += 1;
                         } else {
                             plan.would_ask += 1;
@@ -247,9 +267,12 @@ impl<'a> Evaluator<'a> {
                     if round == 0 {
                         return true;
                     }
+                    // A prompt too long for the model has no repair: its prompt is longer.
                     unit.failed.is_none()
                         && !self.models()[unit.model].is_builtin()
-                        && unit.last.as_ref().is_some_and(|(_, v)| !v.passed)
+                        && unit.last.as_ref().is_some_and(|(_, v)| {
+                            !v.passed && v.failure_class != Some(FailureClass::PromptTooLong)
+                        })
                 })
                 .collect();
             if active.is_empty() {
@@ -316,7 +339,7 @@ impl<'a> Evaluator<'a> {
         let new = planned
             .iter()
             .flatten()
-            .filter(|p| !self.cache.contains(Bucket::Llm, p.request.key()))
+            .filter(|p| !Llm::is_cached(self.cache, &p.request))
             .count() as u64;
         let max = self.cfg.evaluate.max_requests;
         if *asked + new > max {
@@ -327,7 +350,7 @@ impl<'a> Evaluator<'a> {
         }
         *asked += new;
         // Ask (or answer, for the built-in models), in the pool.
-        let answers: Vec<(Option<String>, Option<String>, Spent, bool)> = self.pool.install(|| {
+        let answers: Vec<(Answered, Spent, bool)> = self.pool.install(|| {
             active
                 .par_iter()
                 .zip(&planned)
@@ -338,7 +361,7 @@ impl<'a> Evaluator<'a> {
         let mut prepared = Vec::new();
         let mut slots = Vec::new();
         let mut verdicts: Vec<Option<Verdict>> = vec![None; active.len()];
-        for (n, ((&u, plan), (code, failed, spent, fresh))) in
+        for (n, ((&u, plan), (answered, spent, fresh))) in
             active.iter().zip(&planned).zip(answers).enumerate()
         {
             let unit = &mut units[u];
@@ -349,27 +372,53 @@ impl<'a> Evaluator<'a> {
                     .as_ref()
                     .map_or_else(String::new, |p| Hash::of_key(&p.request.messages).to_hex());
             }
-            if let Some(why) = failed {
-                unit.failed = Some(why);
-                continue;
-            }
-            let id = &self.bench.instances()[unit.instance].id;
-            match &code {
-                None => {
+            let instance = &self.bench.instances()[unit.instance];
+            let code = match answered {
+                Answered::Failed(why) => {
+                    unit.failed = Some(why);
+                    continue;
+                }
+                Answered::TooLong(why) => {
                     verdicts[n] = Some(Verdict {
                         passed: false,
-                        error: Some("the answer holds no `def` of the function".into()),
-                        failure_class: Some(FailureClass::NoCode),
+                        error: Some(why),
+                        failure_class: Some(FailureClass::PromptTooLong),
                         tests: Vec::new(),
                     });
+                    None
                 }
-                Some(code) => match self.bench.prepare(id, code)? {
-                    Ok(p) => {
-                        prepared.push(p);
-                        slots.push(n);
+                // Taken out here, one after the other, so that the same text twice in a round
+                // (two models' equal answers) is taken apart once.
+                Answered::Text(text) => {
+                    let (code, fresh) = answer::extract(self.cache, &text, &instance.qualname);
+                    if fresh {
+                        out.extractions.executed += 1;
+                        unit.fresh = true;
+                    } else {
+                        out.extractions.cached += 1;
                     }
-                    Err(v) => verdicts[n] = Some(v),
-                },
+                    code
+                }
+                Answered::Code(code) => code,
+            };
+            if verdicts[n].is_none() {
+                match &code {
+                    None => {
+                        verdicts[n] = Some(Verdict {
+                            passed: false,
+                            error: Some("the answer holds no `def` of the function".into()),
+                            failure_class: Some(FailureClass::NoCode),
+                            tests: Vec::new(),
+                        });
+                    }
+                    Some(code) => match self.bench.prepare(&instance.id, code)? {
+                        Ok(p) => {
+                            prepared.push(p);
+                            slots.push(n);
+                        }
+                        Err(v) => verdicts[n] = Some(v),
+                    },
+                }
             }
             unit.last = Some((code, Verdict::unrunnable(String::new())));
         }
@@ -475,15 +524,9 @@ impl<'a> Evaluator<'a> {
         }))
     }
 
-    /// A sample's answer in a round: its code (none: the answer held none), why its request
-    /// failed, what it cost, and whether it was asked now.
-    fn answer(
-        &self,
-        unit: &Unit,
-        plan: Option<&Planned>,
-    ) -> (Option<String>, Option<String>, Spent, bool) {
+    /// A sample's answer in a round, what it cost, and whether it was asked now.
+    fn answer(&self, unit: &Unit, plan: Option<&Planned>) -> (Answered, Spent, bool) {
         let m = &self.models()[unit.model];
-        let instance = &self.bench.instances()[unit.instance];
         let Some(plan) = plan else {
             let reference = self.reference(unit.instance);
             let code = match m.model.as_str() {
@@ -494,23 +537,29 @@ impl<'a> Evaluator<'a> {
                         .then(|| mutants[unit.sample as usize % mutants.len()].clone())
                 }
             };
-            return (code, None, Spent::default(), false);
+            return (Answered::Code(code), Spent::default(), false);
         };
         match self
             .llm
             .ask(self.cache, "evaluate", plan.provider, &plan.request)
         {
-            Ok((response, fresh)) => (
-                answer::candidate(&response.text, &instance.qualname),
-                None,
-                if fresh {
+            Ok((response, fresh)) => {
+                let spent = if fresh {
                     response.spent()
                 } else {
                     Spent::default()
-                },
-                fresh,
-            ),
-            Err(failure) => (None, Some(failure.message), Spent::default(), false),
+                };
+                (Answered::Text(response.text), spent, fresh)
+            }
+            Err(failure) if failure.prompt_too_long() => {
+                let fresh = !failure.cached;
+                let spent = Spent {
+                    requests: u64::from(fresh),
+                    ..Spent::default()
+                };
+                (Answered::TooLong(failure.message), spent, fresh)
+            }
+            Err(failure) => (Answered::Failed(failure.message), Spent::default(), false),
         }
     }
 }

@@ -741,6 +741,10 @@ fn refine_all(
                 tallies.refine.failed();
                 (RefineStatus::Malformed, Some(message))
             }
+            Err(RefineFailure::PromptTooLong(message)) => {
+                tallies.refine.failed();
+                (RefineStatus::Failed, Some(message))
+            }
             Err(RefineFailure::Request(message)) => {
                 tallies.refine.failed();
                 tallies.retry_later();

@@ -13,7 +13,7 @@ use crate::config::{GenerateConfig, HarnessMode, ProviderConfig};
 use crate::error::Result;
 use crate::keys::CodeKey;
 use crate::llm::prompts::Templates;
-use crate::llm::{Failure, Llm, Request, Spent};
+use crate::llm::{Llm, Request, Spent};
 use crate::records::FailureClass;
 
 /// Everything the model-driven generator needs, shared by every function of a build.
@@ -235,17 +235,24 @@ impl LlmGenerator<'_> {
                     spent.add(&r.spent());
                     r.text
                 }
-                Err(Failure { message, .. }) => {
+                Err(failure) => {
+                    // A prompt too long for the model's context is final (and stored); any
+                    // other failure is asked again by the next build.
+                    let too_long = failure.prompt_too_long();
                     return Ok(LlmOutcome {
                         harness: best.as_ref().map(|b| b.0.clone()),
                         validation: best.map(|b| b.1).unwrap_or_else(|| {
-                            Validation::failed(
-                                FailureClass::Other,
-                                format!("model request failed: {message}"),
-                            )
+                            if too_long {
+                                Validation::failed(FailureClass::PromptTooLong, failure.message)
+                            } else {
+                                Validation::failed(
+                                    FailureClass::Other,
+                                    format!("model request failed: {}", failure.message),
+                                )
+                            }
                         }),
-                        fresh: true,
-                        request_failed: true,
+                        fresh: fresh || !failure.cached,
+                        request_failed: !too_long,
                         spent,
                     });
                 }

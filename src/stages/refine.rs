@@ -33,8 +33,11 @@ pub struct Refined {
 /// Why an instance keeps its original docstring.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RefineFailure {
-    /// The request failed (transient, never cached): the next build asks again.
+    /// The request failed (never cached): the next build asks again.
     Request(String),
+    /// The server refused the prompt as longer than the model's context window (stored: no
+    /// later build asks again).
+    PromptTooLong(String),
     /// The model answered, but not with a docstring.
     Malformed(String),
 }
@@ -95,6 +98,11 @@ impl Refiner<'_> {
                         fresh,
                     }
                 }
+                Err(failure) if failure.prompt_too_long() => Refined {
+                    fresh: !failure.cached,
+                    spec: Err(RefineFailure::PromptTooLong(failure.message)),
+                    spent,
+                },
                 Err(failure) => Refined {
                     spec: Err(RefineFailure::Request(failure.message)),
                     spent,

@@ -37,7 +37,7 @@ pub fn splice(
     };
     let iface = &summary.interface.defs[def];
     let layout = &summary.layout.defs[def];
-    let protected = string_interiors(parsed.tokens().iter());
+    let strings = crate::python::string_ranges(parsed.tokens().iter());
     let full = |stmt: &Stmt, indent: &str| -> String {
         // From the start of the line of its first decorator.
         let start = match stmt {
@@ -52,7 +52,7 @@ pub fn splice(
             candidate,
             line_start,
             stmt.end().to_usize(),
-            &protected,
+            &strings,
             indent,
         )
     };
@@ -111,64 +111,19 @@ pub fn splice(
     }
 }
 
-/// The byte ranges of the candidate's string literals (f- and t-strings whole), where a line
-/// break is part of a value: the lines that start inside them are never re-indented.
-fn string_interiors<'t>(
-    tokens: impl Iterator<Item = &'t ruff_python_ast::token::Token>,
-) -> Vec<(usize, usize)> {
-    use ruff_python_ast::token::TokenKind;
-    let mut out = Vec::new();
-    let mut open: Vec<usize> = Vec::new();
-    for token in tokens {
-        let (start, end) = (token.start().to_usize(), token.end().to_usize());
-        match token.kind() {
-            TokenKind::String => out.push((start, end)),
-            TokenKind::FStringStart | TokenKind::TStringStart => open.push(start),
-            TokenKind::FStringEnd | TokenKind::TStringEnd => {
-                if let Some(s) = open.pop() {
-                    out.push((s, end));
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// `text[start..end]` (whole lines) moved to the indentation `indent`: its common margin
-/// removed and `indent` put in its place, on every line but those that start inside a string
-/// literal (`protected`), which are kept as written, since their text is the string's value.
+/// `text[start..end]` (whole lines) moved to the indentation `indent`: `python::reindent`
+/// (dedent, then indent), with the candidate's string literals (`strings`, byte ranges in
+/// `text`) shifted to the block, so that the lines that start inside one keep their text, the
+/// string's value.
 fn move_block(
     text: &str,
     start: usize,
     end: usize,
-    protected: &[(usize, usize)],
+    strings: &[(usize, usize)],
     indent: &str,
 ) -> String {
-    let mut lines = Vec::new();
-    let mut offset = start;
-    for line in text[start..end].split('\n') {
-        let inside = protected.iter().any(|&(a, b)| a < offset && offset < b);
-        lines.push((line.trim_end_matches('\r'), inside));
-        offset += line.len() + 1;
-    }
-    let margin = lines
-        .iter()
-        .filter(|(l, inside)| !inside && !l.trim().is_empty())
-        .map(|(l, _)| l.len() - l.trim_start().len())
-        .min()
-        .unwrap_or(0);
-    let mut out = String::new();
-    for (line, inside) in lines {
-        if inside {
-            out.push_str(line);
-        } else if !line.trim().is_empty() {
-            out.push_str(indent);
-            out.push_str(line.get(margin..).unwrap_or_else(|| line.trim_start()));
-        }
-        out.push('\n');
-    }
-    out
+    let within = crate::python::strings_within(strings, start, end);
+    crate::python::reindent(&text[start..end], &within, indent)
 }
 
 #[cfg(test)]
@@ -233,6 +188,37 @@ mod tests {
         assert!(
             out.ends_with("class C:\n    def m(self):\n        return '''1\n2'''\n\n"),
             "{out:?}"
+        );
+    }
+
+    #[test]
+    fn move_block_is_dedent_then_indent_and_keeps_string_lines() {
+        // A method in its class, its string's lines at column 0 and deeper than the def.
+        let text =
+            "class C:\n    def f(self):\n        s = '''a\nb\n            c'''\n        return s\n";
+        let strings = crate::python::strings_in(text);
+        let start = text.find("    def").unwrap();
+        let out = move_block(text, start, text.len() - 1, &strings, "");
+        assert_eq!(
+            out,
+            "def f(self):\n    s = '''a\nb\n            c'''\n    return s\n"
+        );
+        // The same as `python::dedent` of the block on its own, and it parses.
+        assert_eq!(
+            out,
+            crate::python::dedent(&text[start..], &crate::python::strings_in(&text[start..]))
+        );
+        assert!(ruff_python_parser::parse_module(&out).is_ok(), "{out}");
+        // Deeper: the code moves, the string's lines stay.
+        assert_eq!(
+            move_block(text, start, text.len() - 1, &strings, "        "),
+            "        def f(self):\n            s = '''a\nb\n            c'''\n            return s\n"
+        );
+        // Spliced from an answer whose def is alone at column 0, into the class.
+        let source = "class C:\n    def f(self):\n        return 1\n";
+        assert_eq!(
+            spliced(source, "C.f", &out),
+            "class C:\n    def f(self):\n        s = '''a\nb\n            c'''\n        return s\n"
         );
     }
 }

@@ -36,7 +36,8 @@ pub fn write_fixture(root: &Path, spec: &str) {
     for (path, text) in files {
         let full = root.join(&path);
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-        std::fs::write(full, r2e::python::dedent(&text)).unwrap();
+        // Dedented whole, string literals' lines too: they were indented with the fixture.
+        std::fs::write(full, r2e::python::dedent(&text, &[])).unwrap();
     }
 }
 
@@ -70,7 +71,7 @@ impl Project {
     pub fn write(&self, rel: &str, text: &str) {
         std::fs::write(
             self.dir.path().join("repo").join(rel),
-            r2e::python::dedent(text),
+            r2e::python::dedent(text, &[]),
         )
         .unwrap();
     }

@@ -11,8 +11,9 @@ use serde_json::Value;
 pub type Log = Arc<Mutex<Vec<String>>>;
 
 /// How the script answers a request: the HTTP status (0: the connection is cut, no answer at
-/// all), extra header lines (each ending in `\r\n`), and the message's content (sent only with
-/// status 200; any other status sends an error body).
+/// all), extra header lines (each ending in `\r\n`), and the message's content (with status
+/// 200); with any other status, the content is the error body sent (`{"error": "busy"}` when
+/// it is empty).
 pub type Reply = (u16, &'static str, String);
 
 /// Starts the server; each request is answered after `delay`, one at a time, with
@@ -72,8 +73,10 @@ pub fn serve(
                     "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": content.len() / 4},
                 })
                 .to_string()
-            } else {
+            } else if content.is_empty() {
                 "{\"error\": \"busy\"}".into()
+            } else {
+                content
             };
             let sent = write!(
                 stream,
