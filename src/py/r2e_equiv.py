@@ -922,8 +922,8 @@ def _check(test, cand: Observation, ref: Observation):
 
 
 def _call_text(label: str, args, kwargs) -> str:
-    parts = [short_repr(a, EXAMPLE_REPR_LIMIT) for a in args]
-    parts += [f"{k}={short_repr(v, EXAMPLE_REPR_LIMIT)}" for k, v in kwargs.items()]
+    parts = [_shown(a) for a in args]
+    parts += [f"{k}={_shown(v)}" for k, v in kwargs.items()]
     return f"{label}({', '.join(parts)})"
 
 
@@ -1164,8 +1164,8 @@ class CallRecorder:
                     types_seen.update(map(_type_name, values))
             if len(self.examples) >= MAX_EXAMPLES:
                 return None
-            parts = [short_repr(a, EXAMPLE_REPR_LIMIT) for a in args[skip:]]
-            parts += [f"{k}={short_repr(v, EXAMPLE_REPR_LIMIT)}" for k, v in kwargs.items()]
+            parts = [_shown(a) for a in args[skip:]]
+            parts += [f"{k}={_shown(v)}" for k, v in kwargs.items()]
             call = f"{label}({', '.join(parts)})"
             if any(e["call"] == call for e in self.examples):
                 return None
@@ -1185,7 +1185,19 @@ class CallRecorder:
                     message = message[: EXAMPLE_REPR_LIMIT - 3] + "..."
                 outcome = f"raises {exc_type}: {message}" if message else f"raises {exc_type}"
             else:
-                outcome = "returns " + short_repr(result, EXAMPLE_REPR_LIMIT)
+                outcome = "returns " + _shown(result)
             self.examples.append({"call": call, "outcome": outcome})
         except Exception:  # noqa: BLE001
             pass
+
+
+def _shown(value) -> str:
+    """The bounded `repr` of a deep copy of `value`: showing a value may change it (a name
+    computed and cached on first `repr`, as pyparsing's elements do), and the value itself is
+    observed after this (its snapshot must be the same as in a run that records nothing). A
+    value that cannot be copied is shown by its type only."""
+    try:
+        copied = copy.deepcopy(value)
+    except Exception:  # noqa: BLE001 - any failure to copy
+        return f"<{_type_name(value)}>"
+    return short_repr(copied, EXAMPLE_REPR_LIMIT)
