@@ -510,15 +510,19 @@ def _call_returned(outcome, then, copy_memo, depth=1):
     return tuple(out)
 
 
-def _then_differences(cand, ref, prefix, diffs, detailed=True):
+def _then_differences(cand, ref, prefix, diffs, detailed=True, messages=True):
     if len(cand) != len(ref):
         diffs.append((prefix, "one side returned a function and the other did not"))
     for i, ((co, cn), (ro, rn)) in enumerate(zip(cand, ref)):
         where = f"{prefix} call {i}"
-        if co[0] != ro[0] or (not equivalent(co[1], ro[1]) if co[0] == "return" else co[1:] != ro[1:]):
+        if co[0] == "return":
+            same = co[0] == ro[0] and equivalent(co[1], ro[1])
+        else:
+            same = (co[1:] if messages else co[:2]) == (ro[1:] if messages else ro[:2])
+        if not same:
             detail = f"{describe_outcome(co)} / {describe_outcome(ro)}" if detailed else ""
             diffs.append((where, detail))
-        _then_differences(cn, rn, where + ", its returned function", diffs, detailed)
+        _then_differences(cn, rn, where + ", its returned function", diffs, detailed, messages)
 
 
 def method_kind(cls, method_name: str) -> str:
@@ -849,7 +853,9 @@ def outcome_kind(outcome) -> str:
     return "raise:" + outcome[1]
 
 
-def differences(cand: Observation, ref: Observation, detailed=True) -> list[tuple[str, str]]:
+def differences(
+    cand: Observation, ref: Observation, detailed=True, messages=True
+) -> list[tuple[str, str]]:
     """The parts in which two observations differ, as (part, detail) pairs; [] if none.
 
     Parts: "return value", "exception", "outcome" (one returned, the other raised),
@@ -857,7 +863,9 @@ def differences(cand: Observation, ref: Observation, detailed=True) -> list[tupl
 
     With `detailed=False` the details are empty and no value is shown (`repr`): showing a
     value may change it (a lazily computed name cached on first `repr`, as pyparsing's
-    elements do), and the explorer compares the same observation many times.
+    elements do), and the explorer compares the same observation many times. With
+    `messages=False` exceptions are compared by type alone, as r2e's verdict does by default
+    (docs/harness.md): the explorer must not count a mutant killed that the harness passes.
     """
     diffs = []
     co, ro = cand.outcome, ref.outcome
@@ -866,7 +874,7 @@ def differences(cand: Observation, ref: Observation, detailed=True) -> list[tupl
     elif co[0] == "return":
         if not equivalent(co[1], ro[1]):
             diffs.append(("return value", ""))
-    elif co[1:] != ro[1:]:
+    elif (co[1:] if messages else co[1]) != (ro[1:] if messages else ro[1]):
         diffs.append(("exception", ""))
     for i, (ca, ra) in enumerate(zip(cand.args, ref.args)):
         if not equivalent(ca, ra):
@@ -880,7 +888,7 @@ def differences(cand: Observation, ref: Observation, detailed=True) -> list[tupl
                 else ""
             )
             diffs.append((f"argument {name!r} mutation", detail))
-    _then_differences(cand.then, ref.then, "returned function", diffs, detailed)
+    _then_differences(cand.then, ref.then, "returned function", diffs, detailed, messages)
     ci, ri = cand.instance, ref.instance
     if (ci is _NO_INSTANCE) != (ri is _NO_INSTANCE) or (
         ci is not _NO_INSTANCE and not equivalent(ci, ri)

@@ -233,6 +233,23 @@ class PoolMaker:
             return found or None
         return None
 
+    def _sequences_of(self, kind) -> list:
+        """Lists of values of a builtin type (`isinstance(p[0], dict)`): one value, two, and
+        the values with one of another type after them."""
+        if kind is dict:
+            values = make_dicts(self.atoms[str][:3], self.atoms[int][:3])
+            values = [v for v in values if v] or values
+        elif kind in (list, tuple):
+            values = [kind(v) for v in make_lists(self.atoms[int][:3])]
+        elif kind in self.atoms:
+            values = self.atoms[kind][:4]
+        else:
+            return []
+        if not values:
+            return []
+        lists = [[v] for v in values[:3]] + [values[:2], values[:3]]
+        return lists + [values[:1] + [None]]
+
     def _elements(self, ann, globalns, depth):
         vals = self.for_annotation(ann, globalns, depth + 1) if ann is not None else None
         if not vals:
@@ -276,6 +293,8 @@ class PoolMaker:
                 hinted += [tuple(v) for v in make_lists(self.atoms[int][:4])]
             elif h == "unpacked":
                 hinted += make_rows(self.atoms[int][:4], self.atoms[str][:4])
+            elif type(h) is tuple and h[0] == "items":
+                hinted += self._sequences_of(h[1])
         if CALLABLE_NAME.search(param.name) and "callable" not in hints:
             hinted += called
         if default and type(default[0]) in self.atoms:

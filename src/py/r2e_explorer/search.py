@@ -633,7 +633,9 @@ class Explorer:
 
     def is_deterministic(self, ctor_call, call, first_obs) -> bool:
         status, obs, _ = self.execute(ctor_call, call, traced=False)
-        return status == "ok" and not self.equiv.differences(obs, first_obs, detailed=False)
+        return status == "ok" and not self.equiv.differences(
+            obs, first_obs, detailed=False, messages=False
+        )
 
     # -- the search -------------------------------------------------------------------------
 
@@ -979,7 +981,7 @@ class Explorer:
         """Whether an observation differs from the reference's on that entry (as a harness
         compares them)."""
         try:
-            return bool(self.equiv.differences(obs, entry.obs, detailed=False))
+            return bool(self.equiv.differences(obs, entry.obs, detailed=False, messages=False))
         except Exception:  # noqa: BLE001 - a comparison that fails is a difference
             return True
 

@@ -209,7 +209,7 @@ def global_literals(node, globalns, limit: int = 30) -> list:
 def usage_hints(node, name: str) -> list:
     """Types suggested by how an unannotated parameter is used: "callable" (it is called),
     str, dict, list, "seq", "unpacked" (its items are passed as arguments, `f(*p)`), int,
-    float... (most telling first)."""
+    float..., ("items", T) (a sequence of T: `isinstance(p[0], T)`) (most telling first)."""
     if node is None:
         return []
     hints = []
@@ -243,11 +243,18 @@ def usage_hints(node, name: str) -> list:
                 hints.append("seq")
             elif n.func.id == "range" and any(is_param(a) for a in n.args):
                 hints.append(int)
-            elif n.func.id == "isinstance" and len(n.args) == 2 and is_param(n.args[0]):
+            elif n.func.id == "isinstance" and len(n.args) == 2:
                 names = n.args[1].elts if isinstance(n.args[1], ast.Tuple) else [n.args[1]]
-                for t in names:
-                    if isinstance(t, ast.Name) and t.id in ISINSTANCE_TYPES:
-                        hints.append(ISINSTANCE_TYPES[t.id])
+                types_named = [
+                    ISINSTANCE_TYPES[t.id]
+                    for t in names
+                    if isinstance(t, ast.Name) and t.id in ISINSTANCE_TYPES
+                ]
+                if is_param(n.args[0]):
+                    hints += types_named
+                elif isinstance(n.args[0], ast.Subscript) and is_param(n.args[0].value):
+                    # `isinstance(p[0], dict)`: p is a sequence of such values.
+                    hints += [("items", t) for t in types_named]
         elif isinstance(n, (ast.For, ast.comprehension)) and is_param(n.iter):
             hints.append("seq")
         elif isinstance(n, ast.Subscript) and is_param(n.value):
@@ -262,7 +269,7 @@ def usage_hints(node, name: str) -> list:
         if h not in ordered:
             ordered.append(h)
     # Being called and methods of a specific type say more than comparisons or subscripts.
-    ordered.sort(key=lambda h: 0 if h in ("callable", str, dict, list) else 1)
+    ordered.sort(key=lambda h: 0 if h in ("callable", str, dict, list) or type(h) is tuple else 1)
     return ordered
 
 

@@ -191,6 +191,18 @@ class ParameterTest(unittest.TestCase):
         self.assertEqual(pool[0], [[1, -1, 0], ["a", "hello world", ""]])
         self.assertIn([[1, -1, 0]], pool)
 
+    def test_a_parameter_whose_items_are_checked_gets_lists_of_them(self):
+        # `isinstance(data[0], dict)` (boltons' Table.from_data): lists of dicts, first.
+        import ast
+
+        node = ast.parse("def f(data):\n    if isinstance(data[0], dict):\n        return 1\n").body[0]
+        pools = PoolMaker(reference_module(), [])
+        pool, _ = pools.for_parameter(self.param("data"), inspect.Parameter.empty, {}, node)
+        lists_of_dicts = [v for v in pool if isinstance(v, list) and v and isinstance(v[0], dict)]
+        self.assertGreaterEqual(len(lists_of_dicts), 3)
+        self.assertTrue(any(len(v) == 2 and all(isinstance(d, dict) for d in v) for v in lists_of_dicts))
+        self.assertIs(pool[0], lists_of_dicts[0])
+
     def test_the_type_of_the_default_leads(self):
         pools = PoolMaker(reference_module(), [])
         pool, typed = pools.for_parameter(

@@ -138,6 +138,8 @@ class StaticTest(unittest.TestCase):
         self.assertEqual(hints("    if p == 3:\n        p.append(1)"), [list, int])
         self.assertEqual(hints("    return q.upper()"), [])
         self.assertEqual(usage_hints(None, "p"), [])
+        # A type checked of an item: a sequence of such values.
+        self.assertEqual(hints("    if p and isinstance(p[0], dict):\n        pass"), [("items", dict), "seq"])
         # Unpacked into a call's arguments: its items are arguments.
         self.assertEqual(hints("    return list(zip(*p))"), ["unpacked"])
         self.assertEqual(hints("    return g(q, *p)"), ["unpacked"])
