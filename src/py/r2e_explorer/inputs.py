@@ -179,12 +179,12 @@ class InputSpace:
                     continue  # the same as omitting it
                 yield base.replace(dim, value)
 
-    def homogeneous(self, base: Input):
-        """Inputs where every unannotated required parameter takes one of the first values of
-        the same type (all ints, all strings...): a plausible call when the first pool values
-        of several parameters do not go together."""
+    def homogeneous(self, base: Input, per_type: int = 3):
+        """Inputs where every unannotated required parameter takes one of the first
+        `per_type` values of the same type (all ints, all strings...): a plausible call when
+        the first pool values of several parameters do not go together."""
         for t in (int, str, float, list, dict, bool):
-            for k in range(3):
+            for k in range(per_type):
                 values = list(base.values)
                 changed = False
                 for i, p in enumerate(self.params):

@@ -46,12 +46,18 @@ def harness_class_name(qualname: str) -> str:
 
 
 def render_harness(
-    module_name: str, qualname: str, method: bool, chosen: list, class_qualname: str | None = None
+    module_name: str,
+    qualname: str,
+    method: bool,
+    chosen: list,
+    class_qualname: str | None = None,
+    then_calls=THEN_CALLS,
 ) -> str:
     """The harness's source for the entries `chosen` of `module_name.qualname` (a method of a
     class when `method`). `class_qualname` is the class whose instances call the method when it
     is not the method's own (a concrete subclass, in the same module, of an abstract class that
-    inherits the method unchanged)."""
+    inherits the method unchanged). `then_calls`: the calls made of a function the target
+    returns."""
     parts = qualname.split(".")
     lines = [
         f'"""Equivalence tests for {module_name}.{qualname} (written by r2e_explore)."""',
@@ -79,7 +85,7 @@ def render_harness(
     for i, e in enumerate(chosen):
         lines.append(f"    def test_{i}(self):")
         if not method:
-            lines += function_test_body(e, local)
+            lines += function_test_body(e, local, then_calls)
         else:
             lines += method_test_body(e, local, parts[-1])
         lines.append("")
@@ -87,7 +93,7 @@ def render_harness(
     return "\n".join(lines)
 
 
-def function_test_body(e, local: str) -> list[str]:
+def function_test_body(e, local: str, then_calls=THEN_CALLS) -> list[str]:
     """The lines of a test of a function named `local` in the harness."""
     args, kwargs = e.call
     lines = [
@@ -97,7 +103,7 @@ def function_test_body(e, local: str) -> list[str]:
     if e.then:
         # The target returned a function: it is called too, on each of these.
         lines += [
-            f"        then = {render(THEN_CALLS)}",
+            f"        then = {render(then_calls)}",
             f"        r2e_equiv.check_function(self, {local}, reference_{local}, args, kwargs, then)",
         ]
     else:

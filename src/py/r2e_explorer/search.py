@@ -11,10 +11,11 @@ when moving code: a helper between `Explorer.run` and `Executor.run` would chang
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import hashlib
 import importlib
 import inspect
-import hashlib
 import itertools
 import json
 import linecache
@@ -31,6 +32,7 @@ from .render import render_harness
 from .select import Selection
 from .specs import (
     THEN_CALLS,
+    UNKNOWN,
     New,
     Unwritable,
     build,
@@ -444,6 +446,75 @@ def concrete_subclasses(cls: type, method_name: str) -> list[type]:
     return [t[3] for t in found]
 
 
+# Calls made of a returned closure, beyond THEN_CALLS, per function the target defines.
+CLOSURE_CALLS = 8
+
+
+def closure_calls(node, pools: PoolMaker, globalns) -> tuple:
+    """Calls for the functions the target defines and returns (a decorator's wrapper, a parse
+    action, a key function): THEN_CALLS are guesses; these come from the returned function's
+    own parameters and body, as the target's inputs do (its base call, one call of each type
+    for all its parameters, then one parameter at a time through its pool), up to
+    CLOSURE_CALLS for each of the first two such functions."""
+    if node is None:
+        return ()
+    returned = {
+        n.value.id
+        for n in ast.walk(node)
+        if isinstance(n, ast.Return) and isinstance(n.value, ast.Name)
+    }
+    inner = [
+        n
+        for n in ast.walk(node)
+        if n is not node and isinstance(n, ast.FunctionDef) and n.name in returned
+    ][:2]
+    calls: list = []
+    for definition in inner:
+        try:
+            signature = _signature_of(definition)
+            space = InputSpace(signature, pools, {}, globalns, definition)
+        except Exception:  # noqa: BLE001 - a closure that cannot be explored gets THEN_CALLS only
+            continue
+        made = []
+        base = space.base()
+        for inp in itertools.chain([base], space.homogeneous(base, 1), space.variations(base)):
+            if len(made) >= CLOSURE_CALLS:
+                break
+            call = space.to_call(inp)
+            if call is None or not writable(call):
+                continue
+            call = (tuple(call[0]), dict(call[1]))
+            if call not in made and call not in THEN_CALLS:
+                made.append(call)
+        calls += made
+    return tuple(calls)
+
+
+def _signature_of(definition) -> inspect.Signature:
+    """A signature with the parameters of a definition's syntax tree (defaults left unknown:
+    a parameter with one is optional)."""
+    args = definition.args
+    params = []
+    positional = args.posonlyargs + args.args
+    first_default = len(positional) - len(args.defaults)
+    for i, a in enumerate(positional):
+        kind = (
+            inspect.Parameter.POSITIONAL_ONLY
+            if i < len(args.posonlyargs)
+            else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        )
+        default = UNKNOWN if i >= first_default else inspect.Parameter.empty
+        params.append(inspect.Parameter(a.arg, kind, default=default))
+    if args.vararg is not None:
+        params.append(inspect.Parameter(args.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
+    for a, d in zip(args.kwonlyargs, args.kw_defaults):
+        default = inspect.Parameter.empty if d is None else UNKNOWN
+        params.append(inspect.Parameter(a.arg, inspect.Parameter.KEYWORD_ONLY, default=default))
+    if args.kwarg is not None:
+        params.append(inspect.Parameter(args.kwarg.arg, inspect.Parameter.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
 def reachable_subclasses(reference, cls: type) -> list[type]:
     """The subclasses of `cls` (at any depth) that are not abstract and that the reference
     module reaches (`class_path`), simplest first: fewest required constructor parameters,
@@ -605,7 +676,7 @@ class Explorer:
                 return (
                     build(call[0], reference),
                     build(call[1], reference),
-                    build(THEN_CALLS, reference),
+                    build(self.then_calls, reference),
                 )
 
             def action(built):
@@ -667,6 +738,7 @@ class Explorer:
         self.space = InputSpace(
             target.signature, pools, target.annotations, target.globalns, target.node
         )
+        self.then_calls = THEN_CALLS + closure_calls(target.node, pools, target.globalns)
         ctor_count = len(self.constructions) if self.constructions else 1
         ctor0 = 0 if self.constructions else None
 
@@ -760,6 +832,7 @@ class Explorer:
             target.cls is not None,
             chosen,
             target.ctor_cls.__qualname__ if target.ctor_cls is not target.cls else None,
+            self.then_calls,
         )
         compile(harness, "<harness>", "exec")
         arcs = set()

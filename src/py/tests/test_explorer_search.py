@@ -3,12 +3,14 @@ classes, the search and its answer. (test_explore.py runs the explorer as a scri
 
 from __future__ import annotations
 
+import ast
 import signal
 import unittest
 
 from r2e_test_support import TempModules
 
 import r2e_equiv
+from r2e_explorer import search
 from r2e_explorer.search import (
     ExploreError,
     Explorer,
@@ -159,6 +161,14 @@ class Sub(Square):
 
 def area_of(shape: Shape) -> int:
     return shape.size * shape.size
+
+
+def at_least(n):
+    def check(text, count, items):
+        if count < n:
+            return "few"
+        return len(items) >= n
+    return check
 
 
 class Lazy:
@@ -399,6 +409,26 @@ class ExplorerTest(SearchCase):
         self.assertEqual(out["status"], "ok")
         self.assertIn("return:int", out["outcomes"])
         self.assertRegex(out["harness"], r"args = \(reference\.(Square|Odd|Sub)\(")
+
+    def test_a_returned_closure_is_called_on_inputs_of_its_own(self):
+        # No call of THEN_CALLS has three arguments: the closure's own parameters give calls
+        # that reach its branches, and kill the mutants of its body.
+        out = self.explore("at_least", budget=300)
+        self.assertEqual(out["status"], "ok")
+        then = next(line for line in out["harness"].splitlines() if "then = " in line)
+        calls = ast.literal_eval(then.split("then = ", 1)[1].replace("r2e_equiv.sample_function", "None"))
+        three = [args for args, _ in calls if len(args) == 3]
+        self.assertTrue(three, then)
+        # Without them (THEN_CALLS only) the closure's body is never run: fewer arcs, fewer
+        # mutants killed.
+        saved = search.closure_calls
+        search.closure_calls = lambda *_: ()
+        try:
+            guesses = self.explore("at_least", budget=300)
+        finally:
+            search.closure_calls = saved
+        self.assertGreater(out["arcs"], guesses["arcs"])
+        self.assertGreater(out["mutants"]["killed"], guesses["mutants"]["killed"])
 
     def test_the_answer_says_what_the_kept_tests_kill(self):
         out = self.explore("sign")
