@@ -89,17 +89,18 @@ fn assert_fails(p: &Project, id: &str, label: &str, text: &str) {
 fn def_text(p: &Project, file: &str, name: &str) -> String {
     let src = std::fs::read_to_string(p.path().join("repo").join(file)).unwrap();
     let lines: Vec<&str> = src.lines().collect();
-    let start = lines
+    let def = lines
         .iter()
         .position(|l| l.trim_start().starts_with(&format!("def {name}(")))
         .unwrap_or_else(|| panic!("def {name} in {file}"));
-    let start = (0..start)
+    // From its first decorator to the end of its body.
+    let start = (0..def)
         .rev()
         .take_while(|&i| lines[i].trim_start().starts_with('@'))
         .last()
-        .unwrap_or(start);
-    let indent = lines[start].len() - lines[start].trim_start().len();
-    let end = (start + 1..lines.len())
+        .unwrap_or(def);
+    let indent = lines[def].len() - lines[def].trim_start().len();
+    let end = (def + 1..lines.len())
         .find(|&i| {
             let l = lines[i];
             !l.trim().is_empty() && l.len() - l.trim_start().len() <= indent
@@ -242,7 +243,6 @@ def sort_together(iterables, key_list=(0,), key=None, reverse=False, strict=Fals
 /// more-itertools' `sort_together`: a mutant that ignores `key`, and one that ignores
 /// `reverse`, fail.
 #[test]
-#[ignore = "r2e is wrong here: both mutants pass check; the explorer never keeps a test where `key` or `reverse` changes the order (see the report of the verdict-fixtures branch)"]
 fn sort_together_mutants_that_ignore_key_or_reverse_fail() {
     let p = Project::new(SORT_TOGETHER, OFFLINE);
     let (harnesses, dataset) = build(&p);
@@ -326,7 +326,6 @@ class Table:
 /// valid (not `nondeterministic`), the original passes twice with the same verdict, and a
 /// mutant that drops an attribute assignment fails.
 #[test]
-#[ignore = "r2e falls short here: the harness is valid but not an instance (branch coverage 0.7): the explorer never passes a Table to `from_data`, so the copy branch is not reached"]
 fn table_from_data_is_stable_across_the_copy_state_leak() {
     let p = Project::new(TABLE, OFFLINE);
     let (harnesses, dataset) = build(&p);
@@ -383,7 +382,6 @@ def levenshtein(a, b):
 /// (at most one of its tests raises `TypeError` or `AttributeError` on the reference), and an
 /// off-by-one mutant fails.
 #[test]
-#[ignore = "r2e is wrong here: the off-by-one mutant passes check; the harness keeps 3 tests (two strings of at most one character, and ints)"]
 fn levenshtein_tests_distances_and_catches_an_off_by_one() {
     let p = Project::new(LEVENSHTEIN, OFFLINE);
     let (harnesses, dataset) = build(&p);
