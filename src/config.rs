@@ -473,7 +473,7 @@ impl Default for GenerateConfig {
             max_completion_tokens: 2048,
             budget: 1500,
             seed: 0,
-            max_tests: 12,
+            max_tests: 16,
             per_call_timeout_ms: 1000,
             time_limit_seconds: 60,
         }

@@ -615,7 +615,7 @@ class Explorer:
         self.qualname = request["qualname"]
         self.kind = request.get("kind", "function")
         self.budget = max(1, int(request.get("budget", 1500)))
-        self.max_tests = max(1, int(request.get("max_tests", 12)))
+        self.max_tests = max(1, int(request.get("max_tests", 16)))
         self.time_limit = float(request.get("time_limit", 60))
         self.seed = request.get("seed", 0)
         self.rng = random.Random(self.seed)
