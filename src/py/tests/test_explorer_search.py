@@ -12,6 +12,7 @@ from r2e_test_support import TempModules
 import r2e_equiv
 from r2e_explorer import search
 from r2e_explorer.search import (
+    shows_address,
     ExploreError,
     Explorer,
     InstanceFinder,
@@ -171,6 +172,14 @@ def at_least(n):
     return check
 
 
+def identify(x):
+    if x is None:
+        return "none"
+    if callable(x):
+        return "function " + str(x)
+    return str(x)
+
+
 class Lazy:
     """Its name is computed on first `repr` and kept (as pyparsing's elements do)."""
 
@@ -324,6 +333,19 @@ class HelpersTest(SearchCase):
         self.assertEqual(key(bump), key(same))
         self.assertNotEqual(key(bump), key(other))
 
+    def test_an_outcome_that_shows_a_memory_address_is_told(self):
+        def observe(*args):
+            return r2e_equiv.observe_function(self.mod.identify, args, {})
+
+        self.assertTrue(shows_address(r2e_equiv, observe(r2e_equiv.sample_function)))
+        self.assertTrue(shows_address(r2e_equiv, observe(object())))
+        self.assertFalse(shows_address(r2e_equiv, observe(3)))
+        self.assertFalse(shows_address(r2e_equiv, observe("0x12")))
+        # An exception's message is not compared: an address there is no matter.
+        raised = r2e_equiv.observe_function(self.mod.Counter, (object(),), {})
+        self.assertEqual(raised.outcome[0], "raise")
+        self.assertFalse(shows_address(r2e_equiv, raised))
+
     def test_an_observation_is_never_shown_so_it_stays_as_observed(self):
         # Showing a value may change it: Lazy caches its name on first `repr`. Neither the
         # value key nor the explorer's comparisons may show it, or a second run of the same
@@ -409,6 +431,13 @@ class ExplorerTest(SearchCase):
         self.assertEqual(out["status"], "ok")
         self.assertIn("return:int", out["outcomes"])
         self.assertRegex(out["harness"], r"args = \(reference\.(Square|Odd|Sub)\(")
+
+    def test_inputs_whose_outcome_shows_a_memory_address_are_not_kept(self):
+        # Another process shows another address: such a test would fail its own reference.
+        out = self.explore("identify")
+        self.assertEqual(out["status"], "ok")
+        self.assertNotIn("sample_function", out["harness"])
+        self.assertNotIn("reference.", out["harness"].split("class ", 1)[1])
 
     def test_a_returned_closure_is_called_on_inputs_of_its_own(self):
         # No call of THEN_CALLS has three arguments: the closure's own parameters give calls
