@@ -13,7 +13,7 @@ import types
 import typing
 
 from .specs import OFF_TYPE_VALUES, Code, Helper, Member, New, class_path, dedupe, writable
-from .static import call_arity, usage_hints
+from .static import call_arity, compared_names, usage_hints
 
 # Values per parameter pool, and elements drawn from pools to build containers.
 POOL_MAX = 48
@@ -233,6 +233,24 @@ class PoolMaker:
             return found or None
         return None
 
+    def compared_values(self, node, name: str, globalns) -> list:
+        """The values the parameter is compared with (`valtype is int`, `x is MISSING`): a
+        builtin type by its name, a module-level value of the reference as
+        `reference.NAME` (literals as themselves)."""
+        out = []
+        for ident in compared_names(node, name):
+            if ident in BUILTIN_TYPE_NAMES:
+                out.append(Code(ident))
+                continue
+            value = globalns.get(ident, _ABSENT) if isinstance(globalns, dict) else _ABSENT
+            if value is _ABSENT or isinstance(value, types.ModuleType):
+                continue
+            if type(value) in (int, float, str, bytes, bool) and writable(value):
+                out.append(value)
+            elif getattr(self.reference, ident, _ABSENT) is value:
+                out.append(Member(ident))
+        return out
+
     def _sequences_of(self, kind) -> list:
         """Lists of values of a builtin type (`isinstance(p[0], dict)`): one value, two, and
         the values with one of another type after them."""
@@ -297,6 +315,7 @@ class PoolMaker:
                 hinted += self._sequences_of(h[1])
         if CALLABLE_NAME.search(param.name) and "callable" not in hints:
             hinted += called
+        hinted += self.compared_values(node, param.name, globalns)
         if default and type(default[0]) in self.atoms:
             hinted = self.atoms[type(default[0])][:10] + hinted
         literal_values = [v for lit in self.literals for v in literal_variants(lit)]
@@ -322,6 +341,11 @@ class PoolMaker:
         """Tuples of extra positional arguments for *args."""
         atoms = self.atoms[int][:3] + self.atoms[str][:2]
         return dedupe([(), (atoms[0],), (atoms[0], atoms[1]), (atoms[3],), tuple(atoms[:3])])
+
+
+# Builtin types a parameter may be compared with (`valtype is int`), written by their names.
+BUILTIN_TYPE_NAMES = ("int", "float", "str", "bytes", "bool", "list", "dict", "tuple", "set")
+_ABSENT = object()
 
 
 def eval_annotation(text: str, globalns):

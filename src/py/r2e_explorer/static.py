@@ -273,6 +273,28 @@ def usage_hints(node, name: str) -> list:
     return ordered
 
 
+def compared_names(node, name: str) -> list[str]:
+    """The names a parameter is compared with by identity, equality or membership (`p is
+    MISSING`, `p == int`, `p in (str, bytes)`), in source order: the values its branches tell
+    apart."""
+    if node is None:
+        return []
+    found: list[str] = []
+    ops = (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+    for n in ast.walk(node):
+        if not isinstance(n, ast.Compare) or not all(isinstance(op, ops) for op in n.ops):
+            continue
+        operands = [n.left, *n.comparators]
+        if not any(isinstance(o, ast.Name) and o.id == name for o in operands):
+            continue
+        for o in operands:
+            names = o.elts if isinstance(o, (ast.Tuple, ast.List, ast.Set)) else [o]
+            for x in names:
+                if isinstance(x, ast.Name) and x.id != name and x.id not in found:
+                    found.append(x.id)
+    return found
+
+
 def call_arity(node, name: str) -> int | None:
     """How many positional arguments the function body passes when it calls the parameter
     `name` (the first such call without `*args`), or None when it never does so."""

@@ -191,6 +191,26 @@ class ParameterTest(unittest.TestCase):
         self.assertEqual(pool[0], [[1, -1, 0], ["a", "hello world", ""]])
         self.assertIn([[1, -1, 0]], pool)
 
+    def test_values_a_parameter_is_compared_with_join_its_pool(self):
+        # tabulate's `_format(val, valtype, ...)`: `valtype is int`, `valtype in (str, bytes)`.
+        import ast
+
+        node = ast.parse(
+            "def f(valtype):\n"
+            "    if valtype is int:\n"
+            "        return 1\n"
+            "    if valtype in (str, bytes) or valtype is SENTINEL or valtype == LIMIT:\n"
+            "        return 2\n"
+        ).body[0]
+        module = reference_module()
+        module.SENTINEL = object()
+        globalns = {"SENTINEL": module.SENTINEL, "LIMIT": 7, "os": types}
+        pools = PoolMaker(module, [])
+        pool, _ = pools.for_parameter(self.param("valtype"), inspect.Parameter.empty, globalns, node)
+        for expected in ("int", "str", "bytes", "reference.SENTINEL", "7"):
+            self.assertIn(expected, texts(pool))
+        del module.SENTINEL
+
     def test_a_parameter_whose_items_are_checked_gets_lists_of_them(self):
         # `isinstance(data[0], dict)` (boltons' Table.from_data): lists of dicts, first.
         import ast

@@ -18,6 +18,7 @@ from r2e_explorer.static import (
     global_literals,
     regex_samples,
     type_hints,
+    compared_names,
     usage_hints,
 )
 
@@ -118,6 +119,21 @@ class StaticTest(unittest.TestCase):
         # Scalars are taken at any level reached; containers below the second level are not
         # opened.
         self.assertEqual(found, ["fast", 1, 2, "a", "b"])
+
+    def test_compared_names(self):
+        import ast
+
+        node = ast.parse(
+            "def f(p, q):\n"
+            "    if p is MISSING or p == int:\n"
+            "        return 1\n"
+            "    if p in (str, bytes) and q is not None:\n"
+            "        return 2\n"
+            "    return p < LIMIT\n"
+        ).body[0]
+        self.assertEqual(compared_names(node, "p"), ["MISSING", "int", "str", "bytes"])
+        self.assertEqual(compared_names(node, "q"), [])
+        self.assertEqual(compared_names(None, "p"), [])
 
     def test_usage_hints(self):
         import ast
