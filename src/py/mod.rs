@@ -16,7 +16,7 @@ pub const EQUIV: (&str, &str) = ("r2e_equiv.py", include_str!("r2e_equiv.py"));
 pub const SNAPSHOT: (&str, &str) = ("r2e_snapshot.py", include_str!("r2e_snapshot.py"));
 
 /// The built-in explorer: its entry script first, then its package (`r2e_explorer/`, one module
-/// per concern) and the equivalence helper.
+/// per concern), the equivalence helper and the snapshots.
 pub const EXPLORER: &[(&str, &str)] = &[
     ("r2e_explore.py", include_str!("r2e_explore.py")),
     (
@@ -285,7 +285,7 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|name| name.ends_with(".py"))
             .map(|name| format!("r2e_explorer/{name}"))
-            .chain(["r2e_explore.py".to_owned(), "r2e_equiv.py".to_owned()])
+            .chain(["r2e_explore.py", "r2e_equiv.py", "r2e_snapshot.py"].map(str::to_owned))
             .collect();
         on_disk.sort();
         let mut embedded: Vec<String> = EXPLORER.iter().map(|(n, _)| n.to_string()).collect();
