@@ -421,29 +421,21 @@ class ConstructionFinder:
 def concrete_subclasses(cls: type, method_name: str) -> list[type]:
     """The subclasses of `cls` (at any depth) defined in its module and reachable there by their
     qualified names, that are not abstract and inherit `method_name` from `cls` unchanged:
-    instances of them call the very method under test. Simplest first: fewest required
-    constructor parameters, then the shallowest, then by name."""
+    instances of them call the very method under test. Simplest first (`subclasses`)."""
     module = sys.modules.get(cls.__module__)
-    found, seen, stack = [], set(), [(sub, 1) for sub in type.__subclasses__(cls)]
-    while stack:
-        sub, depth = stack.pop()
-        if sub in seen:
-            continue
-        seen.add(sub)
-        stack += [(s, depth + 1) for s in type.__subclasses__(sub)]
-        if sub.__module__ != cls.__module__ or inspect.isabstract(sub) or module is None:
-            continue
+
+    def accept(sub) -> bool:
+        if sub.__module__ != cls.__module__ or module is None:
+            return False
         try:
             if resolve(module, sub.__qualname__) is not sub:
-                continue
+                return False
         except AttributeError:
-            continue
+            return False
         owner = next((k for k in sub.__mro__ if method_name in vars(k)), None)
-        if owner is not cls:
-            continue
-        found.append((_required_parameters(sub), depth, sub.__qualname__, sub))
-    found.sort(key=lambda t: t[:3])
-    return [t[3] for t in found]
+        return owner is cls
+
+    return subclasses(cls, accept)
 
 
 # Calls made of a returned closure, beyond THEN_CALLS, per function the target defines.
@@ -516,9 +508,15 @@ def _signature_of(definition) -> inspect.Signature:
 
 
 def reachable_subclasses(reference, cls: type) -> list[type]:
-    """The subclasses of `cls` (at any depth) that are not abstract and that the reference
-    module reaches (`class_path`), simplest first: fewest required constructor parameters,
-    then the shallowest, then by name."""
+    """The subclasses of `cls` that the reference module reaches (`class_path`), simplest
+    first (`subclasses`)."""
+    return subclasses(cls, lambda sub: class_path(reference, sub) is not None)
+
+
+def subclasses(cls: type, accept) -> list[type]:
+    """The subclasses of `cls` (at any depth) that are not abstract and that `accept` takes,
+    simplest first: fewest required constructor parameters, then the shallowest, then by
+    name."""
     found, seen, stack = [], set(), [(sub, 1) for sub in type.__subclasses__(cls)]
     while stack:
         sub, depth = stack.pop()
@@ -526,7 +524,7 @@ def reachable_subclasses(reference, cls: type) -> list[type]:
             continue
         seen.add(sub)
         stack += [(s, depth + 1) for s in type.__subclasses__(sub)]
-        if inspect.isabstract(sub) or class_path(reference, sub) is None:
+        if inspect.isabstract(sub) or not accept(sub):
             continue
         found.append((_required_parameters(sub), depth, sub.__qualname__, sub))
     found.sort(key=lambda t: t[:3])
