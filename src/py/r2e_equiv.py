@@ -446,8 +446,22 @@ def _finish(value):
             value = loop.run_until_complete(value)
         finally:
             loop.close()
+    return _drained(value)
+
+
+def _drained(value, depth: int = 0):
+    """The value with iterators drained into Iterated: the value itself when it is one, and the
+    items of a tuple or list it returned (unzip's tuple of iterators), two levels deep. Drained
+    inside the call, a lazy value's items are part of the outcome: compared by the verdict,
+    shown in messages, and never consumed by the first comparison."""
     if _is_lazy_iterator(value):
-        value = Iterated(type(value).__name__, list(itertools.islice(value, MAX_ITEMS)))
+        return Iterated(type(value).__name__, list(itertools.islice(value, MAX_ITEMS)))
+    if depth < 2 and type(value) in (tuple, list) and any(
+        _is_lazy_iterator(v) or type(v) in (tuple, list) for v in value
+    ):
+        drained = [_drained(v, depth + 1) for v in value]
+        if any(a is not b for a, b in zip(drained, value)):
+            return type(value)(drained)
     return value
 
 

@@ -125,6 +125,27 @@ class EquivalentTest(unittest.TestCase):
         self.assertTrue(equivalent(len, len))
         self.assertTrue(equivalent(Point, make_twin()))
 
+    def test_iterators_inside_a_returned_tuple_are_drained_in_the_call(self):
+        # more-itertools' unzip returns a tuple of lazy iterators: their items are the outcome.
+        # Drained inside the call, they are compared (and shown) as items, and comparing the
+        # same observation twice sees them twice.
+        def unzip(pairs, shift=0):
+            return tuple(map(lambda p, i=i: p[i] + shift, pairs) for i in range(2))
+
+        ref = r2e_equiv.observe_function(unzip, ([(1, 2), (3, 4)],), {})
+        same = r2e_equiv.observe_function(unzip, ([(1, 2), (3, 4)],), {})
+        other = r2e_equiv.observe_function(unzip, ([(1, 2), (3, 4)],), {"shift": 1})
+        self.assertEqual(r2e_equiv.differences(same, ref), [])
+        self.assertEqual(r2e_equiv.differences(same, ref), [])  # not consumed
+        self.assertTrue(r2e_equiv.differences(other, ref))
+        import r2e_snapshot
+
+        snap = r2e_snapshot.snapshot(ref.outcome[1])
+        self.assertEqual(
+            [[i["int"] for i in x["iter"]["items"]] for x in snap["seq"]["items"]],
+            [["1", "3"], ["2", "4"]],
+        )
+
     def test_standard_library_values_use_eq(self):
         import datetime
         import decimal
