@@ -587,18 +587,40 @@ def shows_address(equiv, obs) -> bool:
     """Whether the observation shows a memory address where a verdict compares it: in the value
     returned, the arguments' and the instance's states, or what the calls of a returned
     function gave (exception messages are not compared, and not looked at)."""
+    return observation_key(equiv, obs)[1]
+
+
+def value_key(equiv, obs) -> str:
+    """A short text identifying an outcome, to prefer distinct outcomes when topping up: a
+    digest of its structural snapshot (return value or exception, instance state, what the
+    calls of a returned function gave). Never `repr`: showing a value may change it (a lazy
+    name cached on first `repr`), and this observation is compared again later."""
+    return observation_key(equiv, obs)[0]
+
+
+def observation_key(equiv, obs) -> tuple[str, bool]:
+    """(value_key, shows_address) of an observation, from one snapshot of each of its parts."""
     import r2e_snapshot
 
-    parts = [r2e_snapshot.snapshot(a) for a in obs.args]
-    parts += [r2e_snapshot.snapshot(v) for v in obs.kwargs.values()]
-    if obs.outcome[0] == "return":
-        parts.append(r2e_snapshot.snapshot(obs.outcome[1]))
+    returned = obs.outcome[0] == "return"
+    value = r2e_snapshot.snapshot(obs.outcome[1]) if returned else None
+    identity = ["return", value] if returned else ["raise", obs.outcome[1], obs.outcome[2][:120]]
+    compared = [value]
     if getattr(obs.instance, "__dict__", None) is not None:
-        parts.append(r2e_snapshot.snapshot(obs.instance))
+        instance = r2e_snapshot.snapshot(obs.instance)
+        identity.append(instance)
+        compared.append(instance)
     then = getattr(obs, "then", ())
     if then:
-        parts.append(_without_messages(equiv._then_snapshot(then)))
-    return bool(ADDRESS.search(json.dumps(parts, default=str)))
+        # A returned function: what the calls made of it gave.
+        then_snapshot = equiv._then_snapshot(then)
+        identity.append(then_snapshot)
+        compared.append(_without_messages(then_snapshot))
+    compared += [r2e_snapshot.snapshot(a) for a in obs.args]
+    compared += [r2e_snapshot.snapshot(v) for v in obs.kwargs.values()]
+    text = json.dumps(identity, sort_keys=True, default=str)
+    key = f"{identity[0]} {hashlib.blake2b(text.encode(), digest_size=12).hexdigest()}"
+    return key, bool(ADDRESS.search(json.dumps(compared, default=str)))
 
 
 def _without_messages(value):
@@ -608,26 +630,6 @@ def _without_messages(value):
     if isinstance(value, list):
         return [_without_messages(v) for v in value]
     return value
-
-
-def value_key(equiv, obs) -> str:
-    """A short text identifying an outcome, to prefer distinct outcomes when topping up: a
-    digest of its structural snapshot (return value or exception, instance state, what the
-    calls of a returned function gave). Never `repr`: showing a value may change it (a lazy
-    name cached on first `repr`), and this observation is compared again later."""
-    import r2e_snapshot
-
-    if obs.outcome[0] == "return":
-        parts = ["return", r2e_snapshot.snapshot(obs.outcome[1])]
-    else:
-        parts = ["raise", obs.outcome[1], obs.outcome[2][:120]]
-    if getattr(obs.instance, "__dict__", None) is not None:
-        parts.append(r2e_snapshot.snapshot(obs.instance))
-    then = getattr(obs, "then", ())
-    if then:
-        parts.append(equiv._then_snapshot(then))
-    text = json.dumps(parts, sort_keys=True, default=str)
-    return f"{parts[0]} {hashlib.blake2b(text.encode(), digest_size=12).hexdigest()}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -933,7 +935,10 @@ class Explorer:
         started = time.perf_counter()
         status, obs, arcs = self.execute(ctor_call, call)
         seconds = time.perf_counter() - started
-        if status != "ok" or shows_address(self.equiv, obs):
+        if status != "ok":
+            return True
+        key_of_value, address = observation_key(self.equiv, obs)
+        if address:
             return True
         self.seq += 1
         kind = self.equiv.outcome_kind(obs.outcome)
@@ -945,7 +950,7 @@ class Explorer:
             arcs,
             kind,
             obs.returned,
-            value_key(self.equiv, obs),
+            key_of_value,
             self.seq,
             then=bool(getattr(obs, "then", ())),
             obs=obs,
