@@ -449,20 +449,28 @@ def _finish(value):
     return _drained(value)
 
 
-def _drained(value, depth: int = 0):
+def _drained(value):
     """The value with iterators drained into Iterated: the value itself when it is one, and the
-    items of a tuple or list it returned (unzip's tuple of iterators), two levels deep. Drained
-    inside the call, a lazy value's items are part of the outcome: compared by the verdict,
-    shown in messages, and never consumed by the first comparison."""
+    items of a short tuple or list it returned (unzip's tuple of iterators; at most
+    DRAINED_ITEMS items are looked at, so a large returned list costs nothing). Drained inside
+    the call, a lazy value's items are part of the outcome: compared by the verdict, shown in
+    messages, and never consumed by the first comparison."""
     if _is_lazy_iterator(value):
         return Iterated(type(value).__name__, list(itertools.islice(value, MAX_ITEMS)))
-    if depth < 2 and type(value) in (tuple, list) and any(
-        _is_lazy_iterator(v) or type(v) in (tuple, list) for v in value
-    ):
-        drained = [_drained(v, depth + 1) for v in value]
+    if type(value) in (tuple, list) and len(value) <= DRAINED_ITEMS:
+        drained = [
+            Iterated(type(v).__name__, list(itertools.islice(v, MAX_ITEMS)))
+            if _is_lazy_iterator(v)
+            else v
+            for v in value
+        ]
         if any(a is not b for a, b in zip(drained, value)):
             return type(value)(drained)
     return value
+
+
+# The items of a returned tuple or list that are looked at for iterators to drain.
+DRAINED_ITEMS = 64
 
 
 def call_outcome(fn, args, kwargs):

@@ -101,14 +101,15 @@ _MISSING = object()
 
 
 class _Snapshotter:
-    def __init__(self):
+    def __init__(self, max_nodes: int = MAX_NODES):
+        self.max_nodes = max_nodes
         self.nodes = 0
         # The objects on the current path (id -> position on the path), for cycles.
         self.path: dict[int, int] = {}
 
     def take(self, value, depth: int = 0):
         self.nodes += 1
-        if self.nodes > MAX_NODES or depth > MAX_DEPTH:
+        if self.nodes > self.max_nodes or depth > MAX_DEPTH:
             return "cut"
         if value is None:
             return "none"
@@ -267,9 +268,9 @@ def _canonical(value) -> str:
         return f"<unrepresentable {type_name(type(value))}>"
 
 
-def snapshot(value):
-    """The snapshot of one value."""
-    return _Snapshotter().take(value)
+def snapshot(value, max_nodes: int = MAX_NODES):
+    """The snapshot of one value (cut after `max_nodes` nodes)."""
+    return _Snapshotter(max_nodes).take(value)
 
 
 def exception(exc: BaseException, message: str) -> dict:

@@ -598,16 +598,25 @@ def value_key(equiv, obs) -> str:
     return observation_key(equiv, obs)[0]
 
 
+# Nodes of an observation's part snapshotted for its key: the explorer runs thousands of
+# inputs, some returning large values, and a key only tells outcomes apart.
+KEY_NODES = 500
+
+
 def observation_key(equiv, obs) -> tuple[str, bool]:
-    """(value_key, shows_address) of an observation, from one snapshot of each of its parts."""
+    """(value_key, shows_address) of an observation, from one bounded snapshot of each of its
+    parts (KEY_NODES nodes)."""
     import r2e_snapshot
 
+    def snap(value):
+        return r2e_snapshot.snapshot(value, KEY_NODES)
+
     returned = obs.outcome[0] == "return"
-    value = r2e_snapshot.snapshot(obs.outcome[1]) if returned else None
+    value = snap(obs.outcome[1]) if returned else None
     identity = ["return", value] if returned else ["raise", obs.outcome[1], obs.outcome[2][:120]]
     compared = [value]
     if getattr(obs.instance, "__dict__", None) is not None:
-        instance = r2e_snapshot.snapshot(obs.instance)
+        instance = snap(obs.instance)
         identity.append(instance)
         compared.append(instance)
     then = getattr(obs, "then", ())
@@ -616,8 +625,8 @@ def observation_key(equiv, obs) -> tuple[str, bool]:
         then_snapshot = equiv._then_snapshot(then)
         identity.append(then_snapshot)
         compared.append(_without_messages(then_snapshot))
-    compared += [r2e_snapshot.snapshot(a) for a in obs.args]
-    compared += [r2e_snapshot.snapshot(v) for v in obs.kwargs.values()]
+    compared += [snap(a) for a in obs.args]
+    compared += [snap(v) for v in obs.kwargs.values()]
     text = json.dumps(identity, sort_keys=True, default=str)
     key = f"{identity[0]} {hashlib.blake2b(text.encode(), digest_size=12).hexdigest()}"
     return key, bool(ADDRESS.search(json.dumps(compared, default=str)))
