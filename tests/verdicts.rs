@@ -415,6 +415,58 @@ fn levenshtein_tests_distances_and_catches_an_off_by_one() {
     );
 }
 
+const PLACES: &str = r#"
+//- places.py
+import sys
+
+
+def gap(n):
+    """n plus one, plus how many lines lie between two points of this function."""
+    first = sys._getframe().f_lineno
+    n = n + 1
+    last = sys._getframe().f_lineno
+    return last - first + n
+
+
+def banner(name):
+    """A banner for name: two rules, then name, then name in upper case."""
+    top = """==
+==""" + \
+        name
+    return top + "\n" + name.upper()
+"#;
+
+/// A function whose outcome depends on where its own lines are (as pyparsing's `_trim_arity`
+/// does) has no valid harness: a correct rewrite moves lines, so validation checks the original
+/// with its lines moved apart. Moving them keeps string values and continuations as they are:
+/// a function with a multi-line string and a `\` continuation stays valid.
+#[test]
+fn a_function_that_reads_its_own_line_numbers_has_no_valid_harness() {
+    let p = Project::new(PLACES, OFFLINE);
+    let (harnesses, dataset) = build(&p);
+    let gap = &harnesses["r:places.py:gap"];
+    assert_eq!(gap["valid"], false, "{gap:#}");
+    assert_eq!(gap["failure_class"], "nondeterministic", "{gap:#}");
+    assert!(
+        gap["failure_message"]
+            .as_str()
+            .unwrap()
+            .contains("lines moved apart"),
+        "{gap:#}"
+    );
+    assert!(!dataset.contains_key("r:places.py:gap"));
+    let id = "r:places.py:banner";
+    instance(&harnesses, &dataset, id);
+    let original = def_text(&p, "places.py", "banner");
+    assert_passes(&p, id, "original", &original);
+    assert_fails(
+        &p,
+        id,
+        "upper-to-lower",
+        &mutant(&original, "name.upper()", "name.lower()"),
+    );
+}
+
 const PEEK: &str = r#"
 //- peek.py
 def weight(x):

@@ -85,7 +85,7 @@ impl Bucket {
         match self {
             Bucket::Parse => ("parse", Some(3)),
             Bucket::Generate => ("generate", Some(2)),
-            Bucket::Validate => ("validate", Some(6)),
+            Bucket::Validate => ("validate", Some(7)),
             Bucket::Llm => ("llm", Some(2)),
             Bucket::Refusal => ("llm-refused", Some(1)),
             Bucket::Check => ("check", Some(2)),
@@ -368,7 +368,7 @@ mod tests {
         let folders: std::collections::BTreeSet<String> =
             Bucket::ALL.iter().map(|b| b.folder()).collect();
         assert_eq!(folders.len(), Bucket::ALL.len());
-        assert_eq!(Bucket::Validate.folder(), "actions/validate-v6");
+        assert_eq!(Bucket::Validate.folder(), "actions/validate-v7");
         assert_eq!(Bucket::Envs.folder(), "envs-v3");
     }
 }

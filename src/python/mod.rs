@@ -152,6 +152,33 @@ pub fn strings_within(strings: &[(usize, usize)], start: usize, end: usize) -> V
         .collect()
 }
 
+/// `text` with an empty line after each line of `lines` (1-based, inclusive) but the last: the
+/// same code with its lines moved apart, so that each line and the distance between any two
+/// differ. A line break inside a string literal (`strings`: byte ranges in `text`) or after a
+/// `\` continuation is kept as it is, so that no value and no statement changes: only line
+/// numbers do. Validation checks the original in this form, to drop harnesses of code whose
+/// behaviour depends on where its lines are (pyparsing's `_trim_arity` counts its own lines).
+pub fn spread_lines(text: &str, strings: &[(usize, usize)], lines: (u32, u32)) -> String {
+    let mut out = String::with_capacity(text.len() + (lines.1.saturating_sub(lines.0) as usize));
+    let mut offset = 0;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        out.push_str(line);
+        offset += line.len();
+        let number = i as u32 + 1;
+        let break_at = offset - 1;
+        let body = line.trim_end_matches(['\n', '\r']);
+        if number >= lines.0
+            && number < lines.1
+            && line.ends_with('\n')
+            && !body.ends_with('\\')
+            && !strings.iter().any(|&(a, b)| a <= break_at && break_at < b)
+        {
+            out.push_str(if line.ends_with("\r\n") { "\r\n" } else { "\n" });
+        }
+    }
+    out
+}
+
 /// Removes the common leading white space of `text`'s lines, as `textwrap.dedent` does for
 /// uniformly indented code, but for the lines that start inside a string literal (`strings`:
 /// byte ranges in `text`, from [`string_ranges`] or [`strings_in`]): their text, leading white
@@ -194,6 +221,26 @@ pub fn reindent(text: &str, strings: &[(usize, usize)], indent: &str) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spreading_lines_moves_them_apart_but_keeps_strings_and_continuations() {
+        let text = "x = 1\ndef f(a):\n    s = \"\"\"a\nb\"\"\" + \\\n        f'{a}'\n    return s\r\ny = 2\n";
+        let spread = spread_lines(text, &strings_in(text), (2, 6));
+        assert_eq!(
+            spread,
+            "x = 1\ndef f(a):\n\n    s = \"\"\"a\nb\"\"\" + \\\n        f'{a}'\n\n    return s\r\ny = 2\n"
+        );
+        // Only line numbers change: the module means the same.
+        let parsed = |t: &str| {
+            ruff_python_parser::parse_module(t)
+                .unwrap()
+                .into_syntax()
+                .body
+                .len()
+        };
+        assert_eq!(parsed(&spread), parsed(text));
+        assert_eq!(spread_lines(text, &strings_in(text), (1, 1)), text);
+    }
 
     #[test]
     fn a_stub_keeps_the_header_and_puts_the_spec_in_place_of_the_body() {

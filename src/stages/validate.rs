@@ -1,9 +1,10 @@
 //! Stage `validate`: a harness is recorded on the original twice (in its tests' natural order,
 //! with the function's own branch and line coverage, then shuffled), and the original is then
 //! checked against that record through the one check path, as a candidate (its own process, the
-//! original file hidden), twice (natural, then shuffled). The harness is valid when every test
-//! of every run comes out the same: a verdict that depends on the order of the tests, on state
-//! left by an earlier one, or on sharing a process with the reference is `nondeterministic`.
+//! original file hidden, its function's lines moved apart), twice (natural, then shuffled). The
+//! harness is valid when every test of every run comes out the same: a verdict that depends on
+//! the order of the tests, on state left by an earlier one, on sharing a process with the
+//! reference, or on where the function's lines are is `nondeterministic`.
 //!
 //! The runs are the cached action (`keys::ValidateKey`), stored raw; the verdict
 //! ([`Validation`]) is derived from them when they are read ([`classify`]), so a change to the
@@ -141,10 +142,16 @@ pub fn validate_batch(
         return Ok(out.into_iter().flatten().collect());
     }
     // The original's own text is the candidate: it must pass its own harness through the
-    // path every candidate takes.
+    // path every candidate takes, with its lines moved apart (`python::spread_lines`), since a
+    // correct rewrite moves lines too.
     let originals: Vec<String> = misses
         .iter()
-        .map(|&i| std::fs::read_to_string(&items[i].0.source_file).unwrap_or_default())
+        .map(|&i| {
+            let target = items[i].0;
+            let text = std::fs::read_to_string(&target.source_file).unwrap_or_default();
+            let strings = crate::python::strings_in(&text);
+            crate::python::spread_lines(&text, &strings, (target.start_line, target.end_line))
+        })
         .collect();
     let recorded: Vec<Item> = misses
         .iter()
@@ -279,14 +286,14 @@ pub fn classify(runs: &Runs, policy: Policy) -> Validation {
                 fail(
                     &mut v,
                     verdict.failure_class.unwrap_or(FailureClass::Other),
-                    format!("the original, checked as a candidate, fails: {error}"),
+                    format!("the original, checked as a candidate (its lines moved apart), fails: {error}"),
                 );
             } else if let Some(t) = verdict.tests.iter().find(|t| !t.passed) {
                 fail(
                     &mut v,
                     FailureClass::Nondeterministic,
                     format!(
-                        "{}: the original, checked as a candidate, fails its own test: {}",
+                        "{}: the original, checked as a candidate (its lines moved apart), fails its own test: {}",
                         t.name,
                         t.message.as_deref().unwrap_or_default()
                     ),
