@@ -32,6 +32,10 @@ pub const EXPLORER: &[(&str, &str)] = &[
         include_str!("r2e_explorer/tracing.py"),
     ),
     (
+        "r2e_explorer/regexgen.py",
+        include_str!("r2e_explorer/regexgen.py"),
+    ),
+    (
         "r2e_explorer/static.py",
         include_str!("r2e_explorer/static.py"),
     ),

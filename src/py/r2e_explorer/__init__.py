@@ -1,7 +1,8 @@
 """The built-in input explorer, by concern (the entry script is r2e_explore.py):
 
 - specs: input values ("specs") and how they are written in a harness and built;
-- tracing: the arc tracer, the executor (per-call timer, output suppressed) and the budget;
+- tracing: the arc tracer (and its watch of the compiled patterns calls use), the executor (per-call timer, output suppressed) and the budget;
+- regexgen: strings a regular expression finds (for the static pools and the pattern watch);
 - static: static information about a function (syntax tree, literals, usage, doctests, call
   sites, annotations);
 - pools: the candidate values of a parameter;

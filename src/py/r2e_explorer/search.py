@@ -25,7 +25,8 @@ import re
 import sys
 import time
 
-from .inputs import Input, InputSpace
+from . import regexgen
+from .inputs import Input, InputSpace, shape
 from .mutants import MutantMaker, MutationAnalysis, caches_of, installed
 from .pools import PoolMaker
 from .render import render_harness
@@ -81,6 +82,11 @@ MUTANT_MIN_TIMEOUT = 0.1
 HUNT_PATIENCE = 300
 # Surviving mutants described in the answer.
 MAX_SURVIVORS = 5
+# Executions of the first inputs (doctest examples, call sites, the base input and its first
+# variations) during which the compiled patterns the function uses are watched, and strings
+# made to match them at most (tried on every string parameter, then in its pool).
+PATTERN_WATCH = 24
+MAX_PATTERN_STRINGS = 40
 # A line that raises explicitly.
 RAISE_LINE = re.compile(r"(^|:)\s*raise\b")
 ILL_TYPED_KINDS = ("raise:TypeError", "raise:AttributeError")
@@ -796,6 +802,7 @@ class Explorer:
             # 1. Doctest examples and call sites, 2. the base input and its one-parameter
             # variations, 3. mutations of kept inputs.
             self.examples = True
+            target.tracer.watch_patterns = True
             for ctor, call in self.doc_calls:
                 index = self._construction_index(ctor)
                 self.try_input(self.space.from_call(call, index if index is not None else ctor0))
@@ -806,13 +813,19 @@ class Explorer:
             self.examples = False
             base = self.space.base(ctor0)
             self.try_input(base)
-            for inp in itertools.chain(
-                self.space.homogeneous(base), self.space.variations(base, ctor_count)
+            for n, inp in enumerate(
+                itertools.chain(
+                    self.space.homogeneous(base), self.space.variations(base, ctor_count)
+                )
             ):
+                if n == PATTERN_WATCH:
+                    self.try_pattern_strings(base)
                 self.try_input(inp)
+            self.try_pattern_strings(base)
             self.mutate_loop(ctor_count)
         except Stop:
             pass
+        target.tracer.watch_patterns = False
 
         self.analyse(ctor_count)
         self.finalizing = True
@@ -826,6 +839,37 @@ class Explorer:
             verify=self.verify if self.phase is not None else None,
         ).choose()
         return self.answer(chosen)
+
+    def try_pattern_strings(self, base: Input):
+        """Ends the pattern watch (once): strings that the compiled patterns the function used
+        match are tried for each string parameter of `base`, and join that parameter's pool."""
+        tracer = self.target.tracer
+        if not tracer.watch_patterns:
+            return
+        tracer.watch_patterns = False
+        patterns = list(tracer.patterns.values())
+        tracer.patterns = {}
+        made = dedupe(
+            (s for p in patterns for s in regexgen.examples(p, self.seed)),
+            limit=MAX_PATTERN_STRINGS,
+        )
+        for kind in (str, bytes):
+            strings = [s for s in made if type(s) is kind]
+            if not strings:
+                continue
+            params = [
+                i
+                for i, p in enumerate(self.space.params)
+                if p.kind is not p.VAR_POSITIONAL and any(type(v) is kind for v in p.pool)
+            ]
+            for i in params:
+                p = self.space.params[i]
+                p.pool = p.pool[:1] + dedupe(strings + p.pool[1:])
+                if p.shapes is not None:
+                    p.shapes.add(shape(strings[0]))
+            for s in strings:
+                for i in params:
+                    self.try_input(base.replace(i, s))
 
     def construct(self) -> ConstructionFinder:
         """Finds the constructions of a method's class. When the class itself cannot be

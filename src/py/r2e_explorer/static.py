@@ -14,6 +14,7 @@ import tokenize
 import types
 import typing
 
+from . import regexgen
 from .specs import UNKNOWN, dedupe, spec_from_node
 
 STR_METHODS = {
@@ -432,135 +433,7 @@ def call_site_specs(site: dict, reference):
     return (args, kwargs)
 
 
-# Characters that stand for a category of a regular expression.
-CATEGORY_SAMPLES = {
-    "CATEGORY_DIGIT": "1",
-    "CATEGORY_NOT_DIGIT": "a",
-    "CATEGORY_SPACE": " ",
-    "CATEGORY_NOT_SPACE": "a",
-    "CATEGORY_WORD": "a",
-    "CATEGORY_NOT_WORD": "-",
-    "CATEGORY_LINEBREAK": "\n",
-    "CATEGORY_NOT_LINEBREAK": "a",
-}
-# Characters tried for a negated class (`[^...]`).
-OTHER_CHARS = "a-1 _.Z#/"
-
-
-def regex_samples(pattern, count: int = 3) -> list[str]:
-    """Up to `count` strings in which a regular expression (compiled or text) finds a match:
-    made from its parsed form, literals as they are, a member of each class, repeats at their
-    minimum (once at least), the k-th alternative of each branch in the k-th sample, the
-    contents of lookarounds; only those the expression finds are kept."""
-    try:
-        compiled = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
-        if not isinstance(compiled.pattern, str):
-            return []
-        try:
-            from re import _parser as parser  # Python 3.11+
-        except ImportError:  # pragma: no cover - older Pythons
-            import sre_parse as parser
-        parsed = parser.parse(compiled.pattern, compiled.flags)
-    except Exception:
-        return []
-    out = []
-    for k in range(count):
-        try:
-            sample = _sample(parsed, k, 0)
-        except Exception:
-            continue
-        if sample is not None and len(sample) <= 100 and compiled.search(sample) is not None:
-            if sample not in out:
-                out.append(sample)
-    return out
-
-
-def _sample(items, k: int, depth: int) -> str | None:
-    if depth > 20:
-        return None
-    out = []
-    for op, av in items:
-        name = str(op)
-        if name == "LITERAL":
-            out.append(chr(av))
-        elif name == "NOT_LITERAL":
-            out.append("b" if chr(av) == "a" else "a")
-        elif name == "ANY":
-            out.append("a")
-        elif name == "IN":
-            char = _class_member(av, k)
-            if char is None:
-                return None
-            out.append(char)
-        elif name == "CATEGORY":
-            out.append(CATEGORY_SAMPLES.get(str(av), "a"))
-        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            low, _, sub = av
-            part = _sample(sub, k, depth + 1)
-            if part is None:
-                return None
-            out.append(part * max(min(low, 3), 1))
-        elif name == "SUBPATTERN":
-            part = _sample(av[-1], k, depth + 1)
-            if part is None:
-                return None
-            out.append(part)
-        elif name == "ATOMIC_GROUP":
-            part = _sample(av, k, depth + 1)
-            if part is None:
-                return None
-            out.append(part)
-        elif name == "BRANCH":
-            alternatives = av[1]
-            part = _sample(alternatives[k % len(alternatives)], k, depth + 1)
-            if part is None:
-                return None
-            out.append(part)
-        elif name == "ASSERT":
-            part = _sample(av[1], k, depth + 1)
-            if part is None:
-                return None
-            out.append(part)
-        elif name in ("AT", "ASSERT_NOT"):
-            continue
-        else:  # back references, conditionals: not made
-            return None
-    return "".join(out)
-
-
-def _class_member(items, k: int) -> str | None:
-    """A character of a class (`[...]`): its k-th member (modulo), or for a negated class the
-    first of OTHER_CHARS outside it."""
-    negated = bool(items) and str(items[0][0]) == "NEGATE"
-    members = items[1:] if negated else items
-    if negated:
-        for char in OTHER_CHARS:
-            if not any(_in_member(char, op, av) for op, av in members):
-                return char
-        return None
-    if not members:
-        return None
-    op, av = members[k % len(members)]
-    name = str(op)
-    if name == "LITERAL":
-        return chr(av)
-    if name == "RANGE":
-        return chr(av[0])
-    if name == "CATEGORY":
-        return CATEGORY_SAMPLES.get(str(av), "a")
-    return None
-
-
-def _in_member(char: str, op, av) -> bool:
-    name = str(op)
-    if name == "LITERAL":
-        return ord(char) == av
-    if name == "RANGE":
-        return av[0] <= ord(char) <= av[1]
-    if name == "CATEGORY":
-        expression = {
-            "CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s",
-            "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W",
-        }.get(str(av))  # fmt: skip
-        return expression is not None and re.fullmatch(expression, char) is not None
-    return True  # unknown members: assume the character is in the class
+def regex_samples(pattern, count: int = 3) -> list:
+    """Up to `count` strings in which a regular expression (compiled or text) finds a match
+    (`regexgen.examples`)."""
+    return regexgen.examples(pattern, count=count)

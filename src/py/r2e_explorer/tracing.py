@@ -7,6 +7,7 @@ import contextlib
 import inspect
 import io
 import os
+import re
 import signal
 import sys
 import time
@@ -32,6 +33,16 @@ class ArcTracer:
         # that frame to where it was raised) and, after `stop`, where that was.
         self._exception = None
         self.raised_at: tuple | None = None
+        # While `watch_patterns` is set, the compiled regular expressions whose methods the
+        # traced calls use (any code they reach: a helper's `PATTERN.match(s)` counts), by id.
+        self.watch_patterns = False
+        self.patterns: dict = {}
+
+    def _profile(self, frame, event, arg):
+        if event == "c_call":
+            owner = getattr(arg, "__self__", None)
+            if type(owner) is re.Pattern and id(owner) not in self.patterns:
+                self.patterns[id(owner)] = owner
 
     def _is_wanted(self, code) -> bool:
         wanted = self._wanted.get(code)
@@ -69,9 +80,12 @@ class ArcTracer:
         self.raised_at = None
         if self.filename is not None:
             sys.settrace(self._global)
+            if self.watch_patterns:
+                sys.setprofile(self._profile)
 
     def stop(self) -> frozenset:
         sys.settrace(None)
+        sys.setprofile(None)
         self.raised_at = raise_site(self._exception)
         self._exception = None
         return frozenset(self.arcs)
@@ -180,6 +194,7 @@ class Executor:
             return ("timeout", None, None)
         finally:
             sys.settrace(None)
+            sys.setprofile(None)
             sys.stdin = saved_stdin
             with contextlib.suppress(OSError):
                 if cwd is not None and os.getcwd() != cwd:

@@ -195,6 +195,29 @@ class Lazy:
     def set_flag(self, flag=True):
         self.flag = flag
         return self
+
+
+import re as _re
+
+_PATTERNS = {}
+
+
+def _stamp_pattern():
+    if "stamp" not in _PATTERNS:
+        _PATTERNS["stamp"] = _re.compile(
+            "(?P<h>[01][0-9])h" + "(?P<m>[0-5][0-9])" + "(m(?P<s>[0-5][0-9])s)?$"
+        )
+    return _PATTERNS["stamp"]
+
+
+def stamp_seconds(text):
+    match = _stamp_pattern().match(text)
+    if not match:
+        raise ValueError("not a stamp")
+    seconds = int(match.group("h")) * 3600 + int(match.group("m")) * 60
+    if match.group("s"):
+        seconds += int(match.group("s"))
+    return seconds
 '''
 
 
@@ -458,6 +481,22 @@ class ExplorerTest(SearchCase):
             search.closure_calls = saved
         self.assertGreater(out["arcs"], guesses["arcs"])
         self.assertGreater(out["mutants"]["killed"], guesses["mutants"]["killed"])
+
+    def test_strings_matching_the_patterns_the_function_uses_are_tried(self):
+        # No pool holds "12h30m15s", and the body names no pattern (a helper makes it): strings
+        # made from the compiled pattern the calls used reach the branches behind the match.
+        out = self.explore("stamp_seconds", budget=300)
+        self.assertEqual(out["status"], "ok")
+        self.assertIn("return:int", out["outcomes"])
+        self.assertEqual(out["mutants"]["killed"], out["mutants"]["total"], out["mutants"])
+        saved = search.regexgen.examples
+        search.regexgen.examples = lambda *_: []
+        try:
+            guesses = self.explore("stamp_seconds", budget=300)
+        finally:
+            search.regexgen.examples = saved
+        self.assertGreater(out["arcs"], guesses["arcs"])
+        self.assertNotIn("return:int", guesses["outcomes"])
 
     def test_the_answer_says_what_the_kept_tests_kill(self):
         out = self.explore("sign")

@@ -179,14 +179,23 @@ class StaticTest(unittest.TestCase):
     def test_regex_samples(self):
         import re
 
-        self.assertEqual(regex_samples(r"&#x([\da-fA-F]+);"), ["&#x1;", "&#xa;", "&#xA;"])
-        self.assertEqual(regex_samples(r"(?<=\d),(?=\d)"), ["1,1"])
-        self.assertEqual(regex_samples(r"[^-a-zA-Z0-9]+"), [" "])
+        # The first choices first (fewest repeats, first alternative, first class member),
+        # then the last ones, then others; each one a string the pattern finds.
+        self.assertEqual(regex_samples(r"&#x([\da-fA-F]+);"), ["&#x0;", "&#xBBB;", "&#x11;"])
+        self.assertEqual(regex_samples(r"(?<=\d),(?=\d)"), ["0,0", "2,2", "1,1"])
+        self.assertEqual(regex_samples(r"[^-a-zA-Z0-9]+"), [" ", "   ", "  "])
         self.assertEqual(regex_samples(re.compile(r"&(amp|lt);")), ["&amp;", "&lt;"])
-        self.assertEqual(regex_samples(r"-{2,}"), ["--"])
-        self.assertEqual(regex_samples(r"(a)\1"), [])  # back references are not made
+        self.assertEqual(regex_samples(r"-{2,}"), ["--", "----", "---"])
+        self.assertEqual(regex_samples(r"(a)\1"), ["aa"])  # a back reference repeats its group
         self.assertEqual(regex_samples(r"(unbalanced"), [])
-        self.assertEqual(regex_samples(re.compile(rb"bytes")), [])
+        self.assertEqual(regex_samples(re.compile(rb"byt[e]s?")), [b"byte", b"bytes"])
+        iso = re.compile(r"\AT?(?P<h>[0-9]{2}):(?P<m>[0-9]{2})(?P<tz>Z|[+-][0-9]{2})?\Z")
+        made = regex_samples(iso, count=6)
+        self.assertEqual(len(made), 6)
+        self.assertTrue(all(iso.match(s) for s in made), made)
+        # Optional parts are both left out and taken.
+        self.assertTrue(any(s[-3] in "+-" for s in made), made)
+        self.assertTrue(any(s[-3] == ":" for s in made), made)
 
     def test_regular_expressions_give_literals(self):
         import ast
@@ -195,7 +204,7 @@ class StaticTest(unittest.TestCase):
         node = ast.parse(
             "def f(s):\n    return re.sub(r'\\d+', '', PATTERN.sub('', s))\n"
         ).body[0]
-        self.assertEqual(body_literals(node), ["\\d+", "", "1"])
+        self.assertEqual(body_literals(node), ["\\d+", "", "0", "222", "11"])
         found = global_literals(node, {"PATTERN": re.compile(r"&(amp|lt);"), "re": re})
         self.assertEqual(found, ["&amp;", "&lt;"])
 
