@@ -750,7 +750,14 @@ class Explorer:
         return self.executor.run(prepare, action, self.target.tracer if traced else None)
 
     def is_deterministic(self, ctor_call, call, first_obs) -> bool:
+        """Whether a second run on fresh values observes what the first did, without drawing
+        from the global `random` generator: each process seeds it anew, so an outcome that
+        draws from it may differ in the next process even when two runs here agree by chance
+        (more-itertools' `sample` of one item from two)."""
+        state = random.getstate()
         status, obs, _ = self.execute(ctor_call, call, traced=False)
+        if random.getstate() != state:
+            return False
         return status == "ok" and not self.equiv.differences(
             obs, first_obs, detailed=False, messages=False
         )
@@ -842,7 +849,8 @@ class Explorer:
 
     def try_pattern_strings(self, base: Input):
         """Ends the pattern watch (once): strings that the compiled patterns the function used
-        match are tried for each string parameter of `base`, and join that parameter's pool."""
+        find are tried for the first (required) string parameter of `base`, and join its
+        pool."""
         tracer = self.target.tracer
         if not tracer.watch_patterns:
             return
@@ -862,14 +870,18 @@ class Explorer:
                 for i, p in enumerate(self.space.params)
                 if p.kind is not p.VAR_POSITIONAL and any(type(v) is kind for v in p.pool)
             ]
-            for i in params:
-                p = self.space.params[i]
-                p.pool = p.pool[:1] + dedupe(strings + p.pool[1:])
-                if p.shapes is not None:
-                    p.shapes.add(shape(strings[0]))
+            if not params:
+                continue
+            # The first required one: the text parsed, more often than a separator or a
+            # pattern of the caller's (trying every string parameter costs python-slugify's
+            # `slugify`, with seven of them, the budget its later mutations needed).
+            i = next((i for i in params if self.space.params[i].required), params[0])
+            p = self.space.params[i]
+            p.pool = p.pool[:1] + dedupe(strings + p.pool[1:])
+            if p.shapes is not None:
+                p.shapes.add(shape(strings[0]))
             for s in strings:
-                for i in params:
-                    self.try_input(base.replace(i, s))
+                self.try_input(base.replace(i, s))
 
     def construct(self) -> ConstructionFinder:
         """Finds the constructions of a method's class. When the class itself cannot be
@@ -1148,13 +1160,16 @@ class Explorer:
 
     def verify(self, entry: Entry) -> bool:
         """Re-runs an entry the selection takes (within the analysis's reserve): it must give
-        the observation recorded."""
+        the observation recorded, without drawing from the global `random` generator."""
         before = self.executor.executions
+        state = random.getstate()
         try:
             self.phase.check(final=True)
             status, obs, _ = self.executor.run(*self.observe(entry.ctor_call, entry.call))
         finally:
             self._charge_analysis(self.executor.executions - before)
+        if random.getstate() != state:
+            return False  # it draws from the global generator (see is_deterministic)
         return status == "ok" and not self.differs(obs, entry)
 
     def hunt(self, analysis: MutationAnalysis, ctor_count: int):

@@ -197,6 +197,17 @@ class Lazy:
         return self
 
 
+import random as _random
+
+
+def pick(items, k):
+    if k <= 0:
+        return []
+    if k >= len(items):
+        return list(items)
+    return [items[_random.randrange(len(items))] for _ in range(k)]
+
+
 import re as _re
 
 _PATTERNS = {}
@@ -497,6 +508,17 @@ class ExplorerTest(SearchCase):
             search.regexgen.examples = saved
         self.assertGreater(out["arcs"], guesses["arcs"])
         self.assertNotIn("return:int", guesses["outcomes"])
+
+    def test_inputs_whose_call_draws_from_the_global_random_generator_are_not_kept(self):
+        # Two runs here may agree by chance (one item of two, twice the same); another process
+        # seeds `random` anew. Only calls that draw nothing are kept.
+        out = self.explore("pick", budget=300)
+        self.assertEqual(out["status"], "ok")
+        for line in out["harness"].splitlines():
+            if line.strip().startswith("args = ("):
+                items, k = eval(line.split("=", 1)[1], {"r2e_equiv": r2e_equiv})[:2]
+                drawn = type(k) is int and hasattr(items, "__len__") and 0 < k < len(items)
+                self.assertFalse(drawn, line)
 
     def test_the_answer_says_what_the_kept_tests_kill(self):
         out = self.explore("sign")
