@@ -286,7 +286,9 @@ pub fn classify(runs: &Runs, policy: Policy) -> Validation {
                 fail(
                     &mut v,
                     verdict.failure_class.unwrap_or(FailureClass::Other),
-                    format!("the original, checked as a candidate (its lines moved apart), fails: {error}"),
+                    format!(
+                        "the original, checked as a candidate (its lines moved apart), fails: {error}"
+                    ),
                 );
             } else if let Some(t) = verdict.tests.iter().find(|t| !t.passed) {
                 fail(
