@@ -7,7 +7,7 @@
 //! bucket and the blake3 hash of its canonical form. Entries verify themselves ([`entry`]): a
 //! swapped, truncated or bit-flipped entry is a miss, with a warning naming the file, and is
 //! recomputed. Writes are atomic, and a build holds an exclusive lock on `cache/.lock`, so
-//! concurrent builds (and `r2e gc`) on one cache take turns. Callers store only results
+//! concurrent builds (and `r2e gc`, [`gc`]) on one cache take turns. Callers store only results
 //! that are final: a transient failure is never put here.
 //!
 //! An open cache notes what it is asked for ([`Cache::note_use`]): every entry read or written,
@@ -17,6 +17,7 @@
 //! which is how `gc` knows the least recently used.
 
 pub mod entry;
+pub mod gc;
 
 use std::collections::BTreeSet;
 use std::fs::File;
