@@ -714,4 +714,62 @@ mod tests {
         assert_eq!(r.outputs_gone, [out]);
         assert!(r.outputs.is_empty());
     }
+
+    #[test]
+    fn an_environment_or_an_installer_cache_is_one_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache");
+        let cache = Cache::open(&root).unwrap();
+        let envs = Bucket::Envs.folder();
+        let uv = Bucket::UvCache.folder();
+        for (key, age) in [("k1", 9000), ("k2", 8000), ("k3", 10)] {
+            entry(&root, &format!("{envs}/{key}/venv/bin/python"), 8, 1);
+            entry(&root, &format!("{envs}/{key}/record"), 1, 1);
+            let when = SystemTime::now() - std::time::Duration::from_secs(age);
+            std::fs::File::open(root.join(format!("{envs}/{key}")))
+                .unwrap()
+                .set_modified(when)
+                .unwrap();
+        }
+        entry(&root, &format!("{uv}/wheels/a.whl"), 8, 1);
+        std::fs::File::open(root.join(&uv))
+            .unwrap()
+            .set_modified(SystemTime::now() - std::time::Duration::from_secs(7000))
+            .unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        cache.add_root(&out).unwrap();
+        super::super::write_uses(&out, &[format!("{envs}/k1")]).unwrap();
+        drop(cache);
+        let before = walk(&root, &HashSet::new()).unwrap();
+        assert_eq!(before.units.len(), 4, "{:?}", before.units);
+        let k2 = size(&root.join(format!("{envs}/k2")), &mut HashSet::new(), true);
+        let r = gc(
+            &root,
+            &Options {
+                max_size: Some(before.total - k2),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.evicted.entries, 1, "{r:?}");
+        assert!(
+            !root.join(format!("{envs}/k2")).exists(),
+            "the oldest not in use"
+        );
+        assert!(root.join(format!("{envs}/k1/record")).exists(), "in use");
+        assert!(root.join(format!("{envs}/k3/record")).exists());
+        assert!(root.join(&uv).exists());
+        let r = gc(
+            &root,
+            &Options {
+                max_size: Some(0),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.evicted.entries, 2, "{r:?}");
+        assert!(!root.join(&uv).exists(), "a whole installer cache");
+        assert!(root.join(format!("{envs}/k1/venv/bin/python")).exists());
+    }
 }
