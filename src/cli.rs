@@ -97,6 +97,33 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Shrink the cache: remove its buckets of other versions, then its least recently used
+    /// entries until it fits `--max-size`. What the last builds use is kept unless `--all`.
+    /// Takes the cache's lock: a build started meanwhile waits for it.
+    Gc {
+        /// The pipeline file whose cache is collected (every output built with that cache keeps
+        /// what its last build used).
+        #[arg(short, long, default_value = "pipeline.toml")]
+        pipeline: PathBuf,
+        /// Remove least recently used entries until the cache takes at most SIZE on the disk:
+        /// bytes, or a number with a unit: `500M`, `2G`, `1.5GiB` (powers of 1024), `800MB`
+        /// (powers of 1000).
+        #[arg(long, value_name = "SIZE", value_parser = crate::cache::gc::parse_size)]
+        max_size: Option<u64>,
+        /// Also remove what the last builds use, when that is needed to fit `--max-size` (their
+        /// next builds recompute it).
+        #[arg(long, requires = "max_size")]
+        all: bool,
+        /// Say what would be removed, and remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON on stdout instead of text.
+        #[arg(long)]
+        json: bool,
+        /// For tests: once the lock is held, wait until FILE no longer exists.
+        #[arg(long, hide = true, value_name = "FILE")]
+        hold_lock_while: Option<PathBuf>,
+    },
     /// Work with built datasets.
     Dataset {
         #[command(subcommand)]
@@ -271,6 +298,39 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 print_json(&rows)?;
             } else {
                 print_text(&md)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Gc {
+            pipeline,
+            max_size,
+            all,
+            dry_run,
+            json,
+            hold_lock_while,
+        } => {
+            let cfg = config::load(&pipeline)?;
+            let report = crate::cache::gc::gc(
+                &cfg.cache,
+                &crate::cache::gc::Options {
+                    max_size,
+                    all,
+                    dry_run,
+                    outputs: vec![cfg.output.clone()],
+                    hold: hold_lock_while,
+                },
+            )?;
+            if !report.fits {
+                eprintln!(
+                    "warning: the cache takes {}, more than {}",
+                    crate::cache::gc::human(report.after.bytes),
+                    crate::cache::gc::human(report.max_size.unwrap_or_default())
+                );
+            }
+            if json {
+                print_json(&report)?;
+            } else {
+                print_text(&crate::cache::gc::report_text(&report))?;
             }
             Ok(ExitCode::SUCCESS)
         }

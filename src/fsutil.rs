@@ -77,6 +77,33 @@ pub fn disk_full(path: &Path) -> bool {
     free_bytes(path).is_some_and(|free| free < 16 << 20)
 }
 
+/// Sets the modification time of `path` (a file or a folder, not followed when a symlink) to
+/// now, leaving its access time; returns whether it could.
+pub fn set_mtime_now(path: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    let times = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+    ];
+    // SAFETY: a valid NUL-terminated path and two timespecs, as utimensat(2) takes them.
+    unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            times.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        ) == 0
+    }
+}
+
 /// Whether a process with this pid is alive on this machine.
 pub fn pid_alive(pid: u32) -> bool {
     // SAFETY: signal 0 only checks that the process exists.
@@ -98,5 +125,15 @@ mod tests {
         assert_eq!(tmp_owner(".x.json.r2e-tmp.42.7"), Some(42));
         assert_eq!(tmp_owner("x.json"), None);
         assert!(pid_alive(std::process::id()));
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert!(set_mtime_now(&path));
+        let now = std::fs::metadata(&path).unwrap().modified().unwrap();
+        assert!(now > old + std::time::Duration::from_secs(1 << 29));
     }
 }

@@ -7,13 +7,23 @@
 //! bucket and the blake3 hash of its canonical form. Entries verify themselves ([`entry`]): a
 //! swapped, truncated or bit-flipped entry is a miss, with a warning naming the file, and is
 //! recomputed. Writes are atomic, and a build holds an exclusive lock on `cache/.lock`, so
-//! concurrent builds on one cache take turns. Callers store only results that are final: a
-//! transient failure is never put here.
+//! concurrent builds (and `r2e gc`, [`gc`]) on one cache take turns. Callers store only results
+//! that are final: a transient failure is never put here.
+//!
+//! An open cache notes what it is asked for ([`Cache::note_use`]): every entry read or written,
+//! every environment, tree, mirror and tool used. A build writes that list beside its outputs
+//! ([`write_uses`]) and registers its output under [`Bucket::Roots`], so that `r2e gc` keeps what
+//! the last builds use. A use also renews the entry's modification time (at most once an hour),
+//! which is how `gc` knows the least recently used.
 
 pub mod entry;
+pub mod gc;
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -58,10 +68,26 @@ pub enum Bucket {
     /// Scratch folders of running jobs (removed when the job ends, or by the next build when
     /// its process died).
     Scratch,
+    /// The outputs built with this cache: one symlink per output, to its absolute path, so that
+    /// `r2e gc` finds what every output's last build uses (as Nix's `gcroots`).
+    Roots,
+}
+
+/// How `r2e gc` sees a bucket's folder: what one unit of removal is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Entries are files two levels down: `<bucket>/<2 hex>/<hex>`.
+    Entries,
+    /// Every child of the folder is one unit: an environment, a tree, a mirror, a tool.
+    Folders,
+    /// The whole folder is one unit (another tool's cache).
+    Whole,
+    /// Not collected: scratch of running jobs (a dead one's is a leftover), the roots.
+    Kept,
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 15] = [
+    pub const ALL: [Bucket; 16] = [
         Bucket::Parse,
         Bucket::Generate,
         Bucket::Validate,
@@ -77,6 +103,7 @@ impl Bucket {
         Bucket::UvCache,
         Bucket::PipCache,
         Bucket::Scratch,
+        Bucket::Roots,
     ];
 
     /// The bucket's name and version (`None`: the folder is managed by another tool, or holds
@@ -98,6 +125,24 @@ impl Bucket {
             Bucket::UvCache => ("uv-cache", None),
             Bucket::PipCache => ("pip-cache", None),
             Bucket::Scratch => ("scratch", None),
+            Bucket::Roots => ("roots", Some(1)),
+        }
+    }
+
+    /// What `r2e gc` removes of the bucket at a time.
+    pub const fn layout(self) -> Layout {
+        match self {
+            Bucket::Parse
+            | Bucket::Generate
+            | Bucket::Validate
+            | Bucket::Llm
+            | Bucket::Refusal
+            | Bucket::Check
+            | Bucket::Answer
+            | Bucket::Stat => Layout::Entries,
+            Bucket::Envs | Bucket::Trees | Bucket::Git | Bucket::Tools => Layout::Folders,
+            Bucket::UvCache | Bucket::PipCache => Layout::Whole,
+            Bucket::Scratch | Bucket::Roots => Layout::Kept,
         }
     }
 
@@ -144,12 +189,25 @@ pub trait ActionKey: Serialize {
 pub struct Cache {
     root: PathBuf,
     _lock: File,
+    /// What this process used, relative to the root (see [`Cache::note_use`]).
+    uses: Mutex<BTreeSet<String>>,
 }
+
+/// How old a modification time must be for a use to renew it: the resolution of `gc`'s "least
+/// recently used", traded for not writing an inode on every read.
+const TOUCH_AFTER: Duration = Duration::from_secs(3600);
 
 impl Cache {
     /// Opens (creating if needed) the cache at `root` and takes its lock, waiting for another
-    /// build that holds it.
+    /// build (or `r2e gc`) that holds it.
     pub fn open(root: &Path) -> Result<Cache> {
+        let cache = Self::open_locked(root)?;
+        cache.remove_leftovers();
+        Ok(cache)
+    }
+
+    /// Like [`Cache::open`], without removing leftovers.
+    fn open_locked(root: &Path) -> Result<Cache> {
         fs_err::create_dir_all(root)?;
         let tag = root.join("CACHEDIR.TAG");
         if !tag.exists() {
@@ -161,15 +219,15 @@ impl Cache {
         }
         let lock = lock_file(&root.join(".lock"), || {
             eprintln!(
-                "waiting for the lock on `{}`: another build is using this cache",
+                "waiting for the lock on `{}`: another r2e command (a build, `r2e gc`, ...) is using this cache",
                 root.display()
             )
         })?;
         let cache = Cache {
             root: root.to_path_buf(),
             _lock: lock,
+            uses: Mutex::new(BTreeSet::new()),
         };
-        cache.remove_leftovers();
         Ok(cache)
     }
 
@@ -228,6 +286,48 @@ impl Cache {
         self.entry_path(bucket, key).exists()
     }
 
+    /// Notes that this process used `path` (an entry, or a folder such as an environment), and
+    /// renews its modification time when it is older than an hour: `r2e gc` keeps what the last
+    /// build used and removes the least recently used first. A path outside the cache is
+    /// ignored.
+    pub fn note_use(&self, path: &Path) {
+        let Ok(rel) = path.strip_prefix(&self.root) else {
+            return;
+        };
+        touch(path);
+        let rel = rel.to_string_lossy().into_owned();
+        self.uses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(rel);
+    }
+
+    /// Everything this process used so far, relative to the root, sorted.
+    pub fn uses(&self) -> Vec<String> {
+        let uses = self.uses.lock().unwrap_or_else(|e| e.into_inner());
+        uses.iter().cloned().collect()
+    }
+
+    /// Registers `output` (an absolute path) as built with this cache, so that `r2e gc` reads
+    /// what its last build uses.
+    pub fn add_root(&self, output: &Path) -> Result<()> {
+        let dir = self.dir(Bucket::Roots)?;
+        let link = dir.join(Hash::of_bytes(output.as_os_str().as_encoded_bytes()).to_hex());
+        if std::fs::read_link(&link).is_ok_and(|t| t == output) {
+            return Ok(());
+        }
+        let tmp = dir.join(format!(
+            ".root{}{}.0",
+            crate::fsutil::TMP_MARKER,
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(output, &tmp)
+            .map_err(|e| Error::env(format!("cannot make `{}`: {e}", tmp.display())))?;
+        fs_err::rename(&tmp, &link)?;
+        Ok(())
+    }
+
     /// The stored value, or `None` on a miss. An entry that does not verify (another key's
     /// entry, a torn or flipped one) is a miss: it is reported on stderr, naming the file, and
     /// removed so that the recomputed value takes its place.
@@ -235,7 +335,10 @@ impl Cache {
         let path = self.entry_path(bucket, key);
         let bytes = std::fs::read(&path).ok()?;
         match entry::unseal(&bucket.folder(), key, &bytes) {
-            Ok(value) => Some(value),
+            Ok(value) => {
+                self.note_use(&path);
+                Some(value)
+            }
             Err(why) => {
                 eprintln!(
                     "warning: cache entry `{}` is damaged ({why}); it is recomputed",
@@ -256,7 +359,9 @@ impl Cache {
             fs_err::create_dir_all(parent)?;
         }
         // Entries verify themselves instead of an fsync: a torn write after a crash is a miss.
-        write_atomic_with(&path, &bytes, false)
+        write_atomic_with(&path, &bytes, false)?;
+        self.note_use(&path);
+        Ok(())
     }
 
     /// The stored result of an action.
@@ -291,6 +396,43 @@ fn leftover_owner(name: &str) -> Option<u32> {
         return digits(rest);
     }
     crate::fsutil::tmp_owner(name)
+}
+
+/// Sets the modification time of `path` (a file or a folder) to now, when it is older than
+/// [`TOUCH_AFTER`]: one `stat`, and at most one `utimensat` an hour. Failures are ignored (a
+/// use that is not recorded only makes the entry look older to `gc`).
+pub fn touch(path: &Path) {
+    let now = SystemTime::now();
+    let old = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > TOUCH_AFTER));
+    if old {
+        crate::fsutil::set_mtime_now(path);
+    }
+}
+
+/// The scope and key the list of what a build used is sealed under.
+const USES_SCOPE: &str = "r2e-uses-1";
+
+fn uses_path(output: &Path) -> PathBuf {
+    output.join(".r2e").join("uses")
+}
+
+/// Writes what a build used (`uses`, relative to its cache's root) beside its outputs (into the
+/// generation being written, `<output>/.r2e/uses`), sealed.
+pub fn write_uses(output: &Path, uses: &[String]) -> Result<()> {
+    fs_err::create_dir_all(output.join(".r2e"))?;
+    write_atomic(
+        &uses_path(output),
+        &entry::seal(USES_SCOPE, Hash::of_bytes(USES_SCOPE.as_bytes()), uses),
+    )
+}
+
+/// What the last build of `output` used, when it recorded it (a build of this r2e) and the
+/// record verifies.
+pub fn read_uses(output: &Path) -> Option<Vec<String>> {
+    let bytes = std::fs::read(uses_path(output)).ok()?;
+    entry::unseal(USES_SCOPE, Hash::of_bytes(USES_SCOPE.as_bytes()), &bytes).ok()
 }
 
 /// Opens `path` and takes an exclusive lock on it, calling `waiting` once if another process

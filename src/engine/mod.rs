@@ -470,6 +470,10 @@ fn run(
             },
         )?;
     }
+    // What `r2e gc` keeps: every entry this build read or wrote, beside its outputs, and the
+    // output registered in the cache.
+    crate::cache::write_uses(&staging, &s.cache.uses())?;
+    s.cache.add_root(output)?;
     out.commit()?;
     if !failed_requests.is_empty() {
         let shown: Vec<&String> = failed_requests.iter().take(10).collect();

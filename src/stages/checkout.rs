@@ -160,6 +160,7 @@ impl Checkout {
             Reader::Git(_, git_dir, _, _) => {
                 let dir = cache.dir(Bucket::Trees)?.join(&self.identity);
                 if dir.is_dir() {
+                    cache.note_use(&dir);
                     return Ok(dir);
                 }
                 // Candidates are prepared in parallel: one thread of a process checks out at a
@@ -168,6 +169,7 @@ impl Checkout {
                 static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
                 let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
                 if dir.is_dir() {
+                    cache.note_use(&dir);
                     return Ok(dir);
                 }
                 let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
@@ -202,6 +204,7 @@ impl Checkout {
                         return Err(e.into());
                     }
                 }
+                cache.note_use(&dir);
                 Ok(dir)
             }
         }
@@ -402,6 +405,7 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
         }
         fs_err::rename(&tmp, &mirror)?;
     }
+    cache.note_use(&mirror);
     let resolve = |r: &str| -> Result<Option<String>> {
         let out = run_git(
             &[

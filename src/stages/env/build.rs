@@ -130,6 +130,7 @@ pub fn find_or_install_uv(
     let tools = cache.dir(Bucket::Tools).ok()?;
     let uv = tools.join("uv").join("bin").join("uv");
     if uv.is_file() {
+        cache.note_use(&tools.join("uv"));
         return Some(uv);
     }
     let tmp = tools.join(format!("uv.tmp{}", std::process::id()));
@@ -302,6 +303,10 @@ impl Building<'_> {
         env.push(("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into()));
         let uv_cache = b.cache.dir(Bucket::UvCache)?;
         let pip_cache = b.cache.dir(Bucket::PipCache)?;
+        // Used, for `gc`'s least recently used, but not kept for the build: a built environment
+        // holds copies (`UV_LINK_MODE=copy`), never links into them.
+        crate::cache::touch(&uv_cache);
+        crate::cache::touch(&pip_cache);
         env.push((
             "UV_CACHE_DIR".into(),
             uv_cache.to_string_lossy().into_owned(),
@@ -604,6 +609,7 @@ impl EnvBuilder<'_> {
         if let Ok(bytes) = std::fs::read(dir.join(RECORD)) {
             match entry::unseal::<EnvRecord>(&Bucket::Envs.folder(), hash, &bytes) {
                 Ok(record) => {
+                    self.cache.note_use(&dir);
                     return Ok(Env {
                         record,
                         python,
@@ -668,6 +674,7 @@ impl EnvBuilder<'_> {
         } else {
             fs_err::rename(&b.tmp, &dir)?;
         }
+        self.cache.note_use(&dir);
         Ok(Env {
             record,
             python,

@@ -373,6 +373,7 @@ pub fn runtime_of(cache: &Cache, line: &EnvLine, root: &Path) -> Option<Runtime>
     if !(dir.join("record").exists() && python.exists()) {
         return None;
     }
+    cache.note_use(&dir);
     // Its interpreter's installation: where the environment's `python` leads.
     let base = std::fs::canonicalize(&python)
         .ok()

@@ -1,0 +1,775 @@
+//! `r2e gc`: removes the cache's buckets of other versions, then its least recently used
+//! entries until it fits a size, under the cache's lock (a build started meanwhile waits).
+//!
+//! What one entry is comes from [`Bucket::layout`]: an action's file, or a whole environment,
+//! tree, mirror or tool, or a whole installer cache. Its last use is its modification time,
+//! which [`Cache::note_use`] renews (see `docs/caching.md`). What the last build of an output
+//! used (`<output>/.r2e/uses`, found through [`Bucket::Roots`]) is kept unless asked.
+
+use std::collections::{BTreeSet, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::{Bucket, Cache, Layout, leftover_owner, read_uses};
+use crate::error::{Error, Result};
+
+/// What `r2e gc` is asked to do.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Remove least recently used entries until the cache takes at most this many bytes.
+    pub max_size: Option<u64>,
+    /// Also remove what the last builds use, when that is needed to fit `max_size`.
+    pub all: bool,
+    /// Say what would be removed, removing nothing.
+    pub dry_run: bool,
+    /// Outputs whose last build's entries are kept, besides those registered in the cache.
+    pub outputs: Vec<PathBuf>,
+    /// For tests: once the lock is taken, wait until this file no longer exists.
+    pub hold: Option<PathBuf>,
+}
+
+/// Bytes on the disk and entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub bytes: u64,
+    pub entries: u64,
+}
+
+/// A folder removed whole: a bucket of another version.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Removed {
+    /// Relative to the cache's root.
+    pub path: String,
+    pub bytes: u64,
+}
+
+/// What `r2e gc` did (or, with `dry_run`, would do).
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub cache: PathBuf,
+    pub dry_run: bool,
+    pub max_size: Option<u64>,
+    pub before: Usage,
+    /// Measured again after the removal (estimated with `dry_run`).
+    pub after: Usage,
+    /// Whether `after` is within `max_size` (true without one).
+    pub fits: bool,
+    /// Buckets of other versions (and of kinds this r2e no longer has), removed whole.
+    pub old_buckets: Vec<Removed>,
+    /// Least recently used entries removed.
+    pub evicted: Usage,
+    /// Of them, entries the last builds used (only with `all`).
+    pub evicted_in_use: Usage,
+    /// Entries the last builds use, still there.
+    pub kept_in_use: Usage,
+    /// The outputs whose last build's entries are kept.
+    pub outputs: Vec<PathBuf>,
+    /// Outputs registered in the cache that no longer exist (their registration is removed).
+    pub outputs_gone: Vec<PathBuf>,
+    /// What dead processes left (temporary files, half-built folders, scratch).
+    pub leftovers: u64,
+    /// Folders and files of the cache that are not r2e's buckets: left alone.
+    pub unknown: Vec<String>,
+}
+
+/// One unit of removal.
+#[derive(Debug)]
+struct Unit {
+    /// Relative to the cache's root, as [`Cache::note_use`] records it.
+    rel: String,
+    bytes: u64,
+    used: SystemTime,
+    in_use: bool,
+}
+
+/// What a walk of the cache found.
+#[derive(Default)]
+struct Walk {
+    units: Vec<Unit>,
+    old: Vec<Removed>,
+    unknown: Vec<String>,
+    /// Dead processes' temporary files and folders.
+    leftovers: Vec<PathBuf>,
+    /// Bytes of everything (units, old buckets, folders, the lock...).
+    total: u64,
+}
+
+/// Runs `r2e gc` on the cache at `root`.
+pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
+    if !root.join("CACHEDIR.TAG").is_file() {
+        if root.exists() {
+            return Err(Error::input(format!(
+                "`{}` is not an r2e cache (it has no `CACHEDIR.TAG`); nothing removed",
+                root.display()
+            )));
+        }
+        eprintln!("no cache at `{}`: nothing to do", root.display());
+        return Ok(empty_report(root, opts));
+    }
+    let cache = Cache::open_locked(root)?;
+    if let Some(hold) = &opts.hold {
+        eprintln!(
+            "holding the lock on `{}` until `{}` is removed",
+            root.display(),
+            hold.display()
+        );
+        while hold.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    let mut leftovers = 0;
+    if !opts.dry_run {
+        leftovers += cache.remove_leftovers() as u64;
+    }
+    let (in_use, outputs, outputs_gone) = in_use(&cache, opts)?;
+    let found = walk(root, &in_use)?;
+    let before = Usage {
+        bytes: found.total,
+        entries: found.units.len() as u64,
+    };
+    for path in &found.leftovers {
+        if !opts.dry_run {
+            remove(path)?;
+        }
+        leftovers += 1;
+    }
+    for rel in &found.unknown {
+        eprintln!(
+            "warning: `{}` is not a bucket of r2e's cache; it is left alone",
+            root.join(rel).display()
+        );
+    }
+    let mut bytes = found.total;
+    for old in &found.old {
+        eprintln!(
+            "{} `{}` ({}): a bucket of another version",
+            if opts.dry_run {
+                "would remove"
+            } else {
+                "removing"
+            },
+            old.path,
+            human(old.bytes)
+        );
+        if !opts.dry_run {
+            remove(&root.join(&old.path))?;
+        }
+        bytes = bytes.saturating_sub(old.bytes);
+    }
+    let mut evicted = Usage::default();
+    let mut evicted_in_use = Usage::default();
+    let mut kept_in_use = Usage::default();
+    let mut units = found.units;
+    // Least recently used first; what the last builds use last, and only when asked.
+    units.sort_by(|a, b| (a.in_use, a.used, &a.rel).cmp(&(b.in_use, b.used, &b.rel)));
+    let mut remaining = units.len() as u64;
+    for unit in &units {
+        let over = opts.max_size.is_some_and(|max| bytes > max);
+        if over && (!unit.in_use || opts.all) {
+            if !opts.dry_run {
+                remove(&root.join(&unit.rel))?;
+            }
+            bytes = bytes.saturating_sub(unit.bytes);
+            remaining -= 1;
+            evicted.bytes += unit.bytes;
+            evicted.entries += 1;
+            if unit.in_use {
+                evicted_in_use.bytes += unit.bytes;
+                evicted_in_use.entries += 1;
+            }
+        } else if unit.in_use {
+            kept_in_use.bytes += unit.bytes;
+            kept_in_use.entries += 1;
+        }
+    }
+    let after = if opts.dry_run {
+        Usage {
+            bytes,
+            entries: remaining,
+        }
+    } else {
+        if evicted.entries > 0 {
+            remove_empty_folders(root);
+        }
+        let again = walk(root, &in_use)?;
+        Usage {
+            bytes: again.total,
+            entries: again.units.len() as u64,
+        }
+    };
+    let fits = opts.max_size.is_none_or(|max| after.bytes <= max);
+    Ok(Report {
+        cache: root.to_path_buf(),
+        dry_run: opts.dry_run,
+        max_size: opts.max_size,
+        before,
+        after,
+        fits,
+        old_buckets: found.old,
+        evicted,
+        evicted_in_use,
+        kept_in_use,
+        outputs,
+        outputs_gone,
+        leftovers,
+        unknown: found.unknown,
+    })
+}
+
+fn empty_report(root: &Path, opts: &Options) -> Report {
+    Report {
+        cache: root.to_path_buf(),
+        dry_run: opts.dry_run,
+        max_size: opts.max_size,
+        before: Usage::default(),
+        after: Usage::default(),
+        fits: true,
+        old_buckets: Vec::new(),
+        evicted: Usage::default(),
+        evicted_in_use: Usage::default(),
+        kept_in_use: Usage::default(),
+        outputs: Vec::new(),
+        outputs_gone: Vec::new(),
+        leftovers: 0,
+        unknown: Vec::new(),
+    }
+}
+
+/// What the last builds use: the union of the `uses` of every output registered in the cache
+/// and of `opts.outputs`; the outputs read; the registered outputs that are gone (their
+/// registrations are removed, unless `dry_run`).
+fn in_use(cache: &Cache, opts: &Options) -> Result<(HashSet<String>, Vec<PathBuf>, Vec<PathBuf>)> {
+    let mut outputs = BTreeSet::new();
+    let mut gone = Vec::new();
+    let roots = cache.path(Bucket::Roots);
+    for e in std::fs::read_dir(&roots).into_iter().flatten().flatten() {
+        let Ok(target) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        if std::fs::symlink_metadata(&target).is_err() {
+            if !opts.dry_run {
+                let _ = std::fs::remove_file(e.path());
+            }
+            gone.push(target);
+        } else {
+            outputs.insert(target);
+        }
+    }
+    for o in &opts.outputs {
+        let abs =
+            std::path::absolute(o).map_err(|e| Error::env(format!("{}: {e}", o.display())))?;
+        if std::fs::symlink_metadata(&abs).is_ok() {
+            outputs.insert(abs);
+        }
+    }
+    let mut uses = HashSet::new();
+    for o in &outputs {
+        match read_uses(o) {
+            Some(list) => uses.extend(list),
+            None => eprintln!(
+                "warning: the output `{}` does not record what its last build used (none yet, or built by an older r2e); nothing is kept for it: build it again",
+                o.display()
+            ),
+        }
+    }
+    Ok((uses, outputs.into_iter().collect(), gone))
+}
+
+/// Walks the cache: its units, buckets of other versions, what is not r2e's, leftovers, and
+/// the total size.
+fn walk(root: &Path, in_use: &HashSet<String>) -> Result<Walk> {
+    let current: Vec<(String, Bucket)> = Bucket::ALL.iter().map(|&b| (b.folder(), b)).collect();
+    let mut w = Walk::default();
+    let mut seen = HashSet::new();
+    w.total += size(root, &mut seen, false);
+    let mut top = Vec::new();
+    for name in names(root)? {
+        if name == "actions" {
+            w.total += size(&root.join("actions"), &mut seen, false);
+            for inner in names(&root.join("actions"))? {
+                top.push(format!("actions/{inner}"));
+            }
+        } else {
+            top.push(name);
+        }
+    }
+    for rel in top {
+        let path = root.join(&rel);
+        let name = rel.rsplit('/').next().unwrap_or(&rel);
+        if let Some(&(_, bucket)) = current.iter().find(|(f, _)| *f == rel) {
+            units_of(root, &rel, bucket.layout(), in_use, &mut seen, &mut w)?;
+        } else if matches!(name, "CACHEDIR.TAG" | ".gitignore" | ".lock") && !rel.contains('/') {
+            w.total += size(&path, &mut seen, true);
+        } else if leftover_owner(name).is_some_and(|pid| !crate::fsutil::pid_alive(pid)) {
+            w.total += size(&path, &mut seen, true);
+            w.leftovers.push(path);
+        } else if versioned(name) {
+            let bytes = size(&path, &mut seen, true);
+            w.total += bytes;
+            w.old.push(Removed { path: rel, bytes });
+        } else {
+            w.total += size(&path, &mut seen, true);
+            w.unknown.push(rel);
+        }
+    }
+    Ok(w)
+}
+
+/// The units of one current bucket.
+fn units_of(
+    root: &Path,
+    rel: &str,
+    layout: Layout,
+    in_use: &HashSet<String>,
+    seen: &mut HashSet<(u64, u64)>,
+    w: &mut Walk,
+) -> Result<()> {
+    let path = root.join(rel);
+    let unit = |w: &mut Walk, rel: String, seen: &mut HashSet<(u64, u64)>| {
+        let p = root.join(&rel);
+        let name = rel.rsplit('/').next().unwrap_or(&rel);
+        if let Some(pid) = leftover_owner(name) {
+            let bytes = size(&p, seen, true);
+            w.total += bytes;
+            if !crate::fsutil::pid_alive(pid) {
+                w.leftovers.push(p);
+            }
+            return;
+        }
+        let bytes = size(&p, seen, true);
+        let used = std::fs::symlink_metadata(&p)
+            .and_then(|m| m.modified())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        w.total += bytes;
+        w.units.push(Unit {
+            in_use: in_use.contains(&rel),
+            rel,
+            bytes,
+            used,
+        });
+    };
+    match layout {
+        Layout::Kept => w.total += size(&path, seen, true),
+        Layout::Whole => unit(w, rel.to_owned(), seen),
+        Layout::Folders => {
+            w.total += size(&path, seen, false);
+            for name in names(&path)? {
+                unit(w, format!("{rel}/{name}"), seen);
+            }
+        }
+        Layout::Entries => {
+            w.total += size(&path, seen, false);
+            for shard in names(&path)? {
+                let shard_rel = format!("{rel}/{shard}");
+                let shard_path = root.join(&shard_rel);
+                if !shard_path.is_dir() || shard_path.is_symlink() {
+                    unit(w, shard_rel, seen);
+                    continue;
+                }
+                w.total += size(&shard_path, seen, false);
+                for name in names(&shard_path)? {
+                    unit(w, format!("{shard_rel}/{name}"), seen);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a folder's name is a bucket's (`<name>-v<digits>`).
+fn versioned(name: &str) -> bool {
+    name.rsplit_once("-v").is_some_and(|(base, v)| {
+        !base.is_empty() && !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// The names in a folder, sorted (none when it does not exist).
+fn names(dir: &Path) -> Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::env(format!("cannot read `{}`: {e}", dir.display()))),
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// The bytes `path` takes on the disk (`du`'s: allocated blocks), and with `deep` everything
+/// under it; symlinks are not followed, and a file with several links counts once (`seen`).
+fn size(path: &Path, seen: &mut HashSet<(u64, u64)>, deep: bool) -> u64 {
+    let one = |m: &std::fs::Metadata, seen: &mut HashSet<(u64, u64)>| -> u64 {
+        if m.nlink() > 1 && !m.is_dir() && !seen.insert((m.dev(), m.ino())) {
+            return 0;
+        }
+        m.blocks() * 512
+    };
+    if !deep {
+        return std::fs::symlink_metadata(path)
+            .map(|m| one(&m, seen))
+            .unwrap_or(0);
+    }
+    walkdir::WalkDir::new(path)
+        .follow_links(false)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| one(&m, seen))
+        .sum()
+}
+
+/// Removes a file or a folder; one that is already gone is fine.
+fn remove(path: &Path) -> Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    let result = if meta.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    };
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::env(format!(
+            "cannot remove `{}`: {e}",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Removes the shard folders (`<bucket>/<2 hex>`) that removals left empty.
+fn remove_empty_folders(root: &Path) {
+    for bucket in Bucket::ALL {
+        if bucket.layout() == Layout::Entries {
+            let dir = root.join(bucket.folder());
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                // Fails, as wanted, when it is not empty.
+                let _ = std::fs::remove_dir(e.path());
+            }
+        }
+    }
+}
+
+/// Parses a size: bytes (`1000`), or a number (fractions too) with a unit: `K`, `M`, `G`, `T`
+/// and `KiB`, `MiB`, `GiB`, `TiB` are powers of 1024 (as `du` and sccache read them), `kB`,
+/// `MB`, `GB`, `TB` powers of 1000, `B` bytes. Case is ignored.
+pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = (&t[..split], t[split..].trim());
+    let bad = || {
+        format!(
+            "`{text}` is not a size: give bytes or a number with a unit, e.g. `500M`, `2G`, `1.5GiB`, `800MB`"
+        )
+    };
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let factor: f64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024f64.powi(2),
+        "g" | "gib" => 1024f64.powi(3),
+        "t" | "tib" => 1024f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        _ => return Err(bad()),
+    };
+    let bytes = value * factor;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(format!("`{text}` is too large a size"));
+    }
+    Ok(bytes.floor() as u64)
+}
+
+/// A size for people: `512 B`, `1.5 KiB`, `12.0 MiB`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The report as text (the command's product, for stdout).
+pub fn report_text(r: &Report) -> String {
+    let mut out = String::new();
+    let would = if r.dry_run { "would remove" } else { "removed" };
+    let entries = |u: &Usage| format!("{} in {} entries", human(u.bytes), u.entries);
+    out.push_str(&format!(
+        "cache `{}`: {} before, {} after{}{}\n",
+        r.cache.display(),
+        entries(&r.before),
+        entries(&r.after),
+        if r.dry_run { " (estimated)" } else { "" },
+        match r.max_size {
+            Some(max) => format!(
+                "; {} {}",
+                if r.fits { "fits in" } else { "does NOT fit in" },
+                human(max)
+            ),
+            None => String::new(),
+        }
+    ));
+    if !r.old_buckets.is_empty() {
+        let bytes: u64 = r.old_buckets.iter().map(|o| o.bytes).sum();
+        let names: Vec<&str> = r.old_buckets.iter().map(|o| o.path.as_str()).collect();
+        out.push_str(&format!(
+            "{would} {} bucket(s) of other versions ({}): {}\n",
+            r.old_buckets.len(),
+            human(bytes),
+            names.join(", ")
+        ));
+    }
+    if r.evicted.entries > 0 {
+        out.push_str(&format!(
+            "{would} {} least recently used entries ({}){}\n",
+            r.evicted.entries,
+            human(r.evicted.bytes),
+            if r.evicted_in_use.entries > 0 {
+                format!(
+                    ", {} of them used by the last builds",
+                    r.evicted_in_use.entries
+                )
+            } else {
+                String::new()
+            }
+        ));
+    }
+    if r.leftovers > 0 {
+        out.push_str(&format!(
+            "{would} {} leftover(s) of dead processes\n",
+            r.leftovers
+        ));
+    }
+    out.push_str(&format!(
+        "kept {} entries ({}) that the last builds of {} output(s) use\n",
+        r.kept_in_use.entries,
+        human(r.kept_in_use.bytes),
+        r.outputs.len()
+    ));
+    if !r.fits && r.evicted_in_use.entries == 0 && r.kept_in_use.entries > 0 {
+        out.push_str("to fit, `--all` also removes what the last builds use\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_their_units() {
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("500M"), Ok(500 << 20));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("1.5 GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("800MB"), Ok(800_000_000));
+        assert_eq!(parse_size("10kB"), Ok(10_000));
+        assert_eq!(parse_size("10K"), Ok(10_240));
+        assert_eq!(parse_size("7B"), Ok(7));
+        for bad in ["", "M", "-1G", "2X", "1.2.3M", "1e3", "GiB2", ".", "two"] {
+            let err = parse_size(bad).unwrap_err();
+            assert!(err.contains("is not a size"), "{bad}: {err}");
+        }
+        assert!(
+            parse_size("99999999999T")
+                .unwrap_err()
+                .contains("too large")
+        );
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(512), "512 B");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(3 << 29), "1.5 GiB");
+    }
+
+    #[test]
+    fn bucket_names_of_other_versions() {
+        assert!(versioned("parse-v2"));
+        assert!(versioned("llm-refused-v7"));
+        assert!(!versioned("uv-cache"));
+        assert!(!versioned("-v2"));
+        assert!(!versioned("notes-vx"));
+    }
+
+    /// A file of `kib` KiB at `rel`, last used `age` seconds ago.
+    fn entry(root: &Path, rel: &str, kib: usize, age: u64) {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, vec![7u8; kib << 10]).unwrap();
+        let when = SystemTime::now() - std::time::Duration::from_secs(age);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+
+    #[test]
+    fn old_buckets_then_the_least_recently_used_go_and_entries_in_use_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache");
+        let cache = Cache::open(&root).unwrap();
+        let parse = Bucket::Parse.folder();
+        let check = Bucket::Check.folder();
+        entry(&root, &format!("{parse}/aa/aa01"), 8, 5000);
+        entry(&root, &format!("{parse}/aa/aa02"), 8, 4000);
+        entry(&root, &format!("{check}/bb/bb01"), 8, 3000);
+        entry(&root, &format!("{check}/bb/bb02"), 8, 10);
+        entry(&root, "actions/parse-v1/cc/cc01", 16, 1);
+        entry(&root, "envs-v1/k/venv/bin/python", 16, 1);
+        entry(&root, "mine/notes.txt", 1, 1);
+        // The oldest entry is what an output's last build used.
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        cache.add_root(&out).unwrap();
+        super::super::write_uses(&out, &[format!("{parse}/aa/aa01")]).unwrap();
+        drop(cache);
+
+        let opts = |max: u64| Options {
+            max_size: Some(max),
+            ..Options::default()
+        };
+        let measure = |root: &Path| walk(root, &HashSet::new()).unwrap().total;
+        let size_of = |rel: &str| size(&root.join(rel), &mut HashSet::new(), true);
+        let before = measure(&root);
+        // Dry run: nothing moves.
+        let dry = gc(
+            &root,
+            &Options {
+                dry_run: true,
+                ..opts(0)
+            },
+        )
+        .unwrap();
+        assert_eq!(measure(&root), before);
+        assert_eq!(dry.old_buckets.len(), 2);
+        assert_eq!(dry.evicted.entries, 3, "all but the entry in use");
+        let old: u64 = dry.old_buckets.iter().map(|o| o.bytes).sum();
+
+        // Room for all but the two least recently used entries not in use.
+        let max = before
+            - old
+            - size_of(&format!("{parse}/aa/aa02"))
+            - size_of(&format!("{check}/bb/bb01"));
+        let r = gc(&root, &opts(max)).unwrap();
+        assert_eq!(r.before.bytes, before);
+        let old: Vec<&str> = r.old_buckets.iter().map(|o| o.path.as_str()).collect();
+        assert_eq!(old, ["actions/parse-v1", "envs-v1"]);
+        assert_eq!(r.unknown, ["mine"]);
+        assert!(r.fits, "{r:?}");
+        assert_eq!(r.after.bytes, measure(&root));
+        assert!(r.after.bytes <= max);
+        assert!(root.join(format!("{parse}/aa/aa01")).exists(), "in use");
+        assert!(!root.join(format!("{parse}/aa/aa02")).exists(), "oldest");
+        assert!(!root.join(format!("{check}/bb/bb01")).exists());
+        assert!(root.join(format!("{check}/bb/bb02")).exists(), "newest");
+        assert_eq!(r.evicted.entries, 2);
+        assert!(root.join("mine/notes.txt").exists());
+        assert_eq!(r.outputs, std::slice::from_ref(&out));
+
+        // Without `--all`, what is in use stays even when it does not fit.
+        let r = gc(&root, &opts(0)).unwrap();
+        assert!(!r.fits);
+        assert!(root.join(format!("{parse}/aa/aa01")).exists());
+        assert!(!root.join(&check).read_dir().unwrap().any(|_| true));
+        assert_eq!(r.kept_in_use.entries, 1);
+        let r = gc(
+            &root,
+            &Options {
+                all: true,
+                ..opts(0)
+            },
+        )
+        .unwrap();
+        assert_eq!(r.evicted_in_use.entries, 1);
+        assert!(!root.join(format!("{parse}/aa/aa01")).exists());
+        assert_eq!(r.after.entries, 0);
+
+        // An output that is gone no longer counts.
+        std::fs::remove_dir_all(&out).unwrap();
+        let r = gc(&root, &Options::default()).unwrap();
+        assert_eq!(r.outputs_gone, [out]);
+        assert!(r.outputs.is_empty());
+    }
+
+    #[test]
+    fn an_environment_or_an_installer_cache_is_one_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache");
+        let cache = Cache::open(&root).unwrap();
+        let envs = Bucket::Envs.folder();
+        let uv = Bucket::UvCache.folder();
+        for (key, age) in [("k1", 9000), ("k2", 8000), ("k3", 10)] {
+            entry(&root, &format!("{envs}/{key}/venv/bin/python"), 8, 1);
+            entry(&root, &format!("{envs}/{key}/record"), 1, 1);
+            let when = SystemTime::now() - std::time::Duration::from_secs(age);
+            std::fs::File::open(root.join(format!("{envs}/{key}")))
+                .unwrap()
+                .set_modified(when)
+                .unwrap();
+        }
+        entry(&root, &format!("{uv}/wheels/a.whl"), 8, 1);
+        std::fs::File::open(root.join(&uv))
+            .unwrap()
+            .set_modified(SystemTime::now() - std::time::Duration::from_secs(7000))
+            .unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        cache.add_root(&out).unwrap();
+        super::super::write_uses(&out, &[format!("{envs}/k1")]).unwrap();
+        drop(cache);
+        let before = walk(&root, &HashSet::new()).unwrap();
+        assert_eq!(before.units.len(), 4, "{:?}", before.units);
+        let k2 = size(&root.join(format!("{envs}/k2")), &mut HashSet::new(), true);
+        let r = gc(
+            &root,
+            &Options {
+                max_size: Some(before.total - k2),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.evicted.entries, 1, "{r:?}");
+        assert!(
+            !root.join(format!("{envs}/k2")).exists(),
+            "the oldest not in use"
+        );
+        assert!(root.join(format!("{envs}/k1/record")).exists(), "in use");
+        assert!(root.join(format!("{envs}/k3/record")).exists());
+        assert!(root.join(&uv).exists());
+        let r = gc(
+            &root,
+            &Options {
+                max_size: Some(0),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.evicted.entries, 2, "{r:?}");
+        assert!(!root.join(&uv).exists(), "a whole installer cache");
+        assert!(root.join(format!("{envs}/k1/venv/bin/python")).exists());
+    }
+}
