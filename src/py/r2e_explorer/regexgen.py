@@ -39,6 +39,11 @@ CATEGORY_CHARS = {
 }
 
 
+class _TooLong(Exception):
+    """A walk's string passed MAX_LENGTH: it is abandoned as soon as it does, so that nested
+    repeats (`(?:a{1000}){1000}`) cost no more than a short string."""
+
+
 class _Walk:
     """One string from a parse tree. `choice(n)` picks among n alternatives (a branch, a
     repeat count, a character)."""
@@ -48,7 +53,14 @@ class _Walk:
         self.groups: dict = {}
 
     def seq(self, items) -> str:
-        return "".join(self.node(op, av) for op, av in items)
+        parts, length = [], 0
+        for op, av in items:
+            part = self.node(op, av)
+            length += len(part)
+            if length > MAX_LENGTH:
+                raise _TooLong
+            parts.append(part)
+        return "".join(parts)
 
     def node(self, op, av) -> str:
         if op is sre_c.LITERAL:
@@ -74,7 +86,14 @@ class _Walk:
             low, high, items = av
             high = low + EXTRA_REPEATS if high is sre_c.MAXREPEAT else min(high, low + EXTRA_REPEATS)
             count = low + self.choice(high - low + 1)
-            return "".join(self.seq(items) for _ in range(count))
+            parts, length = [], 0
+            for _ in range(count):
+                part = self.seq(items)
+                length += len(part)
+                if length > MAX_LENGTH:
+                    raise _TooLong
+                parts.append(part)
+            return "".join(parts)
         if op is getattr(sre_c, "ATOMIC_GROUP", None):
             return self.seq(av)
         if op is sre_c.GROUPREF:
@@ -99,7 +118,7 @@ class _Walk:
             for c in CLASS_CANDIDATES:
                 if not _in(items, ord(c)):
                     return c
-            return "\x00"
+            raise ValueError("no candidate character is outside the class")
         options = []
         for op, av in items:
             if op is sre_c.LITERAL:
@@ -144,9 +163,7 @@ def examples(pattern, seed: int = 0, count: int = PER_PATTERN) -> list:
     for choice in walks:
         try:
             text = _Walk(choice).seq(tree)
-        except (RecursionError, StopIteration, ValueError):
-            continue
-        if len(text) > MAX_LENGTH:
+        except (_TooLong, RecursionError, MemoryError, StopIteration, ValueError):
             continue
         try:
             value = text.encode("latin-1") if isinstance(source, bytes) else text

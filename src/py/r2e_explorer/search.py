@@ -26,9 +26,9 @@ import sys
 import time
 
 from . import regexgen
-from .inputs import Input, InputSpace, shape
+from .inputs import Input, InputSpace
 from .mutants import MutantMaker, MutationAnalysis, caches_of, installed
-from .pools import PoolMaker
+from .pools import POOL_MAX, PoolMaker
 from .render import render_harness
 from .select import Selection
 from .specs import (
@@ -865,10 +865,14 @@ class Explorer:
             strings = [s for s in made if type(s) is kind]
             if not strings:
                 continue
+            # Parameters of that kind: annotated with it, or (unannotated) whose pool starts
+            # with it (a default, or what the body's use of it suggests). Every pool holds a
+            # few strings, so holding one says nothing.
             params = [
                 i
                 for i, p in enumerate(self.space.params)
-                if p.kind is not p.VAR_POSITIONAL and any(type(v) is kind for v in p.pool)
+                if p.kind is not p.VAR_POSITIONAL
+                and (kind.__name__ in p.shapes if p.shapes is not None else type(p.pool[0]) is kind)
             ]
             if not params:
                 continue
@@ -877,9 +881,7 @@ class Explorer:
             # `slugify`, with seven of them, the budget its later mutations needed).
             i = next((i for i in params if self.space.params[i].required), params[0])
             p = self.space.params[i]
-            p.pool = p.pool[:1] + dedupe(strings + p.pool[1:])
-            if p.shapes is not None:
-                p.shapes.add(shape(strings[0]))
+            p.pool = dedupe(p.pool[:1] + strings + p.pool[1:], limit=POOL_MAX + MAX_PATTERN_STRINGS)
             for s in strings:
                 self.try_input(base.replace(i, s))
 

@@ -13,6 +13,10 @@ import sys
 import time
 
 
+# The modules of r2e's own that run within a traced call.
+R2E_MODULES = ("r2e_equiv", "r2e_snapshot", "r2e_explorer", "r2e_explore")
+
+
 class Stop(Exception):
     """The execution budget or the time limit is exhausted."""
 
@@ -41,7 +45,12 @@ class ArcTracer:
     def _profile(self, frame, event, arg):
         if event == "c_call":
             owner = getattr(arg, "__self__", None)
-            if type(owner) is re.Pattern and id(owner) not in self.patterns:
+            if (
+                type(owner) is re.Pattern
+                and id(owner) not in self.patterns
+                # Not r2e's own (r2e_equiv normalizes exception messages with one).
+                and frame.f_globals.get("__name__", "").partition(".")[0] not in R2E_MODULES
+            ):
                 self.patterns[id(owner)] = owner
 
     def _is_wanted(self, code) -> bool:
@@ -85,7 +94,8 @@ class ArcTracer:
 
     def stop(self) -> frozenset:
         sys.settrace(None)
-        sys.setprofile(None)
+        if sys.getprofile() == self._profile:
+            sys.setprofile(None)
         self.raised_at = raise_site(self._exception)
         self._exception = None
         return frozenset(self.arcs)
@@ -194,7 +204,8 @@ class Executor:
             return ("timeout", None, None)
         finally:
             sys.settrace(None)
-            sys.setprofile(None)
+            if tracer is not None and sys.getprofile() == tracer._profile:
+                sys.setprofile(None)
             sys.stdin = saved_stdin
             with contextlib.suppress(OSError):
                 if cwd is not None and os.getcwd() != cwd:

@@ -221,6 +221,15 @@ def _stamp_pattern():
     return _PATTERNS["stamp"]
 
 
+def scaled(factor: int, text: str):
+    match = _stamp_pattern().match(text)
+    if not match:
+        raise ValueError("not a stamp")
+    if factor < 0:
+        return -int(match.group("h"))
+    return factor * int(match.group("m"))
+
+
 def stamp_seconds(text):
     match = _stamp_pattern().match(text)
     if not match:
@@ -508,6 +517,38 @@ class ExplorerTest(SearchCase):
             search.regexgen.examples = saved
         self.assertGreater(out["arcs"], guesses["arcs"])
         self.assertNotIn("return:int", guesses["outcomes"])
+
+    def test_pattern_strings_go_to_a_string_parameter_and_never_to_others(self):
+        # `factor: int` comes first, and every pool holds a few strings: the strings made from
+        # the pattern go to `text`, and `factor` stays within its annotation.
+        out = self.explore("scaled", budget=300)
+        self.assertEqual(out["status"], "ok")
+        self.assertIn("return:int", out["outcomes"])
+        for line in out["harness"].splitlines():
+            if line.strip().startswith("args = ("):
+                args = eval(line.split("=", 1)[1])
+                self.assertNotRegex(str(args[0]), r"h[0-9]", line)
+
+    def test_the_pattern_watch_leaves_out_r2e_s_own_patterns(self):
+        # r2e_equiv normalizes exception messages with a pattern of its own: not the code's.
+        explorer = Explorer(
+            {"module": MODULE, "qualname": "stamp_seconds", "budget": 40, "max_tests": 3},
+            r2e_equiv,
+        )
+        seen = []
+        saved = search.regexgen.examples
+
+        def record(pattern, *args, **kwargs):
+            seen.append(pattern.pattern)
+            return saved(pattern, *args, **kwargs)
+
+        search.regexgen.examples = record
+        try:
+            explorer.run()
+        finally:
+            search.regexgen.examples = saved
+        self.assertTrue(seen)
+        self.assertTrue(all("0x" not in p for p in seen), seen)
 
     def test_inputs_whose_call_draws_from_the_global_random_generator_are_not_kept(self):
         # Two runs here may agree by chance (one item of two, twice the same); another process

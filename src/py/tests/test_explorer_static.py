@@ -189,6 +189,9 @@ class StaticTest(unittest.TestCase):
         self.assertEqual(regex_samples(r"(a)\1"), ["aa"])  # a back reference repeats its group
         self.assertEqual(regex_samples(r"(unbalanced"), [])
         self.assertEqual(regex_samples(re.compile(rb"byt[e]s?")), [b"byte", b"bytes"])
+        # Nested repeats are abandoned as soon as the string passes 80 characters.
+        self.assertEqual(regex_samples(r"(?:(?:a{100}){100}){100}"), [])
+        self.assertEqual(regex_samples(r"[^\x00-\x7f]"), [])
         iso = re.compile(r"\AT?(?P<h>[0-9]{2}):(?P<m>[0-9]{2})(?P<tz>Z|[+-][0-9]{2})?\Z")
         made = regex_samples(iso, count=6)
         self.assertEqual(len(made), 6)
