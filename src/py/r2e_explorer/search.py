@@ -866,14 +866,21 @@ class Explorer:
             if not strings:
                 continue
             # Parameters of that kind: annotated with it, or (unannotated) whose pool starts
-            # with it (a default, or what the body's use of it suggests). Every pool holds a
-            # few strings, so holding one says nothing.
-            params = [
-                i
+            # with it (a default, or what the body's use of it suggests); else any unannotated
+            # one (isodate's `parse_date(datestring, ...)` says nothing of its text). Every pool
+            # holds a few strings, so holding one says nothing, and an annotation of another
+            # kind excludes a parameter.
+            candidates = [
+                (i, p)
                 for i, p in enumerate(self.space.params)
                 if p.kind is not p.VAR_POSITIONAL
-                and (kind.__name__ in p.shapes if p.shapes is not None else type(p.pool[0]) is kind)
+                and (p.shapes is None or kind.__name__ in p.shapes)
             ]
+            params = [
+                i
+                for i, p in candidates
+                if p.shapes is not None or type(p.pool[0]) is kind
+            ] or [i for i, _ in candidates]
             if not params:
                 continue
             # The first required one: the text parsed, more often than a separator or a
