@@ -402,7 +402,8 @@ fn names(dir: &Path) -> Result<Vec<String>> {
 }
 
 /// The bytes `path` takes on the disk (`du`'s: allocated blocks), and with `deep` everything
-/// under it; symlinks are not followed, and a file with several links counts once (`seen`).
+/// under it; symlinks are not followed (not even `path` itself), and a file with several links
+/// counts once (`seen`).
 fn size(path: &Path, seen: &mut HashSet<(u64, u64)>, deep: bool) -> u64 {
     let one = |m: &std::fs::Metadata, seen: &mut HashSet<(u64, u64)>| -> u64 {
         if m.nlink() > 1 && !m.is_dir() && !seen.insert((m.dev(), m.ino())) {
@@ -417,6 +418,7 @@ fn size(path: &Path, seen: &mut HashSet<(u64, u64)>, deep: bool) -> u64 {
     }
     walkdir::WalkDir::new(path)
         .follow_links(false)
+        .follow_root_links(false)
         .into_iter()
         .flatten()
         .filter_map(|e| e.metadata().ok())
@@ -602,6 +604,19 @@ mod tests {
         assert_eq!(human(512), "512 B");
         assert_eq!(human(1536), "1.5 KiB");
         assert_eq!(human(3 << 29), "1.5 GiB");
+    }
+
+    #[test]
+    fn a_symlink_counts_as_itself_not_as_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("big"), vec![1u8; 256 << 10]).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let link_bytes = std::fs::symlink_metadata(&link).unwrap().blocks() * 512;
+        assert_eq!(size(&link, &mut HashSet::new(), true), link_bytes);
+        assert!(size(&target, &mut HashSet::new(), true) >= 256 << 10);
     }
 
     #[test]
