@@ -73,6 +73,8 @@ pub struct Report {
     pub leftovers: u64,
     /// Folders and files of the cache that are not r2e's buckets: left alone.
     pub unknown: Vec<String>,
+    /// Buckets (and `actions/`) that are symbolic links: not followed, left alone.
+    pub links: Vec<String>,
 }
 
 /// One unit of removal.
@@ -91,6 +93,7 @@ struct Walk {
     units: Vec<Unit>,
     old: Vec<Removed>,
     unknown: Vec<String>,
+    links: Vec<String>,
     /// Dead processes' temporary files and folders.
     leftovers: Vec<PathBuf>,
     /// Bytes of everything (units, old buckets, folders, the lock...).
@@ -139,6 +142,12 @@ pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
     for rel in &found.unknown {
         eprintln!(
             "warning: `{}` is not a bucket of r2e's cache; it is left alone",
+            root.join(rel).display()
+        );
+    }
+    for rel in &found.links {
+        eprintln!(
+            "warning: `{}` is a symbolic link; `r2e gc` does not follow it and leaves it alone",
             root.join(rel).display()
         );
     }
@@ -216,6 +225,7 @@ pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
         outputs_gone,
         leftovers,
         unknown: found.unknown,
+        links: found.links,
     })
 }
 
@@ -235,6 +245,7 @@ fn empty_report(root: &Path, opts: &Options) -> Report {
         outputs_gone: Vec::new(),
         leftovers: 0,
         unknown: Vec::new(),
+        links: Vec::new(),
     }
 }
 
@@ -245,12 +256,14 @@ fn in_use(cache: &Cache, opts: &Options) -> Result<(HashSet<String>, Vec<PathBuf
     let mut outputs = BTreeSet::new();
     let mut gone = Vec::new();
     let roots = cache.path(Bucket::Roots);
+    // Read through a symlinked `roots-v1` (what it registers is kept), but not written to.
+    let roots_linked = is_link(&roots);
     for e in std::fs::read_dir(&roots).into_iter().flatten().flatten() {
         let Ok(target) = std::fs::read_link(e.path()) else {
             continue;
         };
         if std::fs::symlink_metadata(&target).is_err() {
-            if !opts.dry_run {
+            if !opts.dry_run && !roots_linked {
                 let _ = std::fs::remove_file(e.path());
             }
             gone.push(target);
@@ -279,7 +292,8 @@ fn in_use(cache: &Cache, opts: &Options) -> Result<(HashSet<String>, Vec<PathBuf
 }
 
 /// Walks the cache: its units, buckets of other versions, what is not r2e's, leftovers, and
-/// the total size.
+/// the total size. A bucket's folder (or `actions/`) that is a symlink is not entered: what it
+/// points to is not the cache's.
 fn walk(root: &Path, in_use: &HashSet<String>) -> Result<Walk> {
     let current: Vec<(String, Bucket)> = Bucket::ALL.iter().map(|&b| (b.folder(), b)).collect();
     let mut w = Walk::default();
@@ -287,7 +301,7 @@ fn walk(root: &Path, in_use: &HashSet<String>) -> Result<Walk> {
     w.total += size(root, &mut seen, false);
     let mut top = Vec::new();
     for name in names(root)? {
-        if name == "actions" {
+        if name == "actions" && !is_link(&root.join("actions")) {
             w.total += size(&root.join("actions"), &mut seen, false);
             for inner in names(&root.join("actions"))? {
                 top.push(format!("actions/{inner}"));
@@ -299,7 +313,11 @@ fn walk(root: &Path, in_use: &HashSet<String>) -> Result<Walk> {
     for rel in top {
         let path = root.join(&rel);
         let name = rel.rsplit('/').next().unwrap_or(&rel);
-        if let Some(&(_, bucket)) = current.iter().find(|(f, _)| *f == rel) {
+        let known = current.iter().find(|(f, _)| *f == rel);
+        if (known.is_some() || rel == "actions" || versioned(name)) && is_link(&path) {
+            w.total += size(&path, &mut seen, false);
+            w.links.push(rel);
+        } else if let Some(&(_, bucket)) = known {
             units_of(root, &rel, bucket.layout(), in_use, &mut seen, &mut w)?;
         } else if matches!(name, "CACHEDIR.TAG" | ".gitignore" | ".lock") && !rel.contains('/') {
             w.total += size(&path, &mut seen, true);
@@ -386,7 +404,13 @@ fn versioned(name: &str) -> bool {
     })
 }
 
-/// The names in a folder, sorted (none when it does not exist).
+/// Whether `path` is a symlink (not followed).
+fn is_link(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+/// The names in a folder, sorted (none when it does not exist). It follows `dir` when it is a
+/// symlink: callers check that it is not (but for the cache's root).
 fn names(dir: &Path) -> Result<Vec<String>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -450,6 +474,9 @@ fn remove_empty_folders(root: &Path) {
     for bucket in Bucket::ALL {
         if bucket.layout() == Layout::Entries {
             let dir = root.join(bucket.folder());
+            if is_link(&dir) || is_link(&root.join("actions")) {
+                continue;
+            }
             for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
                 // Fails, as wanted, when it is not empty.
                 let _ = std::fs::remove_dir(e.path());
@@ -617,6 +644,64 @@ mod tests {
         let link_bytes = std::fs::symlink_metadata(&link).unwrap().blocks() * 512;
         assert_eq!(size(&link, &mut HashSet::new(), true), link_bytes);
         assert!(size(&target, &mut HashSet::new(), true) >= 256 << 10);
+    }
+
+    #[test]
+    fn symlinked_buckets_are_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache");
+        let elsewhere = dir.path().join("elsewhere");
+        Cache::open(&root).unwrap();
+        let llm = Bucket::Llm.folder();
+        let envs = Bucket::Envs.folder();
+        let check = Bucket::Check.folder();
+        // An old entry in a real bucket, and symlinked buckets holding older ones.
+        entry(&root, &format!("{check}/cc/cc01"), 8, 100);
+        for (link, inside) in [
+            (llm.clone(), "aa/aa01"),
+            (envs.clone(), "k1/venv/bin/python"),
+            ("envs-v1".to_owned(), "k0/record"),
+        ] {
+            let target = elsewhere.join(link.replace('/', "_"));
+            entry(&target, inside, 8, 9000);
+            std::os::unix::fs::symlink(&target, root.join(&link)).unwrap();
+        }
+        let r = gc(
+            &root,
+            &Options {
+                max_size: Some(0),
+                all: true,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.links, ["actions/llm-v2", "envs-v1", "envs-v3"], "{r:?}");
+        assert!(r.old_buckets.is_empty(), "{r:?}");
+        assert_eq!(r.evicted.entries, 1, "{r:?}");
+        assert!(!root.join(format!("{check}/cc/cc01")).exists());
+        for (link, inside) in [
+            (&llm, "aa/aa01"),
+            (&envs, "k1/venv/bin/python"),
+            (&"envs-v1".to_owned(), "k0/record"),
+        ] {
+            assert!(root.join(link).join(inside).exists(), "{link}/{inside}");
+        }
+        // A symlinked `actions/` is not entered either.
+        std::fs::rename(root.join("actions"), elsewhere.join("actions")).unwrap();
+        entry(&elsewhere, &format!("{check}/cc/cc02"), 8, 100);
+        std::os::unix::fs::symlink(elsewhere.join("actions"), root.join("actions")).unwrap();
+        let r = gc(
+            &root,
+            &Options {
+                max_size: Some(0),
+                all: true,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(r.links, ["actions", "envs-v1", "envs-v3"], "{r:?}");
+        assert!(elsewhere.join(format!("{check}/cc/cc02")).exists());
+        assert!(elsewhere.join("actions/llm-v2").exists());
     }
 
     #[test]
