@@ -262,13 +262,27 @@ fn in_use(cache: &Cache, opts: &Options) -> Result<(HashSet<String>, Vec<PathBuf
         let Ok(target) = std::fs::read_link(e.path()) else {
             continue;
         };
-        if std::fs::symlink_metadata(&target).is_err() {
-            if !opts.dry_run && !roots_linked {
-                let _ = std::fs::remove_file(e.path());
+        match std::fs::symlink_metadata(&target) {
+            Ok(_) => {
+                outputs.insert(target);
             }
-            gone.push(target);
-        } else {
-            outputs.insert(target);
+            // Only a path that does not exist is gone (ENOENT, or ENOTDIR: a folder on its way
+            // is a file); any other error may pass (a permission, an unmounted disk, ...).
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                if !opts.dry_run && !roots_linked {
+                    let _ = std::fs::remove_file(e.path());
+                }
+                gone.push(target);
+            }
+            Err(err) => eprintln!(
+                "warning: cannot tell whether the output `{}` still exists ({err}); it stays registered, but what its last build used is not kept by this run",
+                target.display()
+            ),
         }
     }
     for o in &opts.outputs {
@@ -702,6 +716,38 @@ mod tests {
         assert_eq!(r.links, ["actions", "envs-v1", "envs-v3"], "{r:?}");
         assert!(elsewhere.join(format!("{check}/cc/cc02")).exists());
         assert!(elsewhere.join("actions/llm-v2").exists());
+    }
+
+    #[test]
+    fn an_output_that_cannot_be_looked_at_stays_registered() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache");
+        let cache = Cache::open(&root).unwrap();
+        // `loop/out` cannot be resolved (ELOOP), which does not mean that it is gone.
+        std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
+        let unreadable = dir.path().join("loop/out");
+        cache.add_root(&unreadable).unwrap();
+        let gone = dir.path().join("gone/out");
+        cache.add_root(&gone).unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let under_a_file = file.join("out");
+        cache.add_root(&under_a_file).unwrap();
+        drop(cache);
+        let registered = || {
+            let mut targets: Vec<PathBuf> = std::fs::read_dir(root.join(Bucket::Roots.folder()))
+                .unwrap()
+                .map(|e| std::fs::read_link(e.unwrap().path()).unwrap())
+                .collect();
+            targets.sort();
+            targets
+        };
+        let r = gc(&root, &Options::default()).unwrap();
+        let mut gone_now = r.outputs_gone.clone();
+        gone_now.sort();
+        assert_eq!(gone_now, [under_a_file, gone], "{r:?}");
+        assert!(r.outputs.is_empty(), "{r:?}");
+        assert_eq!(registered(), [unreadable]);
     }
 
     #[test]
