@@ -1,6 +1,7 @@
 //! `r2e gc` on the real binary: it brings a cache under a size (buckets of other versions first,
-//! then the least recently used entries), keeps what the last build used unless `--all`, and a
-//! build started while it holds the cache's lock waits for it and then succeeds.
+//! then the least recently used entries), keeps what the last build used unless `--all`, a
+//! build started while it holds the cache's lock waits for it and then succeeds, and what it
+//! cannot remove is named while it goes on with the rest.
 
 mod common;
 use std::io::{BufRead, BufReader};
@@ -304,4 +305,111 @@ fn bad_sizes_and_flags_are_bad_input() {
     let r = gc(&p.pipeline(), &["--max-size", "1G"]);
     assert_eq!(r["before"]["bytes"], 0);
     assert!(!p.path().join("cache").exists());
+}
+
+/// Runs a command quietly; whether it succeeded.
+fn run(program: &str, args: &[&str], path: &Path) -> bool {
+    std::process::Command::new(program)
+        .args(args)
+        .arg(path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Makes `unit` impossible to rename (or remove): immutable as root (who ignores permissions),
+/// else its folder read-only.
+fn freeze_name(unit: &Path) -> bool {
+    if common::is_root() {
+        run("chattr", &["+i"], unit)
+    } else {
+        run("chmod", &["a-w"], unit.parent().unwrap())
+    }
+}
+
+/// Makes what is in the folder `dir` impossible to delete (`dir` itself can still move).
+fn freeze_contents(dir: &Path) -> bool {
+    if common::is_root() {
+        run("chattr", &["+i"], dir)
+    } else {
+        run("chmod", &["a-w"], dir)
+    }
+}
+
+/// Undoes the freezing of everything under a folder when dropped.
+struct Thaw(PathBuf);
+
+impl Drop for Thaw {
+    fn drop(&mut self) {
+        if common::is_root() {
+            run("chattr", &["-R", "-f", "-i"], &self.0);
+        } else {
+            run("chmod", &["-R", "u+w"], &self.0);
+        }
+    }
+}
+
+#[test]
+fn what_cannot_be_removed_is_named_and_gc_goes_on() {
+    let p = Project::new(SMALL, "");
+    build(&p.pipeline());
+    let cache = p.path().join("cache");
+    let hour = Duration::from_secs(3600);
+    let env = cache.join(Bucket::Envs.folder()).join("kk");
+    file(&env.join("venv/bin/python"), 8, 3 * hour);
+    file(&env.join("record"), 1, 3 * hour);
+    let tree = cache.join(Bucket::Trees.folder()).join("c1");
+    file(&tree.join("sub/m.py"), 8, 2 * hour);
+    let check = cache.join(Bucket::Check.folder()).join("cd/cd01");
+    file(&check, 8, hour);
+    let thaw = Thaw(cache.clone());
+    // The environment cannot be moved; the tree can, but not all of it deleted.
+    if !common::require(
+        freeze_name(&env) && freeze_contents(&tree.join("sub")),
+        "`chattr +i` (as root) or `chmod` on the test's folders",
+        "run on a file system that supports them",
+    ) {
+        return;
+    }
+
+    let out = r2e()
+        .args(["gc", "--max-size", "0", "--json", "-p"])
+        .arg(p.pipeline())
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let env_rel = format!("{}/kk", Bucket::Envs.folder());
+    assert_eq!(r["not_removed"], serde_json::json!([env_rel]), "{r}");
+    assert!(
+        err.contains(&format!("cannot remove `{}`", env.display())),
+        "{err}"
+    );
+    // The environment is whole; the tree is out of its name, whatever of it is left.
+    assert!(env.join("record").exists() && env.join("venv/bin/python").exists());
+    assert!(!tree.exists(), "{err}");
+    assert!(err.contains("not all of it could be deleted"), "{err}");
+    // And the rest went.
+    assert!(!check.exists());
+    assert_eq!(r["evicted"]["entries"], 2, "{r}");
+
+    // What is left of the tree, in the scratch folder of a gc that ended, goes with the next.
+    drop(thaw);
+    let scratch = cache.join(Bucket::Scratch.folder());
+    let gc_folders = || {
+        std::fs::read_dir(&scratch)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("gc-"))
+            .count()
+    };
+    assert_eq!(gc_folders(), 1);
+    let r = gc(&p.pipeline(), &["--max-size", "0"]);
+    assert_eq!(gc_folders(), 0, "{r}");
+    assert!(!env.exists(), "{r}");
+    assert_eq!(r["not_removed"], serde_json::json!([]), "{r}");
 }

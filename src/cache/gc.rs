@@ -75,6 +75,8 @@ pub struct Report {
     pub unknown: Vec<String>,
     /// Buckets (and `actions/`) that are symbolic links: not followed, left alone.
     pub links: Vec<String>,
+    /// What could not be removed (each named in a warning): left as it was, and `gc` went on.
+    pub not_removed: Vec<String>,
 }
 
 /// One unit of removal.
@@ -133,11 +135,11 @@ pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
         bytes: found.total,
         entries: found.units.len() as u64,
     };
+    let mut trash = Trash::new(root);
     for path in &found.leftovers {
-        if !opts.dry_run {
-            remove(path)?;
+        if opts.dry_run || trash.remove(path) {
+            leftovers += 1;
         }
-        leftovers += 1;
     }
     for rel in &found.unknown {
         eprintln!(
@@ -152,7 +154,8 @@ pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
         );
     }
     let mut bytes = found.total;
-    for old in &found.old {
+    let mut old_buckets = Vec::new();
+    for old in found.old {
         eprintln!(
             "{} `{}` ({}): a bucket of another version",
             if opts.dry_run {
@@ -163,10 +166,10 @@ pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
             old.path,
             human(old.bytes)
         );
-        if !opts.dry_run {
-            remove(&root.join(&old.path))?;
+        if opts.dry_run || trash.remove(&root.join(&old.path)) {
+            bytes = bytes.saturating_sub(old.bytes);
+            old_buckets.push(old);
         }
-        bytes = bytes.saturating_sub(old.bytes);
     }
     let mut evicted = Usage::default();
     let mut evicted_in_use = Usage::default();
@@ -177,10 +180,10 @@ pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
     let mut remaining = units.len() as u64;
     for unit in &units {
         let over = opts.max_size.is_some_and(|max| bytes > max);
-        if over && (!unit.in_use || opts.all) {
-            if !opts.dry_run {
-                remove(&root.join(&unit.rel))?;
-            }
+        if over
+            && (!unit.in_use || opts.all)
+            && (opts.dry_run || trash.remove(&root.join(&unit.rel)))
+        {
             bytes = bytes.saturating_sub(unit.bytes);
             remaining -= 1;
             evicted.bytes += unit.bytes;
@@ -203,6 +206,7 @@ pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
         if evicted.entries > 0 {
             remove_empty_folders(root);
         }
+        trash.finish();
         let again = walk(root, &in_use)?;
         Usage {
             bytes: again.total,
@@ -217,7 +221,7 @@ pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
         before,
         after,
         fits,
-        old_buckets: found.old,
+        old_buckets,
         evicted,
         evicted_in_use,
         kept_in_use,
@@ -226,6 +230,7 @@ pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
         leftovers,
         unknown: found.unknown,
         links: found.links,
+        not_removed: trash.failed,
     })
 }
 
@@ -246,6 +251,7 @@ fn empty_report(root: &Path, opts: &Options) -> Report {
         leftovers: 0,
         unknown: Vec::new(),
         links: Vec::new(),
+        not_removed: Vec::new(),
     }
 }
 
@@ -464,22 +470,127 @@ fn size(path: &Path, seen: &mut HashSet<(u64, u64)>, deep: bool) -> u64 {
         .sum()
 }
 
-/// Removes a file or a folder; one that is already gone is fine.
-fn remove(path: &Path) -> Result<()> {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
-        return Ok(());
-    };
-    let result = if meta.is_dir() {
-        std::fs::remove_dir_all(path)
-    } else {
-        std::fs::remove_file(path)
-    };
-    match result {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::env(format!(
-            "cannot remove `{}`: {e}",
+/// Removes files and folders of the cache so that none is ever found half removed under its
+/// name (a tree, an environment whose `record` survived, a mirror: a build would take it as
+/// whole). Each is first renamed, in one step, into `scratch/gc-<pid>/<n>` (or, when that
+/// cannot be, next to itself as `.<name>.r2e-tmp.<pid>.gc<n>`), then deleted. A `gc` that fails
+/// or is killed midway leaves only names of a dead process, which the next build or `gc`
+/// removes (`Cache::remove_leftovers`, [`walk`]'s leftovers).
+struct Trash {
+    root: PathBuf,
+    /// `scratch/gc-<pid>`, once made (`Some(None)`: it cannot be).
+    dir: Option<Option<PathBuf>>,
+    /// Whether `scratch/` was made for it (then removed with it).
+    made_scratch: bool,
+    next: u64,
+    /// What could not be removed, relative to the root.
+    failed: Vec<String>,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// For tests: stop after the rename, as a `gc` killed there would.
+    static STOP_AFTER_RENAME: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+impl Trash {
+    fn new(root: &Path) -> Trash {
+        Trash {
+            root: root.to_path_buf(),
+            dir: None,
+            made_scratch: false,
+            next: 0,
+            failed: Vec::new(),
+        }
+    }
+
+    fn dir(&mut self) -> Option<PathBuf> {
+        let root = &self.root;
+        let made_scratch = &mut self.made_scratch;
+        self.dir
+            .get_or_insert_with(|| {
+                let scratch = root.join(Bucket::Scratch.folder());
+                if is_link(&scratch) {
+                    return None;
+                }
+                *made_scratch = !scratch.exists();
+                let dir = scratch.join(format!("gc-{}", std::process::id()));
+                std::fs::create_dir_all(&dir).ok().map(|()| dir)
+            })
+            .clone()
+    }
+
+    /// Removes `path` (a file or a folder, not followed when a symlink). Returns whether it is
+    /// gone from under its name; when it cannot even be renamed it stays whole and a warning
+    /// says so. Bytes that cannot be deleted once it is renamed are only warned about.
+    fn remove(&mut self, path: &Path) -> bool {
+        let meta = match std::fs::symlink_metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            Err(e) => return self.fail(path, e),
+        };
+        let n = self.next;
+        self.next += 1;
+        let into_scratch = self.dir().and_then(|dir| {
+            let to = dir.join(n.to_string());
+            std::fs::rename(path, &to).ok().map(|()| to)
+        });
+        let moved = match into_scratch {
+            Some(to) => to,
+            // Another file system (a bucket mounted apart), or no scratch: next to itself.
+            None => {
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                let to = path.with_file_name(format!(
+                    ".{name}{}{}.gc{n}",
+                    crate::fsutil::TMP_MARKER,
+                    std::process::id()
+                ));
+                match std::fs::rename(path, &to) {
+                    Ok(()) => to,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+                    Err(e) => return self.fail(path, e),
+                }
+            }
+        };
+        #[cfg(test)]
+        if STOP_AFTER_RENAME.get() {
+            return true;
+        }
+        let deleted = if meta.is_dir() {
+            std::fs::remove_dir_all(&moved)
+        } else {
+            std::fs::remove_file(&moved)
+        };
+        if let Err(e) = deleted {
+            eprintln!(
+                "warning: `{}` is out of the cache, but not all of it could be deleted from `{}` ({e}); a later build or `r2e gc` deletes the rest",
+                path.display(),
+                moved.display()
+            );
+        }
+        true
+    }
+
+    fn fail(&mut self, path: &Path, e: std::io::Error) -> bool {
+        eprintln!(
+            "warning: cannot remove `{}` ({e}); it is left as it was",
             path.display()
-        ))),
-        _ => Ok(()),
+        );
+        let rel = path.strip_prefix(&self.root).unwrap_or(path);
+        self.failed.push(rel.to_string_lossy().into_owned());
+        false
+    }
+
+    /// Removes `scratch/gc-<pid>` when everything moved there was deleted (and `scratch/`,
+    /// when it was made for it and is empty).
+    fn finish(&mut self) {
+        if let Some(Some(dir)) = self.dir.take()
+            && std::fs::remove_dir(&dir).is_ok()
+            && self.made_scratch
+            && let Some(scratch) = dir.parent()
+        {
+            let _ = std::fs::remove_dir(scratch);
+        }
     }
 }
 
@@ -592,6 +703,13 @@ pub fn report_text(r: &Report) -> String {
             } else {
                 String::new()
             }
+        ));
+    }
+    if !r.not_removed.is_empty() {
+        out.push_str(&format!(
+            "could NOT remove {}: {} (see the warnings)\n",
+            r.not_removed.len(),
+            r.not_removed.join(", ")
         ));
     }
     if r.leftovers > 0 {
@@ -748,6 +866,78 @@ mod tests {
         assert_eq!(gone_now, [under_a_file, gone], "{r:?}");
         assert!(r.outputs.is_empty(), "{r:?}");
         assert_eq!(registered(), [unreadable]);
+    }
+
+    #[test]
+    fn what_is_removed_leaves_its_name_before_it_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache");
+        Cache::open(&root).unwrap();
+        let envs = Bucket::Envs.folder();
+        let trees = Bucket::Trees.folder();
+        let check = Bucket::Check.folder();
+        entry(&root, &format!("{envs}/k1/venv/bin/python"), 8, 1);
+        entry(&root, &format!("{envs}/k1/record"), 1, 1);
+        entry(&root, &format!("{trees}/c1/m.py"), 8, 1);
+        entry(&root, &format!("{check}/cc/cc01"), 8, 1);
+        entry(&root, "envs-v1/k0/record", 8, 1);
+        // A gc stopped (killed) right after its renames: no half-deleted unit under its name.
+        STOP_AFTER_RENAME.set(true);
+        let r = gc(
+            &root,
+            &Options {
+                max_size: Some(0),
+                ..Options::default()
+            },
+        );
+        STOP_AFTER_RENAME.set(false);
+        let r = r.unwrap();
+        assert_eq!(r.evicted.entries, 3, "{r:?}");
+        assert_eq!(r.old_buckets.len(), 1, "{r:?}");
+        for gone in [
+            format!("{envs}/k1"),
+            format!("{trees}/c1"),
+            format!("{check}/cc/cc01"),
+            "envs-v1".to_owned(),
+        ] {
+            assert!(!root.join(&gone).exists(), "{gone}");
+        }
+        let scratch = root.join(Bucket::Scratch.folder());
+        let mine = scratch.join(format!("gc-{}", std::process::id()));
+        let mut moved = names(&mine).unwrap();
+        moved.sort_by_key(|n| n.parse::<u32>().unwrap());
+        assert_eq!(moved, ["0", "1", "2", "3"]);
+        assert!(mine.join("0/k0/record").exists(), "the old bucket first");
+        // Its process gone, the next build removes what it left.
+        let dead = 999_999_999;
+        assert!(!crate::fsutil::pid_alive(dead));
+        std::fs::rename(&mine, scratch.join(format!("gc-{dead}"))).unwrap();
+        drop(Cache::open(&root).unwrap());
+        assert_eq!(names(&scratch).unwrap(), Vec::<String>::new());
+
+        // Without a scratch folder of its own (a symlink), a unit is renamed next to itself.
+        std::fs::remove_dir(&scratch).unwrap();
+        std::fs::create_dir(dir.path().join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("elsewhere"), &scratch).unwrap();
+        entry(&root, &format!("{check}/cc/cc02"), 8, 1);
+        STOP_AFTER_RENAME.set(true);
+        let r = gc(
+            &root,
+            &Options {
+                max_size: Some(0),
+                ..Options::default()
+            },
+        );
+        STOP_AFTER_RENAME.set(false);
+        assert_eq!(r.unwrap().evicted.entries, 1);
+        let left = names(&root.join(format!("{check}/cc"))).unwrap();
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(
+            leftover_owner(&left[0]),
+            Some(std::process::id()),
+            "{left:?}"
+        );
+        assert_eq!(names(&dir.path().join("elsewhere")).unwrap().len(), 0);
     }
 
     #[test]

@@ -380,14 +380,15 @@ impl Cache {
 }
 
 /// The process that made a temporary folder or file of the cache, from its name: scratch
-/// folders (`job-<pid>-<n>`, `env-<pid>`, `env-check-<pid>-<key>`), environments and tools
-/// being built (`<key>.tmp<pid>`, `uv.tmp<pid>`, `scratch<pid>`), atomic writes.
+/// folders (`job-<pid>-<n>`, `env-<pid>`, `env-check-<pid>-<key>`), what `r2e gc` is deleting
+/// (`gc-<pid>`), environments and tools being built (`<key>.tmp<pid>`, `uv.tmp<pid>`,
+/// `scratch<pid>`), atomic writes.
 fn leftover_owner(name: &str) -> Option<u32> {
     let digits = |s: &str| -> Option<u32> {
         let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
         s[..end].parse().ok()
     };
-    for prefix in ["job-", "env-check-", "env-", "scratch"] {
+    for prefix in ["job-", "env-check-", "env-", "gc-", "scratch"] {
         if let Some(rest) = name.strip_prefix(prefix) {
             return digits(rest);
         }
@@ -501,6 +502,7 @@ mod tests {
         assert_eq!(leftover_owner("0a1b.tmp55"), Some(55));
         assert_eq!(leftover_owner("uv.tmp8"), Some(8));
         assert_eq!(leftover_owner("scratch31"), Some(31));
+        assert_eq!(leftover_owner("gc-42"), Some(42));
         assert_eq!(leftover_owner("0a1b2c"), None);
         assert_eq!(leftover_owner("uv"), None);
     }
