@@ -399,12 +399,12 @@ fn leftover_owner(name: &str) -> Option<u32> {
     crate::fsutil::tmp_owner(name)
 }
 
-/// Sets the modification time of `path` (a file or a folder) to now, when it is older than
-/// [`TOUCH_AFTER`]: one `stat`, and at most one `utimensat` an hour. Failures are ignored (a
+/// Sets the modification time of `path` (a file or a folder; a symlink's own, not followed) to
+/// now, when it is older than [`TOUCH_AFTER`]: one `lstat`, and at most one `utimensat` an hour. Failures are ignored (a
 /// use that is not recorded only makes the entry look older to `gc`).
 pub fn touch(path: &Path) {
     let now = SystemTime::now();
-    let old = std::fs::metadata(path)
+    let old = std::fs::symlink_metadata(path)
         .and_then(|m| m.modified())
         .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > TOUCH_AFTER));
     if old {
@@ -505,6 +505,39 @@ mod tests {
         assert_eq!(leftover_owner("gc-42"), Some(42));
         assert_eq!(leftover_owner("0a1b2c"), None);
         assert_eq!(leftover_owner("uv"), None);
+    }
+
+    #[test]
+    fn a_use_renews_a_symlink_itself_not_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "x").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        // The link's own time two hours ago, its target's now.
+        let c = std::ffi::CString::new(link.as_os_str().as_encoded_bytes()).unwrap();
+        let ago = libc::timespec {
+            tv_sec: (SystemTime::now() - Duration::from_secs(7200))
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as libc::time_t,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid NUL-terminated path and two timespecs.
+        let set = unsafe {
+            libc::utimensat(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                [ago, ago].as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        assert_eq!(set, 0);
+        let own = |p: &Path| std::fs::symlink_metadata(p).unwrap().modified().unwrap();
+        let target_before = own(&target);
+        touch(&link);
+        assert!(SystemTime::now().duration_since(own(&link)).unwrap() < TOUCH_AFTER);
+        assert_eq!(own(&target), target_before);
     }
 
     #[test]
