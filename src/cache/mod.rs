@@ -324,7 +324,10 @@ impl Cache {
         let _ = std::fs::remove_file(&tmp);
         std::os::unix::fs::symlink(output, &tmp)
             .map_err(|e| Error::env(format!("cannot make `{}`: {e}", tmp.display())))?;
-        fs_err::rename(&tmp, &link)?;
+        if let Err(e) = fs_err::rename(&tmp, &link) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e.into());
+        }
         Ok(())
     }
 
@@ -538,6 +541,23 @@ mod tests {
         touch(&link);
         assert!(SystemTime::now().duration_since(own(&link)).unwrap() < TOUCH_AFTER);
         assert_eq!(own(&target), target_before);
+    }
+
+    #[test]
+    fn a_registration_that_cannot_be_renamed_in_leaves_no_temporary_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(&dir.path().join("cache")).unwrap();
+        let output = dir.path().join("out");
+        // Its place is taken by a folder that is not empty: the rename fails.
+        let roots = cache.dir(Bucket::Roots).unwrap();
+        let link = roots.join(Hash::of_bytes(output.as_os_str().as_encoded_bytes()).to_hex());
+        std::fs::create_dir_all(link.join("x")).unwrap();
+        assert!(cache.add_root(&output).is_err());
+        let names: Vec<String> = std::fs::read_dir(&roots)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
     }
 
     #[test]
