@@ -1,5 +1,5 @@
-//! Typed records: one serde struct for every line r2e writes and reads back (`functions.jsonl`,
-//! `envs.jsonl`, `harnesses.jsonl`, `dataset.jsonl`, `manifest.json`, `failures.jsonl`, the build
+//! Typed records: one serde struct for every line r2e writes and reads back (`functions.jsonl`
+//! and the dependency graphs of its slices, `slices/REPO.jsonl`, `envs.jsonl`, `harnesses.jsonl`, `dataset.jsonl`, `manifest.json`, `failures.jsonl`, the build
 //! summary), and the vocabulary they share (function kinds, filters, generators, failure
 //! classes). Writers and readers (`assemble`, `check`, `report`, `dataset diff`, `status`,
 //! `explain`) go through these types: no reader indexes untyped JSON by string.
@@ -258,8 +258,8 @@ pub struct FunctionRecord<'a> {
     #[serde(borrow)]
     pub docstring: Option<Cow<'a, str>>,
     pub excluded_by: Option<Filter>,
-    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
-    pub slice: Option<SliceRecord<'a>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<SliceRecord>,
 }
 
 /// The fields of a `functions.jsonl` line that counting needs (a reader of the whole file that
@@ -271,23 +271,140 @@ pub struct FunctionHead {
     pub excluded_by: Option<Filter>,
 }
 
-/// The `slice` of a candidate in `functions.jsonl`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SliceRecord<'a> {
-    /// Ids of every repository definition reached, direct and transitive.
-    #[serde(borrow)]
-    pub functions: Vec<Cow<'a, str>>,
-    /// Qualified names of the module-level globals reached.
-    pub globals: Vec<String>,
+/// The `slice` of a candidate in `functions.jsonl`. The slice itself is not written out: it is
+/// every node that `node` reaches in its repository's dependency graph, `slices/REPO.jsonl`
+/// ([`SliceNode`], read back with [`SliceGraph`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceRecord {
+    /// The function's node: its line (0-based) in `slices/REPO.jsonl`.
+    pub node: u32,
+    /// How many items the slice holds: definitions and globals (qualified names, once each).
     pub size: usize,
     /// The context's length in `cl100k_base` tokens.
     pub tokens: u32,
     pub truncated: bool,
     /// Whether the whole slice is in the function's own file.
     pub in_file: bool,
-    /// Names bound to nothing in the repository.
-    #[serde(borrow)]
-    pub unresolved: Cow<'a, [String]>,
+}
+
+/// What a node of the dependency graph is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    /// A definition (function, method or class), named by its id.
+    Def,
+    /// A module-level global, named by its qualified name.
+    Global,
+    /// A dotted name bound to nothing in the repository (third-party or dynamic), which the
+    /// nodes that use it list among their dependencies. It has none.
+    Unresolved,
+}
+
+/// One line of `slices/REPO.jsonl`: a definition or global that some candidate of the
+/// repository reaches (the candidates included), or a name bound to nothing that one of those
+/// uses, and its direct dependencies, as the lines (0-based) of their nodes in the same file.
+/// Nodes are in the repository's order (definitions, then globals, each by file path, then
+/// source order; then the unresolved names, sorted), and every dependency of a node is a node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SliceNode<'a> {
+    pub kind: NodeKind,
+    /// Borrowed when written, owned when read.
+    pub name: Cow<'a, str>,
+    pub deps: Vec<u32>,
+}
+
+/// The full slice of a candidate, as the dependency graph gives it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FullSlice {
+    /// Every definition and global reached (the function's own excluded) with its distance
+    /// from the function, nearest first, in the repository's order at one distance: the order
+    /// of `r2e explain`.
+    pub items: Vec<(u32, u32)>,
+    /// The ids of the definitions reached, in the repository's order.
+    pub functions: Vec<String>,
+    /// The qualified names of the globals reached, sorted, once each.
+    pub globals: Vec<String>,
+    /// The names bound to nothing in the repository that the function or its slice uses,
+    /// sorted.
+    pub unresolved: Vec<String>,
+}
+
+/// A repository's dependency graph, read back from `slices/REPO.jsonl`.
+#[derive(Clone, Debug, Default)]
+pub struct SliceGraph {
+    pub nodes: Vec<SliceNode<'static>>,
+}
+
+impl SliceGraph {
+    /// The graph file of repository `repo` in a dataset's folder.
+    pub fn path(dataset: &Path, repo: &str) -> PathBuf {
+        dataset.join("slices").join(format!("{repo}.jsonl"))
+    }
+
+    /// Reads the graph of `repo` from a dataset's folder (a built one: a missing file is bad
+    /// input). A dependency that names no node is bad input too.
+    pub fn read(dataset: &Path, repo: &str) -> Result<SliceGraph> {
+        let path = Self::path(dataset, repo);
+        let nodes: Vec<SliceNode<'static>> = read_built(&path)?;
+        let n = nodes.len() as u32;
+        if let Some(i) = nodes.iter().position(|x| x.deps.iter().any(|&d| d >= n)) {
+            return Err(Error::input(format!(
+                "{}:{}: a dependency names no node ({n} nodes)",
+                path.display(),
+                i + 1
+            )));
+        }
+        Ok(SliceGraph { nodes })
+    }
+
+    /// The slice of node `start`: every node it reaches, with its breadth-first distance.
+    pub fn slice(&self, start: u32) -> FullSlice {
+        let mut dist = vec![u32::MAX; self.nodes.len()];
+        let mut out = FullSlice::default();
+        if let Some(d) = dist.get_mut(start as usize) {
+            *d = 0;
+        } else {
+            return out;
+        }
+        let mut frontier = vec![start];
+        let mut d = 0;
+        while !frontier.is_empty() {
+            d += 1;
+            let mut next = Vec::new();
+            for node in frontier {
+                for &dep in &self.nodes[node as usize].deps {
+                    if dist[dep as usize] == u32::MAX {
+                        dist[dep as usize] = d;
+                        next.push(dep);
+                    }
+                }
+            }
+            next.sort_unstable();
+            for &n in &next {
+                match self.nodes[n as usize].kind {
+                    NodeKind::Unresolved => {}
+                    _ => out.items.push((n, d)),
+                }
+            }
+            frontier = next;
+        }
+        for (n, node) in self.nodes.iter().enumerate() {
+            if dist[n] == 0 || dist[n] == u32::MAX {
+                continue;
+            }
+            let name = node.name.to_string();
+            match node.kind {
+                NodeKind::Def => out.functions.push(name),
+                NodeKind::Global => out.globals.push(name),
+                NodeKind::Unresolved => out.unresolved.push(name),
+            }
+        }
+        out.globals.sort_unstable();
+        out.globals.dedup();
+        out.unresolved.sort_unstable();
+        out.unresolved.dedup();
+        out
+    }
 }
 
 /// One line of `envs.jsonl`: a repository's environment.
@@ -980,6 +1097,34 @@ mod tests {
                 serde_json::json!(filter.name())
             );
         }
+    }
+
+    #[test]
+    fn a_slice_is_the_closure_of_its_node_in_the_graph() {
+        let lines = [
+            r#"{"kind":"def","name":"r:a.py:f","deps":[1,4]}"#,
+            r#"{"kind":"def","name":"r:a.py:g","deps":[0,2,3,5]}"#,
+            r#"{"kind":"def","name":"r:b.py:h","deps":[3,5,6]}"#,
+            r#"{"kind":"global","name":"b.K","deps":[]}"#,
+            r#"{"kind":"global","name":"a.K","deps":[]}"#,
+            r#"{"kind":"global","name":"a.K","deps":[]}"#,
+            r#"{"kind":"unresolved","name":"np.array","deps":[]}"#,
+        ];
+        let nodes: Vec<SliceNode<'static>> = lines
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(to_line(&nodes[6]), [lines[6].as_bytes(), b"\n"].concat());
+        let graph = SliceGraph { nodes };
+        let s = graph.slice(0);
+        // Nearest first; the function itself (reached again through g) is not in its slice;
+        // names bound to nothing are listed apart.
+        assert_eq!(s.items, [(1, 1), (4, 1), (2, 2), (3, 2), (5, 2)]);
+        assert_eq!(s.functions, ["r:a.py:g", "r:b.py:h"]);
+        assert_eq!(s.globals, ["a.K", "b.K"]);
+        assert_eq!(s.unresolved, ["np.array"]);
+        assert_eq!(graph.slice(3), FullSlice::default());
+        assert_eq!(graph.slice(99), FullSlice::default());
     }
 
     #[test]

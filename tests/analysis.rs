@@ -778,3 +778,46 @@ fn a_bad_scope_glob_names_its_place() {
         "{err}"
     );
 }
+
+#[test]
+fn explain_shows_the_full_slice_the_compact_form_gives() {
+    // `functions.jsonl` names a candidate's node; its slice is the closure of that node in
+    // `slices/r.jsonl`. Read back, it is what `r2e explain` shows, item by item, distances,
+    // order and unresolved names included.
+    let p = Project::new(PKG, "[extract]\nconnectivity = false\n");
+    p.build();
+    let out = p.path().join("out");
+    let graph = r2e::records::SliceGraph::read(&out, "r").unwrap();
+    let cfg = r2e::config::load(&p.pipeline()).unwrap();
+    let text = std::fs::read_to_string(out.join("functions.jsonl")).unwrap();
+    let mut candidates = 0;
+    let mut deepest = 0;
+    for line in text.lines() {
+        let f: r2e::records::FunctionRecord = serde_json::from_str(line).unwrap();
+        let Some(slice) = f.slice else { continue };
+        candidates += 1;
+        let full = graph.slice(slice.node);
+        let from_graph: Vec<(String, u32)> = full
+            .items
+            .iter()
+            .map(|&(n, d)| (graph.nodes[n as usize].name.to_string(), d))
+            .collect();
+        let explained = r2e::inspect::explain(&cfg, &f.id).unwrap();
+        let explained_slice = explained.slice.unwrap();
+        let shown: Vec<(String, u32)> = explained_slice
+            .items
+            .iter()
+            .map(|i| (i.item.clone(), i.distance))
+            .collect();
+        assert_eq!(from_graph, shown, "{}", f.id);
+        assert_eq!(full.unresolved, explained_slice.unresolved, "{}", f.id);
+        assert_eq!(slice.size, full.functions.len() + full.globals.len());
+        deepest = deepest.max(shown.iter().map(|s| s.1).max().unwrap_or(0));
+    }
+    assert!(candidates >= 10, "{candidates}");
+    assert!(deepest >= 2, "some slice is transitive");
+    // The graph writes each node once, however many slices hold it.
+    let names: std::collections::BTreeSet<&str> =
+        graph.nodes.iter().map(|n| n.name.as_ref()).collect();
+    assert_eq!(names.len(), graph.nodes.len());
+}

@@ -197,11 +197,7 @@ fn examples_build_into_a_checked_dataset() {
 
     // `r2e check`: the original passes; mutants that behave differently on the harness's own
     // inputs fail.
-    let functions: BTreeMap<String, Value> = ex
-        .jsonl("functions.jsonl")
-        .into_iter()
-        .map(|f| (f["id"].as_str().unwrap().to_owned(), f))
-        .collect();
+    let functions: BTreeMap<String, Value> = common::functions_in(&ex.path().join("out"));
     let scratch = tempfile::tempdir().unwrap();
     let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/same_on_inputs.py");
     let (mut killed, mut total, mut checked_differs) = (0, 0, 0);

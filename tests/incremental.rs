@@ -202,3 +202,35 @@ fn second_build_reports_zero_executed_and_keeps_outputs() {
     assert_eq!((parse.executed, parse.cached), (1, 4));
     assert_ne!(functions(), before);
 }
+
+#[test]
+fn a_build_that_changes_no_output_rewrites_none() {
+    use std::os::unix::fs::MetadataExt;
+    let p = Project::new(REPO, "");
+    p.build();
+    let out = p.path().join("out");
+    let files = ["functions.jsonl", "slices/r.jsonl"];
+    let stamp = || {
+        files.map(|f| {
+            let m = std::fs::metadata(out.join(f)).unwrap();
+            (m.ino(), m.mtime(), m.mtime_nsec())
+        })
+    };
+    let before = stamp();
+    let bytes = files.map(|f| std::fs::read(out.join(f)).unwrap());
+    // A body edit that keeps every line, name and token count: the build runs (the file is
+    // parsed again), and every output it writes has the bytes it had.
+    p.write(
+        "pkg/base.py",
+        &REPO[REPO.find("RATE = 3").unwrap()..REPO.find("//- pkg/other.py").unwrap()]
+            .replace("x * RATE", "x + RATE"),
+    );
+    let second = p.build();
+    assert_eq!(second.stages.parse.executed, 1);
+    assert_eq!(files.map(|f| std::fs::read(out.join(f)).unwrap()), bytes);
+    assert_eq!(
+        stamp(),
+        before,
+        "unchanged outputs keep their inode and mtime"
+    );
+}

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
 
-use super::outputs::{JsonlWriter, Recorded, function_line};
+use super::outputs::{Graph, JsonlWriter, Recorded, function_line};
 use super::{Lap, Shared, Stage, dataset_folder, progress};
 use crate::config::Config;
 use crate::db::{self, Db, FunctionRow, ItemId, Settings, SourceFile};
@@ -415,13 +415,47 @@ impl Dataset<'_> {
         };
         let mut recorded = Vec::new();
         if until >= Stage::Extract {
+            // With slices: each repository's dependency graph, which the candidates' lines
+            // point into.
+            let graphs: Vec<Graph> = if until >= Stage::Slice {
+                self.s
+                    .repos
+                    .par_iter()
+                    .map_with(db.clone(), |db, &repo| {
+                        let items = rows
+                            .iter()
+                            .filter(|(f, r)| r.excluded_by.is_none() && f.repo(db) == repo)
+                            .map(|(f, r)| Item::Def(f.ix(db), r.def))
+                            .collect::<Vec<_>>();
+                        Graph::of(db, repo, items)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            for graph in &graphs {
+                let repo = graph.repo.name(db);
+                let mut out = open(&format!("slices/{repo}.jsonl"))?;
+                let nodes: Vec<usize> = (0..graph.len()).collect();
+                for chunk in nodes.chunks(8192) {
+                    let lines: Vec<Vec<u8>> = chunk
+                        .par_iter()
+                        .map_with(db.clone(), |db, &n| graph.line(db, n))
+                        .collect();
+                    for line in lines {
+                        out.write_line(&line)?;
+                    }
+                }
+                recorded.push(out.finish(previous, current)?);
+            }
             let mut out = open("functions.jsonl")?;
-            let with_slices = until >= Stage::Slice;
             for chunk in rows.chunks(4096) {
                 let lines: Vec<Vec<u8>> = chunk
                     .par_iter()
                     .map_with(db.clone(), |db, (f, row)| {
-                        function_line(db, *f, row, settings, with_slices)
+                        let repo = f.repo(db);
+                        let graph = graphs.iter().find(|g| g.repo == repo);
+                        function_line(db, *f, row, settings, graph)
                     })
                     .collect();
                 for line in lines {

@@ -1,5 +1,6 @@
 //! The build's outputs: JSON-lines files streamed to a temporary file and switched in only when
-//! their content changed, the `functions.jsonl` line of a function, and the sealed build state
+//! their content changed, the `functions.jsonl` line of a function, the dependency graph of a
+//! repository's slices (`slices/REPO.jsonl`), and the sealed build state
 //! (`<output>/.r2e/state`) that the no-op check reads.
 
 use std::path::{Path, PathBuf};
@@ -7,12 +8,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::entry;
-use crate::db::{self, Database, FunctionRow, ItemId, Settings, SourceFile};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::db::{self, Database, FunctionRow, ItemId, Repo, Settings, SourceFile};
 use crate::error::{Error, Result};
 use crate::fsutil::write_if_changed;
 use crate::hash::Hash;
 use crate::python::resolve::Item;
-use crate::records::{FunctionRecord, SliceRecord, to_line};
+use crate::records::{FunctionRecord, NodeKind, SliceNode, SliceRecord, to_line};
 
 /// An output file as a build recorded it: its name (relative to the output), content hash,
 /// size and modification time.
@@ -71,55 +74,174 @@ pub fn stat(path: &Path) -> Option<(u64, i64)> {
     Some((m.len(), m.mtime() * 1_000_000_000 + m.mtime_nsec()))
 }
 
-/// The line of `functions.jsonl` for one function (with its slice when `with_slice` and it is a
-/// candidate).
+/// A repository's dependency graph as `slices/REPO.jsonl` holds it: every item some candidate
+/// reaches, the candidates included, in `Item` order (definitions, then globals; each by file,
+/// then source order), then every name bound to nothing that those items use, sorted. A node's
+/// number is its place.
+pub struct Graph {
+    pub repo: Repo,
+    items: Vec<Item>,
+    index: FxHashMap<Item, u32>,
+    /// The unresolved names' nodes, numbered after the items.
+    unresolved: FxHashMap<String, u32>,
+    /// A definition's id, a global's qualified name, then the unresolved names.
+    names: Vec<String>,
+    /// For a global, the first node with its qualified name (a slice counts a name once).
+    same_name: Vec<u32>,
+}
+
+impl Graph {
+    /// The graph of `repo`'s candidates (`items`: their definitions).
+    pub fn of(db: &Database, repo: Repo, items: impl IntoIterator<Item = Item>) -> Graph {
+        let mut seen: FxHashSet<Item> = FxHashSet::default();
+        let mut stack: Vec<Item> = items.into_iter().filter(|&i| seen.insert(i)).collect();
+        while let Some(item) = stack.pop() {
+            let deps = db::item_deps(db, ItemId::new(db, repo, item));
+            for &dep in deps.explicit.iter().chain(&deps.implicit) {
+                if seen.insert(dep) {
+                    stack.push(dep);
+                }
+            }
+        }
+        let mut items: Vec<Item> = seen.into_iter().collect();
+        items.sort_unstable();
+        let index: FxHashMap<Item, u32> = items
+            .iter()
+            .enumerate()
+            .map(|(i, &it)| (it, i as u32))
+            .collect();
+        let files = repo.files(db);
+        let modules = db::module_index(db, repo);
+        let names: Vec<String> = items
+            .iter()
+            .map(|&it| match it {
+                Item::Def(f, ix) => db::def_ids(db, files[f as usize])[ix as usize].clone(),
+                Item::Global(f, ix) => {
+                    let name = &db::file_interface(db, files[f as usize]).globals[ix as usize].name;
+                    let module = modules.module_name(f);
+                    if module.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{module}.{name}")
+                    }
+                }
+            })
+            .collect();
+        let mut unbound: Vec<String> = items
+            .iter()
+            .flat_map(|&it| {
+                db::item_deps(db, ItemId::new(db, repo, it))
+                    .unresolved
+                    .iter()
+                    .cloned()
+            })
+            .collect();
+        unbound.sort_unstable();
+        unbound.dedup();
+        let mut first: FxHashMap<&str, u32> = FxHashMap::default();
+        let same_name = items
+            .iter()
+            .zip(&names)
+            .enumerate()
+            .map(|(i, (it, name))| match it {
+                Item::Def(..) => i as u32,
+                Item::Global(..) => *first.entry(name.as_str()).or_insert(i as u32),
+            })
+            .collect();
+        let unresolved = unbound
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.clone(), (items.len() + i) as u32))
+            .collect();
+        let mut names = names;
+        names.extend(unbound);
+        Graph {
+            repo,
+            items,
+            index,
+            unresolved,
+            names,
+            same_name,
+        }
+    }
+
+    /// The node of an item, when some candidate reaches it.
+    pub fn node(&self, item: Item) -> Option<u32> {
+        self.index.get(&item).copied()
+    }
+
+    /// How many nodes: items and unresolved names.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The line of node `n`: its name and its direct dependencies, sorted.
+    pub fn line(&self, db: &Database, n: usize) -> Vec<u8> {
+        let Some(&item) = self.items.get(n) else {
+            return to_line(&SliceNode {
+                kind: NodeKind::Unresolved,
+                name: self.names[n].as_str().into(),
+                deps: Vec::new(),
+            });
+        };
+        let deps = db::item_deps(db, ItemId::new(db, self.repo, item));
+        let mut on: Vec<u32> = deps
+            .explicit
+            .iter()
+            .chain(&deps.implicit)
+            .map(|dep| self.index[dep])
+            .chain(deps.unresolved.iter().map(|name| self.unresolved[name]))
+            .collect();
+        on.sort_unstable();
+        on.dedup();
+        to_line(&SliceNode {
+            kind: match item {
+                Item::Def(..) => NodeKind::Def,
+                Item::Global(..) => NodeKind::Global,
+            },
+            name: self.names[n].as_str().into(),
+            deps: on,
+        })
+    }
+}
+
+/// The line of `functions.jsonl` for one function (with its slice when `graph`, the graph of
+/// its repository, is given and it is a candidate).
 pub fn function_line(
     db: &Database,
     file: SourceFile,
     row: &FunctionRow,
     settings: Settings,
-    with_slice: bool,
+    graph: Option<&Graph>,
 ) -> Vec<u8> {
     let repo = file.repo(db);
-    let slice = (with_slice && row.excluded_by.is_none()).then(|| {
-        let item = ItemId::new(db, repo, Item::Def(file.ix(db), row.def));
+    let slice = graph.filter(|_| row.excluded_by.is_none()).map(|graph| {
+        let own = Item::Def(file.ix(db), row.def);
+        let item = ItemId::new(db, repo, own);
         let slice = db::slice_of(db, item);
         let ctx = db::context_of(db, item, settings);
-        let files = repo.files(db);
-        let index = db::module_index(db, repo);
-        let mut items: Vec<Item> = slice.items.iter().map(|&(it, _)| it).collect();
-        // Files are in path order and definitions in source order: ids come out sorted by path.
-        items.sort_unstable();
-        let mut functions = Vec::new();
         let mut globals = Vec::new();
-        for &it in &items {
+        let mut defs = 0;
+        for &(it, _) in &slice.items {
             match it {
-                Item::Def(f, ix) => functions.push(
-                    db::def_ids(db, files[f as usize])[ix as usize]
-                        .as_str()
-                        .into(),
-                ),
-                Item::Global(f, ix) => {
-                    let name = &db::file_interface(db, files[f as usize]).globals[ix as usize].name;
-                    let module = index.module_name(f);
-                    globals.push(if module.is_empty() {
-                        name.clone()
-                    } else {
-                        format!("{module}.{name}")
-                    });
-                }
+                Item::Def(..) => defs += 1,
+                Item::Global(..) => globals.push(graph.same_name[graph.index[&it] as usize]),
             }
         }
         globals.sort_unstable();
         globals.dedup();
         SliceRecord {
-            size: functions.len() + globals.len(),
-            functions,
-            globals,
+            node: graph
+                .node(own)
+                .expect("every candidate is a node of its graph"),
+            size: defs + globals.len(),
             tokens: ctx.tokens,
             truncated: ctx.truncated,
             in_file: slice.in_file(file.ix(db)),
-            unresolved: slice.unresolved.as_slice().into(),
         }
     });
     to_line(&FunctionRecord {

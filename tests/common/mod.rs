@@ -88,19 +88,37 @@ impl Project {
         .unwrap()
     }
 
-    /// `functions.jsonl`, by id.
+    /// `functions.jsonl`, by id, each candidate's slice in full (see [`functions_in`]).
     pub fn functions(&self) -> BTreeMap<String, serde_json::Value> {
-        let text = std::fs::read_to_string(self.path().join("out/functions.jsonl")).unwrap();
-        text.lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                (v["id"].as_str().unwrap().to_owned(), v)
-            })
-            .collect()
+        functions_in(&self.path().join("out"))
     }
 }
 
-/// The `slice.functions` of a candidate, or panics with what there is.
+/// A dataset folder's `functions.jsonl`, by id, with each candidate's slice in full as the
+/// dependency graph (`slices/REPO.jsonl`, read through `records::SliceGraph`) gives it:
+/// `slice.functions`, `slice.globals` and `slice.unresolved` added to what the line holds.
+pub fn functions_in(dir: &Path) -> BTreeMap<String, serde_json::Value> {
+    let mut graphs: BTreeMap<String, r2e::records::SliceGraph> = BTreeMap::new();
+    jsonl(&dir.join("functions.jsonl"))
+        .into_iter()
+        .map(|mut v| {
+            if let Some(node) = v.pointer("/slice/node").and_then(|n| n.as_u64()) {
+                let repo = v["repo"].as_str().unwrap().to_owned();
+                let graph = graphs
+                    .entry(repo.clone())
+                    .or_insert_with(|| r2e::records::SliceGraph::read(dir, &repo).unwrap());
+                let full = graph.slice(node as u32);
+                let slice = v["slice"].as_object_mut().unwrap();
+                slice.insert("functions".into(), full.functions.into());
+                slice.insert("globals".into(), full.globals.into());
+                slice.insert("unresolved".into(), full.unresolved.into());
+            }
+            (v["id"].as_str().unwrap().to_owned(), v)
+        })
+        .collect()
+}
+
+/// The `slice.functions` of a candidate (from [`functions_in`]), or panics with what there is.
 pub fn slice_functions(f: &BTreeMap<String, serde_json::Value>, id: &str) -> Vec<String> {
     let row = f
         .get(id)
@@ -331,18 +349,22 @@ impl Drop for Marker {
 
 /// The data files of a build's output, by name, for comparing two builds.
 pub fn data_files(out: &Path) -> BTreeMap<String, String> {
+    let graphs = std::fs::read_dir(out.join("slices"))
+        .into_iter()
+        .flatten()
+        .map(|e| format!("slices/{}", e.unwrap().file_name().to_string_lossy()));
     [
         "functions.jsonl",
         "harnesses.jsonl",
         "dataset.jsonl",
         "manifest.json",
     ]
-    .iter()
+    .map(String::from)
+    .into_iter()
+    .chain(graphs)
     .map(|name| {
-        (
-            name.to_string(),
-            std::fs::read_to_string(out.join(name)).unwrap_or_default(),
-        )
+        let text = std::fs::read_to_string(out.join(&name)).unwrap_or_default();
+        (name, text)
     })
     .collect()
 }
