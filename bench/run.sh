@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Cold throughput of r2e (parse + extract + slice) next to CPython's ast on the same files, the
 # no-op rebuild time, and the extraction cross-check. Usage: bash bench/run.sh [ROOT ...]
-# (default ROOT: this machine's Python standard library).
+# (default ROOT: this machine's Python standard library). R2E_BIN=path measures that binary.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-cargo build --release --quiet --manifest-path "$here/../Cargo.toml"
-r2e="$here/../target/release/r2e"
+# R2E_BIN picks another binary (to measure two builds on the same machine in one sitting).
+if [ -z "${R2E_BIN:-}" ]; then
+  cargo build --release --quiet --manifest-path "$here/../Cargo.toml"
+fi
+r2e="${R2E_BIN:-${CARGO_TARGET_DIR:-$here/../target}/release/r2e}"
 roots=("$@")
 [ ${#roots[@]} -gt 0 ] || roots=("$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')")
 
@@ -43,6 +46,11 @@ executed = {k: v['executed'] for k, v in noop['stages'].items()}
 print(f"no-op rebuild:         {noop_s*1000:.0f} ms, executed {executed}")
 PY
   grep timing "$work/cold.err" || true
+  # The output's size: the folder (a generation; the symlink resolved) and its largest files.
+  gen=$(readlink -f "$work/out")
+  echo "output: $(du -sb "$gen" | cut -f1) bytes ($(du -sh "$gen" | cut -f1))"
+  (cd "$gen" && find . -type f -printf '%s %P\n' | sort -rn | head -4 | sed 's/^/  /')
+  echo "cache: $(du -sh "$work/cache" | cut -f1):" $(cd "$work/cache" && du -sh -- */* 2>/dev/null | awk '{print $2 "=" $1}')
   python3 "$here/ast_extract.py" "$root" --compare "$work/out/functions.jsonl" > "$work/compare.json" || true
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("differences"); print("cross-check:", json.dumps(d))' "$work/compare.json"
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["differences"][:3]; [print("  differs:", json.dumps(x)[:400]) for x in d]' "$work/compare.json"
