@@ -431,7 +431,7 @@ def gap(n):
 def banner(name):
     """A banner for name: two rules, then name, then name in upper case."""
     top = """==
-==""" + \
+    ==""" + \
         name
     return top + "\n" + name.upper()
 "#;
