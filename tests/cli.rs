@@ -14,20 +14,6 @@ fn stderr_of_bad_input(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// `r2e build PIPELINE --until slice --json`, which must succeed; stdout is exactly one JSON object.
-fn build_json(pipeline: &std::path::Path) -> serde_json::Value {
-    let out = r2e()
-        .arg("build")
-        .arg(pipeline)
-        .args(["--until", "slice", "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).expect("stdout is exactly one JSON object")
-}
-
 const SMALL: &str = r#"
 //- m.py
 K = 2
@@ -46,7 +32,7 @@ def user(x):
 #[test]
 fn json_summary_has_every_stage_and_exits_zero() {
     let p = Project::new(SMALL, "");
-    let v = build_json(&p.pipeline());
+    let v = common::build_until_slice(&p.pipeline());
     assert_eq!(v["stages"]["env"]["executed"], 0, "not reached");
     for stage in ["checkout", "parse", "extract", "slice", "env"] {
         for k in ["executed", "cached", "failed"] {
@@ -143,11 +129,11 @@ fn git_repos_resolve_revisions_and_reject_unknown_ones() {
 
     let toml = |rev: &str| format!("[[repo]]\ngit = \"repo\"\nrev = \"{rev}\"\nname = \"g\"\n");
     std::fs::write(p.pipeline(), toml(&first)).unwrap();
-    let v = build_json(&p.pipeline());
+    let v = common::build_until_slice(&p.pipeline());
     assert_eq!(v["counts"]["files"], 1, "the first commit has one file");
 
     std::fs::write(p.pipeline(), toml("main")).unwrap();
-    let v = build_json(&p.pipeline());
+    let v = common::build_until_slice(&p.pipeline());
     assert_eq!(
         v["counts"]["files"], 2,
         "the branch resolves to its newest commit"
@@ -232,7 +218,7 @@ fn a_killed_build_loses_no_finished_parse() {
         .assert()
         .success();
     std::fs::remove_dir_all(p.path().join("out")).unwrap();
-    let v = build_json(&p.pipeline());
+    let v = common::build_until_slice(&p.pipeline());
     assert_eq!(v["stages"]["parse"]["executed"], 0);
     assert_eq!(v["stages"]["parse"]["cached"], 1);
 }
@@ -257,7 +243,7 @@ fn bad_input_loses_nothing_already_cached() {
         .code(2);
     std::fs::write(p.path().join("repo/broken.py"), "def f(:\n").unwrap();
     std::fs::write(p.pipeline(), &good).unwrap();
-    let v = build_json(&p.pipeline());
+    let v = common::build_until_slice(&p.pipeline());
     assert_eq!(
         v["stages"]["parse"]["executed"], 1,
         "only the new file is parsed: {v}"

@@ -29,32 +29,9 @@ def user(x):
     return helper(x) * 2
 "#;
 
-/// `r2e build PIPELINE --until slice --json`, which must succeed: its summary.
-fn build(pipeline: &Path) -> serde_json::Value {
-    let out = r2e()
-        .arg("build")
-        .arg(pipeline)
-        .args(["--until", "slice", "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).expect("one JSON object")
-}
-
 /// `r2e gc -p PIPELINE ARGS --json`, which must succeed: its report.
 fn gc(pipeline: &Path, args: &[&str]) -> serde_json::Value {
-    let out = r2e()
-        .args(["gc", "--json", "-p"])
-        .arg(pipeline)
-        .args(args)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    serde_json::from_slice(&out).expect("one JSON object")
+    common::stdout_json(r2e().args(["gc", "--json", "-p"]).arg(pipeline).args(args))
 }
 
 /// What a folder takes on the disk, as `du` counts it (allocated blocks, links not followed,
@@ -114,7 +91,7 @@ fn files(dir: &Path) -> Vec<String> {
 fn max_size_brings_the_cache_under_it_least_recently_used_first() {
     let p = Project::new(SMALL, "");
     let cache = p.path().join("cache");
-    let v = build(&p.pipeline());
+    let v = common::build_until_slice(&p.pipeline());
     assert_eq!(v["stages"]["parse"]["executed"], 1);
     let built = files(&cache);
     let parse = Bucket::Parse.folder();
@@ -185,7 +162,7 @@ fn max_size_brings_the_cache_under_it_least_recently_used_first() {
     }
     // So the next build, its output gone, takes its parse from the cache.
     std::fs::remove_file(p.path().join("out")).unwrap();
-    let v = build(&p.pipeline());
+    let v = common::build_until_slice(&p.pipeline());
     assert_eq!(v["stages"]["parse"]["cached"], 1, "{v}");
     assert_eq!(v["stages"]["parse"]["executed"], 0, "{v}");
 }
@@ -228,7 +205,7 @@ fn wait_for(lines: &Receiver<String>, needle: &str) -> Vec<String> {
 #[test]
 fn a_build_started_during_gc_waits_and_then_succeeds() {
     let p = Project::new(SMALL, "");
-    build(&p.pipeline());
+    common::build_until_slice(&p.pipeline());
     let bin = assert_cmd::cargo::cargo_bin("r2e");
     // `gc` holds the cache's lock until `hold` is removed.
     let hold = p.path().join("hold");
@@ -353,7 +330,7 @@ impl Drop for Thaw {
 #[test]
 fn what_cannot_be_removed_is_named_and_gc_goes_on() {
     let p = Project::new(SMALL, "");
-    build(&p.pipeline());
+    common::build_until_slice(&p.pipeline());
     let cache = p.path().join("cache");
     let hour = Duration::from_secs(3600);
     let env = cache.join(Bucket::Envs.folder()).join("kk");

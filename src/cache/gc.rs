@@ -734,6 +734,18 @@ pub fn report_text(r: &Report) -> String {
 mod tests {
     use super::*;
 
+    /// `gc` to a size of zero, the entries in use let go with `all`.
+    fn gc_to_zero(root: &Path, all: bool) -> Result<Report> {
+        gc(
+            root,
+            &Options {
+                max_size: Some(0),
+                all,
+                ..Options::default()
+            },
+        )
+    }
+
     #[test]
     fn sizes_parse_with_their_units() {
         assert_eq!(parse_size("1000"), Ok(1000));
@@ -798,15 +810,7 @@ mod tests {
             entry(&target, inside, 8, 9000);
             std::os::unix::fs::symlink(&target, root.join(&link)).unwrap();
         }
-        let r = gc(
-            &root,
-            &Options {
-                max_size: Some(0),
-                all: true,
-                ..Options::default()
-            },
-        )
-        .unwrap();
+        let r = gc_to_zero(&root, true).unwrap();
         assert_eq!(r.links, ["actions/llm-v2", "envs-v1", "envs-v3"], "{r:?}");
         assert!(r.old_buckets.is_empty(), "{r:?}");
         assert_eq!(r.evicted.entries, 1, "{r:?}");
@@ -822,15 +826,7 @@ mod tests {
         std::fs::rename(root.join("actions"), elsewhere.join("actions")).unwrap();
         entry(&elsewhere, &format!("{check}/cc/cc02"), 8, 100);
         std::os::unix::fs::symlink(elsewhere.join("actions"), root.join("actions")).unwrap();
-        let r = gc(
-            &root,
-            &Options {
-                max_size: Some(0),
-                all: true,
-                ..Options::default()
-            },
-        )
-        .unwrap();
+        let r = gc_to_zero(&root, true).unwrap();
         assert_eq!(r.links, ["actions", "envs-v1", "envs-v3"], "{r:?}");
         assert!(elsewhere.join(format!("{check}/cc/cc02")).exists());
         assert!(elsewhere.join("actions/llm-v2").exists());
@@ -883,13 +879,7 @@ mod tests {
         entry(&root, "envs-v1/k0/record", 8, 1);
         // A gc stopped (killed) right after its renames: no half-deleted unit under its name.
         STOP_AFTER_RENAME.set(true);
-        let r = gc(
-            &root,
-            &Options {
-                max_size: Some(0),
-                ..Options::default()
-            },
-        );
+        let r = gc_to_zero(&root, false);
         STOP_AFTER_RENAME.set(false);
         let r = r.unwrap();
         assert_eq!(r.evicted.entries, 3, "{r:?}");
@@ -921,13 +911,7 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("elsewhere"), &scratch).unwrap();
         entry(&root, &format!("{check}/cc/cc02"), 8, 1);
         STOP_AFTER_RENAME.set(true);
-        let r = gc(
-            &root,
-            &Options {
-                max_size: Some(0),
-                ..Options::default()
-            },
-        );
+        let r = gc_to_zero(&root, false);
         STOP_AFTER_RENAME.set(false);
         assert_eq!(r.unwrap().evicted.entries, 1);
         let left = names(&root.join(format!("{check}/cc"))).unwrap();
@@ -1096,14 +1080,7 @@ mod tests {
         assert!(root.join(format!("{envs}/k1/record")).exists(), "in use");
         assert!(root.join(format!("{envs}/k3/record")).exists());
         assert!(root.join(&uv).exists());
-        let r = gc(
-            &root,
-            &Options {
-                max_size: Some(0),
-                ..Options::default()
-            },
-        )
-        .unwrap();
+        let r = gc_to_zero(&root, false).unwrap();
         assert_eq!(r.evicted.entries, 2, "{r:?}");
         assert!(!root.join(&uv).exists(), "a whole installer cache");
         assert!(root.join(format!("{envs}/k1/venv/bin/python")).exists());

@@ -10,6 +10,23 @@ use r2e::engine::{self, BuildOptions, Stage};
 
 pub mod server;
 
+/// Runs `cmd`, which must succeed; its stdout, which must be exactly one JSON object.
+pub fn stdout_json(cmd: &mut assert_cmd::Command) -> serde_json::Value {
+    let out = cmd.assert().success().get_output().stdout.clone();
+    serde_json::from_slice(&out).expect("stdout is exactly one JSON object")
+}
+
+/// `r2e build PIPELINE --until slice --json`, which must succeed: its summary.
+pub fn build_until_slice(pipeline: &Path) -> serde_json::Value {
+    stdout_json(
+        assert_cmd::Command::cargo_bin("r2e")
+            .unwrap()
+            .arg("build")
+            .arg(pipeline)
+            .args(["--until", "slice", "--json"]),
+    )
+}
+
 /// The records of a JSON-lines file (the file must exist).
 pub fn jsonl(path: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)

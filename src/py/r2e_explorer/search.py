@@ -551,6 +551,15 @@ def _required_parameters(cls: type) -> int:
     )
 
 
+def drawing(run):
+    """`run()`'s result, and whether it drew from the global `random` generator (its state
+    changed): each process seeds that generator anew, so what such a run observed may differ in
+    the next process even when two runs here agree by chance."""
+    state = random.getstate()
+    result = run()
+    return result, random.getstate() != state
+
+
 def _call_key(call) -> str | None:
     """The text identifying a constructor call, or None when there is none or it cannot be
     written."""
@@ -754,11 +763,8 @@ class Explorer:
         from the global `random` generator: each process seeds it anew, so an outcome that
         draws from it may differ in the next process even when two runs here agree by chance
         (more-itertools' `sample` of one item from two)."""
-        state = random.getstate()
-        status, obs, _ = self.execute(ctor_call, call, traced=False)
-        if random.getstate() != state:
-            return False
-        return status == "ok" and not self.equiv.differences(
+        (status, obs, _), drew = drawing(lambda: self.execute(ctor_call, call, traced=False))
+        return not drew and status == "ok" and not self.equiv.differences(
             obs, first_obs, detailed=False, messages=False
         )
 
@@ -1171,15 +1177,14 @@ class Explorer:
         """Re-runs an entry the selection takes (within the analysis's reserve): it must give
         the observation recorded, without drawing from the global `random` generator."""
         before = self.executor.executions
-        state = random.getstate()
         try:
             self.phase.check(final=True)
-            status, obs, _ = self.executor.run(*self.observe(entry.ctor_call, entry.call))
+            (status, obs, _), drew = drawing(
+                lambda: self.executor.run(*self.observe(entry.ctor_call, entry.call))
+            )
         finally:
             self._charge_analysis(self.executor.executions - before)
-        if random.getstate() != state:
-            return False  # it draws from the global generator (see is_deterministic)
-        return status == "ok" and not self.differs(obs, entry)
+        return not drew and status == "ok" and not self.differs(obs, entry)
 
     def hunt(self, analysis: MutationAnalysis, ctor_count: int):
         """Inputs made to kill the mutants that survive the kept and tried inputs (that are
