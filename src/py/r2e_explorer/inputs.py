@@ -313,11 +313,18 @@ def _mutate_str(v: str, rng: random.Random, pool: list) -> str:
     ]
     if v:
         options.append(v[:pos] + v[pos + 1 :])
+    # A digit changed to another: a number inside a text ('-P0D' -> '-P1D', a date's day).
+    digits = [i for i, ch in enumerate(v) if ch in "0123456789"]
+    if digits:
+        i = rng.choice(digits)
+        options.append(v[:i] + rng.choice("0123456789".replace(v[i], "")) + v[i + 1 :])
     if len(v) < 100:
         options.append(v * 2)
     strs = [p for p in pool if type(p) is str]
     if strs:
+        # Another string of the pool after it or before it (a prefix the code looks for).
         options.append(v + rng.choice(strs))
+        options.append(rng.choice(strs) + v)
     return rng.choice(options)
 
 

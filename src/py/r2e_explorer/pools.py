@@ -17,6 +17,8 @@ from .static import call_arity, compared_names, usage_hints
 
 # Values per parameter pool, and elements drawn from pools to build containers.
 POOL_MAX = 48
+# Values of a class a parameter is tested against with `isinstance` (an unannotated one).
+CLASS_HINT_VALUES = 6
 
 COMMON_VALUES = [
     0, 1, -1, 2, 10, 0.5, -2.5, "", "a", "hello world", "Hello, World!", "Héllo Wörld",
@@ -313,6 +315,10 @@ class PoolMaker:
                 hinted += make_rows(self.atoms[int][:4], self.atoms[str][:4])
             elif type(h) is tuple and h[0] == "items":
                 hinted += self._sequences_of(h[1])
+            elif type(h) is tuple and h[0] == "class":
+                cls = globalns.get(h[1]) if isinstance(globalns, dict) else None
+                if isinstance(cls, type):
+                    hinted += (self.for_annotation(cls, globalns) or [])[:CLASS_HINT_VALUES]
         if CALLABLE_NAME.search(param.name) and "callable" not in hints:
             hinted += called
         hinted += self.compared_values(node, param.name, globalns)

@@ -55,6 +55,10 @@ from .tracing import ArcTracer, Budget, Executor, NullWriter, Stop, tracer_for
 
 # How many constructions of a method's class are kept to explore the method on.
 MAX_CONSTRUCTIONS = 6
+# Constructions the mutant hunt may add (a kept construction with one argument changed), and
+# the share of the hunt's inputs that try one.
+MAX_HUNT_CONSTRUCTIONS = 6
+HUNT_CONSTRUCTION_SHARE = 0.25
 # Concrete subclasses tried when a method's own class cannot be constructed.
 MAX_SUBCLASSES = 4
 # Consecutive already-tried inputs after which the mutation phase gives up (space exhausted).
@@ -89,6 +93,7 @@ PATTERN_WATCH = 24
 MAX_PATTERN_STRINGS = 40
 # A line that raises explicitly.
 RAISE_LINE = re.compile(r"(^|:)\s*raise\b")
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ILL_TYPED_KINDS = ("raise:TypeError", "raise:AttributeError")
 
 
@@ -1218,16 +1223,32 @@ class Explorer:
                     for i, p in enumerate(self.space.params)
                     if mutant.kind == "ignore_param" and p.name == mutant.was and p.pool
                 ]
+                added = None
                 if named:
                     i = named[0]
                     inp = inp.replace(i, rng.choice(self.space.params[i].pool))
+                elif inp.ctor is not None and rng.random() < HUNT_CONSTRUCTION_SHARE:
+                    inp, added = self.varied_construction(inp, rng)
                 elif params and rng.random() < 0.5:
-                    i = rng.randrange(params)
+                    # Most often a parameter the mutated code names (`text` for a removed
+                    # `text = QUOTE.sub('-', text)`): its value decides what that code does.
+                    words = set(WORD.findall(mutant.was))
+                    named_here = [
+                        i
+                        for i, p in enumerate(self.space.params)
+                        if p.name in words and p.pool
+                    ]
+                    i = (
+                        rng.choice(named_here)
+                        if named_here and rng.random() < 0.7
+                        else rng.randrange(params)
+                    )
                     inp = inp.replace(i, rng.choice(self.space.params[i].pool))
                 else:
                     inp = self.space.mutate(inp, rng, ctor_count)
             self.last_entry = None
             if not self.try_input(inp) or self.last_entry is None:
+                self.drop_construction(added)
                 misses += 1
                 continue
             entry = self.last_entry
@@ -1244,7 +1265,47 @@ class Explorer:
                     continue
             elif killed:
                 entry.kills = frozenset()
+            if entry not in self.corpus:
+                self.drop_construction(added)
             misses += 1
+
+    def varied_construction(self, inp: Input, rng) -> tuple[Input, int | None]:
+        """`inp` on another construction of the method's class: a kept one with one constructor
+        argument changed (a pool value or a mutation), which is added to the constructions
+        (its index is returned with it, for `drop_construction`), or an existing one when
+        that is the same call or MAX_HUNT_CONSTRUCTIONS were added already. The constructions
+        the search keeps are chosen for the constructor's coverage; a mutant of the method
+        may need a state none of them has (an exception with both a text and a location)."""
+        space = self.ctor_space
+        count = len(self.constructions)
+        if space is None or not space.params or count >= MAX_CONSTRUCTIONS + MAX_HUNT_CONSTRUCTIONS:
+            return Input(rng.randrange(count), inp.values), None
+        base = space.from_call(self.constructions[rng.randrange(count)])
+        if base is None:
+            return inp, None
+        i = rng.randrange(len(space.params))
+        if space.params[i].pool and rng.random() < 0.5:
+            varied = base.replace(i, rng.choice(space.params[i].pool))
+        else:
+            varied = space.mutate(base, rng, 1)
+        call = space.to_call(varied)
+        try:
+            key = render(tuple(call)) if call is not None else None
+            known = [render(tuple(c)) for c in self.constructions]
+        except (Unwritable, TypeError, RecursionError):
+            return inp, None
+        if key is None:
+            return inp, None
+        if key in known:
+            return Input(known.index(key), inp.values), None
+        self.constructions.append(call)
+        return Input(count, inp.values), count
+
+    def drop_construction(self, index: int | None):
+        """Takes back a construction `varied_construction` added, when no input kept uses it
+        (it is the last one: the hunt adds one at a time)."""
+        if index is not None and index == len(self.constructions) - 1:
+            self.constructions.pop()
 
 
 def is_library_file(filename: str) -> bool:

@@ -210,7 +210,8 @@ def global_literals(node, globalns, limit: int = 30) -> list:
 def usage_hints(node, name: str) -> list:
     """Types suggested by how an unannotated parameter is used: "callable" (it is called),
     str, dict, list, "seq", "unpacked" (its items are passed as arguments, `f(*p)`), int,
-    float..., ("items", T) (a sequence of T: `isinstance(p[0], T)`) (most telling first)."""
+    float..., ("items", T) (a sequence of T: `isinstance(p[0], T)`), ("class", NAME) (another
+    class it is tested against: `isinstance(p, Duration)`) (most telling first)."""
     if node is None:
         return []
     hints = []
@@ -253,6 +254,13 @@ def usage_hints(node, name: str) -> list:
                 ]
                 if is_param(n.args[0]):
                     hints += types_named
+                    # Other classes (the repository's, the standard library's): by name, for
+                    # the pools to resolve and construct (`isinstance(tdt, Duration)`).
+                    hints += [
+                        ("class", t.id)
+                        for t in names
+                        if isinstance(t, ast.Name) and t.id not in ISINSTANCE_TYPES
+                    ]
                 elif isinstance(n.args[0], ast.Subscript) and is_param(n.args[0].value):
                     # `isinstance(p[0], dict)`: p is a sequence of such values.
                     hints += [("items", t) for t in types_named]

@@ -223,6 +223,39 @@ class ParameterTest(unittest.TestCase):
         self.assertTrue(any(len(v) == 2 and all(isinstance(d, dict) for d in v) for v in lists_of_dicts))
         self.assertIs(pool[0], lists_of_dicts[0])
 
+    def test_a_parameter_tested_against_a_class_gets_its_values(self):
+        # isodate's `_strfduration(tdt, ...)`: `isinstance(tdt, Duration)`, and a standard
+        # class (`timedelta`) by its samples.
+        import ast
+        import datetime
+
+        node = ast.parse(
+            "def f(tdt, other):\n"
+            "    if isinstance(tdt, Widget):\n"
+            "        return 1\n"
+            "    if isinstance(other, (timedelta, Missing)):\n"
+            "        return 2\n"
+        ).body[0]
+        module = reference_module()
+        found = []
+
+        def finder(cls):
+            found.append(cls)
+            return [New("Widget", (1,)), New("Widget", (2,))]
+
+        class Widget:
+            pass
+
+        globalns = {"Widget": Widget, "timedelta": datetime.timedelta}
+        pools = PoolMaker(module, [], instance_finder=finder)
+        pool, _ = pools.for_parameter(self.param("tdt"), inspect.Parameter.empty, globalns, node)
+        self.assertEqual(found, [Widget])
+        self.assertEqual(pool[:2], [New("Widget", (1,)), New("Widget", (2,))])
+        module.timedelta = datetime.timedelta
+        pool, _ = pools.for_parameter(self.param("other"), inspect.Parameter.empty, globalns, node)
+        del module.timedelta
+        self.assertTrue(any("timedelta(" in t for t in texts(pool[:6])), texts(pool[:6]))
+
     def test_the_type_of_the_default_leads(self):
         pools = PoolMaker(reference_module(), [])
         pool, typed = pools.for_parameter(

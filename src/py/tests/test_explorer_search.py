@@ -127,6 +127,22 @@ def both(flag: bool, text: str) -> str:
     return text.strip()
 
 
+class Located:
+    # The text is kept only with a message (as pyparsing's ParseBaseException keeps it): the
+    # constructions chosen for __init__'s arcs have a text or a message, never both.
+    def __init__(self, text: str, at: int = 0, message=None):
+        self.at = at
+        if message is None:
+            self.text = ""
+        else:
+            self.text = text
+
+    def marked(self, marker: str = ">") -> str:
+        column = self.at + 1
+        line = self.text
+        return line[: column - 1] + marker + line[column - 1 :]
+
+
 import abc
 
 
@@ -630,6 +646,13 @@ class ExplorerTest(SearchCase):
         out = self.explore("both", max_tests=12, budget=200)
         self.assertEqual(out["mutants"]["survivors"], [], out["harness"])
         self.assertEqual(self.explore("both", max_tests=12, budget=200), out)  # deterministic
+
+    def test_the_hunt_varies_the_construction_to_kill_survivors(self):
+        # `column - 1` -> `column + 1` differs only on an instance with a text and a message.
+        out = self.explore("Located.marked", kind="method", max_tests=12, budget=1000)
+        self.assertEqual(out["mutants"]["survivors"], [], out["harness"])
+        self.assertIn("'message': ", out["harness"])
+        self.assertEqual(self.explore("Located.marked", kind="method", max_tests=12, budget=1000), out)
 
     def test_errors(self):
         with self.assertRaises(ExploreError) as caught:

@@ -149,7 +149,10 @@ class StaticTest(unittest.TestCase):
         self.assertEqual(hints("    return '%s' % p"), [])
         self.assertEqual(hints("    return len(p) + p[0]"), ["seq"])
         self.assertEqual(hints("    return range(p)"), [int])
-        self.assertEqual(hints("    return isinstance(p, (list, tuple, Foo))"), [list, tuple])
+        # Another class: by name, for the pools to construct.
+        self.assertEqual(
+            hints("    return isinstance(p, (list, tuple, Foo))"), [list, ("class", "Foo"), tuple]
+        )
         # Methods of a type say more than comparisons: they come first.
         self.assertEqual(hints("    if p == 3:\n        p.append(1)"), [list, int])
         self.assertEqual(hints("    return q.upper()"), [])
