@@ -23,6 +23,7 @@ class Param:
     POSITIONAL_OR_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
     VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
     KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
+    VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
 
     def __init__(self, name, kind, required, default, pool, typed=False):
         self.name, self.kind, self.required, self.default, self.pool = (
@@ -57,8 +58,11 @@ class Input:
 class InputSpace:
     def __init__(self, signature: inspect.Signature, pools: PoolMaker, annotations, globalns, node):
         self.params: list[Param] = []
+        taken = set(signature.parameters)
         for p in signature.parameters.values():
             if p.kind is p.VAR_KEYWORD:
+                pool = pools.for_var_keyword(node, p.name, taken)
+                self.params.append(Param(p.name, p.kind, False, {}, pool))
                 continue
             if p.kind is p.VAR_POSITIONAL:
                 self.params.append(Param(p.name, p.kind, False, (), pools.for_var_positional()))
@@ -76,7 +80,9 @@ class InputSpace:
         return Input(
             ctor,
             [
-                p.pool[0] if p.required else (() if p.kind is p.VAR_POSITIONAL else OMIT)
+                p.pool[0]
+                if p.required
+                else (() if p.kind is p.VAR_POSITIONAL else {} if p.kind is p.VAR_KEYWORD else OMIT)
                 for p in self.params
             ],
         )
@@ -106,13 +112,20 @@ class InputSpace:
         by_name = {
             p.name: i
             for i, p in enumerate(self.params)
-            if p.kind is not p.POSITIONAL_ONLY and p.kind is not p.VAR_POSITIONAL
+            if p.kind not in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL, p.VAR_KEYWORD)
         }
+        var_keyword = next((i for i, p in enumerate(self.params) if p.kind is p.VAR_KEYWORD), None)
+        extra = {}
         for name, v in kwargs.items():
             if name not in by_name:
-                return None
-            if v is not UNKNOWN:
+                # A keyword the signature does not name goes to its **kwargs.
+                if var_keyword is None or v is UNKNOWN:
+                    return None
+                extra[name] = v
+            elif v is not UNKNOWN:
                 values[by_name[name]] = v
+        if extra:
+            values[var_keyword] = extra
         return Input(ctor, values)
 
     def to_call(self, inp: Input):
@@ -149,6 +162,10 @@ class InputSpace:
         for i, p in enumerate(self.params):
             if p.kind is p.KEYWORD_ONLY and inp.values[i] is not OMIT:
                 kwargs[p.name] = inp.values[i]
+        for i, p in enumerate(self.params):
+            if p.kind is p.VAR_KEYWORD and isinstance(inp.values[i], dict):
+                for name, v in inp.values[i].items():
+                    kwargs.setdefault(name, v)
         return tuple(args), kwargs
 
     def variations(self, base: Input, ctor_count: int = 1):
@@ -200,7 +217,7 @@ class InputSpace:
     def random_input(self, rng: random.Random, ctor_count: int) -> Input:
         values = []
         for p in self.params:
-            if not p.required and p.kind is not p.VAR_POSITIONAL and rng.random() < 0.3:
+            if not p.required and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and rng.random() < 0.3:
                 values.append(OMIT)
             else:
                 values.append(rng.choice(p.pool))
@@ -216,7 +233,9 @@ class InputSpace:
         p = params[dim]
         current = inp.values[dim]
         r = rng.random()
-        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            value = _mutate_keywords(current if isinstance(current, dict) else {}, rng, p.pool)
+        elif p.kind is inspect.Parameter.VAR_POSITIONAL:
             value = (
                 tuple(mutate_value(list(current), rng, params[0].pool if params else []))
                 if r < 0.6
@@ -291,6 +310,20 @@ def mutate_value(v, rng: random.Random, pool: list, depth: int = 0):
             kwargs[i - len(args)] = (name, mutate_value(value, rng, [], depth + 1))
         return New(v.path, args, kwargs)
     return rng.choice(pool) if pool else v
+
+
+def _mutate_keywords(v: dict, rng: random.Random, pool: list) -> dict:
+    """Extra keyword arguments changed: another of the pool, one of the pool added, one
+    removed, or one value mutated (keys stay the names they were)."""
+    r = rng.random()
+    if r < 0.3 or not v:
+        return dict(rng.choice(pool))
+    if r < 0.55:
+        return {**v, **rng.choice(pool)}
+    name = rng.choice(sorted(v))
+    if r < 0.7:
+        return {k: x for k, x in v.items() if k != name}
+    return {**v, name: mutate_value(v[name], rng, [])}
 
 
 def _mutate_str(v: str, rng: random.Random, pool: list) -> str:

@@ -13,10 +13,12 @@ import types
 import typing
 
 from .specs import OFF_TYPE_VALUES, Code, Helper, Member, New, class_path, dedupe, writable
-from .static import call_arity, compared_names, usage_hints
+from .static import call_arity, compared_names, keyword_names, usage_hints
 
 # Values per parameter pool, and elements drawn from pools to build containers.
 POOL_MAX = 48
+# Keys of a **kwargs parameter tried (those the body reads).
+MAX_KEYWORDS = 6
 # Values of a class a parameter is tested against with `isinstance` (an unannotated one).
 CLASS_HINT_VALUES = 6
 
@@ -342,6 +344,24 @@ class PoolMaker:
             + self.own_instances
         )
         return dedupe(values, limit=POOL_MAX), False
+
+    def for_var_keyword(self, node, name: str, taken) -> list:
+        """Dicts of extra keyword arguments for `**name`: none, then each key the body reads
+        (`kwargs.get("call_during_try")`) or, when it reads none, a generic key, with a few
+        values each (true values first: a key read is most often a flag), then all keys
+        together. Names of the other parameters (`taken`) are left out."""
+        keys = [k for k in keyword_names(node, name) if k not in taken][:MAX_KEYWORDS]
+        if not keys:
+            keys = [k for k in ("key", "extra") if k not in taken][:1]
+        values = dedupe([True, 1, "a", False, None, 0] + self.atoms[str][:2])[:6]
+        out: list = [{}]
+        for k in keys:
+            out += [{k: v} for v in values[:4]]
+        for v in values[4:]:
+            out.append({keys[0]: v})
+        if len(keys) > 1:
+            out.append({k: values[0] for k in keys})
+        return dedupe(out, limit=POOL_MAX)
 
     def for_var_positional(self) -> list:
         """Tuples of extra positional arguments for *args."""

@@ -884,7 +884,7 @@ class Explorer:
             candidates = [
                 (i, p)
                 for i, p in enumerate(self.space.params)
-                if p.kind is not p.VAR_POSITIONAL
+                if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
                 and (p.shapes is None or kind.__name__ in p.shapes)
             ]
             params = [

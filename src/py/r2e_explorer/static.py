@@ -304,6 +304,42 @@ def compared_names(node, name: str) -> list[str]:
     return found
 
 
+def keyword_names(node, name: str) -> list[str]:
+    """The keys the body reads from the `**name` parameter, in source order:
+    `name.get("k")`, `name.pop("k")`, `name.setdefault("k")`, `name["k"]`, `"k" in name`."""
+    if node is None:
+        return []
+    found: list[str] = []
+
+    def add(key):
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            if key.value.isidentifier() and key.value not in found:
+                found.append(key.value)
+
+    def is_param(n):
+        return isinstance(n, ast.Name) and n.id == name
+
+    for n in ast.walk(node):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and is_param(n.func.value)
+            and n.func.attr in ("get", "pop", "setdefault")
+            and n.args
+        ):
+            add(n.args[0])
+        elif isinstance(n, ast.Subscript) and is_param(n.value):
+            add(n.slice)
+        elif (
+            isinstance(n, ast.Compare)
+            and len(n.ops) == 1
+            and isinstance(n.ops[0], (ast.In, ast.NotIn))
+            and is_param(n.comparators[0])
+        ):
+            add(n.left)
+    return found
+
+
 def call_arity(node, name: str) -> int | None:
     """How many positional arguments the function body passes when it calls the parameter
     `name` (the first such call without `*args`), or None when it never does so."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import random
 import types
+import textwrap
 import unittest
 
 from r2e_test_support import PY_DIR  # noqa: F401 - puts the explorer's folder on sys.path
@@ -43,14 +44,70 @@ def space_of(func, literals=()) -> InputSpace:
     return InputSpace(inspect.signature(func), pools, annotations, {}, None)
 
 
+def flagged(a, *, strict=False, **options):
+    if options.get("verbose"):
+        return "v" if options["verbose"] is True else "w"
+    if "quiet" in options:
+        return "q"
+    return a
+
+
+class KeywordsTest(unittest.TestCase):
+    """A **kwargs parameter: dicts of extra keyword arguments, keyed by what the body reads."""
+
+    def space(self):
+        import ast
+
+        node = ast.parse(textwrap.dedent(inspect.getsource(flagged))).body[0]
+        pools = PoolMaker(types.ModuleType("refmod"), [])
+        return InputSpace(inspect.signature(flagged), pools, {}, {}, node)
+
+    def test_the_pool_holds_the_keys_the_body_reads(self):
+        space = self.space()
+        options = space.params[-1]
+        self.assertEqual(options.name, "options")
+        self.assertEqual(options.pool[0], {})
+        keys = {k for d in options.pool for k in d}
+        self.assertEqual(keys, {"verbose", "quiet"})
+        self.assertIn({"verbose": True}, options.pool)
+        self.assertIn({"verbose": True, "quiet": True}, options.pool)
+
+    def test_extra_keywords_join_the_call(self):
+        space = self.space()
+        base = space.base()
+        self.assertEqual(base.values[-1], {})
+        self.assertEqual(space.to_call(base), ((space.params[0].pool[0],), {}))
+        inp = base.replace(len(space.params) - 1, {"verbose": 1})
+        self.assertEqual(space.to_call(inp)[1], {"verbose": 1})
+        # A named keyword is never overridden by an extra one of the same name.
+        inp = base.replace(1, True).replace(len(space.params) - 1, {"quiet": 0})
+        self.assertEqual(space.to_call(inp)[1], {"strict": True, "quiet": 0})
+        # A call with keywords the signature does not name: they go to **options.
+        found = space.from_call(((3,), {"verbose": True, "strict": True}))
+        self.assertEqual(found.values, (3, True, {"verbose": True}))
+
+    def test_mutations_keep_string_keys(self):
+        space = self.space()
+        rng = random.Random(3)
+        inp = space.base()
+        for _ in range(200):
+            inp = space.mutate(inp, rng, 1)
+            extra = inp.values[-1]
+            self.assertIsInstance(extra, dict)
+            self.assertTrue(all(isinstance(k, str) for k in extra))
+            space.to_call(inp)
+
+
 class SpaceTest(unittest.TestCase):
     def setUp(self):
         self.space = space_of(target)
-        self.a, self.b, self.c, self.rest, self.d = self.space.params
+        self.a, self.b, self.c, self.rest, self.d, self.options = self.space.params
 
     def test_parameters(self):
-        self.assertEqual([p.name for p in self.space.params], ["a", "b", "c", "rest", "d"])
-        self.assertEqual([p.required for p in self.space.params], [True, True, False, False, False])
+        self.assertEqual([p.name for p in self.space.params], ["a", "b", "c", "rest", "d", "options"])
+        self.assertEqual(
+            [p.required for p in self.space.params], [True, True, False, False, False, False]
+        )
         self.assertEqual((self.c.default, self.d.default), ("x", False))
         # Annotated parameters keep to their types when mutated; the others do not.
         self.assertEqual(self.b.shapes, {"int"})
@@ -61,7 +118,7 @@ class SpaceTest(unittest.TestCase):
 
     def test_base_and_its_call(self):
         base = self.space.base()
-        self.assertEqual(base.values, (self.a.pool[0], self.b.pool[0], OMIT, (), OMIT))
+        self.assertEqual(base.values, (self.a.pool[0], self.b.pool[0], OMIT, (), OMIT, {}))
         self.assertIsNone(base.ctor)
         self.assertEqual(self.space.to_call(base), ((self.a.pool[0], 0), {}))
         self.assertEqual(self.space.base(ctor=2).ctor, 2)
@@ -88,19 +145,20 @@ class SpaceTest(unittest.TestCase):
 
     def test_from_call(self):
         inp = self.space.from_call(([1, 2, "y", 9, 10], {"d": True}), ctor=1)
-        self.assertEqual(inp.values, (1, 2, "y", (9, 10), True))
+        self.assertEqual(inp.values, (1, 2, "y", (9, 10), True, {}))
         self.assertEqual(inp.ctor, 1)
         # Arguments that could not be recovered keep their base values.
         partial = self.space.from_call(([UNKNOWN, 5], {"c": UNKNOWN}))
-        self.assertEqual(partial.values, (self.a.pool[0], 5, OMIT, (), OMIT))
+        self.assertEqual(partial.values, (self.a.pool[0], 5, OMIT, (), OMIT, {}))
         for call in (
-            ([1, 2], {"a": 3}),  # positional-only by name
-            ([1, 2], {"nope": 3}),
+            ([1, 2], {"nope": UNKNOWN}),  # an unknown value for **options
             ([1, 2, 3, UNKNOWN], {}),
         ):
             with self.subTest(call=call):
                 self.assertIsNone(self.space.from_call(call))
         self.assertIsNone(space_of(positional_only).from_call(([1, 2, 3], {})))
+        # A keyword the signature does not name (a positional-only one's name too) is **options'.
+        self.assertEqual(self.space.from_call(([1, 2], {"nope": 3, "a": 4})).values[-1], {"nope": 3, "a": 4})
 
     def test_variations_go_round_robin_and_skip_defaults(self):
         base = self.space.base()

@@ -127,6 +127,12 @@ def both(flag: bool, text: str) -> str:
     return text.strip()
 
 
+def configured(value: int, **options) -> int:
+    if options.get("double"):
+        return value * 2
+    return value
+
+
 class Located:
     # The text is kept only with a message (as pyparsing's ParseBaseException keeps it): the
     # constructions chosen for __init__'s arcs have a text or a message, never both.
@@ -653,6 +659,13 @@ class ExplorerTest(SearchCase):
         self.assertEqual(out["mutants"]["survivors"], [], out["harness"])
         self.assertIn("'message': ", out["harness"])
         self.assertEqual(self.explore("Located.marked", kind="method", max_tests=12, budget=1000), out)
+
+    def test_extra_keyword_arguments_are_explored(self):
+        # `**options` read with `options.get("double")`: a call with double=True kills the
+        # mutants of that branch (before, **kwargs was never given anything).
+        out = self.explore("configured", max_tests=8)
+        self.assertEqual(out["mutants"]["survivors"], [], out["harness"])
+        self.assertIn("'double': True", out["harness"])
 
     def test_errors(self):
         with self.assertRaises(ExploreError) as caught:

@@ -19,6 +19,7 @@ from r2e_explorer.static import (
     regex_samples,
     type_hints,
     compared_names,
+    keyword_names,
     usage_hints,
 )
 
@@ -134,6 +135,20 @@ class StaticTest(unittest.TestCase):
         self.assertEqual(compared_names(node, "p"), ["MISSING", "int", "str", "bytes"])
         self.assertEqual(compared_names(node, "q"), [])
         self.assertEqual(compared_names(None, "p"), [])
+
+    def test_keyword_names(self):
+        import ast
+
+        node = ast.parse(
+            "def f(a, **kw):\n"
+            "    x = kw.get('alpha', kw.get('beta'))\n"
+            "    if 'gamma' in kw or kw['delta'] or kw.pop('alpha'):\n"
+            "        return other.get('nope')\n"
+            "    return kw.get(name), kw.get('not an identifier')\n"
+        ).body[0]
+        self.assertEqual(keyword_names(node, "kw"), ["alpha", "beta", "gamma", "delta"])
+        self.assertEqual(keyword_names(node, "a"), [])
+        self.assertEqual(keyword_names(None, "kw"), [])
 
     def test_usage_hints(self):
         import ast
