@@ -449,6 +449,7 @@ mod tests {
                 kwargs: Default::default(),
                 instance: None,
                 then: Vec::new(),
+                warnings: Some(Vec::new()),
             }],
         }
     }
