@@ -149,7 +149,7 @@ def stdlib_cases(r2e: str, work: str) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(src, root, ignore=shutil.ignore_patterns("__pycache__"), symlinks=True)
     p = pipeline(work, root, "std")
-    stages = ("parse", "extract", "slice")
+    stages = ("parse", "extract", "slice", "context")
     rows = []
     seconds, s = build(r2e, p, "slice")
     rows.append(("cold", seconds, executed(s, stages), ""))
@@ -184,7 +184,7 @@ def project_cases(r2e: str, work: str, project: str) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(project, root, ignore=shutil.ignore_patterns("__pycache__"))
     p = pipeline(work, root, name)
-    stages = ("parse", "extract", "slice", "generate", "validate")
+    stages = ("parse", "extract", "slice", "context", "generate", "validate")
     rows = []
     seconds, s = build(r2e, p, "validate")
     rows.append(("cold", seconds, executed(s, stages), ""))

@@ -48,6 +48,9 @@ pub struct Counters {
     pub parse_failed: AtomicU64,
     pub extracted: AtomicU64,
     pub sliced: AtomicU64,
+    /// Contexts rendered (`context_of` executions): apart from slices, since an edit that
+    /// keeps every reference re-renders contexts without recomputing any slice.
+    pub contexts: AtomicU64,
     /// A file changed while the build read it, or could not be read: the build's outputs are
     /// not final, and the next build must not be taken for up to date.
     pub transient: std::sync::atomic::AtomicBool,
@@ -571,6 +574,7 @@ fn item_chunks(summary: &ModuleSummary, item: Item) -> Vec<Chunk> {
 /// `max_tokens` by dropping the farthest definitions (or files) first.
 #[salsa::tracked(returns(ref))]
 pub fn context_of<'db>(db: &'db dyn Db, item: ItemId<'db>, settings: Settings) -> Arc<Context> {
+    db.env().counters.contexts.fetch_add(1, Ordering::Relaxed);
     let cfg = settings.context(db);
     let repo = item.repo(db);
     let files = repo.files(db);

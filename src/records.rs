@@ -708,7 +708,11 @@ pub struct StageTable {
     pub checkout: StageCounts,
     pub parse: StageCounts,
     pub extract: StageCounts,
+    /// Slice membership: which definitions each candidate reaches.
     pub slice: StageCounts,
+    /// Contexts rendered from the slices (counted apart from `slice`).
+    #[serde(default)]
+    pub context: StageCounts,
     pub env: StageCounts,
     pub generate: StageCounts,
     pub validate: StageCounts,
@@ -722,12 +726,13 @@ pub struct StageTable {
 
 impl StageTable {
     /// Every stage's counts, by name, in stage order.
-    pub fn rows(&self) -> [(&'static str, &StageCounts); 11] {
+    pub fn rows(&self) -> [(&'static str, &StageCounts); 12] {
         [
             ("checkout", &self.checkout),
             ("parse", &self.parse),
             ("extract", &self.extract),
             ("slice", &self.slice),
+            ("context", &self.context),
             ("env", &self.env),
             ("generate", &self.generate),
             ("validate", &self.validate),
@@ -738,12 +743,13 @@ impl StageTable {
         ]
     }
 
-    fn rows_mut(&mut self) -> [&mut StageCounts; 11] {
+    fn rows_mut(&mut self) -> [&mut StageCounts; 12] {
         [
             &mut self.checkout,
             &mut self.parse,
             &mut self.extract,
             &mut self.slice,
+            &mut self.context,
             &mut self.env,
             &mut self.generate,
             &mut self.validate,

@@ -182,6 +182,9 @@ fn second_build_reports_zero_executed_and_keeps_outputs() {
     let p = Project::new(REPO, "");
     let first = p.build();
     assert!(first.stages.parse.executed > 0);
+    // Slices and contexts are counted apart: five candidates, each sliced and rendered once.
+    assert_eq!(first.stages.slice.executed, 5);
+    assert_eq!(first.stages.context.executed, 5);
     let out = p.path().join("out/functions.jsonl");
     let mtime = std::fs::metadata(&out).unwrap().modified().unwrap();
     let second = p.build();

@@ -164,7 +164,7 @@ impl Dataset<'_> {
             .cloned()
             .collect();
         if until >= Stage::Slice {
-            summary.stages.slice = self.slice(&candidates);
+            (summary.stages.slice, summary.stages.context) = self.slice(&candidates);
             clock.lap("slice");
         }
         let mut harness_out = HarnessOutputs::default();
@@ -336,11 +336,13 @@ impl Dataset<'_> {
         (rows, counts)
     }
 
-    /// Stage `slice`: every candidate's slice and context.
-    fn slice(&self, candidates: &[(SourceFile, FunctionRow)]) -> StageCounts {
+    /// Stage `slice`: every candidate's slice and context; the counts of slices computed and
+    /// of contexts rendered.
+    fn slice(&self, candidates: &[(SourceFile, FunctionRow)]) -> (StageCounts, StageCounts) {
         let db = &self.s.db;
         let settings = self.settings.1;
         let before = db.env().counters.sliced.load(Ordering::Relaxed);
+        let contexts_before = db.env().counters.contexts.load(Ordering::Relaxed);
         let bar = progress(candidates.len() as u64, "slice");
         candidates
             .par_iter()
@@ -351,13 +353,18 @@ impl Dataset<'_> {
                 bar.inc(1);
             });
         bar.finish_and_clear();
-        let executed = (db.env().counters.sliced.load(Ordering::Relaxed) - before)
-            .min(candidates.len() as u64);
-        StageCounts {
-            executed,
-            cached: candidates.len() as u64 - executed,
-            failed: 0,
-        }
+        let counts = |executed: u64| {
+            let executed = executed.min(candidates.len() as u64);
+            StageCounts {
+                executed,
+                cached: candidates.len() as u64 - executed,
+                failed: 0,
+            }
+        };
+        (
+            counts(db.env().counters.sliced.load(Ordering::Relaxed) - before),
+            counts(db.env().counters.contexts.load(Ordering::Relaxed) - contexts_before),
+        )
     }
 
     /// The harness stages over the candidates.
