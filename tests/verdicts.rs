@@ -472,6 +472,32 @@ fn a_function_that_reads_its_own_line_numbers_has_no_valid_harness() {
     );
 }
 
+/// A module in Latin-1 (PEP 263): validation checks its original as a candidate, and `check`
+/// writes candidates spliced into it, in UTF-8.
+#[test]
+fn a_latin1_module_validates_and_checks_its_candidates() {
+    let p = Project::new(
+        "//- accents.py\n",
+        "[env]\ninstaller = \"pip\"\n\n[extract]\nconnectivity = false\n",
+    );
+    std::fs::write(
+        p.path().join("repo/accents.py"),
+        b"# -*- coding: latin-1 -*-\n\n\ndef accent(word):\n    \"\"\"The word with an acute e after it; caf\xe9 for no word.\"\"\"\n    if not word:\n        return 'caf\xe9'\n    return word + '\xe9'\n",
+    )
+    .unwrap();
+    let (harnesses, dataset) = build(&p);
+    let id = "r:accents.py:accent";
+    instance(&harnesses, &dataset, id);
+    let original = "def accent(word):\n    \"\"\"The word with an acute e after it; caf\u{e9} for no word.\"\"\"\n    if not word:\n        return 'caf\u{e9}'\n    return word + '\u{e9}'\n";
+    assert_passes(&p, id, "original", original);
+    assert_fails(
+        &p,
+        id,
+        "no-accent",
+        &mutant(original, "word + '\u{e9}'", "word + 'e'"),
+    );
+}
+
 const PEEK: &str = r#"
 //- peek.py
 def weight(x):

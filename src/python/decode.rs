@@ -41,10 +41,18 @@ pub fn decode_source(bytes: &[u8]) -> Result<String, String> {
 
 /// The encoding named by a PEP 263 coding line, if any.
 fn coding_cookie(bytes: &[u8]) -> Option<String> {
-    let mut lines = bytes.split(|&b| b == b'\n');
-    let first = lines.next()?;
-    if let Some(name) = cookie_in_line(first) {
-        return Some(name);
+    cookie_range(bytes).map(|r| String::from_utf8_lossy(&bytes[r]).into_owned())
+}
+
+/// Where the encoding name of the PEP 263 coding line is, in the bytes, if there is one.
+fn cookie_range(bytes: &[u8]) -> Option<std::ops::Range<usize>> {
+    let first_end = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .unwrap_or(bytes.len());
+    let first = &bytes[..first_end];
+    if let Some(r) = cookie_in_line(first) {
+        return Some(r);
     }
     // CPython reads line 2 only when line 1 is blank or a comment.
     let trimmed: Vec<u8> = first
@@ -52,39 +60,59 @@ fn coding_cookie(bytes: &[u8]) -> Option<String> {
         .copied()
         .skip_while(|b| matches!(b, b' ' | b'\t' | b'\x0c' | b'\r'))
         .collect();
-    if trimmed.is_empty() || trimmed[0] == b'#' {
-        return lines.next().and_then(cookie_in_line);
+    if first_end < bytes.len() && (trimmed.is_empty() || trimmed[0] == b'#') {
+        let start = first_end + 1;
+        let end = bytes[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |p| start + p);
+        return cookie_in_line(&bytes[start..end]).map(|r| start + r.start..start + r.end);
     }
     None
 }
 
-/// Matches `^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)` on one line.
-fn cookie_in_line(line: &[u8]) -> Option<String> {
+/// Matches `^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)` on one line: the name's range.
+fn cookie_in_line(line: &[u8]) -> Option<std::ops::Range<usize>> {
     let start = line
         .iter()
         .position(|b| !matches!(b, b' ' | b'\t' | b'\x0c'))?;
     if line[start] != b'#' {
         return None;
     }
-    let rest = &line[start..];
-    let mut i = 0;
-    while i + 7 <= rest.len() {
-        if &rest[i..i + 6] == b"coding" && matches!(rest[i + 6], b':' | b'=') {
+    let mut i = start;
+    while i + 7 <= line.len() {
+        if &line[i..i + 6] == b"coding" && matches!(line[i + 6], b':' | b'=') {
             let mut j = i + 7;
-            while j < rest.len() && matches!(rest[j], b' ' | b'\t') {
+            while j < line.len() && matches!(line[j], b' ' | b'\t') {
                 j += 1;
             }
-            let end = rest[j..]
+            let end = line[j..]
                 .iter()
                 .position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')))
-                .map_or(rest.len(), |p| j + p);
+                .map_or(line.len(), |p| j + p);
             if end > j {
-                return Some(String::from_utf8_lossy(&rest[j..end]).into_owned());
+                return Some(j..end);
             }
         }
         i += 1;
     }
     None
+}
+
+/// Decoded source as it is written back to a file in UTF-8 (a candidate module, the original
+/// checked as a candidate): a coding line that names another encoding (`latin-1`) is made to
+/// name `utf-8`, on the same line, so that Python reads the file as it is written.
+pub fn as_utf8_text(text: &str) -> std::borrow::Cow<'_, str> {
+    match cookie_range(text.as_bytes()) {
+        Some(r) if normal_name(&text[r.clone()]) != "utf-8" => {
+            let mut out = String::with_capacity(text.len());
+            out.push_str(&text[..r.start]);
+            out.push_str("utf-8");
+            out.push_str(&text[r.end..]);
+            std::borrow::Cow::Owned(out)
+        }
+        _ => std::borrow::Cow::Borrowed(text),
+    }
 }
 
 /// CPython's `get_normal_name`: folds the spellings of UTF-8 and Latin-1.
@@ -102,7 +130,28 @@ fn normal_name(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::decode_source;
+    use super::{as_utf8_text, decode_source};
+
+    #[test]
+    fn text_written_back_in_utf8_names_utf8() {
+        let source = b"# -*- coding: latin-1 -*-\ns = '\xe9'\n";
+        let text = decode_source(source).unwrap();
+        let written = as_utf8_text(&text);
+        assert_eq!(written, "# -*- coding: utf-8 -*-\ns = '\u{e9}'\n");
+        // What is written decodes to the same text, and keeps its lines.
+        assert_eq!(decode_source(written.as_bytes()).unwrap(), written);
+        let second = "#!/usr/bin/env python\n# vim: set fileencoding=iso-8859-15 :\nx = 1\n";
+        assert_eq!(
+            as_utf8_text(second),
+            "#!/usr/bin/env python\n# vim: set fileencoding=utf-8 :\nx = 1\n"
+        );
+        for unchanged in ["# coding: utf-8\nx = 1\n", "x = 1\n# coding: latin-1\n", ""] {
+            assert!(matches!(
+                as_utf8_text(unchanged),
+                std::borrow::Cow::Borrowed(_)
+            ));
+        }
+    }
 
     #[test]
     fn utf8_with_and_without_bom() {

@@ -274,10 +274,15 @@ fn run_worker(
             })
             .collect(),
     };
+    // Candidates are written in UTF-8: a coding line naming another encoding is made to say so.
+    let candidates: Vec<Option<std::borrow::Cow<'_, str>>> = items
+        .iter()
+        .map(|item| item.candidate.map(crate::python::decode::as_utf8_text))
+        .collect();
     let mut files: Vec<(&str, &str)> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         files.push((&harness_names[i], item.harness));
-        if let Some(c) = item.candidate {
+        if let Some(c) = &candidates[i] {
             files.push((&candidate_names[i], c));
         }
     }

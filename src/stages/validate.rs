@@ -148,7 +148,11 @@ pub fn validate_batch(
         .iter()
         .map(|&i| {
             let target = items[i].0;
-            let text = std::fs::read_to_string(&target.source_file).unwrap_or_default();
+            // Decoded as Python decodes it (PEP 263): a latin-1 module is no empty candidate.
+            let text = std::fs::read(&target.source_file)
+                .ok()
+                .and_then(|bytes| crate::python::decode::decode_source(&bytes).ok())
+                .unwrap_or_default();
             let strings = crate::python::strings_in(&text);
             crate::python::spread_lines(&text, &strings, (target.start_line, target.end_line))
         })
