@@ -112,10 +112,10 @@ impl Bucket {
         match self {
             Bucket::Parse => ("parse", Some(3)),
             Bucket::Generate => ("generate", Some(2)),
-            Bucket::Validate => ("validate", Some(7)),
+            Bucket::Validate => ("validate", Some(8)),
             Bucket::Llm => ("llm", Some(2)),
             Bucket::Refusal => ("llm-refused", Some(1)),
-            Bucket::Check => ("check", Some(2)),
+            Bucket::Check => ("check", Some(3)),
             Bucket::Answer => ("answer", Some(1)),
             Bucket::Envs => ("envs", Some(3)),
             Bucket::Trees => ("trees", Some(1)),
@@ -565,7 +565,7 @@ mod tests {
         let folders: std::collections::BTreeSet<String> =
             Bucket::ALL.iter().map(|b| b.folder()).collect();
         assert_eq!(folders.len(), Bucket::ALL.len());
-        assert_eq!(Bucket::Validate.folder(), "actions/validate-v7");
+        assert_eq!(Bucket::Validate.folder(), "actions/validate-v8");
         assert_eq!(Bucket::Envs.folder(), "envs-v3");
     }
 }
