@@ -219,10 +219,6 @@ pub struct Record {
     pub instance: Option<Snap>,
     #[serde(default)]
     pub then: Vec<Then>,
-    /// The categories of the warnings the call emitted, in order (ResourceWarning left out).
-    /// `None` in records written before warnings were recorded: then they are not compared.
-    #[serde(default)]
-    pub warnings: Option<Vec<String>>,
 }
 
 /// What correct code may change and still pass (`docs/harness.md`): `[validate]` in the
@@ -507,15 +503,6 @@ pub fn record_differs(expected: &Record, actual: &Record, policy: Policy) -> Opt
         }
         (None, None) => {}
         _ => return Some("one side built an instance and the other did not".into()),
-    }
-    if let (Some(e), Some(a)) = (&expected.warnings, &actual.warnings)
-        && e != a
-    {
-        return Some(format!(
-            "the call emitted the warnings [{}] instead of [{}]",
-            a.join(", "),
-            e.join(", ")
-        ));
     }
     thens_differ(&expected.then, &actual.then, policy)
 }
@@ -831,28 +818,6 @@ mod tests {
                 .unwrap()
                 .contains("returned function")
         );
-    }
-
-    #[test]
-    fn warnings_count_when_both_sides_recorded_them() {
-        let record = |warnings: &str| -> Record {
-            serde_json::from_str(&format!(
-                r#"{{"call": "f()", "outcome": {{"return": "none"}}{warnings}}}"#
-            ))
-            .unwrap()
-        };
-        let warned = record(r#", "warnings": ["DeprecationWarning"]"#);
-        let silent = record(r#", "warnings": []"#);
-        let older = record("");
-        assert_eq!(record_differs(&warned, &warned, Policy::default()), None);
-        assert_eq!(
-            record_differs(&warned, &silent, Policy::default()).as_deref(),
-            Some("the call emitted the warnings [] instead of [DeprecationWarning]")
-        );
-        // A record written before warnings were recorded (a dataset built earlier) does not
-        // compare them.
-        assert_eq!(record_differs(&older, &silent, Policy::default()), None);
-        assert_eq!(record_differs(&older, &warned, Policy::default()), None);
     }
 
     #[test]

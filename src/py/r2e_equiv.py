@@ -331,15 +331,13 @@ class Observation:
     class methods, or when the constructor raised).
     """
 
-    __slots__ = ("outcome", "args", "kwargs", "instance", "then", "warnings")
+    __slots__ = ("outcome", "args", "kwargs", "instance", "then")
 
-    def __init__(self, outcome, args, kwargs, instance=_NO_INSTANCE, then=(), warnings=()):
+    def __init__(self, outcome, args, kwargs, instance=_NO_INSTANCE, then=()):
         self.outcome = outcome
         self.args = args
         self.kwargs = kwargs
         self.instance = instance
-        # The categories of the warnings the call emitted, in order (`_warnings_seen`).
-        self.warnings = tuple(warnings)
         # The outcomes of calling a returned function (a closure, a decorator's wrapper) with
         # each of the `then` calls, in order; () when nothing was called.
         self.then = then
@@ -475,34 +473,6 @@ def _drained(value):
 DRAINED_ITEMS = 64
 
 
-# Warnings a call emits that are recorded, at most; ResourceWarning is left out (it is emitted
-# when the garbage collector finalizes an unclosed file, whenever that happens to run).
-MAX_WARNINGS = 20
-
-
-@contextlib.contextmanager
-def _warnings_seen():
-    """Collects the categories (`module.qualname`, builtins by name) of the warnings emitted
-    inside the block, each time it is emitted (the "always" action: no registry of warnings
-    already shown, so that a call warns the same on every run). A deprecation warning a
-    function emits is part of what it does: a candidate that drops it differs."""
-    import warnings
-
-    seen: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            yield seen
-        finally:
-            for w in caught:
-                category = w.category
-                if issubclass(category, ResourceWarning) or len(seen) >= MAX_WARNINGS:
-                    continue
-                module = getattr(category, "__module__", "")
-                name = category.__qualname__
-                seen.append(name if module == "builtins" else f"{module}.{name}")
-
-
 def call_outcome(fn, args, kwargs):
     """Calls fn and returns its outcome. Timeout and KeyboardInterrupt propagate; any other
     exception (SystemExit included) is an outcome."""
@@ -535,11 +505,8 @@ def observe_function(fn, args, kwargs, *, copy_memo=None, then=()) -> Observatio
     `then`: a list of (args, kwargs) calls made, on deep copies, of the function fn returned
     (when it returned one), so that the behaviour of a returned closure is compared too."""
     args, kwargs = _deep_copy((tuple(args), dict(kwargs)), copy_memo)
-    with _warnings_seen() as seen:
-        outcome = call_outcome(fn, args, kwargs)
-    return Observation(
-        outcome, args, kwargs, then=_call_returned(outcome, then, copy_memo), warnings=seen
-    )
+    outcome = call_outcome(fn, args, kwargs)
+    return Observation(outcome, args, kwargs, then=_call_returned(outcome, then, copy_memo))
 
 
 # A function returned by a `then` call (a decorator factory's decorator's wrapper) is called in
@@ -612,27 +579,24 @@ def observe_method(
     )
     kind = method_kind(cls, method_name)
     if kind in ("static", "class"):
-        with _warnings_seen() as seen:
-            outcome = call_outcome(getattr(cls, method_name), args, kwargs)
-        return Observation(outcome, args, kwargs, warnings=seen)
+        outcome = call_outcome(getattr(cls, method_name), args, kwargs)
+        return Observation(outcome, args, kwargs)
     if kind == "init":
         holder = []
-        with _warnings_seen() as seen:
-            outcome = call_outcome(lambda *a, **k: holder.append(cls(*a, **k)), args, kwargs)
+        outcome = call_outcome(lambda *a, **k: holder.append(cls(*a, **k)), args, kwargs)
         instance = holder[0] if holder else _NO_INSTANCE
-        return Observation(outcome, args, kwargs, instance, warnings=seen)
+        return Observation(outcome, args, kwargs, instance)
     built = call_outcome(cls, ctor_args, ctor_kwargs)
     if built[0] != "return":
         return Observation(built, args, kwargs)
     instance = built[1]
-    with _warnings_seen() as seen:
-        if kind == "property":
-            outcome = call_outcome(lambda: getattr(instance, method_name), (), {})
-        else:
-            outcome = call_outcome(
-                lambda *a, **k: getattr(instance, method_name)(*a, **k), args, kwargs
-            )
-    return Observation(outcome, args, kwargs, instance, warnings=seen)
+    if kind == "property":
+        outcome = call_outcome(lambda: getattr(instance, method_name), (), {})
+    else:
+        outcome = call_outcome(
+            lambda *a, **k: getattr(instance, method_name)(*a, **k), args, kwargs
+        )
+    return Observation(outcome, args, kwargs, instance)
 
 
 # --------------------------------------------------------------------------------------------
@@ -917,7 +881,7 @@ def differences(
     """The parts in which two observations differ, as (part, detail) pairs; [] if none.
 
     Parts: "return value", "exception", "outcome" (one returned, the other raised),
-    "argument N mutation", "argument 'name' mutation", "instance state", "warnings".
+    "argument N mutation", "argument 'name' mutation", "instance state".
 
     With `detailed=False` the details are empty and no value is shown (`repr`): showing a
     value may change it (a lazily computed name cached on first `repr`, as pyparsing's
@@ -947,9 +911,6 @@ def differences(
             )
             diffs.append((f"argument {name!r} mutation", detail))
     _then_differences(cand.then, ref.then, "returned function", diffs, detailed, messages)
-    if cand.warnings != ref.warnings:
-        detail = f"{list(cand.warnings)} instead of {list(ref.warnings)}" if detailed else ""
-        diffs.append(("warnings", detail))
     ci, ri = cand.instance, ref.instance
     if (ci is _NO_INSTANCE) != (ri is _NO_INSTANCE) or (
         ci is not _NO_INSTANCE and not equivalent(ci, ri)
@@ -1028,7 +989,6 @@ def record_observation(obs: Observation, call: str) -> dict:
         "kwargs": {k: r2e_snapshot.snapshot(v) for k, v in obs.kwargs.items()},
         "instance": None if obs.instance is _NO_INSTANCE else r2e_snapshot.snapshot(obs.instance),
         "then": _then_snapshot(obs.then),
-        "warnings": list(obs.warnings),
     }
 
 

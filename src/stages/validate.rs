@@ -453,7 +453,6 @@ mod tests {
                 kwargs: Default::default(),
                 instance: None,
                 then: Vec::new(),
-                warnings: Some(Vec::new()),
             }],
         }
     }

@@ -297,38 +297,6 @@ class CheckTest(unittest.TestCase):
         with self.assertFailsWith("instance state", "'count': 4", "'count': 3"):
             r2e_equiv.check_method(self, SloppyCounter, Counter, (1,), {}, "add", (2,), {})
 
-    def test_warnings_a_call_emits_are_compared(self):
-        import warnings
-
-        def deprecated(x):
-            warnings.warn("old", DeprecationWarning, stacklevel=2)
-            return x
-
-        def quiet(x):
-            return x
-
-        def leaky(x):
-            warnings.warn("unclosed", ResourceWarning)
-            return x
-
-        # Every call warns the same ("always": no registry of warnings shown already), and the
-        # warnings do not escape the observation.
-        with warnings.catch_warnings(record=True) as outside:
-            warnings.simplefilter("always")
-            for _ in range(2):
-                obs = r2e_equiv.observe_function(deprecated, (1,), {})
-                self.assertEqual(obs.warnings, ("DeprecationWarning",))
-        self.assertEqual(outside, [])
-        r2e_equiv.check_function(self, deprecated, deprecated, (1,), {})
-        with self.assertFailsWith("warnings", "[] instead of ['DeprecationWarning']"):
-            r2e_equiv.check_function(self, quiet, deprecated, (1,), {})
-        # ResourceWarning comes when the collector finalizes a file: never compared.
-        self.assertEqual(r2e_equiv.observe_function(leaky, (1,), {}).warnings, ())
-        snapshot = r2e_equiv.record_observation(
-            r2e_equiv.observe_function(deprecated, (1,), {}), "deprecated(1)"
-        )
-        self.assertEqual(snapshot["warnings"], ["DeprecationWarning"])
-
     def test_observations(self):
         obs = r2e_equiv.observe_function(add_one, (1,), {})
         self.assertEqual(obs.outcome, ("return", 2))
