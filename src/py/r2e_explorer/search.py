@@ -1265,7 +1265,7 @@ class Explorer:
                     continue
             elif killed:
                 entry.kills = frozenset()
-            if entry not in self.corpus:
+            if entry not in self.corpus and entry not in self.kill_candidates:
                 self.drop_construction(added)
             misses += 1
 
@@ -1302,8 +1302,9 @@ class Explorer:
         return Input(count, inp.values), count
 
     def drop_construction(self, index: int | None):
-        """Takes back a construction `varied_construction` added, when no input kept uses it
-        (it is the last one: the hunt adds one at a time)."""
+        """Takes back a construction `varied_construction` added, when no input kept (in the
+        corpus or among the kill candidates, whose inputs the hunt varies again) uses it (it is
+        the last one: the hunt adds one at a time)."""
         if index is not None and index == len(self.constructions) - 1:
             self.constructions.pop()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import enum
 import inspect
+import keyword
 import os
 import re
 import textwrap
@@ -313,7 +314,12 @@ def keyword_names(node, name: str) -> list[str]:
 
     def add(key):
         if isinstance(key, ast.Constant) and isinstance(key.value, str):
-            if key.value.isidentifier() and key.value not in found:
+            # `class` is a name, but no keyword argument can be written with it.
+            if (
+                key.value.isidentifier()
+                and not keyword.iskeyword(key.value)
+                and key.value not in found
+            ):
                 found.append(key.value)
 
     def is_param(n):

@@ -127,6 +127,27 @@ def both(flag: bool, text: str) -> str:
     return text.strip()
 
 
+class Node:
+    # Every kill of `total`'s mutants that keeps child=None is ill-typed: the hunt varies the
+    # construction, and keeps the ill-typed killers as kill candidates.
+    def __init__(self, value: int, child=None):
+        self.value = value
+        self.child = child
+
+    def total(self, extra: int = 0):
+        return self.value + self.child.value + extra
+
+
+class Tag:
+    def __init__(self, **attrs):
+        self.css = attrs.get("class", "")
+        self.name = attrs.get("name", "")
+
+
+def render_tag(tag: Tag) -> str:
+    return tag.name + "." + tag.css
+
+
 def configured(value: int, **options) -> int:
     if options.get("double"):
         return value * 2
@@ -666,6 +687,19 @@ class ExplorerTest(SearchCase):
         out = self.explore("configured", max_tests=8)
         self.assertEqual(out["mutants"]["survivors"], [], out["harness"])
         self.assertIn("'double': True", out["harness"])
+
+    def test_a_construction_the_hunt_added_stays_while_an_input_uses_it(self):
+        # A kill candidate's input points at its construction: dropping it left an index past
+        # the end (an IndexError in the next hunt step).
+        for seed in range(4):
+            out = self.explore("Node.total", kind="method", max_tests=8, budget=300, seed=seed)
+            self.assertEqual(out["status"], "ok")
+
+    def test_keyword_names_that_cannot_be_written_are_left_out(self):
+        # `attrs.get("class")`: `Tag(class=True)` does not compile.
+        out = self.explore("render_tag", max_tests=8)
+        compile(out["harness"], "<harness>", "exec")
+        self.assertNotIn("class=", out["harness"])
 
     def test_errors(self):
         with self.assertRaises(ExploreError) as caught:
