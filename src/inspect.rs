@@ -23,6 +23,10 @@ pub struct Status {
     pub parse: ParseStatus,
     pub extract: WouldRun,
     pub slice: SliceStatus,
+    /// From `--until env` on: each repository's environment, whether a build would install it,
+    /// and what changed since the last build's (`envs.jsonl`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<crate::stages::env::EnvPlan>,
     /// With `[evaluate] enabled = true` and a built dataset: what `evaluate` would ask, per
     /// model, over the instances of the last build.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -97,8 +101,14 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
         .collect();
     let up_to_date = state.as_ref().is_some_and(|s| s.fingerprint == fp) && reasons.is_empty();
     let evaluate = evaluate_plans(cfg, &session)?;
+    let env = if until >= Stage::Env {
+        env_plans(cfg, &session, &output)?
+    } else {
+        Vec::new()
+    };
     Ok(Status {
         evaluate,
+        env,
         up_to_date,
         reasons,
         files: files.len(),
@@ -118,6 +128,32 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
             },
         },
     })
+}
+
+/// The env stage planned for every repository (nothing installed), against the environments
+/// of the last build (`envs.jsonl` of its output).
+fn env_plans(
+    cfg: &Config,
+    session: &Session,
+    output: &std::path::Path,
+) -> Result<Vec<crate::stages::env::EnvPlan>> {
+    let services = crate::services::Services::for_config(cfg, true);
+    let repos: Vec<_> = session
+        .checkouts
+        .iter()
+        .zip(&session.repos)
+        .map(|(c, &repo)| (c.clone(), db::external_imports(&session.db, repo).to_vec()))
+        .collect();
+    let last: Vec<crate::records::EnvLine> =
+        read_jsonl(&crate::engine::outputs::resolve(output).join("envs.jsonl"))?
+            .unwrap_or_default();
+    crate::stages::env::plan(
+        cfg,
+        &session.cache,
+        services.sandbox.as_ref(),
+        &repos,
+        &last,
+    )
 }
 
 /// What `evaluate` would ask per model (and variant), over the instances each dataset's last
@@ -185,6 +221,18 @@ pub fn status_text(v: &Status) -> String {
                 String::new()
             }
         ));
+    }
+    for e in &v.env {
+        let what = if e.would_build {
+            "would be installed"
+        } else {
+            "is in the cache"
+        };
+        out.push_str(&format!("env, repo `{}`: {what}", e.repo));
+        if !e.changed.is_empty() {
+            out.push_str(&format!(" (changed: {})", e.changed.join("; ")));
+        }
+        out.push('\n');
     }
     if v.up_to_date {
         out.push_str("up to date: a build would run nothing\n");

@@ -295,3 +295,64 @@ fn an_environment_rebuilt_with_a_new_package_version_reruns_what_ran_in_it() {
     assert_eq!(second["stages"]["validate"]["executed"], 1, "{second}");
     assert_eq!(second["stages"]["parse"]["executed"], 0, "{second}");
 }
+
+/// `r2e status` with pip pointed at the index on `port` (the same settings as the build's):
+/// its JSON and its text.
+fn status_with_index(pipeline: &Path, port: u16) -> (serde_json::Value, String) {
+    let run = |json: bool| {
+        let mut cmd = Command::cargo_bin("r2e").unwrap();
+        cmd.arg("status").arg("-p").arg(pipeline);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.env("PIP_INDEX_URL", format!("http://127.0.0.1:{port}/simple/"))
+            .env("PIP_RETRIES", "0")
+            .env("PIP_TIMEOUT", "5")
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone()
+    };
+    (
+        serde_json::from_slice(&run(true)).unwrap(),
+        String::from_utf8(run(false)).unwrap(),
+    )
+}
+
+#[test]
+fn status_names_the_package_version_that_changed() {
+    let index = tempfile::tempdir().unwrap();
+    let pinned = r2e::stages::env::COVERAGE.split("==").nth(1).unwrap();
+    wheel(index.path(), "coverage", pinned);
+    wheel(index.path(), "tinydep", "1.0");
+    let port = serve_index(index.path().to_path_buf());
+    let p = Project::new(
+        &REPO.replace("tinydep\n//- pkg", "tinydep==1.0\n//- pkg"),
+        "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n",
+    );
+    let built = build_with_index(&p.pipeline(), port, "5");
+    assert_eq!(built["stages"]["env"]["executed"], 1, "{built}");
+    let (status, _) = status_with_index(&p.pipeline(), port);
+    let env = &status["env"][0];
+    assert_eq!(env["repo"], "r", "{status}");
+    assert_eq!(env["would_build"], false, "{status}");
+    assert_eq!(env["changed"], serde_json::json!([]), "{status}");
+
+    // A new version of a declared package: a new environment, and status says which input.
+    p.write("requirements.txt", "tinydep==1.1\n");
+    let (status, text) = status_with_index(&p.pipeline(), port);
+    let env = &status["env"][0];
+    assert_eq!(env["would_build"], true, "{status}");
+    assert_eq!(
+        env["changed"],
+        serde_json::json!(["`declared`: -tinydep==1.0, +tinydep==1.1"]),
+        "{status}"
+    );
+    assert!(
+        text.contains(
+            "env, repo `r`: would be installed (changed: `declared`: -tinydep==1.0, +tinydep==1.1)"
+        ),
+        "{text}"
+    );
+}

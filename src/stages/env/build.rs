@@ -84,6 +84,26 @@ impl Installer {
                 "`installer = \"uv\"` but `uv` is neither on the PATH nor installable from the package index",
             ));
         }
+        Installer::of(uv, interpreter)
+    }
+
+    /// The installer a build would use, without installing anything: `None` when the build
+    /// would first install `uv` into the cache (`r2e status`).
+    pub fn find_installed(
+        cache: &Cache,
+        interpreter: &Interpreter,
+        cfg: &EnvConfig,
+    ) -> Option<Result<Installer>> {
+        match find_uv(cache, cfg) {
+            Some(uv) => Some(Installer::of(Some(uv), interpreter)),
+            None if cfg.installer == ConfiguredInstaller::Pip => {
+                Some(Installer::of(None, interpreter))
+            }
+            None => None,
+        }
+    }
+
+    fn of(uv: Option<PathBuf>, interpreter: &Interpreter) -> Result<Installer> {
         let id = match &uv {
             Some(path) => {
                 let out = std::process::Command::new(path)
@@ -109,13 +129,8 @@ impl Installer {
     }
 }
 
-/// Finds `uv` on the PATH or in the cache, or installs it into the cache from the package index.
-pub fn find_or_install_uv(
-    cache: &Cache,
-    sandbox: &dyn Sandbox,
-    interpreter: &Interpreter,
-    cfg: &EnvConfig,
-) -> Option<PathBuf> {
+/// `uv` on the PATH or already installed in the cache (none for `installer = "pip"`).
+fn find_uv(cache: &Cache, cfg: &EnvConfig) -> Option<PathBuf> {
     if cfg.installer == ConfiguredInstaller::Pip {
         return None;
     }
@@ -127,12 +142,29 @@ pub fn find_or_install_uv(
     if on_path.is_some() {
         return on_path;
     }
-    let tools = cache.dir(Bucket::Tools).ok()?;
-    let uv = tools.join("uv").join("bin").join("uv");
+    let tools = cache.path(Bucket::Tools).join("uv");
+    let uv = tools.join("bin").join("uv");
     if uv.is_file() {
-        cache.note_use(&tools.join("uv"));
+        cache.note_use(&tools);
         return Some(uv);
     }
+    None
+}
+
+/// Finds `uv` on the PATH or in the cache, or installs it into the cache from the package index.
+pub fn find_or_install_uv(
+    cache: &Cache,
+    sandbox: &dyn Sandbox,
+    interpreter: &Interpreter,
+    cfg: &EnvConfig,
+) -> Option<PathBuf> {
+    if let Some(uv) = find_uv(cache, cfg) {
+        return Some(uv);
+    }
+    if cfg.installer == ConfiguredInstaller::Pip {
+        return None;
+    }
+    let tools = cache.dir(Bucket::Tools).ok()?;
     let tmp = tools.join(format!("uv.tmp{}", std::process::id()));
     let _ = fs_err::remove_dir_all(&tmp);
     let scratch = tools.join(format!("scratch{}", std::process::id()));
@@ -188,6 +220,7 @@ pub fn find_or_install_uv(
     }
     let _ = fs_err::remove_dir_all(&scratch);
     fs_err::rename(&tmp, tools.join("uv")).ok()?;
+    let uv = tools.join("uv").join("bin").join("uv");
     uv.is_file().then_some(uv)
 }
 
@@ -251,7 +284,7 @@ pub struct EnvBuilder<'a> {
 }
 
 /// The record an environment's folder holds, sealed with its key.
-const RECORD: &str = "record";
+pub(super) const RECORD: &str = "record";
 
 /// One environment being built in a temporary folder: its log and the steps run so far.
 struct Building<'a> {

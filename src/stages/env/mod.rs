@@ -29,7 +29,7 @@ pub use build::{COVERAGE, EnvBuilder, Installer, find_or_install_uv};
 use declared::normalize_requirement;
 pub use declared::{Declared, declared_dependencies, distribution_for, optional_provider};
 
-use crate::cache::{Bucket, Cache, write_atomic, write_if_changed};
+use crate::cache::{ActionKey, Bucket, Cache, write_atomic, write_if_changed};
 use crate::config::Config;
 use crate::error::{Error, Result};
 pub use crate::records::EnvOutcome;
@@ -197,15 +197,7 @@ pub fn run(
                 log: None,
             });
         }
-        let inferred: Vec<String> = if cfg.env.infer_imports {
-            imports
-                .iter()
-                .filter(|m| !interpreter.stdlib_modules.contains(*m) && !m.starts_with('_'))
-                .cloned()
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let inferred = inferred_imports(cfg, &interpreter, imports);
         match working_env(&builder, &declared, &inferred) {
             Ok(built) => stage.record(&checkout.name, built, output)?,
             Err(e) => {
@@ -227,6 +219,136 @@ pub fn run(
     }
     bar.finish_and_clear();
     Ok(stage)
+}
+
+/// The third-party modules a repository imports that its environment installs (none unless
+/// `[env] infer_imports`).
+fn inferred_imports(cfg: &Config, interpreter: &Interpreter, imports: &[String]) -> Vec<String> {
+    if !cfg.env.infer_imports {
+        return Vec::new();
+    }
+    imports
+        .iter()
+        .filter(|m| !interpreter.stdlib_modules.contains(*m) && !m.starts_with('_'))
+        .cloned()
+        .collect()
+}
+
+/// What a build would do of one repository's environment (`r2e status`).
+#[derive(Clone, Debug, Serialize)]
+pub struct EnvPlan {
+    pub repo: String,
+    /// Whether a build would install it: the cache has no environment for its key.
+    pub would_build: bool,
+    /// The environment key's hash.
+    pub key: String,
+    /// What changed since the last build's environment of the repository (its `envs.jsonl`
+    /// line): the inputs of the key that differ, each named, or that there was none.
+    pub changed: Vec<String>,
+}
+
+/// The env stage planned, nothing built or installed: each repository's environment key (its
+/// declarations read as a build reads them), whether the cache holds it, and the inputs that
+/// changed since `last` (the last build's `envs.jsonl`), named the way a build would see them.
+pub fn plan(
+    cfg: &Config,
+    cache: &Cache,
+    sandbox: &dyn Sandbox,
+    repos: &[(Arc<Checkout>, Vec<String>)],
+    last: &[EnvLine],
+) -> Result<Vec<EnvPlan>> {
+    let interpreter = Interpreter::probe(&cfg.env.python)?;
+    let Some(installer) = Installer::find_installed(cache, &interpreter, &cfg.env) else {
+        return Ok(repos
+            .iter()
+            .map(|(c, _)| EnvPlan {
+                repo: c.name.clone(),
+                would_build: true,
+                key: String::new(),
+                changed: vec![
+                    "`uv` is not installed yet: a build installs it into the cache first".into(),
+                ],
+            })
+            .collect());
+    };
+    let installer = installer?;
+    let builder = EnvBuilder {
+        cache,
+        sandbox,
+        cfg: &cfg.env,
+        interpreter: &interpreter,
+        installer: &installer,
+    };
+    let mut out = Vec::new();
+    for (checkout, imports) in repos {
+        let declared = declared_dependencies(checkout, |text| {
+            setup_py_requires(text, cache, sandbox, &interpreter)
+        });
+        let inferred = inferred_imports(cfg, &interpreter, imports);
+        let key = builder
+            .key(&declared.requirements, &inferred, &declared.optional)
+            .hash()
+            .to_hex();
+        let would_build = !cache
+            .path(Bucket::Envs)
+            .join(&key)
+            .join(build::RECORD)
+            .is_file();
+        let mut changed = Vec::new();
+        match last.iter().find(|l| l.repo == checkout.name) {
+            None => changed.push("the last build has no environment for it".into()),
+            Some(l) if l.env_key == key => {}
+            Some(l) => {
+                list_change(
+                    "declared",
+                    &l.declared,
+                    &declared.requirements,
+                    &mut changed,
+                );
+                list_change("inferred", &l.inferred, &inferred, &mut changed);
+                if l.python_version != interpreter.version {
+                    changed.push(format!(
+                        "`python_version`: {} -> {}",
+                        l.python_version, interpreter.version
+                    ));
+                }
+                if l.installer != installer.id.name {
+                    changed.push(format!(
+                        "`installer`: {} -> {}",
+                        l.installer, installer.id.name
+                    ));
+                }
+                if changed.is_empty() {
+                    changed.push(
+                        "another input of its key: the installer's version, `[env] extra_packages`, \
+                         `system_site_packages` or the index settings"
+                            .into(),
+                    );
+                }
+            }
+        }
+        out.push(EnvPlan {
+            repo: checkout.name.clone(),
+            would_build,
+            key,
+            changed,
+        });
+    }
+    Ok(out)
+}
+
+/// "`name`: -removed, +added", when the two lists differ.
+fn list_change(name: &str, before: &[String], now: &[String], out: &mut Vec<String>) {
+    let (before_set, now_set): (BTreeSet<&String>, BTreeSet<&String>) =
+        (before.iter().collect(), now.iter().collect());
+    let mut parts: Vec<String> = before_set
+        .difference(&now_set)
+        .map(|r| format!("-{r}"))
+        .collect();
+    parts.extend(now_set.difference(&before_set).map(|a| format!("+{a}")));
+    if !parts.is_empty() {
+        out.push(format!("`{name}`: {}", parts.join(", ")));
+    }
 }
 
 /// The environment for these dependencies, checked to work when it comes from the cache (a
