@@ -23,6 +23,10 @@ pub struct Status {
     pub parse: ParseStatus,
     pub extract: WouldRun,
     pub slice: SliceStatus,
+    /// The stages whose settings changed since the last build, each with the fields that did
+    /// (`[generate] budget`: 1500 -> 2000): every action of such a stage runs again.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub settings_changed: Vec<SettingsChange>,
     /// From `--until env` on: each repository's environment, whether a build would install it,
     /// and what changed since the last build's (`envs.jsonl`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -31,6 +35,57 @@ pub struct Status {
     /// model, over the instances of the last build.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub evaluate: Vec<crate::stages::evaluate::ModelPlan>,
+}
+
+/// One stage whose settings changed: the fields, `name: before -> now` each.
+#[derive(Clone, Debug, Serialize)]
+pub struct SettingsChange {
+    pub stage: String,
+    pub changed: Vec<String>,
+}
+
+/// The stages whose settings differ between the last build's and now, in stage order.
+fn settings_changes(
+    before: &engine::StageSettings,
+    now: &engine::StageSettings,
+) -> Vec<SettingsChange> {
+    let order = ["extract", "slice", "generate", "validate", "refine"];
+    let rank = |s: &str| {
+        let bare = s.rsplit(": ").next().unwrap_or(s);
+        (
+            order.iter().position(|o| *o == bare).unwrap_or(order.len()),
+            s.to_owned(),
+        )
+    };
+    let mut stages: Vec<&String> = before.keys().chain(now.keys()).collect();
+    stages.sort_by_key(|s| rank(s));
+    stages.dedup();
+    let mut out = Vec::new();
+    for stage in stages {
+        let empty = std::collections::BTreeMap::new();
+        let (b, n) = (
+            before.get(stage).unwrap_or(&empty),
+            now.get(stage).unwrap_or(&empty),
+        );
+        let mut names: Vec<&String> = b.keys().chain(n.keys()).collect();
+        names.sort();
+        names.dedup();
+        let changed: Vec<String> = names
+            .into_iter()
+            .filter(|k| b.get(*k) != n.get(*k))
+            .map(|k| {
+                let show = |v: Option<&String>| v.map_or("(none)".to_owned(), |v| v.clone());
+                format!("`{k}`: {} -> {}", show(b.get(k)), show(n.get(k)))
+            })
+            .collect();
+        if !changed.is_empty() {
+            out.push(SettingsChange {
+                stage: stage.clone(),
+                changed,
+            });
+        }
+    }
+    out
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -100,6 +155,10 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
         })
         .collect();
     let up_to_date = state.as_ref().is_some_and(|s| s.fingerprint == fp) && reasons.is_empty();
+    let settings_changed = state
+        .as_ref()
+        .map(|last| settings_changes(&last.stage_settings, &engine::stage_settings(cfg)))
+        .unwrap_or_default();
     let evaluate = evaluate_plans(cfg, &session)?;
     let env = if until >= Stage::Env {
         env_plans(cfg, &session, &output)?
@@ -108,6 +167,7 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
     };
     Ok(Status {
         evaluate,
+        settings_changed,
         env,
         up_to_date,
         reasons,
@@ -241,6 +301,13 @@ pub fn status_text(v: &Status) -> String {
     out.push_str("a build would run:\n");
     for r in &v.reasons {
         out.push_str(&format!("  because {r}\n"));
+    }
+    for c in &v.settings_changed {
+        out.push_str(&format!(
+            "  {}: every action again, its settings changed: {}\n",
+            c.stage,
+            c.changed.join("; ")
+        ));
     }
     out.push_str(&format!(
         "  parse: {} of {} files ({} cached)\n",

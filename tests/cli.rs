@@ -151,6 +151,81 @@ fn git_repos_resolve_revisions_and_reject_unknown_ones() {
     );
 }
 
+/// `r2e status` names the setting that changed, stage by stage: a filter, a harness setting,
+/// a prompt edited.
+#[test]
+fn status_names_the_settings_that_changed() {
+    // Refinement on (a provider on loopback that nothing asks: the build stops at `slice`).
+    let p = Project::new(
+        SMALL,
+        "[providers.local]\nbase_url = \"http://127.0.0.1:9/v1\"\n\n\
+         [refine]\nenabled = true\nprovider = \"local\"\nmodel = \"m\"\n",
+    );
+    r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .args(["--until", "slice"])
+        .assert()
+        .success();
+    let status = |json: bool| {
+        let mut cmd = r2e();
+        cmd.args(["status", "--until", "slice", "-p"])
+            .arg(p.pipeline());
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.assert().success().get_output().stdout.clone()
+    };
+    let v: serde_json::Value = serde_json::from_slice(&status(true)).unwrap();
+    assert_eq!(v["up_to_date"], true, "{v}");
+    assert!(v.get("settings_changed").is_none(), "{v}");
+
+    let pipeline = std::fs::read_to_string(p.pipeline()).unwrap();
+    std::fs::write(
+        p.pipeline(),
+        format!("{pipeline}\n[extract]\nconnectivity = false\n\n[generate]\nbudget = 99\n"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(p.path().join("prompts")).unwrap();
+    std::fs::write(
+        p.path().join("prompts/specgen.j2"),
+        "Write a spec for {{ code }}\n",
+    )
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status(true)).unwrap();
+    assert_eq!(v["up_to_date"], false, "{v}");
+    let changes = v["settings_changed"].as_array().unwrap();
+    let stage = |name: &str| -> Vec<String> {
+        changes
+            .iter()
+            .find(|c| c["stage"] == name)
+            .unwrap_or_else(|| panic!("{name} in {v}"))["changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(stage("extract"), ["`connectivity`: true -> false"]);
+    assert_eq!(stage("generate"), ["`budget`: 1500 -> 99"]);
+    let refine = stage("refine");
+    assert_eq!(refine.len(), 1, "{refine:?}");
+    assert!(refine[0].starts_with("`prompt specgen`: "), "{refine:?}");
+    // Stages in build order; the text says the same.
+    let order: Vec<&str> = changes
+        .iter()
+        .map(|c| c["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["extract", "generate", "refine"]);
+    let text = String::from_utf8(status(false)).unwrap();
+    assert!(
+        text.contains(
+            "  generate: every action again, its settings changed: `budget`: 1500 -> 99\n"
+        ),
+        "{text}"
+    );
+}
+
 #[test]
 fn status_and_explain() {
     let p = Project::new(SMALL, "");

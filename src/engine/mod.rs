@@ -147,6 +147,128 @@ pub fn settings_hash(cfg: &Config) -> Hash {
     Hash::of_key(&builds)
 }
 
+/// Settings by stage, then by field, each as its canonical JSON text.
+pub type StageSettings =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>;
+
+/// The settings in the keys of each stage's actions, by stage and field, for every dataset
+/// built (a variant's stages are named `VARIANT: stage`): `extract` (`[extract]`), `slice`
+/// (`[context]`), `generate` (the explorer's settings and scripts and the sandbox's limits in
+/// `SandboxKey`; with a model, the generator's model settings and the harness prompts),
+/// `validate` (the run timeout, the sandbox's limits, the runner's scripts) and `refine` (when
+/// enabled: `[refine]` and the `specgen` prompt). A field listed changes every key of its
+/// stage. Recorded in the build's state, so that `r2e status` names the field that changed.
+/// Nothing secret is among them: `[env]` (its index settings may hold credentials; `status`
+/// compares environments by their keys) and `[providers]` are not.
+pub fn stage_settings(cfg: &Config) -> StageSettings {
+    fn fields(prefix: &str, value: impl serde::Serialize, out: &mut Vec<(String, String)>) {
+        if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(value) {
+            for (k, v) in map {
+                out.push((format!("{prefix}{k}"), v.to_string()));
+            }
+        }
+    }
+    let mut out = StageSettings::new();
+    for (name, c) in cfg.builds() {
+        let stage = |s: &str| match name {
+            Some(n) => format!("{n}: {s}"),
+            None => s.to_owned(),
+        };
+        let prompts: Vec<(String, String)> = crate::llm::prompts::Templates::load(c)
+            .map(|t| {
+                t.sources
+                    .into_iter()
+                    .map(|(n, _, h)| (format!("prompt {n}"), h.to_hex()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let prompt = |prefix: &str| -> Vec<(String, String)> {
+            prompts
+                .iter()
+                .filter(|(n, _)| n.starts_with(&format!("prompt {prefix}")))
+                .cloned()
+                .collect()
+        };
+        // The sandbox's part of every key that runs code (`SandboxKey`, but for whether code
+        // runs isolated, which is this machine's, not the pipeline's).
+        let sandbox = [
+            ("sandbox.backend", serde_json::to_string(&c.sandbox.backend)),
+            (
+                "sandbox.memory_mib",
+                serde_json::to_string(&c.sandbox.memory_mib),
+            ),
+            (
+                "sandbox.processes",
+                serde_json::to_string(&c.sandbox.processes),
+            ),
+            (
+                "sandbox.file_size_mib",
+                serde_json::to_string(&c.sandbox.file_size_mib),
+            ),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.unwrap_or_default()));
+        let mut extract = Vec::new();
+        fields("", &c.extract, &mut extract);
+        let mut slice = Vec::new();
+        fields("", &c.context, &mut slice);
+        let g = &c.generate;
+        let mut generate = vec![(
+            "generator".to_owned(),
+            serde_json::to_string(&g.generator).unwrap_or_default(),
+        )];
+        fields(
+            "",
+            crate::stages::harnesses::explorer_settings(c),
+            &mut generate,
+        );
+        generate.extend(sandbox.iter().cloned());
+        generate.push((
+            "explorer scripts".into(),
+            crate::py::files_hash(crate::py::EXPLORER).to_hex(),
+        ));
+        if g.generator.uses_model() {
+            for (k, v) in [
+                ("provider", serde_json::to_string(&g.provider)),
+                ("model", serde_json::to_string(&g.model)),
+                ("mode", serde_json::to_string(&g.mode)),
+                ("repair_rounds", serde_json::to_string(&g.repair_rounds)),
+                ("temperature", serde_json::to_string(&g.temperature)),
+                (
+                    "max_completion_tokens",
+                    serde_json::to_string(&g.max_completion_tokens),
+                ),
+            ] {
+                generate.push((k.to_owned(), v.unwrap_or_default()));
+            }
+            generate.extend(prompt("testgen"));
+        }
+        let mut validate = vec![(
+            "sandbox.run_timeout_seconds".to_owned(),
+            c.sandbox.run_timeout_seconds.to_string(),
+        )];
+        validate.extend(sandbox.iter().cloned());
+        validate.push((
+            "runner scripts".into(),
+            crate::py::files_hash(crate::py::RUNNER).to_hex(),
+        ));
+        let mut refine = vec![("enabled".to_owned(), c.refine.enabled.to_string())];
+        if c.refine.enabled {
+            fields("", &c.refine, &mut refine);
+            refine.extend(prompt("specgen"));
+        }
+        for (s, f) in [
+            ("extract", extract),
+            ("slice", slice),
+            ("generate", generate),
+            ("validate", validate),
+            ("refine", refine),
+        ] {
+            out.insert(stage(s), f.into_iter().collect());
+        }
+    }
+    out
+}
+
 /// The state of the last build of an output, when there is one that verifies.
 pub fn last_build(output: &Path) -> Option<State> {
     read_state(output)
@@ -467,6 +589,7 @@ fn run(
                     .map(|c| (c.name.clone(), c.tree.clone()))
                     .collect(),
                 settings: settings_hash(&s.cfg),
+                stage_settings: stage_settings(&s.cfg),
             },
         )?;
     }

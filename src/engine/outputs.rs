@@ -32,10 +32,13 @@ pub struct State {
     pub repos: Vec<(String, String)>,
     /// The hash of the stage settings.
     pub settings: Hash,
+    /// The settings each stage's actions read, by stage and field (`engine::stage_settings`):
+    /// what `r2e status` compares to name the one that changed.
+    pub stage_settings: super::StageSettings,
 }
 
 /// The scope and key the state is sealed under.
-const STATE_SCOPE: &str = "r2e-state-2";
+const STATE_SCOPE: &str = "r2e-state-3";
 
 fn state_key() -> Hash {
     Hash::of_bytes(STATE_SCOPE.as_bytes())

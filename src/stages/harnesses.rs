@@ -291,7 +291,8 @@ fn generate_all(
     generated.into_iter().collect()
 }
 
-fn explorer_settings(cfg: &Config) -> ExplorerSettings {
+/// The built-in generator's settings, as its keys hold them.
+pub fn explorer_settings(cfg: &Config) -> ExplorerSettings {
     ExplorerSettings {
         budget: cfg.generate.budget,
         seed: cfg.generate.seed,
