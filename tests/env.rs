@@ -339,6 +339,22 @@ fn status_names_the_package_version_that_changed() {
     assert_eq!(env["would_build"], false, "{status}");
     assert_eq!(env["changed"], serde_json::json!([]), "{status}");
 
+    // The same key, its environment gone from the cache (`r2e gc`, say).
+    let envs = p
+        .path()
+        .join("cache")
+        .join(r2e::cache::Bucket::Envs.folder());
+    let kept = p.path().join("envs-kept");
+    std::fs::rename(&envs, &kept).unwrap();
+    let (status, _) = status_with_index(&p.pipeline(), port);
+    assert_eq!(status["env"][0]["would_build"], true, "{status}");
+    assert_eq!(
+        status["env"][0]["changed"],
+        serde_json::json!(["its key is the same, but the cache has no environment for it"]),
+        "{status}"
+    );
+    std::fs::rename(&kept, &envs).unwrap();
+
     // A new version of a declared package: a new environment, and status says which input.
     p.write("requirements.txt", "tinydep==1.1\n");
     let (status, text) = status_with_index(&p.pipeline(), port);

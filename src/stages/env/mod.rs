@@ -327,6 +327,9 @@ pub fn plan(
                 }
             }
         }
+        if would_build && changed.is_empty() {
+            changed.push("its key is the same, but the cache has no environment for it".into());
+        }
         out.push(EnvPlan {
             repo: checkout.name.clone(),
             would_build,
