@@ -24,13 +24,16 @@ pub struct Status {
     pub extract: WouldRun,
     pub slice: SliceStatus,
     /// The stages whose settings changed since the last build, each with the fields that did
-    /// (`[generate] budget`: 1500 -> 2000): every action of such a stage runs again.
+    /// (`[generate] budget`: 1500 -> 2000): the actions whose keys hold them run again.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub settings_changed: Vec<SettingsChange>,
     /// From `--until env` on: each repository's environment, whether a build would install it,
     /// and what changed since the last build's (`envs.jsonl`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<crate::stages::env::EnvPlan>,
+    /// Why the environments could not be planned (an interpreter that does not run, say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env_unknown: Option<String>,
     /// With `[evaluate] enabled = true` and a built dataset: what `evaluate` would ask, per
     /// model, over the instances of the last build.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -154,18 +157,31 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
             )
         })
         .collect();
-    let up_to_date = state.as_ref().is_some_and(|s| s.fingerprint == fp) && reasons.is_empty();
+    let mut up_to_date = state.as_ref().is_some_and(|s| s.fingerprint == fp) && reasons.is_empty();
     let settings_changed = state
         .as_ref()
         .map(|last| settings_changes(&last.stage_settings, &engine::stage_settings(cfg)))
         .unwrap_or_default();
     let evaluate = evaluate_plans(cfg, &session)?;
-    let env = if until >= Stage::Env {
-        env_plans(cfg, &session, &output)?
+    let (env, env_unknown) = if until >= Stage::Env {
+        match env_plans(cfg, &session, up_to_date) {
+            Ok(plans) => (plans, None),
+            // What status cannot find out (no such interpreter) is said, not an error: the
+            // build would say it too.
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        }
     } else {
-        Vec::new()
+        (Vec::new(), None)
     };
+    if let Some(e) = env.iter().find(|e| e.would_build) {
+        up_to_date = false;
+        reasons.push(format!(
+            "the environment of repo `{}` would be installed",
+            e.repo
+        ));
+    }
     Ok(Status {
+        env_unknown,
         evaluate,
         settings_changed,
         env,
@@ -195,18 +211,30 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
 fn env_plans(
     cfg: &Config,
     session: &Session,
-    output: &std::path::Path,
+    unchanged: bool,
 ) -> Result<Vec<crate::stages::env::EnvPlan>> {
     let services = crate::services::Services::for_config(cfg, true);
+    // The last build's environments: in its output, or with variants in each variant's (all
+    // hold the same copy).
+    let (_, first) = cfg.builds()[0];
+    let last: Vec<crate::records::EnvLine> =
+        read_jsonl(&crate::engine::outputs::resolve(&first.output).join("envs.jsonl"))?
+            .unwrap_or_default();
+    // Nothing changed since the last build: its imports are the repository's (no file is
+    // parsed to find them again).
     let repos: Vec<_> = session
         .checkouts
         .iter()
         .zip(&session.repos)
-        .map(|(c, &repo)| (c.clone(), db::external_imports(&session.db, repo).to_vec()))
+        .map(|(c, &repo)| {
+            let known = last.iter().find(|l| l.repo == c.name).filter(|_| unchanged);
+            let imports = match known {
+                Some(l) => l.inferred.clone(),
+                None => db::external_imports(&session.db, repo).to_vec(),
+            };
+            (c.clone(), imports)
+        })
         .collect();
-    let last: Vec<crate::records::EnvLine> =
-        read_jsonl(&crate::engine::outputs::resolve(output).join("envs.jsonl"))?
-            .unwrap_or_default();
     crate::stages::env::plan(
         cfg,
         &session.cache,
@@ -282,6 +310,9 @@ pub fn status_text(v: &Status) -> String {
             }
         ));
     }
+    if let Some(why) = &v.env_unknown {
+        out.push_str(&format!("env: cannot say ({why})\n"));
+    }
     for e in &v.env {
         let what = if e.would_build {
             "would be installed"
@@ -304,7 +335,7 @@ pub fn status_text(v: &Status) -> String {
     }
     for c in &v.settings_changed {
         out.push_str(&format!(
-            "  {}: every action again, its settings changed: {}\n",
+            "  {}: its settings changed: {}\n",
             c.stage,
             c.changed.join("; ")
         ));

@@ -219,11 +219,33 @@ fn status_names_the_settings_that_changed() {
     assert_eq!(order, ["extract", "generate", "refine"]);
     let text = String::from_utf8(status(false)).unwrap();
     assert!(
-        text.contains(
-            "  generate: every action again, its settings changed: `budget`: 1500 -> 99\n"
-        ),
+        text.contains("  generate: its settings changed: `budget`: 1500 -> 99\n"),
         "{text}"
     );
+}
+
+/// An interpreter that does not run: `status` says it cannot plan the environments, and still
+/// answers the rest.
+#[test]
+fn status_without_an_interpreter_says_so() {
+    let p = Project::new(SMALL, "[env]\npython = \"r2e-no-such-python\"\n");
+    let out = r2e()
+        .args(["status", "--json", "-p"])
+        .arg(p.pipeline())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert!(
+        v["env_unknown"]
+            .as_str()
+            .unwrap()
+            .contains("r2e-no-such-python"),
+        "{v}"
+    );
+    assert_eq!(v["parse"]["would_run"], 1, "{v}");
 }
 
 #[test]

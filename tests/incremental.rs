@@ -237,3 +237,20 @@ fn a_build_that_changes_no_output_rewrites_none() {
         "unchanged outputs keep their inode and mtime"
     );
 }
+
+/// Another interpreter behind `[env] python` (an upgrade in place, another one first on the
+/// `PATH`) changes every environment's key: the build is not a no-op.
+#[test]
+fn a_changed_interpreter_is_not_a_noop() {
+    let dir = tempfile::tempdir().unwrap();
+    let python = dir.path().join("python3");
+    std::fs::write(&python, "#!/bin/sh\nexit 0\n").unwrap();
+    let p = Project::new(REPO, &format!("[env]\npython = \"{}\"\n", python.display()));
+    p.build();
+    let again = p.build();
+    assert_eq!(again.stages.extract.executed, 0, "a no-op");
+    // The same path, another file.
+    std::fs::write(&python, "#!/bin/sh\n# upgraded\nexit 0\n").unwrap();
+    let after = p.build();
+    assert!(after.stages.extract.executed > 0, "not a no-op");
+}

@@ -84,6 +84,8 @@ pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>
         repos: Vec<(&'a str, &'a str, Option<&'a str>, &'a crate::config::Scope)>,
         /// The providers asked.
         providers: Vec<(&'a str, &'a str, crate::config::Api)>,
+        /// The interpreter `[env] python` names, as this machine resolves it now.
+        interpreter: Option<(PathBuf, u64, u128)>,
         builds: Vec<Stages<'a>>,
     }
     let builds = cfg
@@ -115,6 +117,7 @@ pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>
             .map(|p| (p.name.as_str(), p.base_url.as_str(), p.api))
             .collect(),
         version: &build_identity(),
+        interpreter: interpreter_identity(&cfg.env.python),
         env: &cfg.env,
         sandbox: &cfg.sandbox,
         until: opts.until,
@@ -125,6 +128,31 @@ pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>
             .collect(),
         builds,
     })
+}
+
+/// The file an interpreter command resolves to (on the `PATH` for a bare name), with its size
+/// and modification time: another interpreter put first on the `PATH`, or an upgrade in place,
+/// changes the environments' keys, so a build is not a no-op.
+fn interpreter_identity(python: &str) -> Option<(PathBuf, u64, u128)> {
+    let path = Path::new(python);
+    let found = if path.components().count() > 1 {
+        Some(path.to_path_buf())
+    } else {
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(python))
+                .find(|c| c.is_file())
+        })
+    }?;
+    let real = std::fs::canonicalize(&found).ok()?;
+    let meta = std::fs::metadata(&real).ok()?;
+    let mtime = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    Some((real, meta.len(), mtime))
 }
 
 /// Whether every environment the outputs name is still in the cache (`r2e check` runs in them).
@@ -153,14 +181,20 @@ pub type StageSettings =
 
 /// The settings in the keys of each stage's actions, by stage and field, for every dataset
 /// built (a variant's stages are named `VARIANT: stage`): `extract` (`[extract]`), `slice`
-/// (`[context]`), `generate` (the explorer's settings and scripts and the sandbox's limits in
-/// `SandboxKey`; with a model, the generator's model settings and the harness prompts),
+/// (`[context]`), `generate` (with the built-in explorer, its settings and scripts and the
+/// sandbox's limits in `SandboxKey`; with a model, its provider's API kind, the model, its
+/// sampling, the mode's first prompt, and the repair prompts when there are repair rounds),
 /// `validate` (the run timeout, the sandbox's limits, the runner's scripts) and `refine` (when
-/// enabled: `[refine]` and the `specgen` prompt). A field listed changes every key of its
-/// stage. Recorded in the build's state, so that `r2e status` names the field that changed.
+/// enabled: the model's settings and the `specgen` prompt). A change of a field listed
+/// changes the keys of the actions that read it: all of its stage's, but for a repair prompt
+/// only the repair rounds'. Recorded in the build's state, so that `r2e status` names the
+/// field that changed.
 /// Nothing secret is among them: `[env]` (its index settings may hold credentials; `status`
 /// compares environments by their keys) and `[providers]` are not.
 pub fn stage_settings(cfg: &Config) -> StageSettings {
+    fn text<T: serde::Serialize>(value: &T) -> String {
+        serde_json::to_string(value).unwrap_or_default()
+    }
     fn fields(prefix: &str, value: impl serde::Serialize, out: &mut Vec<(String, String)>) {
         if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(value) {
             for (k, v) in map {
@@ -211,36 +245,47 @@ pub fn stage_settings(cfg: &Config) -> StageSettings {
         fields("", &c.extract, &mut extract);
         let mut slice = Vec::new();
         fields("", &c.context, &mut slice);
+        // A provider's part of a model request's key: its API kind (never its URL or key).
+        let api = |provider: &Option<String>| -> String {
+            let p = provider
+                .as_deref()
+                .and_then(|n| cfg.providers.iter().find(|p| p.name == n));
+            serde_json::to_string(&p.map(|p| p.api)).unwrap_or_default()
+        };
         let g = &c.generate;
-        let mut generate = vec![(
-            "generator".to_owned(),
-            serde_json::to_string(&g.generator).unwrap_or_default(),
-        )];
-        fields(
-            "",
-            crate::stages::harnesses::explorer_settings(c),
-            &mut generate,
-        );
-        generate.extend(sandbox.iter().cloned());
-        generate.push((
-            "explorer scripts".into(),
-            crate::py::files_hash(crate::py::EXPLORER).to_hex(),
-        ));
+        let mut generate = vec![("generator".to_owned(), text(&g.generator))];
+        if g.generator != crate::records::Generator::Llm {
+            fields(
+                "",
+                crate::stages::harnesses::explorer_settings(c),
+                &mut generate,
+            );
+            generate.extend(sandbox.iter().cloned());
+            generate.push((
+                "explorer scripts".into(),
+                crate::py::files_hash(crate::py::EXPLORER).to_hex(),
+            ));
+        }
         if g.generator.uses_model() {
-            for (k, v) in [
-                ("provider", serde_json::to_string(&g.provider)),
-                ("model", serde_json::to_string(&g.model)),
-                ("mode", serde_json::to_string(&g.mode)),
-                ("repair_rounds", serde_json::to_string(&g.repair_rounds)),
-                ("temperature", serde_json::to_string(&g.temperature)),
-                (
-                    "max_completion_tokens",
-                    serde_json::to_string(&g.max_completion_tokens),
-                ),
-            ] {
-                generate.push((k.to_owned(), v.unwrap_or_default()));
+            generate.push(("provider api".to_owned(), api(&g.provider)));
+            generate.push(("model".to_owned(), text(&g.model)));
+            generate.push(("mode".to_owned(), text(&g.mode)));
+            generate.push(("temperature".to_owned(), text(&g.temperature)));
+            generate.push((
+                "max_completion_tokens".to_owned(),
+                text(&g.max_completion_tokens),
+            ));
+            // The first round's prompt of the mode in use; the repair prompts when there are
+            // repair rounds (a change there asks those rounds again, not the first).
+            generate.extend(prompt(match g.mode {
+                crate::config::HarnessMode::Equivalence => "testgen_equivalence",
+                crate::config::HarnessMode::OutputPrediction => "testgen_output_prediction",
+            }));
+            if g.repair_rounds > 0 {
+                generate.push(("repair_rounds".to_owned(), g.repair_rounds.to_string()));
+                generate.extend(prompt("testgen_fix_error"));
+                generate.extend(prompt("testgen_improve_coverage"));
             }
-            generate.extend(prompt("testgen"));
         }
         let mut validate = vec![(
             "sandbox.run_timeout_seconds".to_owned(),
@@ -253,7 +298,15 @@ pub fn stage_settings(cfg: &Config) -> StageSettings {
         ));
         let mut refine = vec![("enabled".to_owned(), c.refine.enabled.to_string())];
         if c.refine.enabled {
-            fields("", &c.refine, &mut refine);
+            let r = &c.refine;
+            refine.push(("provider api".to_owned(), api(&r.provider)));
+            refine.push(("model".to_owned(), text(&r.model)));
+            refine.push(("temperature".to_owned(), text(&r.temperature)));
+            refine.push((
+                "max_completion_tokens".to_owned(),
+                text(&r.max_completion_tokens),
+            ));
+            refine.push(("max_examples".to_owned(), text(&r.max_examples)));
             refine.extend(prompt("specgen"));
         }
         for (s, f) in [

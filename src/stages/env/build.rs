@@ -87,8 +87,8 @@ impl Installer {
         Installer::of(uv, interpreter)
     }
 
-    /// The installer a build would use, without installing anything: `None` when the build
-    /// would first install `uv` into the cache (`r2e status`).
+    /// The installer a build would use, without installing anything (`r2e status`): `None`
+    /// when `installer = "uv"` and the build would first install it into the cache.
     pub fn find_installed(
         cache: &Cache,
         interpreter: &Interpreter,
@@ -96,10 +96,10 @@ impl Installer {
     ) -> Option<Result<Installer>> {
         match find_uv(cache, cfg) {
             Some(uv) => Some(Installer::of(Some(uv), interpreter)),
-            None if cfg.installer == ConfiguredInstaller::Pip => {
-                Some(Installer::of(None, interpreter))
-            }
-            None => None,
+            None if cfg.installer == ConfiguredInstaller::Uv => None,
+            // `pip`, or `auto` with no `uv` to hand: pip, as a build falls back to when it
+            // cannot install `uv` (one that can would use `uv`, another key).
+            None => Some(Installer::of(None, interpreter)),
         }
     }
 
