@@ -372,3 +372,27 @@ fn status_names_the_package_version_that_changed() {
         "{text}"
     );
 }
+
+/// With `[[variant]]` tables the environments are listed in each variant's folder: `status`
+/// reads them there, and finds nothing changed right after a build.
+#[test]
+fn status_reads_the_environments_of_variants() {
+    let index = tempfile::tempdir().unwrap();
+    let pinned = r2e::stages::env::COVERAGE.split("==").nth(1).unwrap();
+    wheel(index.path(), "coverage", pinned);
+    wheel(index.path(), "tinydep", "1.0");
+    let port = serve_index(index.path().to_path_buf());
+    let p = Project::new(
+        REPO,
+        "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n\n\
+         [[variant]]\nname = \"naive\"\ncontext.strategy = \"naive\"\n\n\
+         [[variant]]\nname = \"sliced\"\ncontext.strategy = \"sliced\"\n",
+    );
+    let built = build_with_index(&p.pipeline(), port, "5");
+    assert_eq!(built["stages"]["env"]["executed"], 1, "{built}");
+    let (status, text) = status_with_index(&p.pipeline(), port);
+    let env = &status["env"][0];
+    assert_eq!(env["would_build"], false, "{status}");
+    assert_eq!(env["changed"], serde_json::json!([]), "{status}");
+    assert!(text.contains("env, repo `r`: is in the cache\n"), "{text}");
+}
