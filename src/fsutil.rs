@@ -11,6 +11,15 @@ use crate::error::{Error, Result};
 /// The marker in every temporary file name this module makes: `.<name>.r2e-tmp.<pid>.<n>`.
 pub const TMP_MARKER: &str = ".r2e-tmp.";
 
+/// The first file named `name` in a folder of the `PATH`.
+pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, synced, then a
 /// rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {

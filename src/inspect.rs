@@ -162,9 +162,11 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
         .as_ref()
         .map(|last| settings_changes(&last.stage_settings, &engine::stage_settings(cfg)))
         .unwrap_or_default();
-    let evaluate = evaluate_plans(cfg, &session)?;
+    // Status runs no repository code: nothing it starts needs isolation.
+    let services = crate::services::Services::for_config(cfg, true);
+    let evaluate = evaluate_plans(cfg, &session, &services)?;
     let (env, env_unknown) = if until >= Stage::Env {
-        match env_plans(cfg, &session, up_to_date) {
+        match env_plans(cfg, &session, &services, up_to_date) {
             Ok(plans) => (plans, None),
             // What status cannot find out (no such interpreter) is said, not an error: the
             // build would say it too.
@@ -211,9 +213,9 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
 fn env_plans(
     cfg: &Config,
     session: &Session,
+    services: &crate::services::Services,
     unchanged: bool,
 ) -> Result<Vec<crate::stages::env::EnvPlan>> {
-    let services = crate::services::Services::for_config(cfg, true);
     // The last build's environments: in its output, or with variants in each variant's (all
     // hold the same copy).
     let (_, first) = cfg.builds()[0];
@@ -249,9 +251,9 @@ fn env_plans(
 fn evaluate_plans(
     cfg: &Config,
     session: &Session,
+    services: &crate::services::Services,
 ) -> Result<Vec<crate::stages::evaluate::ModelPlan>> {
     let mut out = Vec::new();
-    let services = crate::services::Services::for_config(cfg, true);
     for (name, c) in cfg.builds() {
         if !c.evaluate.enabled {
             continue;
@@ -264,7 +266,7 @@ fn evaluate_plans(
         };
         let envs: Vec<crate::records::EnvLine> =
             crate::records::read_jsonl(&dir.join("envs.jsonl"))?.unwrap_or_default();
-        let bench = crate::check::Bench::of(session, c, &services, instances, &envs)?;
+        let bench = crate::check::Bench::of(session, c, services, instances, &envs)?;
         let llm = crate::llm::Llm::new(services.models.clone());
         let templates = crate::llm::prompts::Templates::load(c)?;
         let pool = rayon::ThreadPoolBuilder::new()

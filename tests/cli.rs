@@ -161,22 +161,15 @@ fn status_names_the_settings_that_changed() {
         "[providers.local]\nbase_url = \"http://127.0.0.1:9/v1\"\n\n\
          [refine]\nenabled = true\nprovider = \"local\"\nmodel = \"m\"\n",
     );
-    r2e()
-        .arg("build")
-        .arg(p.pipeline())
-        .args(["--until", "slice"])
-        .assert()
-        .success();
-    let status = |json: bool| {
+    common::build_until_slice(&p.pipeline());
+    let status = || {
         let mut cmd = r2e();
         cmd.args(["status", "--until", "slice", "-p"])
             .arg(p.pipeline());
-        if json {
-            cmd.arg("--json");
-        }
-        cmd.assert().success().get_output().stdout.clone()
+        cmd
     };
-    let v: serde_json::Value = serde_json::from_slice(&status(true)).unwrap();
+    let json = || common::stdout_json(status().arg("--json"));
+    let v = json();
     assert_eq!(v["up_to_date"], true, "{v}");
     assert!(v.get("settings_changed").is_none(), "{v}");
 
@@ -192,7 +185,7 @@ fn status_names_the_settings_that_changed() {
         "Write a spec for {{ code }}\n",
     )
     .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&status(true)).unwrap();
+    let v = json();
     assert_eq!(v["up_to_date"], false, "{v}");
     let changes = v["settings_changed"].as_array().unwrap();
     let stage = |name: &str| -> Vec<String> {
@@ -217,7 +210,7 @@ fn status_names_the_settings_that_changed() {
         .map(|c| c["stage"].as_str().unwrap())
         .collect();
     assert_eq!(order, ["extract", "generate", "refine"]);
-    let text = String::from_utf8(status(false)).unwrap();
+    let text = String::from_utf8(status().assert().success().get_output().stdout.clone()).unwrap();
     assert!(
         text.contains("  generate: its settings changed: `budget`: 1500 -> 99\n"),
         "{text}"
@@ -229,15 +222,7 @@ fn status_names_the_settings_that_changed() {
 #[test]
 fn status_without_an_interpreter_says_so() {
     let p = Project::new(SMALL, "[env]\npython = \"r2e-no-such-python\"\n");
-    let out = r2e()
-        .args(["status", "--json", "-p"])
-        .arg(p.pipeline())
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let v = common::stdout_json(r2e().args(["status", "--json", "-p"]).arg(p.pipeline()));
     assert!(
         v["env_unknown"]
             .as_str()

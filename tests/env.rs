@@ -119,6 +119,18 @@ fn build_with_index(pipeline: &Path, port: u16, timeout: &str) -> serde_json::Va
     serde_json::from_slice(&out).unwrap()
 }
 
+/// A package index on loopback serving a stand-in for the pinned coverage.py and `tinydep`
+/// 1.0: the folder (kept while the test runs) and the port.
+fn tinydep_index() -> (tempfile::TempDir, u16) {
+    let index = tempfile::tempdir().unwrap();
+    // A stand-in for the pinned coverage.py: the index serves what the pin names.
+    let pinned = r2e::stages::env::COVERAGE.split("==").nth(1).unwrap();
+    wheel(index.path(), "coverage", pinned);
+    wheel(index.path(), "tinydep", "1.0");
+    let port = serve_index(index.path().to_path_buf());
+    (index, port)
+}
+
 const REPO: &str = r#"
 //- requirements.txt
 tinydep
@@ -135,12 +147,7 @@ def version_of(x):
 
 #[test]
 fn environments_install_from_the_configured_index_and_are_cached() {
-    let index = tempfile::tempdir().unwrap();
-    // A stand-in for the pinned coverage.py: the index serves what the pin names.
-    let pinned = r2e::stages::env::COVERAGE.split("==").nth(1).unwrap();
-    wheel(index.path(), "coverage", pinned);
-    wheel(index.path(), "tinydep", "1.0");
-    let port = serve_index(index.path().to_path_buf());
+    let (_index, port) = tinydep_index();
     let p = Project::new(REPO, "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n");
     let build = || build_with_index(&p.pipeline(), port, "5");
     let first = build();
@@ -322,11 +329,7 @@ fn status_with_index(pipeline: &Path, port: u16) -> (serde_json::Value, String) 
 
 #[test]
 fn status_names_the_package_version_that_changed() {
-    let index = tempfile::tempdir().unwrap();
-    let pinned = r2e::stages::env::COVERAGE.split("==").nth(1).unwrap();
-    wheel(index.path(), "coverage", pinned);
-    wheel(index.path(), "tinydep", "1.0");
-    let port = serve_index(index.path().to_path_buf());
+    let (_index, port) = tinydep_index();
     let p = Project::new(
         &REPO.replace("tinydep\n//- pkg", "tinydep==1.0\n//- pkg"),
         "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n",
@@ -377,11 +380,7 @@ fn status_names_the_package_version_that_changed() {
 /// reads them there, and finds nothing changed right after a build.
 #[test]
 fn status_reads_the_environments_of_variants() {
-    let index = tempfile::tempdir().unwrap();
-    let pinned = r2e::stages::env::COVERAGE.split("==").nth(1).unwrap();
-    wheel(index.path(), "coverage", pinned);
-    wheel(index.path(), "tinydep", "1.0");
-    let port = serve_index(index.path().to_path_buf());
+    let (_index, port) = tinydep_index();
     let p = Project::new(
         REPO,
         "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n\n\

@@ -138,11 +138,7 @@ fn interpreter_identity(python: &str) -> Option<(PathBuf, u64, u128)> {
     let found = if path.components().count() > 1 {
         Some(path.to_path_buf())
     } else {
-        std::env::var_os("PATH").and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join(python))
-                .find(|c| c.is_file())
-        })
+        crate::fsutil::find_program(python)
     }?;
     let real = std::fs::canonicalize(&found).ok()?;
     let meta = std::fs::metadata(&real).ok()?;
@@ -208,7 +204,12 @@ pub fn stage_settings(cfg: &Config) -> StageSettings {
             Some(n) => format!("{n}: {s}"),
             None => s.to_owned(),
         };
-        let prompts: Vec<(String, String)> = crate::llm::prompts::Templates::load(c)
+        // Read only when a stage of this dataset asks a model (the fingerprint reads them then
+        // too).
+        let asks = c.generate.generator.uses_model() || c.refine.enabled;
+        let prompts: Vec<(String, String)> = asks
+            .then(|| crate::llm::prompts::Templates::load(c).ok())
+            .flatten()
             .map(|t| {
                 t.sources
                     .into_iter()
@@ -249,7 +250,7 @@ pub fn stage_settings(cfg: &Config) -> StageSettings {
         let api = |provider: &Option<String>| -> String {
             let p = provider
                 .as_deref()
-                .and_then(|n| cfg.providers.iter().find(|p| p.name == n));
+                .and_then(|n| c.providers.iter().find(|p| p.name == n));
             serde_json::to_string(&p.map(|p| p.api)).unwrap_or_default()
         };
         let g = &c.generate;

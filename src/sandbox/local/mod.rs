@@ -62,7 +62,7 @@ impl LocalSandbox {
     /// Probes the machine for bubblewrap, `setpriv` and a writable cgroup. Without bubblewrap,
     /// jobs are refused unless `allow_unsandboxed`.
     pub fn new(allow_unsandboxed: bool) -> LocalSandbox {
-        let bwrap = find_program("bwrap").filter(|b| {
+        let bwrap = crate::fsutil::find_program("bwrap").filter(|b| {
             Command::new(b)
                 .args([
                     "--ro-bind",
@@ -88,7 +88,7 @@ impl LocalSandbox {
             });
         }
         LocalSandbox {
-            setpriv: find_program("setpriv").or_else(|| {
+            setpriv: crate::fsutil::find_program("setpriv").or_else(|| {
                 ["/usr/bin/setpriv", "/bin/setpriv"]
                     .map(PathBuf::from)
                     .into_iter()
@@ -169,14 +169,6 @@ impl LocalSandbox {
         c.arg(&job.program).args(&job.args);
         Ok(c)
     }
-}
-
-fn find_program(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
 }
 
 /// Environment every job gets, for determinism.

@@ -134,13 +134,8 @@ fn find_uv(cache: &Cache, cfg: &EnvConfig) -> Option<PathBuf> {
     if cfg.installer == ConfiguredInstaller::Pip {
         return None;
     }
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("uv"))
-        .find(|p| p.is_file());
-    if on_path.is_some() {
-        return on_path;
+    if let Some(on_path) = crate::fsutil::find_program("uv") {
+        return Some(on_path);
     }
     let tools = cache.path(Bucket::Tools).join("uv");
     let uv = tools.join("bin").join("uv");

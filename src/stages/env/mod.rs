@@ -185,9 +185,8 @@ pub fn run(
     let bar = progress(repos.len() as u64, "env");
     for (checkout, imports) in repos {
         bar.set_message(checkout.name.clone());
-        let declared = declared_dependencies(checkout, |text| {
-            setup_py_requires(text, cache, sandbox, &interpreter)
-        });
+        let (declared, inferred) =
+            dependencies(cfg, cache, sandbox, &interpreter, checkout, imports);
         for (file, why) in &declared.refused {
             stage.failures.push(FailureRecord {
                 repo: checkout.name.clone(),
@@ -197,7 +196,6 @@ pub fn run(
                 log: None,
             });
         }
-        let inferred = inferred_imports(cfg, &interpreter, imports);
         match working_env(&builder, &declared, &inferred) {
             Ok(built) => stage.record(&checkout.name, built, output)?,
             Err(e) => {
@@ -221,17 +219,30 @@ pub fn run(
     Ok(stage)
 }
 
-/// The third-party modules a repository imports that its environment installs (none unless
-/// `[env] infer_imports`).
-fn inferred_imports(cfg: &Config, interpreter: &Interpreter, imports: &[String]) -> Vec<String> {
-    if !cfg.env.infer_imports {
-        return Vec::new();
-    }
-    imports
-        .iter()
-        .filter(|m| !interpreter.stdlib_modules.contains(*m) && !m.starts_with('_'))
-        .cloned()
-        .collect()
+/// A repository's dependencies as its environment's key holds them: those it declares, and
+/// the third-party modules its code imports (`imports`) that its environment installs (none
+/// unless `[env] infer_imports`). One reading for the stage and for `plan`.
+fn dependencies(
+    cfg: &Config,
+    cache: &Cache,
+    sandbox: &dyn Sandbox,
+    interpreter: &Interpreter,
+    checkout: &Checkout,
+    imports: &[String],
+) -> (Declared, Vec<String>) {
+    let declared = declared_dependencies(checkout, |text| {
+        setup_py_requires(text, cache, sandbox, interpreter)
+    });
+    let inferred = if cfg.env.infer_imports {
+        imports
+            .iter()
+            .filter(|m| !interpreter.stdlib_modules.contains(*m) && !m.starts_with('_'))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (declared, inferred)
 }
 
 /// What a build would do of one repository's environment (`r2e status`).
@@ -281,10 +292,8 @@ pub fn plan(
     };
     let mut out = Vec::new();
     for (checkout, imports) in repos {
-        let declared = declared_dependencies(checkout, |text| {
-            setup_py_requires(text, cache, sandbox, &interpreter)
-        });
-        let inferred = inferred_imports(cfg, &interpreter, imports);
+        let (declared, inferred) =
+            dependencies(cfg, cache, sandbox, &interpreter, checkout, imports);
         let key = builder
             .key(&declared.requirements, &inferred, &declared.optional)
             .hash()
