@@ -19,6 +19,7 @@ and comparison functions so that what it keeps is exactly what a harness will ac
 
 from __future__ import annotations
 
+import ast
 import collections.abc
 import contextlib
 import copy
@@ -28,6 +29,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import inspect
+import io
 import itertools
 import math
 import os
@@ -35,6 +37,7 @@ import re
 import reprlib
 import sys
 import types
+import warnings
 
 __all__ = [
     "CALLS",
@@ -565,7 +568,7 @@ def method_kind(cls, method_name: str) -> str:
 
 
 def observe_method(
-    cls, ctor_args, ctor_kwargs, method_name, args, kwargs, *, copy_memo=None
+    cls, ctor_args, ctor_kwargs, method_name, args, kwargs, *, copy_memo=None, then=()
 ) -> Observation:
     """Observes `cls(*ctor_args, **ctor_kwargs).method_name(*args, **kwargs)` on deep copies.
 
@@ -573,6 +576,7 @@ def observe_method(
     `__init__` the call under test is the construction itself, from args/kwargs (ctor_args and
     ctor_kwargs are ignored), and its outcome is ("return", None). For a property the "call" is
     reading the attribute. A constructor that raises is the outcome (with no instance state).
+    `then`: as for observe_function, the calls made of a function the method returned.
     """
     ctor_args, ctor_kwargs, args, kwargs = _deep_copy(
         (tuple(ctor_args), dict(ctor_kwargs), tuple(args), dict(kwargs)), copy_memo
@@ -580,7 +584,9 @@ def observe_method(
     kind = method_kind(cls, method_name)
     if kind in ("static", "class"):
         outcome = call_outcome(getattr(cls, method_name), args, kwargs)
-        return Observation(outcome, args, kwargs)
+        return Observation(
+            outcome, args, kwargs, then=_call_returned(outcome, then, copy_memo)
+        )
     if kind == "init":
         holder = []
         outcome = call_outcome(lambda *a, **k: holder.append(cls(*a, **k)), args, kwargs)
@@ -596,7 +602,9 @@ def observe_method(
         outcome = call_outcome(
             lambda *a, **k: getattr(instance, method_name)(*a, **k), args, kwargs
         )
-    return Observation(outcome, args, kwargs, instance)
+    return Observation(
+        outcome, args, kwargs, instance, then=_call_returned(outcome, then, copy_memo)
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -1017,23 +1025,97 @@ def check_function(test, cand_fn, ref_fn, args=(), kwargs=None, then=()):
 
 
 def check_method(
-    test, cand_cls, ref_cls, ctor_args, ctor_kwargs, method_name, args=(), kwargs=None
+    test, cand_cls, ref_cls, ctor_args, ctor_kwargs, method_name, args=(), kwargs=None, then=()
 ):
     """Fails `test` unless the method behaves the same on instances of both classes built from
-    (deep copies of) the same constructor arguments: outcome, arguments and instance state."""
+    (deep copies of) the same constructor arguments: outcome, arguments and instance state;
+    and, when it returns a function, unless that behaves the same on each of the `then`
+    calls."""
     ctor_kwargs = {} if ctor_kwargs is None else ctor_kwargs
     kwargs = {} if kwargs is None else kwargs
     if mode() != MODE_PAIR:
         built = _call_text(getattr(cand_cls, "__qualname__", "C"), ctor_args, ctor_kwargs)
         call = _call_text(f"{built}.{method_name}", args, kwargs)
-        obs = observe_method(cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs)
+        obs = observe_method(
+            cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, then=then
+        )
         _record(obs, call)
         return
     memo = _twin_memo(getattr(ref_cls, "__module__", None)) if cand_cls is not ref_cls else None
     cand = observe_method(
-        cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, copy_memo=memo
+        cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, copy_memo=memo, then=then
     )
-    ref = observe_method(ref_cls, ctor_args, ctor_kwargs, method_name, args, kwargs)
+    ref = observe_method(ref_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, then=then)
+    _check(test, cand, ref)
+
+
+def run_example(module, source: str):
+    """Runs the code of a docstring's example in a copy of `module`'s namespace (so its names
+    are the module's: the function under test, its classes, what the module imports; and its
+    package's public names, `example_namespace`), as a
+    doctest session would: {"printed": what it wrote to stdout and stderr, "values": the value
+    of each expression statement that is not None}. An exception ends it as the outcome.
+    Warnings are not shown."""
+    tree = ast.parse(source)
+    namespace = example_namespace(module)
+    printed = io.StringIO()
+    values = []
+    # Warnings are not shown: whether one is shown depends on the process's state (each is
+    # shown once per place), and it names a file and line.
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(
+        printed
+    ), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Expr):
+                code = compile(ast.Expression(stmt.value), "<example>", "eval")
+                value = eval(code, namespace)  # noqa: S307 - the example runs in the sandbox
+                if value is not None:
+                    values.append(value)
+            else:
+                code = compile(ast.Module([stmt], []), "<example>", "exec")
+                exec(code, namespace)  # noqa: S102 - the example runs in the sandbox
+    return {"printed": printed.getvalue(), "values": values}
+
+
+def example_namespace(module) -> dict:
+    """The names an example sees: the public names of the module's top-level package (an
+    example is written against the package's API: pyparsing's `infix_notation` examples use
+    `pyparsing_common` from another module), then the module's own, which win."""
+    namespace = {}
+    root = sys.modules.get(module.__name__.partition(".")[0])
+    if root is not None and root is not module:
+        namespace.update((k, v) for k, v in vars(root).items() if not k.startswith("_"))
+    namespace.update(vars(module))
+    return namespace
+
+
+def _example_runner(module, source: str):
+    """A function of no arguments running the example on `module` (what is observed)."""
+
+    def example():
+        return run_example(module, source)
+
+    example.__qualname__ = "example"
+    return example
+
+
+def observe_example(module, source: str) -> Observation:
+    """Observes a docstring's example run on `module` (run_example)."""
+    return observe_function(_example_runner(module, source), (), {})
+
+
+def check_example(test, cand_module, ref_module, source: str):
+    """Fails `test` unless the code of a docstring's example prints and gives the same on the
+    candidate module as on the reference (run_example): the function under test is reached
+    through the calls the authors wrote, with the values those make (a parser element whose
+    parse action is the function, say)."""
+    if mode() != MODE_PAIR:
+        first = source.strip().splitlines()[0] if source.strip() else ""
+        _record(observe_example(cand_module, source), f"example: {first} ...")
+        return
+    cand = observe_example(cand_module, source)
+    ref = observe_example(ref_module, source)
     _check(test, cand, ref)
 
 

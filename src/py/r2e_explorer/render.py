@@ -1,9 +1,10 @@
 """Writing the harness: a `unittest` module with one test per chosen input, each comparing the
 candidate with the reference through r2e_equiv.check_function / check_method.
 
-An entry (search.Entry) gives `call` (args, kwargs specs), `ctor_call` (constructor args and
-kwargs specs of a method's instance, or None) and `then` (the target returned a function, which
-is called on THEN_CALLS too).
+An entry (search.Entry) gives `call` (args, kwargs specs; or a docstring's example, run as a
+program, with its `source`), `ctor_call` (constructor args and kwargs specs of a method's
+instance, or None) and `then` (the target returned a function, which is called on THEN_CALLS
+too).
 """
 
 from __future__ import annotations
@@ -84,13 +85,28 @@ def render_harness(
     lines += ["", "", f"class {harness_class_name(qualname)}(unittest.TestCase):"]
     for i, e in enumerate(chosen):
         lines.append(f"    def test_{i}(self):")
-        if not method:
+        source = getattr(e.call, "source", None)
+        if source is not None:
+            lines += example_test_body(source)
+        elif not method:
             lines += function_test_body(e, local, then_calls)
         else:
-            lines += method_test_body(e, local, parts[-1])
+            lines += method_test_body(e, local, parts[-1], then_calls)
         lines.append("")
     lines += ["", 'if __name__ == "__main__":', "    unittest.main()", ""]
     return "\n".join(lines)
+
+
+def example_test_body(source: str) -> list[str]:
+    """The lines of a test running a docstring's example on both modules (check_example)."""
+    lines = ["        example = \"\\n\".join(", "            ["]
+    lines += [f"                {line!r}," for line in source.splitlines()]
+    lines += [
+        "            ]",
+        "        )",
+        "        r2e_equiv.check_example(self, candidate, reference, example)",
+    ]
+    return lines
 
 
 def function_test_body(e, local: str, then_calls=THEN_CALLS) -> list[str]:
@@ -113,15 +129,21 @@ def function_test_body(e, local: str, then_calls=THEN_CALLS) -> list[str]:
     return lines
 
 
-def method_test_body(e, local: str, method_name: str) -> list[str]:
+def method_test_body(e, local: str, method_name: str, then_calls=THEN_CALLS) -> list[str]:
     """The lines of a test of the method `method_name` of a class named `local` in the
     harness."""
     args, kwargs = e.call
     ctor_args, ctor_kwargs = e.ctor_call if e.ctor_call is not None else ((), {})
-    return [
+    lines = [
         f"        ctor_args = {render(tuple(ctor_args))}",
         f"        ctor_kwargs = {render(dict(ctor_kwargs))}",
         f"        args = {render(tuple(args))}",
         f"        kwargs = {render(dict(kwargs))}",
-        f"        r2e_equiv.check_method(self, {local}, reference_{local}, ctor_args, ctor_kwargs, {method_name!r}, args, kwargs)",
     ]
+    call = f"r2e_equiv.check_method(self, {local}, reference_{local}, ctor_args, ctor_kwargs, {method_name!r}, args, kwargs"
+    if e.then:
+        # The method returned a function: it is called too, on each of these.
+        lines += [f"        then = {render(then_calls)}", f"        {call}, then)"]
+    else:
+        lines.append(f"        {call})")
+    return lines

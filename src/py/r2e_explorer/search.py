@@ -47,6 +47,7 @@ from .static import (
     body_literals,
     call_site_specs,
     docstring_calls,
+    example_programs,
     function_node,
     global_literals,
     type_hints,
@@ -99,6 +100,16 @@ ILL_TYPED_KINDS = ("raise:TypeError", "raise:AttributeError")
 
 class ExploreError(Exception):
     """The exploration failed; the message is the answer's `error`."""
+
+
+class ExampleCall:
+    """The "call" of an entry that is a docstring's example run as a program
+    (r2e_equiv.run_example) rather than one call of the target with arguments."""
+
+    __slots__ = ("source",)
+
+    def __init__(self, source: str):
+        self.source = source
 
 
 class Entry:
@@ -450,7 +461,10 @@ def concrete_subclasses(cls: type, method_name: str) -> list[type]:
 
 
 # Calls made of a returned closure, beyond THEN_CALLS, per function the target defines.
-CLOSURE_CALLS = 8
+CLOSURE_CALLS = 16
+
+# The kept inputs run again after a docstring's example, to see that it left no state behind.
+EXAMPLE_LEAK_CHECKS = 3
 
 
 def closure_calls(node, pools: PoolMaker, globalns) -> tuple:
@@ -480,7 +494,12 @@ def closure_calls(node, pools: PoolMaker, globalns) -> tuple:
             continue
         made = []
         base = space.base()
-        for inp in itertools.chain([base], space.homogeneous(base, 1), space.variations(base)):
+        # The base call, then calls of one type for every parameter and calls that give one
+        # parameter a value of another shape, in turn.
+        alternated = itertools.chain.from_iterable(
+            itertools.zip_longest(space.homogeneous(base, 1), shaped_variations(space, base))
+        )
+        for inp in itertools.chain([base], (i for i in alternated if i is not None)):
             if len(made) >= CLOSURE_CALLS:
                 break
             call = space.to_call(inp)
@@ -491,6 +510,35 @@ def closure_calls(node, pools: PoolMaker, globalns) -> tuple:
                 made.append(call)
         calls += made
     return tuple(calls)
+
+
+def _shape(param, value):
+    """A value's type, and for a list or tuple its first element's type: `[0]` and `["a"]`
+    are different shapes, for a parse action's tokens. For `*args`, the number of arguments
+    and the first one's type."""
+    if param.kind is param.VAR_POSITIONAL and type(value) is tuple:
+        return (len(value), type(value[0]) if value else None)
+    if type(value) in (list, tuple) and value:
+        return (type(value), type(value[0]))
+    return (type(value), None)
+
+
+def shaped_variations(space, base):
+    """Inputs differing from `base` in one parameter, whose value is the first of its pool of
+    a shape the parameter has not had yet: round-robin over the parameters, so that a few calls
+    try each parameter's kinds of values (a string, a list of strings) rather than many values
+    of one parameter."""
+    seen = [{_shape(p, v)} for p, v in zip(space.params, base.values)]
+    queues = [list(p.pool) for p in space.params]
+    while any(queues):
+        for i, queue in enumerate(queues):
+            while queue:
+                value = queue.pop(0)
+                shape = _shape(space.params[i], value)
+                if shape not in seen[i]:
+                    seen[i].add(shape)
+                    yield base.replace(i, value)
+                    break
 
 
 def _signature_of(definition) -> inspect.Signature:
@@ -731,7 +779,15 @@ class Explorer:
         """A thunk pair (prepare, action) observing one call of the target on fresh values."""
         target, equiv = self.target, self.equiv
         reference = target.reference
-        if target.cls is None:
+        if isinstance(call, ExampleCall):
+
+            def prepare():
+                return None
+
+            def action(_built):
+                return equiv.observe_example(reference, call.source)
+
+        elif target.cls is None:
 
             def prepare():
                 return (
@@ -748,12 +804,19 @@ class Explorer:
 
             def prepare():
                 return tuple(
-                    build(x, reference) for x in (ctor_args, ctor_kwargs, call[0], call[1])
+                    build(x, reference)
+                    for x in (ctor_args, ctor_kwargs, call[0], call[1], self.then_calls)
                 )
 
             def action(built):
                 return equiv.observe_method(
-                    target.ctor_cls, built[0], built[1], target.method_name, built[2], built[3]
+                    target.ctor_cls,
+                    built[0],
+                    built[1],
+                    target.method_name,
+                    built[2],
+                    built[3],
+                    then=built[4],
                 )
 
         return prepare, action
@@ -793,6 +856,9 @@ class Explorer:
             {self.qualname.split(".")[-1]},
             cls.__name__ if cls is not None else None,
             self.reference,
+        )
+        self.example_sources = example_programs(
+            docs, self.qualname.split(".")[-1], method=cls is not None
         )
         finder = self.construct()
         self.ctor_space = finder.space
@@ -840,6 +906,8 @@ class Explorer:
                     self.try_pattern_strings(base)
                 self.try_input(inp)
             self.try_pattern_strings(base)
+            for source in self.example_sources:
+                self.try_example(source)
             self.mutate_loop(ctor_count)
         except Stop:
             pass
@@ -1067,6 +1135,73 @@ class Explorer:
                 self.tried_log.append(entry)
         return True
 
+    def try_example(self, source: str):
+        """Runs a docstring's example as a program (ExampleCall) and keeps it when it reaches
+        arcs of the target, returns normally, runs the same twice, shows no memory address,
+        and leaves no state behind that changes what the first kept inputs give (a harness
+        runs its tests in any order; `leaves_no_state`). A kept example's arcs count as
+        covered."""
+        call = ExampleCall(source)
+        key = "example:" + source
+        if key in self.tried_keys:
+            return
+        self.tried_keys.add(key)
+        if not self.leaves_no_state(call):
+            return
+        started = time.perf_counter()
+        status, obs, arcs = self.execute(None, call)
+        seconds = time.perf_counter() - started
+        if status != "ok" or not obs.returned or not arcs:
+            return
+        key_of_value, address = observation_key(self.equiv, obs)
+        if address or not self.is_deterministic(None, call, obs):
+            return
+        self.seq += 1
+        entry = Entry(
+            None,
+            key,
+            None,
+            call,
+            arcs,
+            self.equiv.outcome_kind(obs.outcome),
+            True,
+            key_of_value,
+            self.seq,
+            obs=obs,
+            seconds=seconds,
+            verified=True,
+            example=True,
+        )
+        self.corpus.append(entry)
+        self.covered |= arcs
+        self.covered_typed |= arcs
+
+    def leaves_no_state(self, call) -> bool:
+        """Whether an example, run twice, leaves the first kept inputs' observations as they
+        were. It is found out in a forked child, so that an example that changes the module's
+        state (a setting, a registry) changes nothing here; without fork, no example is
+        run."""
+        if not hasattr(os, "fork"):
+            return False
+        entries = [e for e in self.corpus if e.inp is not None][:EXAMPLE_LEAK_CHECKS]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: answers through its exit status only
+            code = 1
+            try:
+                runs = [self.execute(None, call, traced=False) for _ in range(2)]
+                if all(status == "ok" for status, _, _ in runs) and all(
+                    self.is_deterministic(e.ctor_call, e.call, e.obs) for e in entries
+                ):
+                    code = 0
+            except BaseException:  # noqa: BLE001 - any failure in the child is a "no"
+                code = 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        self.executor.executions += 2 + len(entries) * 1
+        return os.waitstatus_to_exitcode(status) == 0
+
     def ill_typed(self, kind: str) -> bool:
         """Whether an outcome is an interpreter error on ill-typed input: a TypeError or
         AttributeError that was not raised by a `raise` statement of the repository's code
@@ -1089,10 +1224,11 @@ class Explorer:
         dims = len(self.space.params) + (1 if ctor_count > 1 else 0)
         streak = 0
         while streak < MAX_DUPLICATE_STREAK:
-            if not self.corpus or rng.random() < 0.1 or dims == 0:
+            inputs = [e.inp for e in self.corpus if e.inp is not None]
+            if not inputs or rng.random() < 0.1 or dims == 0:
                 inp = self.space.random_input(rng, ctor_count)
             else:
-                inp = rng.choice(self.corpus).inp
+                inp = rng.choice(inputs)
                 for _ in range(2 if rng.random() < 0.25 else 1):
                     inp = self.space.mutate(inp, rng, ctor_count)
             streak = 0 if self.try_input(inp) else streak + 1
@@ -1209,7 +1345,8 @@ class Explorer:
         while survivors and misses < patience and (self.corpus or params):
             mutant = analysis.mutants[survivors[turn % len(survivors)]]
             turn += 1
-            sources = self.corpus + self.kill_candidates
+            # Entries of inputs (a docstring's example is not one to vary).
+            sources = [e for e in self.corpus + self.kill_candidates if e.inp is not None]
             typed = [e for e in sources if not e.ill_typed]
             sources = typed or sources
             reaching = [e for e in sources if any(mutant.line in arc for arc in e.arcs)]

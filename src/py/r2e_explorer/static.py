@@ -5,6 +5,7 @@ examples and at its call sites, and its annotations."""
 from __future__ import annotations
 
 import ast
+import datetime
 import enum
 import inspect
 import keyword
@@ -128,6 +129,8 @@ def body_literals(node) -> list:
                 type(value) is str and len(value) <= 100
             ):
                 found.append(value)
+                if type(value) is str:
+                    found.extend(strftime_samples(value))
         elif (
             isinstance(n, ast.Call)
             and isinstance(n.func, ast.Attribute)
@@ -145,7 +148,32 @@ def body_literals(node) -> list:
     samples: list = []
     for stmt in body:
         visit(stmt)
-    return dedupe(found + samples, limit=40)
+    # A date format among the defaults (`fmt="%Y-%m-%d"`): the dates it writes are inputs
+    # that code parsing with it accepts, first among the strings.
+    defaults = list(node.args.defaults) + [d for d in node.args.kw_defaults if d is not None]
+    dates = [
+        sample
+        for d in defaults
+        if isinstance(d, ast.Constant) and type(d.value) is str
+        for sample in strftime_samples(d.value)
+    ]
+    return dedupe(dates + found + samples, limit=40)
+
+
+# A strftime/strptime directive (`%Y`, `%d`, `%H`, ...).
+STRFTIME_DIRECTIVE = re.compile(r"%[aAbBcdfHIjmMpSUwWxXyYzZ]")
+STRFTIME_SAMPLE = datetime.datetime(2024, 1, 2, 3, 4, 5, 678901)
+
+
+def strftime_samples(text: str) -> list:
+    """For a string with date directives (a strftime/strptime format), the text a fixed
+    date and time gives through it: code that parses with the format accepts it."""
+    if len(text) > 100 or not STRFTIME_DIRECTIVE.search(text):
+        return []
+    try:
+        return [STRFTIME_SAMPLE.strftime(text)]
+    except (ValueError, TypeError):
+        return []
 
 
 def global_literals(node, globalns, limit: int = 30) -> list:
@@ -416,6 +444,88 @@ def docstring_calls(docs, target_names, class_name, reference):
                             ctor = session_vars.get(receiver.id)
                     calls.append((ctor, call))
     return calls, ctors
+
+
+# Examples run as programs: at most this many per function, each at most this long.
+MAX_EXAMPLES = 4
+MAX_EXAMPLE_CHARS = 3000
+
+
+def example_programs(docs, name: str, method: bool) -> list:
+    """The code of a docstring's examples that use `name` (a method's as `.name(`), as whole
+    programs: a `>>>` session (its statements in order), a reST literal block (the indented
+    lines after a line ending in `::`, as pyparsing writes `Example::`) and a Markdown code
+    fence. A block that does not parse as Python (the output shown after `prints::`), that
+    imports anything, or that is only calls with literal arguments (inputs already, found by
+    docstring_calls), is left out."""
+    use = re.compile(r"\." + re.escape(name) + r"\s*\(" if method else r"\b" + re.escape(name) + r"\s*\(")
+    found = []
+    for doc in docs:
+        if not doc:
+            continue
+        session = "\n".join(doctest_sources(doc))
+        for block in [session] + literal_blocks(doc):
+            if len(found) >= MAX_EXAMPLES:
+                return found
+            block = block.strip("\n")
+            if not block or len(block) > MAX_EXAMPLE_CHARS or not use.search(block):
+                continue
+            try:
+                tree = ast.parse(block)
+            except (SyntaxError, ValueError):
+                continue
+            if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(tree)):
+                continue
+            if all(_literal_call(stmt) for stmt in tree.body):
+                continue  # calls with literal arguments only: inputs already (docstring_calls)
+            if block not in found:
+                found.append(block)
+    return found
+
+
+def _literal_call(stmt) -> bool:
+    """Whether a statement is a call whose arguments are all literals (`sign(-4)`)."""
+    if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
+        return False
+    call = stmt.value
+    try:
+        for arg in list(call.args) + [k.value for k in call.keywords]:
+            ast.literal_eval(arg)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def literal_blocks(doc: str) -> list:
+    """The code blocks of a docstring that are not doctests: the indented lines after a line
+    ending in `::` (reST), and the lines inside a ``` fence (Markdown), each dedented."""
+    lines = doc.splitlines()
+    blocks = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            body = []
+            i += 1
+            while i < len(lines) and not lines[i].strip().startswith("```"):
+                body.append(lines[i])
+                i += 1
+            blocks.append(textwrap.dedent("\n".join(body)))
+        elif stripped.endswith("::") and not stripped.startswith(">>>"):
+            indent = len(line) - len(line.lstrip())
+            body = []
+            j = i + 1
+            while j < len(lines) and (
+                not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > indent
+            ):
+                body.append(lines[j])
+                j += 1
+            if any(b.strip() for b in body):
+                blocks.append(textwrap.dedent("\n".join(body)))
+            i = j - 1
+        i += 1
+    return blocks
 
 
 def doctest_sources(doc: str):

@@ -223,6 +223,24 @@ class Counter:
         return self.count > 0
 
 
+class Scalers:
+    @staticmethod
+    def by(k):
+        return lambda x: x * k
+
+    def times(self, k):
+        return lambda x: x * k
+
+
+class SloppyScalers(Scalers):
+    @staticmethod
+    def by(k):
+        return lambda x: x * k + (x > 2)
+
+    def times(self, k):
+        return lambda x: x * k + (x > 2)
+
+
 class SloppyCounter(Counter):
     def add(self, n):
         self.count += n + 1  # wrong state, right return value
@@ -296,6 +314,70 @@ class CheckTest(unittest.TestCase):
         )
         with self.assertFailsWith("instance state", "'count': 4", "'count': 3"):
             r2e_equiv.check_method(self, SloppyCounter, Counter, (1,), {}, "add", (2,), {})
+
+    def test_a_function_a_method_returns_is_called_on_the_then_calls(self):
+        then = (((1,), {}), ((3,), {}))
+        for name in ("by", "times"):
+            r2e_equiv.check_method(self, Scalers, Scalers, (), {}, name, (2,), {}, then)
+            # The closures differ on 3 only.
+            with self.assertFailsWith("returned function call 1", "return 7 / return 6"):
+                r2e_equiv.check_method(self, SloppyScalers, Scalers, (), {}, name, (2,), {}, then)
+
+    def example_modules(self):
+        def module(name, body):
+            mod = types.ModuleType(name)
+            exec(textwrap.dedent(body), vars(mod))
+            return mod
+
+        ref = module(
+            "exmod",
+            """
+            class Registry:
+                def __init__(self):
+                    self.actions = []
+
+                def fire(self, value):
+                    return [a(value) for a in self.actions]
+
+            def doubling(registry):
+                registry.actions.append(lambda v: v * 2 if v % 2 == 0 else v)
+            """,
+        )
+        wrong = module(
+            "exmod",
+            """
+            class Registry:
+                def __init__(self):
+                    self.actions = []
+
+                def fire(self, value):
+                    return [a(value) for a in self.actions]
+
+            def doubling(registry):
+                registry.actions.append(lambda v: v * 2)
+            """,
+        )
+        return ref, wrong
+
+    def test_an_example_runs_as_a_program_on_each_module(self):
+        ref, wrong = self.example_modules()
+        source = "r = Registry()\ndoubling(r)\nprint(r.fire(4))\nr.fire(3)\nr.fire(5) == [5]"
+        self.assertEqual(
+            r2e_equiv.run_example(ref, source), {"printed": "[8]\n", "values": [[3], True]}
+        )
+        # The example's names do not leak into the module.
+        self.assertFalse(hasattr(ref, "r"))
+        r2e_equiv.check_example(self, ref, ref, source)
+        # The wrong function shows only through a value the example gives, not what it prints.
+        with self.assertFailsWith("return value", "[6]", "[3]"):
+            r2e_equiv.check_example(self, wrong, ref, source)
+        with self.assertFailsWith("return value", "[6]", "[3]"):
+            r2e_equiv.check_example(self, wrong, ref, "r = Registry()\ndoubling(r)\nprint(r.fire(3))")
+        # An exception ends the example: it is its outcome.
+        asserting = "r = Registry()\ndoubling(r)\nassert r.fire(3) == [3]"
+        r2e_equiv.check_example(self, ref, ref, asserting)
+        with self.assertFailsWith("outcome", "raise AssertionError", "reference: return"):
+            r2e_equiv.check_example(self, wrong, ref, asserting)
 
     def test_observations(self):
         obs = r2e_equiv.observe_function(add_one, (1,), {})

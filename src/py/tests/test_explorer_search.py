@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import signal
+import sys
 import unittest
 
 from r2e_test_support import TempModules
@@ -205,6 +206,57 @@ class Sub(Square):
 
 def area_of(shape: Shape) -> int:
     return shape.size * shape.size
+
+
+class Registry:
+    def __init__(self):
+        self.actions = []
+
+    def fire(self, value):
+        return [action(value) for action in self.actions]
+
+
+def doubling(registry):
+    """Registers an action that doubles even values.
+
+    Example::
+
+        r = Registry()
+        doubling(r)
+        print(r.fire(4), r.fire(3))
+    """
+    def action(value):
+        if value % 2 == 0:
+            return value * 2
+        return value
+    registry.actions.append(action)
+
+
+SETTINGS = {"factor": 1}
+
+
+def by_factor(x):
+    """Scales by the module's factor.
+
+    Example::
+
+        SETTINGS["factor"] = 3
+        print(by_factor(2))
+    """
+    if SETTINGS["factor"] > 2:
+        return "scaled up"
+    return x * SETTINGS["factor"]
+
+
+class Converters:
+    @staticmethod
+    def to_date(fmt="%Y-%m-%d"):
+        def convert(text, where, tokens):
+            try:
+                return dt.datetime.strptime(tokens[0], fmt).date()
+            except ValueError as exc:
+                return "bad: " + str(exc)
+        return convert
 
 
 def at_least(n):
@@ -542,6 +594,67 @@ class ExplorerTest(SearchCase):
             guesses = self.explore("at_least", budget=300)
         finally:
             search.closure_calls = saved
+        self.assertGreater(out["arcs"], guesses["arcs"])
+        self.assertGreater(out["mutants"]["killed"], guesses["mutants"]["killed"])
+
+    def test_a_docstring_example_runs_as_a_test(self):
+        # The action is run only when the registry fires, which no call of `doubling` does:
+        # the docstring's example does, reaching both of its branches and killing a mutant.
+        out = self.explore("doubling", budget=200)
+        self.assertEqual(out["status"], "ok")
+        self.assertIn("r2e_equiv.check_example(self, candidate, reference, example)", out["harness"])
+        self.assertIn("'print(r.fire(4), r.fire(3))',", out["harness"])
+        survivors = out["mutants"]["survivors"]
+        self.assertFalse([m for m in survivors if "value * 2" in m], survivors)
+        saved = search.example_programs
+        search.example_programs = lambda *_, **__: []
+        try:
+            without = self.explore("doubling", budget=200)
+        finally:
+            search.example_programs = saved
+        self.assertNotIn("check_example", without["harness"])
+        self.assertGreater(out["arcs"], without["arcs"])
+        self.assertGreater(out["mutants"]["killed"], without["mutants"]["killed"])
+
+    def test_an_example_that_leaves_state_behind_is_not_kept(self):
+        # The example changes what the kept inputs give (a module-level setting): tests run
+        # in any order, so it would make the harness's verdict depend on the order.
+        out = self.explore("by_factor", budget=200)
+        self.assertEqual(out["status"], "ok")
+        self.assertNotIn("check_example", out["harness"])
+        # It never ran here: the module is as it was.
+        self.assertEqual(sys.modules[MODULE].SETTINGS, {"factor": 1})
+        # Kept without that check (it reaches a branch nothing else does).
+        saved = search.EXAMPLE_LEAK_CHECKS
+        search.EXAMPLE_LEAK_CHECKS = 0
+        try:
+            leaky = self.explore("by_factor", budget=200)
+        finally:
+            search.EXAMPLE_LEAK_CHECKS = saved
+            sys.modules[MODULE].SETTINGS["factor"] = 1  # what it left behind
+        self.assertIn("check_example", leaky["harness"])
+
+    def test_a_closure_a_static_method_returns_is_called_on_its_own_inputs(self):
+        # A static method returning a parse action: the closure is called with tokens that
+        # are a list holding a date its default format writes, so that both of its branches
+        # run, and a mutant of its body is killed.
+        out = self.explore("Converters.to_date", kind="method", budget=300)
+        self.assertEqual(out["status"], "ok")
+        self.assertIn("then = (", out["harness"])
+        self.assertIn("['2024-01-02']", out["harness"])
+        # `.date()` dropped, or the return's value, shows only on a date that parses. (One
+        # mutant, `tokens[0]` -> `tokens[-1]`, is equivalent on a one-token list.)
+        survivors = out["mutants"]["survivors"]
+        self.assertFalse([m for m in survivors if "date()" in m or "drop_return" in m], survivors)
+        # The parameter's kinds of values come before more values of one kind: without them
+        # the calls never hold a list of strings.
+        saved = search.shaped_variations
+        search.shaped_variations = lambda *_: iter(())
+        try:
+            guesses = self.explore("Converters.to_date", kind="method", budget=300)
+        finally:
+            search.shaped_variations = saved
+        self.assertNotIn("['2024-01-02']", guesses["harness"])
         self.assertGreater(out["arcs"], guesses["arcs"])
         self.assertGreater(out["mutants"]["killed"], guesses["mutants"]["killed"])
 

@@ -13,6 +13,7 @@ from r2e_explorer.static import (
     call_site_specs,
     docstring_calls,
     doctest_sources,
+    example_programs,
     call_arity,
     function_node,
     global_literals,
@@ -228,6 +229,66 @@ class StaticTest(unittest.TestCase):
         self.assertEqual(body_literals(node), ["\\d+", "", "0", "222", "11"])
         found = global_literals(node, {"PATTERN": re.compile(r"&(amp|lt);"), "re": re})
         self.assertEqual(found, ["&amp;", "&lt;"])
+
+    def test_date_formats_give_the_dates_they_write(self):
+        import ast
+
+        node = ast.parse(
+            "def f(s, fmt='%d/%m/%Y'):\n    return parse(s, '%H:%M'), '100%', 3\n"
+        ).body[0]
+        # The default's date first, each body format's right after it; '100%' has no directive.
+        self.assertEqual(body_literals(node), ["02/01/2024", "%H:%M", "03:04", "100%", 3])
+
+    def test_examples_are_whole_programs_from_sessions_literal_blocks_and_fences(self):
+        doc = "\n".join(
+            [
+                "Registers an action.",
+                "",
+                ">>> r = Registry()",
+                ">>> register(r)",
+                ">>> r.fire(",
+                "...     4)",
+                "[8]",
+                "",
+                "Example::",
+                "",
+                "    r = Registry()",
+                "    register(r, twice=True)",
+                "",
+                "    print(r.fire(2))",
+                "",
+                "prints::",
+                "",
+                "    [8] and some words",
+                "",
+                "A block that does not call it::",
+                "",
+                "    r = Registry()",
+                "",
+                "An import is left out::",
+                "",
+                "    import os",
+                "    register(os)",
+                "",
+                "```python",
+                "register(Registry(), twice=False)",
+                "```",
+            ]
+        )
+        self.assertEqual(
+            example_programs([doc], "register", method=False),
+            [
+                "r = Registry()\nregister(r)\nr.fire(\n    4)",
+                "r = Registry()\nregister(r, twice=True)\n\nprint(r.fire(2))",
+                "register(Registry(), twice=False)",
+            ],
+        )
+        # A method's examples call it as an attribute.
+        self.assertEqual(example_programs([doc], "fire", method=True)[:1], [
+            "r = Registry()\nregister(r)\nr.fire(\n    4)"
+        ])
+        self.assertEqual(example_programs([doc], "Registry", method=True), [])
+        self.assertEqual(example_programs([None, ""], "register", method=False), [])
 
     def test_doctest_sources_join_continuation_lines(self):
         doc = ">>> a = 1\n>>> f(\n...     a)\n2\ntext\n>>> g()"
