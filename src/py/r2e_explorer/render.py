@@ -82,17 +82,25 @@ def render_harness(
             f"{local} = candidate.{class_qualname}",
             f"reference_{local} = reference.{class_qualname}",
         ]
+    calls = [e for e in chosen if getattr(e.call, "source", None) is None]
+    examples = [e.call.source for e in chosen if getattr(e.call, "source", None) is not None]
     lines += ["", "", f"class {harness_class_name(qualname)}(unittest.TestCase):"]
-    for i, e in enumerate(chosen):
+    for i, e in enumerate(calls):
         lines.append(f"    def test_{i}(self):")
-        source = getattr(e.call, "source", None)
-        if source is not None:
-            lines += example_test_body(source)
-        elif not method:
+        if not method:
             lines += function_test_body(e, local, then_calls)
         else:
             lines += method_test_body(e, local, parts[-1], then_calls)
         lines.append("")
+    if examples:
+        # The docstring's examples run after the calls' tests, in this order (r2e_run_last):
+        # what they leave behind (a shared default they use) must not reach those.
+        lines += ["", f"class {harness_class_name(qualname)}Examples(unittest.TestCase):"]
+        lines += ["    r2e_run_last = True", ""]
+        for i, source in enumerate(examples):
+            lines.append(f"    def test_{i}(self):")
+            lines += example_test_body(source)
+            lines.append("")
     lines += ["", 'if __name__ == "__main__":', "    unittest.main()", ""]
     return "\n".join(lines)
 

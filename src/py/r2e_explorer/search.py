@@ -22,6 +22,7 @@ import linecache
 import os
 import random
 import re
+import signal
 import sys
 import time
 
@@ -463,8 +464,11 @@ def concrete_subclasses(cls: type, method_name: str) -> list[type]:
 # Calls made of a returned closure, beyond THEN_CALLS, per function the target defines.
 CLOSURE_CALLS = 16
 
-# The kept inputs run again after a docstring's example, to see that it left no state behind.
-EXAMPLE_LEAK_CHECKS = 3
+# The longest a forked child may take to find out whether a docstring's example leaves state
+# behind (Explorer.leaves_no_state).
+EXAMPLE_CHILD_SECONDS = 30.0
+# The runs of one example: three in the child, two here.
+EXAMPLE_RUNS = 5
 
 
 def closure_calls(node, pools: PoolMaker, globalns) -> tuple:
@@ -906,8 +910,6 @@ class Explorer:
                     self.try_pattern_strings(base)
                 self.try_input(inp)
             self.try_pattern_strings(base)
-            for source in self.example_sources:
-                self.try_example(source)
             self.mutate_loop(ctor_count)
         except Stop:
             pass
@@ -924,7 +926,7 @@ class Explorer:
             candidates=self.kill_candidates,
             verify=self.verify if self.phase is not None else None,
         ).choose()
-        return self.answer(chosen)
+        return self.answer(chosen + self.examples_for(chosen))
 
     def try_pattern_strings(self, base: Input):
         """Ends the pattern watch (once): strings that the compiled patterns the function used
@@ -1135,31 +1137,53 @@ class Explorer:
                 self.tried_log.append(entry)
         return True
 
-    def try_example(self, source: str):
-        """Runs a docstring's example as a program (ExampleCall) and keeps it when it reaches
-        arcs of the target, returns normally, runs the same twice, shows no memory address,
-        and leaves no state behind that changes what the first kept inputs give (a harness
-        runs its tests in any order; `leaves_no_state`). A kept example's arcs count as
-        covered."""
+    def examples_for(self, chosen: list[Entry]) -> list[Entry]:
+        """The docstring's examples that join the chosen tests: each one that reaches arcs
+        they do not (nor an example before it), on executions of their own (the search has
+        used its budget). They are tried last, as the harness runs them last (after the
+        calls' tests, in this order: `r2e_run_last`), so that what one leaves behind here
+        (a shared default it changed) reaches nothing the search observed."""
+        if not self.example_sources or not chosen:
+            return []
+        entries = [e for e in chosen if e.inp is not None]
+        covered = set().union(*(e.arcs for e in chosen))
+        self.finalizing = True
+        self.limits.executions = max(
+            self.limits.executions, self.executor.executions
+        ) + len(self.example_sources) * (EXAMPLE_RUNS + len(entries))
+        kept = []
+        try:
+            for source in self.example_sources:
+                entry = self.try_example(source, entries)
+                if entry is not None and entry.arcs - covered:
+                    kept.append(entry)
+                    covered |= entry.arcs
+        except Stop:
+            pass
+        return kept
+
+    def try_example(self, source: str, entries: list[Entry]) -> Entry | None:
+        """A docstring's example run as a program (ExampleCall), as an entry, when it reaches
+        arcs of the target, returns normally, prints or gives a value, runs the same twice,
+        shows no memory address, and gives the same after the calls of `entries` as before
+        them (`same_after`)."""
         call = ExampleCall(source)
-        key = "example:" + source
-        if key in self.tried_keys:
-            return
-        self.tried_keys.add(key)
-        if not self.leaves_no_state(call):
-            return
+        if not self.same_after(call, entries):
+            return None
         started = time.perf_counter()
         status, obs, arcs = self.execute(None, call)
         seconds = time.perf_counter() - started
         if status != "ok" or not obs.returned or not arcs:
-            return
+            return None
+        if not obs.outcome[1]["printed"] and not obs.outcome[1]["values"]:
+            return None  # it shows nothing a candidate could get wrong but an exception
         key_of_value, address = observation_key(self.equiv, obs)
         if address or not self.is_deterministic(None, call, obs):
-            return
+            return None
         self.seq += 1
-        entry = Entry(
+        return Entry(
             None,
-            key,
+            "example:" + source,
             None,
             call,
             arcs,
@@ -1172,35 +1196,58 @@ class Explorer:
             verified=True,
             example=True,
         )
-        self.corpus.append(entry)
-        self.covered |= arcs
-        self.covered_typed |= arcs
 
-    def leaves_no_state(self, call) -> bool:
-        """Whether an example, run twice, leaves the first kept inputs' observations as they
-        were. It is found out in a forked child, so that an example that changes the module's
-        state (a setting, a registry) changes nothing here; without fork, no example is
-        run."""
+    def same_after(self, call, entries: list[Entry]) -> bool:
+        """Whether an example gives the same twice, and the same again after the calls of
+        `entries` (in the harness it runs after the calls' tests, in any order: what they
+        leave behind must not change it). Observations are compared by their snapshots'
+        digests (value_key). It is found out in a forked child, so that nothing the example
+        or the calls leave behind reaches this process. Without fork, when it fails, or when
+        the child takes longer than EXAMPLE_CHILD_SECONDS, the answer is no."""
         if not hasattr(os, "fork"):
             return False
-        entries = [e for e in self.corpus if e.inp is not None][:EXAMPLE_LEAK_CHECKS]
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            return False
         if pid == 0:  # the child: answers through its exit status only
             code = 1
             try:
-                runs = [self.execute(None, call, traced=False) for _ in range(2)]
-                if all(status == "ok" for status, _, _ in runs) and all(
-                    self.is_deterministic(e.ctor_call, e.call, e.obs) for e in entries
-                ):
-                    code = 0
+                code = 0 if self._example_is_stable(call, entries) else 1
             except BaseException:  # noqa: BLE001 - any failure in the child is a "no"
                 code = 1
             os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        self.executor.executions += 2 + len(entries) * 1
+        deadline = time.monotonic() + EXAMPLE_CHILD_SECONDS
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return False
+            time.sleep(0.005)
+        self.executor.executions += EXAMPLE_RUNS - 2 + len(entries)
         return os.waitstatus_to_exitcode(status) == 0
+
+    def _example_is_stable(self, call, entries: list[Entry]) -> bool:
+        """In the forked child (same_after): the example twice, the calls of `entries`, the
+        example once more; the example's outcome the same each time."""
+
+        def key_of(ctor_call, c):
+            status, obs, _ = self.execute(ctor_call, c, traced=False)
+            if status != "ok":
+                return None
+            return observation_key(self.equiv, obs)[0]
+
+        first = key_of(None, call)
+        if first is None or key_of(None, call) != first:
+            return False
+        for e in entries:
+            key_of(e.ctor_call, e.call)
+        return key_of(None, call) == first
 
     def ill_typed(self, kind: str) -> bool:
         """Whether an outcome is an interpreter error on ill-typed input: a TypeError or

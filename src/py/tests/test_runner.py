@@ -203,6 +203,44 @@ class RunnerTest(unittest.TestCase):
             [t["name"].split(".")[-1] for t in out["tests"]], ["test_0", "test_1", "test_2", "test_3"]
         )
 
+    def test_examples_run_after_the_calls_in_every_order(self):
+        # The examples' class (r2e_run_last) runs after the others, shuffled or not, in its own
+        # natural order; each example is recorded in record mode and checked in candidate mode.
+        harness = self.harness + (
+            "\n\nclass TestClassifyExamples(unittest.TestCase):\n"
+            "    r2e_run_last = True\n\n"
+            "    def test_0(self):\n"
+            "        example = 'print(classify(7))\\nclassify(0)'\n"
+            "        r2e_equiv.check_example(self, candidate, reference, example)\n\n"
+            "    def test_1(self):\n"
+            "        example = 'classify(50)'\n"
+            "        r2e_equiv.check_example(self, candidate, reference, example)\n"
+        )
+        for seed in (None, 3, 7, 11):
+            out = self.sample.run_harness(
+                harness, "classify", name=f"ex{seed}", mode="record", coverage=False, order_seed=seed
+            )
+            self.assertEqual(out["status"], "ok", out)
+            # The reference's first 5 calls are recorded: the 4 calls' tests, then the example.
+            ran = [e["call"] for e in out["examples"]]
+            self.assertEqual(sorted(ran[:4]), ["classify(-3)", "classify(0)", "classify(20)", "classify(5)"])
+            self.assertEqual(ran[4], "classify(7)", ran)
+        def shown(outcome):
+            """(printed, values) of an example's recorded outcome."""
+            items = dict(
+                (k["str"], v) for k, v in outcome["return"]["dict"]["items"]
+            )
+            return items["printed"]["str"], [v["str"] for v in items["values"]["seq"]["items"]]
+
+        records = {t["name"]: t["records"] for t in out["tests"]}
+        self.assertEqual(shown(records["TestClassifyExamples.test_0"][0]["outcome"]), ("small\n", ["zero"]))
+        wrong = read_text(self.sample.core).replace('return "zero"', 'return "nothing"')
+        out = self.sample.run_harness(
+            harness, "classify", candidate_source=wrong, name="exwrong", mode="candidate", coverage=False
+        )
+        records = {t["name"]: t["records"] for t in out["tests"]}
+        self.assertEqual(shown(records["TestClassifyExamples.test_0"][0]["outcome"]), ("small\n", ["nothing"]))
+
     def test_flipped_comparison_fails(self):
         flipped = self.source.replace("if n < 0:", "if n <= 0:")
         self.assertNotEqual(flipped, self.source)
