@@ -513,9 +513,19 @@ def observe_function(fn, args, kwargs, *, copy_memo=None, then=()) -> Observatio
 
 
 # A function returned by a `then` call (a decorator factory's decorator's wrapper) is called in
-# turn with the first few `then` calls, once more.
+# turn with the first few `then` calls and the last few (the explorer puts last the calls made
+# for the innermost function the target defines: the wrapper's), once more.
 _THEN_DEPTH = 2
 _THEN_NESTED = 3
+_THEN_NESTED_LAST = 6
+
+
+def _nested_calls(then):
+    """The calls made of a function a `then` call returned."""
+    then = tuple(then)
+    if len(then) <= _THEN_NESTED + _THEN_NESTED_LAST:
+        return then
+    return then[:_THEN_NESTED] + then[len(then) - _THEN_NESTED_LAST :]
 
 
 def _call_returned(outcome, then, copy_memo, depth=1):
@@ -527,7 +537,7 @@ def _call_returned(outcome, then, copy_memo, depth=1):
     for a, k in then:
         result = call_outcome(returned, *_deep_copy((tuple(a), dict(k)), copy_memo))
         nested = (
-            _call_returned(result, then[:_THEN_NESTED], copy_memo, depth + 1)
+            _call_returned(result, _nested_calls(then), copy_memo, depth + 1)
             if depth < _THEN_DEPTH
             else ()
         )

@@ -259,6 +259,21 @@ class Converters:
         return convert
 
 
+def remembering(limit):
+    def decorator(fn):
+        def wrapper(key, value):
+            if key in SEEN_KEYS:
+                return "again"
+            if len(SEEN_KEYS) < limit:
+                SEEN_KEYS.append(key)
+            return fn(value)
+        return wrapper
+    return decorator
+
+
+SEEN_KEYS = []
+
+
 def at_least(n):
     def check(text, count, items):
         if count < n:
@@ -665,6 +680,19 @@ class ExplorerTest(SearchCase):
         self.assertNotIn("['2024-01-02']", guesses["harness"])
         self.assertGreater(out["arcs"], guesses["arcs"])
         self.assertGreater(out["mutants"]["killed"], guesses["mutants"]["killed"])
+
+    def test_a_decorators_wrapper_is_called_on_inputs_of_its_own(self):
+        # The wrapper takes two arguments: none of the first THEN_CALLS reaches its body; the
+        # last calls (made for the innermost function) do.
+        out = self.explore("remembering", budget=200)
+        self.assertEqual(out["status"], "ok")
+        saved = r2e_equiv._THEN_NESTED_LAST
+        r2e_equiv._THEN_NESTED_LAST = 0
+        try:
+            first_only = self.explore("remembering", budget=200)
+        finally:
+            r2e_equiv._THEN_NESTED_LAST = saved
+        self.assertGreater(out["arcs"], first_only["arcs"])
 
     def test_strings_matching_the_patterns_the_function_uses_are_tried(self):
         # No pool holds "12h30m15s", and the body names no pattern (a helper makes it): strings
