@@ -513,19 +513,24 @@ def observe_function(fn, args, kwargs, *, copy_memo=None, then=()) -> Observatio
 
 
 # A function returned by a `then` call (a decorator factory's decorator's wrapper) is called in
-# turn with the first few `then` calls and the last few (the explorer puts last the calls made
-# for the innermost function the target defines: the wrapper's), once more.
+# turn with the first few `then` calls and the last few of those the explorer made for the
+# functions the target defines (after the THEN_GUESSES guesses: the last are the innermost
+# function's, the wrapper's), once more.
 _THEN_DEPTH = 2
 _THEN_NESTED = 3
 _THEN_NESTED_LAST = 6
+# How many `then` calls are the explorer's guesses (len(r2e_explorer.specs.THEN_CALLS)), which
+# come first.
+THEN_GUESSES = 10
 
 
 def _nested_calls(then):
-    """The calls made of a function a `then` call returned."""
+    """The calls made of a function a `then` call returned. A returned callable that the
+    target does not define (a parser element, whose call gives another) gets the first few
+    only: its calls are many already."""
     then = tuple(then)
-    if len(then) <= _THEN_NESTED + _THEN_NESTED_LAST:
-        return then
-    return then[:_THEN_NESTED] + then[len(then) - _THEN_NESTED_LAST :]
+    own = then[THEN_GUESSES:]
+    return then[:_THEN_NESTED] + own[len(own) - min(_THEN_NESTED_LAST, len(own)) :]
 
 
 def _call_returned(outcome, then, copy_memo, depth=1):

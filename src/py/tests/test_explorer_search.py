@@ -681,6 +681,15 @@ class ExplorerTest(SearchCase):
         self.assertGreater(out["arcs"], guesses["arcs"])
         self.assertGreater(out["mutants"]["killed"], guesses["mutants"]["killed"])
 
+    def test_the_guesses_come_first_in_the_then_calls(self):
+        from r2e_explorer.specs import THEN_CALLS
+
+        self.assertEqual(r2e_equiv.THEN_GUESSES, len(THEN_CALLS))
+        # Without calls of its own, a returned callable's returned callable gets 3 calls.
+        self.assertEqual(r2e_equiv._nested_calls(THEN_CALLS), THEN_CALLS[:3])
+        own = tuple(((i,), {}) for i in range(8))
+        self.assertEqual(r2e_equiv._nested_calls(THEN_CALLS + own), THEN_CALLS[:3] + own[2:])
+
     def test_a_decorators_wrapper_is_called_on_inputs_of_its_own(self):
         # The wrapper takes two arguments: none of the first THEN_CALLS reaches its body; the
         # last calls (made for the innermost function) do.
