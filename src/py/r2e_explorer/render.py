@@ -82,8 +82,9 @@ def render_harness(
             f"{local} = candidate.{class_qualname}",
             f"reference_{local} = reference.{class_qualname}",
         ]
-    calls = [e for e in chosen if getattr(e.call, "source", None) is None]
-    examples = [e.call.source for e in chosen if getattr(e.call, "source", None) is not None]
+    # Entries of a docstring's example have a `call` with its `source` (search.ExampleCall).
+    examples = [e.call.source for e in chosen if hasattr(e.call, "source")]
+    calls = [e for e in chosen if not hasattr(e.call, "source")]
     lines += ["", "", f"class {harness_class_name(qualname)}(unittest.TestCase):"]
     for i, e in enumerate(calls):
         lines.append(f"    def test_{i}(self):")

@@ -464,8 +464,8 @@ def concrete_subclasses(cls: type, method_name: str) -> list[type]:
 # Calls made of a returned closure, beyond THEN_CALLS, per function the target defines.
 CLOSURE_CALLS = 16
 
-# The longest a forked child may take to find out whether a docstring's example leaves state
-# behind (Explorer.leaves_no_state).
+# The longest a forked child may take to find out whether a docstring's example gives the same
+# after the chosen calls (Explorer.same_after).
 EXAMPLE_CHILD_SECONDS = 30.0
 # The runs of one example: three in the child, two here.
 EXAMPLE_RUNS = 5
@@ -1145,16 +1145,14 @@ class Explorer:
         (a shared default it changed) reaches nothing the search observed."""
         if not self.example_sources or not chosen:
             return []
-        entries = [e for e in chosen if e.inp is not None]
         covered = set().union(*(e.arcs for e in chosen))
-        self.finalizing = True
         self.limits.executions = max(
             self.limits.executions, self.executor.executions
-        ) + len(self.example_sources) * (EXAMPLE_RUNS + len(entries))
+        ) + len(self.example_sources) * (EXAMPLE_RUNS + len(chosen))
         kept = []
         try:
             for source in self.example_sources:
-                entry = self.try_example(source, entries)
+                entry = self.try_example(source, chosen)
                 if entry is not None and entry.arcs - covered:
                     kept.append(entry)
                     covered |= entry.arcs
@@ -1271,11 +1269,10 @@ class Explorer:
         dims = len(self.space.params) + (1 if ctor_count > 1 else 0)
         streak = 0
         while streak < MAX_DUPLICATE_STREAK:
-            inputs = [e.inp for e in self.corpus if e.inp is not None]
-            if not inputs or rng.random() < 0.1 or dims == 0:
+            if not self.corpus or rng.random() < 0.1 or dims == 0:
                 inp = self.space.random_input(rng, ctor_count)
             else:
-                inp = rng.choice(inputs)
+                inp = rng.choice(self.corpus).inp
                 for _ in range(2 if rng.random() < 0.25 else 1):
                     inp = self.space.mutate(inp, rng, ctor_count)
             streak = 0 if self.try_input(inp) else streak + 1
@@ -1392,8 +1389,7 @@ class Explorer:
         while survivors and misses < patience and (self.corpus or params):
             mutant = analysis.mutants[survivors[turn % len(survivors)]]
             turn += 1
-            # Entries of inputs (a docstring's example is not one to vary).
-            sources = [e for e in self.corpus + self.kill_candidates if e.inp is not None]
+            sources = self.corpus + self.kill_candidates
             typed = [e for e in sources if not e.ill_typed]
             sources = typed or sources
             reaching = [e for e in sources if any(mutant.line in arc for arc in e.arcs)]

@@ -324,40 +324,25 @@ class CheckTest(unittest.TestCase):
                 r2e_equiv.check_method(self, SloppyScalers, Scalers, (), {}, name, (2,), {}, then)
 
     def example_modules(self):
-        def module(name, body):
-            mod = types.ModuleType(name)
-            exec(textwrap.dedent(body), vars(mod))
+        """The reference module, and one whose registered action doubles odd values too."""
+
+        def module(action):
+            mod = types.ModuleType("exmod")
+            source = """
+                class Registry:
+                    def __init__(self):
+                        self.actions = []
+
+                    def fire(self, value):
+                        return [a(value) for a in self.actions]
+
+                def doubling(registry):
+                    registry.actions.append(ACTION)
+                """
+            exec(textwrap.dedent(source).replace("ACTION", action), vars(mod))
             return mod
 
-        ref = module(
-            "exmod",
-            """
-            class Registry:
-                def __init__(self):
-                    self.actions = []
-
-                def fire(self, value):
-                    return [a(value) for a in self.actions]
-
-            def doubling(registry):
-                registry.actions.append(lambda v: v * 2 if v % 2 == 0 else v)
-            """,
-        )
-        wrong = module(
-            "exmod",
-            """
-            class Registry:
-                def __init__(self):
-                    self.actions = []
-
-                def fire(self, value):
-                    return [a(value) for a in self.actions]
-
-            def doubling(registry):
-                registry.actions.append(lambda v: v * 2)
-            """,
-        )
-        return ref, wrong
+        return module("lambda v: v * 2 if v % 2 == 0 else v"), module("lambda v: v * 2")
 
     def test_an_example_runs_as_a_program_on_each_module(self):
         ref, wrong = self.example_modules()
