@@ -583,7 +583,7 @@ def method_kind(cls, method_name: str) -> str:
 
 
 def observe_method(
-    cls, ctor_args, ctor_kwargs, method_name, args, kwargs, *, copy_memo=None, then=()
+    cls, ctor_args, ctor_kwargs, method_name, args, kwargs, *, copy_memo=None, then=(), setup=()
 ) -> Observation:
     """Observes `cls(*ctor_args, **ctor_kwargs).method_name(*args, **kwargs)` on deep copies.
 
@@ -592,9 +592,11 @@ def observe_method(
     ctor_kwargs are ignored), and its outcome is ("return", None). For a property the "call" is
     reading the attribute. A constructor that raises is the outcome (with no instance state).
     `then`: as for observe_function, the calls made of a function the method returned.
+    `setup`: (method name, args) pairs called on the instance, in order, before the method
+    (`("__setitem__", ("a", 1))` fills a mapping); one that raises is the outcome.
     """
-    ctor_args, ctor_kwargs, args, kwargs = _deep_copy(
-        (tuple(ctor_args), dict(ctor_kwargs), tuple(args), dict(kwargs)), copy_memo
+    ctor_args, ctor_kwargs, args, kwargs, setup = _deep_copy(
+        (tuple(ctor_args), dict(ctor_kwargs), tuple(args), dict(kwargs), tuple(setup)), copy_memo
     )
     kind = method_kind(cls, method_name)
     if kind in ("static", "class"):
@@ -611,6 +613,10 @@ def observe_method(
     if built[0] != "return":
         return Observation(built, args, kwargs)
     instance = built[1]
+    for name, setup_args in setup:
+        done = call_outcome(lambda *a, name=name: getattr(instance, name)(*a), setup_args, {})
+        if done[0] != "return":
+            return Observation(done, args, kwargs, instance)
     if kind == "property":
         outcome = call_outcome(lambda: getattr(instance, method_name), (), {})
     else:
@@ -1040,28 +1046,61 @@ def check_function(test, cand_fn, ref_fn, args=(), kwargs=None, then=()):
 
 
 def check_method(
-    test, cand_cls, ref_cls, ctor_args, ctor_kwargs, method_name, args=(), kwargs=None, then=()
+    test,
+    cand_cls,
+    ref_cls,
+    ctor_args,
+    ctor_kwargs,
+    method_name,
+    args=(),
+    kwargs=None,
+    then=(),
+    setup=(),
 ):
     """Fails `test` unless the method behaves the same on instances of both classes built from
-    (deep copies of) the same constructor arguments: outcome, arguments and instance state;
-    and, when it returns a function, unless that behaves the same on each of the `then`
+    (deep copies of) the same constructor arguments and given the same `setup` calls ((method
+    name, args) pairs, such as `("__setitem__", ("a", 1))`): outcome, arguments and instance
+    state; and, when it returns a function, unless that behaves the same on each of the `then`
     calls."""
     ctor_kwargs = {} if ctor_kwargs is None else ctor_kwargs
     kwargs = {} if kwargs is None else kwargs
     if mode() != MODE_PAIR:
         built = _call_text(getattr(cand_cls, "__qualname__", "C"), ctor_args, ctor_kwargs)
-        call = _call_text(f"{built}.{method_name}", args, kwargs)
+        if setup:
+            # x = C(1); x['a'] = 1; x.method(2)
+            steps = "".join(f"; {_setup_text(name, a)}" for name, a in setup)
+            call = "x = " + built + steps + "; " + _call_text(f"x.{method_name}", args, kwargs)
+        else:
+            call = _call_text(f"{built}.{method_name}", args, kwargs)
         obs = observe_method(
-            cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, then=then
+            cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, then=then, setup=setup
         )
         _record(obs, call)
         return
     memo = _twin_memo(getattr(ref_cls, "__module__", None)) if cand_cls is not ref_cls else None
     cand = observe_method(
-        cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, copy_memo=memo, then=then
+        cand_cls,
+        ctor_args,
+        ctor_kwargs,
+        method_name,
+        args,
+        kwargs,
+        copy_memo=memo,
+        then=then,
+        setup=setup,
     )
-    ref = observe_method(ref_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, then=then)
+    ref = observe_method(
+        ref_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, then=then, setup=setup
+    )
     _check(test, cand, ref)
+
+
+def _setup_text(name: str, args) -> str:
+    """A set-up call on the instance `x` as the call's text shows it: `x[k] = v` for
+    `__setitem__`, `x.name(args)` otherwise."""
+    if name == "__setitem__" and len(args) == 2:
+        return f"x[{_shown(args[0])}] = {_shown(args[1])}"
+    return _call_text(f"x.{name}", args, {})
 
 
 def run_example(module, source: str):

@@ -90,7 +90,7 @@ class InputSpace:
     def from_call(self, call, ctor=None) -> Input | None:
         """An input from (args, kwargs) found in a doctest or at a call site; arguments that
         could not be recovered take their base value. None when the call does not fit."""
-        args, kwargs = call
+        args, kwargs = call[0], call[1]
         base = self.base(ctor)
         values = list(base.values)
         positional = [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections.abc
 import enum
+import functools
 import inspect
 import math
 import re
@@ -62,6 +63,46 @@ CALLABLE_NAME = re.compile(
     r"mapper|getter|factory|hook|handler)$|_(func|function|fn|key|callback|cb|pred|predicate)$"
 )
 PREDICATE_NAME = re.compile(r"pred|cond|filter|test|check")
+
+
+def is_function(value) -> bool:
+    """A function, builtin or method (not a class): a parameter's default that is called."""
+    return isinstance(
+        value,
+        (
+            types.FunctionType,
+            types.BuiltinFunctionType,
+            types.MethodType,
+            types.BuiltinMethodType,
+            functools.partial,
+        ),
+    )
+
+
+def callables_like(fn) -> list:
+    """Working functions to stand in for the function `fn` (a parameter's default): those
+    taking as many arguments; for a builtin without a signature (`time.monotonic`), first one
+    taking any arguments and giving a constant (a clock that does not move)."""
+    arity = required_arity(fn)
+    if arity is None:
+        return dedupe([Code("lambda *args: 0")] + callables_for(None))
+    return callables_for(arity)
+
+
+def required_arity(fn) -> int | None:
+    """How many arguments `fn` requires (None when its signature is unknown or has *args)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    params = list(sig.parameters.values())
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    return sum(
+        1
+        for p in params
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    )
 
 
 def callables_for(arity: int | None, predicate: bool = False) -> list:
@@ -323,6 +364,10 @@ class PoolMaker:
                     hinted += (self.for_annotation(cls, globalns) or [])[:CLASS_HINT_VALUES]
         if CALLABLE_NAME.search(param.name) and "callable" not in hints:
             hinted += called
+        if not default and is_function(param.default):
+            # A function as the default (`timer=time.monotonic`): working functions taking as
+            # many arguments, first (`lambda: 0`, a timer whose results repeat).
+            hinted = callables_like(param.default) + hinted
         hinted += self.compared_values(node, param.name, globalns)
         if default and type(default[0]) in self.atoms:
             hinted = self.atoms[type(default[0])][:10] + hinted

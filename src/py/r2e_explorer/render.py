@@ -2,9 +2,9 @@
 candidate with the reference through r2e_equiv.check_function / check_method.
 
 An entry (search.Entry) gives `call` (args, kwargs specs; or a docstring's example, run as a
-program, with its `source`), `ctor_call` (constructor args and kwargs specs of a method's
-instance, or None) and `then` (the target returned a function, which is called on THEN_CALLS
-too).
+program, with its `source`), `ctor_call` (a method's construction: constructor args and kwargs
+specs and the set-up calls made on the instance, see specs.construction_parts; or None) and
+`then` (the target returned a function, which is called on THEN_CALLS too).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import keyword
 import re
 
-from .specs import THEN_CALLS, render
+from .specs import THEN_CALLS, construction_parts, render
 
 # Names of the harness itself, which the target's local name must not take.
 RESERVED = {
@@ -142,17 +142,22 @@ def method_test_body(e, local: str, method_name: str, then_calls=THEN_CALLS) -> 
     """The lines of a test of the method `method_name` of a class named `local` in the
     harness."""
     args, kwargs = e.call
-    ctor_args, ctor_kwargs = e.ctor_call if e.ctor_call is not None else ((), {})
+    ctor_args, ctor_kwargs, setup = construction_parts(e.ctor_call)
     lines = [
         f"        ctor_args = {render(tuple(ctor_args))}",
         f"        ctor_kwargs = {render(dict(ctor_kwargs))}",
+    ]
+    if setup:
+        # Calls made on the instance before the method (a mapping filled with items).
+        lines.append(f"        setup = {render(tuple(setup))}")
+    lines += [
         f"        args = {render(tuple(args))}",
         f"        kwargs = {render(dict(kwargs))}",
     ]
     call = f"r2e_equiv.check_method(self, {local}, reference_{local}, ctor_args, ctor_kwargs, {method_name!r}, args, kwargs"
     if e.then:
         # The method returned a function: it is called too, on each of these.
-        lines += [f"        then = {render(then_calls)}", f"        {call}, then)"]
-    else:
-        lines.append(f"        {call})")
+        lines.append(f"        then = {render(then_calls)}")
+        call += ", then"
+    lines.append(f"        {call}{', setup=setup' if setup else ''})")
     return lines

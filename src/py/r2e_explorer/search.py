@@ -29,7 +29,7 @@ import time
 from . import regexgen
 from .inputs import Input, InputSpace
 from .mutants import MutantMaker, MutationAnalysis, caches_of, installed
-from .pools import POOL_MAX, PoolMaker
+from .pools import POOL_MAX, PoolMaker, callables_like, is_function
 from .render import render_harness
 from .select import Selection
 from .specs import (
@@ -39,6 +39,7 @@ from .specs import (
     Unwritable,
     build,
     class_path,
+    construction_parts,
     dedupe,
     render,
     resolve,
@@ -63,6 +64,17 @@ MAX_HUNT_CONSTRUCTIONS = 6
 HUNT_CONSTRUCTION_SHARE = 0.25
 # Concrete subclasses tried when a method's own class cannot be constructed.
 MAX_SUBCLASSES = 4
+# Items put into an instance of a mapping class before the method is called (set-up calls):
+# str keys and int keys, one item and three (a small cache evicts); tried on the first
+# FILL_BASES constructions, at most MAX_FILLED kept.
+FILLS = (
+    (("a", 1),),
+    (("a", 1), ("b", 2), ("c", 3)),
+    ((0, "a"),),
+    ((0, "a"), (1, "b"), (2, "c")),
+)
+FILL_BASES = 3
+MAX_FILLED = 3
 # Consecutive already-tried inputs after which the mutation phase gives up (space exhausted).
 MAX_DUPLICATE_STREAK = 2000
 # Inputs that were executed but not kept, remembered to fill the harness up at the end and
@@ -273,7 +285,11 @@ class InstanceFinder:
             return []
         if cls is self.own_class and self.own_constructions:
             # The method's own class: the constructions that worked.
-            return [New(path, args, kwargs.items()) for args, kwargs in self.own_constructions]
+            return [
+                New(path, c[0], c[1].items())
+                for c in self.own_constructions
+                if not construction_parts(c)[2]
+            ]
         if cls in self.cache:
             return self.cache[cls]
         self.cache[cls] = []
@@ -439,6 +455,71 @@ class ConstructionFinder:
             self.found.append(call)
         if not self.found:
             raise ExploreError(f"could not construct {cls.__qualname__}: {last_error}")
+        if callable(getattr(cls, "__setitem__", None)):
+            self.fill(cls, kept_instances)
+
+    def fill(self, cls, kept_instances: list):
+        """Adds constructions of a mapping class (one with `__setitem__`) with items put in
+        before the method (set-up calls, see specs.construction_parts): a cache's `expire` or
+        `popitem` does nothing on an empty cache. FILLS on the first FILL_BASES constructions;
+        kept when the items go in, the state is new and a second run gives it again, at most
+        MAX_FILLED."""
+        explorer, equiv, reference = self.explorer, self.explorer.equiv, self.explorer.target.reference
+        bases = [(c[0], c[1]) for c in self.found[:FILL_BASES]]
+        # A constructor parameter whose default is a function (`timer=time.monotonic`) gets a
+        # working function taking as many arguments (`lambda: 0`) first: items stamped with
+        # the clock's time would differ from run to run.
+        try:
+            params = inspect.signature(cls).parameters.values()
+        except (TypeError, ValueError):
+            params = ()
+        called = {
+            p.name: callables_like(p.default)[0]
+            for p in params
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and is_function(p.default)
+        }
+        if called:
+            bases = [(args, {**kwargs, **called}) for args, kwargs in bases] + bases
+        added = 0
+        for base in bases:
+            for items in FILLS:
+                if added >= MAX_FILLED:
+                    return
+                try:
+                    explorer.limits.check()
+                except Stop:
+                    return
+                setup = tuple(("__setitem__", item) for item in items)
+                call = (base[0], base[1], setup)
+
+                def prepare(call=call):
+                    return tuple(build(x, reference) for x in call)
+
+                def construct(built):
+                    def filled():
+                        instance = cls(*built[0], **built[1])
+                        for name, args in built[2]:
+                            getattr(instance, name)(*args)
+                        return instance
+
+                    return equiv.call_outcome(filled, (), {})
+
+                status, outcome, _ = explorer.executor.run(prepare, construct)
+                if status != "ok" or outcome[0] != "return":
+                    continue
+                instance = outcome[1]
+                if any(equiv.equivalent(instance, other) for other in kept_instances):
+                    continue
+                status2, outcome2, _ = explorer.executor.run(prepare, construct)
+                if (
+                    status2 != "ok"
+                    or outcome2[0] != "return"
+                    or not equiv.equivalent(outcome2[1], instance)
+                ):
+                    continue
+                kept_instances.append(instance)
+                self.found.append(call)
+                added += 1
 
 
 def concrete_subclasses(cls: type, method_name: str) -> list[type]:
@@ -804,12 +885,12 @@ class Explorer:
                 return equiv.observe_function(target.callable, built[0], built[1], then=built[2])
 
         else:
-            ctor_args, ctor_kwargs = ctor_call if ctor_call is not None else ((), {})
+            ctor_args, ctor_kwargs, setup = construction_parts(ctor_call)
 
             def prepare():
                 return tuple(
                     build(x, reference)
-                    for x in (ctor_args, ctor_kwargs, call[0], call[1], self.then_calls)
+                    for x in (ctor_args, ctor_kwargs, call[0], call[1], self.then_calls, setup)
                 )
 
             def action(built):
@@ -821,6 +902,7 @@ class Explorer:
                     built[2],
                     built[3],
                     then=built[4],
+                    setup=built[5],
                 )
 
         return prepare, action
@@ -1460,7 +1542,8 @@ class Explorer:
         count = len(self.constructions)
         if space is None or not space.params or count >= MAX_CONSTRUCTIONS + MAX_HUNT_CONSTRUCTIONS:
             return Input(rng.randrange(count), inp.values), None
-        base = space.from_call(self.constructions[rng.randrange(count)])
+        source = self.constructions[rng.randrange(count)]
+        base = space.from_call(source)
         if base is None:
             return inp, None
         i = rng.randrange(len(space.params))
@@ -1469,6 +1552,9 @@ class Explorer:
         else:
             varied = space.mutate(base, rng, 1)
         call = space.to_call(varied)
+        if call is not None and construction_parts(source)[2]:
+            # The same set-up calls on the varied construction.
+            call = (*call, construction_parts(source)[2])
         try:
             key = render(tuple(call)) if call is not None else None
             known = [render(tuple(c)) for c in self.constructions]

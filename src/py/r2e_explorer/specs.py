@@ -200,6 +200,15 @@ THEN_CALLS = (
     ((-2.5,), {}),
 )
 
+def construction_parts(ctor_call) -> tuple:
+    """(args, kwargs, setup) of a construction of a method's class: (args, kwargs) specs, and
+    optionally the set-up calls made on the instance before the method, a tuple of (method
+    name, args) pairs such as `("__setitem__", ("a", 1))` (see `r2e_equiv.check_method`)."""
+    if ctor_call is None:
+        return (), {}, ()
+    return ctor_call[0], ctor_call[1], (ctor_call[2] if len(ctor_call) > 2 else ())
+
+
 # Markers of an input's parameter values (see inputs.py).
 UNKNOWN = object()  # an argument whose value could not be recovered (filled from the base)
 OMIT = object()  # an optional parameter left to its default

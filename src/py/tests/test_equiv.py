@@ -200,6 +200,23 @@ def sorts_in_place(xs):
     return list(xs)
 
 
+class Bag(dict):
+    def total(self):
+        return sum(self.values())
+
+
+def _sloppy_bag():
+    class Bag(dict):  # the candidate's Bag: the same name, wrong with two items or more
+        def total(self):
+            return sum(self.values()) if len(self) < 2 else 0
+
+    Bag.__qualname__ = "Bag"
+    return Bag
+
+
+SloppyBag = _sloppy_bag()
+
+
 class Counter:
     def __init__(self, start=0):
         self.count = start
@@ -314,6 +331,35 @@ class CheckTest(unittest.TestCase):
         )
         with self.assertFailsWith("instance state", "'count': 4", "'count': 3"):
             r2e_equiv.check_method(self, SloppyCounter, Counter, (1,), {}, "add", (2,), {})
+
+    def test_set_up_calls_run_on_the_instance_before_the_method(self):
+        one = (("__setitem__", ("a", 1)),)
+        two = one + (("__setitem__", ("b", 2)),)
+        # Empty or with one item the two agree; filled with two they do not.
+        r2e_equiv.check_method(self, SloppyBag, Bag, (), {}, "total", (), {})
+        r2e_equiv.check_method(self, SloppyBag, Bag, (), {}, "total", (), {}, setup=one)
+        with self.assertFailsWith("return value", "candidate: return 0", "reference: return 3"):
+            r2e_equiv.check_method(self, SloppyBag, Bag, (), {}, "total", (), {}, setup=two)
+        # A set-up call that raises is the outcome, compared like any other.
+        bad = (("__setitem__", ([], 1)),)
+        r2e_equiv.check_method(self, Bag, Bag, (), {}, "total", (), {}, setup=bad)
+        obs = r2e_equiv.observe_method(Bag, (), {}, "total", (), {}, setup=bad)
+        self.assertEqual(obs.outcome[:2], ("raise", "TypeError"))
+        # The set-up's arguments are deep copies: the harness's values stay as they were.
+        item = [1]
+        r2e_equiv.check_method(self, Bag, Bag, (), {}, "copy", (), {}, setup=(("__setitem__", ("k", item)),))
+        obs = r2e_equiv.observe_method(Bag, (), {}, "copy", (), {}, setup=(("__setitem__", ("k", item)),))
+        self.assertIsNot(obs.outcome[1]["k"], item)
+        # In record mode the call's text shows the set-up.
+        os.environ["R2E_MODE"] = r2e_equiv.MODE_RECORD
+        try:
+            del r2e_equiv.RECORDS[:]
+            r2e_equiv.check_method(self, Bag, Bag, (), {}, "total", (), {}, setup=two)
+        finally:
+            del os.environ["R2E_MODE"]
+        self.assertEqual(
+            r2e_equiv.RECORDS[-1]["call"], "x = Bag(); x['a'] = 1; x['b'] = 2; x.total()"
+        )
 
     def test_a_function_a_method_returns_is_called_on_the_then_calls(self):
         then = (((1,), {}), ((3,), {}))

@@ -266,6 +266,24 @@ class ParameterTest(unittest.TestCase):
         self.assertEqual(texts(pool[7:10]), ["float('inf')", "float('-inf')", "float('nan')"])
         self.assertEqual(pool[10:12], [0, 1])
 
+    def test_a_function_as_the_default_gets_working_functions_first(self):
+        import time
+
+        pools = PoolMaker(reference_module(), [])
+        namespace = {"time": time, "joined": lambda a, b="": a + b}
+        exec("def f(timer=time.monotonic, join=joined): pass", namespace)
+        timer, join = inspect.signature(namespace["f"]).parameters.values()
+        # A builtin without a signature: first a function of any arguments giving a constant
+        # (a clock that does not move), then the others of any arity.
+        pool, _ = pools.for_parameter(timer, inspect.Parameter.empty, {}, None)
+        self.assertEqual(texts(pool[:3]), ["lambda *args: 0", "lambda *args: args", "lambda *args: str(args)"])
+        # A function requiring one argument: functions of one argument.
+        pool, _ = pools.for_parameter(join, inspect.Parameter.empty, {}, None)
+        self.assertEqual(texts(pool[:3]), ["lambda x: x", "str", "lambda x: -x"])
+        # A default that is a value, not a function, gets no functions first.
+        pool, _ = pools.for_parameter(self.param("ratio=0.5"), inspect.Parameter.empty, {}, None)
+        self.assertEqual(pool[0], 0.5)
+
     def test_own_instances_come_last(self):
         pools = PoolMaker(reference_module(), [], own_instances=[New("Widget", (7,))])
         pool, _ = pools.for_parameter(self.param("w"), inspect.Parameter.empty, {}, None)

@@ -98,6 +98,19 @@ class RenderHarnessTest(unittest.TestCase):
         # Without a construction (static and class methods, __init__): empty constructor args.
         self.assertEqual(ast.unparse(test_1.body[0]), "ctor_args = ()")
 
+    def test_set_up_calls_of_a_construction_are_written_and_passed(self):
+        setup = (("__setitem__", ("a", 1)),)
+        entries = [entry(((), {}), ctor_call=((2,), {}, setup), then=True)]
+        harness = render_harness("m", "Cache.expire", True, entries)
+        (test_0,) = ast.parse(harness).body[-2].body
+        lines = [ast.unparse(stmt) for stmt in test_0.body]
+        self.assertEqual(lines[2], "setup = (('__setitem__', ('a', 1)),)")
+        self.assertEqual(
+            lines[-1],
+            "r2e_equiv.check_method(self, Cache, reference_Cache, ctor_args, ctor_kwargs, "
+            "'expire', args, kwargs, then, setup=setup)",
+        )
+
     def test_clashing_names_are_replaced(self):
         harness = render_harness("m", "args", False, [entry(((), {}))])
         self.assertIn("target = candidate.args\nreference_target = reference.args\n", harness)

@@ -348,6 +348,37 @@ def stamp_seconds(text):
     if match.group("s"):
         seconds += int(match.group("s"))
     return seconds
+
+
+import time as _time
+
+
+class Expiring(dict):
+    """A dict whose items expire: each is stamped with the timer's time when it is set."""
+
+    def __init__(self, ttl, timer=_time.monotonic):
+        super().__init__()
+        self.ttl = ttl
+        self.timer = timer
+        self.stamps = {}
+
+    def __setitem__(self, key, value):
+        if len(self) >= 2:
+            raise ValueError("full")
+        super().__setitem__(key, value)
+        self.stamps[key] = self.timer() + self.ttl
+
+    def expire(self, now=None):
+        """Removes the expired items and returns their keys."""
+        if now is None:
+            now = self.timer()
+        gone = []
+        for key, stamp in list(self.stamps.items()):
+            if stamp <= now:
+                del self[key]
+                del self.stamps[key]
+                gone.append(key)
+        return gone
 '''
 
 
@@ -559,6 +590,21 @@ class ExplorerTest(SearchCase):
         self.assertIn("ctor_args = (5,)\n        ctor_kwargs = {}\n        args = ()\n", tests[1])
         self.assertIn("kwargs = {'by': 2}\n", tests[1])
         self.assertIn("kwargs = {'by': 20}\n", tests[2])
+
+    def test_a_mapping_is_filled_before_its_method_runs(self):
+        # `expire` does nothing on an empty mapping: set-up calls put items in first. Items
+        # are stamped with the timer's time, so the default clock would make every filled
+        # instance differ from run to run: the timer is a function that gives a constant.
+        out = self.explore("Expiring.expire", kind="method", budget=300)
+        self.assertEqual(out["status"], "ok")
+        self.assertIn("ctor_kwargs = {'timer': lambda *args: 0}\n", out["harness"])
+        self.assertIn("        setup = (('__setitem__', (", out["harness"])
+        self.assertIn(", setup=setup)\n", out["harness"])
+        # The loop's body and both of its branches are reached; every mutant of it is killed.
+        self.assertEqual(out["mutants"]["killed"], out["mutants"]["total"])
+        self.assertGreater(out["mutants"]["total"], 4)
+        # Fills that fail (a third item in a mapping that holds two) are not kept.
+        self.assertNotIn("('__setitem__', ('c', 3))", out["harness"])
 
     def test_a_method_of_an_abstract_class_runs_on_a_concrete_subclass(self):
         # Shape cannot be constructed; Square inherits `describe` unchanged (Odd overrides it,
