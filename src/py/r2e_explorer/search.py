@@ -35,6 +35,7 @@ from .select import Selection
 from .specs import (
     THEN_CALLS,
     UNKNOWN,
+    Code,
     New,
     Unwritable,
     build,
@@ -464,7 +465,6 @@ class ConstructionFinder:
         `popitem` does nothing on an empty cache. FILLS on the first FILL_BASES constructions;
         kept when the items go in, the state is new and a second run gives it again, at most
         MAX_FILLED."""
-        explorer, equiv, reference = self.explorer, self.explorer.equiv, self.explorer.target.reference
         bases = [(c[0], c[1]) for c in self.found[:FILL_BASES]]
         # A constructor parameter whose default is a function (`timer=time.monotonic`) gets a
         # working function taking as many arguments (`lambda: 0`) first: items stamped with
@@ -480,15 +480,36 @@ class ConstructionFinder:
         }
         if called:
             bases = [(args, {**kwargs, **called}) for args, kwargs in bases] + bases
-        added = 0
+        added, not_callable = self._fill_bases(cls, bases, kept_instances)
+        if added or not not_callable:
+            return
+        # An item went in only to find a constructor argument called (a cache's `ttu`, a
+        # function of the key, value and time, that nothing marks as one): each positional
+        # argument in turn becomes a function of any arguments giving a constant (1, then 0:
+        # an item whose time to use is 0 at time 0 is never stored).
+        varied = [
+            ((*args[:j], Code(f"lambda *args: {constant}"), *args[j + 1 :]), kwargs)
+            for constant in (1, 0)
+            for args, kwargs in bases[:FILL_BASES]
+            for j in range(len(args))
+        ]
+        self._fill_bases(cls, varied, kept_instances)
+
+    def _fill_bases(self, cls, bases, kept_instances: list) -> tuple[int, bool]:
+        """Tries FILLS on `bases` ((args, kwargs) specs), keeping at most MAX_FILLED in all.
+        Returns how many were kept, and whether an attempt raised "... is not callable"."""
+        explorer, equiv = self.explorer, self.explorer.equiv
+        reference = explorer.target.reference
+        added, not_callable = 0, False
         for base in bases:
+            empty = None
             for items in FILLS:
-                if added >= MAX_FILLED:
-                    return
+                if added >= MAX_FILLED or len(self.found) >= MAX_CONSTRUCTIONS + MAX_FILLED:
+                    return added, not_callable
                 try:
                     explorer.limits.check()
                 except Stop:
-                    return
+                    return added, not_callable
                 setup = tuple(("__setitem__", item) for item in items)
                 call = (base[0], base[1], setup)
 
@@ -506,9 +527,26 @@ class ConstructionFinder:
 
                 status, outcome, _ = explorer.executor.run(prepare, construct)
                 if status != "ok" or outcome[0] != "return":
+                    if (
+                        status == "ok"
+                        and outcome[1] == "TypeError"
+                        and "not callable" in str(outcome[2])
+                    ):
+                        not_callable = True
                     continue
                 instance = outcome[1]
                 if any(equiv.equivalent(instance, other) for other in kept_instances):
+                    continue
+                if empty is None:
+                    # The same construction without items: a fill that changes nothing (an
+                    # item the instance refuses silently) is not kept.
+                    empty = explorer.executor.run(
+                        lambda: tuple(build(x, reference) for x in (base[0], base[1], ())),
+                        construct,
+                    )
+                if empty[0] == "ok" and empty[1][0] == "return" and equiv.equivalent(
+                    empty[1][1], instance
+                ):
                     continue
                 status2, outcome2, _ = explorer.executor.run(prepare, construct)
                 if (
@@ -520,6 +558,7 @@ class ConstructionFinder:
                 kept_instances.append(instance)
                 self.found.append(call)
                 added += 1
+        return added, not_callable
 
 
 def concrete_subclasses(cls: type, method_name: str) -> list[type]:

@@ -379,6 +379,29 @@ class Expiring(dict):
                 del self.stamps[key]
                 gone.append(key)
         return gone
+
+
+class Until(dict):
+    """A dict whose items live until a time `ttu(key)` gives, at a clock that stays at 0."""
+
+    def __init__(self, ttu):
+        super().__init__()
+        self.ttu = ttu
+        self.until = {}
+
+    def __setitem__(self, key, value):
+        until = self.ttu(key)
+        if until <= 0:
+            return
+        super().__setitem__(key, value)
+        self.until[key] = until
+
+    def expire(self, now):
+        gone = [key for key, until in self.until.items() if until <= now]
+        for key in gone:
+            del self[key]
+            del self.until[key]
+        return gone
 '''
 
 
@@ -605,6 +628,16 @@ class ExplorerTest(SearchCase):
         self.assertGreater(out["mutants"]["total"], 4)
         # Fills that fail (a third item in a mapping that holds two) are not kept.
         self.assertNotIn("('__setitem__', ('c', 3))", out["harness"])
+
+    def test_a_constructor_argument_found_to_be_called_becomes_a_function(self):
+        # Nothing says `ttu` is a function until an item goes in ("'int' object is not
+        # callable"): each argument in turn becomes a function giving a constant, 1 first (an
+        # item whose time is 0 is never stored).
+        out = self.explore("Until.expire", kind="method", budget=300)
+        self.assertEqual(out["status"], "ok")
+        self.assertIn("ctor_args = (lambda *args: 1,)\n", out["harness"])
+        self.assertIn("setup = ", out["harness"])
+        self.assertEqual(out["mutants"]["killed"], out["mutants"]["total"])
 
     def test_a_method_of_an_abstract_class_runs_on_a_concrete_subclass(self):
         # Shape cannot be constructed; Square inherits `describe` unchanged (Odd overrides it,
