@@ -314,7 +314,7 @@ pub fn def_ids(db: &dyn Db, file: SourceFile) -> Arc<Vec<String>> {
 }
 
 /// One extracted function, as `functions.jsonl` lists it (without its slice).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FunctionRow {
     pub def: u32,
     pub id: String,
@@ -574,11 +574,28 @@ fn item_chunks(summary: &ModuleSummary, item: Item) -> Vec<Chunk> {
 /// `max_tokens` by dropping the farthest definitions (or files) first.
 #[salsa::tracked(returns(ref))]
 pub fn context_of<'db>(db: &'db dyn Db, item: ItemId<'db>, settings: Settings) -> Arc<Context> {
+    Arc::new(plan_context(
+        db,
+        item.repo(db),
+        item.item(db),
+        settings.context(db),
+        || slice_of(db, item).items.clone(),
+    ))
+}
+
+/// The context of `item` under `cfg`, its slice's items (with their distances) given by
+/// `slice` (asked for only by the sliced strategy): what [`context_of`] computes, and what the
+/// persisted analysis (`engine::memo`) re-renders from a slice it derived from stored edges.
+pub fn plan_context(
+    db: &dyn Db,
+    repo: Repo,
+    own: Item,
+    cfg: &ContextConfig,
+    slice: impl FnOnce() -> Vec<(Item, u32)>,
+) -> Context {
     db.env().counters.contexts.fetch_add(1, Ordering::Relaxed);
-    let cfg = settings.context(db);
-    let repo = item.repo(db);
     let files = repo.files(db);
-    let (own_file, _) = item_file(item.item(db));
+    let (own_file, _) = item_file(own);
     let mut plan = Plan {
         db,
         files,
@@ -590,9 +607,9 @@ pub fn context_of<'db>(db: &'db dyn Db, item: ItemId<'db>, settings: Settings) -
     let mut truncated = false;
     match cfg.strategy {
         Strategy::Naive | Strategy::Sliced => {
-            let mut wanted = vec![(item.item(db), 0u32)];
+            let mut wanted = vec![(own, 0u32)];
             if cfg.strategy == Strategy::Sliced {
-                wanted.extend(slice_of(db, item).items.iter().copied());
+                wanted.extend(slice());
             }
             for (n, (it, dist)) in wanted.into_iter().enumerate() {
                 if !plan.add_item(it, dist, n == 0) {
@@ -619,11 +636,32 @@ pub fn context_of<'db>(db: &'db dyn Db, item: ItemId<'db>, settings: Settings) -
         }
     }
     let tokens = plan.used;
-    Arc::new(Context {
+    Context {
         parts: plan.finish(own_file),
         tokens,
         truncated,
-    })
+    }
+}
+
+/// The hash of the text a context shows of an item (its chunks, see [`item_chunks`]): a
+/// comment inside a definition changes it, one outside every definition does not.
+pub fn item_text_hash(db: &dyn Db, file: SourceFile, item: Item) -> Hash {
+    let mut h = blake3::Hasher::new();
+    match (parse_file(db, file), source_text(db, file)) {
+        (Ok(summary), Ok(text)) => {
+            for c in item_chunks(summary, item) {
+                let part = text
+                    .get(c.start as usize..c.end as usize)
+                    .unwrap_or_default();
+                h.update(&(part.len() as u64).to_le_bytes());
+                h.update(part.as_bytes());
+            }
+        }
+        _ => {
+            h.update(b"unreadable");
+        }
+    }
+    Hash(*h.finalize().as_bytes())
 }
 
 fn item_file(item: Item) -> (FileIx, u32) {

@@ -41,6 +41,32 @@ impl ActionKey for ParseKey {
     const BUCKET: Bucket = Bucket::Parse;
 }
 
+/// The persisted analysis of one repository (`engine::memo`): where it is found. Unlike an
+/// action key, it names a place, not a result: each build of the same repository under the same
+/// settings replaces the entry, and what the entry holds is reused only where the inputs it
+/// records (every file's content hash, interface hash and scope) still hash the same. Bump
+/// `ANALYSIS_FORMAT` when what `engine::memo` stores, or how it is computed, changes.
+#[derive(Clone, Debug, Serialize)]
+pub struct AnalysisKey<'a> {
+    pub format: u32,
+    pub parser: &'static str,
+    pub summary_format: u32,
+    /// The repository's name and where it comes from (its folder, or its URL).
+    pub repo: &'a str,
+    pub source: String,
+    /// `files`: the parse stage's outcomes; `dataset`: extraction and slices under the settings.
+    pub part: &'static str,
+    /// `[extract]` and `[context]` (`dataset` only).
+    pub extract: Option<&'a crate::config::ExtractConfig>,
+    pub context: Option<&'a crate::config::ContextConfig>,
+}
+
+pub const ANALYSIS_FORMAT: u32 = 1;
+
+impl ActionKey for AnalysisKey<'_> {
+    const BUCKET: Bucket = Bucket::Analysis;
+}
+
 /// The candidate extraction's version: bump it when what `stages::answer::candidate` takes out
 /// of an answer changes (its code, or `python::dedent`, which it uses).
 pub const EXTRACTOR: u32 = 2;

@@ -254,3 +254,122 @@ fn a_changed_interpreter_is_not_a_noop() {
     let after = p.build();
     assert!(after.stages.extract.executed > 0, "not a no-op");
 }
+
+/// The persisted analysis (`engine::memo`): each build is a new session, as a new process is,
+/// with only the cache in common. After each edit the counts are those the edit calls for,
+/// and the outputs are byte for byte those of a cold build of the same tree with an empty
+/// cache.
+#[test]
+fn persisted_analysis_reruns_only_what_an_edit_touches_and_matches_a_cold_build() {
+    let p = Project::new(REPO, "");
+    let cold_pipeline = p.path().join("cold.toml");
+    let outputs = |out: &str| {
+        ["functions.jsonl", "slices/r.jsonl"]
+            .map(|f| String::from_utf8(std::fs::read(p.path().join(out).join(f)).unwrap()).unwrap())
+    };
+    let cold = |n: u32| {
+        // A fresh cache and output every time.
+        std::fs::write(
+            &cold_pipeline,
+            format!(
+                "[project]\nname = \"t\"\noutput = \"cold{n}\"\ncache = \"cold-cache{n}\"\n\n[[repo]]\npath = \"repo\"\nname = \"r\"\n"
+            ),
+        )
+        .unwrap();
+        let cfg = r2e::config::load(&cold_pipeline).unwrap();
+        let summary = r2e::engine::build(
+            &cfg,
+            &r2e::engine::BuildOptions {
+                until: r2e::engine::Stage::Slice,
+                jobs: Some(2),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            summary.stages.slice.executed, 5,
+            "a cold build slices everything"
+        );
+        outputs(&format!("cold{n}"))
+    };
+    let counts = |s: &r2e::records::Summary| {
+        let st = &s.stages;
+        [
+            st.parse.executed,
+            st.extract.executed,
+            st.slice.executed,
+            st.context.executed,
+        ]
+    };
+    let base = |body: &str| {
+        REPO[REPO.find("RATE = 3").unwrap()..REPO.find("//- pkg/other.py").unwrap()]
+            .replace("    y = x * RATE\n", body)
+    };
+    p.build();
+
+    // A comment outside every definition: one file parsed and extracted (its lines moved),
+    // no slice, no context.
+    p.write(
+        "pkg/base.py",
+        &format!("# a note\n{}", base("    y = x * RATE\n")),
+    );
+    assert_eq!(counts(&p.build()), [1, 1, 0, 0]);
+    assert_eq!(outputs("out"), cold(1));
+
+    // A comment inside `leaf`: the contexts that show it (leaf's, middle's and top's) are
+    // rendered again; no slice is computed.
+    p.write(
+        "pkg/base.py",
+        &format!("# a note\n{}", base("    # why\n    y = x * RATE\n")),
+    );
+    assert_eq!(counts(&p.build()), [1, 1, 0, 3]);
+    assert_eq!(outputs("out"), cold(2));
+
+    // A body edit that names nothing new: the same three contexts (longer now), no slice.
+    p.write(
+        "pkg/base.py",
+        &format!(
+            "# a note\n{}",
+            base("    # why\n    y = x * RATE * RATE * RATE\n")
+        ),
+    );
+    assert_eq!(counts(&p.build()), [1, 1, 0, 3]);
+    assert_eq!(outputs("out"), cold(3));
+
+    // A body edit that names another function changes the interfaces: every slice again.
+    p.write(
+        "pkg/base.py",
+        &format!(
+            "# a note\nfrom pkg.other import other_leaf\n{}",
+            base("    y = other_leaf(x) * RATE\n")
+        ),
+    );
+    let after = p.build();
+    assert_eq!(after.stages.slice.executed, 5);
+    assert_eq!(outputs("out"), cold(4));
+
+    // A damaged entry is a miss: everything of the repository is computed again, the same.
+    let analysis = p.path().join("cache").join("analysis-v1");
+    let mut damaged = 0;
+    for entry in walkdir::WalkDir::new(&analysis) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file() {
+            let mut bytes = std::fs::read(entry.path()).unwrap();
+            let last = bytes.len() - 1;
+            bytes[last] ^= 1;
+            std::fs::write(entry.path(), bytes).unwrap();
+            damaged += 1;
+        }
+    }
+    assert_eq!(
+        damaged, 2,
+        "one entry for the parse stage, one for the dataset"
+    );
+    p.write("pkg/top.py", "from pkg import mid\n\ndef top(x):\n    \"\"\"Calls middle.\"\"\"\n    y = mid.middle(x)\n    return y * 2\n# end\n");
+    let again = p.build();
+    assert_eq!(again.stages.slice.executed, 5);
+    assert_eq!(
+        again.stages.parse.executed, 1,
+        "the others come from the action cache"
+    );
+    assert_eq!(outputs("out"), cold(5));
+}

@@ -60,6 +60,10 @@ pub enum Bucket {
     Git,
     /// Stat memos of path repositories (path, size, mtime, ctime, inode → content hash).
     Stat,
+    /// The analysis stages' results of a repository, with the inputs they read
+    /// (`keys::AnalysisKey`, `engine::memo`): reused by the next build, a new process, where
+    /// those inputs still hash the same.
+    Analysis,
     /// Tools r2e installs for itself (`uv`).
     Tools,
     /// The installers' own download caches.
@@ -87,7 +91,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 16] = [
+    pub const ALL: [Bucket; 17] = [
         Bucket::Parse,
         Bucket::Generate,
         Bucket::Validate,
@@ -99,6 +103,7 @@ impl Bucket {
         Bucket::Trees,
         Bucket::Git,
         Bucket::Stat,
+        Bucket::Analysis,
         Bucket::Tools,
         Bucket::UvCache,
         Bucket::PipCache,
@@ -121,6 +126,7 @@ impl Bucket {
             Bucket::Trees => ("trees", Some(1)),
             Bucket::Git => ("git", Some(1)),
             Bucket::Stat => ("stat", Some(2)),
+            Bucket::Analysis => ("analysis", Some(1)),
             Bucket::Tools => ("tools", Some(1)),
             Bucket::UvCache => ("uv-cache", None),
             Bucket::PipCache => ("pip-cache", None),
@@ -139,7 +145,8 @@ impl Bucket {
             | Bucket::Refusal
             | Bucket::Check
             | Bucket::Answer
-            | Bucket::Stat => Layout::Entries,
+            | Bucket::Stat
+            | Bucket::Analysis => Layout::Entries,
             Bucket::Envs | Bucket::Trees | Bucket::Git | Bucket::Tools => Layout::Folders,
             Bucket::UvCache | Bucket::PipCache => Layout::Whole,
             Bucket::Scratch | Bucket::Roots => Layout::Kept,

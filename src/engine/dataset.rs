@@ -12,17 +12,20 @@ use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
 
-use super::outputs::{Graph, JsonlWriter, Recorded, function_line};
+use super::memo::{self, DatasetMemo, SliceMemo};
+use super::outputs::{self, Graph, JsonlWriter, Recorded, function_line};
 use super::{Lap, Shared, Stage, dataset_folder, progress};
-use crate::config::Config;
-use crate::db::{self, Db, FunctionRow, ItemId, Settings, SourceFile};
+use crate::config::{Config, Strategy};
+use crate::db::{self, Database, Db, FunctionRow, ItemId, Repo, Settings, SourceFile};
 use crate::engine::{BuildOptions, Session};
 use crate::error::{Error, Result};
+use crate::hash::Hash;
 use crate::python::resolve::Item;
-use crate::records::{ExcludedBy, Filter, RepoCounts, StageCounts, Summary, Variants};
+use crate::records::{ExcludedBy, Filter, RepoCounts, SliceRecord, StageCounts, Summary, Variants};
 use crate::services::Services;
 use crate::stages::candidate::Inputs;
 use crate::stages::harnesses::{self, HarnessOutputs};
+use rustc_hash::FxHashSet;
 
 /// Builds every dataset; returns the build's summary, the output files it recorded, and
 /// whether something must run again next build.
@@ -109,6 +112,14 @@ pub(super) fn run_all(
     Ok((summary, recorded, retry_later))
 }
 
+/// A repository's slices in one dataset: what the persisted analysis keeps (the graph's
+/// items, edges and text hashes, and each candidate's slice record), and the graph itself when
+/// this build computed it.
+pub(super) struct RepoSlices {
+    memo: SliceMemo,
+    graph: Option<Graph>,
+}
+
 /// One dataset's build.
 struct Dataset<'a> {
     s: &'a Session,
@@ -135,9 +146,10 @@ impl Dataset<'_> {
         failed_requests: &mut Vec<String>,
     ) -> Result<(Vec<Recorded>, bool)> {
         let until = self.opts.until;
+        let memos = self.load_memos();
         let mut rows: Vec<(SourceFile, FunctionRow)> = Vec::new();
         if until >= Stage::Extract {
-            let (found, counts) = self.extract();
+            let (found, counts) = self.extract(&memos);
             rows = found;
             summary.stages.extract = counts;
             summary.counts.functions = Some(rows.len() as u64);
@@ -163,8 +175,10 @@ impl Dataset<'_> {
             .filter(|(_, r)| r.excluded_by.is_none())
             .cloned()
             .collect();
+        let mut slices = Vec::new();
         if until >= Stage::Slice {
-            (summary.stages.slice, summary.stages.context) = self.slice(&candidates);
+            (summary.stages.slice, summary.stages.context, slices) =
+                self.slice(&candidates, &memos);
             clock.lap("slice");
         }
         let mut harness_out = HarnessOutputs::default();
@@ -199,8 +213,98 @@ impl Dataset<'_> {
             results = Some(ev.results);
             clock.lap("evaluate");
         }
-        let recorded = self.write(&rows, &harness_out, results.as_deref(), summary)?;
+        let recorded = self.write(&rows, &slices, &harness_out, results.as_deref(), summary)?;
+        if until >= Stage::Slice {
+            self.store_memos(&rows, slices, &recorded);
+        }
         Ok((recorded, harness_out.retry_later))
+    }
+
+    /// Each repository's persisted analysis under this dataset's settings (`memo`), when it
+    /// is there, verifies, and was computed under the interfaces the parse stage found now.
+    fn load_memos(&self) -> Vec<Option<DatasetMemo>> {
+        let s = self.s;
+        s.cfg
+            .repos
+            .iter()
+            .enumerate()
+            .map(|(i, rc)| {
+                let parse = self.shared.parses.get(i)?;
+                let memo = memo::load_dataset(&s.cache, rc, &self.cfg.extract, &self.cfg.context)?;
+                Some(DatasetMemo {
+                    // Slices are reused only under the same interfaces.
+                    slices: memo.slices.filter(|_| memo.interfaces == parse.interfaces),
+                    ..memo
+                })
+            })
+            .collect()
+    }
+
+    /// Replaces each repository's persisted analysis with this build's, unless something
+    /// transient happened (a file that could not be read).
+    fn store_memos(
+        &self,
+        rows: &[(SourceFile, FunctionRow)],
+        slices: Vec<RepoSlices>,
+        recorded: &[Recorded],
+    ) {
+        let db = &self.s.db;
+        if db.env().counters.transient.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut by_file: HashMap<SourceFile, Vec<FunctionRow>> = HashMap::new();
+        for (f, r) in rows {
+            by_file.entry(*f).or_default().push(r.clone());
+        }
+        for (i, (rc, (&repo, mut slices))) in self
+            .s
+            .cfg
+            .repos
+            .iter()
+            .zip(self.s.repos.iter().zip(slices))
+            .enumerate()
+        {
+            let Some(parse) = self.shared.parses.get(i) else {
+                continue;
+            };
+            let name = self.output_name(&format!("slices/{}.jsonl", repo.name(db)));
+            let Some((_, hash, ..)) = recorded.iter().find(|r| r.0 == name) else {
+                continue;
+            };
+            slices.memo.file = *hash;
+            let files = repo
+                .files(db)
+                .iter()
+                .map(|&f| memo::ExtractedFile {
+                    path: f.path(db).clone(),
+                    content: f.hash(db),
+                    in_scope: f.in_scope(db),
+                    rows: by_file.remove(&f).unwrap_or_default(),
+                })
+                .collect();
+            let fresh = DatasetMemo {
+                interfaces: parse.interfaces,
+                files,
+                slices: Some(slices.memo),
+            };
+            memo::store_dataset(
+                &self.s.cache,
+                rc,
+                &self.cfg.extract,
+                &self.cfg.context,
+                &fresh,
+            );
+        }
+    }
+
+    /// An output file's name relative to the build's output (a variant's is in its folder).
+    fn output_name(&self, file: &str) -> String {
+        let rel = self.rel.to_string_lossy();
+        if rel.is_empty() {
+            file.to_owned()
+        } else {
+            format!("{rel}/{file}")
+        }
     }
 
     /// Stage `evaluate` over the dataset's instances, through a bench over this build.
@@ -308,16 +412,38 @@ impl Dataset<'_> {
         )
     }
 
-    /// Stage `extract`: every file's functions with the filters' verdicts.
-    fn extract(&self) -> (Vec<(SourceFile, FunctionRow)>, StageCounts) {
+    /// Stage `extract`: every file's functions with the filters' verdicts. A file whose content
+    /// and scope are as the persisted analysis recorded them (and, with the connectivity
+    /// filter, which resolves names, whose repository's interfaces are too) takes its functions
+    /// from there.
+    fn extract(
+        &self,
+        memos: &[Option<DatasetMemo>],
+    ) -> (Vec<(SourceFile, FunctionRow)>, StageCounts) {
         let (db, settings) = (&self.s.db, self.settings.0);
         let before = db.env().counters.extracted.load(Ordering::Relaxed);
         let bar = progress(self.files.len() as u64, "extract");
+        let mut known: HashMap<(Repo, &str), &memo::ExtractedFile> = HashMap::new();
+        for ((&repo, memo), parse) in self.s.repos.iter().zip(memos).zip(self.shared.parses) {
+            let Some(memo) = memo else { continue };
+            if self.cfg.extract.connectivity && memo.interfaces != parse.interfaces {
+                continue;
+            }
+            for f in &memo.files {
+                known.insert((repo, f.path.as_str()), f);
+            }
+        }
         let per_file: Vec<Arc<Vec<FunctionRow>>> = self
             .files
             .par_iter()
             .map_with(db.clone(), |db, &f| {
-                let r = db::file_functions(db, f, settings).clone();
+                let stored = known
+                    .get(&(f.repo(db), f.path(db).as_str()))
+                    .filter(|m| m.content == f.hash(db) && m.in_scope == f.in_scope(db));
+                let r = match stored {
+                    Some(m) => Arc::new(m.rows.clone()),
+                    None => db::file_functions(db, f, settings).clone(),
+                };
                 bar.inc(1);
                 r
             })
@@ -337,21 +463,46 @@ impl Dataset<'_> {
     }
 
     /// Stage `slice`: every candidate's slice and context; the counts of slices computed and
-    /// of contexts rendered.
-    fn slice(&self, candidates: &[(SourceFile, FunctionRow)]) -> (StageCounts, StageCounts) {
+    /// of contexts rendered, and each repository's graph and slice records.
+    ///
+    /// A repository whose persisted graph was computed under the same interfaces and for the
+    /// same candidates keeps it: no slice is computed. A candidate's context is rendered again
+    /// only when an item it shows changed its text (`memo`).
+    fn slice(
+        &self,
+        candidates: &[(SourceFile, FunctionRow)],
+        memos: &[Option<DatasetMemo>],
+    ) -> (StageCounts, StageCounts, Vec<RepoSlices>) {
         let db = &self.s.db;
-        let settings = self.settings.1;
         let before = db.env().counters.sliced.load(Ordering::Relaxed);
         let contexts_before = db.env().counters.contexts.load(Ordering::Relaxed);
         let bar = progress(candidates.len() as u64, "slice");
-        candidates
-            .par_iter()
-            .for_each_with(db.clone(), |db, (f, row)| {
-                let item = ItemId::new(db, f.repo(db), Item::Def(f.ix(db), row.def));
-                let _ = db::slice_of(db, item);
-                let _ = db::context_of(db, item, settings);
-                bar.inc(1);
+        let mut out = Vec::new();
+        for (&repo, memo) in self.s.repos.iter().zip(memos) {
+            let mut own: Vec<(SourceFile, Item)> = candidates
+                .iter()
+                .filter(|(f, _)| f.repo(db) == repo)
+                .map(|(f, r)| (*f, Item::Def(f.ix(db), r.def)))
+                .collect();
+            own.sort_unstable_by_key(|&(_, it)| it);
+            let kept = memo.as_ref().and_then(|m| {
+                let files = repo.files(db);
+                let slices = m.slices.as_ref()?;
+                let aligned = m.files.len() == files.len()
+                    && m.files
+                        .iter()
+                        .zip(files)
+                        .all(|(mf, f)| mf.path == *f.path(db));
+                let same = aligned
+                    && slices.candidates.len() == own.len()
+                    && slices.candidates.iter().zip(&own).all(|(a, (_, b))| a == b);
+                same.then(|| self.slices_kept(repo, m, slices, &own, &bar))
             });
+            out.push(match kept {
+                Some(kept) => kept,
+                None => self.slices_computed(repo, &own, &bar),
+            });
+        }
         bar.finish_and_clear();
         let counts = |executed: u64| {
             let executed = executed.min(candidates.len() as u64);
@@ -364,7 +515,126 @@ impl Dataset<'_> {
         (
             counts(db.env().counters.sliced.load(Ordering::Relaxed) - before),
             counts(db.env().counters.contexts.load(Ordering::Relaxed) - contexts_before),
+            out,
         )
+    }
+
+    /// A repository's slices computed in salsa: each candidate's slice and context, the graph
+    /// they span, and what the persisted analysis keeps of it.
+    fn slices_computed(
+        &self,
+        repo: Repo,
+        own: &[(SourceFile, Item)],
+        bar: &indicatif::ProgressBar,
+    ) -> RepoSlices {
+        let db = &self.s.db;
+        let settings = self.settings.1;
+        own.par_iter().for_each_with(db.clone(), |db, &(_, it)| {
+            let item = ItemId::new(db, repo, it);
+            let _ = db::slice_of(db, item);
+            let _ = db::context_of(db, item, settings);
+            bar.inc(1);
+        });
+        let graph = Graph::of(db, repo, own.iter().map(|&(_, it)| it));
+        let files = repo.files(db);
+        let nodes = graph.items().len();
+        let deps: Vec<Vec<u32>> = (0..nodes)
+            .into_par_iter()
+            .map_with(db.clone(), |db, n| graph.deps(db, n))
+            .collect();
+        let text: Vec<Hash> = graph
+            .items()
+            .par_iter()
+            .map_with(db.clone(), |db, &it| {
+                let (Item::Def(f, _) | Item::Global(f, _)) = it;
+                db::item_text_hash(db, files[f as usize], it)
+            })
+            .collect();
+        let records: Vec<SliceRecord> = own
+            .par_iter()
+            .map_with(db.clone(), |db, &(f, it)| graph.record(db, f, it, settings))
+            .collect();
+        RepoSlices {
+            memo: SliceMemo {
+                candidates: own.iter().map(|&(_, it)| it).collect(),
+                items: graph.items().to_vec(),
+                deps,
+                text,
+                records,
+                file: Hash([0; 32]),
+            },
+            graph: Some(graph),
+        }
+    }
+
+    /// A repository's slices kept from the persisted analysis: the contexts that show an item
+    /// whose text changed are rendered again, from slices derived from the stored edges.
+    fn slices_kept(
+        &self,
+        repo: Repo,
+        memo: &DatasetMemo,
+        slices: &SliceMemo,
+        own: &[(SourceFile, Item)],
+        bar: &indicatif::ProgressBar,
+    ) -> RepoSlices {
+        let db = &self.s.db;
+        let files = repo.files(db);
+        let changed: Vec<bool> = memo
+            .files
+            .iter()
+            .zip(files)
+            .map(|(m, f)| m.content != f.hash(db))
+            .collect();
+        let text = memo::text_hashes(db, repo, &slices.items, &slices.text, &changed);
+        let dirty: Vec<u32> = (0..text.len() as u32)
+            .filter(|&n| text[n as usize] != slices.text[n as usize])
+            .collect();
+        let node = |it: Item| {
+            slices
+                .items
+                .binary_search(&it)
+                .expect("candidates are nodes") as u32
+        };
+        let affected: Vec<usize> = match self.cfg.context.strategy {
+            Strategy::Sliced if !dirty.is_empty() => {
+                let reach = slices.reaching(&dirty);
+                (0..own.len())
+                    .filter(|&i| reach.contains(&node(own[i].1)))
+                    .collect()
+            }
+            Strategy::Naive => {
+                let dirty: FxHashSet<u32> = dirty.iter().copied().collect();
+                (0..own.len())
+                    .filter(|&i| dirty.contains(&node(own[i].1)))
+                    .collect()
+            }
+            // A whole-file context shows every line of the files it holds.
+            Strategy::Full if changed.contains(&true) => (0..own.len()).collect(),
+            _ => Vec::new(),
+        };
+        let cfg = &self.cfg.context;
+        let fresh: Vec<(usize, db::Context)> = affected
+            .par_iter()
+            .map_with(db.clone(), |db, &i| {
+                let it = own[i].1;
+                let ctx = db::plan_context(db, repo, it, cfg, || slices.closure(node(it)));
+                (i, ctx)
+            })
+            .collect();
+        let mut records = slices.records.clone();
+        for (i, ctx) in fresh {
+            records[i].tokens = ctx.tokens;
+            records[i].truncated = ctx.truncated;
+        }
+        bar.inc(own.len() as u64);
+        RepoSlices {
+            memo: SliceMemo {
+                text,
+                records,
+                ..slices.clone()
+            },
+            graph: None,
+        }
     }
 
     /// The harness stages over the candidates.
@@ -395,11 +665,12 @@ impl Dataset<'_> {
     fn write(
         &self,
         rows: &[(SourceFile, FunctionRow)],
+        slices: &[RepoSlices],
         harness_out: &HarnessOutputs,
         results: Option<&[crate::records::EvalResult]>,
         summary: &mut Summary,
     ) -> Result<Vec<Recorded>> {
-        let (until, db, settings) = (self.opts.until, &self.s.db, self.settings.1);
+        let (until, db) = (self.opts.until, &self.s.db);
         let dir = self.staging.join(&self.rel);
         fs_err::create_dir_all(&dir)?;
         let (previous, current) = (&self.shared.previous, self.shared.current.as_deref());
@@ -423,26 +694,30 @@ impl Dataset<'_> {
         let mut recorded = Vec::new();
         if until >= Stage::Extract {
             // With slices: each repository's dependency graph, which the candidates' lines
-            // point into.
-            let graphs: Vec<Graph> = if until >= Stage::Slice {
-                self.s
-                    .repos
-                    .par_iter()
-                    .map_with(db.clone(), |db, &repo| {
-                        let items = rows
-                            .iter()
-                            .filter(|(f, r)| r.excluded_by.is_none() && f.repo(db) == repo)
-                            .map(|(f, r)| Item::Def(f.ix(db), r.def))
-                            .collect::<Vec<_>>();
-                        Graph::of(db, repo, items)
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            for graph in &graphs {
-                let repo = graph.repo.name(db);
-                let mut out = open(&format!("slices/{repo}.jsonl"))?;
+            // point into; a graph kept from the last build is its file, when that is as it was.
+            for (&repo, slices) in self.s.repos.iter().zip(slices) {
+                let file = format!("slices/{}.jsonl", repo.name(db));
+                if slices.graph.is_none()
+                    && let Some(kept) = outputs::reuse(
+                        self.staging,
+                        &name(&file),
+                        slices.memo.file,
+                        previous,
+                        current,
+                    )
+                {
+                    recorded.push(kept);
+                    continue;
+                }
+                let built;
+                let graph = match &slices.graph {
+                    Some(g) => g,
+                    None => {
+                        built = Graph::of(db, repo, slices.memo.candidates.iter().copied());
+                        &built
+                    }
+                };
+                let mut out = open(&file)?;
                 let nodes: Vec<usize> = (0..graph.len()).collect();
                 for chunk in nodes.chunks(8192) {
                     let lines: Vec<Vec<u8>> = chunk
@@ -455,14 +730,26 @@ impl Dataset<'_> {
                 }
                 recorded.push(out.finish(previous, current)?);
             }
+            let repos: &[Repo] = &self.s.repos;
+            let record =
+                |db: &Database, f: &SourceFile, row: &FunctionRow| -> Option<SliceRecord> {
+                    if row.excluded_by.is_some() {
+                        return None;
+                    }
+                    let repo = repos.iter().position(|&r| r == f.repo(db))?;
+                    let memo = &slices.get(repo)?.memo;
+                    let at = memo
+                        .candidates
+                        .binary_search(&Item::Def(f.ix(db), row.def))
+                        .ok()?;
+                    Some(memo.records[at].clone())
+                };
             let mut out = open("functions.jsonl")?;
             for chunk in rows.chunks(4096) {
                 let lines: Vec<Vec<u8>> = chunk
                     .par_iter()
                     .map_with(db.clone(), |db, (f, row)| {
-                        let repo = f.repo(db);
-                        let graph = graphs.iter().find(|g| g.repo == repo);
-                        function_line(db, *f, row, settings, graph)
+                        function_line(db, *f, row, record(db, f, row))
                     })
                     .collect();
                 for line in lines {

@@ -9,6 +9,7 @@
 //! hashes. Then nothing is parsed, read or rewritten.
 
 mod dataset;
+mod memo;
 pub mod outputs;
 
 use std::path::{Path, PathBuf};
@@ -16,7 +17,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::cache::Cache;
@@ -518,6 +518,9 @@ struct Shared<'a> {
     envs: &'a crate::stages::env::Envs,
     previous: Vec<Recorded>,
     current: Option<PathBuf>,
+    /// Each repository's parse (its interface fingerprint), in `Session::repos` order; empty
+    /// before the parse stage.
+    parses: &'a [memo::RepoParse],
 }
 
 /// The shared stages (checkout, parse, env), then every dataset, then the state.
@@ -577,8 +580,9 @@ fn run(
         }
     }
     let mut clock = Lap(std::time::Instant::now());
+    let mut parses = Vec::new();
     if opts.until >= Stage::Parse {
-        shared.stages.parse = parse(s, &files, &mut failures);
+        (shared.stages.parse, parses) = parse(s, &files, &mut failures);
         clock.lap("parse");
     }
     // Environments are per repository, shared by every variant.
@@ -613,6 +617,7 @@ fn run(
         envs: &envs,
         previous: previous.map(|p| p.outputs).unwrap_or_default(),
         current: out.current(),
+        parses: &parses,
     };
     let mut failed_requests = Vec::new();
     let (summary, recorded, retry_later) = dataset::run_all(
@@ -679,33 +684,46 @@ fn run(
     Ok(summary)
 }
 
-/// Stage `parse`: every file's summary, from the cache or parsed, in parallel; files that fail
-/// are recorded.
-fn parse(s: &Session, files: &[SourceFile], failures: &mut Vec<FailureRecord>) -> StageCounts {
+/// Stage `parse`: every file's interface, from the persisted analysis (`memo`), the action
+/// cache or parsed, in parallel; files that fail are recorded. Returns the counts and each
+/// repository's parse (its interface fingerprint).
+fn parse(
+    s: &Session,
+    files: &[SourceFile],
+    failures: &mut Vec<FailureRecord>,
+) -> (StageCounts, Vec<memo::RepoParse>) {
     let db = &s.db;
     let bar = progress(files.len() as u64, "parse");
-    files.par_iter().for_each_with(db.clone(), |db, &f| {
-        let _ = db::parse_file(db, f);
-        bar.inc(1);
-    });
+    let parses: Vec<memo::RepoParse> = s
+        .repos
+        .iter()
+        .zip(&s.cfg.repos)
+        .map(|(&repo, rc)| memo::parse_repo(db, &s.cache, rc, repo, &bar))
+        .collect();
     bar.finish_and_clear();
-    for &f in files {
-        if let Err(reason) = db::parse_file(db, f) {
-            failures.push(FailureRecord {
-                repo: f.repo(db).name(db).clone(),
-                path: Some(f.path(db).clone()),
-                stage: "parse".into(),
-                reason: reason.clone(),
-                log: None,
-            });
+    let mut failed = 0;
+    for (&repo, p) in s.repos.iter().zip(&parses) {
+        for (&f, outcome) in repo.files(db).iter().zip(&p.outcomes) {
+            if let Err(reason) = outcome {
+                failed += 1;
+                failures.push(FailureRecord {
+                    repo: repo.name(db).clone(),
+                    path: Some(f.path(db).clone()),
+                    stage: "parse".into(),
+                    reason: reason.clone(),
+                    log: None,
+                });
+            }
         }
     }
     let c = &db.env().counters;
-    StageCounts {
+    let counts = StageCounts {
         executed: c.parsed.load(Ordering::Relaxed),
-        cached: c.parse_cached.load(Ordering::Relaxed),
-        failed: c.parse_failed.load(Ordering::Relaxed),
-    }
+        cached: c.parse_cached.load(Ordering::Relaxed)
+            + parses.iter().map(|p| p.reused).sum::<u64>(),
+        failed,
+    };
+    (counts, parses)
 }
 
 /// The output folder of a dataset, relative to the build's output.

@@ -168,6 +168,58 @@ impl Graph {
         }
     }
 
+    /// Every item some candidate reaches, sorted: node `n` is `items()[n]`.
+    pub fn items(&self) -> &[Item] {
+        &self.items
+    }
+
+    /// An item's direct dependencies (explicit and implicit) as node numbers, sorted.
+    pub fn deps(&self, db: &Database, n: usize) -> Vec<u32> {
+        let deps = db::item_deps(db, ItemId::new(db, self.repo, self.items[n]));
+        let mut on: Vec<u32> = deps
+            .explicit
+            .iter()
+            .chain(&deps.implicit)
+            .map(|dep| self.index[dep])
+            .collect();
+        on.sort_unstable();
+        on.dedup();
+        on
+    }
+
+    /// The `slice` record of a candidate (`own`, a definition of `file`) in `functions.jsonl`:
+    /// its node, its slice's size, its context's tokens and whether the slice stays in its file.
+    pub fn record(
+        &self,
+        db: &Database,
+        file: SourceFile,
+        own: Item,
+        settings: Settings,
+    ) -> SliceRecord {
+        let item = ItemId::new(db, self.repo, own);
+        let slice = db::slice_of(db, item);
+        let ctx = db::context_of(db, item, settings);
+        let mut globals = Vec::new();
+        let mut defs = 0;
+        for &(it, _) in &slice.items {
+            match it {
+                Item::Def(..) => defs += 1,
+                Item::Global(..) => globals.push(self.same_name[self.index[&it] as usize]),
+            }
+        }
+        globals.sort_unstable();
+        globals.dedup();
+        SliceRecord {
+            node: self
+                .node(own)
+                .expect("every candidate is a node of its graph"),
+            size: defs + globals.len(),
+            tokens: ctx.tokens,
+            truncated: ctx.truncated,
+            in_file: slice.in_file(file.ix(db)),
+        }
+    }
+
     /// The node of an item, when some candidate reaches it.
     pub fn node(&self, item: Item) -> Option<u32> {
         self.index.get(&item).copied()
@@ -212,44 +264,17 @@ impl Graph {
     }
 }
 
-/// The line of `functions.jsonl` for one function (with its slice when `graph`, the graph of
-/// its repository, is given and it is a candidate).
+/// The line of `functions.jsonl` for one function, with its slice record when it is a candidate
+/// and slices were computed.
 pub fn function_line(
     db: &Database,
     file: SourceFile,
     row: &FunctionRow,
-    settings: Settings,
-    graph: Option<&Graph>,
+    slice: Option<SliceRecord>,
 ) -> Vec<u8> {
-    let repo = file.repo(db);
-    let slice = graph.filter(|_| row.excluded_by.is_none()).map(|graph| {
-        let own = Item::Def(file.ix(db), row.def);
-        let item = ItemId::new(db, repo, own);
-        let slice = db::slice_of(db, item);
-        let ctx = db::context_of(db, item, settings);
-        let mut globals = Vec::new();
-        let mut defs = 0;
-        for &(it, _) in &slice.items {
-            match it {
-                Item::Def(..) => defs += 1,
-                Item::Global(..) => globals.push(graph.same_name[graph.index[&it] as usize]),
-            }
-        }
-        globals.sort_unstable();
-        globals.dedup();
-        SliceRecord {
-            node: graph
-                .node(own)
-                .expect("every candidate is a node of its graph"),
-            size: defs + globals.len(),
-            tokens: ctx.tokens,
-            truncated: ctx.truncated,
-            in_file: slice.in_file(file.ix(db)),
-        }
-    });
     to_line(&FunctionRecord {
         id: row.id.as_str().into(),
-        repo: repo.name(db).as_str().into(),
+        repo: file.repo(db).name(db).as_str().into(),
         path: file.path(db).as_str().into(),
         qualname: row.qualname.as_str().into(),
         kind: row.kind,
@@ -259,6 +284,29 @@ pub fn function_line(
         excluded_by: row.excluded_by,
         slice,
     })
+}
+
+/// The output `name` as the current generation holds it, linked into `root` (the staging
+/// folder) when the previous build recorded it with content hash `hash` and it is still as
+/// that build left it (size and modification time): a file whose content is known without
+/// writing it again.
+pub fn reuse(
+    root: &Path,
+    name: &str,
+    hash: Hash,
+    previous: &[Recorded],
+    current: Option<&Path>,
+) -> Option<Recorded> {
+    let old = current?.join(name);
+    let recorded = previous.iter().find(|(n, h, size, mtime)| {
+        n == name && *h == hash && stat(&old) == Some((*size, *mtime))
+    })?;
+    let path = root.join(name);
+    if let Some(parent) = path.parent() {
+        fs_err::create_dir_all(parent).ok()?;
+    }
+    std::fs::hard_link(&old, &path).ok()?;
+    Some(recorded.clone())
 }
 
 /// Streams a JSON-lines output to a temporary file in the staging folder, hashing it; on

@@ -134,7 +134,9 @@ pub trait World {
 }
 
 /// An item of a repository that a slice can hold.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Item {
     /// `defs[index]` of the file: a function, class or method.
     Def(FileIx, u32),

@@ -1,0 +1,290 @@
+//! The analysis stages' results, persisted across processes with verifying traces (the design
+//! of Shake in "Build Systems à la Carte"). Within one process salsa memoizes `parse`,
+//! `extract`, `slice` and `context`; every `r2e build` is a new process, so what they computed
+//! is stored too, with the inputs it read, and the next build reuses each part whose inputs
+//! still hash the same:
+//!
+//! - **parse** ([`FilesMemo`]): per file, its path, content hash and outcome (its interface's
+//!   hash, or why it could not be parsed). A file whose content hash is unchanged is not parsed
+//!   or read from the action cache.
+//! - The repository's **interface fingerprint**: its name, every file's path in order and
+//!   interface hash. It is all that name resolution, so every slice, reads. A comment, a
+//!   body edit that names nothing new or a moved line leaves it as it was.
+//! - **extract** ([`DatasetMemo::files`]): per file, its functions and the filters' verdicts,
+//!   traced by its content hash and scope (and by the interface fingerprint when the
+//!   connectivity filter, which resolves names, is on).
+//! - **slice** ([`SliceMemo`]): the dependency graph of the candidates (items and their direct
+//!   dependencies, the edges from which every slice is derived), traced by the interface
+//!   fingerprint and the set of candidates; with each item's text hash
+//!   ([`db::item_text_hash`]) and each candidate's slice record (`functions.jsonl`'s `slice`).
+//! - **context**: a candidate's context is rendered again only when an item it shows changed
+//!   text: a changed item's candidates are found by walking the stored edges backwards from it.
+//!
+//! Each part lives in one self-verifying entry per repository (`Bucket::Analysis`,
+//! `keys::AnalysisKey`), replaced by each build that changes it; an entry that does not verify
+//! is a miss, and a miss recomputes everything of that repository in salsa.
+
+use std::sync::atomic::Ordering;
+
+use indicatif::ProgressBar;
+use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::{Deserialize, Serialize};
+
+use crate::cache::Cache;
+use crate::config::{ContextConfig, ExtractConfig, RepoConfig, RepoSource};
+use crate::db::{self, Database, Db, FunctionRow, Repo};
+use crate::hash::Hash;
+use crate::keys::{ANALYSIS_FORMAT, AnalysisKey, PARSER, SUMMARY_FORMAT};
+use crate::python::resolve::Item;
+use crate::python::summary::ModuleInterface;
+use crate::records::SliceRecord;
+
+fn key<'a>(
+    rc: &'a RepoConfig,
+    part: &'static str,
+    settings: Option<(&'a ExtractConfig, &'a ContextConfig)>,
+) -> AnalysisKey<'a> {
+    AnalysisKey {
+        format: ANALYSIS_FORMAT,
+        parser: PARSER,
+        summary_format: SUMMARY_FORMAT,
+        repo: &rc.name,
+        source: match &rc.source {
+            RepoSource::Path(p) => format!("path:{}", p.display()),
+            RepoSource::Git { url, .. } => format!("git:{url}"),
+        },
+        part,
+        extract: settings.map(|s| s.0),
+        context: settings.map(|s| s.1),
+    }
+}
+
+/// The hash of a module's interface (what resolution reads of it).
+pub fn interface_hash(iface: &ModuleInterface) -> Hash {
+    Hash::of_bytes(&postcard::to_stdvec(iface).expect("interfaces serialize"))
+}
+
+/// What the parse stage learned of one file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParsedFile {
+    pub path: String,
+    pub content: Hash,
+    /// Its interface's hash, or why it could not be decoded or parsed.
+    pub outcome: Result<Hash, String>,
+}
+
+/// The parse stage's outcomes for a repository's files.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct FilesMemo {
+    pub files: Vec<ParsedFile>,
+}
+
+/// A repository's parse stage in this build.
+pub struct RepoParse {
+    /// Per file, in the repository's order: its interface's hash, or why it failed.
+    pub outcomes: Vec<Result<Hash, String>>,
+    /// How many outcomes came from the memo (neither parsed nor read from the action cache).
+    pub reused: u64,
+    /// The interface fingerprint: the repository's name, its files' paths in order and their
+    /// interface hashes (a file that failed counts as an empty interface, as resolution sees it).
+    pub interfaces: Hash,
+}
+
+/// The parse stage of one repository: a file whose path and content hash the memo holds takes
+/// its outcome from there; the others are parsed (or read from the action cache). The memo is
+/// replaced when it changed and nothing transient happened.
+pub fn parse_repo(
+    db: &Database,
+    cache: &Cache,
+    rc: &RepoConfig,
+    repo: Repo,
+    bar: &ProgressBar,
+) -> RepoParse {
+    let key = key(rc, "files", None);
+    let memo: FilesMemo = cache.get_action(&key).unwrap_or_default();
+    let known: FxHashMap<(&str, Hash), &Result<Hash, String>> = memo
+        .files
+        .iter()
+        .map(|f| ((f.path.as_str(), f.content), &f.outcome))
+        .collect();
+    let files = repo.files(db);
+    let found: Vec<(Result<Hash, String>, bool)> = files
+        .par_iter()
+        .map_with(db.clone(), |db, &f| {
+            let out = match known.get(&(f.path(db).as_str(), f.hash(db))) {
+                Some(&outcome) => (outcome.clone(), true),
+                None => (
+                    match db::parse_file(db, f) {
+                        Ok(summary) => Ok(interface_hash(&summary.interface)),
+                        Err(e) => Err(e.clone()),
+                    },
+                    false,
+                ),
+            };
+            bar.inc(1);
+            out
+        })
+        .collect();
+    let empty = interface_hash(&ModuleInterface::default());
+    let mut h = blake3::Hasher::new();
+    h.update(repo.name(db).as_bytes());
+    h.update(&[0]);
+    for (f, (outcome, _)) in files.iter().zip(&found) {
+        h.update(f.path(db).as_bytes());
+        h.update(&[0]);
+        h.update(&outcome.as_ref().unwrap_or(&empty).0);
+    }
+    let fresh = FilesMemo {
+        files: files
+            .iter()
+            .zip(&found)
+            .map(|(&f, (outcome, _))| ParsedFile {
+                path: f.path(db).clone(),
+                content: f.hash(db),
+                outcome: outcome.clone(),
+            })
+            .collect(),
+    };
+    // A file that could not be read may be readable next time: nothing is stored then.
+    if fresh.files != memo.files
+        && !db.env().counters.transient.load(Ordering::Relaxed)
+        && let Err(e) = cache.put_action(&key, &fresh)
+    {
+        eprintln!("warning: cannot store the analysis of `{}`: {e}", rc.name);
+    }
+    RepoParse {
+        reused: found.iter().filter(|(_, r)| *r).count() as u64,
+        outcomes: found.into_iter().map(|(o, _)| o).collect(),
+        interfaces: Hash(*h.finalize().as_bytes()),
+    }
+}
+
+/// A file's functions as the extraction found them, with what it read.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExtractedFile {
+    pub path: String,
+    pub content: Hash,
+    pub in_scope: bool,
+    pub rows: Vec<FunctionRow>,
+}
+
+/// The dependency graph of a repository's candidates, with each item's text hash and each
+/// candidate's slice record.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SliceMemo {
+    /// The candidates' definitions, sorted.
+    pub candidates: Vec<Item>,
+    /// Every item a candidate reaches, sorted: node `n` of `slices/REPO.jsonl` is `items[n]`.
+    pub items: Vec<Item>,
+    /// Each item's direct dependencies (explicit and implicit), as node numbers, sorted.
+    pub deps: Vec<Vec<u32>>,
+    /// Each item's text hash (`db::item_text_hash`).
+    pub text: Vec<Hash>,
+    /// Each candidate's slice record, in the order of `candidates`.
+    pub records: Vec<SliceRecord>,
+    /// The content hash of the `slices/REPO.jsonl` written from this graph.
+    pub file: Hash,
+}
+
+impl SliceMemo {
+    /// The slice of node `start`, as `resolve::closure` gives it: items by breadth-first
+    /// distance, each level sorted (node order is item order).
+    pub fn closure(&self, start: u32) -> Vec<(Item, u32)> {
+        let mut seen: FxHashSet<u32> = FxHashSet::default();
+        seen.insert(start);
+        let mut frontier = vec![start];
+        let mut out = Vec::new();
+        let mut d = 0;
+        while !frontier.is_empty() {
+            d += 1;
+            let mut next = Vec::new();
+            for n in frontier {
+                for &dep in &self.deps[n as usize] {
+                    if seen.insert(dep) {
+                        next.push(dep);
+                    }
+                }
+            }
+            next.sort_unstable();
+            out.extend(next.iter().map(|&n| (self.items[n as usize], d)));
+            frontier = next;
+        }
+        out
+    }
+
+    /// The nodes that reach any of `from` (themselves included), walking the edges backwards.
+    pub fn reaching(&self, from: &[u32]) -> FxHashSet<u32> {
+        let mut back: Vec<Vec<u32>> = vec![Vec::new(); self.items.len()];
+        for (n, deps) in self.deps.iter().enumerate() {
+            for &d in deps {
+                back[d as usize].push(n as u32);
+            }
+        }
+        let mut seen: FxHashSet<u32> = from.iter().copied().collect();
+        let mut stack: Vec<u32> = from.to_vec();
+        while let Some(n) = stack.pop() {
+            for &m in &back[n as usize] {
+                if seen.insert(m) {
+                    stack.push(m);
+                }
+            }
+        }
+        seen
+    }
+}
+
+/// One dataset's analysis of a repository: extraction, and with slices their graph.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DatasetMemo {
+    /// The interface fingerprint it was computed under ([`RepoParse::interfaces`]).
+    pub interfaces: Hash,
+    pub files: Vec<ExtractedFile>,
+    pub slices: Option<SliceMemo>,
+}
+
+/// The dataset memo of a repository under these settings, when there is one that verifies.
+pub fn load_dataset(
+    cache: &Cache,
+    rc: &RepoConfig,
+    extract: &ExtractConfig,
+    context: &ContextConfig,
+) -> Option<DatasetMemo> {
+    cache.get_action(&key(rc, "dataset", Some((extract, context))))
+}
+
+/// Replaces the dataset memo of a repository under these settings.
+pub fn store_dataset(
+    cache: &Cache,
+    rc: &RepoConfig,
+    extract: &ExtractConfig,
+    context: &ContextConfig,
+    memo: &DatasetMemo,
+) {
+    if let Err(e) = cache.put_action(&key(rc, "dataset", Some((extract, context))), memo) {
+        eprintln!("warning: cannot store the analysis of `{}`: {e}", rc.name);
+    }
+}
+
+/// The text hashes of the graph's items in the files `changed` (by index), the others kept.
+pub fn text_hashes(
+    db: &dyn Db,
+    repo: Repo,
+    items: &[Item],
+    old: &[Hash],
+    changed: &[bool],
+) -> Vec<Hash> {
+    let files = repo.files(db);
+    items
+        .iter()
+        .zip(old)
+        .map(|(&it, &h)| {
+            let (Item::Def(f, _) | Item::Global(f, _)) = it;
+            if changed[f as usize] {
+                db::item_text_hash(db, files[f as usize], it)
+            } else {
+                h
+            }
+        })
+        .collect()
+}
