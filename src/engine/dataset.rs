@@ -16,7 +16,7 @@ use super::memo::{self, DatasetMemo, SliceMemo};
 use super::outputs::{self, Graph, JsonlWriter, Recorded, function_line};
 use super::{Lap, Shared, Stage, dataset_folder, progress};
 use crate::config::{Config, Strategy};
-use crate::db::{self, Database, Db, FunctionRow, ItemId, Repo, Settings, SourceFile};
+use crate::db::{self, Database, Db, FunctionRow, Repo, Settings, SourceFile};
 use crate::engine::{BuildOptions, Session};
 use crate::error::{Error, Result};
 use crate::hash::Hash;
@@ -528,13 +528,9 @@ impl Dataset<'_> {
         bar: &indicatif::ProgressBar,
     ) -> RepoSlices {
         let db = &self.s.db;
-        let settings = self.settings.1;
-        own.par_iter().for_each_with(db.clone(), |db, &(_, it)| {
-            let item = ItemId::new(db, repo, it);
-            let _ = db::slice_of(db, item);
-            let _ = db::context_of(db, item, settings);
-            bar.inc(1);
-        });
+        // The graph first (each reachable item's direct dependencies, resolved in salsa); each
+        // candidate's slice is then its node's closure over those edges, as `db::slice_of`
+        // computes it, without a salsa lookup per entry.
         let graph = Graph::of(db, repo, own.iter().map(|&(_, it)| it));
         let files = repo.files(db);
         let nodes = graph.items().len();
@@ -550,19 +546,30 @@ impl Dataset<'_> {
                 db::item_text_hash(db, files[f as usize], it)
             })
             .collect();
-        let records: Vec<SliceRecord> = own
+        let mut memo = SliceMemo {
+            candidates: own.iter().map(|&(_, it)| it).collect(),
+            items: graph.items().to_vec(),
+            deps,
+            text,
+            records: Vec::new(),
+            file: Hash([0; 32]),
+        };
+        let cfg = &self.cfg.context;
+        memo.records = own
             .par_iter()
-            .map_with(db.clone(), |db, &(f, it)| graph.record(db, f, it, settings))
+            .map_with(db.clone(), |db, &(f, it)| {
+                let node = graph
+                    .node(it)
+                    .expect("every candidate is a node of its graph");
+                let slice = memo.closure(node);
+                db.env().counters.sliced.fetch_add(1, Ordering::Relaxed);
+                let ctx = db::plan_context(db, repo, it, cfg, || slice.clone());
+                bar.inc(1);
+                graph.record(f.ix(db), node, &slice, &ctx)
+            })
             .collect();
         RepoSlices {
-            memo: SliceMemo {
-                candidates: own.iter().map(|&(_, it)| it).collect(),
-                items: graph.items().to_vec(),
-                deps,
-                text,
-                records,
-                file: Hash([0; 32]),
-            },
+            memo,
             graph: Some(graph),
         }
     }

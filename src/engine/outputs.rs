@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::cache::entry;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::db::{self, Database, FunctionRow, ItemId, Repo, Settings, SourceFile};
+use crate::db::{self, Database, FunctionRow, ItemId, Repo, SourceFile};
 use crate::error::{Error, Result};
 use crate::fsutil::write_if_changed;
 use crate::hash::Hash;
@@ -187,21 +187,20 @@ impl Graph {
         on
     }
 
-    /// The `slice` record of a candidate (`own`, a definition of `file`) in `functions.jsonl`:
-    /// its node, its slice's size, its context's tokens and whether the slice stays in its file.
+    /// The `slice` record of a candidate of the file `own_file` (node `node`) in
+    /// `functions.jsonl`, from its slice (`slice`: the items it reaches with their distances)
+    /// and its context: its node, its slice's size (definitions, and globals by qualified name
+    /// once each), its context's tokens, and whether the slice stays in its file.
     pub fn record(
         &self,
-        db: &Database,
-        file: SourceFile,
-        own: Item,
-        settings: Settings,
+        own_file: u32,
+        node: u32,
+        slice: &[(Item, u32)],
+        ctx: &db::Context,
     ) -> SliceRecord {
-        let item = ItemId::new(db, self.repo, own);
-        let slice = db::slice_of(db, item);
-        let ctx = db::context_of(db, item, settings);
         let mut globals = Vec::new();
         let mut defs = 0;
-        for &(it, _) in &slice.items {
+        for &(it, _) in slice {
             match it {
                 Item::Def(..) => defs += 1,
                 Item::Global(..) => globals.push(self.same_name[self.index[&it] as usize]),
@@ -210,13 +209,13 @@ impl Graph {
         globals.sort_unstable();
         globals.dedup();
         SliceRecord {
-            node: self
-                .node(own)
-                .expect("every candidate is a node of its graph"),
+            node,
             size: defs + globals.len(),
             tokens: ctx.tokens,
             truncated: ctx.truncated,
-            in_file: slice.in_file(file.ix(db)),
+            in_file: slice.iter().all(
+                |&(it, _)| matches!(it, Item::Def(f, _) | Item::Global(f, _) if f == own_file),
+            ),
         }
     }
 
