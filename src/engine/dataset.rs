@@ -531,7 +531,9 @@ impl Dataset<'_> {
         // The graph first (each reachable item's direct dependencies, resolved in salsa); each
         // candidate's slice is then its node's closure over those edges, as `db::slice_of`
         // computes it, without a salsa lookup per entry.
+        let mut clock = Lap(std::time::Instant::now());
         let graph = Graph::of(db, repo, own.iter().map(|&(_, it)| it));
+        clock.lap("slice: graph");
         let files = repo.files(db);
         let nodes = graph.items().len();
         let deps: Vec<Vec<u32>> = (0..nodes)
@@ -546,6 +548,7 @@ impl Dataset<'_> {
                 db::item_text_hash(db, files[f as usize], it)
             })
             .collect();
+        clock.lap("slice: edges and text hashes");
         let mut memo = SliceMemo {
             candidates: own.iter().map(|&(_, it)| it).collect(),
             items: graph.items().to_vec(),
@@ -568,6 +571,7 @@ impl Dataset<'_> {
                 graph.record(f.ix(db), node, &slice, &ctx)
             })
             .collect();
+        clock.lap("slice: closures and contexts");
         RepoSlices {
             memo,
             graph: Some(graph),
