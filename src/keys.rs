@@ -49,6 +49,10 @@ impl ActionKey for ParseKey {
 #[derive(Clone, Debug, Serialize)]
 pub struct AnalysisKey<'a> {
     pub format: u32,
+    /// The r2e that computed it (`engine::build_identity`: its version and its executable's
+    /// size and modification time): the filters, name resolution, contexts and token counts
+    /// are its code, so another build of r2e analyses again.
+    pub analyzer: String,
     pub parser: &'static str,
     pub summary_format: u32,
     /// The repository's name and where it comes from (its folder, or its URL).

@@ -377,3 +377,47 @@ fn persisted_analysis_reruns_only_what_an_edit_touches_and_matches_a_cold_build(
     );
     assert_eq!(outputs("out"), cold(5));
 }
+
+/// The persisted analysis is this r2e's: another build of r2e (rebuilt, upgraded) does not take
+/// the slices, rows or contexts that the previous one computed, which its code may compute
+/// differently.
+#[test]
+fn another_build_of_r2e_does_not_reuse_the_persisted_analysis() {
+    let p = Project::new(REPO, "");
+    let bin = assert_cmd::cargo::cargo_bin("r2e");
+    let copy = |name: &str, stamp: &str| {
+        let to = p.path().join(name);
+        std::fs::copy(&bin, &to).unwrap();
+        let touched = std::process::Command::new("touch")
+            .args(["-d", stamp])
+            .arg(&to)
+            .status()
+            .unwrap();
+        assert!(touched.success());
+        to
+    };
+    let old = copy("r2e-old", "2026-01-01 00:00:00");
+    let new = copy("r2e-new", "2026-01-02 00:00:00");
+    let build = |bin: &std::path::Path| {
+        common::stdout_json(
+            assert_cmd::Command::new(bin)
+                .arg("build")
+                .arg(p.pipeline())
+                .args(["--until", "slice", "--json"]),
+        )
+    };
+    let comment = |n: u32| {
+        p.write(
+            "pkg/top.py",
+            &format!("from pkg import mid\n\ndef top(x):\n    \"\"\"Calls middle.\"\"\"\n    y = mid.middle(x)\n    return y * 2\n# {n}\n"),
+        )
+    };
+    build(&old);
+    comment(1);
+    let same = build(&old);
+    assert_eq!(same["stages"]["slice"]["executed"], 0, "{same}");
+    comment(2);
+    let other = build(&new);
+    assert_eq!(other["stages"]["slice"]["executed"], 5, "{other}");
+    assert_eq!(other["stages"]["extract"]["executed"], 5, "{other}");
+}

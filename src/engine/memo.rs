@@ -47,6 +47,7 @@ fn key<'a>(
 ) -> AnalysisKey<'a> {
     AnalysisKey {
         format: ANALYSIS_FORMAT,
+        analyzer: super::build_identity(),
         parser: PARSER,
         summary_format: SUMMARY_FORMAT,
         repo: &rc.name,

@@ -41,8 +41,9 @@ pub struct BuildOptions {
 /// What identifies this build of r2e for the no-op check: its version and its executable's size
 /// and modification time, so that a rebuilt r2e (new analysis, new embedded scripts) never
 /// mistakes an output of the previous one for up to date. The action caches carry their own
-/// recipe versions; this only decides whether the build may skip everything.
-fn build_identity() -> String {
+/// recipe versions; this decides whether the build may skip everything, and which persisted
+/// analysis it may reuse (`memo`: results of this very program only).
+pub(crate) fn build_identity() -> String {
     let exe = std::env::current_exe()
         .and_then(|p| p.metadata())
         .ok()
