@@ -15,3 +15,10 @@ pub fn timing(what: &str, elapsed: Duration) {
         eprintln!("[timing] {what}: {:.3}s", elapsed.as_secs_f64());
     }
 }
+
+/// Prints a size the timings explain (a persisted entry's parts), when timings are on.
+pub fn size(what: &str, bytes: usize) {
+    if timings_enabled() {
+        eprintln!("[size] {what}: {bytes} bytes");
+    }
+}

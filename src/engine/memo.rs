@@ -262,6 +262,13 @@ pub fn store_dataset(
     context: &ContextConfig,
     memo: &DatasetMemo,
 ) {
+    if let Some(slices) = &memo.slices {
+        // What the slices add to the cache, apart from the extraction's rows.
+        let bytes = postcard::to_stdvec(slices)
+            .map(|b| b.len())
+            .unwrap_or_default();
+        crate::log::size(&format!("analysis of `{}`: slices", rc.name), bytes);
+    }
     if let Err(e) = cache.put_action(&key(rc, "dataset", Some((extract, context))), memo) {
         eprintln!("warning: cannot store the analysis of `{}`: {e}", rc.name);
     }
