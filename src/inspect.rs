@@ -195,6 +195,8 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
             cached: files.len() - to_parse.len(),
             files: to_parse.into_iter().take(50).collect(),
         },
+        // The persisted analysis (`engine::memo`) decides, once the changed files are parsed,
+        // how much of these the build reuses: status does not read it, and counts the most.
         extract: WouldRun {
             would_run: if up_to_date { 0 } else { files.len() },
         },
@@ -202,7 +204,7 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
             would_run: if up_to_date {
                 "none"
             } else {
-                "every candidate (slices are recomputed in memory)"
+                "at most every candidate (the build keeps the slices and contexts of the persisted analysis that the changes leave as they were)"
             },
         },
     })
@@ -350,7 +352,7 @@ pub fn status_text(v: &Status) -> String {
         out.push_str(&format!("    {f}\n"));
     }
     out.push_str(&format!(
-        "  extract: {} files\n  slice: {}\n",
+        "  extract: at most {} files\n  slice: {}\n",
         v.extract.would_run, v.slice.would_run
     ));
     out
