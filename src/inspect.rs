@@ -21,8 +21,9 @@ pub struct Status {
     pub reasons: Vec<String>,
     pub files: usize,
     pub parse: ParseStatus,
-    pub extract: WouldRun,
-    pub slice: SliceStatus,
+    /// Files to extract, candidates to slice and contexts to render (the pipeline's own
+    /// dataset).
+    pub analysis: crate::engine::memo::AnalysisPlan,
     /// The stages whose settings changed since the last build, each with the fields that did
     /// (`[generate] budget`: 1500 -> 2000): the actions whose keys hold them run again.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -99,16 +100,6 @@ pub struct ParseStatus {
     pub files: Vec<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
-pub struct WouldRun {
-    pub would_run: usize,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct SliceStatus {
-    pub would_run: &'static str,
-}
-
 fn parse_cached(s: &Session, f: SourceFile) -> bool {
     s.cache
         .contains(ParseKey::BUCKET, ParseKey::new(f.hash(&s.db)).hash())
@@ -182,6 +173,14 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
             e.repo
         ));
     }
+    // What the analysis stages would run, found as the build finds it (the changed files
+    // parsed and extracted, the persisted analysis read; nothing stored).
+    let analysis = if up_to_date {
+        engine::memo::AnalysisPlan::default()
+    } else {
+        let repos: Vec<_> = session.repos.iter().copied().zip(&cfg.repos).collect();
+        engine::memo::plan(&session.db, &session.cache, &repos, session.settings)
+    };
     Ok(Status {
         env_unknown,
         evaluate,
@@ -195,18 +194,7 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
             cached: files.len() - to_parse.len(),
             files: to_parse.into_iter().take(50).collect(),
         },
-        // The persisted analysis (`engine::memo`) decides, once the changed files are parsed,
-        // how much of these the build reuses: status does not read it, and counts the most.
-        extract: WouldRun {
-            would_run: if up_to_date { 0 } else { files.len() },
-        },
-        slice: SliceStatus {
-            would_run: if up_to_date {
-                "none"
-            } else {
-                "at most every candidate (the build keeps the slices and contexts of the persisted analysis that the changes leave as they were)"
-            },
-        },
+        analysis,
     })
 }
 
@@ -351,9 +339,10 @@ pub fn status_text(v: &Status) -> String {
     for f in &v.parse.files {
         out.push_str(&format!("    {f}\n"));
     }
+    let a = &v.analysis;
     out.push_str(&format!(
-        "  extract: at most {} files\n  slice: {}\n",
-        v.extract.would_run, v.slice.would_run
+        "  extract: {} files\n  slice: {} candidates\n  context: {} candidates\n",
+        a.extract, a.slice, a.context
     ));
     out
 }

@@ -408,3 +408,62 @@ fn which(tool: &str) -> Result<std::path::PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+/// `status` counts what the analysis stages would run as the build finds it, from the
+/// persisted analysis: after a comment outside every definition, one file to extract and
+/// nothing to slice or render; after a comment inside `helper`, the two contexts that show it
+/// (helper's and user's). The build then runs exactly that.
+#[test]
+fn status_counts_the_analysis_the_build_would_run() {
+    let p = Project::new(SMALL, "");
+    let status = || {
+        common::stdout_json(
+            r2e()
+                .args(["status", "--json", "--until", "slice", "-p"])
+                .arg(p.pipeline()),
+        )
+    };
+    let before = status();
+    assert_eq!(before["analysis"]["extract"], 1, "{before}");
+    assert_eq!(before["analysis"]["slice"], 2, "{before}");
+    common::build_until_slice(&p.pipeline());
+    assert_eq!(status()["analysis"]["extract"], 0);
+    let counts = |v: &serde_json::Value, key: &str| {
+        ["extract", "slice", "context"].map(|s| v[key][s].clone())
+    };
+    let file = p.path().join("repo/m.py");
+    let text = std::fs::read_to_string(&file).unwrap();
+    for (edited, contexts) in [
+        (format!("# a note\n{text}"), 0),
+        (
+            format!(
+                "# a note\n{}",
+                text.replace("    y = x + K\n", "    # why\n    y = x + K\n")
+            ),
+            2,
+        ),
+    ] {
+        std::fs::write(&file, edited).unwrap();
+        let planned = status();
+        assert_eq!(planned["analysis"]["context"], contexts, "{planned}");
+        let text_out = String::from_utf8(
+            r2e()
+                .args(["status", "--until", "slice", "-p"])
+                .arg(p.pipeline())
+                .assert()
+                .success()
+                .get_output()
+                .stdout
+                .clone(),
+        )
+        .unwrap();
+        assert!(
+            text_out.contains("  extract: 1 files\n  slice: 0 candidates\n"),
+            "{text_out}"
+        );
+        let built = common::build_until_slice(&p.pipeline());
+        let ran = ["extract", "slice", "context"].map(|s| built["stages"][s]["executed"].clone());
+        assert_eq!(counts(&planned, "analysis"), ran, "{planned} {built}");
+    }
+    assert_eq!(status()["up_to_date"], true);
+}

@@ -32,7 +32,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::Cache;
-use crate::config::{ContextConfig, ExtractConfig, RepoConfig, RepoSource};
+use crate::config::{ContextConfig, ExtractConfig, RepoConfig, RepoSource, Strategy};
 use crate::db::{self, Database, Db, FunctionRow, Repo};
 use crate::hash::Hash;
 use crate::keys::{ANALYSIS_FORMAT, AnalysisKey, PARSER, SUMMARY_FORMAT};
@@ -93,14 +93,15 @@ pub struct RepoParse {
 }
 
 /// The parse stage of one repository: a file whose path and content hash the memo holds takes
-/// its outcome from there; the others are parsed (or read from the action cache). The memo is
-/// replaced when it changed and nothing transient happened.
+/// its outcome from there; the others are parsed (or read from the action cache). With `store`,
+/// the memo is replaced when it changed and nothing transient happened.
 pub fn parse_repo(
     db: &Database,
     cache: &Cache,
     rc: &RepoConfig,
     repo: Repo,
     bar: &ProgressBar,
+    store: bool,
 ) -> RepoParse {
     let key = key(rc, "files", None);
     let memo: FilesMemo = cache.get_action(&key).unwrap_or_default();
@@ -148,7 +149,8 @@ pub fn parse_repo(
             .collect(),
     };
     // A file that could not be read may be readable next time: nothing is stored then.
-    if fresh.files != memo.files
+    if store
+        && fresh.files != memo.files
         && !db.env().counters.transient.load(Ordering::Relaxed)
         && let Err(e) = cache.put_action(&key, &fresh)
     {
@@ -295,4 +297,157 @@ pub fn text_hashes(
             }
         })
         .collect()
+}
+
+impl DatasetMemo {
+    /// The files whose rows may be taken from the memo, by path: all of them, unless the
+    /// connectivity filter (which resolves names) is on and the interfaces changed. A file takes
+    /// them when its content and scope are also those recorded.
+    pub fn stored_rows(
+        &self,
+        parse: &RepoParse,
+        connectivity: bool,
+    ) -> FxHashMap<&str, &ExtractedFile> {
+        if connectivity && self.interfaces != parse.interfaces {
+            return FxHashMap::default();
+        }
+        self.files.iter().map(|f| (f.path.as_str(), f)).collect()
+    }
+
+    /// The stored graph, when it is the graph of these candidates (sorted) over these files
+    /// (the same paths in the same order) under the interfaces `parse` found.
+    pub fn kept_slices(
+        &self,
+        db: &dyn Db,
+        repo: Repo,
+        parse: &RepoParse,
+        candidates: &[Item],
+    ) -> Option<&SliceMemo> {
+        let slices = self.slices.as_ref()?;
+        let files = repo.files(db);
+        let aligned = self.files.len() == files.len()
+            && self
+                .files
+                .iter()
+                .zip(files)
+                .all(|(m, f)| m.path == *f.path(db));
+        (self.interfaces == parse.interfaces && aligned && slices.candidates == candidates)
+            .then_some(slices)
+    }
+
+    /// What the changes since this memo make render again under the kept graph `slices`: the
+    /// items' text hashes now, and the candidates (indexes into `slices.candidates`) whose
+    /// context shows an item whose text changed (`Sliced`: those whose slice holds it, found by
+    /// walking the edges backwards; `Naive`: the changed candidates; `Full`: every candidate,
+    /// when any file changed).
+    pub fn affected(
+        &self,
+        db: &dyn Db,
+        repo: Repo,
+        slices: &SliceMemo,
+        strategy: Strategy,
+    ) -> (Vec<Hash>, Vec<usize>) {
+        let files = repo.files(db);
+        let changed: Vec<bool> = self
+            .files
+            .iter()
+            .zip(files)
+            .map(|(m, f)| m.content != f.hash(db))
+            .collect();
+        let text = text_hashes(db, repo, &slices.items, &slices.text, &changed);
+        let dirty: Vec<u32> = (0..text.len() as u32)
+            .filter(|&n| text[n as usize] != slices.text[n as usize])
+            .collect();
+        let node = |it: &Item| {
+            slices
+                .items
+                .binary_search(it)
+                .expect("candidates are nodes") as u32
+        };
+        let own = &slices.candidates;
+        let affected = match strategy {
+            Strategy::Sliced if !dirty.is_empty() => {
+                let reach = slices.reaching(&dirty);
+                (0..own.len())
+                    .filter(|&i| reach.contains(&node(&own[i])))
+                    .collect()
+            }
+            Strategy::Naive => {
+                let dirty: FxHashSet<u32> = dirty.iter().copied().collect();
+                (0..own.len())
+                    .filter(|&i| dirty.contains(&node(&own[i])))
+                    .collect()
+            }
+            // A whole-file context shows every line of the files it holds.
+            Strategy::Full if changed.contains(&true) => (0..own.len()).collect(),
+            _ => Vec::new(),
+        };
+        (text, affected)
+    }
+}
+
+/// What the analysis stages of the next build would run (for `r2e status`), found as the build
+/// finds it: the changed files parsed, their functions extracted, the persisted analysis read.
+/// Nothing is stored.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AnalysisPlan {
+    /// Files whose functions would be extracted.
+    pub extract: u64,
+    /// Candidates whose slice would be computed.
+    pub slice: u64,
+    /// Candidates whose context would be rendered.
+    pub context: u64,
+}
+
+/// The analysis plan of the pipeline's own dataset over `repos` (`Session::repos`, with their
+/// configurations).
+pub fn plan(
+    db: &Database,
+    cache: &Cache,
+    repos: &[(Repo, &RepoConfig)],
+    settings: db::Settings,
+) -> AnalysisPlan {
+    let mut plan = AnalysisPlan::default();
+    let (extract, context) = (settings.extract(db), settings.context(db));
+    let bar = ProgressBar::hidden();
+    for &(repo, rc) in repos {
+        let parse = parse_repo(db, cache, rc, repo, &bar, false);
+        let memo = load_dataset(cache, rc, extract, context);
+        let stored = memo
+            .as_ref()
+            .map(|m| m.stored_rows(&parse, extract.connectivity))
+            .unwrap_or_default();
+        let mut candidates = Vec::new();
+        for &f in repo.files(db) {
+            let kept = stored
+                .get(f.path(db).as_str())
+                .filter(|m| m.content == f.hash(db) && m.in_scope == f.in_scope(db));
+            let rows = match kept {
+                Some(m) => m.rows.clone(),
+                None => {
+                    plan.extract += 1;
+                    db::file_functions(db, f, settings).to_vec()
+                }
+            };
+            candidates.extend(
+                rows.iter()
+                    .filter(|r| r.excluded_by.is_none())
+                    .map(|r| Item::Def(f.ix(db), r.def)),
+            );
+        }
+        candidates.sort_unstable();
+        match memo
+            .as_ref()
+            .and_then(|m| Some((m, m.kept_slices(db, repo, &parse, &candidates)?)))
+        {
+            Some((m, slices)) => {
+                plan.context += m.affected(db, repo, slices, context.strategy).1.len() as u64;
+            }
+            None => {
+                plan.slice += candidates.len() as u64;
+                plan.context += candidates.len() as u64;
+            }
+        }
+    }
+    plan
 }

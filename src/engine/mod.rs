@@ -9,7 +9,7 @@
 //! hashes. Then nothing is parsed, read or rewritten.
 
 mod dataset;
-mod memo;
+pub mod memo;
 pub mod outputs;
 
 use std::path::{Path, PathBuf};
@@ -699,7 +699,7 @@ fn parse(
         .repos
         .iter()
         .zip(&s.cfg.repos)
-        .map(|(&repo, rc)| memo::parse_repo(db, &s.cache, rc, repo, &bar))
+        .map(|(&repo, rc)| memo::parse_repo(db, &s.cache, rc, repo, &bar, true))
         .collect();
     bar.finish_and_clear();
     let mut failed = 0;
