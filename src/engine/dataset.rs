@@ -15,7 +15,7 @@ use rayon::prelude::*;
 use super::memo::{self, DatasetMemo, SliceMemo};
 use super::outputs::{self, Graph, JsonlWriter, Recorded, function_line};
 use super::{Lap, Shared, Stage, dataset_folder, progress};
-use crate::config::{Config, Strategy};
+use crate::config::Config;
 use crate::db::{self, Database, Db, FunctionRow, Repo, Settings, SourceFile};
 use crate::engine::{BuildOptions, Session};
 use crate::error::{Error, Result};
@@ -25,7 +25,6 @@ use crate::records::{ExcludedBy, Filter, RepoCounts, SliceRecord, StageCounts, S
 use crate::services::Services;
 use crate::stages::candidate::Inputs;
 use crate::stages::harnesses::{self, HarnessOutputs};
-use rustc_hash::FxHashSet;
 
 /// Builds every dataset; returns the build's summary, the output files it recorded, and
 /// whether something must run again next build.
@@ -117,7 +116,65 @@ pub(super) fn run_all(
 /// this build computed it.
 pub(super) struct RepoSlices {
     memo: SliceMemo,
-    graph: Option<Graph>,
+    graph: Option<Arc<Graph>>,
+}
+
+/// A repository's slices computed in this process for one set of extract settings (shared by
+/// the datasets that have them): its graph, what the persisted analysis keeps of it (without
+/// records), and each candidate's slice (the items it reaches, with their distances).
+pub(super) struct ComputedSlices {
+    graph: Arc<Graph>,
+    memo: SliceMemo,
+    slices: Vec<Vec<(Item, u32)>>,
+}
+
+/// The graph of a repository's candidates (`own`, sorted), each reachable item's direct
+/// dependencies resolved in salsa; each candidate's slice is then its node's closure over
+/// those edges (counted as a slice computed), as `db::slice_of` computes it, without a salsa
+/// lookup per entry.
+fn compute_slices(db: &Database, repo: Repo, own: &[(SourceFile, Item)]) -> ComputedSlices {
+    let mut clock = Lap(std::time::Instant::now());
+    let graph = Graph::of(db, repo, own.iter().map(|&(_, it)| it));
+    clock.lap("slice: graph");
+    let files = repo.files(db);
+    let nodes = graph.items().len();
+    let deps: Vec<Vec<u32>> = (0..nodes)
+        .into_par_iter()
+        .map_with(db.clone(), |db, n| graph.deps(db, n))
+        .collect();
+    let text: Vec<Hash> = graph
+        .items()
+        .par_iter()
+        .map_with(db.clone(), |db, &it| {
+            let (Item::Def(f, _) | Item::Global(f, _)) = it;
+            db::item_text_hash(db, files[f as usize], it)
+        })
+        .collect();
+    clock.lap("slice: edges and text hashes");
+    let memo = SliceMemo {
+        candidates: own.iter().map(|&(_, it)| it).collect(),
+        items: graph.items().to_vec(),
+        deps,
+        text,
+        records: Vec::new(),
+        file: Hash([0; 32]),
+    };
+    let slices = own
+        .par_iter()
+        .map_with(db.clone(), |db, &(_, it)| {
+            let node = graph
+                .node(it)
+                .expect("every candidate is a node of its graph");
+            db.env().counters.sliced.fetch_add(1, Ordering::Relaxed);
+            memo.closure(node)
+        })
+        .collect();
+    clock.lap("slice: closures");
+    ComputedSlices {
+        graph: Arc::new(graph),
+        memo,
+        slices,
+    }
 }
 
 /// One dataset's build.
@@ -426,11 +483,8 @@ impl Dataset<'_> {
         let mut known: HashMap<(Repo, &str), &memo::ExtractedFile> = HashMap::new();
         for ((&repo, memo), parse) in self.s.repos.iter().zip(memos).zip(self.shared.parses) {
             let Some(memo) = memo else { continue };
-            if self.cfg.extract.connectivity && memo.interfaces != parse.interfaces {
-                continue;
-            }
-            for f in &memo.files {
-                known.insert((repo, f.path.as_str()), f);
+            for (path, f) in memo.stored_rows(parse, self.cfg.extract.connectivity) {
+                known.insert((repo, path), f);
             }
         }
         let per_file: Vec<Arc<Vec<FunctionRow>>> = self
@@ -478,25 +532,17 @@ impl Dataset<'_> {
         let contexts_before = db.env().counters.contexts.load(Ordering::Relaxed);
         let bar = progress(candidates.len() as u64, "slice");
         let mut out = Vec::new();
-        for (&repo, memo) in self.s.repos.iter().zip(memos) {
+        for (i, (&repo, memo)) in self.s.repos.iter().zip(memos).enumerate() {
             let mut own: Vec<(SourceFile, Item)> = candidates
                 .iter()
                 .filter(|(f, _)| f.repo(db) == repo)
                 .map(|(f, r)| (*f, Item::Def(f.ix(db), r.def)))
                 .collect();
             own.sort_unstable_by_key(|&(_, it)| it);
+            let items: Vec<Item> = own.iter().map(|&(_, it)| it).collect();
             let kept = memo.as_ref().and_then(|m| {
-                let files = repo.files(db);
-                let slices = m.slices.as_ref()?;
-                let aligned = m.files.len() == files.len()
-                    && m.files
-                        .iter()
-                        .zip(files)
-                        .all(|(mf, f)| mf.path == *f.path(db));
-                let same = aligned
-                    && slices.candidates.len() == own.len()
-                    && slices.candidates.iter().zip(&own).all(|(a, (_, b))| a == b);
-                same.then(|| self.slices_kept(repo, m, slices, &own, &bar))
+                let slices = m.kept_slices(db, repo, self.shared.parses.get(i)?, &items)?;
+                Some(self.slices_kept(repo, m, slices, &own, &bar))
             });
             out.push(match kept {
                 Some(kept) => kept,
@@ -528,53 +574,38 @@ impl Dataset<'_> {
         bar: &indicatif::ProgressBar,
     ) -> RepoSlices {
         let db = &self.s.db;
-        // The graph first (each reachable item's direct dependencies, resolved in salsa); each
-        // candidate's slice is then its node's closure over those edges, as `db::slice_of`
-        // computes it, without a salsa lookup per entry.
-        let mut clock = Lap(std::time::Instant::now());
-        let graph = Graph::of(db, repo, own.iter().map(|&(_, it)| it));
-        clock.lap("slice: graph");
-        let files = repo.files(db);
-        let nodes = graph.items().len();
-        let deps: Vec<Vec<u32>> = (0..nodes)
-            .into_par_iter()
-            .map_with(db.clone(), |db, n| graph.deps(db, n))
-            .collect();
-        let text: Vec<Hash> = graph
-            .items()
-            .par_iter()
-            .map_with(db.clone(), |db, &it| {
-                let (Item::Def(f, _) | Item::Global(f, _)) = it;
-                db::item_text_hash(db, files[f as usize], it)
-            })
-            .collect();
-        clock.lap("slice: edges and text hashes");
-        let mut memo = SliceMemo {
-            candidates: own.iter().map(|&(_, it)| it).collect(),
-            items: graph.items().to_vec(),
-            deps,
-            text,
-            records: Vec::new(),
-            file: Hash([0; 32]),
+        // Slices read only interfaces and the candidates, which the extract settings decide:
+        // datasets (variants) with the same ones share them, as they share salsa's queries.
+        let key = (repo, self.settings.0);
+        let found = self.shared.slices.lock().unwrap().get(&key).cloned();
+        let computed = match found {
+            Some(c) => c,
+            None => {
+                let c = Arc::new(compute_slices(db, repo, own));
+                self.shared.slices.lock().unwrap().insert(key, c.clone());
+                c
+            }
         };
         let cfg = &self.cfg.context;
-        memo.records = own
+        let records: Vec<SliceRecord> = own
             .par_iter()
-            .map_with(db.clone(), |db, &(f, it)| {
-                let node = graph
+            .zip(&computed.slices)
+            .map_with(db.clone(), |db, (&(f, it), slice)| {
+                let node = computed
+                    .graph
                     .node(it)
                     .expect("every candidate is a node of its graph");
-                let slice = memo.closure(node);
-                db.env().counters.sliced.fetch_add(1, Ordering::Relaxed);
                 let ctx = db::plan_context(db, repo, it, cfg, || slice.clone());
                 bar.inc(1);
-                graph.record(f.ix(db), node, &slice, &ctx)
+                computed.graph.record(f.ix(db), node, slice, &ctx)
             })
             .collect();
-        clock.lap("slice: closures and contexts");
         RepoSlices {
-            memo,
-            graph: Some(graph),
+            memo: SliceMemo {
+                records,
+                ..computed.memo.clone()
+            },
+            graph: Some(computed.graph.clone()),
         }
     }
 
@@ -589,39 +620,12 @@ impl Dataset<'_> {
         bar: &indicatif::ProgressBar,
     ) -> RepoSlices {
         let db = &self.s.db;
-        let files = repo.files(db);
-        let changed: Vec<bool> = memo
-            .files
-            .iter()
-            .zip(files)
-            .map(|(m, f)| m.content != f.hash(db))
-            .collect();
-        let text = memo::text_hashes(db, repo, &slices.items, &slices.text, &changed);
-        let dirty: Vec<u32> = (0..text.len() as u32)
-            .filter(|&n| text[n as usize] != slices.text[n as usize])
-            .collect();
+        let (text, affected) = memo.affected(db, repo, slices, self.cfg.context.strategy);
         let node = |it: Item| {
             slices
                 .items
                 .binary_search(&it)
                 .expect("candidates are nodes") as u32
-        };
-        let affected: Vec<usize> = match self.cfg.context.strategy {
-            Strategy::Sliced if !dirty.is_empty() => {
-                let reach = slices.reaching(&dirty);
-                (0..own.len())
-                    .filter(|&i| reach.contains(&node(own[i].1)))
-                    .collect()
-            }
-            Strategy::Naive => {
-                let dirty: FxHashSet<u32> = dirty.iter().copied().collect();
-                (0..own.len())
-                    .filter(|&i| dirty.contains(&node(own[i].1)))
-                    .collect()
-            }
-            // A whole-file context shows every line of the files it holds.
-            Strategy::Full if changed.contains(&true) => (0..own.len()).collect(),
-            _ => Vec::new(),
         };
         let cfg = &self.cfg.context;
         let fresh: Vec<(usize, db::Context)> = affected
@@ -720,13 +724,9 @@ impl Dataset<'_> {
                     recorded.push(kept);
                     continue;
                 }
-                let built;
                 let graph = match &slices.graph {
-                    Some(g) => g,
-                    None => {
-                        built = Graph::of(db, repo, slices.memo.candidates.iter().copied());
-                        &built
-                    }
+                    Some(g) => g.clone(),
+                    None => Arc::new(Graph::of(db, repo, slices.memo.candidates.iter().copied())),
                 };
                 let mut out = open(&file)?;
                 let nodes: Vec<usize> = (0..graph.len()).collect();

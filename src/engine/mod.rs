@@ -522,6 +522,10 @@ struct Shared<'a> {
     /// Each repository's parse (its interface fingerprint), in `Session::repos` order; empty
     /// before the parse stage.
     parses: &'a [memo::RepoParse],
+    /// Slices computed in this build, by repository and extract settings (the datasets with the
+    /// same ones share them).
+    slices:
+        std::sync::Mutex<std::collections::HashMap<(Repo, Settings), Arc<dataset::ComputedSlices>>>,
 }
 
 /// The shared stages (checkout, parse, env), then every dataset, then the state.
@@ -619,9 +623,10 @@ fn run(
         previous: previous.map(|p| p.outputs).unwrap_or_default(),
         current: out.current(),
         parses: &parses,
+        slices: Default::default(),
     };
     let mut failed_requests = Vec::new();
-    let (summary, recorded, retry_later) = dataset::run_all(
+    let (mut summary, recorded, retry_later) = dataset::run_all(
         s,
         services,
         opts,
@@ -633,6 +638,18 @@ fn run(
         &mut failed_requests,
     )?;
     clock.lap("write");
+    // A file whose parse outcome came from the persisted analysis may still be parsed later in
+    // the build (a later stage needed its summary and the action cache had none, or a damaged
+    // one): that is parse work too.
+    let parse = &mut summary.stages.parse;
+    let later = db
+        .env()
+        .counters
+        .parsed
+        .load(Ordering::Relaxed)
+        .saturating_sub(parse.executed);
+    parse.executed += later;
+    parse.cached = parse.cached.saturating_sub(later);
     let transient = retry_later || db.env().counters.transient.load(Ordering::Relaxed);
     if !transient && env_transient.is_empty() {
         // Without this, the next build runs: something may succeed next time (a model request
