@@ -194,26 +194,10 @@ impl SliceMemo {
     /// The slice of node `start`, as `resolve::closure` gives it: items by breadth-first
     /// distance, each level sorted (node order is item order).
     pub fn closure(&self, start: u32) -> Vec<(Item, u32)> {
-        let mut seen: FxHashSet<u32> = FxHashSet::default();
-        seen.insert(start);
-        let mut frontier = vec![start];
-        let mut out = Vec::new();
-        let mut d = 0;
-        while !frontier.is_empty() {
-            d += 1;
-            let mut next = Vec::new();
-            for n in frontier {
-                for &dep in &self.deps[n as usize] {
-                    if seen.insert(dep) {
-                        next.push(dep);
-                    }
-                }
-            }
-            next.sort_unstable();
-            out.extend(next.iter().map(|&n| (self.items[n as usize], d)));
-            frontier = next;
-        }
-        out
+        crate::python::resolve::breadth_first(start, |n| self.deps[n as usize].iter().copied())
+            .into_iter()
+            .map(|(n, d)| (self.items[n as usize], d))
+            .collect()
     }
 
     /// The nodes that reach any of `from` (themselves included), walking the edges backwards.

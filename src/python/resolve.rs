@@ -617,25 +617,42 @@ pub fn is_builtin(name: &str) -> bool {
 /// The closure of `start` over direct dependencies, with each item's distance (BFS order, ties
 /// broken by item order). `start` itself is not in the result.
 pub fn closure(start: Item, mut deps_of: impl FnMut(Item) -> Arc<Deps>) -> Vec<(Item, u32)> {
-    let mut dist: rustc_hash::FxHashMap<Item, u32> = rustc_hash::FxHashMap::default();
-    dist.insert(start, 0);
+    breadth_first(start, |item| {
+        let deps = deps_of(item);
+        deps.explicit
+            .iter()
+            .chain(&deps.implicit)
+            .copied()
+            .collect::<Vec<_>>()
+    })
+}
+
+/// The breadth-first walk every slice is: the nodes `start` reaches through `edges` (a node's
+/// successors), each with its distance, level by level, each level sorted.
+/// `start` itself is not in the result. `closure` walks items through their `Deps`; the
+/// persisted analysis walks node numbers through stored edges (`engine::memo`), in the same
+/// order because node order is item order.
+pub fn breadth_first<N: Copy + Ord + std::hash::Hash, I: IntoIterator<Item = N>>(
+    start: N,
+    mut edges: impl FnMut(N) -> I,
+) -> Vec<(N, u32)> {
+    let mut seen: rustc_hash::FxHashSet<N> = rustc_hash::FxHashSet::default();
+    seen.insert(start);
     let mut frontier = vec![start];
     let mut out = Vec::new();
     let mut d = 0;
     while !frontier.is_empty() {
         d += 1;
         let mut next = Vec::new();
-        for item in frontier {
-            let deps = deps_of(item);
-            for &dep in deps.explicit.iter().chain(&deps.implicit) {
-                if let std::collections::hash_map::Entry::Vacant(e) = dist.entry(dep) {
-                    e.insert(d);
-                    next.push(dep);
+        for n in frontier {
+            for m in edges(n) {
+                if seen.insert(m) {
+                    next.push(m);
                 }
             }
         }
         next.sort_unstable();
-        out.extend(next.iter().map(|&i| (i, d)));
+        out.extend(next.iter().map(|&m| (m, d)));
         frontier = next;
     }
     out
