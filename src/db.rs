@@ -393,10 +393,15 @@ pub struct SliceSet {
 impl SliceSet {
     /// Whether every item of the slice is in the file `own` (the paper's in-file functions).
     pub fn in_file(&self, own: u32) -> bool {
-        self.items
-            .iter()
-            .all(|&(it, _)| matches!(it, Item::Def(f, _) | Item::Global(f, _) if f == own))
+        in_file(&self.items, own)
     }
+}
+
+/// Whether every item of a slice is in the file `own` (the paper's in-file functions).
+pub fn in_file(slice: &[(Item, u32)], own: u32) -> bool {
+    slice
+        .iter()
+        .all(|&(it, _)| matches!(it, Item::Def(f, _) | Item::Global(f, _) if f == own))
 }
 
 /// Stage `slice`: the transitive closure of an item's dependencies. Reads interfaces only, so

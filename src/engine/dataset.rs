@@ -278,7 +278,7 @@ impl Dataset<'_> {
     }
 
     /// Each repository's persisted analysis under this dataset's settings (`memo`), when it
-    /// is there, verifies, and was computed under the interfaces the parse stage found now.
+    /// is there and verifies (its parts are checked against this build where they are used).
     fn load_memos(&self) -> Vec<Option<DatasetMemo>> {
         let s = self.s;
         s.cfg
@@ -286,13 +286,9 @@ impl Dataset<'_> {
             .iter()
             .enumerate()
             .map(|(i, rc)| {
-                let parse = self.shared.parses.get(i)?;
-                let memo = memo::load_dataset(&s.cache, rc, &self.cfg.extract, &self.cfg.context)?;
-                Some(DatasetMemo {
-                    // Slices are reused only under the same interfaces.
-                    slices: memo.slices.filter(|_| memo.interfaces == parse.interfaces),
-                    ..memo
-                })
+                // Without a parse stage there is nothing to check a memo against.
+                self.shared.parses.get(i)?;
+                memo::load_dataset(&s.cache, rc, &self.cfg.extract, &self.cfg.context)
             })
             .collect()
     }
@@ -480,22 +476,27 @@ impl Dataset<'_> {
         let (db, settings) = (&self.s.db, self.settings.0);
         let before = db.env().counters.extracted.load(Ordering::Relaxed);
         let bar = progress(self.files.len() as u64, "extract");
-        let mut known: HashMap<(Repo, &str), &memo::ExtractedFile> = HashMap::new();
-        for ((&repo, memo), parse) in self.s.repos.iter().zip(memos).zip(self.shared.parses) {
-            let Some(memo) = memo else { continue };
-            for (path, f) in memo.stored_rows(parse, self.cfg.extract.connectivity) {
-                known.insert((repo, path), f);
-            }
-        }
+        let known: HashMap<Repo, memo::StoredRows> = self
+            .s
+            .repos
+            .iter()
+            .zip(memos)
+            .zip(self.shared.parses)
+            .filter_map(|((&repo, memo), parse)| {
+                Some((
+                    repo,
+                    memo.as_ref()?
+                        .stored_rows(parse, self.cfg.extract.connectivity),
+                ))
+            })
+            .collect();
         let per_file: Vec<Arc<Vec<FunctionRow>>> = self
             .files
             .par_iter()
             .map_with(db.clone(), |db, &f| {
-                let stored = known
-                    .get(&(f.repo(db), f.path(db).as_str()))
-                    .filter(|m| m.content == f.hash(db) && m.in_scope == f.in_scope(db));
+                let stored = known.get(&f.repo(db)).and_then(|k| k.rows(db, f));
                 let r = match stored {
-                    Some(m) => Arc::new(m.rows.clone()),
+                    Some(rows) => Arc::new(rows.to_vec()),
                     None => db::file_functions(db, f, settings).clone(),
                 };
                 bar.inc(1);
@@ -621,18 +622,12 @@ impl Dataset<'_> {
     ) -> RepoSlices {
         let db = &self.s.db;
         let (text, affected) = memo.affected(db, repo, slices, self.cfg.context.strategy);
-        let node = |it: Item| {
-            slices
-                .items
-                .binary_search(&it)
-                .expect("candidates are nodes") as u32
-        };
         let cfg = &self.cfg.context;
         let fresh: Vec<(usize, db::Context)> = affected
             .par_iter()
             .map_with(db.clone(), |db, &i| {
                 let it = own[i].1;
-                let ctx = db::plan_context(db, repo, it, cfg, || slices.closure(node(it)));
+                let ctx = db::plan_context(db, repo, it, cfg, || slices.closure(slices.node(it)));
                 (i, ctx)
             })
             .collect();
@@ -690,13 +685,7 @@ impl Dataset<'_> {
         fs_err::create_dir_all(&dir)?;
         let (previous, current) = (&self.shared.previous, self.shared.current.as_deref());
         let rel = self.rel.to_string_lossy();
-        let name = |file: &str| {
-            if rel.is_empty() {
-                file.to_owned()
-            } else {
-                format!("{rel}/{file}")
-            }
-        };
+        let name = |file: &str| self.output_name(file);
         let open = |file: &str| JsonlWriter::create(self.staging, &name(file));
         // Log paths are relative to the output; a variant's folder is two levels down.
         let relocate = |log: &str| -> String {
@@ -714,7 +703,7 @@ impl Dataset<'_> {
                 let file = format!("slices/{}.jsonl", repo.name(db));
                 if slices.graph.is_none()
                     && let Some(kept) = outputs::reuse(
-                        self.staging,
+                        &self.staging.join(name(&file)),
                         &name(&file),
                         slices.memo.file,
                         previous,

@@ -172,6 +172,19 @@ pub struct ExtractedFile {
     pub rows: Vec<FunctionRow>,
 }
 
+/// The files' rows a memo may give, by path (`DatasetMemo::stored_rows`).
+#[derive(Default)]
+pub struct StoredRows<'m>(FxHashMap<&'m str, &'m ExtractedFile>);
+
+impl<'m> StoredRows<'m> {
+    /// The functions of `f` as the memo recorded them, when its content and scope are the ones
+    /// recorded.
+    pub fn rows(&self, db: &dyn Db, f: db::SourceFile) -> Option<&'m [FunctionRow]> {
+        let m = self.0.get(f.path(db).as_str())?;
+        (m.content == f.hash(db) && m.in_scope == f.in_scope(db)).then_some(m.rows.as_slice())
+    }
+}
+
 /// The dependency graph of a repository's candidates, with each item's text hash and each
 /// candidate's slice record.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -198,6 +211,13 @@ impl SliceMemo {
             .into_iter()
             .map(|(n, d)| (self.items[n as usize], d))
             .collect()
+    }
+
+    /// The node of an item of the graph (a candidate's, say).
+    pub fn node(&self, item: Item) -> u32 {
+        self.items
+            .binary_search(&item)
+            .expect("the item is a node of the graph") as u32
     }
 
     /// The nodes that reach any of `from` (themselves included), walking the edges backwards.
@@ -284,18 +304,13 @@ pub fn text_hashes(
 }
 
 impl DatasetMemo {
-    /// The files whose rows may be taken from the memo, by path: all of them, unless the
-    /// connectivity filter (which resolves names) is on and the interfaces changed. A file takes
-    /// them when its content and scope are also those recorded.
-    pub fn stored_rows(
-        &self,
-        parse: &RepoParse,
-        connectivity: bool,
-    ) -> FxHashMap<&str, &ExtractedFile> {
+    /// The rows the files may take from the memo: none when the connectivity filter (which
+    /// resolves names) is on and the interfaces changed.
+    pub fn stored_rows(&self, parse: &RepoParse, connectivity: bool) -> StoredRows<'_> {
         if connectivity && self.interfaces != parse.interfaces {
-            return FxHashMap::default();
+            return StoredRows::default();
         }
-        self.files.iter().map(|f| (f.path.as_str(), f)).collect()
+        StoredRows(self.files.iter().map(|f| (f.path.as_str(), f)).collect())
     }
 
     /// The stored graph, when it is the graph of these candidates (sorted) over these files
@@ -342,24 +357,18 @@ impl DatasetMemo {
         let dirty: Vec<u32> = (0..text.len() as u32)
             .filter(|&n| text[n as usize] != slices.text[n as usize])
             .collect();
-        let node = |it: &Item| {
-            slices
-                .items
-                .binary_search(it)
-                .expect("candidates are nodes") as u32
-        };
         let own = &slices.candidates;
         let affected = match strategy {
             Strategy::Sliced if !dirty.is_empty() => {
                 let reach = slices.reaching(&dirty);
                 (0..own.len())
-                    .filter(|&i| reach.contains(&node(&own[i])))
+                    .filter(|&i| reach.contains(&slices.node(own[i])))
                     .collect()
             }
             Strategy::Naive => {
                 let dirty: FxHashSet<u32> = dirty.iter().copied().collect();
                 (0..own.len())
-                    .filter(|&i| dirty.contains(&node(&own[i])))
+                    .filter(|&i| dirty.contains(&slices.node(own[i])))
                     .collect()
             }
             // A whole-file context shows every line of the files it holds.
@@ -403,11 +412,8 @@ pub fn plan(
             .unwrap_or_default();
         let mut candidates = Vec::new();
         for &f in repo.files(db) {
-            let kept = stored
-                .get(f.path(db).as_str())
-                .filter(|m| m.content == f.hash(db) && m.in_scope == f.in_scope(db));
-            let rows = match kept {
-                Some(m) => m.rows.clone(),
+            let rows = match stored.rows(db, f) {
+                Some(rows) => rows.to_vec(),
                 None => {
                     plan.extract += 1;
                     db::file_functions(db, f, settings).to_vec()

@@ -213,9 +213,7 @@ impl Graph {
             size: defs + globals.len(),
             tokens: ctx.tokens,
             truncated: ctx.truncated,
-            in_file: slice.iter().all(
-                |&(it, _)| matches!(it, Item::Def(f, _) | Item::Global(f, _) if f == own_file),
-            ),
+            in_file: db::in_file(slice, own_file),
         }
     }
 
@@ -242,14 +240,9 @@ impl Graph {
                 deps: Vec::new(),
             });
         };
+        let mut on = self.deps(db, n);
         let deps = db::item_deps(db, ItemId::new(db, self.repo, item));
-        let mut on: Vec<u32> = deps
-            .explicit
-            .iter()
-            .chain(&deps.implicit)
-            .map(|dep| self.index[dep])
-            .chain(deps.unresolved.iter().map(|name| self.unresolved[name]))
-            .collect();
+        on.extend(deps.unresolved.iter().map(|name| self.unresolved[name]));
         on.sort_unstable();
         on.dedup();
         to_line(&SliceNode {
@@ -285,12 +278,13 @@ pub fn function_line(
     })
 }
 
-/// The output `name` as the current generation holds it, linked into `root` (the staging
+/// The output `name` as the current generation holds it, linked to `path` (in the staging
 /// folder) when the previous build recorded it with content hash `hash` and it is still as
-/// that build left it (size and modification time): a file whose content is known without
-/// writing it again.
+/// that build left it (size and modification time), so that it keeps its bytes and
+/// modification time: how [`JsonlWriter::finish`] keeps an unchanged file, and how a file whose
+/// content is known without writing it (a kept graph's slices) is kept.
 pub fn reuse(
-    root: &Path,
+    path: &Path,
     name: &str,
     hash: Hash,
     previous: &[Recorded],
@@ -300,11 +294,10 @@ pub fn reuse(
     let recorded = previous.iter().find(|(n, h, size, mtime)| {
         n == name && *h == hash && stat(&old) == Some((*size, *mtime))
     })?;
-    let path = root.join(name);
     if let Some(parent) = path.parent() {
         fs_err::create_dir_all(parent).ok()?;
     }
-    std::fs::hard_link(&old, &path).ok()?;
+    std::fs::hard_link(&old, path).ok()?;
     Some(recorded.clone())
 }
 
@@ -363,19 +356,12 @@ impl JsonlWriter {
         let hash = Hash(*self.hasher.finalize().as_bytes());
         let fail = |e: String| Error::env(format!("cannot write `{}`: {e}", self.tmp.display()));
         let file = self.out.into_inner().map_err(|e| fail(e.to_string()))?;
-        let old = current.map(|c| c.join(&name));
-        let unchanged = old.as_ref().is_some_and(|old| {
-            previous.iter().any(|(n, h, size, mtime)| {
-                n == &name && *h == hash && stat(old) == Some((*size, *mtime))
-            })
-        });
         drop(file);
-        match old {
-            Some(old) if unchanged && std::fs::hard_link(&old, &self.path).is_ok() => {
-                fs_err::remove_file(&self.tmp)?;
-            }
-            _ => fs_err::rename(&self.tmp, &self.path)?,
+        if let Some(kept) = reuse(&self.path, &name, hash, previous, current) {
+            fs_err::remove_file(&self.tmp)?;
+            return Ok(kept);
         }
+        fs_err::rename(&self.tmp, &self.path)?;
         let (size, mtime) = stat(&self.path)
             .ok_or_else(|| Error::env(format!("cannot stat `{}`", self.path.display())))?;
         Ok((name, hash, size, mtime))

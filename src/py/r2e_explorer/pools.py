@@ -73,7 +73,6 @@ def is_function(value) -> bool:
             types.FunctionType,
             types.BuiltinFunctionType,
             types.MethodType,
-            types.BuiltinMethodType,
             functools.partial,
         ),
     )
