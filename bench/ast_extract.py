@@ -72,6 +72,11 @@ def extract(root):
 FIELDS = ("qualname", "kind", "start_line", "end_line", "docstring")
 
 
+def function_path(row):
+    """A `functions.jsonl` row's file: its id is `REPO:path:qualname` (a qualname has no `:`)."""
+    return row["id"][len(row["repo"]) + 1:].rsplit(":", 1)[0]
+
+
 def compare(parsed, failed, functions_jsonl, repo):
     r2e = {}  # path -> Counter of function tuples
     with open(functions_jsonl, encoding="utf-8") as f:
@@ -80,7 +85,7 @@ def compare(parsed, failed, functions_jsonl, repo):
                 continue
             row = json.loads(line)
             if repo is None or row.get("repo") == repo:
-                r2e.setdefault(row["path"], Counter())[tuple(row[k] for k in FIELDS)] += 1
+                r2e.setdefault(function_path(row), Counter())[tuple(row[k] for k in FIELDS)] += 1
     report = {"files_compared": len(parsed), "files_equal": 0, "files_different": 0,
               "functions_cpython": sum(map(len, parsed.values())),
               "functions_r2e": sum(sum(c.values()) for p, c in r2e.items() if p in parsed),

@@ -93,6 +93,11 @@ class Slices:
         return counts
 
 
+def function_path(f) -> str:
+    """A `functions.jsonl` row's file: its id is `REPO:path:qualname` (a qualname has no `:`)."""
+    return f["id"][len(f["repo"]) + 1:].rsplit(":", 1)[0]
+
+
 def pick_helper(root: str, slices: Slices):
     """The function most candidates' slices hold whose last line is a `return` at its body's
     indentation: (function record, count)."""
@@ -103,7 +108,7 @@ def pick_helper(root: str, slices: Slices):
     )
     for count, ident in ranked:
         f = by_id[ident]
-        path = os.path.join(root, f["path"])
+        path = os.path.join(root, function_path(f))
         try:
             with open(path, encoding="utf-8") as fh:
                 lines = fh.read().split("\n")
@@ -118,7 +123,7 @@ def pick_helper(root: str, slices: Slices):
 
 
 def body_edit(root: str, f) -> None:
-    path = os.path.join(root, f["path"])
+    path = os.path.join(root, function_path(f))
     with open(path, encoding="utf-8") as fh:
         lines = fh.read().split("\n")
     last = lines[f["end_line"] - 1]
@@ -192,9 +197,9 @@ def project_cases(r2e: str, work: str, project: str) -> dict:
     rows.append(("no-op", seconds, executed(s, stages), ""))
     slices = Slices(os.path.join(work, "out"), name)
     first = next(f for f in slices.candidates())
-    comment_edit(os.path.join(root, first["path"]))
+    comment_edit(os.path.join(root, function_path(first)))
     seconds, s = build(r2e, p, "validate")
-    rows.append((f"comment edit ({first['path']})", seconds, executed(s, stages), ""))
+    rows.append((f"comment edit ({function_path(first)})", seconds, executed(s, stages), ""))
     slices = Slices(os.path.join(work, "out"), name)
     helper, holders = pick_helper(root, slices)
     own = 1 if helper["excluded_by"] is None else 0

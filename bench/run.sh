@@ -54,5 +54,5 @@ PY
   python3 "$here/ast_extract.py" "$root" --compare "$work/out/functions.jsonl" > "$work/compare.json" || true
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("differences"); print("cross-check:", json.dumps(d))' "$work/compare.json"
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["differences"][:3]; [print("  differs:", json.dumps(x)[:400]) for x in d]' "$work/compare.json"
-  rm -rf "$work"
+  [ -n "${R2E_KEEP:-}" ] && echo "kept $work" || rm -rf "$work"
 done

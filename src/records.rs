@@ -247,8 +247,8 @@ pub struct FunctionRecord<'a> {
     pub id: Cow<'a, str>,
     #[serde(borrow)]
     pub repo: Cow<'a, str>,
-    #[serde(borrow)]
-    pub path: Cow<'a, str>,
+    /// The name as Python qualifies it in its module (the id's last part, without a `#n`).
+    /// The file's path is not written: it is the id's middle part ([`FunctionRecord::path`]).
     #[serde(borrow)]
     pub qualname: Cow<'a, str>,
     pub kind: FunctionKind,
@@ -260,6 +260,24 @@ pub struct FunctionRecord<'a> {
     pub excluded_by: Option<Filter>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slice: Option<SliceRecord>,
+}
+
+impl FunctionRecord<'_> {
+    /// The function's file, relative to its repository: the part of the id (`REPO:path:qualname`)
+    /// between the repository's name and the last `:` (a qualified name holds no `:`, a path
+    /// may).
+    pub fn path(&self) -> &str {
+        function_path(&self.id, &self.repo)
+    }
+}
+
+/// The file of the function with this id in repository `repo` (see [`FunctionRecord::path`]).
+pub fn function_path<'i>(id: &'i str, repo: &str) -> &'i str {
+    let rest = id
+        .strip_prefix(repo)
+        .and_then(|r| r.strip_prefix(':'))
+        .unwrap_or(id);
+    rest.rsplit_once(':').map_or(rest, |(path, _)| path)
 }
 
 /// The fields of a `functions.jsonl` line that counting needs (a reader of the whole file that
@@ -1076,6 +1094,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_functions_path_is_the_middle_of_its_id() {
+        assert_eq!(function_path("r:pkg/m.py:C.f", "r"), "pkg/m.py");
+        assert_eq!(function_path("r:pkg/m.py:f#2", "r"), "pkg/m.py");
+        // A path may hold `:` and start like the repository's name; a qualified name may not.
+        assert_eq!(function_path("r:r:odd/a:b.py:f", "r"), "r:odd/a:b.py");
+    }
+
+    #[test]
     fn records_round_trip_and_keep_their_field_order() {
         let line = br#"{"id":"r:m.py:f","generator":"builtin","valid":false,"tests":0,"branches":0,"branch_coverage":null,"line_coverage":null,"failure_class":"import_env","failure_message":"no env","in_file":true}"#;
         let h: HarnessRecord = serde_json::from_slice(line).unwrap();
@@ -1084,7 +1110,6 @@ mod tests {
         let f = FunctionRecord {
             id: "r:m.py:f".into(),
             repo: "r".into(),
-            path: "m.py".into(),
             qualname: "f".into(),
             kind: FunctionKind::Function,
             start_line: 1,

@@ -267,7 +267,6 @@ pub fn function_line(
     to_line(&FunctionRecord {
         id: row.id.as_str().into(),
         repo: file.repo(db).name(db).as_str().into(),
-        path: file.path(db).as_str().into(),
         qualname: row.qualname.as_str().into(),
         kind: row.kind,
         start_line: row.start_line,
