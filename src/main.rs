@@ -4,5 +4,19 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    no_huge_pages();
     r2e::cli::main()
+}
+
+/// Turns transparent huge pages off for this process (and what it starts, which inherits it).
+/// The allocator asks for them, and the kernel then zeroes 2 MiB at each first touch of fresh
+/// memory: for a build that allocates its whole working set once, that cost more than it saved.
+/// A cold build of the standard library spent a third of its kernel time there (see
+/// `bench/README.md`).
+fn no_huge_pages() {
+    // SAFETY: `prctl(PR_SET_THP_DISABLE)` takes integer arguments only; a failure (an old
+    // kernel) leaves the default.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
 }
