@@ -78,6 +78,8 @@ pub struct Env {
     pub cache: Option<Arc<Cache>>,
     pub readers: Mutex<Vec<Arc<dyn SourceReader>>>,
     pub counters: Counters,
+    /// Parse outcomes stored many to an entry (`packs`).
+    pub packs: crate::packs::Packs,
     tokens: Mutex<rustc_hash::FxHashMap<(Hash, u32, u32), u32>>,
 }
 
@@ -216,7 +218,9 @@ pub fn parse_file(db: &dyn Db, file: SourceFile) -> Parsed {
     let env = db.env();
     let key = ParseKey::new(file.hash(db));
     if let Some(cache) = &env.cache
-        && let Some(stored) = cache.get_action::<_, Result<ModuleSummary, String>>(&key)
+        && let Some(stored) = cache
+            .get_action::<_, Result<ModuleSummary, String>>(&key)
+            .or_else(|| env.packs.find(cache, file.hash(db)))
     {
         env.counters.parse_cached.fetch_add(1, Ordering::Relaxed);
         if stored.is_err() {
@@ -239,6 +243,7 @@ pub fn parse_file(db: &dyn Db, file: SourceFile) -> Parsed {
         env.counters.parse_failed.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(cache) = &env.cache
+        && !env.packs.collect(file.hash(db), &outcome)
         && let Err(e) = cache.put_action(&key, &outcome)
     {
         eprintln!("warning: cannot store a parse result: {e}");

@@ -100,14 +100,27 @@ pub struct ParseStatus {
     pub files: Vec<String>,
 }
 
+/// Whether the file's parse outcome is stored: in an entry of its own or in a pack its
+/// repository's memo names (`packs`; registered by [`open`]).
 fn parse_cached(s: &Session, f: SourceFile) -> bool {
+    let content = f.hash(&s.db);
     s.cache
-        .contains(ParseKey::BUCKET, ParseKey::new(f.hash(&s.db)).hash())
+        .contains(ParseKey::BUCKET, ParseKey::new(content).hash())
+        || crate::db::Db::env(&s.db).packs.contains(&s.cache, content)
+}
+
+/// A session whose database can read the parse packs the repositories' memos name.
+fn open(cfg: &Config) -> Result<Session> {
+    let s = Session::open(cfg)?;
+    for rc in &s.cfg.repos {
+        engine::memo::register_packs(&s.db, &s.cache, rc);
+    }
+    Ok(s)
 }
 
 /// What a full build would run.
 pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
-    let session = Session::open(cfg)?;
+    let session = open(cfg)?;
     let output = std::path::absolute(&cfg.output).map_err(|e| Error::env(e.to_string()))?;
     let fp = engine::fingerprint(cfg, &BuildOptions { until, jobs: None }, &session.checkouts);
     let state = engine::last_build(&output);
@@ -468,7 +481,7 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Explain> {
             "`{id}` is not a function id; ids look like `REPO:path/to/file.py:Class.method`"
         )));
     };
-    let s = Session::open(cfg)?;
+    let s = open(cfg)?;
     let db = &s.db;
     let Some(&repo) = s.repos.iter().find(|r| r.name(db) == repo_name) else {
         return Err(Error::input(format!(

@@ -41,6 +41,22 @@ impl ActionKey for ParseKey {
     const BUCKET: Bucket = Bucket::Parse;
 }
 
+/// Stage `parse`, many files at once: the outcomes (as [`ParseKey`]'s) of the files one build
+/// parsed in one repository, in one entry (`packs::ParsePack`), so that a cold build writes one
+/// file instead of one per source file. `engine::memo::PackList` records a repository's
+/// packs; a file's own [`ParseKey`] entry is read first.
+#[derive(Clone, Debug, Serialize)]
+pub struct ParsePackKey {
+    pub parser: &'static str,
+    pub summary_format: u32,
+    /// blake3 over the content hashes of its files, sorted.
+    pub contents: Hash,
+}
+
+impl ActionKey for ParsePackKey {
+    const BUCKET: Bucket = Bucket::ParsePack;
+}
+
 /// The persisted analysis of one repository (`engine::memo`): where it is found. Unlike an
 /// action key, it names a place, not a result: each build of the same repository under the same
 /// settings replaces the entry, and what the entry holds is reused only where the inputs it
@@ -65,7 +81,7 @@ pub struct AnalysisKey<'a> {
     pub context: Option<&'a crate::config::ContextConfig>,
 }
 
-pub const ANALYSIS_FORMAT: u32 = 1;
+pub const ANALYSIS_FORMAT: u32 = 2;
 
 impl ActionKey for AnalysisKey<'_> {
     const BUCKET: Bucket = Bucket::Analysis;

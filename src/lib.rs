@@ -16,6 +16,7 @@ pub mod inspect;
 pub mod keys;
 pub mod llm;
 pub mod log;
+pub mod packs;
 pub mod py;
 pub mod python;
 pub mod records;

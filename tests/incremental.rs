@@ -421,3 +421,120 @@ fn another_build_of_r2e_does_not_reuse_the_persisted_analysis() {
     assert_eq!(other["stages"]["slice"]["executed"], 5, "{other}");
     assert_eq!(other["stages"]["extract"]["executed"], 5, "{other}");
 }
+
+/// A cold build of a repository of many files stores their parse outcomes as one pack, not one
+/// entry each; later builds read the summaries they need from it instead of parsing again, keep
+/// it among what the output uses (for `r2e gc`), and give the outputs of a cold build. A
+/// damaged pack is only a miss.
+#[test]
+fn a_cold_build_stores_parse_results_in_one_pack_that_later_builds_read() {
+    const MODULES: usize = 70;
+    let leaf = |body: &str| {
+        format!("RATE = 3\n\ndef leaf(x):\n    \"\"\"Leaf.\"\"\"\n{body}    return y\n")
+    };
+    let mut spec = format!(
+        "//- pkg/__init__.py\n//- pkg/base.py\n{}",
+        leaf("    y = x * RATE\n")
+    );
+    for i in 0..MODULES {
+        spec.push_str(&format!(
+            "//- pkg/m{i}.py\nfrom pkg.base import leaf\n\ndef f{i}(x):\n    \"\"\"Calls leaf.\"\"\"\n    y = leaf(x)\n    return y + {i}\n"
+        ));
+    }
+    let p = Project::new(&spec, "");
+    let cache = p.path().join("cache");
+    let entries = |bucket: &str| {
+        walkdir::WalkDir::new(cache.join("actions").join(bucket))
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_file())
+            .map(|e| e.into_path())
+            .collect::<Vec<_>>()
+    };
+    let files = MODULES + 2;
+    let cold = p.build();
+    assert_eq!(
+        cold.stages.parse.executed + cold.stages.parse.cached,
+        files as u64
+    );
+    assert_eq!(entries("parse-pack-v1").len(), 1, "one pack");
+    assert_eq!(entries("parse-v3").len(), 0, "no entry per file");
+    let pack = entries("parse-pack-v1").remove(0);
+    let uses = || r2e::cache::read_uses(&p.path().join("out")).unwrap();
+    let rel = pack
+        .strip_prefix(&cache)
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(uses().contains(&rel));
+
+    // A comment in one module: that file alone is parsed, and stored in an entry of its own.
+    // The build reads nothing from the pack, and still names it among what the output uses.
+    p.write(
+        "pkg/m3.py",
+        "# a note\nfrom pkg.base import leaf\n\ndef f3(x):\n    \"\"\"Calls leaf.\"\"\"\n    y = leaf(x)\n    return y + 3\n",
+    );
+    let s = p.build();
+    assert_eq!(
+        [
+            s.stages.parse.executed,
+            s.stages.slice.executed,
+            s.stages.context.executed
+        ],
+        [1, 0, 0]
+    );
+    assert_eq!(entries("parse-v3").len(), 1);
+    assert!(uses().contains(&rel), "the memo's pack is kept for gc");
+
+    // A body edit of `leaf`: every context holds it and is rendered again, from summaries read
+    // out of the pack: one file parsed.
+    p.write("pkg/base.py", &leaf("    y = x * RATE * RATE\n"));
+    let s = p.build();
+    assert_eq!(
+        [
+            s.stages.parse.executed,
+            s.stages.slice.executed,
+            s.stages.context.executed
+        ],
+        [1, 0, MODULES as u64 + 1]
+    );
+    let outputs = |out: &std::path::Path| {
+        ["functions.jsonl", "slices/r.jsonl"].map(|f| std::fs::read(out.join(f)).unwrap())
+    };
+    let fresh = |n: u32| {
+        let toml = p.path().join(format!("cold{n}.toml"));
+        std::fs::write(
+            &toml,
+            format!("[project]\nname = \"t\"\noutput = \"cold{n}\"\ncache = \"cold-cache{n}\"\n\n[[repo]]\npath = \"repo\"\nname = \"r\"\n"),
+        )
+        .unwrap();
+        let cfg = r2e::config::load(&toml).unwrap();
+        r2e::engine::build(
+            &cfg,
+            &r2e::engine::BuildOptions {
+                until: r2e::engine::Stage::Slice,
+                jobs: Some(2),
+            },
+        )
+        .unwrap();
+        outputs(&p.path().join(format!("cold{n}")))
+    };
+    assert!(
+        outputs(&p.path().join("out")) == fresh(1),
+        "as a cold build"
+    );
+
+    // A damaged pack is a miss: the summaries the contexts need are parsed again.
+    let mut bytes = std::fs::read(&pack).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&pack, bytes).unwrap();
+    p.write("pkg/base.py", &leaf("    y = x * RATE * RATE * RATE\n"));
+    let s = p.build();
+    assert_eq!(s.stages.slice.executed, 0);
+    assert!(s.stages.parse.executed > 1, "{:?}", s.stages.parse);
+    assert!(
+        outputs(&p.path().join("out")) == fresh(2),
+        "as a cold build"
+    );
+}

@@ -39,6 +39,9 @@ use crate::hash::Hash;
 pub enum Bucket {
     /// Action: a module summary per source content (`keys::ParseKey`).
     Parse,
+    /// Action: the module summaries of many files in one entry, for a build that parses many
+    /// (`keys::ParsePackKey`, `packs`).
+    ParsePack,
     /// Action: the built-in explorer's harness for a function (`keys::GenerateKey`).
     Generate,
     /// Action: the raw runs of a harness's validation (`keys::ValidateKey`).
@@ -91,8 +94,9 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 17] = [
+    pub const ALL: [Bucket; 18] = [
         Bucket::Parse,
+        Bucket::ParsePack,
         Bucket::Generate,
         Bucket::Validate,
         Bucket::Llm,
@@ -116,6 +120,7 @@ impl Bucket {
     pub const fn name_version(self) -> (&'static str, Option<u32>) {
         match self {
             Bucket::Parse => ("parse", Some(3)),
+            Bucket::ParsePack => ("parse-pack", Some(1)),
             Bucket::Generate => ("generate", Some(2)),
             Bucket::Validate => ("validate", Some(8)),
             Bucket::Llm => ("llm", Some(2)),
@@ -139,6 +144,7 @@ impl Bucket {
     pub const fn layout(self) -> Layout {
         match self {
             Bucket::Parse
+            | Bucket::ParsePack
             | Bucket::Generate
             | Bucket::Validate
             | Bucket::Llm
@@ -158,6 +164,7 @@ impl Bucket {
         matches!(
             self,
             Bucket::Parse
+                | Bucket::ParsePack
                 | Bucket::Generate
                 | Bucket::Validate
                 | Bucket::Llm
@@ -342,9 +349,26 @@ impl Cache {
     /// entry, a torn or flipped one) is a miss: it is reported on stderr, naming the file, and
     /// removed so that the recomputed value takes its place.
     pub fn get<T: DeserializeOwned>(&self, bucket: Bucket, key: Hash) -> Option<T> {
+        self.get_with(bucket, key, |payload| {
+            postcard::from_bytes(payload).map_err(|_| entry::Corrupt::Decode)
+        })
+    }
+
+    /// The stored payload's bytes, verified, without decoding (a value with a layout of its
+    /// own: `packs::ParsePack`). Misses as [`Cache::get`] does.
+    pub fn get_bytes(&self, bucket: Bucket, key: Hash) -> Option<Vec<u8>> {
+        self.get_with(bucket, key, |payload| Ok(payload.to_vec()))
+    }
+
+    fn get_with<T>(
+        &self,
+        bucket: Bucket,
+        key: Hash,
+        decode: impl FnOnce(&[u8]) -> std::result::Result<T, entry::Corrupt>,
+    ) -> Option<T> {
         let path = self.entry_path(bucket, key);
         let bytes = std::fs::read(&path).ok()?;
-        match entry::unseal(&bucket.folder(), key, &bytes) {
+        match entry::unseal_bytes(&bucket.folder(), key, &bytes).and_then(decode) {
             Ok(value) => {
                 self.note_use(&path);
                 Some(value)
@@ -362,7 +386,16 @@ impl Cache {
 
     /// Stores a final result.
     pub fn put<T: Serialize + ?Sized>(&self, bucket: Bucket, key: Hash, value: &T) -> Result<()> {
-        let bytes = entry::seal(&bucket.folder(), key, value);
+        self.put_bytes(
+            bucket,
+            key,
+            &postcard::to_stdvec(value).expect("cache values serialize"),
+        )
+    }
+
+    /// Stores a final result given as its payload's bytes (read back with [`Cache::get_bytes`]).
+    pub fn put_bytes(&self, bucket: Bucket, key: Hash, payload: &[u8]) -> Result<()> {
+        let bytes = entry::seal_bytes(&bucket.folder(), key, payload);
         let path = self.entry_path(bucket, key);
         let parent = path.parent().expect("entries have a parent");
         if !parent.is_dir() {

@@ -76,9 +76,32 @@ pub struct ParsedFile {
 }
 
 /// The parse stage's outcomes for a repository's files.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FilesMemo {
     pub files: Vec<ParsedFile>,
+}
+
+/// The parse packs (`packs`, key hashes) that hold the summaries of a repository's files
+/// parsed by earlier builds, newest first, at most [`KEPT_PACKS`]. Stored apart from the
+/// memo, under a key without the analyzer: a parse outcome depends on the parser and the
+/// summary format only (as `ParseKey`), so another build of r2e still reads them, and a build
+/// whose memo is not stored (a transient failure) still names the pack it wrote.
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PackList {
+    pub packs: Vec<Hash>,
+}
+
+/// How many parse packs a repository keeps naming. A pack dropped from the list is only a
+/// miss: the files it held that have not changed since are parsed again when their
+/// summaries are needed.
+const KEPT_PACKS: usize = 16;
+
+/// Where a repository's [`PackList`] is found.
+fn packs_key(rc: &RepoConfig) -> AnalysisKey<'_> {
+    AnalysisKey {
+        analyzer: String::new(),
+        ..key(rc, "packs", None)
+    }
 }
 
 /// A repository's parse stage in this build.
@@ -90,6 +113,14 @@ pub struct RepoParse {
     /// The interface fingerprint: the repository's name, its files' paths in order and their
     /// interface hashes (a file that failed counts as an empty interface, as resolution sees it).
     pub interfaces: Hash,
+}
+
+/// Makes the parse packs that the repository's [`PackList`] names readable by `db` (a build's parse
+/// stage does it in [`parse_repo`]).
+pub fn register_packs(db: &Database, cache: &Cache, rc: &RepoConfig) {
+    if let Some(list) = cache.get_action::<_, PackList>(&packs_key(rc)) {
+        db.env().packs.register(&list.packs);
+    }
 }
 
 /// The parse stage of one repository: a file whose path and content hash the memo holds takes
@@ -111,6 +142,27 @@ pub fn parse_repo(
         .map(|f| ((f.path.as_str(), f.content), &f.outcome))
         .collect();
     let files = repo.files(db);
+    let packs = &db.env().packs;
+    let list: PackList = cache.get_action(&packs_key(rc)).unwrap_or_default();
+    packs.register(&list.packs);
+    if store {
+        // The repository's packs are this output's, read or not (`r2e gc` keeps them).
+        for &k in &list.packs {
+            let path = cache.entry_path(crate::cache::Bucket::ParsePack, k);
+            if path.exists() {
+                cache.note_use(&path);
+            }
+        }
+    }
+    let to_parse = files
+        .iter()
+        .filter(|&&f| !known.contains_key(&(f.path(db).as_str(), f.hash(db))))
+        .count();
+    // Many files to parse (a cold build): their outcomes go into one entry, not one each.
+    let pack = store && to_parse >= crate::packs::PACK_MIN;
+    if pack {
+        packs.start();
+    }
     let found: Vec<(Result<Hash, String>, bool)> = files
         .par_iter()
         .map_with(db.clone(), |db, &f| {
@@ -128,6 +180,17 @@ pub fn parse_repo(
             out
         })
         .collect();
+    if pack && let Some(new) = packs.finish(cache) {
+        let mut names = vec![new];
+        names.extend(list.packs.iter().filter(|&&k| k != new));
+        names.truncate(KEPT_PACKS);
+        if let Err(e) = cache.put_action(&packs_key(rc), &PackList { packs: names }) {
+            eprintln!(
+                "warning: cannot store the parse packs of `{}`: {e}",
+                rc.name
+            );
+        }
+    }
     let empty = interface_hash(&ModuleInterface::default());
     let mut h = blake3::Hasher::new();
     h.update(repo.name(db).as_bytes());
@@ -150,7 +213,7 @@ pub fn parse_repo(
     };
     // A file that could not be read may be readable next time: nothing is stored then.
     if store
-        && fresh.files != memo.files
+        && fresh != memo
         && !db.env().counters.transient.load(Ordering::Relaxed)
         && let Err(e) = cache.put_action(&key, &fresh)
     {
