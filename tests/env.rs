@@ -395,3 +395,65 @@ fn status_reads_the_environments_of_variants() {
     assert_eq!(env["changed"], serde_json::json!([]), "{status}");
     assert!(text.contains("env, repo `r`: is in the cache\n"), "{text}");
 }
+
+/// A project whose `requires-python` excludes the interpreter gets a failed environment with
+/// that reason, in `envs.jsonl` and `failures.jsonl`, and its functions fail as `import_env`;
+/// nothing is installed or cached, so a project that then supports the interpreter is built.
+#[test]
+fn a_project_that_does_not_support_the_interpreter_is_a_recorded_failure() {
+    let (_index, port) = tinydep_index();
+    let repo = |spec: &str| {
+        REPO.replace(
+            "//- pkg/__init__.py",
+            &format!("//- pyproject.toml\n[project]\nname = \"pkg\"\nrequires-python = \"{spec}\"\n//- pkg/__init__.py"),
+        )
+    };
+    let p = Project::new(
+        &repo(">=3.99"),
+        "[extract]\nconnectivity = false\n\n[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n",
+    );
+    let first = build_with_index(&p.pipeline(), port, "5");
+    assert_eq!(first["stages"]["env"]["executed"], 0, "{first}");
+    assert_eq!(first["stages"]["env"]["failed"], 1, "{first}");
+    let out = p.path().join("out");
+    let envs = std::fs::read_to_string(out.join("envs.jsonl")).unwrap();
+    let env: serde_json::Value = serde_json::from_str(envs.lines().next().unwrap()).unwrap();
+    assert_eq!(env["outcome"], "failed", "{env}");
+    let log = std::fs::read_to_string(out.join(env["log"].as_str().unwrap())).unwrap();
+    assert!(
+        log.contains("requires Python `>=3.99` (pyproject.toml)"),
+        "{log}"
+    );
+    let failures = std::fs::read_to_string(out.join("failures.jsonl")).unwrap();
+    assert!(
+        failures
+            .lines()
+            .any(|l| l.contains("\"stage\":\"env\"") && l.contains("requires Python `>=3.99`")),
+        "{failures}"
+    );
+    let harnesses = std::fs::read_to_string(out.join("harnesses.jsonl")).unwrap();
+    assert!(
+        harnesses.lines().count() > 0
+            && harnesses
+                .lines()
+                .all(|l| l.contains("\"failure_class\":\"import_env\"")),
+        "{harnesses}"
+    );
+    let envs_dir = p
+        .path()
+        .join("cache")
+        .join(r2e::cache::Bucket::Envs.folder());
+    assert!(
+        !envs_dir.exists() || std::fs::read_dir(&envs_dir).unwrap().next().is_none(),
+        "nothing installed or cached"
+    );
+
+    // The project now supports the interpreter: its environment is built.
+    p.write(
+        "pyproject.toml",
+        "[project]\nname = \"pkg\"\nrequires-python = \">=3.8\"\n",
+    );
+    let second = build_with_index(&p.pipeline(), port, "5");
+    assert_eq!(second["stages"]["env"]["executed"], 1, "{second}");
+    assert_eq!(second["stages"]["env"]["failed"], 0, "{second}");
+}

@@ -621,6 +621,31 @@ impl EnvBuilder<'_> {
         }
     }
 
+    /// The failed environment of a project that does not support the interpreter (`why`):
+    /// nothing built, nothing stored; its key is the one it would have had.
+    pub fn unsupported(&self, declared: &super::Declared, inferred: &[String], why: String) -> Env {
+        let key = self.key(&declared.requirements, inferred, &declared.optional);
+        Env {
+            record: EnvRecord {
+                key: key.hash().to_hex(),
+                outcome: EnvOutcome::Failed,
+                installer: self.installer.id.name.clone(),
+                python_version: self.interpreter.version.clone(),
+                declared: declared.requirements.clone(),
+                inferred: inferred.to_vec(),
+                failed_packages: Vec::new(),
+                lock: Vec::new(),
+                lock_hash: String::new(),
+                installed: Vec::new(),
+                log: format!("{why}\n"),
+            },
+            python: self.interpreter.executable.clone(),
+            dir: PathBuf::new(),
+            mounts: Vec::new(),
+            cached: false,
+        }
+    }
+
     /// The environment for a repository with these declared and inferred dependencies: from
     /// the cache when its sealed record verifies, else built in a temporary folder and moved in
     /// place whole.

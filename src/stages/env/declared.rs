@@ -20,6 +20,24 @@ pub struct Declared {
     /// `[options.extras_require]`), sorted and unique. Not installed as such: an imported module
     /// that one of them provides is installed from it (`optional_provider`).
     pub optional: Vec<String>,
+    /// The Python versions the project supports, as declared (`[project] requires-python`,
+    /// else `[options] python_requires` of `setup.cfg`): (file, specifiers).
+    pub requires_python: Option<(String, String)>,
+}
+
+impl Declared {
+    /// Why the project cannot run on an interpreter of `version`: its `requires-python`
+    /// excludes it. `None` when it is met, undeclared, or not PEP 440 (then `refused` says so).
+    pub fn python_unmet(&self, version: &str) -> Option<String> {
+        let (file, spec) = self.requires_python.as_ref()?;
+        let specifiers = pep508_rs::pep440_rs::VersionSpecifiers::from_str(spec).ok()?;
+        let v = pep508_rs::pep440_rs::Version::from_str(version).ok()?;
+        (!specifiers.contains(&v)).then(|| {
+            format!(
+                "the project requires Python `{spec}` ({file}), and the configured interpreter is {version}: set `[env] python` to an interpreter it supports"
+            )
+        })
+    }
 }
 
 /// The longest text of a refused line shown in its reason.
@@ -50,6 +68,7 @@ pub fn declared_dependencies(
         }
     }
     let mut optional = Vec::new();
+    let mut requires_python = None;
     if let Some(text) = read("pyproject.toml")
         && let Ok(doc) = String::from_utf8_lossy(&text).parse::<toml::Table>()
     {
@@ -59,9 +78,17 @@ pub fn declared_dependencies(
                 .map(|r| ("pyproject.toml", r)),
         );
         optional.extend(pyproject_optional(&doc));
+        requires_python = doc
+            .get("project")
+            .and_then(|p| p.get("requires-python"))
+            .and_then(|v| v.as_str())
+            .map(|v| ("pyproject.toml".to_owned(), v.trim().to_owned()));
     }
     if let Some(text) = read("setup.cfg") {
         let text = String::from_utf8_lossy(&text);
+        if requires_python.is_none() {
+            requires_python = setup_cfg_python_requires(&text).map(|v| ("setup.cfg".to_owned(), v));
+        }
         found.extend(
             setup_cfg_requires(&text)
                 .into_iter()
@@ -102,11 +129,41 @@ pub fn declared_dependencies(
                 .map(|r| r.name.to_string())
         })
         .collect();
+    if let Some((file, spec)) = &requires_python
+        && pep508_rs::pep440_rs::VersionSpecifiers::from_str(spec).is_err()
+    {
+        let shown: String = spec.chars().take(SHOWN).collect();
+        refused.push((
+            file.clone(),
+            format!("not PEP 440 version specifiers, not checked: requires-python `{shown}`"),
+        ));
+    }
     Declared {
         requirements: requirements.into_iter().collect(),
         refused,
         optional: optional.into_iter().collect(),
+        requires_python,
     }
+}
+
+/// `python_requires` of a `setup.cfg`'s `[options]`.
+fn setup_cfg_python_requires(text: &str) -> Option<String> {
+    let mut in_options = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            in_options = trimmed == "[options]";
+            continue;
+        }
+        if in_options
+            && let Some((key, value)) = trimmed.split_once(['=', ':'])
+            && key.trim() == "python_requires"
+            && !value.trim().is_empty()
+        {
+            return Some(value.trim().to_owned());
+        }
+    }
+    None
 }
 
 /// `[project] dependencies` and Poetry's dependency table.
@@ -290,6 +347,33 @@ pub fn distribution_for(module: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requires_python_is_read_and_checked_against_the_interpreter() {
+        let cfg =
+            "[metadata]\nname = x\n\n[options]\npython_requires = >=3.9, <4\npackages = find:\n";
+        assert_eq!(setup_cfg_python_requires(cfg).as_deref(), Some(">=3.9, <4"));
+        assert_eq!(
+            setup_cfg_python_requires("[metadata]\npython_requires = >=3\n"),
+            None
+        );
+        let declared = |spec: &str| Declared {
+            requirements: Vec::new(),
+            refused: Vec::new(),
+            optional: Vec::new(),
+            requires_python: Some(("pyproject.toml".into(), spec.into())),
+        };
+        assert_eq!(declared(">=3.9").python_unmet("3.11.7"), None);
+        assert_eq!(declared("~=3.11").python_unmet("3.11.7"), None);
+        let why = declared(">=3.12").python_unmet("3.11.7").unwrap();
+        assert!(
+            why.contains("`>=3.12` (pyproject.toml)") && why.contains("3.11.7"),
+            "{why}"
+        );
+        assert!(declared("<3.11").python_unmet("3.11.0").is_some());
+        // Not PEP 440: not checked (the declaration is refused, with its reason).
+        assert_eq!(declared(">=3.x").python_unmet("3.11.7"), None);
+    }
 
     #[test]
     fn declarations_are_read_without_running_code() {

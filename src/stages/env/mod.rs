@@ -10,6 +10,9 @@
 //! It uses `uv` when available (installing it from the package index into the cache if need be),
 //! else `python -m venv` and pip; `uv` is never allowed to download a Python.
 //!
+//! A project whose `requires-python` excludes the interpreter gets a failed environment with
+//! that reason, decided by every build and never stored; nothing is installed for it.
+//!
 //! A failed installation is data: its log is kept and the build goes on. A failure that may pass
 //! (the index unreachable, a timeout, a full disk) is never stored: the build goes on with the
 //! other repositories and then exits 1 naming the cause, and the next build tries again. Before
@@ -196,8 +199,23 @@ pub fn run(
                 log: None,
             });
         }
+        // A project that does not support the interpreter is a recorded failure, decided
+        // again by every build (it costs nothing): nothing is installed, nothing cached.
+        if let Some(why) = declared.python_unmet(&interpreter.version) {
+            let unmet = builder.unsupported(&declared, &inferred, why.clone());
+            stage.record(&checkout.name, unmet, output, why)?;
+            // Recorded as failed; nothing was installed.
+            stage.counts.executed -= 1;
+            bar.inc(1);
+            continue;
+        }
         match working_env(&builder, &declared, &inferred) {
-            Ok(built) => stage.record(&checkout.name, built, output)?,
+            Ok(built) => stage.record(
+                &checkout.name,
+                built,
+                output,
+                "the environment could not be created".into(),
+            )?,
             Err(e) => {
                 // May pass: reported, never cached; the next build tries again.
                 stage.counts.failed += 1;
@@ -298,6 +316,15 @@ pub fn plan(
             .key(&declared.requirements, &inferred, &declared.optional)
             .hash()
             .to_hex();
+        if let Some(why) = declared.python_unmet(&interpreter.version) {
+            out.push(EnvPlan {
+                repo: checkout.name.clone(),
+                would_build: false,
+                key,
+                changed: vec![why],
+            });
+            continue;
+        }
         let would_build = !cache
             .path(Bucket::Envs)
             .join(&key)
@@ -395,7 +422,8 @@ fn working_env(builder: &EnvBuilder, declared: &Declared, inferred: &[String]) -
 
 impl EnvStage {
     /// Records a repository's environment: its line, its log, its failure.
-    fn record(&mut self, repo: &str, built: Env, output: &Path) -> Result<()> {
+    /// Records a repository's environment; `failed`: the reason a failed one is recorded with.
+    fn record(&mut self, repo: &str, built: Env, output: &Path, failed: String) -> Result<()> {
         self.counts.executed += u64::from(!built.cached);
         self.counts.cached += u64::from(built.cached);
         let log = format!("logs/env-{repo}.log");
@@ -406,7 +434,7 @@ impl EnvStage {
                 repo: repo.to_owned(),
                 path: None,
                 stage: "env".into(),
-                reason: "the environment could not be created".into(),
+                reason: failed,
                 log: Some(log.clone()),
             });
         }
