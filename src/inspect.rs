@@ -101,7 +101,7 @@ pub struct ParseStatus {
 }
 
 /// Whether the file's parse outcome is stored: in an entry of its own or in a pack its
-/// repository's memo names (`packs`; registered by [`open`]).
+/// repository's pack list names (`packs`; registered by [`open`]).
 fn parse_cached(s: &Session, f: SourceFile) -> bool {
     let content = f.hash(&s.db);
     s.cache
@@ -109,7 +109,7 @@ fn parse_cached(s: &Session, f: SourceFile) -> bool {
         || crate::db::Db::env(&s.db).packs.contains(&s.cache, content)
 }
 
-/// A session whose database can read the parse packs the repositories' memos name.
+/// A session whose database can read the parse packs the repositories' pack lists name.
 fn open(cfg: &Config) -> Result<Session> {
     let s = Session::open(cfg)?;
     for rc in &s.cfg.repos {

@@ -148,22 +148,24 @@ pub fn declared_dependencies(
 
 /// `python_requires` of a `setup.cfg`'s `[options]`.
 fn setup_cfg_python_requires(text: &str) -> Option<String> {
-    let mut in_options = false;
-    for line in text.lines() {
+    section_lines(text, "[options]").find_map(|line| {
+        let (key, value) = line.trim().split_once(['=', ':'])?;
+        (key.trim() == "python_requires" && !value.trim().is_empty())
+            .then(|| value.trim().to_owned())
+    })
+}
+
+/// The lines of a `setup.cfg` section (`header`, such as `[options]`), as written.
+fn section_lines<'t>(text: &'t str, header: &'t str) -> impl Iterator<Item = &'t str> {
+    let mut inside = false;
+    text.lines().filter(move |line| {
         let trimmed = line.trim();
         if trimmed.starts_with('[') {
-            in_options = trimmed == "[options]";
-            continue;
+            inside = trimmed == header;
+            return false;
         }
-        if in_options
-            && let Some((key, value)) = trimmed.split_once(['=', ':'])
-            && key.trim() == "python_requires"
-            && !value.trim().is_empty()
-        {
-            return Some(value.trim().to_owned());
-        }
-    }
-    None
+        inside
+    })
 }
 
 /// `[project] dependencies` and Poetry's dependency table.
@@ -213,14 +215,9 @@ fn pyproject_optional(doc: &toml::Table) -> Vec<String> {
 /// The requirements of `setup.cfg`'s `[options.extras_require]`, every extra.
 fn setup_cfg_extras(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut inside = false;
-    for line in text.lines() {
+    for line in section_lines(text, "[options.extras_require]") {
         let trimmed = line.trim();
-        if trimmed.starts_with('[') {
-            inside = trimmed == "[options.extras_require]";
-            continue;
-        }
-        if !inside || trimmed.is_empty() || trimmed.starts_with(['#', ';']) {
+        if trimmed.is_empty() || trimmed.starts_with(['#', ';']) {
             continue;
         }
         // `extra = req` or a continuation line holding one requirement.

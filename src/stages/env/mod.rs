@@ -204,8 +204,6 @@ pub fn run(
         if let Some(why) = declared.python_unmet(&interpreter.version) {
             let unmet = builder.unsupported(&declared, &inferred, why.clone());
             stage.record(&checkout.name, unmet, output, why)?;
-            // Recorded as failed; nothing was installed.
-            stage.counts.executed -= 1;
             bar.inc(1);
             continue;
         }
@@ -424,7 +422,10 @@ impl EnvStage {
     /// Records a repository's environment: its line, its log, its failure.
     /// Records a repository's environment; `failed`: the reason a failed one is recorded with.
     fn record(&mut self, repo: &str, built: Env, output: &Path, failed: String) -> Result<()> {
-        self.counts.executed += u64::from(!built.cached);
+        // An environment without a folder (`EnvBuilder::unsupported`) was neither built nor
+        // read: it is only failed.
+        let installed = !built.dir.as_os_str().is_empty();
+        self.counts.executed += u64::from(!built.cached && installed);
         self.counts.cached += u64::from(built.cached);
         let log = format!("logs/env-{repo}.log");
         write_if_changed(&output.join(&log), built.record.log.as_bytes())?;
