@@ -509,6 +509,7 @@ struct EnvOptions {
     infer_imports: Option<bool>,
     timeout_seconds: Option<u64>,
     system_site_packages: Option<bool>,
+    install_project: Option<bool>,
 }
 
 /// How environments are created.
@@ -536,6 +537,9 @@ pub struct EnvConfig {
     /// Let environments see the interpreter's own packages (for offline machines that have
     /// `coverage` and the dependencies installed already).
     pub system_site_packages: bool,
+    /// Build the repository as a wheel with its own build backend and install it on top of
+    /// its environment (its metadata, entry points and built extensions), as its users get it.
+    pub install_project: bool,
     /// Index and certificate settings passed to installers (`PIP_INDEX_URL`, `UV_INDEX_URL`,
     /// `PIP_EXTRA_INDEX_URL`, `UV_EXTRA_INDEX_URL`, `SSL_CERT_FILE`, proxies), by name.
     pub passthrough: Vec<(String, String)>,
@@ -575,6 +579,7 @@ impl EnvOptions {
             infer_imports: self.infer_imports.unwrap_or(true),
             timeout_seconds: self.timeout_seconds.unwrap_or(900),
             system_site_packages: self.system_site_packages.unwrap_or(false),
+            install_project: self.install_project.unwrap_or(true),
             passthrough: PASSTHROUGH
                 .iter()
                 .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))

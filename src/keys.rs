@@ -130,6 +130,27 @@ impl ActionKey for EnvKey {
     const BUCKET: Bucket = Bucket::Envs;
 }
 
+/// Stage `env`, the project layer: the repository built as a wheel by its own build backend
+/// and installed on top of its environment (`stages::env::project`). Keyed on what the build
+/// reads, never on the pure-Python sources (they are overlaid from the checkout at run time, so
+/// that a body edit rebuilds nothing).
+#[derive(Clone, Debug, Serialize)]
+pub struct ProjectKey {
+    /// The layer's format: what is built, how it is stripped and what its record holds.
+    pub format: u32,
+    /// The environment it is installed on (its `EnvKey`'s hash): its interpreter, installer
+    /// and dependencies.
+    pub env: String,
+    /// The files the build reads, each with its content hash, sorted by path: the build
+    /// declarations (`pyproject.toml`, `setup.py`, `setup.cfg`, `PKG-INFO`, `MANIFEST.in`,
+    /// build hooks), an in-tree backend's folder, and extension sources (C, C++, Cython, Rust).
+    pub inputs: Vec<(String, Hash)>,
+}
+
+impl ActionKey for ProjectKey {
+    const BUCKET: Bucket = Bucket::Projects;
+}
+
 /// What a function's results depend on of its code and its environment: its own code and its
 /// slice's, the code that runs when its module is imported, and the environment's lock.
 /// Positions, comments and unrelated functions do not count.
@@ -149,6 +170,9 @@ pub struct CodeKey {
     /// The environment's lock hash (its `pip freeze`): a rebuilt environment with other
     /// packages is another key.
     pub env_lock: String,
+    /// The project layer's key (`ProjectKey`'s hash), empty without one: the project built
+    /// otherwise (another backend, a new version, changed extensions) is another key.
+    pub project: String,
 }
 
 /// The settings of a sandbox that shape what code run in it does.

@@ -440,6 +440,27 @@ pub struct EnvLine {
     pub lock: Vec<String>,
     /// The installation log, relative to the folder of this file.
     pub log: String,
+    /// The project itself, built and installed on top (`stages::env::project`); absent when
+    /// it is not a buildable project or `[env] install_project` is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<ProjectLine>,
+}
+
+/// The project layer of an `envs.jsonl` line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProjectLine {
+    /// Its key (`keys::ProjectKey`'s hash): its folder in the cache.
+    pub key: String,
+    /// `installed`, or `partial` (not built: the source with generated metadata; `reason`).
+    pub outcome: crate::stages::env::project::ProjectOutcome,
+    pub name: Option<String>,
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// How many of its modules come from the checkout at run time.
+    pub overlaid: u32,
+    /// The build's log, relative to the folder of this file.
+    pub log: String,
 }
 
 /// A failure of a refinement, as `harnesses.jsonl` records it.

@@ -457,3 +457,160 @@ fn a_project_that_does_not_support_the_interpreter_is_a_recorded_failure() {
     assert_eq!(second["stages"]["env"]["executed"], 1, "{second}");
     assert_eq!(second["stages"]["env"]["failed"], 0, "{second}");
 }
+
+/// A project built by its own PEP 517 backend (in the tree: `backend-path`), which makes one
+/// module itself (`pkg/_generated.py`) and declares an entry point.
+const INSTALLED_PROJECT: &str = r#"
+//- pyproject.toml
+[build-system]
+requires = []
+build-backend = "tinybackend"
+backend-path = ["_backend"]
+
+[project]
+name = "pkg"
+version = "1.5"
+//- _backend/tinybackend.py
+import os, zipfile
+
+NAME, VERSION = "pkg", "1.5"
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    if os.path.exists("BREAK_THE_BUILD"):
+        raise RuntimeError("this backend is broken on purpose")
+    wheel = f"{NAME}-{VERSION}-py3-none-any.whl"
+    info = f"{NAME}-{VERSION}.dist-info"
+    files = {}
+    for folder, _, names in os.walk("pkg"):
+        for n in names:
+            if n.endswith(".py"):
+                path = os.path.join(folder, n)
+                files[path] = open(path, "rb").read()
+    files["pkg/_generated.py"] = b"BUILT = 'by the backend'\n"
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n".encode()
+    files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: tiny\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/entry_points.txt"] = b"[console_scripts]\npkg-tool = pkg.core:describe\n"
+    record = "".join(f"{p},,\n" for p in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(os.path.join(wheel_directory, wheel), "w") as z:
+        for path, data in files.items():
+            z.writestr(path, data)
+        z.writestr(f"{info}/RECORD", record)
+    return wheel
+//- pkg/__init__.py
+//- pkg/core.py
+import importlib.metadata
+
+
+def describe(word):
+    """The word, with the installed version of this project and what its build made."""
+    from pkg import _generated
+
+    tools = [e.name for e in importlib.metadata.entry_points(group="console_scripts") if e.value.startswith("pkg.")]
+    return f"{word} {importlib.metadata.version('pkg')} {_generated.BUILT} {tools}"
+"#;
+
+/// The lines of an output file, as JSON.
+fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The project is built as a wheel by its own backend and installed on top of its environment:
+/// its functions see its metadata, entry points and what its build made; its own modules are
+/// left to the checkout (a candidate never finds the original there); a body edit rebuilds
+/// nothing; a build that fails falls back to generated metadata, recorded as `partial`.
+#[test]
+fn the_project_is_installed_as_a_wheel_with_its_metadata_and_what_its_build_made() {
+    let p = Project::new(
+        INSTALLED_PROJECT,
+        "[extract]\nconnectivity = false\n\n[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n",
+    );
+    let build = || common::offline_build(p.path());
+    let first = build();
+    assert_eq!(first["stages"]["env"]["failed"], 0, "{first}");
+    let out = p.path().join("out");
+    let env = &json_lines(&out.join("envs.jsonl"))[0];
+    let project = &env["project"];
+    let log = std::fs::read_to_string(out.join(project["log"].as_str().unwrap())).unwrap();
+    assert_eq!(project["outcome"], "installed", "{env}\n{log}");
+    assert_eq!(env["outcome"], "ok", "{env}");
+    assert_eq!(project["name"], "pkg");
+    assert_eq!(project["version"], "1.5");
+    assert_eq!(
+        project["overlaid"], 2,
+        "pkg/__init__.py and pkg/core.py: {env}"
+    );
+
+    // The layer holds the metadata and the generated module, never the checkout's modules.
+    let site = p
+        .path()
+        .join("cache")
+        .join(r2e::cache::Bucket::Projects.folder())
+        .join(project["key"].as_str().unwrap())
+        .join("site");
+    assert!(site.join("pkg-1.5.dist-info/METADATA").is_file());
+    assert!(site.join("pkg/_generated.py").is_file());
+    assert!(
+        !site.join("pkg/core.py").exists() && !site.join("pkg/__init__.py").exists(),
+        "the original's source must not be reachable through the layer"
+    );
+
+    // The function ran with the installed metadata: its recorded outcomes hold the version,
+    // the generated module's text and the entry point.
+    let harnesses = json_lines(&out.join("harnesses.jsonl"));
+    let h = harnesses
+        .iter()
+        .find(|h| h["id"].as_str().unwrap().ends_with("describe"))
+        .unwrap();
+    assert_eq!(h["valid"], true, "{h}");
+    let dataset = std::fs::read_to_string(out.join("dataset.jsonl")).unwrap();
+    assert!(
+        dataset.contains("1.5 by the backend ['pkg-tool']"),
+        "the reference saw the installed project: {dataset}"
+    );
+
+    // A body edit: the same layer (no rebuild), the candidate validated again.
+    let record = site.parent().unwrap().join("record");
+    let built_at = std::fs::metadata(&record).unwrap().modified().unwrap();
+    let core = std::fs::read_to_string(p.path().join("repo/pkg/core.py")).unwrap();
+    p.write(
+        "pkg/core.py",
+        &core.replace("return f\"{word} ", "return f\"{word}! "),
+    );
+    let second = build();
+    let env2 = &json_lines(&out.join("envs.jsonl"))[0];
+    assert_eq!(env2["project"]["key"], project["key"], "{second}");
+    assert_eq!(
+        std::fs::metadata(&record).unwrap().modified().unwrap(),
+        built_at,
+        "the layer was not rebuilt"
+    );
+    assert_eq!(second["stages"]["validate"]["executed"], 1, "{second}");
+
+    // A build that fails: the source with generated metadata, `partial`, with the reason.
+    p.write("BREAK_THE_BUILD", "");
+    p.write(
+        "pyproject.toml",
+        &std::fs::read_to_string(p.path().join("repo/pyproject.toml"))
+            .unwrap()
+            .replace("version = \"1.5\"", "version = \"2.0\""),
+    );
+    build();
+    let env3 = &json_lines(&out.join("envs.jsonl"))[0];
+    assert_eq!(env3["project"]["outcome"], "partial", "{env3}");
+    assert_eq!(env3["outcome"], "partial", "{env3}");
+    let reason = env3["project"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("could not be built") && reason.contains("broken on purpose"),
+        "{reason}"
+    );
+    assert_eq!(env3["project"]["version"], "2.0", "{env3}");
+}

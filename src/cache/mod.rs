@@ -57,6 +57,9 @@ pub enum Bucket {
     Answer,
     /// Environments: `<key>/venv` and its sealed record (`keys::EnvKey`).
     Envs,
+    /// Project layers: a repository built as a wheel and installed into `<key>/site`, with
+    /// its sealed record (`keys::ProjectKey`, `stages::env::project`).
+    Projects,
     /// Commits of git repositories checked out to run code from.
     Trees,
     /// Git mirrors, by URL.
@@ -94,7 +97,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 18] = [
+    pub const ALL: [Bucket; 19] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
@@ -104,6 +107,7 @@ impl Bucket {
         Bucket::Check,
         Bucket::Answer,
         Bucket::Envs,
+        Bucket::Projects,
         Bucket::Trees,
         Bucket::Git,
         Bucket::Stat,
@@ -128,6 +132,7 @@ impl Bucket {
             Bucket::Check => ("check", Some(3)),
             Bucket::Answer => ("answer", Some(1)),
             Bucket::Envs => ("envs", Some(3)),
+            Bucket::Projects => ("projects", Some(1)),
             Bucket::Trees => ("trees", Some(1)),
             Bucket::Git => ("git", Some(1)),
             Bucket::Stat => ("stat", Some(2)),
@@ -153,7 +158,9 @@ impl Bucket {
             | Bucket::Answer
             | Bucket::Stat
             | Bucket::Analysis => Layout::Entries,
-            Bucket::Envs | Bucket::Trees | Bucket::Git | Bucket::Tools => Layout::Folders,
+            Bucket::Envs | Bucket::Projects | Bucket::Trees | Bucket::Git | Bucket::Tools => {
+                Layout::Folders
+            }
             Bucket::UvCache | Bucket::PipCache => Layout::Whole,
             Bucket::Scratch | Bucket::Roots => Layout::Kept,
         }
@@ -250,7 +257,12 @@ impl Cache {
     /// many it removed.
     pub fn remove_leftovers(&self) -> usize {
         let mut removed = 0;
-        for bucket in [Bucket::Scratch, Bucket::Envs, Bucket::Tools] {
+        for bucket in [
+            Bucket::Scratch,
+            Bucket::Envs,
+            Bucket::Projects,
+            Bucket::Tools,
+        ] {
             let Ok(entries) = std::fs::read_dir(self.path(bucket)) else {
                 continue;
             };

@@ -40,8 +40,9 @@ def _warm(jobs: list[dict]):
     # What every run imports: the runner's and the equivalence helper's own modules.
     import unittest  # noqa: F401
 
-    import r2e_equiv  # noqa: F401
+    import r2e_equiv
 
+    r2e_equiv.use_project_layer()
     prepared = None
     sources = sorted({r2e_runner.resolve(job, "source_file") for job in jobs if job.get("coverage")} - {None})
     if sources:

@@ -237,6 +237,40 @@ class CandidateFinder:
         )
 
 
+class ProjectOverlay:
+    """The project layer (R2E_PROJECT: the repository built as a wheel and installed, its
+    modules stripped) behind the checkout: a package the checkout holds also searches its folder
+    in the layer, for what only the build made (built extensions, generated modules)."""
+
+    def __init__(self, site_dir: str):
+        self.site_dir = site_dir
+
+    def find_spec(self, fullname, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.submodule_search_locations is None:
+            return spec
+        extra = os.path.join(self.site_dir, *fullname.split("."))
+        if os.path.isdir(extra) and extra not in list(spec.submodule_search_locations):
+            spec.submodule_search_locations.append(extra)
+        return spec
+
+
+def use_project_layer() -> None:
+    """Puts the project layer (if the job has one) on sys.path after the environment's packages,
+    its .pth files read, and the overlay of its packages in place. Idempotent."""
+    site_dir = os.environ.get("R2E_PROJECT")
+    if not site_dir or any(isinstance(f, ProjectOverlay) for f in sys.meta_path):
+        return
+    import site
+
+    site.addsitedir(site_dir)
+    index = next(
+        (i for i, f in enumerate(sys.meta_path) if f is importlib.machinery.PathFinder),
+        len(sys.meta_path),
+    )
+    sys.meta_path.insert(index, ProjectOverlay(site_dir))
+
+
 def install_candidate(module: str, path: str) -> None:
     """From now on, importing `module` executes the candidate file `path`."""
     sys.meta_path.insert(0, CandidateFinder(module, path))

@@ -57,6 +57,8 @@ def explore(request: dict) -> dict:
     sys.dont_write_bytecode = True
     import r2e_equiv
 
+    r2e_equiv.use_project_layer()
+
     try:
         return Explorer(request, r2e_equiv).run()
     except ExploreError as exc:

@@ -298,6 +298,8 @@ def run(request: dict, prepared: Coverage | None = None) -> dict:
     mode = request.get("mode")
     import r2e_equiv
 
+    r2e_equiv.use_project_layer()
+
     if mode:
         os.environ["R2E_MODE"] = mode
         os.environ.pop("R2E_CANDIDATE_FILE", None)

@@ -221,6 +221,7 @@ pub fn prepare(
             .as_ref()
             .map(|e| e.record.lock_hash.clone())
             .unwrap_or_default(),
+        project: env.as_ref().map(|e| e.project_key()).unwrap_or_default(),
     };
     let ctx = db::context_of(db, item, inputs.settings);
     let source = db::source_text(db, file).clone().map_err(Error::env)?;

@@ -102,6 +102,7 @@ mod tests {
             slice: Vec::new(),
             import_time: Hash::of_bytes(b""),
             env_lock: String::new(),
+            project: String::new(),
         };
         let explorer = ExplorerSettings {
             budget: 10,

@@ -71,6 +71,9 @@ pub struct Runtime {
     pub repo: PathBuf,
     /// The interpreter's installation, when the system's software does not hold it.
     pub interpreter: Vec<PathBuf>,
+    /// The project layer's folder (`stages::env::project`), put on `sys.path` after the
+    /// environment's packages.
+    pub project: Option<PathBuf>,
 }
 
 impl Runtime {
@@ -78,6 +81,7 @@ impl Runtime {
     pub fn readonly(&self) -> Vec<PathBuf> {
         let mut out = vec![self.env.clone(), self.repo.clone()];
         out.extend(self.interpreter.iter().cloned());
+        out.extend(self.project.iter().cloned());
         out
     }
 
@@ -88,6 +92,7 @@ impl Runtime {
             env: "/env".into(),
             repo: "/repo".into(),
             interpreter: Vec::new(),
+            project: None,
         }
     }
 
@@ -101,6 +106,7 @@ impl Runtime {
             (cache.to_path_buf(), "<cache>"),
         ];
         out.extend(self.interpreter.iter().map(|p| (p.clone(), "<python>")));
+        out.extend(self.project.iter().map(|p| (p.clone(), "<project>")));
         out
     }
 }
@@ -196,7 +202,12 @@ pub fn run_script<Q: Serialize, A: DeserializeOwned>(
             path_arg("request.json"),
             path_arg("out.json"),
         ],
-        env: vec![],
+        // The project layer, for `r2e_equiv.use_project_layer` (which `-I` leaves to read).
+        env: runtime
+            .project
+            .iter()
+            .map(|p| ("R2E_PROJECT".to_owned(), p.to_string_lossy().into_owned()))
+            .collect(),
         scratch: dir.to_path_buf(),
         writable: vec![],
         readonly: runtime.readonly(),

@@ -506,6 +506,7 @@ mod tests {
             slice: Vec::new(),
             import_time: crate::hash::Hash::of_bytes(b""),
             env_lock: String::new(),
+            project: String::new(),
         };
         let out = generator
             .run(

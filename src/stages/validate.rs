@@ -428,6 +428,7 @@ mod tests {
             slice: Vec::new(),
             import_time: Hash::of_bytes(b""),
             env_lock: "lock".into(),
+            project: String::new(),
         }
     }
 

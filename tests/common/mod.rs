@@ -190,11 +190,13 @@ pub fn wheelhouse() -> &'static Path {
         std::fs::create_dir_all(&dir).unwrap();
         let lock = std::fs::File::create(dir.join(".lock")).unwrap();
         lock.lock().unwrap();
-        let pin = r2e::stages::env::COVERAGE;
-        let version = pin.split("==").nth(1).unwrap();
+        // The pinned coverage.py every environment gets, and the build backend of the
+        // examples (the project layer builds them as wheels).
+        for pin in [r2e::stages::env::COVERAGE, SETUPTOOLS] {
+        let (dist, version) = pin.split_once("==").unwrap();
         let have = std::fs::read_dir(&dir).unwrap().flatten().any(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            name.starts_with(&format!("coverage-{version}-")) && name.ends_with(".whl")
+            name.starts_with(&format!("{dist}-{version}-")) && name.ends_with(".whl")
         });
         if !have {
             let out = std::process::Command::new("python3")
@@ -211,9 +213,13 @@ pub fn wheelhouse() -> &'static Path {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
+        }
         dir
     })
 }
+
+/// The setuptools the offline tests' wheelhouse holds, for projects built with it.
+pub const SETUPTOOLS: &str = "setuptools==80.9.0";
 
 /// An interpreter with the pinned coverage.py, for tests that run r2e's Python directly: a
 /// virtualenv made once per machine from `python3`, installed from the [`wheelhouse`].

@@ -17,7 +17,7 @@ use crate::stages::jobs::redact;
 
 /// Why an installer's failure may pass (the network, the index, a timeout, a full disk, no
 /// memory), from its output; `None` when it is the repository's.
-fn transient(outcome: &Outcome) -> Option<&'static str> {
+pub(super) fn transient(outcome: &Outcome) -> Option<&'static str> {
     if outcome.exit == Exit::Timeout {
         return Some("the installation timed out");
     }
@@ -282,12 +282,17 @@ pub struct EnvBuilder<'a> {
 pub(super) const RECORD: &str = "record";
 
 /// One environment being built in a temporary folder: its log and the steps run so far.
-struct Building<'a> {
-    builder: &'a EnvBuilder<'a>,
-    tmp: PathBuf,
-    venv: PathBuf,
-    python: PathBuf,
-    log: String,
+pub(super) struct Building<'a> {
+    pub(super) builder: &'a EnvBuilder<'a>,
+    pub(super) tmp: PathBuf,
+    pub(super) venv: PathBuf,
+    pub(super) python: PathBuf,
+    pub(super) log: String,
+    /// What its steps read besides the installer's mounts (the environment a project layer is
+    /// built on).
+    pub(super) readonly: Vec<PathBuf>,
+    /// The name its log gives the folder it builds in (`<env>`, `<project>`).
+    pub(super) label: &'static str,
 }
 
 /// What a finished build holds: its outcome, the packages that failed, its lock, and what its
@@ -296,7 +301,7 @@ type Installed = (EnvOutcome, Vec<String>, Vec<String>, Vec<String>);
 
 /// Why a build stopped before its end: a failure that may pass (never stored), or a finished
 /// environment (possibly failed, which is stored).
-enum Stop {
+pub(super) enum Stop {
     Transient(String),
     Error(Error),
 }
@@ -309,9 +314,9 @@ impl From<Error> for Stop {
 
 impl Building<'_> {
     /// The log, with this machine's paths replaced by names.
-    fn redacted_log(&self) -> String {
+    pub(super) fn redacted_log(&self) -> String {
         let cache = self.builder.cache.root().to_path_buf();
-        let mut paths = vec![(self.tmp.clone(), "<env>"), (cache, "<cache>")];
+        let mut paths = vec![(self.tmp.clone(), self.label), (cache, "<cache>")];
         paths.extend(
             self.builder
                 .interpreter
@@ -323,7 +328,7 @@ impl Building<'_> {
     }
 
     /// Runs one installation step in the sandbox (network on), appending to the log.
-    fn run(&mut self, program: &Path, args: Vec<String>) -> Result<Outcome> {
+    pub(super) fn run(&mut self, program: &Path, args: Vec<String>) -> Result<Outcome> {
         let b = self.builder;
         let mut env = b.cfg.passthrough.clone();
         env.push(("UV_PYTHON_DOWNLOADS".into(), "never".into()));
@@ -353,7 +358,11 @@ impl Building<'_> {
             env,
             scratch: self.tmp.join("scratch"),
             writable: vec![self.tmp.clone(), uv_cache, pip_cache],
-            readonly: b.installer_mounts(),
+            readonly: b
+                .installer_mounts()
+                .into_iter()
+                .chain(self.readonly.iter().cloned())
+                .collect(),
             hidden: vec![],
             network: true,
             limits: install_limits(b.cfg),
@@ -426,7 +435,7 @@ impl Building<'_> {
     }
 
     /// Whether the package index answers at all: a failure while it does not may pass.
-    fn index_down(&mut self) -> Result<bool> {
+    pub(super) fn index_down(&mut self) -> Result<bool> {
         let passthrough = &self.builder.cfg.passthrough;
         if passthrough
             .iter()
@@ -643,6 +652,7 @@ impl EnvBuilder<'_> {
             dir: PathBuf::new(),
             mounts: Vec::new(),
             cached: false,
+            project: None,
         }
     }
 
@@ -669,6 +679,7 @@ impl EnvBuilder<'_> {
                         mounts: self.interpreter.mounts(),
                         dir,
                         cached: true,
+                        project: None,
                     });
                 }
                 Err(why) => {
@@ -690,6 +701,8 @@ impl EnvBuilder<'_> {
             venv,
             tmp,
             log: String::new(),
+            readonly: Vec::new(),
+            label: "<env>",
         };
         let built = self.install_all(&mut b, declared, inferred, optional);
         let (outcome, failed, lock, installed) = match built {
@@ -734,6 +747,7 @@ impl EnvBuilder<'_> {
             dir,
             mounts: self.interpreter.mounts(),
             cached: false,
+            project: None,
         })
     }
 

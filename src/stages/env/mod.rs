@@ -21,6 +21,7 @@
 
 mod build;
 mod declared;
+pub mod project;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -36,7 +37,7 @@ use crate::cache::{ActionKey, Bucket, Cache, write_atomic, write_if_changed};
 use crate::config::Config;
 use crate::error::{Error, Result};
 pub use crate::records::EnvOutcome;
-use crate::records::{EnvLine, FailureRecord, StageCounts};
+use crate::records::{EnvLine, FailureRecord, ProjectLine, StageCounts};
 use crate::sandbox::{Job, Limits, Sandbox};
 use crate::stages::checkout::Checkout;
 use crate::stages::jobs::Runtime;
@@ -72,6 +73,9 @@ pub struct Env {
     pub mounts: Vec<PathBuf>,
     /// Whether it came from the cache.
     pub cached: bool,
+    /// The repository's project layer on it (`project`): none when it is not a buildable
+    /// project or `[env] install_project` is off.
+    pub project: Option<project::ProjectLayer>,
 }
 
 impl Env {
@@ -82,7 +86,16 @@ impl Env {
             env: self.dir.clone(),
             repo: root.to_path_buf(),
             interpreter: self.mounts.clone(),
+            project: self.project.as_ref().map(|p| p.site.clone()),
         }
+    }
+
+    /// The project layer's key, empty without one (`CodeKey::project`).
+    pub fn project_key(&self) -> String {
+        self.project
+            .as_ref()
+            .map(|p| p.record.key.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -208,25 +221,26 @@ pub fn run(
             continue;
         }
         match working_env(&builder, &declared, &inferred) {
-            Ok(built) => stage.record(
-                &checkout.name,
-                built,
-                output,
-                "the environment could not be created".into(),
-            )?,
+            Ok(mut built) => {
+                if built.record.outcome != EnvOutcome::Failed {
+                    bar.set_message(format!("{} (the project)", checkout.name));
+                    let root = checkout.materialize(cache)?;
+                    match builder.project(&built, &root, &checkout.masked) {
+                        Ok(layer) => built.project = layer,
+                        // The functions run without the layer (another code key).
+                        Err(e) => stage.may_pass(&checkout.name, &e),
+                    }
+                }
+                stage.record(
+                    &checkout.name,
+                    built,
+                    output,
+                    "the environment could not be created".into(),
+                )?
+            }
             Err(e) => {
-                // May pass: reported, never cached; the next build tries again.
                 stage.counts.failed += 1;
-                stage
-                    .transient
-                    .push(format!("repo `{}`: {e}", checkout.name));
-                stage.failures.push(FailureRecord {
-                    repo: checkout.name.clone(),
-                    path: None,
-                    stage: "env".into(),
-                    reason: e.to_string(),
-                    log: None,
-                });
+                stage.may_pass(&checkout.name, &e);
             }
         }
         bar.inc(1);
@@ -419,6 +433,19 @@ fn working_env(builder: &EnvBuilder, declared: &Declared, inferred: &[String]) -
 }
 
 impl EnvStage {
+    /// A failure that may pass (the index, a timeout, a full disk): reported, never cached;
+    /// the build exits 1 after writing what it could, and the next build tries again.
+    fn may_pass(&mut self, repo: &str, e: &Error) {
+        self.transient.push(format!("repo `{repo}`: {e}"));
+        self.failures.push(FailureRecord {
+            repo: repo.to_owned(),
+            path: None,
+            stage: "env".into(),
+            reason: e.to_string(),
+            log: None,
+        });
+    }
+
     /// Records a repository's environment: its line, its log, its failure.
     /// Records a repository's environment; `failed`: the reason a failed one is recorded with.
     fn record(&mut self, repo: &str, built: Env, output: &Path, failed: String) -> Result<()> {
@@ -439,11 +466,34 @@ impl EnvStage {
                 log: Some(log.clone()),
             });
         }
+        let project = match &built.project {
+            Some(layer) => {
+                let log = format!("logs/project-{repo}.log");
+                write_if_changed(&output.join(&log), layer.record.log.as_bytes())?;
+                Some(ProjectLine {
+                    key: layer.record.key.clone(),
+                    outcome: layer.record.outcome,
+                    name: layer.record.name.clone(),
+                    version: layer.record.version.clone(),
+                    reason: layer.record.reason.clone(),
+                    overlaid: layer.record.overlaid,
+                    log,
+                })
+            }
+            None => None,
+        };
         let r = &built.record;
+        // A project that could not be built leaves its environment only partial.
+        let outcome = match (&project, r.outcome) {
+            (Some(p), EnvOutcome::Ok) if p.outcome == project::ProjectOutcome::Partial => {
+                EnvOutcome::Partial
+            }
+            (_, outcome) => outcome,
+        };
         self.lines.push(EnvLine {
             repo: repo.to_owned(),
             env_key: r.key.clone(),
-            outcome: r.outcome,
+            outcome,
             installer: r.installer.clone(),
             python_version: r.python_version.clone(),
             declared: r.declared.clone(),
@@ -452,6 +502,7 @@ impl EnvStage {
             lock_hash: r.lock_hash.clone(),
             lock: r.lock.clone(),
             log,
+            project,
         });
         self.envs.insert(repo.to_owned(), Arc::new(built));
         Ok(())
@@ -541,6 +592,18 @@ pub fn runtime_of(cache: &Cache, line: &EnvLine, root: &Path) -> Option<Runtime>
     let base = std::fs::canonicalize(&python)
         .ok()
         .and_then(|real| real.parent()?.parent().map(Path::to_path_buf));
+    // Its project layer, when the build made one and the cache still holds it.
+    let project = match &line.project {
+        Some(p) => {
+            let site = project::layer_site(cache, &p.key);
+            if !site.is_dir() {
+                return None;
+            }
+            cache.note_use(site.parent().expect("a layer's site is in its folder"));
+            Some(site)
+        }
+        None => None,
+    };
     Some(Runtime {
         python,
         env: dir,
@@ -549,6 +612,7 @@ pub fn runtime_of(cache: &Cache, line: &EnvLine, root: &Path) -> Option<Runtime>
             .and_then(|b| crate::sandbox::local::outside_system(&b))
             .into_iter()
             .collect(),
+        project,
     })
 }
 
