@@ -186,6 +186,13 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
             e.repo
         ));
     }
+    if let Some(e) = env
+        .iter()
+        .find(|e| e.project.as_ref().is_some_and(|p| p.would_build))
+    {
+        up_to_date = false;
+        reasons.push(format!("the project of repo `{}` would be built", e.repo));
+    }
     // What the analysis stages would run, found as the build finds it (the changed files
     // parsed and extracted, the persisted analysis read; nothing stored).
     let analysis = if up_to_date {
@@ -329,6 +336,18 @@ pub fn status_text(v: &Status) -> String {
             out.push_str(&format!(" (changed: {})", e.changed.join("; ")));
         }
         out.push('\n');
+        if let Some(p) = &e.project {
+            let what = if p.would_build {
+                "would be built"
+            } else {
+                "is in the cache"
+            };
+            out.push_str(&format!("project, repo `{}`: {what}", e.repo));
+            if let Some(why) = &p.changed {
+                out.push_str(&format!(" ({why})"));
+            }
+            out.push('\n');
+        }
     }
     if v.up_to_date {
         out.push_str("up to date: a build would run nothing\n");

@@ -595,6 +595,27 @@ fn the_project_is_installed_as_a_wheel_with_its_metadata_and_what_its_build_made
     );
     assert_eq!(second["stages"]["validate"]["executed"], 1, "{second}");
 
+    // `status` sees the layer; then, with what the build reads changed, that it would build.
+    let status = || {
+        let out = Command::cargo_bin("r2e")
+            .unwrap()
+            .args(["status", "--json"])
+            .current_dir(p.path())
+            .envs(common::offline_env())
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        serde_json::from_slice::<serde_json::Value>(&out).unwrap()
+    };
+    let before = status();
+    assert_eq!(
+        before["env"][0]["project"]["would_build"], false,
+        "{before}"
+    );
+    assert_eq!(before["env"][0]["project"]["key"], project["key"]);
+
     // A build that fails: the source with generated metadata, `partial`, with the reason.
     p.write("BREAK_THE_BUILD", "");
     p.write(
@@ -602,6 +623,15 @@ fn the_project_is_installed_as_a_wheel_with_its_metadata_and_what_its_build_made
         &std::fs::read_to_string(p.path().join("repo/pyproject.toml"))
             .unwrap()
             .replace("version = \"1.5\"", "version = \"2.0\""),
+    );
+    let after = status();
+    assert_eq!(after["env"][0]["project"]["would_build"], true, "{after}");
+    assert!(
+        after["env"][0]["project"]["changed"]
+            .as_str()
+            .unwrap()
+            .contains("what its build reads"),
+        "{after}"
     );
     build();
     let env3 = &json_lines(&out.join("envs.jsonl"))[0];

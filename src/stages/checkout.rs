@@ -152,6 +152,16 @@ impl Checkout {
         }
     }
 
+    /// The folder [`Checkout::materialize`] gives, when it exists already (nothing checked out:
+    /// for `r2e status`).
+    pub fn root_if_present(&self, cache: &Cache) -> Option<PathBuf> {
+        let dir = match &self.reader {
+            Reader::Dir(root) => root.clone(),
+            Reader::Git(..) => cache.path(Bucket::Trees).join(&self.identity),
+        };
+        dir.is_dir().then_some(dir)
+    }
+
     /// A folder holding the repository's files, to run its code from: the folder itself for a
     /// `path` repo; for a `git` repo, its commit checked out once into the cache.
     pub fn materialize(&self, cache: &Cache) -> Result<PathBuf> {

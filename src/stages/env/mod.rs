@@ -286,6 +286,62 @@ pub struct EnvPlan {
     /// What changed since the last build's environment of the repository (its `envs.jsonl`
     /// line): the inputs of the key that differ, each named, or that there was none.
     pub changed: Vec<String>,
+    /// Its project layer, when it is a buildable project (`project`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<ProjectPlan>,
+}
+
+/// What a build would do of a repository's project layer (`r2e status`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ProjectPlan {
+    /// Whether a build would build it: the cache has no layer for its key.
+    pub would_build: bool,
+    /// The layer key's hash.
+    pub key: String,
+    /// Why it would be built, when it would.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed: Option<String>,
+}
+
+/// The project layer a build would use for a repository whose environment has the key
+/// `env_key`: `None` when it has none, or its files are not checked out yet (nothing is
+/// checked out for a plan).
+fn project_plan(
+    cfg: &Config,
+    cache: &Cache,
+    checkout: &Checkout,
+    env_key: &str,
+    last: Option<&EnvLine>,
+) -> Option<ProjectPlan> {
+    if !cfg.env.install_project {
+        return None;
+    }
+    let root = checkout.root_if_present(cache)?;
+    let inputs = project::build_inputs(&root, &checkout.masked)?;
+    let key = crate::keys::ProjectKey {
+        format: project::FORMAT,
+        env: env_key.to_owned(),
+        inputs,
+    }
+    .hash()
+    .to_hex();
+    let would_build = !cache
+        .path(Bucket::Projects)
+        .join(&key)
+        .join("record")
+        .is_file();
+    let changed = would_build.then(|| match last.and_then(|l| l.project.as_ref()) {
+        Some(p) if p.key != key => {
+            "what its build reads (its build declarations, extension sources) or its environment changed".to_owned()
+        }
+        Some(_) => "its key is the same, but the cache has no layer for it".to_owned(),
+        None => "the last build has no project layer for it".to_owned(),
+    });
+    Some(ProjectPlan {
+        would_build,
+        key,
+        changed,
+    })
 }
 
 /// The env stage planned, nothing built or installed: each repository's environment key (its
@@ -305,6 +361,7 @@ pub fn plan(
             .map(|(c, _)| EnvPlan {
                 repo: c.name.clone(),
                 would_build: true,
+                project: None,
                 key: String::new(),
                 changed: vec![
                     "`uv` is not installed yet: a build installs it into the cache first".into(),
@@ -334,9 +391,12 @@ pub fn plan(
                 would_build: false,
                 key,
                 changed: vec![why],
+                project: None,
             });
             continue;
         }
+        let last_line = last.iter().find(|l| l.repo == checkout.name);
+        let project = project_plan(cfg, cache, checkout, &key, last_line);
         let would_build = !cache
             .path(Bucket::Envs)
             .join(&key)
@@ -383,6 +443,7 @@ pub fn plan(
             would_build,
             key,
             changed,
+            project,
         });
     }
     Ok(out)
