@@ -124,6 +124,11 @@ enum Command {
         #[arg(long, hide = true, value_name = "FILE")]
         hold_lock_while: Option<PathBuf>,
     },
+    /// Docker images for the `docker` sandbox backend.
+    Image {
+        #[command(subcommand)]
+        command: ImageCommand,
+    },
     /// Work with built datasets.
     Dataset {
         #[command(subcommand)]
@@ -140,6 +145,17 @@ enum Command {
         /// Print JSON on stdout instead of text.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// Build the base image (the configured interpreter and the pinned coverage.py, from this
+    /// machine's interpreter folder), unless the Docker daemon has it; print its tag.
+    Base {
+        /// The pipeline file (its `[env] python` and cache).
+        #[arg(short, long, default_value = "pipeline.toml")]
+        pipeline: PathBuf,
     },
 }
 
@@ -184,6 +200,23 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let services =
         |cfg: &config::Config| crate::services::Services::for_config(cfg, unsafe_no_sandbox);
     match cli.command {
+        Command::Image {
+            command: ImageCommand::Base { pipeline },
+        } => {
+            let cfg = config::load(&pipeline)?;
+            let services = services(&cfg);
+            let (tag, built) = crate::image::base(&cfg, services.sandbox.as_ref())?;
+            eprintln!(
+                "{}",
+                if built {
+                    "base image built"
+                } else {
+                    "base image present"
+                }
+            );
+            println!("{tag}");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Dataset {
             command:
                 DatasetCommand::Diff {

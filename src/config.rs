@@ -57,6 +57,9 @@ pub enum Backend {
     /// This machine: bubblewrap, rlimits, cgroups.
     #[default]
     Local,
+    /// Containers of the base image (`r2e image base`, made when missing) on the local Docker
+    /// daemon (`sandbox::docker`).
+    Docker,
 }
 
 /// `[sandbox]`: where code from repositories and models runs, and the limits of one job (the
@@ -569,6 +572,26 @@ const PASSTHROUGH: &[&str] = &[
     "PIP_TIMEOUT",
     "UV_HTTP_TIMEOUT",
 ];
+
+impl EnvConfig {
+    /// The local paths the index settings name (a folder of wheels, certificates): what an
+    /// installation must see of this machine to use them.
+    pub fn index_mounts(&self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for (key, value) in &self.passthrough {
+            if key.contains("FIND_LINKS") || key.contains("CERT") {
+                out.extend(
+                    value
+                        .split([' ', ','])
+                        .map(std::path::Path::new)
+                        .filter(|p| p.is_absolute() && p.exists())
+                        .map(std::path::Path::to_path_buf),
+                );
+            }
+        }
+        out
+    }
+}
 
 impl EnvOptions {
     fn resolve(self) -> EnvConfig {

@@ -178,7 +178,7 @@ pub struct CodeKey {
 /// The settings of a sandbox that shape what code run in it does.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct SandboxKey {
-    /// `local` (bubblewrap or none), later `docker`.
+    /// `local` (bubblewrap or none) or `docker`.
     pub backend: &'static str,
     /// Whether code runs isolated (without isolation it sees more of the machine).
     pub isolated: bool,

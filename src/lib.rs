@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod fsutil;
 pub mod hash;
+pub mod image;
 pub mod inspect;
 pub mod keys;
 pub mod llm;

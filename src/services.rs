@@ -9,6 +9,7 @@ use crate::config::{Backend, Config};
 use crate::llm::ModelClient;
 use crate::llm::http::HttpClient;
 use crate::sandbox::Sandbox;
+use crate::sandbox::docker::DockerSandbox;
 use crate::sandbox::local::LocalSandbox;
 
 /// Where code runs and where answers come from.
@@ -25,6 +26,20 @@ impl Services {
     pub fn for_config(cfg: &Config, allow_unsandboxed: bool) -> Services {
         let sandbox: Arc<dyn Sandbox> = match cfg.sandbox.backend {
             Backend::Local => Arc::new(LocalSandbox::new(allow_unsandboxed)),
+            Backend::Docker => {
+                let cfg = cfg.clone();
+                Arc::new(DockerSandbox::lazy(Box::new(move || {
+                    // coverage.py for the image installs in the local sandbox, into the
+                    // cache whose lock the build holds.
+                    let local = LocalSandbox::new(allow_unsandboxed);
+                    let tools = cfg.cache.join(crate::cache::Bucket::Tools.folder());
+                    let ((tag, built), _) = crate::image::base_in(&cfg, &tools, &local)?;
+                    if built {
+                        eprintln!("built the base image {tag}");
+                    }
+                    Ok((crate::sandbox::docker::connect()?, tag))
+                })))
+            }
         };
         Services {
             sandbox,

@@ -60,6 +60,19 @@ def fine(n):
 
 #[test]
 fn hostile_functions_are_contained_and_recorded() {
+    hostile_functions_in("");
+}
+
+/// The same suite with every job in a container of the Docker backend.
+#[test]
+fn hostile_functions_are_contained_and_recorded_in_docker() {
+    if common::docker().is_some() {
+        hostile_functions_in("[sandbox]\nbackend = \"docker\"\n\n");
+    }
+}
+
+/// The suite, with `sandbox` (a `[sandbox]` table, or nothing) in its pipeline.
+fn hostile_functions_in(sandbox: &str) {
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     let sentinel = outside.path().join("owned.txt");
@@ -74,8 +87,10 @@ fn hostile_functions_are_contained_and_recorded() {
     std::fs::write(dir.path().join("repo/hostile.py"), source).unwrap();
     std::fs::write(
         dir.path().join("pipeline.toml"),
-        "[[repo]]\npath = \"repo\"\n\n[extract]\nkeywords = false\n\n[env]\ninstaller = \"pip\"\n\n\
-         [generate]\nbudget = 200\nper_call_timeout_ms = 500\ntime_limit_seconds = 30\n",
+        format!(
+            "[[repo]]\npath = \"repo\"\n\n{sandbox}[extract]\nkeywords = false\n\n[env]\ninstaller = \"pip\"\n\n\
+             [generate]\nbudget = 200\nper_call_timeout_ms = 500\ntime_limit_seconds = 30\n"
+        ),
     )
     .unwrap();
     let summary = common::offline_build(dir.path());

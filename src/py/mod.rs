@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::hash::Hash;
 
+/// The pinned coverage.py every environment (and the docker backend's base image) gets, so
+/// that coverage means the same everywhere.
+pub const COVERAGE: &str = "coverage==7.17.3";
+
 /// The equivalence helper every harness imports.
 pub const EQUIV: (&str, &str) = ("r2e_equiv.py", include_str!("r2e_equiv.py"));
 /// The structural snapshots of values (the runner records them; the explorer identifies

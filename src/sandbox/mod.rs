@@ -7,6 +7,7 @@
 //! answers from a script, for tests that start no process. The engine builds one sandbox per
 //! build from the configuration and hands it to the stages.
 
+pub mod docker;
 pub mod fake;
 pub mod local;
 

@@ -391,3 +391,20 @@ pub fn data_files(out: &Path) -> BTreeMap<String, String> {
     })
     .collect()
 }
+
+/// The machine's Docker daemon, or `None` with a line saying why (a failure under
+/// `R2E_TEST_STRICT=1`, as `.ci/run` sets it, which starts a daemon where none runs).
+pub fn docker() -> Option<r2e::sandbox::docker::Docker> {
+    let found = r2e::sandbox::docker::connect();
+    let why = found
+        .as_ref()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    require(
+        found.is_ok(),
+        &format!("a Docker daemon ({why})"),
+        "install Docker Engine and start it; `.ci/run` does",
+    )
+    .then(|| found.unwrap())
+}

@@ -34,7 +34,7 @@ use super::{Exit, Job, Outcome, Sandbox};
 use crate::error::{Error, Result};
 
 pub use cgroup::leftovers as leftover_cgroups;
-pub use mounts::outside_system;
+pub use mounts::{give_to, outside_system};
 
 /// Output kept per stream; the rest is dropped.
 const OUTPUT_CAP: usize = 4 << 20;
@@ -51,6 +51,10 @@ pub struct LocalSandbox {
     etc: Option<Etc>,
     /// Whether running code without bubblewrap is allowed (`--unsafe-no-sandbox`).
     allow_unsandboxed: bool,
+}
+
+pub fn running_as_root() -> bool {
+    is_root()
 }
 
 fn is_root() -> bool {
@@ -172,7 +176,7 @@ impl LocalSandbox {
 }
 
 /// Environment every job gets, for determinism.
-fn fixed_env(scratch: &Path) -> Vec<(String, String)> {
+pub fn fixed_env(scratch: &Path) -> Vec<(String, String)> {
     let s = scratch.to_string_lossy().into_owned();
     vec![
         ("PYTHONHASHSEED".into(), "0".into()),

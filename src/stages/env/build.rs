@@ -58,8 +58,7 @@ pub(super) fn transient(outcome: &Outcome) -> Option<&'static str> {
         .map(|(_, cause)| *cause)
 }
 
-/// The pinned coverage.py every environment gets, so that coverage means the same everywhere.
-pub const COVERAGE: &str = "coverage==7.17.3";
+pub use crate::py::COVERAGE;
 
 /// The installer that builds environments: `uv` (its binary) or the environment's own pip.
 #[derive(Clone, Debug)]
@@ -569,17 +568,7 @@ impl EnvBuilder<'_> {
         if let Some(uv) = &self.installer.uv {
             out.push(uv.clone());
         }
-        for (key, value) in &self.cfg.passthrough {
-            if key.contains("FIND_LINKS") || key.contains("CERT") {
-                out.extend(
-                    value
-                        .split([' ', ','])
-                        .map(Path::new)
-                        .filter(|p| p.is_absolute() && p.exists())
-                        .map(Path::to_path_buf),
-                );
-            }
-        }
+        out.extend(self.cfg.index_mounts());
         out
     }
 

@@ -1,0 +1,162 @@
+//! `r2e image base`: the Docker backend's base image (`sandbox::docker`), made from the
+//! configured interpreter and the pinned coverage.py (`stages::env::COVERAGE`), which it
+//! installs from the package index into the cache once (`tools-v1/coverage-…`), in the local
+//! sandbox, with the network.
+
+use std::path::PathBuf;
+
+use crate::cache::{Bucket, Cache};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::py::COVERAGE;
+use crate::sandbox::docker::{self, BaseSpec};
+use crate::sandbox::{Job, Limits, Sandbox};
+
+/// The base image's tag, and whether it was built now (else the daemon had it).
+pub fn base(cfg: &Config, sandbox: &dyn Sandbox) -> Result<(String, bool)> {
+    let cache = Cache::open(&cfg.cache)?;
+    let tools = cache.dir(Bucket::Tools)?;
+    let found = base_in(cfg, &tools, sandbox);
+    if let Ok((_, dir)) = &found {
+        cache.note_use(dir);
+    }
+    found.map(|(built, _)| built)
+}
+
+/// [`base`] with coverage.py in `tools` (the cache's tools folder, whose lock the caller
+/// holds): the tag, whether it was built, and coverage.py's folder.
+pub fn base_in(
+    cfg: &Config,
+    tools: &std::path::Path,
+    sandbox: &dyn Sandbox,
+) -> Result<((String, bool), PathBuf)> {
+    let interpreter = Probe::of(&cfg.env.python)?;
+    let minor: Vec<&str> = interpreter.version.split('.').take(2).collect();
+    let lib = format!("python{}", minor.join("."));
+    let spec = BaseSpec {
+        site: interpreter.site.clone(),
+        prefix: interpreter.base_prefix.clone(),
+        lib,
+        python_version: interpreter.version.clone(),
+        coverage: COVERAGE.into(),
+        coverage_dir: coverage_for(tools, sandbox, &interpreter, cfg)?,
+    };
+    let tag = docker::base_tag(&spec)?;
+    let daemon = docker::connect()?;
+    let built = docker::build_base(&daemon, &spec, &tag)?;
+    Ok(((tag, built), spec.coverage_dir))
+}
+
+/// The pinned coverage.py installed for this interpreter (`pip install --target`), from the
+/// cache, or from the package index into it.
+fn coverage_for(
+    tools: &std::path::Path,
+    sandbox: &dyn Sandbox,
+    interpreter: &Probe,
+    cfg: &Config,
+) -> Result<PathBuf> {
+    fs_err::create_dir_all(tools)?;
+    let tools = tools.to_path_buf();
+    let dir = tools.join(format!(
+        "{}-py{}",
+        COVERAGE.replace("==", "-"),
+        interpreter.version
+    ));
+    if dir.join(".complete").is_file() {
+        return Ok(dir);
+    }
+    let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+    let _ = fs_err::remove_dir_all(&tmp);
+    let scratch = tools.join(format!("scratch{}", std::process::id()));
+    fs_err::create_dir_all(&scratch)?;
+    let job = Job {
+        program: interpreter.executable.clone(),
+        args: vec![
+            "-m".into(),
+            "pip".into(),
+            "install".into(),
+            "--quiet".into(),
+            "--disable-pip-version-check".into(),
+            "--no-deps".into(),
+            "--no-compile".into(),
+            "--target".into(),
+            tmp.to_string_lossy().into_owned(),
+            COVERAGE.into(),
+        ],
+        env: cfg.env.passthrough.clone(),
+        scratch: scratch.clone(),
+        writable: vec![tools.clone()],
+        readonly: crate::sandbox::local::outside_system(&interpreter.base_prefix)
+            .into_iter()
+            .chain(cfg.env.index_mounts())
+            .collect(),
+        hidden: vec![],
+        network: true,
+        limits: Limits {
+            wall_seconds: 300,
+            cpu_seconds: 600,
+            memory_mib: 2048,
+            processes: 256,
+            file_size_mib: 512,
+        },
+    };
+    let out = sandbox.run(&job);
+    let _ = fs_err::remove_dir_all(&scratch);
+    match out {
+        Ok(o) if o.success() => {}
+        Ok(o) => {
+            let _ = fs_err::remove_dir_all(&tmp);
+            return Err(Error::env(format!(
+                "installing `{COVERAGE}` for the base image failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )));
+        }
+        Err(e) => {
+            let _ = fs_err::remove_dir_all(&tmp);
+            return Err(e);
+        }
+    }
+    fs_err::write(tmp.join(".complete"), "")?;
+    if dir.exists() {
+        let _ = fs_err::remove_dir_all(&tmp);
+    } else {
+        fs_err::rename(&tmp, &dir)?;
+    }
+    Ok(dir)
+}
+
+/// What the base image needs to know of the configured interpreter (the machine's own,
+/// trusted): asked of it directly.
+struct Probe {
+    executable: PathBuf,
+    version: String,
+    base_prefix: PathBuf,
+    /// Its own packages folder (`site.getsitepackages()[0]`).
+    site: PathBuf,
+}
+
+impl Probe {
+    fn of(python: &str) -> Result<Probe> {
+        let script = "import site, sys\nprint(sys.executable)\nprint(sys.version.split()[0])\nprint(sys.base_prefix)\nprint(site.getsitepackages()[0])";
+        let out = std::process::Command::new(python)
+            .args(["-I", "-c", script])
+            .output()
+            .map_err(|e| {
+                Error::env(format!("cannot run the Python interpreter `{python}`: {e}"))
+            })?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        if !out.status.success() || lines.len() != 4 || !lines[3].starts_with('/') {
+            return Err(Error::env(format!(
+                "the Python interpreter `{python}` does not say where it lives: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(Probe {
+            executable: lines[0].into(),
+            version: lines[1].to_owned(),
+            base_prefix: lines[2].into(),
+            site: lines[3].into(),
+        })
+    }
+}

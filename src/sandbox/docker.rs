@@ -1,0 +1,545 @@
+//! The Docker backend's parts, through `bollard`: the **base image** (`r2e image base`) and
+//! **jobs in containers**.
+//!
+//! The base image holds the interpreter environments are made from and the pinned coverage.py,
+//! so that both backends run the same Python and measure coverage alike. It is made from the
+//! machine's own interpreter folder (`sys.base_prefix`, without its `site-packages`, whose
+//! packages are this machine's), the shared libraries it and its extension modules load (their
+//! `ldd` closure), a minimal `/etc` with an unprivileged user, and coverage.py installed from the
+//! package index into its `site-packages`: a root filesystem given to `docker import`
+//! (`create_image` from a tar stream). The interpreter keeps its path, so environments built
+//! from it run in the image unchanged. Its tag holds a hash of what it was made from; labels
+//! name the Python and coverage versions.
+//!
+//! A job runs in a container of the base image with no network (unless the job asks for it: an
+//! installation), memory (without swap), process and CPU limits, CPU-time and file-size
+//! ulimits, a read-only root, a tmpfs `/tmp`, the unprivileged user, no capabilities and
+//! `no-new-privileges`. Mounted are its scratch folder and the folders its `Job` names (read-only
+//! unless writable), at their own paths; hidden paths are covered. A wall-clock timeout kills
+//! the container; a container the kernel killed for memory is classed `memory`.
+//!
+//! Not yet: environment images (the environments are still mounted from the cache), warm
+//! containers, `[sandbox] backend = "docker"` for builds, export and import.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub use bollard::Docker;
+use bollard::models::{ContainerCreateBody, HostConfig, ResourcesUlimits};
+use bollard::query_parameters::{
+    CreateContainerOptions, CreateImageOptions, LogsOptions, RemoveContainerOptions,
+    StartContainerOptions, WaitContainerOptions,
+};
+use futures_util::StreamExt;
+
+use super::{Exit, Job, Outcome, Sandbox};
+use crate::error::{Error, Result};
+
+/// The unprivileged user jobs run as.
+pub const USER: u32 = 65534;
+
+/// The base image's format: what it holds and how (part of its tag).
+const BASE_FORMAT: u32 = 1;
+
+/// One tokio runtime for every call into the Docker API (jobs run on many threads).
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime starts")
+    })
+}
+
+/// Connects to the local Docker daemon and checks that it answers.
+pub fn connect() -> Result<Docker> {
+    let docker = Docker::connect_with_local_defaults()
+        .map_err(|e| Error::env(format!("cannot reach the Docker daemon: {e}")))?;
+    runtime()
+        .block_on(docker.ping())
+        .map_err(|e| Error::env(format!("the Docker daemon does not answer: {e}")))?;
+    Ok(docker)
+}
+
+/// What a base image is made from.
+pub struct BaseSpec {
+    /// The interpreter's installation (`sys.base_prefix`).
+    pub prefix: PathBuf,
+    /// Its `pythonX.Y` folder name under `lib/`.
+    pub lib: String,
+    /// Its version (`3.11.7`).
+    pub python_version: String,
+    /// The pinned coverage.py requirement (`coverage==X.Y.Z`).
+    pub coverage: String,
+    /// A folder holding coverage.py installed for this interpreter (`pip install --target`).
+    pub coverage_dir: PathBuf,
+    /// The interpreter's own packages folder (`site.getsitepackages()[0]`), where the image
+    /// gets coverage.py.
+    pub site: PathBuf,
+}
+
+/// A base image's files, each as (path in the image, source on this machine), and its folders.
+type BaseFiles = (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>);
+
+/// The files of a base image: (path in the image, source on this machine), and the folders
+/// to make. Sorted, so that the same machine gives the same tar.
+fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
+    let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let stdlib = spec.prefix.join("lib").join(&spec.lib);
+    let site = spec.site.clone();
+    // The interpreter's binaries and library: `bin/pythonX.Y` with its `python3`/`python`
+    // names, `lib/libpythonX.Y*`; never the folder's other programs (this machine's tools).
+    let version = spec.lib.trim_start_matches("python");
+    for name in [
+        format!("python{version}"),
+        "python3".into(),
+        "python".into(),
+    ] {
+        let p = spec.prefix.join("bin").join(name);
+        if std::fs::symlink_metadata(&p).is_ok() {
+            files.push((p.clone(), p));
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(spec.prefix.join("lib")) {
+        for e in entries.flatten() {
+            if e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("libpython{version}"))
+            {
+                files.push((e.path(), e.path()));
+            }
+        }
+    }
+    // Its standard library, without the packages installed into it (this machine's) and the
+    // parts no job uses (the test suite, IDLE, Tk).
+    let skip: Vec<PathBuf> = [
+        "site-packages",
+        "dist-packages",
+        "test",
+        "idlelib",
+        "tkinter",
+        "turtledemo",
+    ]
+    .iter()
+    .map(|d| stdlib.join(d))
+    .collect();
+    let walk = walkdir::WalkDir::new(&stdlib)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| !skip.iter().any(|s| e.path() == s) && e.file_name() != "__pycache__");
+    for e in walk {
+        let e = e.map_err(|e| Error::env(format!("cannot read the interpreter: {e}")))?;
+        if !e.file_type().is_dir() {
+            files.push((e.path().to_path_buf(), e.path().to_path_buf()));
+        }
+    }
+    // coverage.py, into the image's site-packages.
+    for e in walkdir::WalkDir::new(&spec.coverage_dir)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
+        let e = e.map_err(|e| Error::env(format!("cannot read coverage.py: {e}")))?;
+        if e.file_type().is_dir() {
+            continue;
+        }
+        let rel = e
+            .path()
+            .strip_prefix(&spec.coverage_dir)
+            .unwrap_or(e.path());
+        if rel.starts_with("bin") {
+            continue;
+        }
+        files.push((site.join(rel), e.path().to_path_buf()));
+    }
+    // The shared libraries the interpreter and its extension modules load, and the loader.
+    let mut objects = vec![spec.prefix.join("bin").join(format!("python{version}"))];
+    let dynload = stdlib.join("lib-dynload");
+    if let Ok(entries) = std::fs::read_dir(&dynload) {
+        objects.extend(entries.flatten().map(|e| e.path()));
+    }
+    objects.extend(
+        files
+            .iter()
+            .filter(|(_, src)| src.extension().is_some_and(|x| x == "so"))
+            .map(|(_, src)| src.clone()),
+    );
+    let mut libs = std::collections::BTreeSet::new();
+    for chunk in objects.chunks(64) {
+        let out = std::process::Command::new("ldd")
+            .args(chunk)
+            .output()
+            .map_err(|e| Error::env(format!("cannot run `ldd`: {e}")))?;
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // With several files, each one's list opens with a `FILE:` line.
+            if line.trim_end().ends_with(':') {
+                continue;
+            }
+            let path = match line.split_once("=>") {
+                Some((_, right)) => right.split_whitespace().next(),
+                None => line.split_whitespace().next(),
+            };
+            if let Some(p) = path.filter(|p| p.starts_with('/')) {
+                libs.insert(PathBuf::from(p));
+            }
+        }
+    }
+    for lib in libs {
+        if !lib.starts_with(&spec.prefix) {
+            files.push((lib.clone(), lib));
+        }
+    }
+    files.sort();
+    files.dedup_by(|a, b| a.0 == b.0);
+    let dirs = vec![PathBuf::from("/tmp"), PathBuf::from("/etc"), site];
+    Ok((files, dirs))
+}
+
+/// The tag of the base image for `spec`: a hash of its format, versions and file list with
+/// each file's content hash.
+pub fn base_tag(spec: &BaseSpec) -> Result<String> {
+    let (files, _) = base_files(spec)?;
+    let mut h = blake3::Hasher::new();
+    h.update(&BASE_FORMAT.to_le_bytes());
+    h.update(spec.python_version.as_bytes());
+    h.update(spec.coverage.as_bytes());
+    for (to, from) in &files {
+        h.update(to.as_os_str().as_encoded_bytes());
+        h.update(&[0]);
+        let bytes = std::fs::read(from)
+            .map_err(|e| Error::env(format!("cannot read `{}`: {e}", from.display())))?;
+        h.update(blake3::hash(&bytes).as_bytes());
+    }
+    Ok(format!("r2e-base:{}", &h.finalize().to_hex()[..16]))
+}
+
+/// Whether the daemon has an image of this tag.
+pub fn has_image(docker: &Docker, tag: &str) -> bool {
+    runtime().block_on(docker.inspect_image(tag)).is_ok()
+}
+
+/// Builds the base image for `spec` under `tag` (see the module's documentation), unless the
+/// daemon has it. Returns whether it was built.
+pub fn build_base(docker: &Docker, spec: &BaseSpec, tag: &str) -> Result<bool> {
+    if has_image(docker, tag) {
+        return Ok(false);
+    }
+    let (files, dirs) = base_files(spec)?;
+    let mut tar = tar::Builder::new(Vec::new());
+    tar.follow_symlinks(true);
+    let header = |mode: u32, size: u64, kind: tar::EntryType| {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(kind);
+        h.set_mode(mode);
+        h.set_size(size);
+        h.set_uid(0);
+        h.set_gid(0);
+        h.set_mtime(0);
+        h
+    };
+    for d in &dirs {
+        let mode = if d == Path::new("/tmp") {
+            0o1777
+        } else {
+            0o755
+        };
+        let mut h = header(mode, 0, tar::EntryType::Directory);
+        tar.append_data(&mut h, rel(d), std::io::empty())?;
+    }
+    let etc = [
+        (
+            "etc/passwd",
+            format!("root:x:0:0:root:/root:/bin/false\nr2e:x:{USER}:{USER}:r2e:/tmp:/bin/false\n"),
+        ),
+        ("etc/group", format!("root:x:0:\nr2e:x:{USER}:\n")),
+    ];
+    for (path, text) in &etc {
+        let mut h = header(0o644, text.len() as u64, tar::EntryType::Regular);
+        tar.append_data(&mut h, path, text.as_bytes())?;
+    }
+    for (to, from) in &files {
+        // Symlinks inside the interpreter stay symlinks; everything else is copied as a file
+        // (a library's symlink chain becomes its target's content at the linked name).
+        let meta = std::fs::symlink_metadata(from)?;
+        if meta.file_type().is_symlink() && from.starts_with(&spec.prefix) {
+            let target = std::fs::read_link(from)?;
+            let mut h = header(0o777, 0, tar::EntryType::Symlink);
+            tar.append_link(&mut h, rel(to), &target)?;
+            continue;
+        }
+        let bytes = std::fs::read(from)?;
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(from)?.permissions().mode() & 0o755 | 0o444;
+        let mut h = header(mode, bytes.len() as u64, tar::EntryType::Regular);
+        tar.append_data(&mut h, rel(to), bytes.as_slice())?;
+    }
+    let mut body = tar.into_inner()?;
+    body.flush()?;
+    let (repo, version) = tag.split_once(':').unwrap_or((tag, "latest"));
+    let options = CreateImageOptions {
+        from_src: Some("-".into()),
+        repo: Some(repo.into()),
+        tag: Some(version.into()),
+        changes: vec![
+            format!("USER {USER}"),
+            "WORKDIR /tmp".into(),
+            format!("LABEL r2e.python={}", spec.python_version),
+            format!("LABEL r2e.coverage={}", spec.coverage),
+            format!("LABEL r2e.format={BASE_FORMAT}"),
+        ],
+        ..Default::default()
+    };
+    runtime().block_on(async {
+        let mut stream =
+            docker.create_image(Some(options), Some(bollard::body_full(body.into())), None);
+        while let Some(step) = stream.next().await {
+            step.map_err(|e| Error::env(format!("`docker import` of the base image failed: {e}")))?;
+        }
+        Ok::<(), Error>(())
+    })?;
+    Ok(true)
+}
+
+/// A path in the image, relative to its root (tar entries are).
+fn rel(path: &Path) -> &Path {
+    path.strip_prefix("/").unwrap_or(path)
+}
+
+/// How a sandbox gets its daemon and image, the first time it runs a job.
+type Setup = Box<dyn Fn() -> Result<(Docker, String)> + Send + Sync>;
+
+/// Runs jobs in containers of one image.
+pub struct DockerSandbox {
+    ready: OnceLock<std::result::Result<(Docker, String), String>>,
+    setup: Setup,
+}
+
+impl DockerSandbox {
+    pub fn new(docker: Docker, image: String) -> DockerSandbox {
+        let ready = OnceLock::new();
+        let _ = ready.set(Ok((docker, image)));
+        DockerSandbox {
+            ready,
+            setup: Box::new(|| Err(Error::internal("set up already"))),
+        }
+    }
+
+    /// A sandbox that connects and makes its image (`setup`) when it first runs a job: a
+    /// build that runs no code needs no daemon. A failure is the build's (environmental),
+    /// said by every job.
+    pub fn lazy(setup: Setup) -> DockerSandbox {
+        DockerSandbox {
+            ready: OnceLock::new(),
+            setup,
+        }
+    }
+
+    fn target(&self) -> Result<(&Docker, &str)> {
+        match self
+            .ready
+            .get_or_init(|| (self.setup)().map_err(|e| e.to_string()))
+        {
+            Ok((docker, image)) => Ok((docker, image)),
+            Err(why) => Err(Error::env(format!(
+                "the docker sandbox is not ready: {why}"
+            ))),
+        }
+    }
+
+    async fn run_async(&self, docker: &Docker, image: &str, job: &Job) -> Result<Outcome> {
+        let limits = &job.limits;
+        // Each path once: writable where any of the job's lists makes it so.
+        let mut mounts: std::collections::BTreeMap<&Path, bool> = std::collections::BTreeMap::new();
+        for p in job.readonly.iter().filter(|p| p.exists()) {
+            mounts.entry(p).or_insert(false);
+        }
+        for p in std::iter::once(&job.scratch).chain(&job.writable) {
+            mounts.insert(p, true);
+        }
+        let mut binds: Vec<String> = mounts
+            .iter()
+            .map(|(p, rw)| format!("{0}:{0}:{1}", p.display(), if *rw { "rw" } else { "ro" }))
+            .collect();
+        let mut tmpfs = HashMap::from([("/tmp".to_owned(), "rw,nosuid,size=256m".to_owned())]);
+        for hidden in &job.hidden {
+            if hidden.is_dir() {
+                tmpfs.insert(hidden.display().to_string(), "ro,size=1k".into());
+            } else if hidden.exists() {
+                binds.push(format!("/dev/null:{}:ro", hidden.display()));
+            }
+        }
+        // Code runs as the unprivileged user: its scratch and writable folders are its own.
+        if crate::sandbox::local::running_as_root() {
+            for dir in std::iter::once(&job.scratch).chain(&job.writable) {
+                crate::sandbox::local::give_to(dir, USER);
+            }
+        }
+        let mut env: Vec<String> = crate::sandbox::local::fixed_env(&job.scratch)
+            .into_iter()
+            .chain(job.env.iter().cloned())
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        env.sort();
+        let mut cmd = vec![job.program.to_string_lossy().into_owned()];
+        cmd.extend(job.args.iter().cloned());
+        let body = ContainerCreateBody {
+            image: Some(image.to_owned()),
+            cmd: Some(cmd),
+            entrypoint: Some(vec![]),
+            env: Some(env),
+            user: Some(format!("{USER}:{USER}")),
+            working_dir: Some(job.scratch.display().to_string()),
+            network_disabled: Some(!job.network),
+            labels: Some(HashMap::from([(
+                "r2e.job".to_owned(),
+                std::process::id().to_string(),
+            )])),
+            host_config: Some(HostConfig {
+                binds: Some(binds),
+                tmpfs: Some(tmpfs),
+                network_mode: Some(if job.network { "bridge" } else { "none" }.into()),
+                memory: Some((limits.memory_mib << 20) as i64),
+                memory_swap: Some((limits.memory_mib << 20) as i64),
+                pids_limit: Some(limits.processes as i64),
+                nano_cpus: Some(1_000_000_000),
+                ulimits: Some(vec![
+                    ResourcesUlimits {
+                        name: Some("cpu".into()),
+                        soft: Some(limits.cpu_seconds as i64),
+                        hard: Some(limits.cpu_seconds as i64),
+                    },
+                    ResourcesUlimits {
+                        name: Some("fsize".into()),
+                        soft: Some((limits.file_size_mib << 20) as i64),
+                        hard: Some((limits.file_size_mib << 20) as i64),
+                    },
+                ]),
+                readonly_rootfs: Some(true),
+                cap_drop: Some(vec!["ALL".into()]),
+                security_opt: Some(vec!["no-new-privileges".into()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let created = docker
+            .create_container(None::<CreateContainerOptions>, body)
+            .await
+            .map_err(|e| Error::env(format!("cannot create a container: {e}")))?;
+        let id = created.id;
+        let outcome = finish(docker, &id, job).await;
+        let _ = docker
+            .remove_container(
+                &id,
+                Some(RemoveContainerOptions {
+                    force: true,
+                    v: true,
+                    ..Default::default()
+                }),
+            )
+            .await;
+        outcome
+    }
+}
+
+/// Starts the container, waits for it within the wall-clock limit, and reads its output.
+async fn finish(docker: &Docker, id: &str, job: &Job) -> Result<Outcome> {
+    {
+        let start = Instant::now();
+        docker
+            .start_container(id, None::<StartContainerOptions>)
+            .await
+            .map_err(|e| Error::env(format!("cannot start a container: {e}")))?;
+        let wall = Duration::from_secs(job.limits.wall_seconds.max(1));
+        let mut wait = docker.wait_container(id, None::<WaitContainerOptions>);
+        let waited = tokio::time::timeout(wall, wait.next()).await;
+        let code = match waited {
+            Err(_) => None,
+            // A non-zero exit comes as an error carrying the code.
+            Ok(Some(Ok(r))) => Some(r.status_code),
+            Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => {
+                Some(code)
+            }
+            Ok(Some(Err(e))) => return Err(Error::env(format!("waiting for a container: {e}"))),
+            Ok(None) => return Err(Error::env("the container's wait ended without a status")),
+        };
+        if code.is_none() {
+            let _ = docker
+                .kill_container(id, None::<bollard::query_parameters::KillContainerOptions>)
+                .await;
+        }
+        let duration = start.elapsed();
+        let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+        let mut logs = docker.logs(
+            id,
+            Some(LogsOptions {
+                stdout: true,
+                stderr: true,
+                ..Default::default()
+            }),
+        );
+        while let Some(Ok(chunk)) = logs.next().await {
+            match chunk {
+                bollard::container::LogOutput::StdOut { message } => {
+                    stdout.extend_from_slice(&message)
+                }
+                bollard::container::LogOutput::StdErr { message } => {
+                    stderr.extend_from_slice(&message)
+                }
+                _ => {}
+            }
+        }
+        let oom = docker
+            .inspect_container(
+                id,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .ok()
+            .and_then(|c| c.state?.oom_killed)
+            .unwrap_or(false);
+        let exit = match code {
+            None => Exit::Timeout,
+            // Docker reports a process killed by signal N as 128 + N.
+            Some(c) if c > 128 && c <= 128 + 64 => Exit::Signal((c - 128) as i32),
+            Some(c) => Exit::Code(c as i32),
+        };
+        // The kernel's memory killer, as the local backend's cgroup reports it; CPU time and
+        // file size show as their signals (SIGXCPU, SIGXFSZ), as there.
+        let limit_hit = oom.then_some("memory");
+        Ok(Outcome {
+            exit,
+            stdout,
+            stderr,
+            duration,
+            limit_hit,
+        })
+    }
+}
+
+impl Sandbox for DockerSandbox {
+    fn run(&self, job: &Job) -> Result<Outcome> {
+        std::fs::create_dir_all(job.scratch.join(".tmp"))?;
+        let (docker, image) = self.target()?;
+        runtime().block_on(self.run_async(docker, image, job))
+    }
+
+    fn describe(&self) -> String {
+        match self.ready.get() {
+            Some(Ok((_, image))) => format!("docker ({image})"),
+            _ => "docker".into(),
+        }
+    }
+
+    fn backend(&self) -> &'static str {
+        "docker"
+    }
+
+    fn isolated(&self) -> bool {
+        true
+    }
+}
