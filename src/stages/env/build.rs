@@ -40,7 +40,23 @@ pub(super) fn transient(outcome: &Outcome) -> Option<&'static str> {
         ("name or service not known", "names cannot be resolved"),
         ("dns error", "names cannot be resolved"),
         ("timed out", "the package index timed out"),
-        ("429", "the package index refuses too many requests (429)"),
+        // As an HTTP status only: a bare "429" is also in ports and versions.
+        (
+            "429 too many requests",
+            "the package index refuses too many requests (429)",
+        ),
+        (
+            "http error 429",
+            "the package index refuses too many requests (429)",
+        ),
+        (
+            "status code 429",
+            "the package index refuses too many requests (429)",
+        ),
+        (
+            "too many requests",
+            "the package index refuses too many requests (429)",
+        ),
         (
             "503 service unavailable",
             "the package index is unavailable (503)",
@@ -798,5 +814,40 @@ impl EnvBuilder<'_> {
                 .push_str(&format!("the environment does not work: {why}\n"));
         }
         Ok((outcome, failed, lock, installed.unwrap_or_default()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(stderr: &str) -> Outcome {
+        Outcome {
+            exit: Exit::Code(1),
+            stdout: Vec::new(),
+            stderr: stderr.as_bytes().to_vec(),
+            duration: std::time::Duration::ZERO,
+            limit_hit: None,
+        }
+    }
+
+    #[test]
+    fn a_429_is_an_http_status_not_a_number_in_a_port() {
+        assert_eq!(
+            transient(&failed(
+                "ERROR: Could not find a version that satisfies the requirement tinydep (from http://127.0.0.1:42917/simple/)"
+            )),
+            None
+        );
+        assert_eq!(
+            transient(&failed(
+                "ERROR: HTTP error 429 while getting https://pypi.org/simple/x/"
+            )),
+            Some("the package index refuses too many requests (429)")
+        );
+        assert_eq!(
+            transient(&failed("error: Failed to fetch: 429 Too Many Requests")),
+            Some("the package index refuses too many requests (429)")
+        );
     }
 }
