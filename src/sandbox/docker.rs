@@ -42,7 +42,26 @@ use crate::error::{Error, Result};
 pub const USER: u32 = 65534;
 
 /// The base image's format: what it holds and how (part of its tag).
-const BASE_FORMAT: u32 = 1;
+const BASE_FORMAT: u32 = 2;
+
+/// Libraries every image gets besides the interpreter's closure (see `base_files`): the
+/// manylinux policy's system libraries without the graphical ones, which wheels and installers
+/// (uv) link.
+const RUNTIME_LIBRARIES: &[&str] = &[
+    "libc.so.6",
+    "libm.so.6",
+    "libdl.so.2",
+    "librt.so.1",
+    "libpthread.so.0",
+    "libutil.so.1",
+    "libresolv.so.2",
+    "libnsl.so.1",
+    "libgcc_s.so.1",
+    "libstdc++.so.6",
+    "libgomp.so.1",
+    "libz.so.1",
+    "libexpat.so.1",
+];
 
 /// One tokio runtime for every call into the Docker API (jobs run on many threads).
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -170,6 +189,22 @@ fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
             .map(|(_, src)| src.clone()),
     );
     let mut libs = std::collections::BTreeSet::new();
+    // The runtime libraries manylinux wheels and installers (uv) may link besides the C
+    // library, as every Linux system has them: found with `ldconfig -p`, and with their own
+    // dependencies.
+    if let Ok(out) = std::process::Command::new("ldconfig").arg("-p").output() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        for name in RUNTIME_LIBRARIES {
+            if let Some(path) = text
+                .lines()
+                .filter(|l| l.trim_start().starts_with(&format!("{name} ")))
+                .filter(|l| l.contains("x86-64") || l.contains("AArch64") || !l.contains('('))
+                .find_map(|l| l.split_once("=> ").map(|(_, p)| PathBuf::from(p.trim())))
+            {
+                objects.push(path);
+            }
+        }
+    }
     for chunk in objects.chunks(64) {
         let out = std::process::Command::new("ldd")
             .args(chunk)
@@ -189,6 +224,12 @@ fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
             }
         }
     }
+    libs.extend(
+        objects
+            .iter()
+            .filter(|o| !o.starts_with(&spec.prefix) && !o.starts_with(&spec.coverage_dir))
+            .cloned(),
+    );
     for lib in libs {
         if !lib.starts_with(&spec.prefix) {
             files.push((lib.clone(), lib));
@@ -431,7 +472,9 @@ impl DockerSandbox {
             .await
             .map_err(|e| Error::env(format!("cannot create a container: {e}")))?;
         let id = created.id;
-        let outcome = finish(docker, &id, job).await;
+        let outcome = finish(docker, &id, job)
+            .await
+            .and_then(|o| cannot_start(o, job));
         let _ = docker
             .remove_container(
                 &id,
@@ -444,6 +487,23 @@ impl DockerSandbox {
             .await;
         outcome
     }
+}
+
+/// A program the container could not start (a library it needs missing from the image: the
+/// loader's message, exit 127) is the sandbox's failure, never the job's outcome: an error of
+/// the build. (A program that is not there fails the container's start already.)
+fn cannot_start(outcome: Outcome, job: &Job) -> Result<Outcome> {
+    let stderr = String::from_utf8_lossy(&outcome.stderr);
+    let loader = stderr.contains("error while loading shared libraries")
+        && stderr.starts_with(&*job.program.to_string_lossy());
+    if outcome.exit == Exit::Code(127) && loader {
+        return Err(Error::env(format!(
+            "`{}` cannot start in the docker sandbox's image: {}",
+            job.program.display(),
+            stderr.lines().next().unwrap_or_default()
+        )));
+    }
+    Ok(outcome)
 }
 
 /// Starts the container, waits for it within the wall-clock limit, and reads its output.
@@ -541,5 +601,41 @@ impl Sandbox for DockerSandbox {
 
     fn isolated(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(code: i32, stderr: &str) -> Outcome {
+        Outcome {
+            exit: Exit::Code(code),
+            stdout: Vec::new(),
+            stderr: stderr.as_bytes().to_vec(),
+            duration: Duration::ZERO,
+            limit_hit: None,
+        }
+    }
+
+    #[test]
+    fn a_program_the_image_cannot_load_is_the_sandboxs_failure_not_an_outcome() {
+        let job = Job {
+            program: "/cache/tools/uv".into(),
+            args: vec![],
+            env: vec![],
+            scratch: "/scratch".into(),
+            writable: vec![],
+            readonly: vec![],
+            hidden: vec![],
+            network: false,
+            limits: super::super::Limits::default(),
+        };
+        let missing = "/cache/tools/uv: error while loading shared libraries: librt.so.1: cannot open shared object file: No such file or directory\n";
+        let err = cannot_start(outcome(127, missing), &job).unwrap_err();
+        assert!(err.to_string().contains("librt.so.1"), "{err}");
+        // The job's own exit 127, or its own text, stays its outcome.
+        assert!(cannot_start(outcome(127, "command not found\n"), &job).is_ok());
+        assert!(cannot_start(outcome(1, missing), &job).is_ok());
     }
 }

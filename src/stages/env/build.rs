@@ -208,7 +208,13 @@ pub fn find_or_install_uv(
             env: cfg.passthrough.clone(),
             scratch: scratch.clone(),
             writable: vec![tools.clone()],
-            readonly: interpreter.mounts(),
+            // The certificates and wheels the index settings name: a container's `/etc`
+            // has no certificates of this machine.
+            readonly: interpreter
+                .mounts()
+                .into_iter()
+                .chain(cfg.index_mounts())
+                .collect(),
             hidden: vec![],
             network: true,
             limits: Limits {
