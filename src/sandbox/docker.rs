@@ -18,8 +18,9 @@
 //! unless writable), at their own paths; hidden paths are covered. A wall-clock timeout kills
 //! the container; a container the kernel killed for memory is classed `memory`.
 //!
-//! Not yet: environment images (the environments are still mounted from the cache), warm
-//! containers, `[sandbox] backend = "docker"` for builds, export and import.
+//! `[sandbox] backend = "docker"` runs a build's jobs this way (`services`). Not yet:
+//! environment images (the environments are still mounted from the cache), warm containers,
+//! export and import.
 
 use std::collections::HashMap;
 use std::io::Write;
