@@ -188,7 +188,8 @@ class _Snapshotter:
             out.update(self._extra(value, depth))
             return {"dict": out}
         if isinstance(value, (set, frozenset)):
-            return {"set": {"type": name, "items": self._items(value, depth), "len": len(value)}}
+            items = _set_order(value)
+            return {"set": {"type": name, "items": self._items(items, depth), "len": len(value)}}
         if isinstance(value, BaseException):
             return {
                 "exception": {
@@ -248,6 +249,24 @@ class _Snapshotter:
         else:
             out["values"] = self._items(value.tolist(), depth)
         return {"frame": out}
+
+
+_PLAIN = (str, bytes, int, float, complex, bool, type(None))
+
+
+def _plain(x) -> bool:
+    return type(x) in _PLAIN or (type(x) is tuple and all(_plain(i) for i in x))
+
+
+def _set_order(value):
+    """A set's items in an order that does not depend on the process: sorted by type and text
+    when they are plain values (strings, numbers, tuples of them), whose texts do not vary.
+    Python runs with -I, which ignores PYTHONHASHSEED, so a set's own order changes from one
+    process to the next; the comparison is unordered anyway, but what a dataset records must
+    be the same in every build. Other items keep the set's order."""
+    if len(value) > 100_000 or not all(_plain(x) for x in value):
+        return value
+    return sorted(value, key=lambda x: (type(x).__name__, repr(x)))
 
 
 def _is_iterated(value) -> bool:

@@ -111,6 +111,33 @@ class SnapshotTest(unittest.TestCase):
         e = snapshot(KeyError("k"))
         self.assertEqual(e, {"exception": {"type": "KeyError", "args": [{"str": "k"}], "state": {}}})
 
+    def test_a_sets_items_are_recorded_in_an_order_no_process_changes(self):
+        # Processes with other hash seeds order the same set differently (as runs under -I,
+        # which ignores PYTHONHASHSEED, do); the snapshots must not differ.
+        import os
+        import subprocess
+        import sys
+
+        code = (
+            "import json, r2e_snapshot; "
+            "print(json.dumps(r2e_snapshot.snapshot({'hello-world', 'hello-world-2', 'b', 'zz', 3, (1, 'x')})))"
+        )
+        here = os.path.dirname(os.path.dirname(os.path.abspath(r2e_snapshot.__file__)))
+        outs = {
+            subprocess.run(
+                [sys.executable, "-c", code],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=os.path.dirname(os.path.abspath(r2e_snapshot.__file__)),
+                env={**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": here},
+            ).stdout
+            for seed in range(1, 9)
+        }
+        self.assertEqual(len(outs), 1, outs)
+        items = snapshot(frozenset({"b", "a"}))["set"]["items"]
+        self.assertEqual(items, [snapshot("a"), snapshot("b")])
+
     def test_big_values_are_cut_and_stay_json(self):
         big = snapshot(list(range(r2e_snapshot.MAX_ITEMS + 5)))["seq"]["items"]
         self.assertEqual(len(big), r2e_snapshot.MAX_ITEMS + 1)
