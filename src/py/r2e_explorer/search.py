@@ -84,12 +84,10 @@ MAX_TRIED_LOG = 500
 # Tried inputs remembered per outcome and arcs.
 MAX_ALIKE = 3
 # The mutation analysis after the search: at most ANALYSIS_EXECUTIONS times the budget in
-# executions, for at most ANALYSIS_TIME_FACTOR times as long as the search took (at least
-# MIN_ANALYSIS_SECONDS, at most ANALYSIS_SHARE of the time left); VERIFY_RESERVE executions of
-# it are kept back to re-run the inputs the selection takes.
+# executions (a count, never a time, so that a loaded machine writes the same harness); its
+# safety stop is ANALYSIS_SHARE of the time left, which counts as the time limit hit;
+# VERIFY_RESERVE executions of it are kept back to re-run the inputs the selection takes.
 ANALYSIS_EXECUTIONS = 4
-ANALYSIS_TIME_FACTOR = 2.0
-MIN_ANALYSIS_SECONDS = 3.0
 ANALYSIS_SHARE = 0.8
 VERIFY_RESERVE = 40
 # A mutant's call may take MUTANT_SLOWDOWN times the reference's (at least MUTANT_MIN_TIMEOUT
@@ -1156,7 +1154,8 @@ class Explorer:
             "executions": self.executor.executions - self.analysis_executions,
             "arcs": len(arcs),
             "outcomes": [e.kind for e in chosen],
-            "time_limit_hit": self.limits.time_limit_hit,
+            "time_limit_hit": self.limits.time_limit_hit
+            or (self.phase is not None and self.phase.time_limit_hit),
             "mutants": {
                 "total": len(mutants),
                 "killed": len(killed),
@@ -1404,8 +1403,10 @@ class Explorer:
         """The mutation analysis after the search: mutants of the function (mutants.py), run on
         the kept inputs and on inputs tried but not kept (each entry's `kills`); then a search
         for inputs that kill the mutants that survive (`hunt`). Tried inputs that kill mutants
-        become candidates of the selection (`kill_candidates`). Bounded by its own budget
-        (executions and time); running out of it leaves fewer mutants, never an error."""
+        become candidates of the selection (`kill_candidates`). Bounded by its own budget of
+        executions; running out of it leaves fewer mutants, never an error. Its safety stop in
+        time is reported as `time_limit_hit`: what it wrote then depends on the machine's
+        speed."""
         target = self.target
         class_name = target.cls.__name__ if target.cls is not None else None
         try:
@@ -1418,10 +1419,7 @@ class Explorer:
             return
         self.caches = caches_of(target.callable)
         elapsed = time.monotonic() - self.limits.started
-        seconds = min(
-            max(MIN_ANALYSIS_SECONDS, ANALYSIS_TIME_FACTOR * elapsed),
-            ANALYSIS_SHARE * (self.time_limit - elapsed),
-        )
+        seconds = ANALYSIS_SHARE * (self.time_limit - elapsed)
         started = self.executor.executions
         self.active = self.phase = Budget(
             self.executor,
@@ -1439,6 +1437,8 @@ class Explorer:
         finally:
             self.active = self.limits
             self._charge_analysis(self.executor.executions - started)
+            if self.phase.time_limit_hit:
+                self.limits.time_limit_hit = True
 
     def _charge_analysis(self, executions: int):
         """Counts executions as the analysis's: not the search's (its budget is moved on by as

@@ -33,6 +33,32 @@ def assigned(test: ast.FunctionDef, name: str):
     return None
 
 
+# Runs the explorer on a machine that becomes 1000 times slower when the mutation analysis
+# starts (another build took the cores, say), as far as its clocks can tell: from then on
+# `time.monotonic` and `time.perf_counter` run 1000 times faster.
+LOADED_CLOCK = """
+import sys, time
+sys.path.insert(0, {here!r})
+real_monotonic, real_perf = time.monotonic, time.perf_counter
+factor, since_m, since_p = [1], [0.0], [0.0]
+def monotonic():
+    now = real_monotonic()
+    return now + (factor[0] - 1) * max(0.0, now - since_m[0])
+def perf_counter():
+    now = real_perf()
+    return now + (factor[0] - 1) * max(0.0, now - since_p[0])
+time.monotonic, time.perf_counter = monotonic, perf_counter
+from r2e_explorer import search
+analyse = search.Explorer.analyse
+def loaded_analyse(self, *args, **kwargs):
+    since_m[0], since_p[0], factor[0] = real_monotonic(), real_perf(), 1000
+    return analyse(self, *args, **kwargs)
+search.Explorer.analyse = loaded_analyse
+import r2e_explore
+sys.exit(r2e_explore.main(sys.argv))
+"""
+
+
 class ExploreTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -217,6 +243,31 @@ class ExploreTest(unittest.TestCase):
             self.assertEqual(out["status"], "ok", out.get("error"))
             harnesses.add(out["harness"])
         self.assertEqual(len(harnesses), 1)
+
+    def test_a_slow_machine_writes_the_same_harness(self):
+        # The explorer is bounded by counts of executions; time is only its safety stop. Here
+        # the machine becomes 1000 times slower halfway (LOADED_CLOCK): the harness and the
+        # mutation analysis must be those of an idle machine.
+        scratch = self.sample.scratch("scratch_loaded_clock")
+        wrapper = os.path.join(scratch, "loaded_clock.py")
+        with open(wrapper, "w", encoding="utf-8") as f:
+            f.write(LOADED_CLOCK.format(here=scratch))
+        outs = []
+        for i, script in enumerate([None, wrapper]):
+            out = self.sample.explore(
+                "classify",
+                name=f"classify_clock_{i}",
+                script=script,
+                env=dict(os.environ, PYTHONHASHSEED="0"),
+                time_limit=100000,
+            )
+            self.assertEqual(out["status"], "ok", out.get("error"))
+            self.assertFalse(out["time_limit_hit"])
+            outs.append(out)
+        normal, fast = outs
+        self.assertGreater(normal["mutants"]["executions"], 0)
+        self.assertEqual(fast["mutants"], normal["mutants"])
+        self.assertEqual(fast["harness"], normal["harness"])
 
     # -- methods --------------------------------------------------------------------------------
 
