@@ -41,9 +41,10 @@ pub fn base_in(
         coverage: COVERAGE.into(),
         coverage_dir: coverage_for(tools, sandbox, &interpreter, cfg)?,
     };
-    let tag = docker::base_tag(&spec)?;
+    let files = docker::base_files(&spec)?;
+    let tag = docker::base_tag(&spec, &files.0, &tools.join("base-tag.memo"))?;
     let daemon = docker::connect()?;
-    let built = docker::build_base(&daemon, &spec, &tag)?;
+    let built = docker::build_base(&daemon, &spec, &files, &tag)?;
     Ok(((tag, built), spec.coverage_dir))
 }
 

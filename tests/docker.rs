@@ -185,3 +185,71 @@ fn root_entries(python: &std::path::Path) -> Vec<String> {
         Err(_) => vec![],
     }
 }
+
+#[test]
+fn a_build_without_a_daemon_says_so_stores_nothing_of_it_and_keeps_what_it_did() {
+    // No daemon is needed: the socket named does not exist.
+    let p = common::Project::new(
+        "//- m.py\ndef twice(x):\n    \"\"\"Twice x.\"\"\"\n    y = x * 2\n    return y\n",
+        "[env]\ninstaller = \"pip\"\n\n[sandbox]\nbackend = \"docker\"\n",
+    );
+    let socket = p.path().join("no-daemon.sock");
+    let run = || {
+        Command::cargo_bin("r2e")
+            .unwrap()
+            .args(["build", "--json"])
+            .current_dir(p.path())
+            .envs(common::offline_env())
+            .env("DOCKER_HOST", format!("unix://{}", socket.display()))
+            .timeout(std::time::Duration::from_secs(300))
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    let said = String::from_utf8_lossy(&first.stderr);
+    // An environmental failure: exit 1, the daemon named, and the outputs of what could run.
+    assert_eq!(first.status.code(), Some(1), "{said}");
+    assert!(said.contains("cannot reach the Docker daemon"), "{said}");
+    assert!(said.contains("next build tries again"), "{said}");
+    let functions = common::jsonl(&p.path().join("out/functions.jsonl"));
+    assert_eq!(functions.len(), 1, "the analysis's outputs are written");
+    assert!(common::jsonl(&p.path().join("out/dataset.jsonl")).is_empty());
+    // Nothing of the failure was stored: no environment, no harness; the build's failure
+    // report names it.
+    let cache = p.path().join("cache");
+    for bucket in ["envs-v3", "actions/generate-v2", "actions/validate-v8"] {
+        let stored = std::fs::read_dir(cache.join(bucket))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(
+            stored, 0,
+            "{bucket} holds an entry of a build without a daemon"
+        );
+    }
+    let failures = common::jsonl(&p.path().join("out/failures.jsonl"));
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0]["stage"], "env");
+    assert!(
+        failures[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach the Docker daemon"),
+        "{failures:?}"
+    );
+    // What it did is kept: the next build would parse, extract and slice nothing again, and
+    // would build the environment (nothing of it was stored).
+    let status = common::stdout_json(
+        Command::cargo_bin("r2e")
+            .unwrap()
+            .args(["status", "--json"])
+            .current_dir(p.path()),
+    );
+    assert_eq!(status["parse"]["would_run"], 0, "{status}");
+    for stage in ["extract", "slice", "context"] {
+        assert_eq!(status["analysis"][stage], 0, "{stage}: {status}");
+    }
+    assert_eq!(status["env"][0]["would_build"], true, "{status}");
+    let second = run();
+    assert_eq!(second.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("cannot reach the Docker daemon"));
+}

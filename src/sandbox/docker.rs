@@ -104,11 +104,12 @@ pub struct BaseSpec {
 }
 
 /// A base image's files, each as (path in the image, source on this machine), and its folders.
-type BaseFiles = (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>);
+pub type BaseFiles = (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>);
 
 /// The files of a base image: (path in the image, source on this machine), and the folders
-/// to make. Sorted, so that the same machine gives the same tar.
-fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
+/// to make. Sorted, so that the same machine gives the same tar. Computed once per set-up
+/// (it runs `ldd`), and given to [`base_tag`] and [`build_base`].
+pub fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
     let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
     let stdlib = spec.prefix.join("lib").join(&spec.lib);
     let site = spec.site.clone();
@@ -242,22 +243,53 @@ fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
     Ok((files, dirs))
 }
 
-/// The tag of the base image for `spec`: a hash of its format, versions and file list with
-/// each file's content hash.
-pub fn base_tag(spec: &BaseSpec) -> Result<String> {
-    let (files, _) = base_files(spec)?;
+/// The tag of the base image for `spec` made of `files`: a hash of its format, versions and
+/// file list with each file's content hash. The contents (about 120 MB) are read only when the
+/// files' paths, sizes, inodes and times differ from those `memo` (a file of this machine's
+/// cache) recorded with the tag last time; every build's first job asks for the tag.
+pub fn base_tag(spec: &BaseSpec, files: &[(PathBuf, PathBuf)], memo: &Path) -> Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut stat = blake3::Hasher::new();
+    stat.update(&BASE_FORMAT.to_le_bytes());
+    stat.update(spec.python_version.as_bytes());
+    stat.update(spec.coverage.as_bytes());
+    for (to, from) in files {
+        stat.update(to.as_os_str().as_encoded_bytes());
+        stat.update(&[0]);
+        stat.update(from.as_os_str().as_encoded_bytes());
+        stat.update(&[0]);
+        let m = std::fs::metadata(from)
+            .map_err(|e| Error::env(format!("cannot read `{}`: {e}", from.display())))?;
+        for n in [m.len(), m.ino(), m.mtime() as u64, m.mtime_nsec() as u64] {
+            stat.update(&n.to_le_bytes());
+        }
+        for n in [m.ctime() as u64, m.ctime_nsec() as u64] {
+            stat.update(&n.to_le_bytes());
+        }
+    }
+    let stat = stat.finalize().to_hex().to_string();
+    if let Ok(text) = std::fs::read_to_string(memo)
+        && let Some((seen, tag)) = text.trim().split_once(' ')
+        && seen == stat
+        && tag.starts_with("r2e-base:")
+    {
+        return Ok(tag.to_owned());
+    }
     let mut h = blake3::Hasher::new();
     h.update(&BASE_FORMAT.to_le_bytes());
     h.update(spec.python_version.as_bytes());
     h.update(spec.coverage.as_bytes());
-    for (to, from) in &files {
+    for (to, from) in files {
         h.update(to.as_os_str().as_encoded_bytes());
         h.update(&[0]);
         let bytes = std::fs::read(from)
             .map_err(|e| Error::env(format!("cannot read `{}`: {e}", from.display())))?;
         h.update(blake3::hash(&bytes).as_bytes());
     }
-    Ok(format!("r2e-base:{}", &h.finalize().to_hex()[..16]))
+    let tag = format!("r2e-base:{}", &h.finalize().to_hex()[..16]);
+    // A memo that cannot be written only costs the next build the hashing.
+    let _ = crate::fsutil::write_atomic(memo, format!("{stat} {tag}\n").as_bytes());
+    Ok(tag)
 }
 
 /// Whether the daemon has an image of this tag.
@@ -267,12 +299,63 @@ pub fn has_image(docker: &Docker, tag: &str) -> bool {
 
 /// Builds the base image for `spec` under `tag` (see the module's documentation), unless the
 /// daemon has it. Returns whether it was built.
-pub fn build_base(docker: &Docker, spec: &BaseSpec, tag: &str) -> Result<bool> {
+pub fn build_base(docker: &Docker, spec: &BaseSpec, base: &BaseFiles, tag: &str) -> Result<bool> {
     if has_image(docker, tag) {
         return Ok(false);
     }
-    let (files, dirs) = base_files(spec)?;
-    let mut tar = tar::Builder::new(Vec::new());
+    let (repo, version) = tag.split_once(':').unwrap_or((tag, "latest"));
+    let options = CreateImageOptions {
+        from_src: Some("-".into()),
+        repo: Some(repo.into()),
+        tag: Some(version.into()),
+        changes: vec![
+            format!("USER {USER}"),
+            "WORKDIR /tmp".into(),
+            format!("LABEL r2e.python={}", spec.python_version),
+            format!("LABEL r2e.coverage={}", spec.coverage),
+            format!("LABEL r2e.format={BASE_FORMAT}"),
+        ],
+        ..Default::default()
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(4);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || {
+            let mut out = ChunkWriter {
+                tx: tx.clone(),
+                buf: Vec::new(),
+            };
+            let written = write_base_tar(spec, base, &mut out);
+            if let Err(e) = &written {
+                // The body ends with the error, so that the daemon makes no image of a part.
+                let _ = tx.blocking_send(Err(std::io::Error::new(e.kind(), e.to_string())));
+            }
+            written
+        });
+        let body = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let imported = runtime().block_on(async {
+            let mut stream =
+                docker.create_image(Some(options), Some(bollard::body_try_stream(body)), None);
+            while let Some(step) = stream.next().await {
+                step.map_err(|e| {
+                    Error::env(format!("`docker import` of the base image failed: {e}"))
+                })?;
+            }
+            Ok::<(), Error>(())
+        });
+        let written = writer
+            .join()
+            .map_err(|_| Error::internal("the base image's tar writer panicked"))?;
+        // What could not be read is the better reason (a full disk, a file gone).
+        written.map_err(|e| Error::env(format!("cannot write the base image's files: {e}")))?;
+        imported
+    })?;
+    Ok(true)
+}
+
+/// Writes the base image's root filesystem as a tar to `out`.
+fn write_base_tar(spec: &BaseSpec, base: &BaseFiles, out: impl Write) -> std::io::Result<()> {
+    let (files, dirs) = base;
+    let mut tar = tar::Builder::new(out);
     tar.follow_symlinks(true);
     let header = |mode: u32, size: u64, kind: tar::EntryType| {
         let mut h = tar::Header::new_gnu();
@@ -284,7 +367,7 @@ pub fn build_base(docker: &Docker, spec: &BaseSpec, tag: &str) -> Result<bool> {
         h.set_mtime(0);
         h
     };
-    for d in &dirs {
+    for d in dirs {
         let mode = if d == Path::new("/tmp") {
             0o1777
         } else {
@@ -304,7 +387,7 @@ pub fn build_base(docker: &Docker, spec: &BaseSpec, tag: &str) -> Result<bool> {
         let mut h = header(0o644, text.len() as u64, tar::EntryType::Regular);
         tar.append_data(&mut h, path, text.as_bytes())?;
     }
-    for (to, from) in &files {
+    for (to, from) in files {
         // Symlinks inside the interpreter stay symlinks; everything else is copied as a file
         // (a library's symlink chain becomes its target's content at the linked name).
         let meta = std::fs::symlink_metadata(from)?;
@@ -314,37 +397,42 @@ pub fn build_base(docker: &Docker, spec: &BaseSpec, tag: &str) -> Result<bool> {
             tar.append_link(&mut h, rel(to), &target)?;
             continue;
         }
-        let bytes = std::fs::read(from)?;
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(from)?.permissions().mode() & 0o755 | 0o444;
-        let mut h = header(mode, bytes.len() as u64, tar::EntryType::Regular);
-        tar.append_data(&mut h, rel(to), bytes.as_slice())?;
+        let file = std::fs::File::open(from)?;
+        let meta = file.metadata()?;
+        let mode = meta.permissions().mode() & 0o755 | 0o444;
+        let mut h = header(mode, meta.len(), tar::EntryType::Regular);
+        tar.append_data(&mut h, rel(to), file)?;
     }
-    let mut body = tar.into_inner()?;
-    body.flush()?;
-    let (repo, version) = tag.split_once(':').unwrap_or((tag, "latest"));
-    let options = CreateImageOptions {
-        from_src: Some("-".into()),
-        repo: Some(repo.into()),
-        tag: Some(version.into()),
-        changes: vec![
-            format!("USER {USER}"),
-            "WORKDIR /tmp".into(),
-            format!("LABEL r2e.python={}", spec.python_version),
-            format!("LABEL r2e.coverage={}", spec.coverage),
-            format!("LABEL r2e.format={BASE_FORMAT}"),
-        ],
-        ..Default::default()
-    };
-    runtime().block_on(async {
-        let mut stream =
-            docker.create_image(Some(options), Some(bollard::body_full(body.into())), None);
-        while let Some(step) = stream.next().await {
-            step.map_err(|e| Error::env(format!("`docker import` of the base image failed: {e}")))?;
+    tar.into_inner()?.flush()?;
+    Ok(())
+}
+
+/// A writer that sends what it is given to a channel in chunks of about 1 MiB: the tar of the
+/// base image streams to the daemon instead of being held whole in memory.
+struct ChunkWriter {
+    tx: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>,
+    buf: Vec<u8>,
+}
+
+impl Write for ChunkWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= 1 << 20 {
+            self.flush()?;
         }
-        Ok::<(), Error>(())
-    })?;
-    Ok(true)
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = bytes::Bytes::from(std::mem::take(&mut self.buf));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the daemon stopped reading")
+        })
+    }
 }
 
 /// A path in the image, relative to its root (tar entries are).
@@ -358,17 +446,15 @@ type Setup = Box<dyn Fn() -> Result<(Docker, String)> + Send + Sync>;
 /// Runs jobs in containers of one image.
 pub struct DockerSandbox {
     ready: OnceLock<std::result::Result<(Docker, String), String>>,
-    setup: Setup,
+    /// `None` when `ready` was given at construction.
+    setup: Option<Setup>,
 }
 
 impl DockerSandbox {
     pub fn new(docker: Docker, image: String) -> DockerSandbox {
         let ready = OnceLock::new();
         let _ = ready.set(Ok((docker, image)));
-        DockerSandbox {
-            ready,
-            setup: Box::new(|| Err(Error::internal("set up already"))),
-        }
+        DockerSandbox { ready, setup: None }
     }
 
     /// A sandbox that connects and makes its image (`setup`) when it first runs a job: a
@@ -377,15 +463,15 @@ impl DockerSandbox {
     pub fn lazy(setup: Setup) -> DockerSandbox {
         DockerSandbox {
             ready: OnceLock::new(),
-            setup,
+            setup: Some(setup),
         }
     }
 
     fn target(&self) -> Result<(&Docker, &str)> {
-        match self
-            .ready
-            .get_or_init(|| (self.setup)().map_err(|e| e.to_string()))
-        {
+        match self.ready.get_or_init(|| match &self.setup {
+            Some(setup) => setup().map_err(|e| e.to_string()),
+            None => Err("no daemon was given".into()),
+        }) {
             Ok((docker, image)) => Ok((docker, image)),
             Err(why) => Err(Error::env(format!(
                 "the docker sandbox is not ready: {why}"
@@ -416,7 +502,7 @@ impl DockerSandbox {
             }
         }
         // Code runs as the unprivileged user: its scratch and writable folders are its own.
-        if crate::sandbox::local::running_as_root() {
+        if crate::sandbox::local::is_root() {
             for dir in std::iter::once(&job.scratch).chain(&job.writable) {
                 crate::sandbox::local::give_to(dir, USER);
             }

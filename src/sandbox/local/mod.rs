@@ -53,11 +53,8 @@ pub struct LocalSandbox {
     allow_unsandboxed: bool,
 }
 
-pub fn running_as_root() -> bool {
-    is_root()
-}
-
-fn is_root() -> bool {
+/// Whether this process runs as root (bubblewrap and the docker backend then drop to nobody).
+pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }

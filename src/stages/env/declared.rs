@@ -156,7 +156,7 @@ fn setup_cfg_python_requires(text: &str) -> Option<String> {
 }
 
 /// The lines of a `setup.cfg` section (`header`, such as `[options]`), as written.
-fn section_lines<'t>(text: &'t str, header: &'t str) -> impl Iterator<Item = &'t str> {
+pub(super) fn section_lines<'t>(text: &'t str, header: &'t str) -> impl Iterator<Item = &'t str> {
     let mut inside = false;
     text.lines().filter(move |line| {
         let trimmed = line.trim();

@@ -556,13 +556,18 @@ fn installed_metadata(site: &Path) -> (Option<String>, Option<String>) {
     else {
         return (None, None);
     };
-    let field = |name: &str| {
-        text.lines()
-            .take_while(|l| !l.is_empty())
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .map(|v| v.trim().to_owned())
-    };
-    (field("Name"), field("Version"))
+    (
+        metadata_field(&text, "Name"),
+        metadata_field(&text, "Version"),
+    )
+}
+
+/// A field of core metadata (`METADATA`, `PKG-INFO`): its first value among the headers.
+fn metadata_field(text: &str, name: &str) -> Option<String> {
+    text.lines()
+        .take_while(|l| !l.is_empty())
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(|v| v.trim().to_owned())
 }
 
 /// Metadata for a project that could not be built, from what it declares: `PKG-INFO` (an
@@ -576,15 +581,10 @@ fn fallback_metadata(src: &Path, site: &Path) -> std::io::Result<Option<String>>
     let mut entry_points = String::new();
     if let Some(text) = regular_file(&src.join("PKG-INFO")) {
         let text = String::from_utf8_lossy(&text).into_owned();
-        let (n, v) = {
-            let field = |f: &str| {
-                text.lines()
-                    .take_while(|l| !l.is_empty())
-                    .find_map(|l| l.strip_prefix(f)?.strip_prefix(':'))
-                    .map(|v| v.trim().to_owned())
-            };
-            (field("Name"), field("Version"))
-        };
+        let (n, v) = (
+            metadata_field(&text, "Name"),
+            metadata_field(&text, "Version"),
+        );
         if n.is_some() {
             (name, version, metadata) = (n, v, Some(text));
         }
@@ -630,14 +630,8 @@ fn fallback_metadata(src: &Path, site: &Path) -> std::io::Result<Option<String>>
         && let Some(text) = regular_file(&src.join("setup.cfg"))
     {
         let text = String::from_utf8_lossy(&text);
-        let mut inside = false;
-        for line in text.lines() {
-            let t = line.trim();
-            if t.starts_with('[') {
-                inside = t == "[metadata]";
-                continue;
-            }
-            if let (true, Some((k, v))) = (inside, t.split_once('=')) {
+        for line in super::declared::section_lines(&text, "[metadata]") {
+            if let Some((k, v)) = line.trim().split_once('=') {
                 match k.trim() {
                     "name" => name = Some(v.trim().to_owned()),
                     "version" if !v.contains(':') => version = Some(v.trim().to_owned()),
