@@ -288,6 +288,10 @@ fn resolve(
         (layout.start_line, layout.end_line),
     )
     .hiding(checkout);
+    if runtime.image.is_some() {
+        // The checkout's files are in the environment image, at the runtime's `repo`.
+        target = target.relocated(&runtime.repo);
+    }
     target.kind = row.kind;
     Ok(Ok(Resolved {
         target,

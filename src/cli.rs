@@ -124,6 +124,29 @@ enum Command {
         #[arg(long, hide = true, value_name = "FILE")]
         hold_lock_while: Option<PathBuf>,
     },
+    /// Write the built dataset with its environments as Docker images into DIR, a new folder:
+    /// one `docker save` archive per repository's environment image, the repositories' files
+    /// at their commits, `export.json` (each image's tag, ID, archive hash and sizes) and a
+    /// `pipeline.toml` that checks candidates in those images (`r2e check -p DIR/pipeline.toml`).
+    Export {
+        /// The folder to write (it must not exist, or be empty).
+        dir: PathBuf,
+        /// The pipeline whose built dataset is exported.
+        #[arg(short, long, default_value = "pipeline.toml")]
+        pipeline: PathBuf,
+        /// Print `export.json` on stdout instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load an export's images into the Docker daemon, each archive checked against its hash
+    /// and each image against the ID the export recorded.
+    Import {
+        /// The export folder (`r2e export`'s).
+        dir: PathBuf,
+        /// Print JSON on stdout instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Docker images for the `docker` sandbox backend.
     Image {
         #[command(subcommand)]
@@ -200,6 +223,48 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let services =
         |cfg: &config::Config| crate::services::Services::for_config(cfg, unsafe_no_sandbox);
     match cli.command {
+        Command::Export {
+            dir,
+            pipeline,
+            json,
+        } => {
+            let cfg = config::load(&pipeline)?;
+            let exported = crate::export::export(&cfg, &dir)?;
+            if json {
+                print_json(&exported)?;
+            } else {
+                let mut text = String::new();
+                for i in &exported.images {
+                    text.push_str(&format!(
+                        "{}\t{}\t{} instances\t{} ({:.1} MB)\n",
+                        i.repo,
+                        i.tag,
+                        i.instances,
+                        i.archive,
+                        i.archive_bytes as f64 / 1e6
+                    ));
+                }
+                print_text(&text)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Import { dir, json } => {
+            let loaded = crate::export::import(&dir)?;
+            if json {
+                let images: Vec<serde_json::Value> = loaded
+                    .iter()
+                    .map(|(tag, id)| serde_json::json!({"tag": tag, "id": id}))
+                    .collect();
+                print_json(&serde_json::json!({ "images": images }))?;
+            } else {
+                let text: String = loaded
+                    .iter()
+                    .map(|(tag, id)| format!("{tag}\t{id}\n"))
+                    .collect();
+                print_text(&text)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Image {
             command: ImageCommand::Base { pipeline },
         } => {

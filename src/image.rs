@@ -100,6 +100,7 @@ fn coverage_for(
             processes: 256,
             file_size_mib: 512,
         },
+        image: None,
     };
     let out = sandbox.run(&job);
     let _ = fs_err::remove_dir_all(&scratch);

@@ -10,6 +10,7 @@ pub mod db;
 pub mod diff;
 pub mod engine;
 pub mod error;
+pub mod export;
 pub mod fsutil;
 pub mod hash;
 pub mod image;

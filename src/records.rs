@@ -444,6 +444,9 @@ pub struct EnvLine {
     /// it is not a buildable project or `[env] install_project` is off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<ProjectLine>,
+    /// The environment image that holds it all (an export's `envs.jsonl`: `r2e export`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// The project layer of an `envs.jsonl` line.
@@ -583,6 +586,9 @@ pub struct Instance {
     /// The harness's strength: built-in mutants of the reference that it kills.
     #[serde(default)]
     pub mutants: Option<MutationScore>,
+    /// The environment image it runs in (an export's dataset: `r2e export`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// Mutants of the reference, how many the harness kills, and the ones that survive (a person

@@ -77,6 +77,7 @@ fn the_base_image_is_built_once_and_its_containers_hold_jobs_in() {
         hidden: vec![],
         network: false,
         limits,
+        image: None,
     };
     let small = Limits {
         wall_seconds: 60,
@@ -252,4 +253,158 @@ fn a_build_without_a_daemon_says_so_stores_nothing_of_it_and_keeps_what_it_did()
     let second = run();
     assert_eq!(second.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&second.stderr).contains("cannot reach the Docker daemon"));
+}
+
+/// `r2e check --candidates FILE --json` in `dir` (exit 0 or 1): one verdict per line.
+fn check_lines(dir: &std::path::Path, candidates: &std::path::Path) -> Vec<serde_json::Value> {
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["check", "--candidates"])
+        .arg(candidates)
+        .current_dir(dir)
+        .timeout(std::time::Duration::from_secs(600))
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The module of the export test: two functions with docstrings, each using the module.
+const TEXT_PY: &str = "VOWELS = \"aeiou\"\n\n\ndef join_words(words):\n    return \" \".join(words)\n\n\ndef shout(text, times):\n    \"\"\"The text in capitals, `times` times, joined by spaces.\"\"\"\n    words = [text.upper()] * times\n    return join_words(words)\n\n\ndef count_vowels(text):\n    \"\"\"How many vowels the text holds.\"\"\"\n    total = 0\n    for c in text.lower():\n        if c in VOWELS:\n            total += 1\n    return total\n";
+
+#[test]
+fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_host_path() {
+    let Some(daemon) = common::docker() else {
+        return;
+    };
+    let p = common::Project::new(
+        &format!("//- pkg/__init__.py\n//- pkg/text.py\n{TEXT_PY}"),
+        "[env]\ninstaller = \"pip\"\n",
+    );
+    common::offline_build(p.path());
+    let instances = common::jsonl(&p.path().join("out/dataset.jsonl"));
+    assert_eq!(instances.len(), 2, "{instances:?}");
+
+    // Candidates: the reference, a wrong one, and one that runs the original's source.
+    let reference = TEXT_PY[TEXT_PY.find("def shout").unwrap()..]
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .to_owned()
+        + "\n";
+    let cheat = "def shout(text, times):\n    import sys\n    here = [p for p in sys.path if p.endswith('repo')] + ['/r2e/repo']\n    ns = {}\n    for root in here:\n        try:\n            exec(open(root + '/pkg/text.py').read(), ns)\n        except OSError:\n            pass\n    return ns['shout'](text, times)\n";
+    let lines = [
+        ("reference", reference.as_str()),
+        (
+            "wrong",
+            "def shout(text, times):\n    return text.upper()\n",
+        ),
+        ("cheat", cheat),
+    ];
+    let candidates = p.path().join("candidates.jsonl");
+    let text: String = lines
+        .iter()
+        .map(|(label, c)| {
+            serde_json::json!({"id": "r:pkg/text.py:shout", "candidate": c, "label": label})
+                .to_string()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(&candidates, text).unwrap();
+    let here = check_lines(p.path(), &candidates);
+    let passed: Vec<bool> = here.iter().map(|v| v["passed"] == true).collect();
+    assert_eq!(passed, [true, false, false], "{here:?}");
+
+    // The export: one image per repository, its archive, and nothing of this machine.
+    let dir = p.path().join("export");
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["export", "--json"])
+        .arg(&dir)
+        .current_dir(p.path())
+        .envs(common::offline_env())
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let exported: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let images = exported["images"].as_array().unwrap();
+    assert_eq!(images.len(), 1, "{exported}");
+    let tag = images[0]["tag"].as_str().unwrap().to_owned();
+    let sizes = &images[0]["sizes"];
+    assert!(sizes["env"].as_u64().unwrap() > 0, "{sizes}");
+    assert!(sizes["repo"].as_u64().unwrap() > 0, "{sizes}");
+    for line in common::jsonl(&dir.join("out/dataset.jsonl")) {
+        assert_eq!(line["image"], tag.as_str());
+    }
+    let host = p.path().to_string_lossy().into_owned();
+    for folder in ["out", "repos"] {
+        assert_eq!(
+            common::found_under(&dir.join(folder), host.as_bytes()),
+            None
+        );
+    }
+    for file in ["pipeline.toml", "export.json"] {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        assert!(
+            !text.contains(&host),
+            "{file} names a path of the building machine"
+        );
+    }
+
+    // Removed from the daemon, then imported: the same verdicts, in the image.
+    r2e::sandbox::docker::remove_image(&daemon, &tag).unwrap();
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["import"])
+        .arg(&dir)
+        .timeout(std::time::Duration::from_secs(600))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&tag));
+    let there = check_lines(&dir, &candidates);
+    assert_eq!(there, here, "the imported export's verdicts");
+
+    // Without its image the export cannot check (it mounts nothing of this machine instead);
+    // its cache of verdicts removed, so that the check runs.
+    r2e::sandbox::docker::remove_image(&daemon, &tag).unwrap();
+    std::fs::remove_dir_all(dir.join("cache")).unwrap();
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["check", "--candidates"])
+        .arg(&candidates)
+        .current_dir(&dir)
+        .timeout(std::time::Duration::from_secs(600))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("r2e import"), "{said}");
+
+    // A damaged archive is refused before anything is loaded.
+    let archive = dir.join(images[0]["archive"].as_str().unwrap());
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&archive, bytes).unwrap();
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["import"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("blake3"));
+    assert!(!r2e::sandbox::docker::has_image(&daemon, &tag));
 }

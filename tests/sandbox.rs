@@ -19,6 +19,7 @@ fn python_job(scratch: &Path, code: &str, limits: Limits) -> Job {
         hidden: vec![],
         network: false,
         limits,
+        image: None,
     }
 }
 

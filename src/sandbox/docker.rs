@@ -18,9 +18,10 @@
 //! unless writable), at their own paths; hidden paths are covered. A wall-clock timeout kills
 //! the container; a container the kernel killed for memory is classed `memory`.
 //!
-//! `[sandbox] backend = "docker"` runs a build's jobs this way (`services`). Not yet:
-//! environment images (the environments are still mounted from the cache), warm containers,
-//! export and import.
+//! `[sandbox] backend = "docker"` runs a build's jobs this way (`services`). A job with an
+//! `ImageRun` runs in that environment image instead (an export's: `crate::export`), with only
+//! its scratch folder mounted. Also here: building an image from a streamed context (the
+//! classic builder), `docker save`/`load`, an image's ID and layers. Not yet: warm containers.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -317,38 +318,21 @@ pub fn build_base(docker: &Docker, spec: &BaseSpec, base: &BaseFiles, tag: &str)
         ],
         ..Default::default()
     };
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(4);
-    std::thread::scope(|scope| {
-        let writer = scope.spawn(move || {
-            let mut out = ChunkWriter {
-                tx: tx.clone(),
-                buf: Vec::new(),
-            };
-            let written = write_base_tar(spec, base, &mut out);
-            if let Err(e) = &written {
-                // The body ends with the error, so that the daemon makes no image of a part.
-                let _ = tx.blocking_send(Err(std::io::Error::new(e.kind(), e.to_string())));
-            }
-            written
-        });
-        let body = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
-        let imported = runtime().block_on(async {
-            let mut stream =
-                docker.create_image(Some(options), Some(bollard::body_try_stream(body)), None);
-            while let Some(step) = stream.next().await {
-                step.map_err(|e| {
-                    Error::env(format!("`docker import` of the base image failed: {e}"))
-                })?;
-            }
-            Ok::<(), Error>(())
-        });
-        let written = writer
-            .join()
-            .map_err(|_| Error::internal("the base image's tar writer panicked"))?;
-        // What could not be read is the better reason (a full disk, a file gone).
-        written.map_err(|e| Error::env(format!("cannot write the base image's files: {e}")))?;
-        imported
-    })?;
+    streamed(
+        |out| write_base_tar(spec, base, out),
+        |body| {
+            runtime().block_on(async {
+                let mut stream =
+                    docker.create_image(Some(options), Some(bollard::body_try_stream(body)), None);
+                while let Some(step) = stream.next().await {
+                    step.map_err(|e| {
+                        Error::env(format!("`docker import` of the base image failed: {e}"))
+                    })?;
+                }
+                Ok::<(), Error>(())
+            })
+        },
+    )?;
     Ok(true)
 }
 
@@ -410,7 +394,7 @@ fn write_base_tar(spec: &BaseSpec, base: &BaseFiles, out: impl Write) -> std::io
 
 /// A writer that sends what it is given to a channel in chunks of about 1 MiB: the tar of the
 /// base image streams to the daemon instead of being held whole in memory.
-struct ChunkWriter {
+pub struct ChunkWriter {
     tx: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>,
     buf: Vec<u8>,
 }
@@ -432,6 +416,179 @@ impl Write for ChunkWriter {
         self.tx.blocking_send(Ok(chunk)).map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the daemon stopped reading")
         })
+    }
+}
+
+/// A request body streamed to the daemon.
+type BodyStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send>>;
+
+/// Streams what `write` writes into a body for the daemon, in chunks, from a thread of its
+/// own; `send` runs with the body. `write`'s error is the better reason when both fail.
+fn streamed<T>(
+    write: impl FnOnce(&mut ChunkWriter) -> std::io::Result<()> + Send,
+    send: impl FnOnce(BodyStream) -> Result<T>,
+) -> Result<T> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(4);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || {
+            let mut out = ChunkWriter {
+                tx: tx.clone(),
+                buf: Vec::new(),
+            };
+            let written = write(&mut out).and_then(|()| out.flush());
+            if let Err(e) = &written {
+                // The body ends with the error, so that the daemon keeps nothing of a part.
+                let _ = tx.blocking_send(Err(std::io::Error::new(e.kind(), e.to_string())));
+            }
+            written
+        });
+        let body: BodyStream = Box::pin(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)));
+        let sent = send(body);
+        let written = writer
+            .join()
+            .map_err(|_| Error::internal("the writer of a stream to the daemon panicked"))?;
+        written.map_err(|e| Error::env(format!("cannot write what the daemon is sent: {e}")))?;
+        sent
+    })
+}
+
+/// Builds image `tag` from the build context `write` writes (a tar holding a `Dockerfile`),
+/// with the daemon's classic builder (no BuildKit, no registry: `FROM` names a local image).
+pub fn build_image(
+    docker: &Docker,
+    tag: &str,
+    write: impl FnOnce(&mut ChunkWriter) -> std::io::Result<()> + Send,
+) -> Result<()> {
+    let options = bollard::query_parameters::BuildImageOptions {
+        dockerfile: "Dockerfile".into(),
+        t: Some(tag.into()),
+        rm: true,
+        forcerm: true,
+        ..Default::default()
+    };
+    streamed(write, |body| {
+        runtime().block_on(async {
+            let mut stream =
+                docker.build_image(options, None, Some(bollard::body_try_stream(body)));
+            let mut said = String::new();
+            while let Some(step) = stream.next().await {
+                let step =
+                    step.map_err(|e| Error::env(format!("building image `{tag}` failed: {e}")))?;
+                if let Some(detail) = step.error_detail.and_then(|d| d.message) {
+                    return Err(Error::env(format!(
+                        "building image `{tag}` failed: {detail}"
+                    )));
+                }
+                if let Some(text) = step.stream {
+                    said.push_str(&text);
+                }
+            }
+            Ok(said)
+        })
+    })
+    .and_then(|said| {
+        if has_image(docker, tag) {
+            Ok(())
+        } else {
+            Err(Error::env(format!(
+                "building image `{tag}` made no image: {}",
+                said.trim()
+            )))
+        }
+    })
+}
+
+/// An image's ID (the digest of its configuration) and size in bytes.
+pub fn image_id(docker: &Docker, tag: &str) -> Result<(String, u64)> {
+    let inspect = runtime()
+        .block_on(docker.inspect_image(tag))
+        .map_err(|e| Error::env(format!("the daemon has no image `{tag}`: {e}")))?;
+    Ok((
+        inspect.id.unwrap_or_default(),
+        inspect.size.unwrap_or(0).max(0) as u64,
+    ))
+}
+
+/// An image's layers, newest first: the instruction that made each and its size in bytes.
+pub fn layers(docker: &Docker, tag: &str) -> Result<Vec<(String, u64)>> {
+    let history = runtime()
+        .block_on(docker.image_history(tag))
+        .map_err(|e| Error::env(format!("cannot read the layers of `{tag}`: {e}")))?;
+    Ok(history
+        .into_iter()
+        .map(|h| (h.created_by, h.size.max(0) as u64))
+        .collect())
+}
+
+/// `docker save` of an image into `path` (written whole, then renamed): its blake3 and size.
+pub fn save_image(docker: &Docker, tag: &str, path: &Path) -> Result<(String, u64)> {
+    let tmp = path.with_extension("tar.part");
+    let mut file = std::io::BufWriter::new(fs_err::File::create(&tmp)?);
+    let mut hasher = blake3::Hasher::new();
+    let mut bytes = 0u64;
+    runtime().block_on(async {
+        let mut stream = docker.export_image(tag);
+        while let Some(chunk) = stream.next().await {
+            let chunk =
+                chunk.map_err(|e| Error::env(format!("`docker save` of `{tag}` failed: {e}")))?;
+            hasher.update(&chunk);
+            bytes += chunk.len() as u64;
+            file.write_all(&chunk)?;
+        }
+        Ok::<(), Error>(())
+    })?;
+    file.into_inner()
+        .map_err(|e| Error::from(e.into_error()))?
+        .sync_all()?;
+    fs_err::rename(&tmp, path)?;
+    Ok((hasher.finalize().to_hex().to_string(), bytes))
+}
+
+/// `docker load` of an archive `docker save` wrote.
+pub fn load_image(docker: &Docker, path: &Path) -> Result<()> {
+    let file = path.to_path_buf();
+    streamed(
+        move |out| {
+            let mut f = std::fs::File::open(&file)?;
+            std::io::copy(&mut f, out).map(|_| ())
+        },
+        |body| {
+            runtime().block_on(async {
+                let options = bollard::query_parameters::ImportImageOptions {
+                    quiet: true,
+                    ..Default::default()
+                };
+                let mut stream = docker.import_image(options, bollard::body_try_stream(body), None);
+                while let Some(step) = stream.next().await {
+                    let step = step.map_err(|e| {
+                        Error::env(format!("`docker load` of `{}` failed: {e}", path.display()))
+                    })?;
+                    if let Some(detail) = step.error_detail.and_then(|d| d.message) {
+                        return Err(Error::env(format!(
+                            "`docker load` of `{}` failed: {detail}",
+                            path.display()
+                        )));
+                    }
+                }
+                Ok(())
+            })
+        },
+    )
+}
+
+/// Removes an image (for tests, and `gc`); an image that is not there is no error.
+pub fn remove_image(docker: &Docker, tag: &str) -> Result<()> {
+    let options = bollard::query_parameters::RemoveImageOptions {
+        force: true,
+        ..Default::default()
+    };
+    match runtime().block_on(docker.remove_image(tag, Some(options), None)) {
+        Ok(_) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(()),
+        Err(e) => Err(Error::env(format!("cannot remove image `{tag}`: {e}"))),
     }
 }
 
@@ -483,7 +640,13 @@ impl DockerSandbox {
         let limits = &job.limits;
         // Each path once: writable where any of the job's lists makes it so.
         let mut mounts: std::collections::BTreeMap<&Path, bool> = std::collections::BTreeMap::new();
-        for p in job.readonly.iter().filter(|p| p.exists()) {
+        // A job in an environment image finds its read-only folders in it: nothing of this
+        // machine is mounted but its scratch (and writable) folders.
+        for p in job
+            .readonly
+            .iter()
+            .filter(|p| job.image.is_none() && p.exists())
+        {
             mounts.entry(p).or_insert(false);
         }
         for p in std::iter::once(&job.scratch).chain(&job.writable) {
@@ -495,9 +658,20 @@ impl DockerSandbox {
             .collect();
         let mut tmpfs = HashMap::from([("/tmp".to_owned(), "rw,nosuid,size=256m".to_owned())]);
         for hidden in &job.hidden {
-            if hidden.is_dir() {
+            // What it is, told by this machine's copy of the image's folder for an image.
+            let here = match &job.image {
+                Some(image) => image.on_host(hidden),
+                None => Some(hidden.clone()),
+            };
+            let Some(here) = here else {
+                return Err(Error::internal(format!(
+                    "`{}` is to be hidden, but the image's folders do not hold it",
+                    hidden.display()
+                )));
+            };
+            if here.is_dir() {
                 tmpfs.insert(hidden.display().to_string(), "ro,size=1k".into());
-            } else if hidden.exists() {
+            } else if here.exists() {
                 binds.push(format!("/dev/null:{}:ro", hidden.display()));
             }
         }
@@ -515,6 +689,7 @@ impl DockerSandbox {
         env.sort();
         let mut cmd = vec![job.program.to_string_lossy().into_owned()];
         cmd.extend(job.args.iter().cloned());
+        let image = job.image.as_ref().map_or(image, |i| i.tag.as_str());
         let body = ContainerCreateBody {
             image: Some(image.to_owned()),
             cmd: Some(cmd),
@@ -557,7 +732,18 @@ impl DockerSandbox {
         let created = docker
             .create_container(None::<CreateContainerOptions>, body)
             .await
-            .map_err(|e| Error::env(format!("cannot create a container: {e}")))?;
+            .map_err(|e| match (&job.image, &e) {
+                (
+                    Some(run),
+                    bollard::errors::Error::DockerResponseServerError {
+                        status_code: 404, ..
+                    },
+                ) => Error::env(format!(
+                    "the environment image `{}` is not in the Docker daemon: load its export with `r2e import DIR`",
+                    run.tag
+                )),
+                _ => Error::env(format!("cannot create a container: {e}")),
+            })?;
         let id = created.id;
         let outcome = finish(docker, &id, job)
             .await
@@ -717,6 +903,7 @@ mod tests {
             hidden: vec![],
             network: false,
             limits: super::super::Limits::default(),
+            image: None,
         };
         let missing = "/cache/tools/uv: error while loading shared libraries: librt.so.1: cannot open shared object file: No such file or directory\n";
         let err = cannot_start(outcome(127, missing), &job).unwrap_err();

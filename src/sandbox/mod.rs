@@ -11,7 +11,7 @@ pub mod docker;
 pub mod fake;
 pub mod local;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,28 @@ pub struct Job {
     /// Whether the job may reach the network (only environment installation may).
     pub network: bool,
     pub limits: Limits,
+    /// The environment image the job runs in (the docker backend only): it holds the job's
+    /// read-only folders, which are then not mounted from this machine.
+    pub image: Option<ImageRun>,
+}
+
+/// A job's environment image (`r2e export`'s): its tag, and for each folder of the image that a
+/// job may name in `hidden`, the folder of this machine with the same files, which tells
+/// whether a hidden path is a file or a folder.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ImageRun {
+    pub tag: String,
+    pub same_files: Vec<(PathBuf, PathBuf)>,
+}
+
+impl ImageRun {
+    /// The path of this machine that holds what `path` (in the image) holds, if any.
+    pub fn on_host(&self, path: &Path) -> Option<PathBuf> {
+        self.same_files.iter().find_map(|(inside, host)| {
+            let rel = path.strip_prefix(inside).ok()?;
+            Some(host.join(rel))
+        })
+    }
 }
 
 /// How a job ended.

@@ -117,6 +117,7 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
         tokens: c.tokens,
         in_file: c.in_file,
         mutants: w.mutants,
+        image: None,
     });
     Done {
         record,

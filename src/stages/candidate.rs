@@ -58,6 +58,22 @@ impl Target {
         }
     }
 
+    /// The same target in a checkout at `to` (the repository's folder in an environment
+    /// image) instead of at `root`.
+    pub fn relocated(mut self, to: &Path) -> Self {
+        let from = self.root.clone();
+        let move_path = |p: &Path| match p.strip_prefix(&from) {
+            Ok(rel) => to.join(rel),
+            Err(_) => p.to_path_buf(),
+        };
+        self.import_root = move_path(&self.import_root);
+        self.extra_roots = self.extra_roots.iter().map(|p| move_path(p)).collect();
+        self.source_file = move_path(&self.source_file);
+        self.hide = self.hide.iter().map(|p| move_path(p)).collect();
+        self.root = to.to_path_buf();
+        self
+    }
+
     /// The target with the folders of a checkout that its candidates must not see.
     pub fn hiding(mut self, checkout: &Checkout) -> Self {
         self.hide = checkout.masked.iter().map(|m| self.root.join(m)).collect();

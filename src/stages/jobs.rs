@@ -74,6 +74,9 @@ pub struct Runtime {
     /// The project layer's folder (`stages::env::project`), put on `sys.path` after the
     /// environment's packages.
     pub project: Option<PathBuf>,
+    /// The environment image holding all of the above (an imported export's), when jobs run in
+    /// it instead of mounting them.
+    pub image: Option<crate::sandbox::ImageRun>,
 }
 
 impl Runtime {
@@ -93,6 +96,7 @@ impl Runtime {
             repo: "/repo".into(),
             interpreter: Vec::new(),
             project: None,
+            image: None,
         }
     }
 
@@ -214,6 +218,7 @@ pub fn run_script<Q: Serialize, A: DeserializeOwned>(
         hidden: hidden.to_vec(),
         network: false,
         limits,
+        image: runtime.image.clone(),
     };
     let outcome = exec.sandbox.run(&job)?;
     // The answer is untrusted too: serde_json's nesting limit keeps a deep one from

@@ -305,6 +305,12 @@ impl Sandbox for LocalSandbox {
     }
 
     fn run(&self, job: &Job) -> Result<Outcome> {
+        if let Some(image) = &job.image {
+            return Err(Error::input(format!(
+                "the environment image `{}` runs only in the docker sandbox: set `[sandbox] backend = \"docker\"`",
+                image.tag
+            )));
+        }
         fs_err::create_dir_all(job.scratch.join(".tmp"))?;
         let mut env = fixed_env(&job.scratch);
         env.extend(job.env.iter().cloned());

@@ -224,6 +224,7 @@ pub fn find_or_install_uv(
                 cpu_seconds: 600,
                 file_size_mib: 512,
             },
+            image: None,
         };
         match sandbox.run(&job) {
             Ok(o) if o.success() => {}
@@ -265,6 +266,7 @@ fn installed(
             wall_seconds: 60,
             ..Limits::default()
         },
+        image: None,
     };
     let out = match sandbox.run(&job) {
         Ok(out) => out,
@@ -387,6 +389,7 @@ impl Building<'_> {
             hidden: vec![],
             network: true,
             limits: install_limits(b.cfg),
+            image: None,
         };
         let out = b.sandbox.run(&job)?;
         self.log

@@ -87,6 +87,7 @@ impl Env {
             repo: root.to_path_buf(),
             interpreter: self.mounts.clone(),
             project: self.project.as_ref().map(|p| p.site.clone()),
+            image: None,
         }
     }
 
@@ -564,6 +565,7 @@ impl EnvStage {
             lock: r.lock.clone(),
             log,
             project,
+            image: None,
         });
         self.envs.insert(repo.to_owned(), Arc::new(built));
         Ok(())
@@ -629,6 +631,7 @@ print(json.dumps(found))
             wall_seconds: 30,
             ..Limits::default()
         },
+        image: None,
     };
     match sandbox.run(&job) {
         Ok(out) if out.success() => serde_json::from_slice::<Vec<String>>(&out.stdout)
@@ -643,6 +646,9 @@ print(json.dumps(found))
 /// The environment of a repository as a build recorded it in `envs.jsonl`, when it is still in
 /// the cache, and how to run code in it for a repository checked out at `root`.
 pub fn runtime_of(cache: &Cache, line: &EnvLine, root: &Path) -> Option<Runtime> {
+    if let Some(tag) = &line.image {
+        return Some(crate::export::image_runtime(tag, line, root));
+    }
     let dir = cache.path(Bucket::Envs).join(&line.env_key);
     let python = dir.join("venv").join("bin").join("python");
     if !(dir.join("record").exists() && python.exists()) {
@@ -674,6 +680,7 @@ pub fn runtime_of(cache: &Cache, line: &EnvLine, root: &Path) -> Option<Runtime>
             .into_iter()
             .collect(),
         project,
+        image: None,
     })
 }
 

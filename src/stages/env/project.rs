@@ -143,7 +143,7 @@ pub fn build_inputs(root: &Path, skip: &[String]) -> Option<Vec<(String, Hash)>>
 
 /// The regular files under `root` (relative `/`-separated path, full path), sorted: never a
 /// symlink, nor anything under `.git` or the folders in `skip`.
-fn tree_files(root: &Path, skip: &[String]) -> Vec<(String, PathBuf)> {
+pub(crate) fn tree_files(root: &Path, skip: &[String]) -> Vec<(String, PathBuf)> {
     let skip: HashSet<&str> = skip.iter().map(String::as_str).collect();
     let mut out = Vec::new();
     let walk = walkdir::WalkDir::new(root)

@@ -1,0 +1,437 @@
+//! `r2e export DIR` and `r2e import DIR`: a built dataset shipped with its environments as
+//! Docker images, so that anyone can check candidates against it on another machine.
+//!
+//! **Environment images.** Each repository of the dataset gets an image layered on the base
+//! image (`sandbox::docker`): its environment at `/r2e/env` (the dependency layer), its project
+//! layer at `/r2e/project`, and its files at the dataset's commit at `/r2e/repo`, one layer
+//! each. Its tag holds the environment key; its labels hold the lock hash, the repository and
+//! its commit. A job in it mounts nothing of the machine but its scratch folder
+//! (`sandbox::ImageRun`).
+//!
+//! **The export folder.** `export.json` ([`ExportManifest`]: each image's tag, ID, archive
+//! with its blake3, and sizes); `images/REPO.tar` (`docker save`, base layers included);
+//! `repos/REPO/` (the repository's files at its commit); `out/` (the dataset, whose instances
+//! name their image, `envs.jsonl`, whose lines name it, and `manifest.json`); and
+//! `pipeline.toml`, which names those repositories and the docker backend. Nothing in it names a
+//! path of the building machine.
+//!
+//! **Import.** `r2e import DIR` checks each archive against its blake3, loads it, and checks
+//! that the daemon gives the image the ID the export recorded. Then `r2e check -p
+//! DIR/pipeline.toml` checks candidates through the one check path, in the images.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Backend, Config};
+use crate::engine::Session;
+use crate::error::{Error, Result};
+use crate::hash::Hash;
+use crate::records::{EnvLine, Instance, read_built, read_jsonl, read_manifest, to_line};
+use crate::sandbox::ImageRun;
+use crate::sandbox::docker::{self, ChunkWriter};
+use crate::stages::env::project::tree_files;
+use crate::stages::jobs::Runtime;
+
+/// The export manifest's format tag.
+pub const EXPORT_FORMAT: &str = "r2e-export/1";
+/// Where an environment image holds the environment (a virtual environment's folder).
+pub const IMAGE_ENV: &str = "/r2e/env";
+/// Where it holds the project layer.
+pub const IMAGE_PROJECT: &str = "/r2e/project";
+/// Where it holds the repository's files.
+pub const IMAGE_REPO: &str = "/r2e/repo";
+
+/// `export.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportManifest {
+    pub format: String,
+    /// The dataset's version (`manifest.json`'s).
+    pub dataset_version: String,
+    /// The base image the environment images are layered on.
+    pub base_image: String,
+    pub images: Vec<ExportedImage>,
+}
+
+/// One environment image of an export.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportedImage {
+    pub tag: String,
+    /// The image's ID (the digest of its configuration), which `docker load` gives back.
+    pub id: String,
+    pub repo: String,
+    pub commit: String,
+    pub env_key: String,
+    pub lock_hash: String,
+    /// The `docker save` archive, relative to the export folder, its blake3 and its size.
+    pub archive: String,
+    pub archive_blake3: String,
+    pub archive_bytes: u64,
+    pub instances: u32,
+    pub sizes: ImageSizes,
+}
+
+/// An environment image's size, and its layers' (bytes), and how long it took to build.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageSizes {
+    pub image: u64,
+    pub base: u64,
+    /// The environment's layer: the dependencies, shared by every commit of the repository.
+    pub env: u64,
+    /// The project layer and the repository's files: what each commit adds.
+    pub project: u64,
+    pub repo: u64,
+    /// How long its build took; `None` when the daemon had it already.
+    pub build_seconds: Option<f64>,
+}
+
+/// The runtime of an environment image: everything at its place in the image, and the
+/// repository's files also at `root` on this machine (to tell a hidden path's kind).
+pub fn image_runtime(tag: &str, line: &EnvLine, root: &Path) -> Runtime {
+    Runtime {
+        python: Path::new(IMAGE_ENV).join("bin").join("python"),
+        env: IMAGE_ENV.into(),
+        repo: IMAGE_REPO.into(),
+        interpreter: Vec::new(),
+        project: line.project.as_ref().map(|_| PathBuf::from(IMAGE_PROJECT)),
+        image: Some(ImageRun {
+            tag: tag.to_owned(),
+            same_files: vec![(IMAGE_REPO.into(), root.to_path_buf())],
+        }),
+    }
+}
+
+/// A repository name as a file name.
+fn file_name(repo: &str) -> String {
+    repo.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_start_matches('.')
+        .to_owned()
+}
+
+/// Writes the export of `cfg`'s built dataset into `dir` (which must not exist, or be empty).
+pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
+    if dir.exists()
+        && std::fs::read_dir(dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(Error::input(format!(
+            "`{}` is not empty: an export is written into a new folder",
+            dir.display()
+        )));
+    }
+    let output = crate::engine::outputs::resolve(&cfg.output);
+    let instances: Vec<Instance> = read_built(&output.join("dataset.jsonl"))?;
+    let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
+    let manifest_path = output.join("manifest.json");
+    let manifest = read_manifest(&manifest_path)?;
+    let session = Session::open(cfg)?;
+    let docker = docker::connect()?;
+    let local = crate::sandbox::local::LocalSandbox::new(false);
+    let tools = session.cache.dir(crate::cache::Bucket::Tools)?;
+    let ((base, _), _) = crate::image::base_in(cfg, &tools, &local)?;
+    let (_, base_size) = docker::image_id(&docker, &base)?;
+
+    let tmp = dir.with_extension(format!("part{}", std::process::id()));
+    let _ = fs_err::remove_dir_all(&tmp);
+    fs_err::create_dir_all(tmp.join("images"))?;
+    fs_err::create_dir_all(tmp.join("repos"))?;
+    fs_err::create_dir_all(tmp.join("out"))?;
+
+    let mut repos: Vec<&str> = instances.iter().map(|i| i.repo.as_str()).collect();
+    repos.sort();
+    repos.dedup();
+    let mut images = Vec::new();
+    let mut tags = std::collections::BTreeMap::new();
+    for repo in repos {
+        let ix = session
+            .checkouts
+            .iter()
+            .position(|c| c.name == repo)
+            .ok_or_else(|| {
+                Error::input(format!(
+                    "the pipeline has no repo `{repo}` any more: run `r2e build`"
+                ))
+            })?;
+        let checkout = &session.checkouts[ix];
+        let mine: Vec<&Instance> = instances.iter().filter(|i| i.repo == repo).collect();
+        if mine.iter().any(|i| i.commit != checkout.identity) {
+            return Err(Error::input(format!(
+                "repo `{repo}` changed since the dataset was built: run `r2e build` before exporting"
+            )));
+        }
+        let line = envs.iter().find(|e| e.repo == repo).ok_or_else(|| {
+            Error::input(format!("repo `{repo}` has no environment: run `r2e build`"))
+        })?;
+        let root = checkout.materialize(&session.cache)?;
+        let runtime =
+            crate::stages::env::runtime_of(&session.cache, line, &root).ok_or_else(|| {
+                Error::input(format!(
+                    "the environment of repo `{repo}` is not built: run `r2e build`"
+                ))
+            })?;
+        let files = tree_files(&root, &checkout.masked);
+        let project_key = line.project.as_ref().map(|p| p.key.as_str()).unwrap_or("");
+        let snapshot = Hash::of_bytes(
+            format!(
+                "{base}\0{}\0{project_key}\0{}",
+                line.env_key, checkout.identity
+            )
+            .as_bytes(),
+        );
+        let tag = format!(
+            "r2e-env:{}-{}",
+            &line.env_key[..line.env_key.len().min(16)],
+            &snapshot.to_hex()[..16]
+        );
+        let started = Instant::now();
+        let mut build_seconds = None;
+        if !docker::has_image(&docker, &tag) {
+            let dockerfile = dockerfile(
+                &base,
+                line,
+                repo,
+                &checkout.identity,
+                runtime.project.is_some(),
+            );
+            let env_dir = runtime.env.join("venv");
+            let project = runtime.project.clone();
+            docker::build_image(&docker, &tag, |out| {
+                write_context(out, &dockerfile, &env_dir, project.as_deref(), &files)
+            })?;
+            build_seconds = Some(started.elapsed().as_secs_f64());
+        }
+        let (id, size) = docker::image_id(&docker, &tag)?;
+        let layer = |what: &str| -> Result<u64> {
+            Ok(docker::layers(&docker, &tag)?
+                .iter()
+                .filter(|(made_by, _)| made_by.contains(what))
+                .map(|(_, size)| size)
+                .sum())
+        };
+        let sizes = ImageSizes {
+            image: size,
+            base: base_size,
+            env: layer(IMAGE_ENV)?,
+            project: layer(IMAGE_PROJECT)?,
+            repo: layer(IMAGE_REPO)?,
+            build_seconds,
+        };
+        let name = file_name(repo);
+        let archive = format!("images/{name}.tar");
+        let (archive_blake3, archive_bytes) =
+            docker::save_image(&docker, &tag, &tmp.join(&archive))?;
+        let repo_dir = tmp.join("repos").join(&name);
+        for (rel, path) in &files {
+            let to = repo_dir.join(rel);
+            fs_err::create_dir_all(to.parent().expect("a file is in a folder"))?;
+            fs_err::copy(path, &to)?;
+        }
+        eprintln!(
+            "{}",
+            format_args!(
+                "exported `{repo}`: {tag}, {:.1} MB ({:.1} MB of dependencies, {:.2} MB of project and files over the base's {:.1} MB), archive {:.1} MB",
+                size as f64 / 1e6,
+                sizes.env as f64 / 1e6,
+                (sizes.project + sizes.repo) as f64 / 1e6,
+                base_size as f64 / 1e6,
+                archive_bytes as f64 / 1e6
+            )
+        );
+        tags.insert(repo.to_owned(), tag.clone());
+        images.push(ExportedImage {
+            tag,
+            id,
+            repo: repo.to_owned(),
+            commit: checkout.identity.clone(),
+            env_key: line.env_key.clone(),
+            lock_hash: line.lock_hash.clone(),
+            archive,
+            archive_blake3,
+            archive_bytes,
+            instances: mine.len() as u32,
+            sizes,
+        });
+    }
+
+    // The dataset, whose instances and environments name their images.
+    let mut dataset = Vec::new();
+    for instance in &instances {
+        let mut instance = instance.clone();
+        instance.image = tags.get(&instance.repo).cloned();
+        dataset.extend(to_line(&instance));
+    }
+    let mut env_lines = Vec::new();
+    for line in envs.iter().filter(|e| tags.contains_key(&e.repo)) {
+        let mut line = line.clone();
+        line.image = tags.get(&line.repo).cloned();
+        env_lines.extend(to_line(&line));
+    }
+    fs_err::write(tmp.join("out/dataset.jsonl"), dataset)?;
+    fs_err::write(tmp.join("out/envs.jsonl"), env_lines)?;
+    fs_err::copy(&manifest_path, tmp.join("out/manifest.json"))?;
+    fs_err::write(tmp.join("pipeline.toml"), pipeline_text(cfg, &tags)?)?;
+    let exported = ExportManifest {
+        format: EXPORT_FORMAT.into(),
+        dataset_version: manifest.version.clone(),
+        base_image: base,
+        images,
+    };
+    let json = serde_json::to_vec_pretty(&exported).map_err(Error::internal)?;
+    fs_err::write(tmp.join("export.json"), json)?;
+    if dir.exists() {
+        fs_err::remove_dir(dir)?;
+    }
+    fs_err::rename(&tmp, dir)?;
+    Ok(exported)
+}
+
+/// The Dockerfile of an environment image: one layer for the environment, one for the project
+/// layer, one for the repository's files.
+fn dockerfile(base: &str, line: &EnvLine, repo: &str, commit: &str, project: bool) -> String {
+    let label = |k: &str, v: &str| format!("LABEL {k}={}\n", serde_json::Value::from(v));
+    let mut text = format!("FROM {base}\nCOPY env {IMAGE_ENV}\n");
+    if project {
+        text.push_str(&format!("COPY project {IMAGE_PROJECT}\n"));
+    }
+    text.push_str(&format!("COPY repo {IMAGE_REPO}\n"));
+    text.push_str(&label("r2e.env_key", &line.env_key));
+    text.push_str(&label("r2e.lock", &line.lock_hash));
+    text.push_str(&label("r2e.repo", repo));
+    text.push_str(&label("r2e.commit", commit));
+    text
+}
+
+/// The build context: the Dockerfile, the environment's folder, the project layer and the
+/// repository's files (symlinks kept as symlinks: a virtual environment's interpreter is one).
+fn write_context(
+    out: &mut ChunkWriter,
+    dockerfile: &str,
+    env: &Path,
+    project: Option<&Path>,
+    files: &[(String, PathBuf)],
+) -> std::io::Result<()> {
+    let mut tar = tar::Builder::new(out);
+    tar.follow_symlinks(false);
+    let mut h = tar::Header::new_gnu();
+    h.set_size(dockerfile.len() as u64);
+    h.set_mode(0o644);
+    h.set_mtime(0);
+    tar.append_data(&mut h, "Dockerfile", dockerfile.as_bytes())?;
+    tar.append_dir_all("env", env)?;
+    if let Some(project) = project {
+        tar.append_dir_all("project", project)?;
+    }
+    for (rel, path) in files {
+        tar.append_path_with_name(path, format!("repo/{rel}"))?;
+    }
+    tar.into_inner()?;
+    Ok(())
+}
+
+/// The export's pipeline: its repositories from `repos/`, its dataset in `out/`, the docker
+/// backend with the building pipeline's limits, and the building pipeline's extraction
+/// settings (which find the instances' functions).
+fn pipeline_text(
+    cfg: &Config,
+    tags: &std::collections::BTreeMap<String, String>,
+) -> Result<String> {
+    let quote = |s: &str| toml::Value::String(s.to_owned()).to_string();
+    let mut text = format!(
+        "# An r2e export ({EXPORT_FORMAT}): check candidates with `r2e check -p pipeline.toml`.\nversion = 1\n\n[project]\nname = {}\noutput = \"out\"\ncache = \"cache\"\n",
+        quote(&cfg.name)
+    );
+    for repo in tags.keys() {
+        text.push_str(&format!(
+            "\n[[repo]]\npath = {}\nname = {}\n",
+            quote(&format!("repos/{}", file_name(repo))),
+            quote(repo)
+        ));
+    }
+    let mut sandbox = cfg.sandbox.clone();
+    sandbox.backend = Backend::Docker;
+    let mut table = toml::Table::new();
+    table.insert(
+        "sandbox".into(),
+        toml::Value::try_from(&sandbox).map_err(Error::internal)?,
+    );
+    table.insert(
+        "extract".into(),
+        toml::Value::try_from(&cfg.extract).map_err(Error::internal)?,
+    );
+    text.push('\n');
+    text.push_str(&toml::to_string(&table).map_err(Error::internal)?);
+    Ok(text)
+}
+
+/// What `r2e import` loaded: each image's tag and ID.
+pub fn import(dir: &Path) -> Result<Vec<(String, String)>> {
+    let path = dir.join("export.json");
+    let text = fs_err::read_to_string(&path)
+        .map_err(|e| Error::input(format!("`{}` is not an r2e export: {e}", dir.display())))?;
+    let manifest: ExportManifest = serde_json::from_str(&text).map_err(|e| {
+        Error::input(format!(
+            "{}:{}:{}: not an r2e export manifest: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    if manifest.format != EXPORT_FORMAT {
+        return Err(Error::input(format!(
+            "`{}` is of format `{}`, not `{EXPORT_FORMAT}`",
+            path.display(),
+            manifest.format
+        )));
+    }
+    let docker = docker::connect()?;
+    let mut loaded = Vec::new();
+    for image in &manifest.images {
+        let rel = Path::new(&image.archive);
+        if rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(Error::input(format!(
+                "`{}` names an archive outside the export: `{}`",
+                path.display(),
+                image.archive
+            )));
+        }
+        let archive = dir.join(rel);
+        let mut hasher = blake3::Hasher::new();
+        hasher
+            .update_reader(fs_err::File::open(&archive)?)
+            .map_err(|e| Error::input(format!("cannot read `{}`: {e}", archive.display())))?;
+        if hasher.finalize().to_hex().as_str() != image.archive_blake3 {
+            return Err(Error::input(format!(
+                "`{}` is not the archive the export wrote (its blake3 differs): copied in part?",
+                archive.display()
+            )));
+        }
+        docker::load_image(&docker, &archive)?;
+        let (id, _) = docker::image_id(&docker, &image.tag)?;
+        if id != image.id {
+            return Err(Error::env(format!(
+                "`docker load` of `{}` gave image `{id}`, not `{}`",
+                archive.display(),
+                image.id
+            )));
+        }
+        loaded.push((image.tag.clone(), id));
+    }
+    Ok(loaded)
+}
