@@ -25,6 +25,7 @@ import decimal
 import enum
 import fractions
 import ipaddress
+import json
 import math
 import pathlib
 import re
@@ -189,6 +190,11 @@ class _Snapshotter:
             return {"dict": out}
         if isinstance(value, (set, frozenset)):
             items = _set_order(value)
+            if items is value and len(value) <= MAX_ITEMS:
+                # Items that are not plain values (enum members, objects): sorted by their
+                # snapshots' texts, which no process changes either.
+                taken = sorted((self.take(x, depth + 1) for x in value), key=_snapshot_text)
+                return {"set": {"type": name, "items": taken, "len": len(value)}}
             return {"set": {"type": name, "items": self._items(items, depth), "len": len(value)}}
         if isinstance(value, BaseException):
             return {
@@ -263,10 +269,16 @@ def _set_order(value):
     when they are plain values (strings, numbers, tuples of them), whose texts do not vary.
     Python runs with -I, which ignores PYTHONHASHSEED, so a set's own order changes from one
     process to the next; the comparison is unordered anyway, but what a dataset records must
-    be the same in every build. Other items keep the set's order."""
+    be the same in every build. Other items keep the set's order here; the snapshotter sorts
+    their snapshots instead."""
     if len(value) > 100_000 or not all(_plain(x) for x in value):
         return value
     return sorted(value, key=lambda x: (type(x).__name__, repr(x)))
+
+
+def _snapshot_text(snap) -> str:
+    """A snapshot's text, to order a set's items by."""
+    return json.dumps(snap, sort_keys=True, default=str)
 
 
 def _is_iterated(value) -> bool:

@@ -119,8 +119,11 @@ class SnapshotTest(unittest.TestCase):
         import sys
 
         code = (
-            "import json, r2e_snapshot; "
-            "print(json.dumps(r2e_snapshot.snapshot({'hello-world', 'hello-world-2', 'b', 'zz', 3, (1, 'x')})))"
+            "import enum, json, r2e_snapshot\n"
+            "Unit = enum.Enum('Unit', 'SECONDS MINUTES HOURS DAYS MONTHS YEARS')\n"
+            "print(json.dumps(r2e_snapshot.snapshot({'hello-world', 'hello-world-2', 'b', 'zz', 3, (1, 'x')})))\n"
+            "print(json.dumps(r2e_snapshot.snapshot(set(Unit))))\n"
+            "print(json.dumps(r2e_snapshot.snapshot({Unit.DAYS, 'days', (Unit.HOURS, 1)})))"
         )
         here = os.path.dirname(os.path.dirname(os.path.abspath(r2e_snapshot.__file__)))
         outs = {
