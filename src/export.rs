@@ -334,6 +334,23 @@ fn write_context(
     if let Some(project) = project {
         tar.append_dir_all("project", project)?;
     }
+    // Every folder explicitly (0755), so that no daemon picks a mode for one.
+    let mut folders = std::collections::BTreeSet::from(["repo".to_owned()]);
+    for (rel, _) in files {
+        let mut at = rel.as_str();
+        while let Some((parent, _)) = at.rsplit_once('/') {
+            folders.insert(format!("repo/{parent}"));
+            at = parent;
+        }
+    }
+    for folder in &folders {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(tar::EntryType::Directory);
+        h.set_mode(0o755);
+        h.set_size(0);
+        h.set_mtime(0);
+        tar.append_data(&mut h, folder, std::io::empty())?;
+    }
     for (rel, path) in files {
         tar.append_path_with_name(path, format!("repo/{rel}"))?;
     }

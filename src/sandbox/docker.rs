@@ -44,7 +44,7 @@ use crate::error::{Error, Result};
 pub const USER: u32 = 65534;
 
 /// The base image's format: what it holds and how (part of its tag).
-const BASE_FORMAT: u32 = 2;
+const BASE_FORMAT: u32 = 3;
 
 /// Libraries every image gets besides the interpreter's closure (see `base_files`): the
 /// manylinux policy's system libraries without the graphical ones, which wheels and installers
@@ -351,6 +351,21 @@ fn write_base_tar(spec: &BaseSpec, base: &BaseFiles, out: impl Write) -> std::io
         h.set_mtime(0);
         h
     };
+    // Every folder the files are in, explicitly (0755): a folder a daemon makes for an entry
+    // whose parent the tar lacks gets a mode of its own choosing (0600 on some), which the
+    // unprivileged user could not cross.
+    let mut parents = std::collections::BTreeSet::new();
+    for (to, _) in files {
+        for p in to.ancestors().skip(1) {
+            if p != Path::new("/") && !dirs.iter().any(|d| d == p) {
+                parents.insert(p.to_path_buf());
+            }
+        }
+    }
+    for p in &parents {
+        let mut h = header(0o755, 0, tar::EntryType::Directory);
+        tar.append_data(&mut h, rel(p), std::io::empty())?;
+    }
     for d in dirs {
         let mode = if d == Path::new("/tmp") {
             0o1777
@@ -605,13 +620,19 @@ pub struct DockerSandbox {
     ready: OnceLock<std::result::Result<(Docker, String), String>>,
     /// `None` when `ready` was given at construction.
     setup: Option<Setup>,
+    /// The daemon alone, for jobs in environment images (they need no base image).
+    daemon: OnceLock<std::result::Result<Docker, String>>,
 }
 
 impl DockerSandbox {
     pub fn new(docker: Docker, image: String) -> DockerSandbox {
         let ready = OnceLock::new();
         let _ = ready.set(Ok((docker, image)));
-        DockerSandbox { ready, setup: None }
+        DockerSandbox {
+            ready,
+            setup: None,
+            daemon: OnceLock::new(),
+        }
     }
 
     /// A sandbox that connects and makes its image (`setup`) when it first runs a job: a
@@ -621,6 +642,7 @@ impl DockerSandbox {
         DockerSandbox {
             ready: OnceLock::new(),
             setup: Some(setup),
+            daemon: OnceLock::new(),
         }
     }
 
@@ -634,6 +656,17 @@ impl DockerSandbox {
                 "the docker sandbox is not ready: {why}"
             ))),
         }
+    }
+
+    /// The daemon, for a job in an environment image: the one set up, else connected to alone.
+    fn daemon(&self) -> Result<&Docker> {
+        if let Some(Ok((docker, _))) = self.ready.get() {
+            return Ok(docker);
+        }
+        self.daemon
+            .get_or_init(|| connect().map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(|why| Error::env(format!("the docker sandbox is not ready: {why}")))
     }
 
     async fn run_async(&self, docker: &Docker, image: &str, job: &Job) -> Result<Outcome> {
@@ -857,7 +890,11 @@ async fn finish(docker: &Docker, id: &str, job: &Job) -> Result<Outcome> {
 impl Sandbox for DockerSandbox {
     fn run(&self, job: &Job) -> Result<Outcome> {
         std::fs::create_dir_all(job.scratch.join(".tmp"))?;
-        let (docker, image) = self.target()?;
+        // A job in an environment image needs the daemon, not the base image.
+        let (docker, image) = match &job.image {
+            Some(run) => (self.daemon()?, run.tag.as_str()),
+            None => self.target()?,
+        };
         runtime().block_on(self.run_async(docker, image, job))
     }
 
