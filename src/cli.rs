@@ -123,6 +123,11 @@ enum Command {
         /// For tests: once the lock is held, wait until FILE no longer exists.
         #[arg(long, hide = true, value_name = "FILE")]
         hold_lock_while: Option<PathBuf>,
+        /// Also remove r2e's Docker images older than AGE (`7d`, `12h`, `30m`, `0s`) that the
+        /// pipeline's last build does not use: environment images of other environments or
+        /// commits (`r2e export`'s), and base images but the newest. Needs the Docker daemon.
+        #[arg(long, value_name = "AGE", value_parser = crate::export::parse_age)]
+        images_older_than: Option<u64>,
     },
     /// Write the built dataset with its environments as Docker images into DIR, a new folder:
     /// one `docker save` archive per repository's environment image, the repositories' files
@@ -406,8 +411,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             dry_run,
             json,
             hold_lock_while,
+            images_older_than,
         } => {
             let cfg = config::load(&pipeline)?;
+            let images = match images_older_than {
+                Some(age) => Some(crate::export::gc_images(&cfg, age, dry_run)?),
+                None => None,
+            };
+            if let Some(images) = &images {
+                for i in images {
+                    eprintln!(
+                        "{} image {} ({}, {:.1} MB, {} days old)",
+                        if dry_run { "would remove" } else { "removed" },
+                        i.tags.first().map(String::as_str).unwrap_or(&i.id),
+                        &i.id[..i.id.len().min(19)],
+                        i.size as f64 / 1e6,
+                        i.age_seconds / 86_400
+                    );
+                }
+            }
             let report = crate::cache::gc::gc(
                 &cfg.cache,
                 &crate::cache::gc::Options {
@@ -426,7 +448,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 );
             }
             if json {
-                print_json(&report)?;
+                let mut value = serde_json::to_value(&report).map_err(Error::internal)?;
+                if let (Some(images), Some(object)) = (&images, value.as_object_mut()) {
+                    object.insert(
+                        "images".into(),
+                        serde_json::to_value(images).map_err(Error::internal)?,
+                    );
+                }
+                print_json(&value)?;
             } else {
                 print_text(&crate::cache::gc::report_text(&report))?;
             }

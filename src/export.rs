@@ -34,6 +34,8 @@ use crate::sandbox::docker::{self, ChunkWriter};
 use crate::stages::env::project::tree_files;
 use crate::stages::jobs::Runtime;
 
+/// The layout of an environment image (part of its tag): what it holds, where, and its labels.
+const ENV_IMAGE_FORMAT: u32 = 1;
 /// The export manifest's format tag.
 pub const EXPORT_FORMAT: &str = "r2e-export/1";
 /// Where an environment image holds the environment (a virtual environment's folder).
@@ -186,7 +188,7 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
         let project_key = line.project.as_ref().map(|p| p.key.as_str()).unwrap_or("");
         let snapshot = Hash::of_bytes(
             format!(
-                "{base}\0{}\0{project_key}\0{}",
+                "{ENV_IMAGE_FORMAT}\0{base}\0{}\0{project_key}\0{}",
                 line.env_key, checkout.identity
             )
             .as_bytes(),
@@ -307,6 +309,7 @@ fn dockerfile(base: &str, line: &EnvLine, repo: &str, commit: &str, project: boo
         text.push_str(&format!("COPY project {IMAGE_PROJECT}\n"));
     }
     text.push_str(&format!("COPY repo {IMAGE_REPO}\n"));
+    text.push_str(&label("r2e.base", base));
     text.push_str(&label("r2e.env_key", &line.env_key));
     text.push_str(&label("r2e.lock", &line.lock_hash));
     text.push_str(&label("r2e.repo", repo));
@@ -451,4 +454,103 @@ pub fn import(dir: &Path) -> Result<Vec<(String, String)>> {
         loaded.push((image.tag.clone(), id));
     }
     Ok(loaded)
+}
+
+/// An image `r2e gc --images-older-than` removed (or, with `--dry-run`, would remove).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GcImage {
+    pub tags: Vec<String>,
+    pub id: String,
+    pub size: u64,
+    pub age_seconds: i64,
+}
+
+/// Removes r2e's images older than `older_than` seconds that the dataset `cfg` builds does not
+/// use: environment images (`r2e export`'s) whose environment key and commit are not those of
+/// a repository of its last build on the newest base image, and base images other than the
+/// newest that no image kept is built on. An image a container uses stays. Returns what was
+/// removed.
+pub fn gc_images(cfg: &Config, older_than: u64, dry_run: bool) -> Result<Vec<GcImage>> {
+    let output = crate::engine::outputs::resolve(&cfg.output);
+    let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
+    let instances: Vec<Instance> = read_jsonl(&output.join("dataset.jsonl"))?.unwrap_or_default();
+    let used: std::collections::BTreeSet<(String, String)> = instances
+        .iter()
+        .filter_map(|i| {
+            let line = envs.iter().find(|e| e.repo == i.repo)?;
+            Some((line.env_key.clone(), i.commit.clone()))
+        })
+        .collect();
+    let docker = docker::connect()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let mut removed = Vec::new();
+    let mut consider = |image: docker::ImageInfo| -> Result<()> {
+        let age = now - image.created;
+        if age < older_than as i64 {
+            return Ok(());
+        }
+        let gone = dry_run || docker::remove_unused_image(&docker, &image.id)?;
+        if gone {
+            removed.push(GcImage {
+                tags: image.tags,
+                id: image.id,
+                size: image.size,
+                age_seconds: age,
+            });
+        }
+        Ok(())
+    };
+    let mut bases = docker::list_images(&docker, "r2e-base")?;
+    bases.sort_by_key(|i| std::cmp::Reverse(i.created));
+    let newest = bases
+        .first()
+        .and_then(|b| b.tags.first().cloned())
+        .unwrap_or_default();
+    // Environment images first: a base image is removable only once none is built on it.
+    let mut kept_bases = std::collections::BTreeSet::from([newest.clone()]);
+    for image in docker::list_images(&docker, "r2e-env")? {
+        let label = |k: &str| image.labels.get(k).cloned().unwrap_or_default();
+        let base = label("r2e.base");
+        if used.contains(&(label("r2e.env_key"), label("r2e.commit"))) && base == newest {
+            continue;
+        }
+        if now - image.created < older_than as i64 {
+            kept_bases.insert(base);
+        }
+        consider(image)?;
+    }
+    for image in bases {
+        if !image.tags.iter().any(|t| kept_bases.contains(t)) {
+            consider(image)?;
+        }
+    }
+    Ok(removed)
+}
+
+/// `7d`, `12h`, `30m`, `45s` or a number of seconds.
+pub fn parse_age(text: &str) -> std::result::Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = match text.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => (&text[..i], &text[i..]),
+        None => (text, "s"),
+    };
+    let n: u64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not an age: a number with s, m, h or d"))?;
+    let unit = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "`{text}` is not an age: a number with s, m, h or d"
+            ));
+        }
+    };
+    Ok(n * unit)
 }

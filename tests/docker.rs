@@ -361,6 +361,25 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
         );
     }
 
+    // `gc` keeps the image the last build uses (a dry run: the daemon's images are not the
+    // test's to remove).
+    let would_remove = |dir: &std::path::Path| -> Vec<String> {
+        let report = common::stdout_json(
+            Command::cargo_bin("r2e")
+                .unwrap()
+                .args(["gc", "--images-older-than", "0s", "--dry-run", "--json"])
+                .current_dir(dir),
+        );
+        report["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|i| i["tags"].as_array().unwrap().clone())
+            .map(|t| t.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(!would_remove(p.path()).contains(&tag));
+
     // Removed from the daemon, then imported: the same verdicts, in the image.
     r2e::sandbox::docker::remove_image(&daemon, &tag).unwrap();
     let out = Command::cargo_bin("r2e")
@@ -392,6 +411,22 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(said.contains("r2e import"), "{said}");
 
+    // Once the repository changed and was built again, the image is another commit's: `gc`
+    // would remove it.
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("import")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    p.write(
+        "pkg/text.py",
+        &TEXT_PY.replace("total += 1", "total = total + 1"),
+    );
+    common::offline_build(p.path());
+    assert!(would_remove(p.path()).contains(&tag));
+
     // A damaged archive is refused before anything is loaded.
     let archive = dir.join(images[0]["archive"].as_str().unwrap());
     let mut bytes = std::fs::read(&archive).unwrap();
@@ -406,5 +441,5 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("blake3"));
-    assert!(!r2e::sandbox::docker::has_image(&daemon, &tag));
+    r2e::sandbox::docker::remove_image(&daemon, &tag).unwrap();
 }

@@ -592,6 +592,56 @@ pub fn load_image(docker: &Docker, path: &Path) -> Result<()> {
     )
 }
 
+/// An image of the daemon r2e made: its ID, tags, creation time (seconds since the epoch),
+/// size and labels.
+pub struct ImageInfo {
+    pub id: String,
+    pub tags: Vec<String>,
+    pub created: i64,
+    pub size: u64,
+    pub labels: HashMap<String, String>,
+}
+
+/// The daemon's images whose repository is `repo` (`r2e-base`, `r2e-env`).
+pub fn list_images(docker: &Docker, repo: &str) -> Result<Vec<ImageInfo>> {
+    let options = bollard::query_parameters::ListImagesOptions {
+        filters: Some(HashMap::from([(
+            "reference".to_owned(),
+            vec![repo.to_owned()],
+        )])),
+        ..Default::default()
+    };
+    let images = runtime()
+        .block_on(docker.list_images(Some(options)))
+        .map_err(|e| Error::env(format!("cannot list the daemon's images: {e}")))?;
+    Ok(images
+        .into_iter()
+        .map(|i| ImageInfo {
+            id: i.id,
+            tags: i.repo_tags,
+            created: i.created,
+            size: i.size.max(0) as u64,
+            labels: i.labels,
+        })
+        .collect())
+}
+
+/// Removes an image unless a container or another image uses it: whether it was removed.
+pub fn remove_unused_image(docker: &Docker, id: &str) -> Result<bool> {
+    let options = bollard::query_parameters::RemoveImageOptions {
+        force: false,
+        ..Default::default()
+    };
+    match runtime().block_on(docker.remove_image(id, Some(options), None)) {
+        Ok(_) => Ok(true),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404 | 409,
+            ..
+        }) => Ok(false),
+        Err(e) => Err(Error::env(format!("cannot remove image `{id}`: {e}"))),
+    }
+}
+
 /// Removes an image (for tests, and `gc`); an image that is not there is no error.
 pub fn remove_image(docker: &Docker, tag: &str) -> Result<()> {
     let options = bollard::query_parameters::RemoveImageOptions {
