@@ -240,7 +240,13 @@ fn resolve(
         )));
     };
     let checkout = &s.checkouts[ix];
-    if checkout.identity != instance.commit {
+    // In an export, the folder of the repository's files stands for the commit.
+    let expected = envs
+        .iter()
+        .find(|e| &e.repo == repo_name)
+        .and_then(|e| e.image_files.as_ref())
+        .unwrap_or(&instance.commit);
+    if &checkout.identity != expected {
         return Ok(Err(format!(
             "repo `{repo_name}` changed since the dataset was built (it was `{}`, it is `{}`): run `r2e build`",
             instance.commit, checkout.identity

@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Backend, Config};
+use crate::config::{Backend, Config, RepoConfig, RepoSource};
 use crate::engine::Session;
 use crate::error::{Error, Result};
 use crate::hash::Hash;
@@ -157,6 +157,7 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
     repos.dedup();
     let mut images = Vec::new();
     let mut tags = std::collections::BTreeMap::new();
+    let mut identities = std::collections::BTreeMap::new();
     for repo in repos {
         let ix = session
             .checkouts
@@ -241,6 +242,14 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
             fs_err::create_dir_all(to.parent().expect("a file is in a folder"))?;
             fs_err::copy(path, &to)?;
         }
+        // The copied folder's identity, as a checkout of the export's pipeline will find it.
+        let copied = RepoConfig {
+            name: repo.to_owned(),
+            source: RepoSource::Path(repo_dir.clone()),
+            scope: cfg.repos[ix].scope.clone(),
+        };
+        let files_identity = crate::stages::checkout::checkout(&copied, &session.cache)?.identity;
+        identities.insert(repo.to_owned(), files_identity);
         eprintln!(
             "{}",
             format_args!(
@@ -279,6 +288,7 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
     for line in envs.iter().filter(|e| tags.contains_key(&e.repo)) {
         let mut line = line.clone();
         line.image = tags.get(&line.repo).cloned();
+        line.image_files = identities.get(&line.repo).cloned();
         env_lines.extend(to_line(&line));
     }
     fs_err::write(tmp.join("out/dataset.jsonl"), dataset)?;

@@ -447,6 +447,11 @@ pub struct EnvLine {
     /// The environment image that holds it all (an export's `envs.jsonl`: `r2e export`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// In an export, the identity of the folder holding the repository's files (their tree
+    /// hash), which stands for the instances' `commit` (a git commit's files copied into a
+    /// folder are no longer a checkout of that commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_files: Option<String>,
 }
 
 /// The project layer of an `envs.jsonl` line.

@@ -289,9 +289,41 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
         &format!("//- pkg/__init__.py\n//- pkg/text.py\n{TEXT_PY}"),
         "[env]\ninstaller = \"pip\"\n",
     );
+    // A clean git checkout: its instances name the commit, which the export's folder of its
+    // files stands for.
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "."],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "one",
+        ],
+    ] {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(p.path().join("repo"))
+            .output()
+            .unwrap();
+        assert!(
+            ok.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+    }
     common::offline_build(p.path());
     let instances = common::jsonl(&p.path().join("out/dataset.jsonl"));
     assert_eq!(instances.len(), 2, "{instances:?}");
+    assert!(
+        !instances[0]["commit"]
+            .as_str()
+            .unwrap()
+            .starts_with("tree:")
+    );
 
     // Candidates: the reference, a wrong one, and one that runs the original's source.
     let reference = TEXT_PY[TEXT_PY.find("def shout").unwrap()..]

@@ -566,6 +566,7 @@ impl EnvStage {
             log,
             project,
             image: None,
+            image_files: None,
         });
         self.envs.insert(repo.to_owned(), Arc::new(built));
         Ok(())
