@@ -377,7 +377,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 eprintln!("{}", human_summary(&summary));
             }
-            Ok(ExitCode::SUCCESS)
+            // Outputs written, but something may pass next time: said, and exit 1.
+            for why in &summary.retry {
+                eprintln!("error: {why}");
+            }
+            Ok(if summary.retry.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(Error::env("").exit_code())
+            })
         }
         Command::Status {
             pipeline,

@@ -879,6 +879,10 @@ pub struct Summary {
     /// tables: each variant's summary has its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repos: Vec<RepoCounts>,
+    /// What failed for a reason that may pass (model requests, environments that could not be
+    /// built): the outputs are written, the build exits 1, and the next build runs it again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retry: Vec<String>,
 }
 
 /// Functions excluded by each filter, serialized as an object in filter order.

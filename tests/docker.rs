@@ -191,7 +191,7 @@ fn root_entries(python: &std::path::Path) -> Vec<String> {
 fn a_build_without_a_daemon_says_so_stores_nothing_of_it_and_keeps_what_it_did() {
     // No daemon is needed: the socket named does not exist.
     let p = common::Project::new(
-        "//- m.py\ndef twice(x):\n    \"\"\"Twice x.\"\"\"\n    y = x * 2\n    return y\n",
+        &format!("//- pkg/__init__.py\n//- pkg/text.py\n{TEXT_PY}"),
         "[env]\ninstaller = \"pip\"\n\n[sandbox]\nbackend = \"docker\"\n",
     );
     let socket = p.path().join("no-daemon.sock");
@@ -212,8 +212,17 @@ fn a_build_without_a_daemon_says_so_stores_nothing_of_it_and_keeps_what_it_did()
     assert_eq!(first.status.code(), Some(1), "{said}");
     assert!(said.contains("cannot reach the Docker daemon"), "{said}");
     assert!(said.contains("next build tries again"), "{said}");
+    let summary: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(summary["counts"]["candidates"], 2, "{summary}");
+    assert!(
+        summary["retry"][0]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach the Docker daemon"),
+        "{summary}"
+    );
     let functions = common::jsonl(&p.path().join("out/functions.jsonl"));
-    assert_eq!(functions.len(), 1, "the analysis's outputs are written");
+    assert_eq!(functions.len(), 3, "the analysis's outputs are written");
     assert!(common::jsonl(&p.path().join("out/dataset.jsonl")).is_empty());
     // Nothing of the failure was stored: no environment, no harness; the build's failure
     // report names it.

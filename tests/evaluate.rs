@@ -516,6 +516,20 @@ fn an_unreachable_server_records_no_sample_and_the_next_build_asks_again() {
         err.contains("model request(s) of `evaluate` failed"),
         "{err}"
     );
+    // `--json` still prints the summary, which names what the next build runs again.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&run.stdout).expect("the summary, though the build exits 1");
+    assert!(
+        summary["retry"][0]
+            .as_str()
+            .unwrap()
+            .contains("model request(s) of `evaluate` failed"),
+        "{summary}"
+    );
+    assert!(
+        summary["counts"]["instances"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
     let results = jsonl(&dir.path().join("out/results.jsonl"));
     assert!(
         results.is_empty(),

@@ -557,6 +557,7 @@ fn run(
         variants: Default::default(),
         evaluate: None,
         repos: Vec::new(),
+        retry: Vec::new(),
     };
     let changed = s
         .checkouts
@@ -677,7 +678,7 @@ fn run(
     out.commit()?;
     if !failed_requests.is_empty() {
         let shown: Vec<&String> = failed_requests.iter().take(10).collect();
-        return Err(Error::env(format!(
+        summary.retry.push(format!(
             "the outputs are written, but {} model request(s) of `evaluate` failed; they are not samples, and the next build asks them again:\n  {}{}",
             failed_requests.len(),
             shown
@@ -690,14 +691,14 @@ fn run(
             } else {
                 ""
             }
-        )));
+        ));
     }
     if !env_transient.is_empty() {
-        return Err(Error::env(format!(
+        summary.retry.push(format!(
             "the outputs are written, but {} environment(s) could not be built for a reason that may pass; the next build tries again:\n  {}",
             env_transient.len(),
             env_transient.join("\n  ")
-        )));
+        ));
     }
     Ok(summary)
 }
