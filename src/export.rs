@@ -217,19 +217,20 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
             build_seconds = Some(started.elapsed().as_secs_f64());
         }
         let (id, size) = docker::image_id(&docker, &tag)?;
-        let layer = |what: &str| -> Result<u64> {
-            Ok(docker::layers(&docker, &tag)?
+        let layers = docker::layers(&docker, &tag)?;
+        let layer = |what: &str| -> u64 {
+            layers
                 .iter()
                 .filter(|(made_by, _)| made_by.contains(what))
                 .map(|(_, size)| size)
-                .sum())
+                .sum()
         };
         let sizes = ImageSizes {
             image: size,
             base: base_size,
-            env: layer(IMAGE_ENV)?,
-            project: layer(IMAGE_PROJECT)?,
-            repo: layer(IMAGE_REPO)?,
+            env: layer(IMAGE_ENV),
+            project: layer(IMAGE_PROJECT),
+            repo: layer(IMAGE_REPO),
             build_seconds,
         };
         let name = file_name(repo);
