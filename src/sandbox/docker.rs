@@ -44,7 +44,18 @@ use crate::error::{Error, Result};
 pub const USER: u32 = 65534;
 
 /// The base image's format: what it holds and how (part of its tag).
-const BASE_FORMAT: u32 = 3;
+const BASE_FORMAT: u32 = 4;
+
+/// The programs every image gets from this machine (those it has), at `/usr/bin/NAME`, with
+/// `/bin/sh`: a shell and the common tools, so that a command an agent runs (`r2e serve`'s
+/// `exec`) and code that starts programs find what the local backend shows of the system.
+const PROGRAMS: &[&str] = &[
+    "sh", "bash", "dash", "env", "ls", "cat", "echo", "printf", "cp", "mv", "rm", "mkdir", "rmdir",
+    "ln", "touch", "chmod", "head", "tail", "wc", "sort", "uniq", "cut", "tr", "tee", "grep",
+    "sed", "find", "xargs", "diff", "cmp", "sleep", "true", "false", "test", "[", "pwd", "id",
+    "whoami", "uname", "date", "stat", "du", "basename", "dirname", "readlink", "realpath",
+    "mktemp", "timeout", "nproc", "seq", "yes", "expr",
+];
 
 /// Libraries every image gets besides the interpreter's closure (see `base_files`): the
 /// manylinux policy's system libraries without the graphical ones, which wheels and installers
@@ -179,8 +190,27 @@ pub fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
         }
         files.push((site.join(rel), e.path().to_path_buf()));
     }
-    // The shared libraries the interpreter and its extension modules load, and the loader.
+    // The shell and tools (their real files: `/bin` may be a link to `/usr/bin` here).
+    let mut programs = Vec::new();
+    let found = |name: &str| {
+        ["/usr/bin", "/bin"]
+            .iter()
+            .find_map(|d| std::fs::canonicalize(Path::new(d).join(name)).ok())
+    };
+    if let Some(sh) = found("sh") {
+        files.push((PathBuf::from("/bin/sh"), sh.clone()));
+        programs.push(sh);
+    }
+    for name in PROGRAMS {
+        if let Some(real) = found(name) {
+            files.push((Path::new("/usr/bin").join(name), real.clone()));
+            programs.push(real);
+        }
+    }
+    // The shared libraries the interpreter, its extension modules and the programs load, and
+    // the loader.
     let mut objects = vec![spec.prefix.join("bin").join(format!("python{version}"))];
+    objects.extend(programs);
     let dynload = stdlib.join("lib-dynload");
     if let Ok(entries) = std::fs::read_dir(&dynload) {
         objects.extend(entries.flatten().map(|e| e.path()));
@@ -764,12 +794,14 @@ impl DockerSandbox {
                 crate::sandbox::local::give_to(dir, USER);
             }
         }
-        let mut env: Vec<String> = crate::sandbox::local::fixed_env(&job.scratch)
+        // The job's variables over the fixed ones, as the local backend sets them.
+        let env: Vec<String> = crate::sandbox::local::fixed_env(&job.scratch)
             .into_iter()
             .chain(job.env.iter().cloned())
+            .collect::<std::collections::BTreeMap<String, String>>()
+            .into_iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
-        env.sort();
         let mut cmd = vec![job.program.to_string_lossy().into_owned()];
         cmd.extend(job.args.iter().cloned());
         let image = job.image.as_ref().map_or(image, |i| i.tag.as_str());
