@@ -383,6 +383,23 @@ pub struct Output {
     committed: bool,
 }
 
+/// The store of the output at `path`: `.NAME.r2e` beside it, holding its generations and what
+/// outlives them (`r2e serve`'s traces and workspaces).
+pub fn store_of(path: &Path) -> Result<PathBuf> {
+    let path =
+        std::path::absolute(path).map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
+    let parent = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    Ok(parent.join(format!(".{name}.r2e")))
+}
+
+/// The folder of `r2e serve`'s traces in an output's store. Every generation links to it as
+/// `<output>/traces`, so that traces outlive the builds that replace the dataset.
+pub const TRACES: &str = "traces";
+
 /// The marker of a generation folder in the store.
 const GEN: &str = "gen-";
 const STAGING: &str = "staging-";
@@ -393,12 +410,7 @@ impl Output {
     pub fn open(path: &Path) -> Result<Output> {
         let path = std::path::absolute(path)
             .map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
-        let parent = path.parent().unwrap_or(Path::new("/")).to_path_buf();
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "out".into());
-        let store = parent.join(format!(".{name}.r2e"));
+        let store = store_of(&path)?;
         fs_err::create_dir_all(&store)?;
         let lock = crate::cache::lock_file(&store.join("lock"), || {
             eprintln!(
@@ -501,8 +513,15 @@ impl Output {
     }
 
     /// Makes the staging folder the output: synced, renamed to the next generation, and the
-    /// output's symlink switched to it. Generations but the new and the previous one go.
+    /// output's symlink switched to it. Generations but the new and the previous one go. The new
+    /// generation links `traces` to the store's traces.
     pub fn commit(mut self) -> Result<()> {
+        fs_err::create_dir_all(self.store.join(TRACES))?;
+        let link = self.staging.join(TRACES);
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(Path::new("..").join(TRACES), &link)
+                .map_err(|e| Error::env(format!("cannot make `{}`: {e}", link.display())))?;
+        }
         sync_tree(&self.staging)?;
         let generations = self.generations();
         let next = generations.last().map_or(1, |(n, _)| n + 1);
