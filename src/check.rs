@@ -54,6 +54,9 @@ pub struct CandidateLine {
 
 /// Where an instance's function is, and what runs it.
 struct Resolved {
+    /// The repository's files on this machine (the target's root, unless it is relocated into
+    /// an image).
+    host_root: PathBuf,
     target: Target,
     source: Arc<str>,
     summary: Arc<ModuleSummary>,
@@ -117,7 +120,8 @@ impl Bench {
         &self.instances
     }
 
-    fn index(&self, id: &str) -> Result<usize> {
+    /// The place of instance `id` among [`Bench::instances`] (exit 2 when there is none).
+    pub fn index(&self, id: &str) -> Result<usize> {
         self.instances
             .iter()
             .position(|i| i.id == id)
@@ -132,6 +136,34 @@ impl Bench {
         let text = r.source.get(chunk.start as usize..chunk.end as usize)?;
         let strings = crate::python::strings_in(text);
         Some((&r.target.module, crate::python::dedent(text, &strings)))
+    }
+
+    /// Where instance `ix`'s function is (its repository's files on this machine, and the
+    /// target as runs see it) and what runs it; why not when it can no longer be checked.
+    pub fn place(&self, ix: usize) -> std::result::Result<(&Path, &Target, &Runtime), String> {
+        let r = self.resolved[ix].as_ref().map_err(Clone::clone)?;
+        Ok((&r.host_root, &r.target, &r.runtime))
+    }
+
+    /// Instance `ix`'s module as an agent is given it: the function's body replaced by its
+    /// signature, `spec` as its docstring and `raise NotImplementedError`; the rest unchanged.
+    pub fn stub_module(&self, ix: usize) -> Option<String> {
+        let r = self.resolved.get(ix)?.as_ref().ok()?;
+        let chunk = r.summary.layout.defs[r.def].chunk;
+        let (start, end) = (chunk.start as usize, chunk.end as usize);
+        let def_text = r.source.get(start..end)?;
+        let spec = self.instances[ix].spec.as_deref();
+        let stub = crate::python::signature_stub(def_text, spec);
+        let indent = stub
+            .lines()
+            .last()
+            .map(|l| &l[..l.len() - l.trim_start().len()])
+            .unwrap_or("    ");
+        let mut body = format!("{stub}{indent}raise NotImplementedError\n");
+        if !def_text.ends_with('\n') {
+            body.pop();
+        }
+        Some(format!("{}{body}{}", &r.source[..start], &r.source[end..]))
     }
 
     pub fn instance(&self, id: &str) -> Result<&Instance> {
@@ -300,6 +332,7 @@ fn resolve(
     }
     target.kind = row.kind;
     Ok(Ok(Resolved {
+        host_root: root,
         target,
         source,
         def: row.def as usize,

@@ -162,6 +162,31 @@ enum Command {
         #[command(subcommand)]
         command: DatasetCommand,
     },
+    /// Serve the built dataset to programming agents over HTTP/JSON: sessions on instances with
+    /// a workspace (the repository, the function stubbed), files, commands in the sandbox, test
+    /// feedback and a reward on submission; every action traced to `<output>/traces/`. Stops on
+    /// SIGINT or SIGTERM. The API is at `/openapi.json` (and in the README).
+    Serve {
+        /// The pipeline whose built dataset is served.
+        #[arg(short, long, default_value = "pipeline.toml")]
+        pipeline: PathBuf,
+        /// The variant whose dataset is served (pipelines with `[[variant]]` tables).
+        #[arg(long)]
+        variant: Option<String>,
+        /// The address to listen on (port 0: any free port; the one taken is printed). An
+        /// address other than loopback needs `--token-env`.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: std::net::SocketAddr,
+        /// The environment variable holding the bearer token every request must carry.
+        #[arg(long, value_name = "VAR")]
+        token_env: Option<String>,
+        /// Sessions open at once; beyond, opening one answers 429 with `Retry-After`.
+        #[arg(long, default_value_t = 64)]
+        max_sessions: usize,
+        /// Seconds without a request after which a session is closed.
+        #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+        idle_timeout: u64,
+    },
     /// Show the inputs behind one function's results, whether each is cached, and its harness's
     /// verdict in the last build (valid, or the failure class and message).
     Explain {
@@ -317,21 +342,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             let cfg = config::load(&pipeline)?;
-            let cfg = match &variant {
-                Some(name) => cfg.variant(name)?,
-                None if !cfg.variants.is_empty() => {
-                    return Err(Error::input(format!(
-                        "`{}` builds variants; name one with `--variant NAME` ({})",
-                        cfg.file.display(),
-                        cfg.variants
-                            .iter()
-                            .map(|v| v.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                }
-                None => &cfg,
-            };
+            let cfg = one_dataset(&cfg, variant.as_deref())?;
             if let Some(file) = candidates {
                 let reports = crate::check::check_file(cfg, &file, &services(cfg))?;
                 let mut out = String::new();
@@ -469,6 +480,25 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Serve {
+            pipeline,
+            variant,
+            addr,
+            token_env,
+            max_sessions,
+            idle_timeout,
+        } => {
+            let cfg = config::load(&pipeline)?;
+            let cfg = one_dataset(&cfg, variant.as_deref())?;
+            let opts = crate::serve::Options {
+                addr,
+                token_env,
+                max_sessions,
+                idle_timeout: std::time::Duration::from_secs(idle_timeout),
+            };
+            crate::serve::serve(cfg, &services(cfg), opts)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Explain { id, pipeline, json } => {
             let cfg = config::load(&pipeline)?;
             let report = crate::inspect::explain(&cfg, &id)?;
@@ -479,6 +509,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// The configuration whose dataset a command reads: the variant named, or the pipeline's own
+/// when it has no variants (a pipeline with variants needs one named).
+fn one_dataset<'c>(cfg: &'c config::Config, variant: Option<&str>) -> Result<&'c config::Config> {
+    match variant {
+        Some(name) => cfg.variant(name),
+        None if !cfg.variants.is_empty() => Err(Error::input(format!(
+            "`{}` builds variants; name one with `--variant NAME` ({})",
+            cfg.file.display(),
+            cfg.variants
+                .iter()
+                .map(|v| v.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+        None => Ok(cfg),
     }
 }
 

@@ -47,6 +47,8 @@ struct Options {
     #[serde(default)]
     sandbox: SandboxConfig,
     #[serde(default)]
+    serve: ServeConfig,
+    #[serde(default)]
     variant: Vec<Spanned<VariantOptions>>,
 }
 
@@ -88,6 +90,48 @@ impl Default for SandboxConfig {
             run_timeout_seconds: 60,
         }
     }
+}
+
+/// `[serve]`: what `r2e serve` shows an agent, and its limits per request. Shared by every
+/// variant; read by `serve` only (no build stage reads it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// How much of a test run an agent sees: each failing test's inputs and both outcomes
+    /// (`full`), each test's name and outcome (`summary`), or the counts only (`none`).
+    pub feedback: Feedback,
+    /// The fraction of each instance's tests kept for the reward: never run by `test`, never
+    /// shown, counted by `submit`. Which tests is fixed per instance (a hash of its id and the
+    /// test's name).
+    pub holdout: f64,
+    /// The longest `exec` an agent may ask for, in seconds (its `timeout_s` is capped to it).
+    pub max_exec_seconds: u64,
+    /// The largest file an agent may read or write through the API, in bytes.
+    pub max_file_bytes: u64,
+    /// The most output of an `exec` returned per stream, in bytes (the rest is cut, and said).
+    pub max_output_bytes: u64,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            feedback: Feedback::Full,
+            holdout: 0.0,
+            max_exec_seconds: 120,
+            max_file_bytes: 1 << 20,
+            max_output_bytes: 64 << 10,
+        }
+    }
+}
+
+/// `[serve] feedback`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Feedback {
+    #[default]
+    Full,
+    Summary,
+    None,
 }
 
 /// `[[variant]]` as written: a name and overrides of stage settings, merged key by key over the
@@ -730,6 +774,8 @@ pub struct Config {
     pub refine: RefineConfig,
     pub evaluate: EvaluateConfig,
     pub sandbox: SandboxConfig,
+    /// `[serve]`: what `r2e serve` shows agents.
+    pub serve: ServeConfig,
     /// `[[variant]]` tables, each resolved into a whole configuration whose output is
     /// `<output>/variants/NAME`. Empty: the pipeline builds its own configuration into `<output>`.
     pub variants: Vec<Variant>,
@@ -874,6 +920,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         refine: options.refine,
         evaluate: options.evaluate,
         sandbox: options.sandbox,
+        serve: options.serve,
         variants: Vec::new(),
     };
     check_stages(&cfg, &|section, key, msg| {
@@ -1393,6 +1440,23 @@ fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
         )?;
     }
     check_evaluate(cfg, at)?;
+    let serve = &cfg.serve;
+    if !(0.0..1.0).contains(&serve.holdout) {
+        return Err(at(
+            "serve",
+            "holdout",
+            "`holdout` is a fraction of the tests, at least 0 and below 1",
+        ));
+    }
+    for (key, value) in [
+        ("max_exec_seconds", serve.max_exec_seconds),
+        ("max_file_bytes", serve.max_file_bytes),
+        ("max_output_bytes", serve.max_output_bytes),
+    ] {
+        if value == 0 {
+            return Err(at("serve", key, &format!("`{key}` must be at least 1")));
+        }
+    }
     if cfg.refine.enabled {
         check_model(
             cfg,

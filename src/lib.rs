@@ -24,6 +24,7 @@ pub mod python;
 pub mod records;
 pub mod report;
 pub mod sandbox;
+pub mod serve;
 pub mod services;
 pub mod stages;
 pub mod verdict;

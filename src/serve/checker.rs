@@ -1,0 +1,82 @@
+//! The checks of many sessions, batched: requests queue here, and each of a few threads takes
+//! every request waiting (up to a batch) and checks them together through
+//! [`Bench::check`](crate::check::Bench::check), which runs those of one module in one warm
+//! worker. Under load, one worker process serves many sessions' tests.
+
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+
+use crate::check::{Bench, Prepared};
+use crate::error::{Error, Result};
+use crate::stages::checkpath::Checked;
+
+/// The most candidates one batch takes.
+const BATCH: usize = 32;
+
+type Request = (Prepared, Sender<std::result::Result<Checked, String>>);
+
+/// The queue of checks, and the threads that run them.
+pub struct Checker {
+    queue: Mutex<Sender<Request>>,
+}
+
+impl Checker {
+    /// Starts `threads` threads checking against `bench`.
+    pub fn start(bench: Arc<Bench>, threads: usize) -> Checker {
+        let (tx, rx) = channel::<Request>();
+        let rx = Arc::new(Mutex::new(rx));
+        for n in 0..threads.max(1) {
+            let (bench, rx) = (bench.clone(), rx.clone());
+            std::thread::Builder::new()
+                .name(format!("r2e-check-{n}"))
+                .spawn(move || work(&bench, &rx))
+                .expect("a checker thread starts");
+        }
+        Checker {
+            queue: Mutex::new(tx),
+        }
+    }
+
+    /// Checks one prepared candidate, waiting for its batch.
+    pub fn check(&self, prepared: Prepared) -> Result<Checked> {
+        let (tx, rx) = channel();
+        self.queue
+            .lock()
+            .expect("queue lock")
+            .send((prepared, tx))
+            .map_err(|_| Error::internal("the checker threads are gone"))?;
+        rx.recv()
+            .map_err(|_| Error::internal("a checker thread died"))?
+            .map_err(Error::env)
+    }
+}
+
+fn work(bench: &Bench, rx: &Mutex<Receiver<Request>>) {
+    loop {
+        let batch: Vec<Request> = {
+            let rx = rx.lock().expect("queue lock");
+            let Ok(first) = rx.recv() else { return };
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            batch
+        };
+        let (prepared, replies): (Vec<Prepared>, Vec<_>) = batch.into_iter().unzip();
+        match bench.check(&prepared) {
+            Ok(checked) => {
+                for (c, reply) in checked.into_iter().zip(replies) {
+                    let _ = reply.send(Ok(c));
+                }
+            }
+            Err(e) => {
+                for reply in replies {
+                    let _ = reply.send(Err(e.to_string()));
+                }
+            }
+        }
+    }
+}

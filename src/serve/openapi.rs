@@ -1,0 +1,136 @@
+//! The API's OpenAPI 3.1 document, served at `/openapi.json`.
+
+use serde_json::{Value, json};
+
+fn ok(description: &str, schema: Value) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": schema}}})
+}
+
+fn error_ref() -> Value {
+    json!({"$ref": "#/components/responses/Error"})
+}
+
+fn sid() -> Value {
+    json!({"name": "sid", "in": "path", "required": true, "schema": {"type": "string"}})
+}
+
+/// The document.
+pub fn document() -> Value {
+    let errors = |codes: &[&str]| -> Value {
+        let mut m = serde_json::Map::new();
+        for c in codes {
+            m.insert((*c).to_owned(), error_ref());
+        }
+        Value::Object(m)
+    };
+    let with = |mut base: Value, extra: Value| {
+        if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                b.insert(k.clone(), v.clone());
+            }
+        }
+        base
+    };
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "r2e serve",
+            "version": "1",
+            "description": "A built r2e dataset as an environment for programming agents: open a session on an instance, read and edit its repository, run commands in the sandbox, run the tests and submit for a reward. Every route needs `Authorization: Bearer TOKEN` when the server was started with `--token-env`. Errors are `{\"error\": message}`."
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "responses": {
+                "Error": ok("An error", json!({"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}))
+            },
+            "schemas": {
+                "Test": {
+                    "type": "object",
+                    "required": ["name", "outcome"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "outcome": {"enum": ["pass", "fail"]},
+                        "message": {"type": ["string", "null"]},
+                        "inputs": strings,
+                        "expected": strings,
+                        "actual": strings
+                    }
+                }
+            }
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/v1/instances": {"get": {
+                "summary": "List the instances",
+                "responses": with(json!({"200": ok("The instances", json!({"type": "object", "properties": {"instances": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "repo": {"type": "string"}, "path": {"type": "string"},
+                    "qualname": {"type": "string"}, "spec": {"type": ["string", "null"]},
+                    "problem": {"type": "string"}, "tests": {"type": "integer"}
+                }}}}}))}), errors(&["401"]))
+            }},
+            "/v1/sessions": {
+                "post": {
+                    "summary": "Open a session on an instance",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["instance"], "properties": {"instance": {"type": "string"}}}}}},
+                    "responses": with(json!({"201": ok("The session", json!({"type": "object", "properties": {
+                        "session": {"type": "string"}, "instance": {"type": "string"},
+                        "path": {"type": "string", "description": "the file of the function, relative to the workspace"},
+                        "qualname": {"type": "string"}
+                    }}))}), errors(&["400", "401", "404", "409", "429"]))
+                },
+                "get": {
+                    "summary": "List the open sessions",
+                    "responses": with(json!({"200": ok("The open sessions", json!({"type": "object", "properties": {"sessions": {"type": "array", "items": {"type": "object", "properties": {
+                        "session": {"type": "string"}, "instance": {"type": "string"}, "idle_seconds": {"type": "number"}
+                    }}}}}))}), errors(&["401"]))
+                }
+            },
+            "/v1/sessions/{sid}": {"delete": {
+                "summary": "Close a session (its workspace is removed)",
+                "parameters": [sid()],
+                "responses": with(json!({"200": ok("Closed", json!({"type": "object"}))}), errors(&["401", "404"]))
+            }},
+            "/v1/sessions/{sid}/files/{path}": {
+                "parameters": [sid(), {"name": "path", "in": "path", "required": true, "schema": {"type": "string"}, "description": "relative to the workspace; no `..`, no absolute path, no symbolic link on the way"}],
+                "get": {
+                    "summary": "Read a file of the workspace",
+                    "responses": with(json!({"200": {"description": "The file's text", "content": {"text/plain": {"schema": {"type": "string"}}}}}), errors(&["400", "401", "404", "413"]))
+                },
+                "put": {
+                    "summary": "Write a file of the workspace (the body is its new text)",
+                    "requestBody": {"required": true, "content": {"text/plain": {"schema": {"type": "string"}}}},
+                    "responses": with(json!({"200": ok("Written", json!({"type": "object", "properties": {"path": {"type": "string"}, "bytes": {"type": "integer"}}}))}), errors(&["400", "401", "404", "413"]))
+                }
+            },
+            "/v1/sessions/{sid}/exec": {"post": {
+                "summary": "Run `sh -c command` in the workspace, in the sandbox (no network; the workspace is the only writable folder)",
+                "parameters": [sid()],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["command"], "properties": {"command": {"type": "string"}, "timeout_s": {"type": "number", "default": 10}}}}}},
+                "responses": with(json!({"200": ok("What the command did", json!({"type": "object", "properties": {
+                    "stdout": {"type": "string"}, "stderr": {"type": "string"},
+                    "exit_code": {"type": ["integer", "null"]}, "timed_out": {"type": "boolean"},
+                    "signal": {"type": "integer"}, "limit": {"type": "string"}
+                }}))}), errors(&["400", "401", "404", "500"]))
+            }},
+            "/v1/sessions/{sid}/test": {"post": {
+                "summary": "Run the instance's tests (those not held out) against the workspace's function",
+                "parameters": [sid()],
+                "responses": with(json!({"200": ok("The visible tests' outcomes", json!({"type": "object", "properties": {
+                    "passed": {"type": "integer"}, "total": {"type": "integer"},
+                    "error": {"type": ["string", "null"]},
+                    "tests": {"type": "array", "items": {"$ref": "#/components/schemas/Test"}}
+                }}))}), errors(&["401", "404", "500"]))
+            }},
+            "/v1/sessions/{sid}/submit": {"post": {
+                "summary": "Check the workspace's function on all tests; the session then closes",
+                "parameters": [sid()],
+                "responses": with(json!({"200": ok("The reward", json!({"type": "object", "properties": {
+                    "reward": {"type": "number", "minimum": 0, "maximum": 1}, "passed_all": {"type": "boolean"},
+                    "passed": {"type": "integer"}, "total": {"type": "integer"}
+                }}))}), errors(&["401", "404", "500"]))
+            }},
+            "/openapi.json": {"get": {"summary": "This document", "responses": {"200": ok("The document", json!({"type": "object"}))}}}
+        }
+    })
+}
