@@ -1,0 +1,816 @@
+#!/usr/bin/env python3
+"""Load test of `r2e serve`: many concurrent agent sessions, their latencies, their traces.
+
+    python3 bench/serve_load.py --r2e target/release/r2e [-p pipeline.toml] [--json]
+    python3 bench/serve_load.py --r2e BIN --kill-after-submits 10
+    python3 bench/serve_load.py --server http://127.0.0.1:8080 [--server-pid PID] [--output out]
+
+With `--r2e BIN` it starts `BIN serve -p PIPELINE --addr 127.0.0.1:PORT --max-sessions 64` on a
+free port and waits until `GET /v1/instances` answers; with `--server URL` it uses a running
+server (which must serve PIPELINE's output, where the traces are read).
+
+`--sessions` threads (50) each open a session on an instance (round robin over the instances
+served) and do `--steps` steps (20) of: write the function's file, then run the tests. The
+edits alternate between the reference (the function's file as the repository holds it) with a
+unique comment inside the function's body, and a wrong version (its body replaced by a unique
+comment and `return None`); every edit is a distinct text. Then it submits. The reference is
+read from the repository's folder: the pipeline's `[[repo]]` table named like the instance's
+`repo`, or `--repo-root DIR`/NAME (default, for a repository the pipeline does not name: the
+pipeline's folder/examples/NAME).
+
+It prints, per operation (open, write, test, submit), the count and the p50/p99 latency in ms
+(a 429 is waited out and counted in the operation's time); steps (a write and a test) per
+second; the server's peak memory (VmHWM of its process, MiB; `--server-pid` for a running one);
+and checks:
+
+- every session's trace `<output>/traces/SID.jsonl` has its open line, its writes and tests
+  (`--steps` each), the submit and a close line (reason `submitted`), with increasing `seq`;
+- every submission the server acknowledged is in its trace with the same reward.
+
+With `--kill-after-submits K`: once K submissions are acknowledged, the server is SIGKILLed;
+then every acknowledged reward must be in the traces, the sessions that completed must have
+whole traces; the server is started again and must serve (GET /v1/instances, a session opened
+and closed), the server's workspaces (`.OUTPUT.r2e/sessions/` beside the output) must hold no orphaned workspace, and the traces of the
+sessions the kill cut must end with a close line of reason `restart`.
+
+`--time-limit` (900 s) bounds the run: past it, sessions stop where they are (and the check
+that all finished fails). Exit status: 0 when every check passes, 1 when one fails, 2 when
+the run could not be set up. `--json` prints one JSON object instead of the table.
+Standard library only; the client is `clients/python/r2e_client.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11: pass --output and --repo-root
+    tomllib = None
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
+
+from r2e_client import Client, R2EError, find_function  # noqa: E402
+
+OPS = ("open", "write", "test", "submit")
+
+
+class SetupError(Exception):
+    """The run could not start (exit status 2)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The pipeline: where the output and the repositories are
+# ---------------------------------------------------------------------------------------------
+
+
+def read_pipeline(path: str) -> dict:
+    """`{"output": DIR, "repos": {NAME: DIR}}` from a pipeline file (paths made absolute)."""
+    base = os.path.dirname(os.path.abspath(path))
+    if tomllib is None:
+        return {"output": os.path.join(base, "out"), "repos": {}}
+    with open(path, "rb") as f:
+        cfg = tomllib.load(f)
+    output = os.path.join(base, cfg.get("project", {}).get("output", "out"))
+    repos = {}
+    for repo in cfg.get("repo", []):
+        if "path" not in repo:
+            continue  # a git URL: its checkout is r2e's, pass --repo-root
+        folder = os.path.normpath(os.path.join(base, repo["path"]))
+        # r2e's default name: the folder's last component.
+        name = repo.get("name") or os.path.basename(folder.rstrip("/")) or "repo"
+        repos[name] = folder
+    return {"output": output, "repos": repos}
+
+
+# ---------------------------------------------------------------------------------------------
+# The edits
+# ---------------------------------------------------------------------------------------------
+
+
+class Edits:
+    """The two kinds of edits of one function's file (the reference text `source`), each made
+    unique by a tag: the reference with a comment inside the body, and a wrong body."""
+
+    def __init__(self, source: str, qualname: str):
+        self.source = source
+        self.lines = source.splitlines(keepends=True)
+        first, last, node = find_function(source, qualname)  # ValueError when absent
+        self.first, self.last = first, last
+        body = node.body[0]
+        self.body_line = body.lineno
+        line = self.lines[body.lineno - 1]
+        # `col_offset` counts UTF-8 bytes.
+        prefix = line.encode("utf-8")[: body.col_offset].decode("utf-8", "replace")
+        # Whether the body starts a line of its own (not `def f(): return 1`).
+        self.own_line = prefix.strip() == ""
+        def_line = self.lines[first - 1]
+        def_indent = def_line[: len(def_line) - len(def_line.lstrip(" \t"))]
+        self.header_prefix = prefix
+        self.body_indent = prefix if self.own_line else def_indent + "    "
+        self.newline = "\r\n" if line.endswith("\r\n") else "\n"
+
+    def reference(self, tag: str) -> str:
+        """The reference, a comment `# tag` inside its body (before its first statement; at the
+        end of its last line for a body on the `def` line)."""
+        lines = list(self.lines)
+        if self.own_line:
+            lines.insert(self.body_line - 1, f"{self.body_indent}# {tag}{self.newline}")
+        else:
+            end = lines[self.last - 1]
+            stripped = end.rstrip("\r\n")
+            lines[self.last - 1] = f"{stripped}  # {tag}{end[len(stripped):]}"
+        return "".join(lines)
+
+    def wrong(self, tag: str) -> str:
+        """The function with its body replaced by `# tag` and `return None`."""
+        nl, ind = self.newline, self.body_indent
+        body = [f"{ind}# {tag}{nl}", f"{ind}return None{nl}"]
+        head = self.lines[: self.body_line - 1]
+        if not self.own_line:
+            head.append(self.header_prefix.rstrip() + nl)
+        return "".join(head + body + self.lines[self.last :])
+
+
+# ---------------------------------------------------------------------------------------------
+# The server
+# ---------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`BIN serve` started by this script, its stderr and stdout in a log file."""
+
+    def __init__(self, binary: str, pipeline: str, max_sessions: int, token_env: str | None,
+                 token: str | None):
+        self.binary, self.pipeline = binary, pipeline
+        self.max_sessions, self.token_env, self.token = max_sessions, token_env, token
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        fd, self.log_path = tempfile.mkstemp(prefix="r2e-serve-", suffix=".log")
+        os.close(fd)
+
+    def start(self, ready_within: float) -> None:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        cmd = [self.binary, "serve", "-p", self.pipeline, "--addr", f"127.0.0.1:{port}",
+               "--max-sessions", str(self.max_sessions)]
+        env = dict(os.environ)
+        if self.token_env:
+            cmd += ["--token-env", self.token_env]
+            env[self.token_env] = self.token or ""
+        log = open(self.log_path, "ab")
+        log.write(f"$ {' '.join(cmd)}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)
+        log.close()
+        # Ready when the instances are served.
+        client = Client(self.url, token=self.token, timeout=10)
+        deadline = time.monotonic() + ready_within
+        while True:
+            if self.proc.poll() is not None:
+                raise SetupError(f"the server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                client.instances()
+                return
+            except R2EError as e:
+                if e.status is not None and e.status != 503:
+                    raise SetupError(f"GET /v1/instances answered {e}\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise SetupError(f"the server was not ready within {ready_within:.0f} s:\n"
+                                 f"{self.log_tail()}")
+            time.sleep(0.1)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to clean up (what a crash or an OOM kill leaves)."""
+        if self.alive():
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.alive():
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return f.read()[-chars:]
+        except OSError:
+            return ""
+
+
+def peak_mib(pid: int | None) -> float | None:
+    """The peak resident memory (VmHWM) of process `pid`, in MiB; None when unknown."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The load
+# ---------------------------------------------------------------------------------------------
+
+
+class Run:
+    """What the sessions share: the stop conditions, the acknowledged submissions, the kill."""
+
+    def __init__(self, args, deadline: float, server: Server | None):
+        self.args = args
+        self.deadline = deadline
+        self.server = server
+        self.lock = threading.Lock()
+        self.acked_submits = 0
+        self.killed = threading.Event()
+        self.peak_before_kill: float | None = None
+        self.retries_429 = 0
+
+    def stopping(self) -> bool:
+        return self.killed.is_set() or time.monotonic() > self.deadline
+
+    def acknowledge_submit(self) -> None:
+        """Counts an acknowledged submission; the K-th kills the server (under the lock, so that
+        exactly one thread does)."""
+        with self.lock:
+            self.acked_submits += 1
+            k = self.args.kill_after_submits
+            if k and self.acked_submits == k and self.server is not None:
+                self.peak_before_kill = peak_mib(self.server.pid)
+                self.killed.set()
+                self.server.kill()
+
+
+class SessionLoad:
+    """One session's work and what it observed."""
+
+    def __init__(self, index: int, instance: dict, edits: Edits, run: Run, client: Client):
+        self.index, self.instance, self.edits, self.run, self.client = index, instance, edits, run, client
+        self.sid: str | None = None
+        self.state = "pending"  # -> done | killed | timeout | error
+        self.error: str | None = None
+        self.acked = {"write": 0, "test": 0}
+        self.reward: float | None = None  # the acknowledged submission's
+        self.times: dict[str, list[float]] = {op: [] for op in OPS}
+        self.errors: dict[str, int] = {op: 0 for op in OPS}
+        # (edit kind, passed all) of each test run.
+        self.outcomes: list[tuple[str, bool]] = []
+
+    def call(self, op: str, fn):
+        """`fn()` timed as `op`; a 429 is waited out (its time counts) until the run stops."""
+        started = time.perf_counter()
+        while True:
+            try:
+                result = fn()
+                break
+            except R2EError as e:
+                if e.status == 429 and not self.run.stopping():
+                    with self.run.lock:
+                        self.run.retries_429 += 1
+                    time.sleep(e.retry_after if e.retry_after is not None else 0.5)
+                    continue
+                if not self.run.killed.is_set():
+                    self.errors[op] += 1
+                raise
+        self.times[op].append((time.perf_counter() - started) * 1000.0)
+        return result
+
+    def __call__(self) -> None:
+        try:
+            self.work()
+        except R2EError as e:
+            if self.run.killed.is_set():
+                self.state = "killed"
+            else:
+                self.state, self.error = "error", str(e)
+        except Exception as e:  # a bug here: report it, do not hang the run
+            self.state, self.error = "error", f"{type(e).__name__}: {e}"
+
+    def work(self) -> None:
+        session = self.call("open", lambda: self.client.open(self.instance["id"]))
+        self.sid = session.id
+        path = session.path or self.instance["path"]
+        for step in range(self.run.args.steps):
+            if self.run.stopping():
+                self.stop_early(session)
+                return
+            tag = f"r2e-load s{self.index} step{step} {uuid.uuid4().hex}"
+            kind = "reference" if (step + self.index) % 2 == 0 else "wrong"
+            text = self.edits.reference(tag) if kind == "reference" else self.edits.wrong(tag)
+            self.call("write", lambda: session.write(path, text))
+            self.acked["write"] += 1
+            result = self.call("test", session.test)
+            self.acked["test"] += 1
+            passed_all = not result.get("error") and result.get("passed") == result.get("total")
+            self.outcomes.append((kind, bool(passed_all)))
+        if self.run.stopping():
+            self.stop_early(session)
+            return
+        answer = self.call("submit", session.submit)
+        self.reward = float(answer["reward"])
+        self.state = "done"
+        self.run.acknowledge_submit()
+
+    def stop_early(self, session) -> None:
+        if self.run.killed.is_set():
+            self.state = "killed"
+            return
+        self.state = "timeout"
+        try:
+            session.close()
+        except R2EError:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Traces
+# ---------------------------------------------------------------------------------------------
+
+
+def read_trace(output: str, sid: str):
+    """The trace's events and its count of lines that are not JSON; None when it is missing."""
+    path = os.path.join(output, "traces", f"{sid}.jsonl")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            raw = f.read().splitlines()
+    except OSError:
+        return None
+    events, bad = [], 0
+    for line in raw:
+        if not line.strip():
+            continue
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            bad += 1
+    return events, bad
+
+
+def trace_reward(events) -> float | None:
+    for e in events:
+        if e.get("event") == "action" and e.get("op") == "submit":
+            obs = e.get("observation") or {}
+            if "reward" in obs:
+                return float(obs["reward"])
+    return None
+
+
+def whole_trace_problems(s: SessionLoad, output: str, steps: int,
+                         reasons: tuple = ("submitted",)) -> list[str]:
+    """What a completed session's trace lacks (empty: it is whole). `reasons`: the close
+    reasons accepted (after a kill, a close line the server had not written yet when it died is
+    written at the restart, reason `restart`)."""
+    got = read_trace(output, s.sid)
+    if got is None:
+        return [f"{s.sid}: no trace"]
+    events, bad = got
+    problems = []
+    if bad:
+        problems.append(f"{s.sid}: {bad} trace lines are not JSON")
+    if not events or events[0].get("event") != "open" or events[0].get("session") != s.sid:
+        problems.append(f"{s.sid}: the first line is not its open line")
+    actions = [e for e in events if e.get("event") == "action"]
+    counts = {op: sum(1 for a in actions if a.get("op") == op) for op in ("write", "test", "submit")}
+    if counts["write"] != steps or counts["test"] != steps:
+        problems.append(f"{s.sid}: {counts['write']} writes and {counts['test']} tests traced, "
+                        f"{steps} of each done")
+    if counts["submit"] != 1:
+        problems.append(f"{s.sid}: {counts['submit']} submits traced")
+    seqs = [a.get("seq") for a in actions]
+    if any(not isinstance(q, int) for q in seqs) or any(b <= a for a, b in zip(seqs, seqs[1:])):
+        problems.append(f"{s.sid}: the actions' seq do not increase")
+    last = events[-1] if events else {}
+    if last.get("event") != "close" or last.get("reason") not in reasons:
+        problems.append(f"{s.sid}: the last line is not a close line of reason "
+                        f"{' or '.join(reasons)} ({json.dumps(last)[:120]})")
+    return problems
+
+
+def reward_problems(sessions: list[SessionLoad], output: str) -> list[str]:
+    problems = []
+    for s in sessions:
+        if s.reward is None:
+            continue
+        got = read_trace(output, s.sid)
+        traced = trace_reward(got[0]) if got else None
+        if traced is None:
+            problems.append(f"{s.sid}: reward {s.reward} acknowledged, no submit in its trace")
+        elif abs(traced - s.reward) > 1e-9:
+            problems.append(f"{s.sid}: reward {s.reward} acknowledged, {traced} in its trace")
+    return problems
+
+
+def settle(check, seconds: float = 5.0) -> list[str]:
+    """`check()` until it finds no problem or `seconds` pass (a trace's last lines may be
+    written just after the answer)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        problems = check()
+        if not problems or time.monotonic() > deadline:
+            return problems
+        time.sleep(0.2)
+
+
+def sessions_folder(output: str) -> str:
+    """Where the server keeps its workspaces: the output's store `.NAME.r2e/sessions`, beside
+    the output (whose generations builds replace)."""
+    output = output.rstrip(os.sep)
+    return os.path.join(os.path.dirname(output), "." + os.path.basename(output) + ".r2e", "sessions")
+
+
+def session_dirs(output: str) -> list[str]:
+    try:
+        return sorted(os.listdir(sessions_folder(output)))
+    except FileNotFoundError:
+        return []
+
+
+# ---------------------------------------------------------------------------------------------
+# Reporting
+# ---------------------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The nearest-rank percentile `q` (0..100) of `values`."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * q // 100))  # ceil
+    return ordered[int(rank) - 1]
+
+
+def rounded(x, digits=1):
+    return None if x is None else round(x, digits)
+
+
+def print_table(report: dict) -> None:
+    out = []
+    out.append(f"server {report['server']}: {report['sessions']} sessions x {report['steps']} steps")
+    out.append("")
+    out.append(f"{'op':<8}{'count':>8}{'errors':>8}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}")
+    for op, row in report["ops"].items():
+        cell = lambda v: f"{v:>10.1f}" if v is not None else f"{'-':>10}"
+        out.append(f"{op:<8}{row['count']:>8}{row['errors']:>8}"
+                   f"{cell(row['p50_ms'])}{cell(row['p99_ms'])}{cell(row['max_ms'])}")
+    out.append("")
+    st = report["states"]
+    out.append("sessions: " + ", ".join(f"{n} {k}" for k, n in st.items() if n))
+    out.append(f"steps: {report['steps_total']} in {report['wall_s']:.1f} s = "
+               f"{report['steps_per_s']:.2f} steps/s (a step: a write and a test)")
+    out.append(f"429 answers waited out: {report['retries_429']}")
+    mem = report["peak_mem_mib"]
+    out.append(f"server peak memory (VmHWM): {'unknown' if mem is None else f'{mem:.1f} MiB'}")
+    e = report["edits"]
+    out.append(f"reference edits passing all tests: {e['reference_pass']}/{e['reference_total']}; "
+               f"wrong edits failing: {e['wrong_fail']}/{e['wrong_total']}")
+    r = report["rewards"]
+    out.append(f"submissions acknowledged: {r['acknowledged']} (reward 1.0: {r['full']}, "
+               f"mean reward {r['mean']})")
+    if report.get("kill"):
+        k = report["kill"]
+        out.append(f"killed after {k['after_submits']} acknowledged submissions; "
+                   f"{k['cut_sessions']} sessions cut; restarted in {k['restart_s']} s")
+    out.append("")
+    out.append("checks:")
+    for c in report["checks"]:
+        out.append(f"  {'PASS' if c['ok'] else 'FAIL'}  {c['name']}"
+                   + (f": {c['detail']}" if c.get("detail") else ""))
+    for w in report["warnings"]:
+        out.append(f"  warning: {w}")
+    out.append("")
+    out.append("OK" if report["ok"] else "FAILED")
+    print("\n".join(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--r2e", metavar="BIN", help="start `BIN serve` (on a free port)")
+    where.add_argument("--server", metavar="URL", help="use a running server")
+    p.add_argument("-p", "--pipeline", default=os.path.join(HERE, "..", "pipeline.toml"),
+                   help="the pipeline served (default: the repository's pipeline.toml)")
+    p.add_argument("--output", help="the pipeline's output (default: from the pipeline)")
+    p.add_argument("--repo-root", help="the repositories' folder: DIR/NAME (default: the "
+                                       "pipeline's [[repo]] paths, else its folder/examples)")
+    p.add_argument("--token-env", help="the variable holding the token (a started server gets "
+                                       "a random one when it is unset)")
+    p.add_argument("--server-pid", type=int, help="a running server's pid, for its peak memory")
+    p.add_argument("--sessions", type=int, default=50)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--max-sessions", type=int, default=64, help="the started server's limit")
+    p.add_argument("--time-limit", type=float, default=900, help="seconds for the whole run")
+    p.add_argument("--kill-after-submits", type=int, default=0, metavar="K",
+                   help="SIGKILL the server after K acknowledged submissions (0: never)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    args = p.parse_args(argv)
+    if args.kill_after_submits and not args.r2e:
+        p.error("--kill-after-submits needs --r2e (a server this script started)")
+    try:
+        return run(args)
+    except SetupError as e:
+        print(f"serve_load: {e}", file=sys.stderr)
+        return 2
+
+
+def run(args) -> int:
+    started = time.monotonic()
+    deadline = started + args.time_limit
+    pipeline = read_pipeline(args.pipeline)
+    output = os.path.abspath(args.output or pipeline["output"])
+    pipeline_dir = os.path.dirname(os.path.abspath(args.pipeline))
+
+    token = os.environ.get(args.token_env) if args.token_env else None
+    if args.token_env and not token:
+        if args.server:
+            raise SetupError(f"--token-env {args.token_env}: the variable is not set")
+        token = secrets.token_hex(16)
+
+    server = None
+    if args.r2e:
+        server = Server(os.path.abspath(args.r2e) if os.sep in args.r2e else args.r2e,
+                        os.path.abspath(args.pipeline), args.max_sessions, args.token_env, token)
+        server.start(ready_within=max(10.0, deadline - time.monotonic()))
+        url = server.url
+    else:
+        url = args.server.rstrip("/")
+
+    status = 2
+    try:
+        status = load(args, url, server, token, output, pipeline, pipeline_dir, deadline)
+        return status
+    finally:
+        if server is not None:
+            server.stop()
+            if status == 0:  # the log is kept (its path reported) only when something failed
+                try:
+                    os.remove(server.log_path)
+                except OSError:
+                    pass
+
+
+def load(args, url, server, token, output, pipeline, pipeline_dir, deadline) -> int:
+    client = Client(url, token=token, timeout=60)
+    try:
+        instances = client.instances()
+    except R2EError as e:
+        raise SetupError(f"GET /v1/instances: {e}")
+    if not instances:
+        raise SetupError("the server serves no instance")
+
+    # Each instance's reference file, and its edits.
+    edits: dict[str, Edits] = {}
+    for inst in instances:
+        if args.repo_root:
+            folder = os.path.join(args.repo_root, inst["repo"])
+        else:
+            folder = pipeline["repos"].get(inst["repo"]) or os.path.join(
+                pipeline_dir, "examples", inst["repo"])
+        path = os.path.join(folder, inst["path"])
+        try:
+            with open(path, encoding="utf-8") as f:
+                edits[inst["id"]] = Edits(f.read(), inst["qualname"])
+        except (OSError, ValueError) as e:
+            raise SetupError(f"instance {inst['id']}: no reference in {path}: {e}")
+
+    run_state = Run(args, deadline, server)
+    loads = []
+    for i in range(args.sessions):
+        inst = instances[i % len(instances)]
+        worker_client = Client(url, token=token, timeout=max(30.0, args.time_limit))
+        loads.append(SessionLoad(i, inst, edits[inst["id"]], run_state, worker_client))
+
+    # The load.
+    threads = [threading.Thread(target=s, name=f"session-{s.index}", daemon=True) for s in loads]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=max(0.0, deadline + 30 - time.monotonic()))
+    wall = time.monotonic() - t0
+    for s in loads:
+        if s.state == "pending":  # still running past the limit
+            s.state = "timeout"
+
+    checks: list[dict] = []
+    warnings: list[str] = []
+
+    def check(name: str, problems: list[str], summary: str = "") -> None:
+        detail = summary
+        if problems:
+            detail = (summary + "; " if summary else "") + "; ".join(problems[:5])
+            if len(problems) > 5:
+                detail += f"; ... {len(problems) - 5} more"
+        checks.append({"name": name, "ok": not problems, "detail": detail})
+
+    peak = run_state.peak_before_kill
+    if peak is None:
+        peak = peak_mib(server.pid if server else args.server_pid)
+
+    done = [s for s in loads if s.state == "done"]
+    errored = [s for s in loads if s.state == "error"]
+    timed_out = [s for s in loads if s.state == "timeout"]
+    check("no session failed", [f"session {s.index} ({s.sid}): {s.error}" for s in errored])
+    check("finished within the time limit",
+          [f"{len(timed_out)} sessions were stopped at --time-limit"] if timed_out else [])
+    # Right after the load (and the kill): every acknowledged reward is traced.
+    check("acknowledged rewards in the traces",
+          settle(lambda: reward_problems(loads, output)),
+          f"{sum(1 for s in loads if s.reward is not None)} acknowledged")
+
+    def whole_traces(reasons):
+        check("whole traces of the completed sessions",
+              settle(lambda: [p for s in done
+                              for p in whole_trace_problems(s, output, args.steps, reasons)]),
+              f"{len(done)} sessions")
+
+    kill = None
+    if args.kill_after_submits:
+        kill = verify_restart(args, server, client, loads, output, deadline, check, warnings)
+        whole_traces(("submitted", "restart"))
+    else:
+        whole_traces(("submitted",))
+        ours = {s.sid for s in loads if s.sid}
+        try:
+            still = [x["session"] for x in client.sessions() if x.get("session") in ours]
+        except R2EError as e:
+            still = [f"(GET /v1/sessions: {e})"]
+        if still:
+            warnings.append(f"{len(still)} of the load's sessions are still listed as open")
+        left = [d for d in session_dirs(output) if d in ours]
+        if left:
+            warnings.append(f"{len(left)} finished sessions still have a workspace in "
+                            sessions_folder(output))
+
+    # The report.
+    ops = {}
+    for op in OPS:
+        times = [t for s in loads for t in s.times[op]]
+        ops[op] = {
+            "count": len(times),
+            "errors": sum(s.errors[op] for s in loads),
+            "p50_ms": rounded(percentile(times, 50)),
+            "p99_ms": rounded(percentile(times, 99)),
+            "max_ms": rounded(max(times) if times else None),
+        }
+    steps_total = sum(s.acked["test"] for s in loads)
+    outcomes = [o for s in loads for o in s.outcomes]
+    rewards = [s.reward for s in loads if s.reward is not None]
+    states = {k: sum(1 for s in loads if s.state == k)
+              for k in ("done", "killed", "timeout", "error")}
+    report = {
+        "server": url,
+        "sessions": args.sessions,
+        "steps": args.steps,
+        "instances": len(instances),
+        "ops": ops,
+        "states": states,
+        "steps_total": steps_total,
+        "wall_s": round(wall, 3),
+        "steps_per_s": round(steps_total / wall, 3) if wall > 0 else 0.0,
+        "retries_429": run_state.retries_429,
+        "peak_mem_mib": rounded(peak),
+        "edits": {
+            "reference_total": sum(1 for k, _ in outcomes if k == "reference"),
+            "reference_pass": sum(1 for k, ok in outcomes if k == "reference" and ok),
+            "wrong_total": sum(1 for k, _ in outcomes if k == "wrong"),
+            "wrong_fail": sum(1 for k, ok in outcomes if k == "wrong" and not ok),
+        },
+        "rewards": {
+            "acknowledged": len(rewards),
+            "full": sum(1 for r in rewards if r >= 1.0),
+            "mean": round(sum(rewards) / len(rewards), 4) if rewards else None,
+        },
+        "kill": kill,
+        "checks": checks,
+        "warnings": warnings,
+        "ok": all(c["ok"] for c in checks),
+    }
+    e = report["edits"]
+    if e["reference_pass"] < e["reference_total"]:
+        warnings.append(f"{e['reference_total'] - e['reference_pass']} runs of the reference "
+                        "(with a comment) did not pass all tests")
+    if server is not None and not report["ok"]:
+        warnings.append(f"the server's log: {server.log_path}")
+    if args.json:
+        print(json.dumps(report, indent=None))
+    else:
+        print_table(report)
+    return 0 if report["ok"] else 1
+
+
+def verify_restart(args, server, client, loads, output, deadline, check, warnings) -> dict:
+    """After the kill: the cut sessions' traces, a restart, its service and its clean-up."""
+    k = args.kill_after_submits
+    killed = server is not None and not server.alive()
+    check(f"the server was killed after {k} acknowledged submissions",
+          [] if killed else [f"only {sum(1 for s in loads if s.reward is not None)} submissions "
+                             "were acknowledged"])
+    if not killed:
+        return {"after_submits": k, "cut_sessions": 0, "restart_s": None}
+    # Sessions that were open when the server died (a submit in flight may have landed).
+    cut = [s for s in loads if s.sid and s.reward is None]
+
+    # What the cut sessions acknowledged should be traced (a warning: only rewards are owed).
+    for s in cut:
+        got = read_trace(output, s.sid)
+        if got is None:
+            warnings.append(f"{s.sid}: a session cut by the kill has no trace")
+            continue
+        actions = [e for e in got[0] if e.get("event") == "action"]
+        for op in ("write", "test"):
+            traced = sum(1 for a in actions if a.get("op") == op)
+            if traced < s.acked[op]:
+                warnings.append(f"{s.sid}: {s.acked[op]} {op}s acknowledged, {traced} traced")
+
+    # The restart.
+    t = time.monotonic()
+    try:
+        server.start(ready_within=max(60.0, deadline - time.monotonic()))
+    except SetupError as e:
+        check("the restarted server serves", [str(e)])
+        return {"after_submits": k, "cut_sessions": len(cut), "restart_s": None}
+    restart_s = round(time.monotonic() - t, 3)
+    client = Client(server.url, token=client.token, timeout=60)
+
+    # Leftover workspaces are removed at startup.
+    check("no orphaned workspace after the restart",
+          settle(lambda: [os.path.join(sessions_folder(output), d) for d in session_dirs(output)]))
+
+    problems = []
+    try:
+        if not client.instances():
+            problems.append("GET /v1/instances lists no instance")
+        else:
+            session = client.open(client.instances()[0]["id"])
+            session.close()
+            left = settle(lambda: [d for d in session_dirs(output) if d == session.id])
+            if left:
+                problems.append(f"the closed session {session.id} keeps its workspace")
+    except R2EError as e:
+        problems.append(str(e))
+    check("the restarted server serves (instances, a session opened and closed)", problems)
+
+    # The cut sessions' traces end with a close of reason `restart` (or, for a submit that
+    # landed without its answer, `submitted`).
+    def cut_problems():
+        out = []
+        for s in cut:
+            got = read_trace(output, s.sid)
+            if got is None:
+                out.append(f"{s.sid}: no trace")
+                continue
+            events = got[0]
+            last = events[-1] if events else {}
+            submitted = trace_reward(events) is not None
+            ok_reasons = ("restart", "submitted") if submitted else ("restart",)
+            if last.get("event") != "close" or last.get("reason") not in ok_reasons:
+                out.append(f"{s.sid}: ends with {json.dumps(last)[:120]}")
+        return out
+
+    check("the cut sessions' traces end with a close of reason `restart`", settle(cut_problems),
+          f"{len(cut)} sessions cut")
+    return {"after_submits": k, "cut_sessions": len(cut), "restart_s": restart_s,
+            "restart_peak_mem_mib": rounded(peak_mib(server.pid))}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,440 @@
+"""Tests of the client's pure helpers, of `R2EEnv` over a fake client, and of `Client` over a
+tiny in-process HTTP server (no r2e needed).
+
+    python3 -m unittest discover -s clients/python/tests
+"""
+
+import ast
+import json
+import os
+import sys
+import threading
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from r2e_client import (  # noqa: E402
+    Client,
+    R2EEnv,
+    R2EError,
+    extract_code,
+    find_function,
+    format_feedback,
+    replace_function,
+)
+
+MODULE = '''"""A module."""
+
+import os
+
+
+def helper(x):
+    return x * 2
+
+
+class Shape:
+    """A shape."""
+
+    sides = 0
+
+    @property
+    @other(
+        1,
+    )
+    def area(self):
+        """The area.
+
+        In square units.
+        """
+        raise NotImplementedError
+
+    def perimeter(self):
+        return 0
+
+
+def outer():
+    def inner():
+        return 1
+    return inner
+'''
+
+
+class ReplaceFunctionTest(unittest.TestCase):
+    def test_top_level_function(self):
+        out = replace_function(MODULE, "helper", "def helper(x):\n    return x + 1\n")
+        self.assertIn("def helper(x):\n    return x + 1\n\n\nclass Shape:", out)
+        self.assertNotIn("x * 2", out)
+        ast.parse(out)
+
+    def test_method_from_first_decorator_reindented(self):
+        new = "@property\ndef area(self):\n    return self.w * self.h\n"
+        out = replace_function(MODULE, "Shape.area", new)
+        self.assertIn(
+            "    sides = 0\n\n    @property\n    def area(self):\n        return self.w * self.h\n"
+            "\n    def perimeter(self):",
+            out,
+        )
+        # The old decorators and body are gone, the rest is untouched.
+        self.assertNotIn("@other", out)
+        self.assertNotIn("NotImplementedError", out)
+        self.assertTrue(out.startswith('"""A module."""\n\nimport os\n'))
+        self.assertTrue(out.endswith("        return 1\n    return inner\n"))
+        ast.parse(out)
+
+    def test_indented_new_code_is_dedented(self):
+        new = "        def area(self):\n            return 4\n"
+        out = replace_function(MODULE, "Shape.area", new)
+        self.assertIn("\n    def area(self):\n        return 4\n", out)
+
+    def test_only_the_def_of_a_whole_module_is_used(self):
+        reply_code = (
+            "import math\n\n"
+            "class Shape:\n"
+            "    @property\n"
+            "    def area(self):\n"
+            "        return math.pi\n\n"
+            "def test_area():\n"
+            "    assert Shape().area\n"
+        )
+        out = replace_function(MODULE, "Shape.area", reply_code)
+        self.assertIn("    @property\n    def area(self):\n        return math.pi\n", out)
+        self.assertNotIn("test_area", out)
+        self.assertNotIn("import math", out)
+        ast.parse(out)
+
+    def test_a_def_nested_elsewhere_in_the_new_code(self):
+        # The def of the last name component, wherever it is.
+        code = "class Other:\n    def area(self):\n        return 9\n"
+        out = replace_function(MODULE, "Shape.area", code)
+        self.assertIn("    def area(self):\n        return 9\n", out)
+        self.assertNotIn("class Other", out)
+
+    def test_a_whole_reply_with_a_fence(self):
+        reply = "Here it is:\n```python\ndef helper(x):\n    return -x\n```\nIt negates."
+        out = replace_function(MODULE, "helper", reply)
+        self.assertIn("def helper(x):\n    return -x\n", out)
+        self.assertNotIn("Here it is", out)
+
+    def test_code_without_the_def_replaces_as_a_whole(self):
+        out = replace_function(MODULE, "helper", "helper = lambda x: x\n")
+        self.assertIn("\n\nhelper = lambda x: x\n\n\nclass Shape:", out)
+
+    def test_multi_line_strings_keep_their_lines(self):
+        code = "def area(self):\n    s = '''a\nb\n  c'''\n    return s\n"
+        out = replace_function(MODULE, "Shape.area", code)
+        self.assertIn("    def area(self):\n        s = '''a\nb\n  c'''\n        return s\n", out)
+        tree = ast.parse(out)
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
+        fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "area")
+        self.assertEqual(fn.body[0].value.value, "a\nb\n  c")
+
+    def test_nested_function_by_qualname(self):
+        out = replace_function(MODULE, "outer.<locals>.inner", "def inner():\n    return 2\n")
+        self.assertIn("def outer():\n    def inner():\n        return 2\n    return inner\n", out)
+        self.assertEqual(out, replace_function(MODULE, "outer.inner", "def inner():\n    return 2\n"))
+
+    def test_function_inside_an_if_block(self):
+        src = "import sys\nif sys.version_info > (3,):\n    def f():\n        return 1\nelse:\n    pass\n"
+        out = replace_function(src, "f", "def f():\n    return 2\n")
+        self.assertEqual(out, src.replace("return 1", "return 2"))
+
+    def test_crlf_and_no_final_newline(self):
+        src = "def f():\r\n    return 1\r\n\r\nx = 1\r\n"
+        out = replace_function(src, "f", "def f():\n    return 2\n")
+        self.assertEqual(out, "def f():\r\n    return 2\r\n\r\nx = 1\r\n")
+        self.assertEqual(replace_function("def f(): return 1", "f", "def f():\n    return 2\n"),
+                         "def f():\n    return 2")
+
+    def test_async_function(self):
+        src = "async def f():\n    return 1\n"
+        self.assertEqual(replace_function(src, "f", "async def f():\n    return 2\n"),
+                         "async def f():\n    return 2\n")
+
+    def test_not_found(self):
+        with self.assertRaises(ValueError):
+            replace_function(MODULE, "Shape.volume", "def volume(self): pass")
+        with self.assertRaises(ValueError):
+            replace_function(MODULE, "nothing", "def nothing(): pass")
+        with self.assertRaises(ValueError):  # a class is not a function
+            replace_function(MODULE, "Shape", "def Shape(): pass")
+        with self.assertRaises(ValueError):
+            replace_function("def (:", "f", "def f(): pass")
+        with self.assertRaises(ValueError):
+            replace_function(MODULE, "helper", "   \n")
+
+    def test_find_function_lines(self):
+        first, last, node = find_function(MODULE, "Shape.area")
+        lines = MODULE.splitlines()
+        self.assertEqual(lines[first - 1].strip(), "@property")
+        self.assertEqual(lines[last - 1].strip(), "raise NotImplementedError")
+        self.assertEqual(node.name, "area")
+
+
+class ExtractCodeTest(unittest.TestCase):
+    def test_last_python_block(self):
+        reply = "First:\n```python\nx = 1\n```\nthen\n```py\nx = 2\n```\nand a shell one:\n```bash\nls\n```\n"
+        self.assertEqual(extract_code(reply), "x = 2\n")
+
+    def test_untagged_block(self):
+        self.assertEqual(extract_code("Use:\n```\ndef f():\n    pass\n```\n"), "def f():\n    pass\n")
+
+    def test_last_block_of_any_kind_without_a_python_one(self):
+        self.assertEqual(extract_code("```\na\n```\n```text\nb\n```"), "b\n")
+
+    def test_no_block(self):
+        self.assertEqual(extract_code("  def f():\n    return 1\n\n"), "def f():\n    return 1\n")
+        self.assertEqual(extract_code(""), "")
+
+    def test_unterminated_block(self):
+        self.assertEqual(extract_code("Sure.\n```python\ndef f():\n    return 1"), "def f():\n    return 1\n")
+
+    def test_longer_fences_and_inner_backticks(self):
+        reply = "````python\ns = '''\n```\n'''\n````\n"
+        self.assertEqual(extract_code(reply), "s = '''\n```\n'''\n")
+
+
+class FormatFeedbackTest(unittest.TestCase):
+    RESULT = {
+        "passed": 1,
+        "total": 3,
+        "error": None,
+        "tests": [
+            {"name": "test_ok", "outcome": "pass", "message": None, "inputs": ["f(0)"],
+             "expected": ["returns 0"], "actual": ["returns 0"]},
+            {"name": "test_two_calls", "outcome": "fail", "message": "the second call differs",
+             "inputs": ["f(1)", {"args": [2]}], "expected": ["returns 1", 4],
+             "actual": ["returns 1", None]},
+            {"name": "test_raise", "outcome": "fail"},
+        ],
+    }
+
+    def test_failing_tests_with_their_calls(self):
+        text = format_feedback(self.RESULT)
+        self.assertIn("1 of 3 tests passed.", text)
+        self.assertNotIn("test_ok", text)
+        self.assertIn("Test test_two_calls: fail", text)
+        self.assertIn("the second call differs", text)
+        self.assertIn("  call:     f(1)\n  expected: returns 1\n  actual:   returns 1\n", text)
+        self.assertIn('  call:     {"args": [2]}\n  expected: 4\n  actual:   null\n', text)
+        self.assertIn("Test test_raise: fail", text)
+
+    def test_error_and_limits(self):
+        text = format_feedback({"passed": 0, "total": 0, "error": "SyntaxError: bad", "tests": []})
+        self.assertIn("Error: SyntaxError: bad", text)
+        many = {"passed": 0, "total": 9, "tests": [{"name": f"t{i}", "outcome": "fail"} for i in range(9)]}
+        text = format_feedback(many, max_tests=2)
+        self.assertIn("Test t1", text)
+        self.assertNotIn("Test t2", text)
+        self.assertIn("7 more failing tests", text)
+        self.assertLessEqual(len(format_feedback(many, max_chars=20)), 20 + len("\n[...]\n"))
+
+    def test_no_details(self):
+        text = format_feedback({"passed": 2, "total": 5, "error": None, "tests": []})
+        self.assertIn("3 tests failed", text)
+
+
+class FakeSession:
+    def __init__(self, files):
+        self.id, self.instance, self.path, self.qualname = "s1", "i1", "m.py", "f"
+        self.files, self.closed, self.calls = files, False, []
+
+    def read(self, path):
+        if path not in self.files:
+            raise R2EError(404, f"no file {path}")
+        return self.files[path]
+
+    def write(self, path, text):
+        self.files[path] = text
+        return {"path": path, "bytes": len(text.encode())}
+
+    def exec(self, command, timeout_s=10):
+        self.calls.append(("exec", command, timeout_s))
+        return {"stdout": "hi\n", "stderr": "", "exit_code": 0, "timed_out": False}
+
+    def test(self):
+        ok = "return x + 1" in self.files["m.py"]
+        return {"passed": 2 if ok else 0, "total": 2, "error": None, "tests": []}
+
+    def submit(self):
+        self.closed = True
+        ok = "return x + 1" in self.files["m.py"]
+        return {"reward": 1.0 if ok else 0.0, "passed_all": ok, "passed": 2 if ok else 0, "total": 2}
+
+    def close(self):
+        self.closed = True
+
+
+class FakeClient:
+    def __init__(self):
+        self.opened = []
+
+    def instances(self):
+        return [{"id": "i1", "repo": "r", "path": "m.py", "qualname": "f", "spec": "Add one.",
+                 "problem": "def f(x): ...", "tests": 2}]
+
+    def open(self, instance):
+        if instance != "i1":
+            raise R2EError(404, "no such instance")
+        s = FakeSession({"m.py": "def f(x):\n    raise NotImplementedError\n"})
+        self.opened.append(s)
+        return s
+
+
+class EnvTest(unittest.TestCase):
+    def test_episode(self):
+        client = FakeClient()
+        env = R2EEnv(client)
+        obs = env.reset("i1")
+        self.assertEqual(obs, {"instance": "i1", "path": "m.py", "qualname": "f", "spec": "Add one.",
+                               "problem": "def f(x): ...",
+                               "file": "def f(x):\n    raise NotImplementedError\n"})
+        obs, reward, done, info = env.step({"op": "write_function", "code": "```python\ndef f(x):\n    return x + 1\n```"})
+        self.assertEqual((obs["op"], obs["path"], reward, done), ("write_function", "m.py", 0.0, False))
+        self.assertEqual(info["text"], "def f(x):\n    return x + 1\n")
+        obs, reward, done, _ = env.step({"op": "read", "path": "m.py"})
+        self.assertEqual(obs["text"], "def f(x):\n    return x + 1\n")
+        obs, reward, done, _ = env.step({"op": "exec", "command": "echo hi", "timeout_s": 3})
+        self.assertEqual((obs["stdout"], obs["exit_code"]), ("hi\n", 0))
+        self.assertEqual(client.opened[0].calls, [("exec", "echo hi", 3)])
+        obs, reward, done, _ = env.step({"op": "test"})
+        self.assertEqual((obs["passed"], obs["total"], reward, done), (2, 2, 0.0, False))
+        obs, reward, done, info = env.step({"op": "submit"})
+        self.assertEqual((reward, done, obs["passed_all"]), (1.0, True, True))
+        self.assertEqual(info["answer"]["reward"], 1.0)
+        with self.assertRaises(RuntimeError):
+            env.step({"op": "test"})
+
+    def test_errors_come_back_as_observations(self):
+        env = R2EEnv(FakeClient())
+        env.reset("i1")
+        obs, reward, done, info = env.step({"op": "read", "path": "nope.py"})
+        self.assertEqual((obs["status"], reward, done), (404, 0.0, False))
+        self.assertIn("no file", obs["error"])
+        env.step({"op": "write", "path": "m.py", "text": "x = 1\n"})
+        obs, _, _, _ = env.step({"op": "write_function", "code": "def f(x):\n    return 1\n"})
+        self.assertIn("error", obs)  # the file no longer defines f
+        with self.assertRaises(ValueError):
+            env.step({"op": "dance"})
+        strict = R2EEnv(FakeClient(), raise_errors=True)
+        strict.reset("i1")
+        with self.assertRaises(R2EError):
+            strict.step({"op": "read", "path": "nope.py"})
+
+    def test_reset_closes_the_previous_session(self):
+        client = FakeClient()
+        env = R2EEnv(client)
+        env.reset("i1")
+        env.reset("i1")
+        self.assertEqual([s.closed for s in client.opened], [True, False])
+        env.close()
+        self.assertTrue(client.opened[1].closed)
+        with self.assertRaises(R2EError):
+            env.reset("unknown")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """A few canned answers, like the server's."""
+
+    protocol_version = "HTTP/1.1"
+    seen = []
+    busy = {"left": 0}
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status, body, headers=(), text=False):
+        data = body.encode() if text else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain" if text else "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _handle(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        _Handler.seen.append((self.command, self.path, self.headers.get("Authorization"),
+                              self.headers.get("Content-Type"), body))
+        if self.headers.get("Authorization") != "Bearer tok":
+            return self._send(401, {"error": "a token is needed"})
+        if self.path == "/v1/instances":
+            if _Handler.busy["left"] > 0:
+                _Handler.busy["left"] -= 1
+                return self._send(429, {"error": "too many requests"}, [("Retry-After", "0")])
+            return self._send(200, {"instances": [{"id": "a:b.py:f", "tests": 1}]})
+        if self.path == "/v1/sessions" and self.command == "POST":
+            return self._send(200, {"session": "S1", "instance": json.loads(body)["instance"],
+                                    "path": "b.py", "qualname": "f"})
+        if self.path == "/v1/sessions/S1/files/dir/my%20file.py":
+            if self.command == "GET":
+                return self._send(200, "print('hi')\n", text=True)
+            return self._send(200, {"path": "dir/my file.py", "bytes": len(body)})
+        if self.path == "/v1/sessions/S1/submit":
+            return self._send(200, {"reward": 0.5, "passed_all": False, "passed": 1, "total": 2})
+        if self.path == "/v1/sessions/S1" and self.command == "DELETE":
+            return self._send(404, {"error": "no such session"})
+        return self._send(400, {"error": f"bad route {self.path}"})
+
+    do_GET = do_POST = do_PUT = do_DELETE = _handle
+
+
+class ClientOverHttpTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        cls.thread = threading.Thread(target=cls.httpd.serve_forever, daemon=True)
+        cls.thread.start()
+        cls.url = f"http://127.0.0.1:{cls.httpd.server_address[1]}"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.httpd.shutdown()
+        cls.httpd.server_close()
+
+    def test_routes(self):
+        client = Client(self.url + "/", token="tok")
+        self.assertEqual(client.instances()[0]["id"], "a:b.py:f")
+        with client.open("a:b.py:f") as s:
+            self.assertEqual((s.id, s.path, s.qualname), ("S1", "b.py", "f"))
+            self.assertEqual(s.read("dir/my file.py"), "print('hi')\n")
+            self.assertEqual(s.write("dir/my file.py", "x = 'é'\n")["bytes"], 9)
+            method, path, auth, ctype, body = _Handler.seen[-1]
+            self.assertEqual((method, auth, body), ("PUT", "Bearer tok", "x = 'é'\n".encode()))
+            self.assertTrue(ctype.startswith("text/plain"))
+        # Leaving the block closed it: a 404 on DELETE is no error.
+        self.assertTrue(s.closed)
+        self.assertEqual(_Handler.seen[-1][0], "DELETE")
+
+    def test_submit_closes(self):
+        s = Client(self.url, token="tok").open("x")
+        self.assertEqual(s.submit()["reward"], 0.5)
+        n = len(_Handler.seen)
+        s.close()  # nothing sent: already closed
+        self.assertEqual(len(_Handler.seen), n)
+
+    def test_errors(self):
+        with self.assertRaises(R2EError) as e:
+            Client(self.url).instances()
+        self.assertEqual((e.exception.status, e.exception.message), (401, "a token is needed"))
+        with self.assertRaises(R2EError) as e:
+            Client(self.url, token="tok").request("GET", "/nowhere")
+        self.assertEqual(e.exception.status, 400)
+        with self.assertRaises(R2EError) as e:
+            Client("http://127.0.0.1:9", timeout=5).instances()
+        self.assertIsNone(e.exception.status)
+
+    def test_429(self):
+        _Handler.busy["left"] = 1
+        with self.assertRaises(R2EError) as e:
+            Client(self.url, token="tok").instances()
+        self.assertEqual((e.exception.status, e.exception.retry_after), (429, 0.0))
+        _Handler.busy["left"] = 2
+        self.assertEqual(len(Client(self.url, token="tok", retries_on_429=2).instances()), 1)
+        _Handler.busy["left"] = 0
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,878 @@
+//! `r2e serve`, driven over HTTP on loopback as an agent would: the full loop (open, read, edit,
+//! run, test, submit) with the reference and with a wrong answer; paths confined to the
+//! workspace; tokens; the session limit; an endless command; idle sessions reaped; held-out
+//! tests and less feedback; a killed server that loses no submission; the Python client's gym
+//! wrapper and the example agent loop against a scripted model.
+//!
+//! One dataset is built once (offline, as in `tests/evaluate.rs`) into a shared cache; each
+//! test serves its own output of it (a build that only reads the cache), so that servers never
+//! share traces or workspaces.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+mod common;
+
+const FIXTURE: &str = r#"
+//- calc/__init__.py
+//- calc/ops.py
+LIMIT = 100
+
+def clamp(x, lo, hi):
+    """Clamp x to the range from lo to hi."""
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+
+def scale(a, b):
+    """The magnitude of a times b, plus a."""
+    result = a * b
+    if result < 0:
+        result = -result
+    return result + a
+"#;
+
+const CLAMP: &str = "calc:calc/ops.py:clamp";
+
+/// The folder holding the repository and the shared cache, built once.
+fn built() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        common::write_fixture(&dir.join("repo"), FIXTURE);
+        write_pipeline(&dir, "base", "");
+        build(&dir, "base");
+        dir
+    })
+}
+
+/// A pipeline `NAME.toml` over the shared repository and cache; `serve` is more tables (a
+/// `[sandbox]` of its own replaces the default one).
+fn write_pipeline(dir: &Path, name: &str, serve: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    let sandbox = if serve.contains("[sandbox]") {
+        ""
+    } else {
+        "[sandbox]\nrun_timeout_seconds = 5\n\n"
+    };
+    std::fs::write(
+        &path,
+        format!(
+            "version = 1\n[project]\nname = \"serve-test\"\noutput = \"out-{name}\"\ncache = \"cache\"\n\n\
+             [[repo]]\npath = \"repo\"\nname = \"calc\"\n\n[env]\ninstaller = \"pip\"\n\n\
+             [select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
+             {sandbox}{serve}"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn build(dir: &Path, name: &str) {
+    assert_cmd::Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["build", "--json", "-p"])
+        .arg(dir.join(format!("{name}.toml")))
+        .envs(common::offline_env())
+        .timeout(Duration::from_secs(900))
+        .assert()
+        .success();
+}
+
+/// A pipeline of its own for one test (its output built from the shared cache), with `serve`
+/// as its `[serve]` table.
+fn dataset(name: &str, serve: &str) -> PathBuf {
+    let dir = built();
+    let pipeline = write_pipeline(dir, name, serve);
+    let _ = std::fs::remove_dir_all(dir.join(format!("out-{name}")));
+    build(dir, name);
+    pipeline
+}
+
+/// A running `r2e serve`, killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+    log: Arc<Mutex<String>>,
+    output: PathBuf,
+}
+
+impl Server {
+    fn start(pipeline: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_r2e"))
+            .args(["serve", "-p"])
+            .arg(pipeline)
+            .args(["--addr", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied())
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let seen = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(addr) = line.split("listening on http://").nth(1) {
+                    let _ = tx.send(addr.trim().to_owned());
+                }
+                seen.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("the server did not start: {}", log.lock().unwrap()));
+        let name = pipeline.file_stem().unwrap().to_string_lossy().into_owned();
+        Server {
+            child,
+            addr,
+            log,
+            output: pipeline.parent().unwrap().join(format!("out-{name}")),
+        }
+    }
+
+    fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Reply {
+        http(&self.addr, method, path, None, body)
+    }
+
+    fn json(&self, method: &str, path: &str, body: Value) -> Reply {
+        self.call(method, path, Some(body.to_string().as_bytes()))
+    }
+
+    fn open(&self, instance: &str) -> String {
+        let r = self.json("POST", "/v1/sessions", json!({ "instance": instance }));
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.json()["session"].as_str().unwrap().to_owned()
+    }
+
+    fn trace(&self, sid: &str) -> Vec<Value> {
+        common::jsonl(&self.output.join("traces").join(format!("{sid}.jsonl")))
+    }
+
+    fn workspaces(&self) -> Vec<String> {
+        let store = self.output.with_file_name(format!(
+            ".{}.r2e",
+            self.output.file_name().unwrap().to_string_lossy()
+        ));
+        std::fs::read_dir(store.join("sessions"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+struct Reply {
+    status: u16,
+    headers: String,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    }
+}
+
+/// One HTTP/1.1 request on a new connection.
+fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<&[u8]>) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(300)))
+        .unwrap();
+    let body = body.unwrap_or_default();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Reply {
+        status,
+        headers: head.to_owned(),
+        body: body.to_owned(),
+    }
+}
+
+fn original(rel: &str) -> String {
+    std::fs::read_to_string(built().join("repo").join(rel)).unwrap()
+}
+
+/// The module with `clamp`'s body made wrong (lo and hi swapped in the first test).
+fn wrong_clamp() -> String {
+    original("calc/ops.py").replace(
+        "    if x < lo:\n        return lo",
+        "    if x < lo:\n        return hi",
+    )
+}
+
+#[test]
+fn the_full_loop_rewards_the_reference_and_not_a_wrong_answer() {
+    let pipeline = dataset("loop", "");
+    let server = Server::start(&pipeline, &[], &[]);
+    let instances = server.call("GET", "/v1/instances", None).json();
+    let list = instances["instances"].as_array().unwrap();
+    let clamp = list
+        .iter()
+        .find(|i| i["id"] == CLAMP)
+        .expect("clamp is served");
+    assert_eq!(clamp["path"], "calc/ops.py");
+    assert!(clamp["tests"].as_u64().unwrap() >= 2, "{clamp}");
+    assert!(clamp["problem"].as_str().unwrap().contains("def clamp"));
+    let doc = server.call("GET", "/openapi.json", None).json();
+    assert!(doc["paths"]["/v1/sessions/{sid}/submit"]["post"].is_object());
+
+    // A wrong answer: the workspace holds the stub, the edit runs, the tests say what differs.
+    let sid = server.open(CLAMP);
+    let file = server.call(
+        "GET",
+        &format!("/v1/sessions/{sid}/files/calc/ops.py"),
+        None,
+    );
+    assert_eq!(file.status, 200);
+    assert!(
+        file.body.contains("raise NotImplementedError"),
+        "{}",
+        file.body
+    );
+    assert!(
+        !file.body.contains("return lo"),
+        "the reference leaks: {}",
+        file.body
+    );
+    assert!(
+        file.body.contains("result = a * b"),
+        "the rest of the module is there"
+    );
+    let put = server.call(
+        "PUT",
+        &format!("/v1/sessions/{sid}/files/calc/ops.py"),
+        Some(wrong_clamp().as_bytes()),
+    );
+    assert_eq!(put.status, 200, "{}", put.body);
+    let ran = server
+        .json(
+            "POST",
+            &format!("/v1/sessions/{sid}/exec"),
+            json!({"command": "python -c 'from calc.ops import clamp; print(clamp(-5, 0, 3))'"}),
+        )
+        .json();
+    assert_eq!(ran["exit_code"], 0, "{ran}");
+    assert!(ran["stdout"].as_str().unwrap().starts_with("3\n"), "{ran}");
+    let tested = server
+        .call("POST", &format!("/v1/sessions/{sid}/test"), None)
+        .json();
+    let total = tested["total"].as_u64().unwrap();
+    assert!(tested["passed"].as_u64().unwrap() < total, "{tested}");
+    let failing = tested["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["outcome"] == "fail")
+        .expect("a test fails");
+    assert!(
+        !failing["inputs"].as_array().unwrap().is_empty(),
+        "{failing}"
+    );
+    assert_ne!(failing["expected"], failing["actual"], "{failing}");
+    let submitted = server
+        .call("POST", &format!("/v1/sessions/{sid}/submit"), None)
+        .json();
+    assert!(submitted["reward"].as_f64().unwrap() < 1.0, "{submitted}");
+    assert_eq!(submitted["passed_all"], false);
+    // The session is over.
+    assert_eq!(
+        server
+            .call("POST", &format!("/v1/sessions/{sid}/test"), None)
+            .status,
+        404
+    );
+    let trace = server.trace(&sid);
+    assert_eq!(trace[0]["event"], "open");
+    assert_eq!(trace[0]["instance"], CLAMP);
+    assert!(trace[0]["harness"].as_str().is_some_and(|h| !h.is_empty()));
+    assert!(trace[0]["env_lock"].as_str().is_some());
+    let ops: Vec<&str> = trace.iter().filter_map(|l| l["op"].as_str()).collect();
+    assert_eq!(ops, ["read", "write", "exec", "test", "submit"]);
+    assert_eq!(trace.last().unwrap()["reason"], "submitted");
+    assert_eq!(trace[5]["observation"]["reward"], submitted["reward"]);
+
+    // The reference: every test passes, the reward is 1.
+    let sid = server.open(CLAMP);
+    let put = server.call(
+        "PUT",
+        &format!("/v1/sessions/{sid}/files/calc/ops.py"),
+        Some(original("calc/ops.py").as_bytes()),
+    );
+    assert_eq!(put.status, 200);
+    let tested = server
+        .call("POST", &format!("/v1/sessions/{sid}/test"), None)
+        .json();
+    assert_eq!(tested["passed"], tested["total"], "{tested}");
+    let submitted = server
+        .call("POST", &format!("/v1/sessions/{sid}/submit"), None)
+        .json();
+    assert_eq!(submitted["reward"], 1.0, "{submitted}");
+    assert_eq!(submitted["passed_all"], true);
+    // A candidate that only reaches for the reference does not get it.
+    let sid = server.open(CLAMP);
+    let peek = original("calc/ops.py").replace(
+        "    if x < lo:\n        return lo",
+        "    import calc.ops\n    try:\n        src = open(calc.ops.__file__).read()\n    except Exception:\n        src = ''\n    if 'return lo' in src:\n        return 'leaked'\n    if x < lo:\n        return lo",
+    );
+    server.call(
+        "PUT",
+        &format!("/v1/sessions/{sid}/files/calc/ops.py"),
+        Some(peek.as_bytes()),
+    );
+    let submitted = server
+        .call("POST", &format!("/v1/sessions/{sid}/submit"), None)
+        .json();
+    assert_eq!(
+        submitted["reward"], 1.0,
+        "the candidate must not see the original file: {submitted}"
+    );
+    assert!(server.workspaces().is_empty(), "{:?}", server.workspaces());
+    assert_eq!(
+        server.call("GET", "/v1/sessions", None).json()["sessions"],
+        json!([])
+    );
+}
+
+#[test]
+fn paths_stay_inside_the_workspace() {
+    let pipeline = dataset("paths", "[serve]\nmax_file_bytes = 20000\n");
+    let server = Server::start(&pipeline, &[], &[]);
+    let sid = server.open(CLAMP);
+    let file = |p: &str| format!("/v1/sessions/{sid}/files/{p}");
+    for bad in [
+        "../out-paths/dataset.jsonl",
+        "calc/../../repo/calc/ops.py",
+        "%2e%2e/%2e%2e/etc/passwd",
+        "/etc/passwd",
+        "%2Fetc%2Fpasswd",
+    ] {
+        let r = server.call("GET", &file(bad), None);
+        assert!(
+            r.status == 400 || r.status == 404,
+            "{bad}: {} {}",
+            r.status,
+            r.body
+        );
+        assert!(!r.body.contains("root:"), "{bad}: {}", r.body);
+        assert!(r.json()["error"].is_string(), "{bad}: {}", r.body);
+        let w = server.call("PUT", &file(bad), Some(b"x"));
+        assert!(
+            w.status == 400 || w.status == 404,
+            "{bad}: {} {}",
+            w.status,
+            w.body
+        );
+    }
+    // Links a command plants are never followed, for a file or a folder on the way.
+    let outside = built().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "secret").unwrap();
+    let planted = server
+        .json("POST", &format!("/v1/sessions/{sid}/exec"), json!({"command": format!("ln -s {0}/secret.txt leak && ln -s {0} dir && ln -s /etc etc", outside.display())}))
+        .json();
+    assert_eq!(planted["exit_code"], 0, "{planted}");
+    for link in ["leak", "dir/secret.txt", "etc/passwd"] {
+        let r = server.call("GET", &file(link), None);
+        assert_eq!(r.status, 400, "{link}: {}", r.body);
+        assert!(
+            !r.body.contains("secret") || r.body.contains("symbolic link"),
+            "{}",
+            r.body
+        );
+    }
+    let w = server.call("PUT", &file("dir/planted.txt"), Some(b"x"));
+    assert_eq!(w.status, 400, "{}", w.body);
+    assert!(!outside.join("planted.txt").exists());
+    // The sandbox shows a command nothing of this machine but its software.
+    let peek = server
+        .json("POST", &format!("/v1/sessions/{sid}/exec"), json!({"command": format!("cat {}/secret.txt; cat {}/repo/calc/ops.py", outside.display(), built().display())}))
+        .json();
+    assert!(
+        !peek["stdout"].as_str().unwrap().contains("secret"),
+        "{peek}"
+    );
+    assert!(
+        !peek["stdout"].as_str().unwrap().contains("return lo"),
+        "{peek}"
+    );
+    // Size limits: a body over the limit is refused whole.
+    let big = vec![b'#'; 30000];
+    let r = server.call("PUT", &file("big.py"), Some(&big));
+    assert_eq!(r.status, 413, "{}", r.body);
+    assert!(r.json()["error"].is_string());
+    server.json(
+        "POST",
+        &format!("/v1/sessions/{sid}/exec"),
+        json!({"command": "head -c 30000 /dev/zero > big.bin"}),
+    );
+    assert_eq!(server.call("GET", &file("big.bin"), None).status, 413);
+    // Bad requests are JSON errors with their status.
+    let r = server.call(
+        "POST",
+        &format!("/v1/sessions/{sid}/exec"),
+        Some(b"{not json"),
+    );
+    assert_eq!(r.status, 400);
+    assert!(r.json()["error"].as_str().unwrap().contains("JSON"));
+    assert_eq!(server.call("GET", "/v1/nothing", None).status, 404);
+    assert_eq!(
+        server
+            .json("POST", "/v1/sessions", json!({"instance": "nope"}))
+            .status,
+        404
+    );
+    assert_eq!(
+        server
+            .call("GET", "/v1/sessions/deadbeef/files/x.py", None)
+            .status,
+        404
+    );
+}
+
+#[test]
+fn tokens_the_session_limit_timeouts_and_idle_sessions() {
+    let pipeline = dataset("limits", "");
+    let token = "t0ken-for-the-test";
+    let server = Server::start(
+        &pipeline,
+        &[
+            "--token-env",
+            "R2E_TEST_TOKEN",
+            "--max-sessions",
+            "2",
+            "--idle-timeout",
+            "3",
+        ],
+        &[("R2E_TEST_TOKEN", token)],
+    );
+    let with = |method: &str, path: &str, body: Option<Value>| {
+        http(
+            &server.addr,
+            method,
+            path,
+            Some(token),
+            body.map(|b| b.to_string().into_bytes()).as_deref(),
+        )
+    };
+    // No token, a wrong one: 401 on every route.
+    for (method, path) in [
+        ("GET", "/v1/instances"),
+        ("POST", "/v1/sessions"),
+        ("GET", "/openapi.json"),
+    ] {
+        let r = server.call(method, path, None);
+        assert_eq!(r.status, 401, "{method} {path}: {}", r.body);
+        assert!(r.json()["error"].is_string());
+        let r = http(&server.addr, method, path, Some("t0ken-for-the-tesT"), None);
+        assert_eq!(r.status, 401);
+    }
+    assert_eq!(with("GET", "/v1/instances", None).status, 200);
+    // The session limit: 429 with Retry-After, never a wait.
+    let open = |instance: &str| with("POST", "/v1/sessions", Some(json!({"instance": instance})));
+    let a = open(CLAMP).json()["session"].as_str().unwrap().to_owned();
+    let b = open(CLAMP).json()["session"].as_str().unwrap().to_owned();
+    let started = Instant::now();
+    let third = open(CLAMP);
+    assert_eq!(third.status, 429, "{}", third.body);
+    assert!(third.header("retry-after").is_some(), "{}", third.headers);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // An endless command times out; the session stays usable.
+    let started = Instant::now();
+    let endless = with(
+        "POST",
+        &format!("/v1/sessions/{a}/exec"),
+        Some(json!({"command": "while true; do :; done", "timeout_s": 2})),
+    )
+    .json();
+    assert_eq!(endless["timed_out"], true, "{endless}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let after = with(
+        "POST",
+        &format!("/v1/sessions/{a}/exec"),
+        Some(json!({"command": "echo still here"})),
+    )
+    .json();
+    assert_eq!(after["stdout"], "still here\n", "{after}");
+    assert_eq!(after["timed_out"], false);
+    // Closing one makes room.
+    assert_eq!(
+        with("DELETE", &format!("/v1/sessions/{a}"), None).status,
+        200
+    );
+    assert_eq!(
+        with("DELETE", &format!("/v1/sessions/{a}"), None).status,
+        404
+    );
+    let c = open(CLAMP);
+    assert_eq!(c.status, 201, "{}", c.body);
+    // Idle sessions are reaped: their workspaces go, their traces say why.
+    std::thread::sleep(Duration::from_secs(6));
+    let listed = with("GET", "/v1/sessions", None).json();
+    assert_eq!(listed["sessions"], json!([]), "{listed}");
+    assert!(server.workspaces().is_empty(), "{:?}", server.workspaces());
+    assert_eq!(server.trace(&b).last().unwrap()["reason"], "idle");
+    assert_eq!(server.trace(&a).last().unwrap()["reason"], "closed");
+    assert_eq!(
+        with("POST", &format!("/v1/sessions/{b}/test"), None).status,
+        404
+    );
+}
+
+#[test]
+fn held_out_tests_count_for_the_reward_and_are_never_shown() {
+    let pipeline = dataset(
+        "holdout",
+        "[serve]\nfeedback = \"summary\"\nholdout = 0.5\n",
+    );
+    let server = Server::start(&pipeline, &[], &[]);
+    let sid = server.open(CLAMP);
+    server.call(
+        "PUT",
+        &format!("/v1/sessions/{sid}/files/calc/ops.py"),
+        Some(original("calc/ops.py").as_bytes()),
+    );
+    let tested = server
+        .call("POST", &format!("/v1/sessions/{sid}/test"), None)
+        .json();
+    let shown = tested["total"].as_u64().unwrap();
+    let submitted = server
+        .call("POST", &format!("/v1/sessions/{sid}/submit"), None)
+        .json();
+    let all = submitted["total"].as_u64().unwrap();
+    assert!(
+        shown < all,
+        "half the tests are held out: {tested} {submitted}"
+    );
+    assert_eq!(submitted["reward"], 1.0);
+    for t in tested["tests"].as_array().unwrap() {
+        assert!(
+            t.get("inputs").is_none() && t.get("expected").is_none(),
+            "summary feedback: {t}"
+        );
+        assert!(t["outcome"].is_string());
+    }
+}
+
+#[test]
+fn a_killed_server_loses_no_submission_and_restarts_clean() {
+    let pipeline = dataset("kill", "");
+    let mut server = Server::start(&pipeline, &[], &[]);
+    let done = server.open(CLAMP);
+    server.call(
+        "PUT",
+        &format!("/v1/sessions/{done}/files/calc/ops.py"),
+        Some(original("calc/ops.py").as_bytes()),
+    );
+    let reward = server
+        .call("POST", &format!("/v1/sessions/{done}/submit"), None)
+        .json();
+    let open: Vec<String> = (0..3).map(|_| server.open(CLAMP)).collect();
+    server.call(
+        "PUT",
+        &format!("/v1/sessions/{}/files/notes.txt", open[0]),
+        Some(b"half done"),
+    );
+    server.kill();
+    let submit = server
+        .trace(&done)
+        .into_iter()
+        .find(|l| l["op"] == "submit")
+        .expect("the submission is on disk");
+    assert_eq!(submit["observation"]["reward"], reward["reward"]);
+    assert_eq!(
+        server.workspaces().len(),
+        3,
+        "the killed server left its workspaces"
+    );
+    // A restart closes what was left open and serves again.
+    let server = Server::start(&pipeline, &[], &[]);
+    assert!(server.workspaces().is_empty(), "{:?}", server.workspaces());
+    for sid in &open {
+        assert_eq!(
+            server.trace(sid).last().unwrap()["reason"],
+            "restart",
+            "{sid}"
+        );
+    }
+    assert_eq!(server.trace(&done).last().unwrap()["reason"], "submitted");
+    assert!(server.log.lock().unwrap().contains("closed 3 session(s)"));
+    let again = server.open(CLAMP);
+    assert_eq!(
+        server
+            .call("POST", &format!("/v1/sessions/{again}/test"), None)
+            .status,
+        200
+    );
+    // One server per output: a second one says so.
+    let second = Command::new(env!("CARGO_BIN_EXE_r2e"))
+        .args(["serve", "--addr", "127.0.0.1:0", "-p"])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("another `r2e serve`"));
+    drop(server);
+    // Traces outlive the builds that replace the dataset's generations.
+    for coverage in ["0.01", "0.02"] {
+        let text = std::fs::read_to_string(&pipeline).unwrap();
+        let at = text.find("min_branch_coverage = ").unwrap();
+        let end = at + text[at..].find('\n').unwrap();
+        std::fs::write(
+            &pipeline,
+            format!(
+                "{}min_branch_coverage = {coverage}{}",
+                &text[..at],
+                &text[end..]
+            ),
+        )
+        .unwrap();
+        build(built(), "kill");
+    }
+    let traces = built().join("out-kill").join("traces");
+    let submitted = common::jsonl(&traces.join(format!("{done}.jsonl")));
+    assert_eq!(submitted.last().unwrap()["reason"], "submitted");
+}
+
+#[test]
+fn the_python_clients_own_tests_pass() {
+    let (code, stdout, stderr) =
+        python(&["-m", "unittest", "discover", "-s", "clients/python/tests"]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let ran = stderr
+        .lines()
+        .find(|l| l.starts_with("Ran "))
+        .unwrap_or_default()
+        .to_owned();
+    let count: u32 = ran
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(count >= 20, "only {count} tests ran: {stderr}");
+}
+
+#[test]
+fn serving_beyond_loopback_needs_a_token_and_bad_settings_say_where() {
+    let dir = tempfile::tempdir().unwrap();
+    common::write_fixture(&dir.path().join("repo"), FIXTURE);
+    let pipeline = write_pipeline(dir.path(), "bad", "[serve]\nholdout = 1.5\n");
+    let out = Command::new(env!("CARGO_BIN_EXE_r2e"))
+        .args(["serve", "-p"])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.toml:") && err.contains("holdout"),
+        "{err}"
+    );
+    let pipeline = write_pipeline(dir.path(), "open", "");
+    let out = Command::new(env!("CARGO_BIN_EXE_r2e"))
+        .args(["serve", "--addr", "0.0.0.0:0", "-p"])
+        .arg(&pipeline)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--token-env"));
+    let out = Command::new(env!("CARGO_BIN_EXE_r2e"))
+        .args(["serve", "--token-env", "R2E_UNSET_TOKEN_VAR", "-p"])
+        .arg(&pipeline)
+        .env_remove("R2E_UNSET_TOKEN_VAR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("R2E_UNSET_TOKEN_VAR"));
+}
+
+/// `python3` runs a script of the repository's Python client against a server.
+fn python(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new("python3")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("python3 runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_gym_wrapper_solves_an_instance_with_the_reference_and_with_a_repairing_model() {
+    let pipeline = dataset("gym", "");
+    let server = Server::start(&pipeline, &[], &[]);
+    let url = format!("http://{}", server.addr);
+    // The reference, through reset and step.
+    let reference = r#"
+import json, sys
+sys.path.insert(0, "clients/python")
+from r2e_client import Client, R2EEnv
+env = R2EEnv(Client(sys.argv[1]))
+obs = env.reset(sys.argv[2])
+assert "raise NotImplementedError" in obs["file"], obs
+obs, reward, done, info = env.step({"op": "write", "path": obs["path"], "text": open(sys.argv[3]).read()})
+assert reward == 0.0 and not done
+obs, reward, done, info = env.step({"op": "test"})
+assert not done
+tests = info
+obs, reward, done, info = env.step({"op": "submit"})
+print(json.dumps({"reward": reward, "done": done, "tests": tests}))
+"#;
+    let ops = built().join("repo").join("calc").join("ops.py");
+    let (code, stdout, stderr) = python(&["-c", reference, &url, CLAMP, ops.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let got: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(got["reward"], 1.0, "{got}");
+    assert_eq!(got["done"], true);
+
+    // A scripted model: wrong at first, right once it is shown the failing tests.
+    let right = "def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n";
+    let wrong = "def clamp(x, lo, hi):\n    return max(lo, x)\n";
+    let (model, log, _) = common::server::serve(Duration::ZERO, move |prompt, _| {
+        let code = if prompt.contains("fails some tests") {
+            right
+        } else {
+            wrong
+        };
+        (200, "", format!("Here it is.\n\n```python\n{code}```\n"))
+    });
+    let (code, stdout, stderr) = python(&[
+        "examples/agent_loop.py",
+        "--server",
+        &url,
+        "--model-url",
+        &model,
+        "--model",
+        "scripted",
+        "--instance",
+        CLAMP,
+        "--repairs",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let got: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+    assert_eq!(got["reward"], 1.0, "{got}\n{stderr}");
+    assert_eq!(got["attempts"], 2, "{got}");
+    let prompts = log.lock().unwrap().clone();
+    assert_eq!(prompts.len(), 2, "{prompts:?}");
+    assert!(
+        !prompts[0].contains("return hi\n    return x"),
+        "the first prompt holds no reference"
+    );
+    // The repair prompt carries the failing test's inputs and both outcomes.
+    assert!(prompts[1].contains("clamp("), "{}", prompts[1]);
+    assert!(server.workspaces().is_empty());
+}
+
+#[test]
+fn sessions_run_in_docker_when_the_pipeline_says_so() {
+    if common::docker().is_none() {
+        return;
+    }
+    let pipeline = dataset(
+        "docker",
+        "[sandbox]\nbackend = \"docker\"\nrun_timeout_seconds = 5\n",
+    );
+    let server = Server::start(&pipeline, &[], &[]);
+    let sid = server.open(CLAMP);
+    let exec = |command: &str| {
+        server
+            .json(
+                "POST",
+                &format!("/v1/sessions/{sid}/exec"),
+                json!({ "command": command, "timeout_s": 20 }),
+            )
+            .json()
+    };
+    // The container: the unprivileged user, the workspace, the environment, no network, and
+    // nothing of this machine.
+    let ran = exec(
+        "id -u; python -c 'import calc.ops; print(calc.ops.__file__)'; python -c 'import socket; socket.create_connection((\"1.1.1.1\", 80), timeout=3)' 2>&1 | tail -1; ls /root /work 2>&1 | head -2",
+    );
+    let stdout = ran["stdout"].as_str().unwrap();
+    assert!(
+        stdout.starts_with("65534\n<workspace>/calc/ops.py\n"),
+        "{ran}"
+    );
+    assert!(stdout.contains("Error"), "no network: {ran}");
+    assert!(!stdout.contains("main"), "{ran}");
+    let endless = exec("sleep 60");
+    assert_eq!(endless["timed_out"], true, "{endless}");
+    // Tests and the reward, through the one check path in containers.
+    server.call(
+        "PUT",
+        &format!("/v1/sessions/{sid}/files/calc/ops.py"),
+        Some(wrong_clamp().as_bytes()),
+    );
+    let tested = server
+        .call("POST", &format!("/v1/sessions/{sid}/test"), None)
+        .json();
+    assert!(
+        tested["passed"].as_u64() < tested["total"].as_u64(),
+        "{tested}"
+    );
+    server.call(
+        "PUT",
+        &format!("/v1/sessions/{sid}/files/calc/ops.py"),
+        Some(original("calc/ops.py").as_bytes()),
+    );
+    let submitted = server
+        .call("POST", &format!("/v1/sessions/{sid}/submit"), None)
+        .json();
+    assert_eq!(submitted["reward"], 1.0, "{submitted}");
+    assert!(server.workspaces().is_empty());
+}
