@@ -15,14 +15,6 @@ fn python_unit_tests_pass() {
         .expect("python3 runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let ran = stderr
-        .lines()
-        .find(|l| l.starts_with("Ran "))
-        .unwrap_or_default();
-    let count: u32 = ran
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let count = common::unittest_ran(&stderr);
     assert!(count >= 30, "only {count} Python tests ran: {stderr}");
 }

@@ -144,7 +144,23 @@ impl Server {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Reply {
-        http(&self.addr, method, path, None, body)
+        self.call_with(method, path, None, body)
+    }
+
+    /// A request; a server that no longer answers fails the test with its log.
+    fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&[u8]>,
+    ) -> Reply {
+        try_http(&self.addr, method, path, token, body).unwrap_or_else(|e| {
+            panic!(
+                "{method} {path}: the server does not answer ({e}); its log:\n{}",
+                self.log.lock().unwrap()
+            )
+        })
     }
 
     fn json(&self, method: &str, path: &str, body: Value) -> Reply {
@@ -208,10 +224,18 @@ impl Reply {
 
 /// One HTTP/1.1 request on a new connection.
 fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<&[u8]>) -> Reply {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(300)))
-        .unwrap();
+    try_http(addr, method, path, token, body).unwrap()
+}
+
+fn try_http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&[u8]>,
+) -> std::io::Result<Reply> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(300)))?;
     let body = body.unwrap_or_default();
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
@@ -220,11 +244,10 @@ fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<
         stream,
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
-    )
-    .unwrap();
-    stream.write_all(body).unwrap();
+    )?;
+    stream.write_all(body)?;
     let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).unwrap();
+    stream.read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head
@@ -232,11 +255,11 @@ fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    Reply {
+    Ok(Reply {
         status,
         headers: head.to_owned(),
         body: body.to_owned(),
-    }
+    })
 }
 
 fn original(rel: &str) -> String {
@@ -689,16 +712,7 @@ fn the_python_clients_own_tests_pass() {
     let (code, stdout, stderr) =
         python(&["-m", "unittest", "discover", "-s", "clients/python/tests"]);
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let ran = stderr
-        .lines()
-        .find(|l| l.starts_with("Ran "))
-        .unwrap_or_default()
-        .to_owned();
-    let count: u32 = ran
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let count = common::unittest_ran(&stderr);
     assert!(count >= 20, "only {count} tests ran: {stderr}");
 }
 

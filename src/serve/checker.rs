@@ -3,6 +3,7 @@
 //! [`Bench::check`](crate::check::Bench::check), which runs those of one module in one warm
 //! worker. Under load, one worker process serves many sessions' tests.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +19,15 @@ type Request = (Prepared, Sender<std::result::Result<Checked, String>>);
 /// The queue of checks, and the threads that run them.
 pub struct Checker {
     queue: Mutex<Sender<Request>>,
+    stats: Arc<Stats>,
+}
+
+/// How many candidates were checked, in how many batches (a batch runs in one warm worker per
+/// module it holds).
+#[derive(Default)]
+pub struct Stats {
+    pub candidates: AtomicUsize,
+    pub batches: AtomicUsize,
 }
 
 impl Checker {
@@ -25,16 +35,26 @@ impl Checker {
     pub fn start(bench: Arc<Bench>, threads: usize) -> Checker {
         let (tx, rx) = channel::<Request>();
         let rx = Arc::new(Mutex::new(rx));
+        let stats = Arc::new(Stats::default());
         for n in 0..threads.max(1) {
-            let (bench, rx) = (bench.clone(), rx.clone());
+            let (bench, rx, stats) = (bench.clone(), rx.clone(), stats.clone());
             std::thread::Builder::new()
                 .name(format!("r2e-check-{n}"))
-                .spawn(move || work(&bench, &rx))
+                .spawn(move || work(&bench, &rx, &stats))
                 .expect("a checker thread starts");
         }
         Checker {
             queue: Mutex::new(tx),
+            stats,
         }
+    }
+
+    /// Candidates checked and batches run so far.
+    pub fn stats(&self) -> (usize, usize) {
+        (
+            self.stats.candidates.load(Ordering::Relaxed),
+            self.stats.batches.load(Ordering::Relaxed),
+        )
     }
 
     /// Checks one prepared candidate, waiting for its batch.
@@ -51,7 +71,7 @@ impl Checker {
     }
 }
 
-fn work(bench: &Bench, rx: &Mutex<Receiver<Request>>) {
+fn work(bench: &Bench, rx: &Mutex<Receiver<Request>>, stats: &Stats) {
     loop {
         let batch: Vec<Request> = {
             let rx = rx.lock().expect("queue lock");
@@ -66,6 +86,10 @@ fn work(bench: &Bench, rx: &Mutex<Receiver<Request>>) {
             batch
         };
         let (prepared, replies): (Vec<Prepared>, Vec<_>) = batch.into_iter().unzip();
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats
+            .candidates
+            .fetch_add(prepared.len(), Ordering::Relaxed);
         match bench.check(&prepared) {
             Ok(checked) => {
                 for (c, reply) in checked.into_iter().zip(replies) {

@@ -283,7 +283,8 @@ async fn run(server: Arc<Server>) -> Result<()> {
     for sid in open {
         let _ = close(&server, &sid, CloseReason::Shutdown).await;
     }
-    eprintln!("stopped");
+    let (candidates, batches) = server.checker.stats();
+    eprintln!("stopped; checked {candidates} candidates in {batches} batches");
     Ok(())
 }
 

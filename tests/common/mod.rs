@@ -297,6 +297,16 @@ pub fn offline_build_logged(dir: &Path) -> (serde_json::Value, String) {
     )
 }
 
+/// How many tests a Python `unittest` run reports on its stderr (`Ran N tests`); 0 when none.
+pub fn unittest_ran(stderr: &str) -> u32 {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("Ran "))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Whether the tests run as root (some probes need it: files in `/root`, a tmpfs).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
