@@ -58,8 +58,12 @@ def _warm(jobs: list[dict]):
         if job.get("mode") == "candidate":
             continue
         root = os.path.normpath(os.path.join(HERE, job["repo_root"]))
-        if root not in sys.path:
-            sys.path.insert(0, root)
+        # The job's import root comes first, as in a runner of its own, even when an earlier
+        # job put it last (as one of its extra roots): behind the environment's packages, a
+        # copy of the project that a dependency installed would be imported in its place.
+        if root in sys.path:
+            sys.path.remove(root)
+        sys.path.insert(0, root)
         for extra in job.get("extra_roots") or []:
             extra = os.path.normpath(os.path.join(HERE, extra))
             if extra not in sys.path:

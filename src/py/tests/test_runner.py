@@ -317,6 +317,37 @@ class RunnerTest(unittest.TestCase):
             self.assertNotEqual(alone["examples"], [])
         self.assertNotEqual(fresh[0]["coverage"], fresh[1]["coverage"])
 
+    def test_a_job_imports_from_its_own_root_first_whatever_the_jobs_before_it(self):
+        # An earlier job of the worker puts the repository's root last (one of its extra roots),
+        # behind another copy of the package (as an environment that installed a dependency's
+        # version of the project holds): the next job, whose import root that is, must still
+        # import the repository's own module, as a runner of its own does.
+        shadow = self.sample.path("shadow_site")
+        os.makedirs(os.path.join(shadow, "samplepkg"), exist_ok=True)
+        self.sample.write(os.path.join(shadow, "samplepkg", "__init__.py"), "")
+        self.sample.write(
+            os.path.join(shadow, "samplepkg", "core.py"), "def classify(n):\n    return 'shadow'\n"
+        )
+        tools = self.sample.path("tools")
+        os.makedirs(tools, exist_ok=True)
+        self.sample.write(os.path.join(tools, "tool.py"), "def main():\n    return 1\n")
+        harness = classify_harness([0, 5])
+        first = self.sample.runner_request(
+            harness,
+            "classify",
+            name="rooted_first",
+            coverage=False,
+            repo_root=tools,
+            module="tool",
+            extra_roots=[shadow, self.sample.repo],
+        )
+        second = self.sample.runner_request(harness, "classify", name="rooted_second", coverage=False)
+        alone = self.sample.run_harness(harness, "classify", name="rooted_alone", coverage=False)
+        batch = self.sample.run_batch([first, second], runs=1)
+        self.assertEqual(batch[1][0]["tests"], alone["tests"])
+        self.assertEqual(calls_of(batch[1][0]), calls_of(alone))
+        self.assertNotIn("shadow", json.dumps(calls_of(batch[1][0])))
+
     def test_reference_calls_are_recorded(self):
         harness = classify_harness([0, 5, -3, 5, 20, 7, 8])
         expected = {
