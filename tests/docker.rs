@@ -165,6 +165,30 @@ fn the_base_image_is_built_once_and_its_containers_hold_jobs_in() {
         ))
         .unwrap();
     assert_eq!(out.exit, Exit::Timeout, "{out:?}");
+
+    // A hidden file reads empty and stays a regular file (Python's importer finds a module only
+    // in one), as in the local backend; a shell and the common tools are there, and a job's
+    // PATH is its own.
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::write(folder.path().join("original.py"), "SECRET = 1\n").unwrap();
+    let hidden = folder.path().join("original.py");
+    let mut probe = job(
+        &format!(
+            "import os, stat, subprocess\np = {hidden:?}\nprint(repr(open(p).read()), stat.S_ISREG(os.stat(p).st_mode), os.environ['PATH'])\nprint(subprocess.run(['sh', '-c', 'echo hi | grep -c hi'], capture_output=True, text=True).stdout.strip())",
+            hidden = hidden.to_string_lossy()
+        ),
+        small.clone(),
+    );
+    probe.readonly = vec![folder.path().to_path_buf()];
+    probe.hidden = vec![hidden.clone()];
+    probe.env.push(("PATH".into(), "/usr/bin:/bin".into()));
+    let out = sandbox.run(&probe).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "'' True /usr/bin:/bin\n1",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// What `/root` holds in the image, as Python prints the names: the first folder of the

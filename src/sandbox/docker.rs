@@ -76,6 +76,19 @@ const RUNTIME_LIBRARIES: &[&str] = &[
     "libexpat.so.1",
 ];
 
+/// An empty regular file of this machine, bound over a file a job must not see, as the local
+/// backend does. Not `/dev/null`, a character device: Python's importer finds modules only in
+/// regular files, and a hidden module must stay importable when a candidate is loaded in its
+/// place (its `__file__` the original's, as locally). Made once per process, in a folder named
+/// by its pid (removed by a later process once this one is gone).
+fn empty_file() -> Result<PathBuf> {
+    static ETC: OnceLock<std::result::Result<crate::sandbox::local::Etc, String>> = OnceLock::new();
+    ETC.get_or_init(|| crate::sandbox::local::Etc::create().map_err(|e| e.to_string()))
+        .as_ref()
+        .map(|etc| etc.empty())
+        .map_err(|e| Error::env(format!("cannot make the empty file hidden files show: {e}")))
+}
+
 /// One tokio runtime for every call into the Docker API (jobs run on many threads).
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
@@ -785,7 +798,11 @@ impl DockerSandbox {
             if here.is_dir() {
                 tmpfs.insert(hidden.display().to_string(), "ro,size=1k".into());
             } else if here.exists() {
-                binds.push(format!("/dev/null:{}:ro", hidden.display()));
+                binds.push(format!(
+                    "{}:{}:ro",
+                    empty_file()?.display(),
+                    hidden.display()
+                ));
             }
         }
         // Code runs as the unprivileged user: its scratch and writable folders are its own.
@@ -987,8 +1004,11 @@ impl Sandbox for DockerSandbox {
         }
     }
 
+    /// `docker-2`: the name carries the version of the backend's behaviour, so that results
+    /// of an older one are not reused (2: a hidden file is an empty regular file, not
+    /// `/dev/null`, so that a candidate's module keeps the original's `__file__`).
     fn backend(&self) -> &'static str {
-        "docker"
+        "docker-2"
     }
 
     fn isolated(&self) -> bool {

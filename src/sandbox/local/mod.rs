@@ -28,13 +28,12 @@ use std::sync::Once;
 use std::time::{Duration, Instant};
 
 use cgroup::{Cgroups, JobCgroup};
-use mounts::Etc;
 
 use super::{Exit, Job, Outcome, Sandbox};
 use crate::error::{Error, Result};
 
 pub use cgroup::leftovers as leftover_cgroups;
-pub use mounts::{give_to, outside_system};
+pub use mounts::{Etc, give_to, outside_system};
 
 /// Output kept per stream; the rest is dropped.
 const OUTPUT_CAP: usize = 4 << 20;

@@ -87,7 +87,7 @@ impl Etc {
     /// An empty regular file: what a hidden file shows. (Not `/dev/null`: Python's importer
     /// finds modules only in regular files, and a hidden module must stay importable when the
     /// candidate is loaded in its place.)
-    fn empty(&self) -> PathBuf {
+    pub fn empty(&self) -> PathBuf {
         self.path().join(EMPTY)
     }
 }
