@@ -48,13 +48,14 @@ const BASE_FORMAT: u32 = 4;
 
 /// The programs every image gets from this machine (those it has), at `/usr/bin/NAME`, with
 /// `/bin/sh`: a shell and the common tools, so that a command an agent runs (`r2e serve`'s
-/// `exec`) and code that starts programs find what the local backend shows of the system.
+/// `exec`) and code that starts programs find what the local backend shows of the system
+/// (`git`: GitPython runs `git version` when it is imported).
 const PROGRAMS: &[&str] = &[
     "sh", "bash", "dash", "env", "ls", "cat", "echo", "printf", "cp", "mv", "rm", "mkdir", "rmdir",
     "ln", "touch", "chmod", "head", "tail", "wc", "sort", "uniq", "cut", "tr", "tee", "grep",
     "sed", "find", "xargs", "diff", "cmp", "sleep", "true", "false", "test", "[", "pwd", "id",
     "whoami", "uname", "date", "stat", "du", "basename", "dirname", "readlink", "realpath",
-    "mktemp", "timeout", "nproc", "seq", "yes", "expr",
+    "mktemp", "timeout", "nproc", "seq", "yes", "expr", "git",
 ];
 
 /// Libraries every image gets besides the interpreter's closure (see `base_files`): the
