@@ -12,8 +12,9 @@ server (which must serve PIPELINE's output, where the traces are read).
 `--sessions` threads (50) each open a session on an instance (round robin over the instances
 served) and do `--steps` steps (20) of: write the function's file, then run the tests. The
 edits alternate between the reference (the function's file as the repository holds it) with a
-unique comment inside the function's body, and a wrong version (its body replaced by a unique
-comment and `return None`); every edit is a distinct text. Then it submits. The reference is
+unique statement inside the function's body (`_r2e_load = "TAG"`), and a wrong version (its
+body replaced by that statement and `return None`); every edit is distinct code, which the
+check cache has never seen. Then it submits. The reference is
 read from the repository's folder: the pipeline's `[[repo]]` table named like the instance's
 `repo`, or `--repo-root DIR`/NAME (default, for a repository the pipeline does not name: the
 pipeline's folder/examples/NAME).
@@ -42,6 +43,7 @@ Standard library only; the client is `clients/python/r2e_client.py`.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import secrets
@@ -102,7 +104,7 @@ def read_pipeline(path: str) -> dict:
 
 class Edits:
     """The two kinds of edits of one function's file (the reference text `source`), each made
-    unique by a tag: the reference with a comment inside the body, and a wrong body."""
+    unique by a tag: the reference with a statement inside the body, and a wrong body."""
 
     def __init__(self, source: str, qualname: str):
         self.source = source
@@ -111,6 +113,14 @@ class Edits:
         self.first, self.last = first, last
         body = node.body[0]
         self.body_line = body.lineno
+        # Where the reference's tag goes: before the first statement after the docstring (a
+        # statement before it would take the docstring's place).
+        docstring = (
+            isinstance(body, ast.Expr)
+            and isinstance(body.value, ast.Constant)
+            and isinstance(body.value.value, str)
+        )
+        self.tag_line = node.body[1].lineno if docstring and len(node.body) > 1 else body.lineno
         line = self.lines[body.lineno - 1]
         # `col_offset` counts UTF-8 bytes.
         prefix = line.encode("utf-8")[: body.col_offset].decode("utf-8", "replace")
@@ -123,11 +133,13 @@ class Edits:
         self.newline = "\r\n" if line.endswith("\r\n") else "\n"
 
     def reference(self, tag: str) -> str:
-        """The reference, a comment `# tag` inside its body (before its first statement; at the
-        end of its last line for a body on the `def` line)."""
+        """The reference with a statement `_r2e_load = "tag"` in its body (before its first
+        statement after the docstring), so that every edit is code of its own: a comment alone
+        would be the same candidate to the check cache. A body on the `def` line gets a comment
+        at its end instead."""
         lines = list(self.lines)
         if self.own_line:
-            lines.insert(self.body_line - 1, f"{self.body_indent}# {tag}{self.newline}")
+            lines.insert(self.tag_line - 1, f"{self.body_indent}_r2e_load = {tag!r}{self.newline}")
         else:
             end = lines[self.last - 1]
             stripped = end.rstrip("\r\n")
@@ -137,7 +149,7 @@ class Edits:
     def wrong(self, tag: str) -> str:
         """The function with its body replaced by `# tag` and `return None`."""
         nl, ind = self.newline, self.body_indent
-        body = [f"{ind}# {tag}{nl}", f"{ind}return None{nl}"]
+        body = [f"{ind}_r2e_load = {tag!r}{nl}", f"{ind}return None{nl}"]
         head = self.lines[: self.body_line - 1]
         if not self.own_line:
             head.append(self.header_prefix.rstrip() + nl)
@@ -678,7 +690,7 @@ def load(args, url, server, token, output, pipeline, pipeline_dir, deadline) -> 
         left = [d for d in session_dirs(output) if d in ours]
         if left:
             warnings.append(f"{len(left)} finished sessions still have a workspace in "
-                            sessions_folder(output))
+                            f"{sessions_folder(output)}")
 
     # The report.
     ops = {}
@@ -727,7 +739,7 @@ def load(args, url, server, token, output, pipeline, pipeline_dir, deadline) -> 
     e = report["edits"]
     if e["reference_pass"] < e["reference_total"]:
         warnings.append(f"{e['reference_total'] - e['reference_pass']} runs of the reference "
-                        "(with a comment) did not pass all tests")
+                        "(with a tag statement) did not pass all tests")
     if server is not None and not report["ok"]:
         warnings.append(f"the server's log: {server.log_path}")
     if args.json:

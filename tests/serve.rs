@@ -714,6 +714,12 @@ fn the_python_clients_own_tests_pass() {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let count = common::unittest_ran(&stderr);
     assert!(count >= 20, "only {count} tests ran: {stderr}");
+    // The scripts beside the client at least start: the load test and the agent loop.
+    for script in ["bench/serve_load.py", "examples/agent_loop.py"] {
+        let (code, stdout, stderr) = python(&[script, "--help"]);
+        assert_eq!(code, 0, "{script}: {stdout}\n{stderr}");
+        assert!(stdout.contains("usage"), "{script}: {stdout}");
+    }
 }
 
 #[test]
