@@ -460,6 +460,44 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
     let there = check_lines(&dir, &candidates);
     assert_eq!(there, here, "the imported export's verdicts");
 
+    // `r2e serve` on the imported export: sessions run in its image, a command cannot read the
+    // repository's files there (the reference), and the reference earns the whole reward.
+    {
+        use serde_json::json;
+        let server = common::serve::Server::start_with(
+            &dir.join("pipeline.toml"),
+            &dir.join("out"),
+            &[],
+            &[],
+        );
+        let listed = server.call("GET", "/v1/instances", None).json();
+        let first = &listed["instances"][0];
+        let (id, path) = (
+            first["id"].as_str().unwrap(),
+            first["path"].as_str().unwrap(),
+        );
+        let sid = server.open(id);
+        let ran = server
+            .json(
+                "POST",
+                &format!("/v1/sessions/{sid}/exec"),
+                json!({"command": "ls -A /r2e/repo; python -c 'import pkg; print(pkg.__file__)'", "timeout_s": 30}),
+            )
+            .json();
+        assert_eq!(ran["stdout"], "<workspace>/pkg/__init__.py\n", "{ran}");
+        let reference = std::fs::read_to_string(p.path().join("repo").join(path)).unwrap();
+        let put = server.call(
+            "PUT",
+            &format!("/v1/sessions/{sid}/files/{path}"),
+            Some(reference.as_bytes()),
+        );
+        assert_eq!(put.status, 200, "{}", put.body);
+        let submitted = server
+            .call("POST", &format!("/v1/sessions/{sid}/submit"), None)
+            .json();
+        assert_eq!(submitted["reward"], 1.0, "{submitted}");
+    }
+
     // Without its image the export cannot check (it mounts nothing of this machine instead);
     // its cache of verdicts removed, so that the check runs.
     r2e::sandbox::docker::remove_image(&daemon, &tag).unwrap();

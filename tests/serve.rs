@@ -8,16 +8,16 @@
 //! test serves its own output of it (a build that only reads the cache), so that servers never
 //! share traces or workspaces.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::process::Command;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 mod common;
+
+use common::serve::{Server, http};
 
 const FIXTURE: &str = r#"
 //- calc/__init__.py
@@ -99,167 +99,11 @@ fn dataset(name: &str, serve: &str) -> PathBuf {
     pipeline
 }
 
-/// A running `r2e serve`, killed when dropped.
-struct Server {
-    child: Child,
-    addr: String,
-    log: Arc<Mutex<String>>,
-    output: PathBuf,
-}
-
-impl Server {
-    fn start(pipeline: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_r2e"))
-            .args(["serve", "-p"])
-            .arg(pipeline)
-            .args(["--addr", "127.0.0.1:0"])
-            .args(args)
-            .envs(env.iter().copied())
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let seen = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = line.split("listening on http://").nth(1) {
-                    let _ = tx.send(addr.trim().to_owned());
-                }
-                seen.lock().unwrap().push_str(&format!("{line}\n"));
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(120))
-            .unwrap_or_else(|_| panic!("the server did not start: {}", log.lock().unwrap()));
-        let name = pipeline.file_stem().unwrap().to_string_lossy().into_owned();
-        Server {
-            child,
-            addr,
-            log,
-            output: pipeline.parent().unwrap().join(format!("out-{name}")),
-        }
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Reply {
-        self.call_with(method, path, None, body)
-    }
-
-    /// A request; a server that no longer answers fails the test with its log.
-    fn call_with(
-        &self,
-        method: &str,
-        path: &str,
-        token: Option<&str>,
-        body: Option<&[u8]>,
-    ) -> Reply {
-        try_http(&self.addr, method, path, token, body).unwrap_or_else(|e| {
-            panic!(
-                "{method} {path}: the server does not answer ({e}); its log:\n{}",
-                self.log.lock().unwrap()
-            )
-        })
-    }
-
-    fn json(&self, method: &str, path: &str, body: Value) -> Reply {
-        self.call(method, path, Some(body.to_string().as_bytes()))
-    }
-
-    fn open(&self, instance: &str) -> String {
-        let r = self.json("POST", "/v1/sessions", json!({ "instance": instance }));
-        assert_eq!(r.status, 201, "{}", r.body);
-        r.json()["session"].as_str().unwrap().to_owned()
-    }
-
-    fn trace(&self, sid: &str) -> Vec<Value> {
-        common::jsonl(&self.output.join("traces").join(format!("{sid}.jsonl")))
-    }
-
-    fn workspaces(&self) -> Vec<String> {
-        let store = self.output.with_file_name(format!(
-            ".{}.r2e",
-            self.output.file_name().unwrap().to_string_lossy()
-        ));
-        std::fs::read_dir(store.join("sessions"))
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-struct Reply {
-    status: u16,
-    headers: String,
-    body: String,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
-    }
-
-    fn header(&self, name: &str) -> Option<String> {
-        self.headers.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
-        })
-    }
-}
-
-/// One HTTP/1.1 request on a new connection.
-fn http(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<&[u8]>) -> Reply {
-    try_http(addr, method, path, token, body).unwrap()
-}
-
-fn try_http(
-    addr: &str,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&[u8]>,
-) -> std::io::Result<Reply> {
-    let mut stream = TcpStream::connect(addr)?;
-    stream.set_read_timeout(Some(Duration::from_secs(300)))?;
-    let body = body.unwrap_or_default();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )?;
-    stream.write_all(body)?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    Ok(Reply {
-        status,
-        headers: head.to_owned(),
-        body: body.to_owned(),
-    })
+/// A server of one of this file's pipelines (its output `out-NAME` beside it).
+fn start(pipeline: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    let name = pipeline.file_stem().unwrap().to_string_lossy().into_owned();
+    let output = pipeline.parent().unwrap().join(format!("out-{name}"));
+    Server::start_with(pipeline, &output, args, env)
 }
 
 fn original(rel: &str) -> String {
@@ -277,7 +121,7 @@ fn wrong_clamp() -> String {
 #[test]
 fn the_full_loop_rewards_the_reference_and_not_a_wrong_answer() {
     let pipeline = dataset("loop", "");
-    let server = Server::start(&pipeline, &[], &[]);
+    let server = start(&pipeline, &[], &[]);
     let instances = server.call("GET", "/v1/instances", None).json();
     let list = instances["instances"].as_array().unwrap();
     let clamp = list
@@ -410,7 +254,7 @@ fn the_full_loop_rewards_the_reference_and_not_a_wrong_answer() {
 #[test]
 fn paths_stay_inside_the_workspace() {
     let pipeline = dataset("paths", "[serve]\nmax_file_bytes = 20000\n");
-    let server = Server::start(&pipeline, &[], &[]);
+    let server = start(&pipeline, &[], &[]);
     let sid = server.open(CLAMP);
     let file = |p: &str| format!("/v1/sessions/{sid}/files/{p}");
     for bad in [
@@ -507,7 +351,7 @@ fn paths_stay_inside_the_workspace() {
 fn tokens_the_session_limit_timeouts_and_idle_sessions() {
     let pipeline = dataset("limits", "");
     let token = "t0ken-for-the-test";
-    let server = Server::start(
+    let server = start(
         &pipeline,
         &[
             "--token-env",
@@ -598,7 +442,7 @@ fn held_out_tests_count_for_the_reward_and_are_never_shown() {
         "holdout",
         "[serve]\nfeedback = \"summary\"\nholdout = 0.5\n",
     );
-    let server = Server::start(&pipeline, &[], &[]);
+    let server = start(&pipeline, &[], &[]);
     let sid = server.open(CLAMP);
     server.call(
         "PUT",
@@ -630,7 +474,7 @@ fn held_out_tests_count_for_the_reward_and_are_never_shown() {
 #[test]
 fn a_killed_server_loses_no_submission_and_restarts_clean() {
     let pipeline = dataset("kill", "");
-    let mut server = Server::start(&pipeline, &[], &[]);
+    let mut server = start(&pipeline, &[], &[]);
     let done = server.open(CLAMP);
     server.call(
         "PUT",
@@ -659,7 +503,7 @@ fn a_killed_server_loses_no_submission_and_restarts_clean() {
         "the killed server left its workspaces"
     );
     // A restart closes what was left open and serves again.
-    let server = Server::start(&pipeline, &[], &[]);
+    let server = start(&pipeline, &[], &[]);
     assert!(server.workspaces().is_empty(), "{:?}", server.workspaces());
     for sid in &open {
         assert_eq!(
@@ -774,7 +618,7 @@ fn python(args: &[&str]) -> (i32, String, String) {
 #[test]
 fn the_gym_wrapper_solves_an_instance_with_the_reference_and_with_a_repairing_model() {
     let pipeline = dataset("gym", "");
-    let server = Server::start(&pipeline, &[], &[]);
+    let server = start(&pipeline, &[], &[]);
     let url = format!("http://{}", server.addr);
     // The reference, through reset and step.
     let reference = r#"
@@ -847,7 +691,7 @@ fn sessions_run_in_docker_when_the_pipeline_says_so() {
         "docker",
         "[sandbox]\nbackend = \"docker\"\nrun_timeout_seconds = 5\n",
     );
-    let server = Server::start(&pipeline, &[], &[]);
+    let server = start(&pipeline, &[], &[]);
     let sid = server.open(CLAMP);
     let exec = |command: &str| {
         server

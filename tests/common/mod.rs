@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use r2e::engine::{self, BuildOptions, Stage};
 
+pub mod serve;
 pub mod server;
 
 /// Runs `cmd`, which must succeed; its stdout, which must be exactly one JSON object.

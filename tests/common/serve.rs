@@ -1,0 +1,186 @@
+//! `r2e serve` driven over HTTP on loopback, for the tests of the server: a started server
+//! (killed when dropped) and a one-request HTTP/1.1 client.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// A running `r2e serve`, killed when dropped.
+pub struct Server {
+    child: Child,
+    pub addr: String,
+    pub log: Arc<Mutex<String>>,
+    pub output: PathBuf,
+}
+
+impl Server {
+    /// Starts `r2e serve -p PIPELINE --addr 127.0.0.1:0 ARGS` whose output is `output`; waits
+    /// until it listens.
+    pub fn start_with(
+        pipeline: &Path,
+        output: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_r2e"))
+            .args(["serve", "-p"])
+            .arg(pipeline)
+            .args(["--addr", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied())
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let seen = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(addr) = line.split("listening on http://").nth(1) {
+                    let _ = tx.send(addr.trim().to_owned());
+                }
+                seen.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("the server did not start: {}", log.lock().unwrap()));
+        Server {
+            child,
+            addr,
+            log,
+            output: output.to_path_buf(),
+        }
+    }
+
+    pub fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Reply {
+        self.call_with(method, path, None, body)
+    }
+
+    /// A request; a server that no longer answers fails the test with its log.
+    pub fn call_with(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&[u8]>,
+    ) -> Reply {
+        try_http(&self.addr, method, path, token, body).unwrap_or_else(|e| {
+            panic!(
+                "{method} {path}: the server does not answer ({e}); its log:\n{}",
+                self.log.lock().unwrap()
+            )
+        })
+    }
+
+    pub fn json(&self, method: &str, path: &str, body: Value) -> Reply {
+        self.call(method, path, Some(body.to_string().as_bytes()))
+    }
+
+    pub fn open(&self, instance: &str) -> String {
+        let r = self.json("POST", "/v1/sessions", json!({ "instance": instance }));
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.json()["session"].as_str().unwrap().to_owned()
+    }
+
+    pub fn trace(&self, sid: &str) -> Vec<Value> {
+        super::jsonl(&self.output.join("traces").join(format!("{sid}.jsonl")))
+    }
+
+    pub fn workspaces(&self) -> Vec<String> {
+        let store = self.output.with_file_name(format!(
+            ".{}.r2e",
+            self.output.file_name().unwrap().to_string_lossy()
+        ));
+        std::fs::read_dir(store.join("sessions"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: String,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    }
+}
+
+/// One HTTP/1.1 request on a new connection.
+pub fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&[u8]>,
+) -> Reply {
+    try_http(addr, method, path, token, body).unwrap()
+}
+
+pub fn try_http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&[u8]>,
+) -> std::io::Result<Reply> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(300)))?;
+    let body = body.unwrap_or_default();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )?;
+    stream.write_all(body)?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok(Reply {
+        status,
+        headers: head.to_owned(),
+        body: body.to_owned(),
+    })
+}
