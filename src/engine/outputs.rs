@@ -400,6 +400,19 @@ pub fn store_of(path: &Path) -> Result<PathBuf> {
 /// `<output>/traces`, so that traces outlive the builds that replace the dataset.
 pub const TRACES: &str = "traces";
 
+/// Makes the store's traces folder and links `generation`'s `traces` to it (unless it has that
+/// link); returns the folder.
+pub fn link_traces(store: &Path, generation: &Path) -> Result<PathBuf> {
+    let traces = store.join(TRACES);
+    fs_err::create_dir_all(&traces)?;
+    let link = generation.join(TRACES);
+    if std::fs::symlink_metadata(&link).is_err() {
+        std::os::unix::fs::symlink(Path::new("..").join(TRACES), &link)
+            .map_err(|e| Error::env(format!("cannot make `{}`: {e}", link.display())))?;
+    }
+    Ok(traces)
+}
+
 /// The marker of a generation folder in the store.
 const GEN: &str = "gen-";
 const STAGING: &str = "staging-";
@@ -516,12 +529,7 @@ impl Output {
     /// output's symlink switched to it. Generations but the new and the previous one go. The new
     /// generation links `traces` to the store's traces.
     pub fn commit(mut self) -> Result<()> {
-        fs_err::create_dir_all(self.store.join(TRACES))?;
-        let link = self.staging.join(TRACES);
-        if std::fs::symlink_metadata(&link).is_err() {
-            std::os::unix::fs::symlink(Path::new("..").join(TRACES), &link)
-                .map_err(|e| Error::env(format!("cannot make `{}`: {e}", link.display())))?;
-        }
+        link_traces(&self.store, &self.staging)?;
         sync_tree(&self.staging)?;
         let generations = self.generations();
         let next = generations.last().map_or(1, |(n, _)| n + 1);

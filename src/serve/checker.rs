@@ -18,7 +18,7 @@ type Request = (Prepared, Sender<std::result::Result<Checked, String>>);
 
 /// The queue of checks, and the threads that run them.
 pub struct Checker {
-    queue: Mutex<Sender<Request>>,
+    queue: Sender<Request>,
     stats: Arc<Stats>,
 }
 
@@ -43,10 +43,7 @@ impl Checker {
                 .spawn(move || work(&bench, &rx, &stats))
                 .expect("a checker thread starts");
         }
-        Checker {
-            queue: Mutex::new(tx),
-            stats,
-        }
+        Checker { queue: tx, stats }
     }
 
     /// Candidates checked and batches run so far.
@@ -61,8 +58,6 @@ impl Checker {
     pub fn check(&self, prepared: Prepared) -> Result<Checked> {
         let (tx, rx) = channel();
         self.queue
-            .lock()
-            .expect("queue lock")
             .send((prepared, tx))
             .map_err(|_| Error::internal("the checker threads are gone"))?;
         rx.recv()

@@ -37,9 +37,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::check::Bench;
-use crate::config::{Config, Feedback, ServeConfig};
+use crate::config::{Config, Feedback, SandboxConfig, ServeConfig};
 use crate::error::{Error, Result};
-use crate::sandbox::{Limits, Sandbox};
+use crate::sandbox::Sandbox;
 use crate::services::Services;
 use crate::stages::checkpath::{TestVerdict, Verdict};
 
@@ -82,6 +82,13 @@ impl ApiError {
     }
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+}
+
+impl ApiError {
+    /// The error as a trace records what the agent observed.
+    fn observation(&self) -> Value {
+        json!({"error": self.message, "status": self.status.as_u16()})
     }
 }
 
@@ -168,7 +175,8 @@ impl Live {
 struct Server {
     bench: Arc<Bench>,
     sandbox: Arc<dyn Sandbox>,
-    limits: Limits,
+    /// `[sandbox]`: the limits of a command's job.
+    sandbox_settings: SandboxConfig,
     settings: ServeConfig,
     opts: Options,
     token: Option<blake3::Hash>,
@@ -216,15 +224,10 @@ pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
         )));
     }
     let bench = Arc::new(Bench::open(cfg, services)?);
-    let traces = store.join(crate::engine::outputs::TRACES);
-    let sessions_dir = store.join("sessions");
-    fs_err::create_dir_all(&traces)?;
     // An output committed before traces were linked gets its link now.
-    let link = crate::engine::outputs::resolve(&cfg.output).join(crate::engine::outputs::TRACES);
-    if std::fs::symlink_metadata(&link).is_err() {
-        let _ =
-            std::os::unix::fs::symlink(Path::new("..").join(crate::engine::outputs::TRACES), &link);
-    }
+    let traces =
+        crate::engine::outputs::link_traces(&store, &crate::engine::outputs::resolve(&cfg.output))?;
+    let sessions_dir = store.join("sessions");
     let closed = recover(&sessions_dir, &traces)?;
     if closed > 0 {
         eprintln!("closed {closed} session(s) that a stopped server left open");
@@ -234,13 +237,7 @@ pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
         checker: checker::Checker::start(bench.clone(), threads),
         bench,
         sandbox: services.sandbox.clone(),
-        limits: Limits {
-            wall_seconds: cfg.serve.max_exec_seconds,
-            cpu_seconds: cfg.serve.max_exec_seconds,
-            memory_mib: cfg.sandbox.memory_mib,
-            processes: cfg.sandbox.processes,
-            file_size_mib: cfg.sandbox.file_size_mib,
-        },
+        sandbox_settings: cfg.sandbox.clone(),
         settings: cfg.serve.clone(),
         opts,
         token,
@@ -646,7 +643,7 @@ async fn read_file(
         let read = workspace::read(&live.workspace, &path, server.settings.max_file_bytes);
         let observation = match &read {
             Ok(text) => json!({"text": text}),
-            Err(e) => json!({"error": e.message, "status": e.status.as_u16()}),
+            Err(e) => e.observation(),
         };
         live.record("read", json!({"path": path}), &observation, started, false)?;
         read
@@ -671,7 +668,7 @@ async fn write_file(
         );
         let observation = match &written {
             Ok(n) => json!({"path": path, "bytes": n}),
-            Err(e) => json!({"error": e.message, "status": e.status.as_u16()}),
+            Err(e) => e.observation(),
         };
         live.record(
             "write",
@@ -712,14 +709,9 @@ async fn exec(
     with_session(&server, &sid, move |server, live| {
         let started = Instant::now();
         let (_, target, runtime) = server.bench.place(live.ix).map_err(ApiError::internal)?;
-        let limits = Limits {
-            wall_seconds: seconds,
-            cpu_seconds: seconds,
-            ..server.limits.clone()
-        };
         let result = workspace::exec(
             server.sandbox.as_ref(),
-            limits,
+            crate::stages::jobs::limits(&server.sandbox_settings, seconds),
             &live.workspace,
             target,
             runtime,
@@ -805,15 +797,12 @@ async fn test(
             .iter()
             .filter(|t| !held_out(&instance.id, &t.name, holdout))
             .collect();
-        let total = if verdict.tests.is_empty() {
-            instance
-                .expected
-                .iter()
-                .filter(|t| !held_out(&instance.id, &t.name, holdout))
-                .count()
-        } else {
-            visible.len()
-        };
+        // The verdict has a line per expected test, or none when nothing ran.
+        let total = instance
+            .expected
+            .iter()
+            .filter(|t| !held_out(&instance.id, &t.name, holdout))
+            .count();
         let feedback = server.settings.feedback;
         let tests: Vec<Value> = match feedback {
             Feedback::None => Vec::new(),
@@ -853,7 +842,7 @@ async fn submit(
         let started = Instant::now();
         let judged = check_workspace(&owner, &live).and_then(|verdict| {
             let instance = &owner.bench.instances()[live.ix];
-            let total = instance.expected.len().max(verdict.tests.len());
+            let total = instance.expected.len();
             let passed = verdict.passed_tests();
             let reward = if total == 0 {
                 0.0

@@ -211,21 +211,20 @@ pub fn exec(
     command: &str,
     max_output: usize,
 ) -> crate::error::Result<ExecResult> {
-    let mut readonly = vec![runtime.env.clone()];
-    readonly.extend(runtime.interpreter.iter().cloned());
-    readonly.extend(runtime.project.iter().cloned());
-    let mut pythonpath: Vec<String> = import_roots(dir, target)
-        .iter()
-        .map(|p| p.to_string_lossy().into_owned())
+    // What a run reads but the repository's checkout: the workspace stands for it.
+    let readonly: Vec<PathBuf> = runtime
+        .readonly()
+        .into_iter()
+        .filter(|p| p != &runtime.repo)
         .collect();
-    pythonpath.extend(
-        runtime
-            .project
-            .iter()
-            .map(|p| p.to_string_lossy().into_owned()),
-    );
-    let mut seen = std::collections::HashSet::new();
-    pythonpath.retain(|p| seen.insert(p.trim_end_matches('/').to_owned()));
+    let mut roots = import_roots(dir, target);
+    roots.extend(runtime.project.iter().cloned());
+    let mut pythonpath: Vec<String> = Vec::new();
+    for (i, root) in roots.iter().enumerate() {
+        if !roots[..i].contains(root) {
+            pythonpath.push(root.to_string_lossy().into_owned());
+        }
+    }
     let bin = runtime
         .python
         .parent()
@@ -234,12 +233,10 @@ pub fn exec(
     let job = Job {
         program: "/bin/sh".into(),
         args: vec!["-c".into(), command.to_owned()],
+        // Over the sandbox's fixed variables (HOME is the workspace, no bytecode, UTF-8).
         env: vec![
             ("PATH".into(), format!("{bin}:/usr/local/bin:/usr/bin:/bin")),
-            ("HOME".into(), dir.to_string_lossy().into_owned()),
             ("PYTHONPATH".into(), pythonpath.join(":")),
-            ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
-            ("LANG".into(), "C.UTF-8".into()),
         ],
         scratch: dir.to_path_buf(),
         writable: Vec::new(),
@@ -256,12 +253,7 @@ pub fn exec(
     };
     let outcome = sandbox.run(&job)?;
     let mut names: Vec<(PathBuf, &str)> = vec![(dir.to_path_buf(), "<workspace>")];
-    names.extend(
-        runtime
-            .names(dir, Path::new("/nonexistent-cache"))
-            .into_iter()
-            .filter(|(_, n)| *n != "<scratch>" && *n != "<cache>"),
-    );
+    names.extend(runtime.own_names());
     let text = |bytes: &[u8]| redact(&String::from_utf8_lossy(bytes), &names, max_output);
     let (exit_code, signal, timed_out) = match outcome.exit {
         Exit::Code(c) => (Some(c), None, false),

@@ -37,13 +37,7 @@ impl Exec<'_> {
 
     /// The limits of a job that may take `seconds` of wall-clock and CPU time.
     pub fn limits(&self, seconds: u64) -> Limits {
-        Limits {
-            wall_seconds: seconds,
-            cpu_seconds: seconds,
-            memory_mib: self.settings.memory_mib,
-            processes: self.settings.processes,
-            file_size_mib: self.settings.file_size_mib,
-        }
+        limits(self.settings, seconds)
     }
 
     /// A new scratch folder for one job (removed by [`Scratch`]'s drop).
@@ -56,6 +50,18 @@ impl Exec<'_> {
         ));
         fs_err::create_dir_all(&dir)?;
         Ok(Scratch(dir))
+    }
+}
+
+/// The limits of one job under `settings` (`[sandbox]`) that may take `seconds` of wall-clock and
+/// CPU time.
+pub fn limits(settings: &SandboxConfig, seconds: u64) -> Limits {
+    Limits {
+        wall_seconds: seconds,
+        cpu_seconds: seconds,
+        memory_mib: settings.memory_mib,
+        processes: settings.processes,
+        file_size_mib: settings.file_size_mib,
     }
 }
 
@@ -105,10 +111,16 @@ impl Runtime {
     pub fn names(&self, scratch: &Path, cache: &Path) -> Vec<(PathBuf, &'static str)> {
         let mut out = vec![
             (scratch.to_path_buf(), "<scratch>"),
-            (self.env.clone(), "<env>"),
-            (self.repo.clone(), "<repo>"),
             (cache.to_path_buf(), "<cache>"),
         ];
+        out.extend(self.own_names());
+        out
+    }
+
+    /// The runtime's own folders, with the names outputs show instead: `<env>`, `<repo>`,
+    /// `<python>`, `<project>`.
+    pub fn own_names(&self) -> Vec<(PathBuf, &'static str)> {
+        let mut out = vec![(self.env.clone(), "<env>"), (self.repo.clone(), "<repo>")];
         out.extend(self.interpreter.iter().map(|p| (p.clone(), "<python>")));
         out.extend(self.project.iter().map(|p| (p.clone(), "<project>")));
         out
