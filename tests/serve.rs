@@ -566,6 +566,32 @@ fn the_python_clients_own_tests_pass() {
     }
 }
 
+/// `/openapi.json` is what the server does: schemathesis (from PyPI, pinned) runs every check
+/// against a live server with a token, its stateful phase following the document's links from
+/// a new session to every operation on it (`bench/serve_schema.sh`).
+#[test]
+fn every_response_matches_the_openapi_document() {
+    let pipeline = dataset("schema", "");
+    let out = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/serve_schema.sh"))
+        .arg(&pipeline)
+        .env("R2E", assert_cmd::cargo::cargo_bin("r2e"))
+        .env(
+            "ST_VENV",
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("schemathesis"),
+        )
+        .env("ST_MAX_TIME", "30")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("No issues found"), "{stdout}");
+    // Every operation was tested, and the stateful phase reached every linked one.
+    assert!(stdout.contains("9 selected / 9 total"), "{stdout}");
+    assert!(stdout.contains("7 covered / 7 selected"), "{stdout}");
+}
+
 #[test]
 fn serving_beyond_loopback_needs_a_token_and_bad_settings_say_where() {
     let dir = tempfile::tempdir().unwrap();

@@ -420,8 +420,14 @@ fn json_body<T: for<'de> Deserialize<'de>>(
         .map_err(|e| ApiError::bad(format!("the request body is not the JSON expected: {e}")))
 }
 
-async fn openapi_doc() -> axum::Json<Value> {
-    axum::Json(openapi::document())
+async fn openapi_doc(State(server): State<Arc<Server>>) -> axum::Json<Value> {
+    let ids: Vec<&str> = server
+        .bench
+        .instances()
+        .iter()
+        .map(|i| i.id.as_str())
+        .collect();
+    axum::Json(openapi::document(&ids))
 }
 
 async fn list_instances(State(server): State<Arc<Server>>) -> axum::Json<Value> {
