@@ -20,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 pipeline=${1:-pipeline.toml}
 r2e=${R2E:-target/release/r2e}
-venv=${ST_VENV:-target/schemathesis}
+venv=$(realpath -m "${ST_VENV:-target/schemathesis}")
 max_time=${ST_MAX_TIME:-120}
 
 if [ ! -x "$venv/bin/schemathesis" ]; then
@@ -43,7 +43,9 @@ for _ in $(seq 1 100); do
     sleep 0.2
 done
 
-"$venv/bin/schemathesis" --no-color run "http://127.0.0.1:$port/openapi.json" \
+# From the venv's folder: schemathesis keeps a cache in its working folder.
+cd "$venv"
+bin/schemathesis --no-color run "http://127.0.0.1:$port/openapi.json" \
     -H "Authorization: Bearer $R2E_SCHEMA_TOKEN" \
     --checks all \
     --exclude-checks ensure_resource_availability \
