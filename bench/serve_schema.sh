@@ -14,14 +14,14 @@
 #   bash bench/serve_schema.sh [PIPELINE]      (default: pipeline.toml, already built)
 #
 # R2E: the r2e binary (default target/release/r2e). ST_VENV: where schemathesis is installed
-# (default target/schemathesis). ST_MAX_TIME: seconds for the fuzzing and stateful phases
-# (default 120).
+# (default target/schemathesis). ST_EXAMPLES: test cases per operation and stateful scenarios
+# (default 200), a count, so that a loaded machine runs the same cases.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pipeline=${1:-pipeline.toml}
 r2e=${R2E:-target/release/r2e}
 venv=$(realpath -m "${ST_VENV:-target/schemathesis}")
-max_time=${ST_MAX_TIME:-120}
+examples=${ST_EXAMPLES:-200}
 
 if [ ! -x "$venv/bin/schemathesis" ]; then
     python3 -m venv "$venv"
@@ -32,7 +32,7 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 R2E_SCHEMA_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 export R2E_SCHEMA_TOKEN
 "$r2e" serve -p "$pipeline" --addr "127.0.0.1:$port" --token-env R2E_SCHEMA_TOKEN \
-    --idle-timeout 60 &
+    --idle-timeout 60 --max-sessions 4096 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 
@@ -45,12 +45,20 @@ done
 
 # From the venv's folder: schemathesis keeps a cache in its working folder.
 cd "$venv"
-bin/schemathesis --no-color run "http://127.0.0.1:$port/openapi.json" \
-    -H "Authorization: Bearer $R2E_SCHEMA_TOKEN" \
-    --checks all \
-    --exclude-checks ensure_resource_availability \
-    --suppress-health-check filter_too_much \
-    --max-time "$max_time" \
-    --request-timeout 60 \
-    --seed 1 \
-    --generation-database none
+st() {
+    bin/schemathesis --no-color run "http://127.0.0.1:$port/openapi.json" \
+        -H "Authorization: Bearer $R2E_SCHEMA_TOKEN" \
+        --checks all \
+        --exclude-checks ensure_resource_availability \
+        --suppress-health-check filter_too_much \
+        --max-examples "$examples" \
+        --request-timeout 60 \
+        --seed 1 \
+        --generation-database none \
+        "$@"
+}
+# Sequences through the links (a session opened on a valid instance, then operations on it),
+# with valid data so that they go deep; then every operation with valid and invalid data. The
+# session limit is high: a valid open is a session until it is closed or idle for a minute.
+st --phases stateful --mode positive
+st --phases examples,coverage,fuzzing

@@ -580,7 +580,7 @@ fn every_response_matches_the_openapi_document() {
             "ST_VENV",
             Path::new(env!("CARGO_TARGET_TMPDIR")).join("schemathesis"),
         )
-        .env("ST_MAX_TIME", "30")
+        .env("ST_EXAMPLES", "100")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
