@@ -2,7 +2,7 @@
 """An example agent on `r2e serve`: a model writes the function, reads the failing tests, repairs.
 
     python3 examples/agent_loop.py --server http://127.0.0.1:8080 \\
-        --model-url http://127.0.0.1:8000/v1 --model NAME --instance ID [--repairs 1]
+        --model-url http://127.0.0.1:8000/v1 --model NAME --instance ID [--repairs 1] [--api completions]
     python3 examples/agent_loop.py --server URL --token-env R2E_TOKEN \\
         --model-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY --all
 
@@ -89,19 +89,26 @@ def repair_prompt(obs: dict, code: str, feedback: str) -> str:
 
 def ask_model(args: argparse.Namespace, prompt: str) -> str:
     """One chat completion: `[system, user]` (the user's content is `messages[1]`), the
-    answer's `choices[0].message.content`."""
-    body = {
-        "model": args.model,
-        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}],
-        "temperature": args.temperature,
-    }
+    answer's `choices[0].message.content`. With `--api completions` (a base model), one text
+    completion of the system text, the request and an opened ```python block, stopped at the
+    block's end; the answer is that block."""
+    chat = args.api == "chat"
+    body = {"model": args.model, "temperature": args.temperature}
+    if chat:
+        body["messages"] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": prompt},
+        ]
+    else:
+        body["prompt"] = f"{SYSTEM}\n\n{prompt}\n\n```python\n"
+        body["stop"] = ["```"]
     if args.max_tokens:
         body["max_tokens"] = args.max_tokens
     headers = {"Content-Type": "application/json"}
     if args.api_key_env:
         headers["Authorization"] = f"Bearer {os.environ[args.api_key_env]}"
     req = urllib.request.Request(
-        args.model_url.rstrip("/") + "/chat/completions",
+        args.model_url.rstrip("/") + ("/chat/completions" if chat else "/completions"),
         data=json.dumps(body).encode("utf-8"),
         headers=headers,
         method="POST",
@@ -115,7 +122,9 @@ def ask_model(args: argparse.Namespace, prompt: str) -> str:
     except urllib.error.URLError as e:
         raise RuntimeError(f"the model server could not be reached: {e.reason}") from None
     try:
-        return answer["choices"][0]["message"]["content"] or ""
+        if chat:
+            return answer["choices"][0]["message"]["content"] or ""
+        return "```python\n" + (answer["choices"][0]["text"] or "") + "\n```"
     except (KeyError, IndexError, TypeError):
         raise RuntimeError(f"unexpected model answer: {json.dumps(answer)[:500]}") from None
 
@@ -172,6 +181,12 @@ def main(argv=None) -> int:
     p.add_argument("--model-url", required=True, help="an OpenAI-compatible base URL ending in /v1")
     p.add_argument("--model", required=True, help="the model's name")
     p.add_argument("--api-key-env", help="the variable holding the model server's API key")
+    p.add_argument(
+        "--api",
+        choices=["chat", "completions"],
+        default="chat",
+        help="`/chat/completions` (default), or `/completions` for a base model",
+    )
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--instance", action="append", help="an instance id (repeatable)")
     which.add_argument("--all", action="store_true", help="every instance served")

@@ -705,6 +705,29 @@ print(json.dumps({"reward": reward, "done": done, "tests": tests}))
     );
     // The repair prompt carries the failing test's inputs and both outcomes.
     assert!(prompts[1].contains("clamp("), "{}", prompts[1]);
+
+    // A base model (`--api completions`): the prompt opens the code block, the model continues it.
+    let (model, log, _) =
+        common::server::serve(Duration::ZERO, move |_, _| (200, "", right.to_owned()));
+    let (code, stdout, stderr) = python(&[
+        "examples/agent_loop.py",
+        "--server",
+        &url,
+        "--model-url",
+        &model,
+        "--model",
+        "scripted-base",
+        "--api",
+        "completions",
+        "--instance",
+        CLAMP,
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let got: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+    assert_eq!(got["reward"], 1.0, "{got}\n{stderr}");
+    let prompts = log.lock().unwrap().clone();
+    assert_eq!(prompts.len(), 1, "{prompts:?}");
+    assert!(prompts[0].ends_with("```python\n"), "{}", prompts[0]);
     assert!(server.workspaces().is_empty());
 }
 

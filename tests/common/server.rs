@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// What the server saw: one entry per HTTP request (the user message).
+/// What the server saw: one entry per HTTP request (the user message, or a text completion's
+/// prompt).
 pub type Log = Arc<Mutex<Vec<String>>>;
 
 /// How the script answers a request: the HTTP status (0: the connection is cut, no answer at
@@ -53,8 +54,11 @@ pub fn serve(
                 continue;
             }
             let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            // A chat completion's user message, or a text completion's prompt.
+            let completion = request["prompt"].is_string();
             let prompt = request["messages"][1]["content"]
                 .as_str()
+                .or(request["prompt"].as_str())
                 .unwrap_or_default()
                 .to_owned();
             let n_same = {
@@ -67,7 +71,13 @@ pub fn serve(
                 // A cut connection: no answer at all.
                 continue;
             }
-            let payload = if status == 200 {
+            let payload = if status == 200 && completion {
+                serde_json::json!({
+                    "choices": [{"text": content}],
+                    "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": content.len() / 4},
+                })
+                .to_string()
+            } else if status == 200 {
                 serde_json::json!({
                     "choices": [{"message": {"role": "assistant", "content": content}}],
                     "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": content.len() / 4},
