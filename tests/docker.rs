@@ -546,3 +546,178 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
     assert!(String::from_utf8_lossy(&out.stderr).contains("blake3"));
     r2e::sandbox::docker::remove_image(&daemon, &tag).unwrap();
 }
+
+/// A second daemon of this machine's `dockerd` whose data root is a small tmpfs: a daemon
+/// whose disk fills up. It runs in a network namespace of its own (`unshare --net`), so that
+/// its bridge and rules touch nothing of the machine's daemon, with its own data, exec root
+/// and socket. Stopped, unmounted and removed when dropped.
+struct SmallDaemon {
+    dir: PathBuf,
+    pid: u32,
+    disk: Option<common::Tmpfs>,
+}
+
+impl SmallDaemon {
+    fn start(size: &str) -> SmallDaemon {
+        // A short folder: the daemon's and containerd's sockets live under it.
+        let dir = PathBuf::from(format!("/tmp/r2e-dockerd-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let disk = common::Tmpfs::mount(&dir.join("data"), size);
+        // Its own (empty) configuration: the machine's may name the data root too.
+        std::fs::write(dir.join("daemon.json"), "{}").unwrap();
+        let log = std::fs::File::create(dir.join("log")).unwrap();
+        let child = std::process::Command::new("unshare")
+            .arg("--net")
+            .arg("dockerd")
+            .arg("--config-file")
+            .arg(dir.join("daemon.json"))
+            .arg("--data-root")
+            .arg(dir.join("data"))
+            .arg("--exec-root")
+            .arg(dir.join("x"))
+            .arg("--pidfile")
+            .arg(dir.join("pid"))
+            .arg("-H")
+            .arg(format!("unix://{}", dir.join("s").display()))
+            .args(["--storage-driver", "vfs", "--bridge", "none"])
+            .args(["--iptables=false", "--ip-masq=false"])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("dockerd starts");
+        let daemon = SmallDaemon {
+            dir,
+            pid: child.id(),
+            disk: Some(disk),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while daemon.docker(&["info"]).is_none() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the second dockerd did not answer: {}",
+                std::fs::read_to_string(daemon.dir.join("log")).unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        daemon
+    }
+
+    fn host(&self) -> String {
+        format!("unix://{}", self.dir.join("s").display())
+    }
+
+    /// What `docker ARGS` against this daemon printed, when it succeeded.
+    fn docker(&self, args: &[&str]) -> Option<String> {
+        let out = std::process::Command::new("docker")
+            .arg("-H")
+            .arg(self.host())
+            .args(args)
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl Drop for SmallDaemon {
+    fn drop(&mut self) {
+        // SAFETY: signals the daemon this test started (`unshare` execs it: the same pid).
+        unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        while unsafe { libc::kill(self.pid as i32, 0) } == 0 {
+            let mut status = 0;
+            // SAFETY: reaps the daemon if it has exited (it is this process's child).
+            unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) };
+            if std::time::Instant::now() > deadline {
+                // SAFETY: as above.
+                unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        drop(self.disk.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn a_daemon_whose_disk_fills_up_during_an_image_build_fails_the_build_clearly_and_keeps_the_cache()
+{
+    if common::docker().is_none()
+        || !common::require(
+            common::is_root(),
+            "root, to mount a small tmpfs and start a second dockerd on it",
+            "run the tests as root, as `.ci/run` does",
+        )
+    {
+        return;
+    }
+    let p = common::Project::new(
+        &format!("//- pkg/__init__.py\n//- pkg/text.py\n{TEXT_PY}"),
+        "[env]\ninstaller = \"pip\"\n\n[sandbox]\nbackend = \"docker\"\n",
+    );
+    let run = |host: Option<&str>| {
+        let mut command = Command::cargo_bin("r2e").unwrap();
+        command
+            .args(["build", "--json"])
+            .current_dir(p.path())
+            .envs(common::offline_env())
+            .env_remove("DOCKER_HOST")
+            .timeout(std::time::Duration::from_secs(600));
+        if let Some(host) = host {
+            command.env("DOCKER_HOST", host);
+        }
+        command.output().unwrap()
+    };
+
+    // The base image (about 124 MB) does not fit in the daemon's 40 MB.
+    let small = SmallDaemon::start("40m");
+    let first = run(Some(&small.host()));
+    let said = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(1), "{said}");
+    assert!(said.contains("the Docker daemon's disk is full"), "{said}");
+    assert!(said.contains("no space left on device"), "{said}");
+    assert!(said.contains("next build tries again"), "{said}");
+    let summary: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(summary["counts"]["candidates"], 2, "{summary}");
+    assert!(
+        summary["retry"][0]
+            .as_str()
+            .unwrap()
+            .contains("disk is full"),
+        "{summary}"
+    );
+    // The daemon kept no image of the part it was sent.
+    assert_eq!(small.docker(&["images", "-q"]).unwrap().trim(), "");
+    drop(small);
+    // Nothing of the failure was stored; what came before it (coverage.py for the image) was.
+    let cache = p.path().join("cache");
+    for bucket in ["envs-v3", "actions/generate-v2", "actions/validate-v8"] {
+        let stored = std::fs::read_dir(cache.join(bucket))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(stored, 0, "{bucket} holds an entry of the failed build");
+    }
+    let coverage = std::fs::read_dir(cache.join("tools-v1"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join(".complete"))
+        .find(|c| c.is_file())
+        .expect("coverage.py for the image is in the cache");
+    let installed = std::fs::metadata(&coverage).unwrap().modified().unwrap();
+
+    // The machine's daemon has room: the same build goes on from what the first kept, and
+    // builds everything the failure stopped.
+    let second = run(None);
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(0), "{said}");
+    let summary: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+    assert_eq!(summary["counts"]["instances"], 2, "{summary}");
+    assert_eq!(
+        std::fs::metadata(&coverage).unwrap().modified().unwrap(),
+        installed,
+        "coverage.py was installed again"
+    );
+}

@@ -369,9 +369,11 @@ pub fn build_base(docker: &Docker, spec: &BaseSpec, base: &BaseFiles, tag: &str)
                 let mut stream =
                     docker.create_image(Some(options), Some(bollard::body_try_stream(body)), None);
                 while let Some(step) = stream.next().await {
-                    step.map_err(|e| {
-                        Error::env(format!("`docker import` of the base image failed: {e}"))
-                    })?;
+                    let step =
+                        step.map_err(|e| daemon_failed("`docker import` of the base image", e))?;
+                    if let Some(detail) = step.error_detail.and_then(|d| d.message) {
+                        return Err(daemon_failed("`docker import` of the base image", detail));
+                    }
                 }
                 Ok::<(), Error>(())
             })
@@ -482,8 +484,23 @@ impl Write for ChunkWriter {
 type BodyStream =
     std::pin::Pin<Box<dyn futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send>>;
 
+/// A failure the daemon reported while making or loading an image (`what`: the operation), as
+/// an environmental error; a full disk of the daemon's says so first, since that is what the
+/// user must mend (the daemon's text only names the file it was writing).
+fn daemon_failed(what: &str, detail: impl std::fmt::Display) -> Error {
+    let detail = detail.to_string();
+    if detail.contains("no space left on device") || detail.contains("disk quota exceeded") {
+        Error::env(format!(
+            "the Docker daemon's disk is full: {what} failed: {detail} (free space where the daemon keeps its data: `docker info` names that folder, and `r2e gc --images-older-than` removes old images)"
+        ))
+    } else {
+        Error::env(format!("{what} failed: {detail}"))
+    }
+}
+
 /// Streams what `write` writes into a body for the daemon, in chunks, from a thread of its
-/// own; `send` runs with the body. `write`'s error is the better reason when both fail.
+/// own; `send` runs with the body. When both fail, `write`'s error is the better reason,
+/// unless it failed only because the daemon had stopped reading (then the daemon's is).
 fn streamed<T>(
     write: impl FnOnce(&mut ChunkWriter) -> std::io::Result<()> + Send,
     send: impl FnOnce(BodyStream) -> Result<T>,
@@ -507,8 +524,13 @@ fn streamed<T>(
         let written = writer
             .join()
             .map_err(|_| Error::internal("the writer of a stream to the daemon panicked"))?;
-        written.map_err(|e| Error::env(format!("cannot write what the daemon is sent: {e}")))?;
-        sent
+        match written {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe && sent.is_err() => sent,
+            Err(e) => Err(Error::env(format!(
+                "cannot write what the daemon is sent: {e}"
+            ))),
+            Ok(()) => sent,
+        }
     })
 }
 
@@ -532,12 +554,10 @@ pub fn build_image(
                 docker.build_image(options, None, Some(bollard::body_try_stream(body)));
             let mut said = String::new();
             while let Some(step) = stream.next().await {
-                let step =
-                    step.map_err(|e| Error::env(format!("building image `{tag}` failed: {e}")))?;
+                let what = format!("building image `{tag}`");
+                let step = step.map_err(|e| daemon_failed(&what, e))?;
                 if let Some(detail) = step.error_detail.and_then(|d| d.message) {
-                    return Err(Error::env(format!(
-                        "building image `{tag}` failed: {detail}"
-                    )));
+                    return Err(daemon_failed(&what, detail));
                 }
                 if let Some(text) = step.stream {
                     said.push_str(&text);
@@ -619,15 +639,11 @@ pub fn load_image(docker: &Docker, path: &Path) -> Result<()> {
                     ..Default::default()
                 };
                 let mut stream = docker.import_image(options, bollard::body_try_stream(body), None);
+                let what = format!("`docker load` of `{}`", path.display());
                 while let Some(step) = stream.next().await {
-                    let step = step.map_err(|e| {
-                        Error::env(format!("`docker load` of `{}` failed: {e}", path.display()))
-                    })?;
+                    let step = step.map_err(|e| daemon_failed(&what, e))?;
                     if let Some(detail) = step.error_detail.and_then(|d| d.message) {
-                        return Err(Error::env(format!(
-                            "`docker load` of `{}` failed: {detail}",
-                            path.display()
-                        )));
+                        return Err(daemon_failed(&what, detail));
                     }
                 }
                 Ok(())
