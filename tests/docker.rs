@@ -553,7 +553,7 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
 /// and socket. Stopped, unmounted and removed when dropped.
 struct SmallDaemon {
     dir: PathBuf,
-    pid: u32,
+    child: std::process::Child,
     disk: Option<common::Tmpfs>,
 }
 
@@ -588,7 +588,7 @@ impl SmallDaemon {
             .expect("dockerd starts");
         let daemon = SmallDaemon {
             dir,
-            pid: child.id(),
+            child,
             disk: Some(disk),
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -623,17 +623,13 @@ impl SmallDaemon {
 
 impl Drop for SmallDaemon {
     fn drop(&mut self) {
-        // SAFETY: signals the daemon this test started (`unshare` execs it: the same pid).
-        unsafe { libc::kill(self.pid as i32, libc::SIGTERM) };
+        // SAFETY: signals the daemon this test started (`unshare` execs it: the same pid),
+        // which has not been reaped yet.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        // SAFETY: kill with signal 0 only asks whether the process exists.
-        while unsafe { libc::kill(self.pid as i32, 0) } == 0 {
-            let mut status = 0;
-            // SAFETY: reaps the daemon if it has exited (it is this process's child).
-            unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) };
+        while matches!(self.child.try_wait(), Ok(None)) {
             if std::time::Instant::now() > deadline {
-                // SAFETY: as above.
-                unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+                let _ = self.child.kill();
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
