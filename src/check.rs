@@ -28,6 +28,7 @@ use crate::stages::checkpath::{self, Candidate, Checked, TestVerdict, Verdict};
 use crate::stages::jobs::{Exec, Runtime};
 use crate::stages::runs;
 use crate::stages::splice::splice;
+use crate::stages::warm::WarmPool;
 
 /// What `check` found, as `--json` prints it: the verdict, and per test the calls, what the
 /// reference did and what the candidate did.
@@ -79,6 +80,8 @@ pub struct Bench {
     instances: Vec<Instance>,
     /// Per instance: where it is, or why it can no longer be checked.
     resolved: Vec<std::result::Result<Resolved, String>>,
+    /// Workers kept across checks (`r2e serve`), when asked for.
+    warm: Option<WarmPool>,
 }
 
 impl Bench {
@@ -113,6 +116,31 @@ impl Bench {
             settings: cfg.sandbox.clone(),
             instances,
             resolved,
+            warm: None,
+        })
+    }
+
+    /// Keeps workers across checks (each stops after `idle` without one): a check is then a
+    /// forked child of a running worker where one can serve (`stages::warm`).
+    pub fn keep_workers_warm(mut self, idle: std::time::Duration) -> Bench {
+        self.warm = Some(WarmPool::new(self.sandbox.clone(), idle));
+        self
+    }
+
+    /// Stops the warm workers (a server's end), waiting for their jobs to end.
+    pub fn stop_workers(&self) {
+        if let Some(pool) = &self.warm {
+            pool.stop();
+        }
+    }
+
+    /// Warm workers started, and requests they answered (zeros without a pool).
+    pub fn warm_stats(&self) -> (usize, usize) {
+        self.warm.as_ref().map_or((0, 0), |w| {
+            (
+                w.started.load(std::sync::atomic::Ordering::Relaxed),
+                w.answered.load(std::sync::atomic::Ordering::Relaxed),
+            )
         })
     }
 
@@ -202,6 +230,7 @@ impl Bench {
             cache: &self.cache,
             sandbox: self.sandbox.as_ref(),
             settings: &self.settings,
+            warm: self.warm.as_ref(),
         };
         // Each chunk is one module's (a candidate's worker hides its module's file), and the
         // chunks of every environment and module run side by side in the pool.

@@ -566,6 +566,50 @@ fn the_python_clients_own_tests_pass() {
     }
 }
 
+/// A lone session's tests are forked children of one warm worker that lives across requests,
+/// and their verdicts are right both ways: each edit is new code (a statement in the body), the
+/// reference passes and a wrong body fails.
+#[test]
+fn a_lone_sessions_tests_are_answered_by_one_warm_worker_right_both_ways() {
+    let pipeline = dataset("warm", "");
+    let mut server = start(&pipeline, &[], &[]);
+    let sid = server.open(CLAMP);
+    let docstring = "    \"\"\"Clamp x to the range from lo to hi.\"\"\"\n";
+    for step in 0..6 {
+        let module = if step % 2 == 0 {
+            original("calc/ops.py")
+        } else {
+            wrong_clamp()
+        };
+        let edited = module.replacen(docstring, &format!("{docstring}    tag = {step}\n"), 1);
+        assert_ne!(edited, module);
+        let put = server.call(
+            "PUT",
+            &format!("/v1/sessions/{sid}/files/calc/ops.py"),
+            Some(edited.as_bytes()),
+        );
+        assert_eq!(put.status, 200, "{}", put.body);
+        let tested = server.call("POST", &format!("/v1/sessions/{sid}/test"), None);
+        assert_eq!(tested.status, 200, "{}", tested.body);
+        let got = tested.json();
+        let (passed, total) = (
+            got["passed"].as_u64().unwrap(),
+            got["total"].as_u64().unwrap(),
+        );
+        assert!(total >= 2, "{got}");
+        if step % 2 == 0 {
+            assert_eq!(passed, total, "the reference, step {step}: {got}");
+        } else {
+            assert!(passed < total, "a wrong body, step {step}: {got}");
+        }
+    }
+    let said = server.stop();
+    assert!(
+        said.contains("1 warm workers answered 6 requests"),
+        "{said}"
+    );
+}
+
 /// `/openapi.json` is what the server does: schemathesis (from PyPI, pinned) runs every check
 /// against a live server with a token, its stateful phase following the document's links from
 /// a new session to every operation on it (`bench/serve_schema.sh`).
@@ -740,7 +784,7 @@ fn sessions_run_in_docker_when_the_pipeline_says_so() {
         "docker",
         "[sandbox]\nbackend = \"docker\"\nrun_timeout_seconds = 5\n",
     );
-    let server = start(&pipeline, &[], &[]);
+    let mut server = start(&pipeline, &[], &[]);
     let sid = server.open(CLAMP);
     let exec = |command: &str| {
         server
@@ -788,4 +832,10 @@ fn sessions_run_in_docker_when_the_pipeline_says_so() {
         .json();
     assert_eq!(submitted["reward"], 1.0, "{submitted}");
     assert!(server.workspaces().is_empty());
+    // The test and the submission were answered by a warm worker in a container.
+    let said = server.stop();
+    assert!(
+        said.contains("1 warm workers answered 2 requests"),
+        "{said}"
+    );
 }

@@ -16,6 +16,14 @@ the parent before any child ran): what one run deletes or writes in its working 
 other run.
 
 OUT.json: {"results": [[<r2e_runner result>, ...runs], ...jobs]}.
+
+    python r2e_batch.py --serve IN.fifo OUT.fifo IDLE_SECONDS
+
+A worker that lives across requests (`r2e serve`'s checks): it reads lines `REQUEST.json
+OUT.json` from IN.fifo, answers each as above, and writes the line `done` to OUT.fifo (and
+`ready` once, when it has started and imported what every run needs). Each
+request is answered as a worker of its own would answer it (its runs' folders are numbered from
+0 again). It stops at the end of IN.fifo, or after IDLE_SECONDS without a request.
 """
 
 from __future__ import annotations
@@ -180,8 +188,11 @@ def _run_in_child(job: dict, timeout: float, prepared=None, memory_mib=None, tex
         return r2e_runner.empty_result("crash", f"the harness process died ({how})")
 
 
-def main(argv: list[str]) -> int:
-    with open(argv[1]) as f:
+def answer(request_path: str, out_path: str) -> None:
+    """Answers one request file into `out_path`."""
+    global _RUNS
+    _RUNS = iter(range(1 << 62))
+    with open(request_path) as f:
         request = json.load(f)
     jobs = request["jobs"]
     prepared = _warm(jobs)
@@ -204,8 +215,37 @@ def main(argv: list[str]) -> int:
         ]
         for job in jobs
     ]
-    with open(argv[2], "w") as f:
+    with open(out_path, "w") as f:
         json.dump({"results": results}, f)
+
+
+def serve(in_fifo: str, out_fifo: str, idle: float) -> int:
+    """Answers the requests named on `in_fifo`, one line each, until its end or `idle` seconds
+    without one."""
+    inp = os.open(in_fifo, os.O_RDONLY)
+    out = os.open(out_fifo, os.O_WRONLY)
+    _warm([])
+    os.write(out, b"ready\n")
+    pending = b""
+    while True:
+        while b"\n" not in pending:
+            ready, _, _ = select.select([inp], [], [], idle)
+            if not ready:
+                return 0
+            chunk = os.read(inp, 1 << 16)
+            if not chunk:
+                return 0
+            pending += chunk
+        line, pending = pending.split(b"\n", 1)
+        request_path, out_path = line.decode().split(" ", 1)
+        answer(request_path, out_path)
+        os.write(out, b"done\n")
+
+
+def main(argv: list[str]) -> int:
+    if argv[1] == "--serve":
+        return serve(argv[2], argv[3], float(argv[4]))
+    answer(argv[1], argv[2])
     return 0
 
 

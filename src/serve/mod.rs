@@ -188,6 +188,9 @@ struct Server {
     checker: checker::Checker,
 }
 
+/// How long a warm worker waits for its next check before it stops.
+const WARM_IDLE: Duration = Duration::from_secs(120);
+
 /// Runs the server until SIGINT or SIGTERM.
 pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
     if !opts.addr.ip().is_loopback() && opts.token_env.is_none() {
@@ -223,7 +226,9 @@ pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
             cfg.output.display()
         )));
     }
-    let bench = Arc::new(Bench::open(cfg, services)?);
+    // Workers stay warm across checks: a lone session's test is a forked child of a running
+    // worker, not a new sandbox job.
+    let bench = Arc::new(Bench::open(cfg, services)?.keep_workers_warm(WARM_IDLE));
     // An output committed before traces were linked gets its link now.
     let traces =
         crate::engine::outputs::link_traces(&store, &crate::engine::outputs::resolve(&cfg.output))?;
@@ -280,8 +285,12 @@ async fn run(server: Arc<Server>) -> Result<()> {
     for sid in open {
         let _ = close(&server, &sid, CloseReason::Shutdown).await;
     }
+    server.bench.stop_workers();
     let (candidates, batches) = server.checker.stats();
-    eprintln!("stopped; checked {candidates} candidates in {batches} batches");
+    let (started, answered) = server.bench.warm_stats();
+    eprintln!(
+        "stopped; checked {candidates} candidates in {batches} batches; {started} warm workers answered {answered} requests"
+    );
     Ok(())
 }
 

@@ -129,6 +129,7 @@ mod tests {
             cache: &cache,
             sandbox: &failing,
             settings: &settings,
+            warm: None,
         };
         let first = generate(
             &exec,

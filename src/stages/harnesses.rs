@@ -165,6 +165,7 @@ pub fn run(
         cache: inputs.cache,
         sandbox: services.sandbox.as_ref(),
         settings: &cfg.sandbox,
+        warm: None,
     };
     let validate = until >= Stage::Validate;
     let refine = until >= Stage::Refine && cfg.refine.enabled;

@@ -21,6 +21,8 @@ pub struct Exec<'a> {
     pub cache: &'a Cache,
     pub sandbox: &'a dyn Sandbox,
     pub settings: &'a SandboxConfig,
+    /// Workers that live across requests (`r2e serve`), which a candidate's check tries first.
+    pub warm: Option<&'a super::warm::WarmPool>,
 }
 
 impl Exec<'_> {

@@ -489,6 +489,7 @@ mod tests {
             cache: &cache,
             sandbox: &sandbox,
             settings: &cfg.sandbox,
+            warm: None,
         };
         let generator = LlmGenerator {
             llm: &llm,

@@ -24,6 +24,7 @@ pub mod refine;
 pub mod runs;
 pub mod splice;
 pub mod validate;
+pub mod warm;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -300,6 +300,26 @@ fn run_worker(
     let wall = timeout * u64::from(runs) * items.len() as u64 + 60;
     let mut worker = py::RUNNER.to_vec();
     worker.rotate_left(1); // the warm worker is the entry script
+    // A worker that lives across requests answers a candidate's check when it can; a run of it
+    // that crashed is told apart from a limit hit only by a job's own limit counters, so such
+    // an answer is left for a worker of its own, as is any it could not give.
+    if let (Mode::Candidate, Some(pool)) = (mode, exec.warm) {
+        let warm = pool.answer(
+            exec,
+            runtime,
+            &files,
+            &request,
+            &hidden,
+            std::time::Duration::from_secs(wall),
+        );
+        if let Some((answer, scratch)) = warm {
+            let crashed = answer.results.iter().flatten().any(|r| r.status == "crash");
+            if !crashed && answer.results.len() == items.len() {
+                let names = runtime.names(&scratch, exec.cache.root());
+                return Ok(runs_of(answer, items, runs, timeout, &names, None));
+            }
+        }
+    }
     let (outcome, answer, scratch) = run_script::<_, BatchAnswer>(
         exec,
         runtime,
@@ -329,24 +349,44 @@ fn run_worker(
         }
         Err(_) => return Ok(vec![None; items.len()]),
     };
+    Ok(runs_of(
+        answer,
+        items,
+        runs,
+        timeout,
+        &names,
+        limit.as_ref(),
+    ))
+}
+
+/// A worker's answer as each item's runs (`None` for an item it did not answer in full), its
+/// messages cleaned; `limit`: the limit the worker's job hit, if any.
+fn runs_of(
+    answer: BatchAnswer,
+    items: &[Item],
+    runs: u32,
+    timeout: u64,
+    names: &[(PathBuf, &'static str)],
+    limit: Option<&String>,
+) -> Vec<Option<Vec<RawRun>>> {
     let mut results = answer.results.into_iter();
-    Ok(items
+    items
         .iter()
         .map(|item| {
             let clean = Clean {
                 start_line: item.target.start_line,
-                names: &names,
+                names,
             };
             results
                 .next()
                 .filter(|r| r.len() == runs as usize)
                 .map(|r| {
                     r.into_iter()
-                        .map(|a| RawRun::of_worker(a, timeout, &clean, limit.as_ref()))
+                        .map(|a| RawRun::of_worker(a, timeout, &clean, limit))
                         .collect()
                 })
         })
-        .collect())
+        .collect()
 }
 
 #[cfg(test)]

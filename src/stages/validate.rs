@@ -482,6 +482,7 @@ mod tests {
             cache: &cache,
             sandbox,
             settings: &settings,
+            warm: None,
         })
     }
 

@@ -60,6 +60,16 @@ impl Server {
         }
     }
 
+    /// Stops the server as a user would (SIGTERM) and waits for it: all it said.
+    pub fn stop(&mut self) -> String {
+        // SAFETY: signals the server this test started, not yet reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+        // The reader thread takes the last lines.
+        std::thread::sleep(Duration::from_millis(200));
+        self.log.lock().unwrap().clone()
+    }
+
     pub fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Reply {
         self.call_with(method, path, None, body)
     }

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import subprocess
+import sys
 import unittest
 
-from r2e_test_support import SampleRepo, read_text
+from r2e_test_support import BATCH, SampleRepo, read_text
 
 HEADER = """
 import unittest
@@ -347,6 +350,63 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(batch[1][0]["tests"], alone["tests"])
         self.assertEqual(calls_of(batch[1][0]), calls_of(alone))
         self.assertNotIn("shadow", json.dumps(calls_of(batch[1][0])))
+
+    def test_a_worker_serving_requests_answers_each_as_a_worker_of_its_own(self):
+        # `r2e serve` keeps a worker across requests: each answer must be the one a worker
+        # started for that request alone gives (the same file names, the same verdicts), and
+        # the worker stops at the end of its input.
+        harness = classify_harness([0, 5, -3, 20])
+        source = read_text(self.sample.core)
+        wrong_source = source.replace('return "small"', 'return "tiny"')
+        self.assertNotEqual(wrong_source, source)
+        requests = [
+            self.sample.runner_request(
+                harness,
+                "classify",
+                candidate_source=source,
+                coverage=False,
+                name=f"served_{n}",
+                mode="candidate",
+            )
+            for n, source in enumerate([source, wrong_source, source])
+        ]
+        alone = [
+            self.sample.run_batch([r], runs=1, name=f"served_alone_{n}")
+            for n, r in enumerate(requests)
+        ]
+        # The wrong candidate's recorded outcomes differ (the host judges them).
+        self.assertNotEqual(alone[0][0][0]["tests"], alone[1][0][0]["tests"])
+        self.assertEqual(alone[0], alone[2])
+        in_fifo, out_fifo = self.sample.path("served.in"), self.sample.path("served.out")
+        os.mkfifo(in_fifo)
+        os.mkfifo(out_fifo)
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        worker = subprocess.Popen(
+            [sys.executable, BATCH, "--serve", in_fifo, out_fifo, "60"],
+            cwd=self.sample.root,
+            env=env,
+        )
+        to = os.open(in_fifo, os.O_RDWR)
+        back = os.open(out_fifo, os.O_RDWR)
+        ready, _, _ = select.select([back], [], [], 120)
+        self.assertTrue(ready, "the serving worker did not start")
+        self.assertEqual(os.read(back, 64), b"ready\n")
+        try:
+            for n, request in enumerate(requests):
+                req_path = self.sample.path(f"served_{n}.request.json")
+                out_path = self.sample.path(f"served_{n}.out.json")
+                with open(req_path, "w", encoding="utf-8") as f:
+                    json.dump({"jobs": [request], "runs": 1, "timeout": 60}, f)
+                os.write(to, f"{req_path} {out_path}\n".encode())
+                ready, _, _ = select.select([back], [], [], 120)
+                self.assertTrue(ready, "the serving worker did not answer")
+                self.assertEqual(os.read(back, 64), b"done\n")
+                with open(out_path, encoding="utf-8") as f:
+                    self.assertEqual(json.load(f)["results"], alone[n])
+        finally:
+            os.close(to)
+        self.assertEqual(worker.wait(timeout=60), 0)
+        os.close(back)
 
     def test_reference_calls_are_recorded(self):
         harness = classify_harness([0, 5, -3, 5, 20, 7, 8])
