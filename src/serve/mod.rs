@@ -356,11 +356,13 @@ async fn close(server: &Server, sid: &str, reason: CloseReason) -> Option<ApiRes
     Some(finish(&live, reason))
 }
 
-/// Removes a closed session's workspace and closes its trace.
+/// Closes a closed session's trace, then removes its workspace: a server killed in between
+/// leaves a workspace, which the next start removes, and never a session that is gone without
+/// its close line.
 fn finish(live: &Live, reason: CloseReason) -> ApiResult<()> {
-    let removed = fs_err::remove_dir_all(&live.workspace);
     live.trace.close(reason)?;
-    removed.map_err(|e| ApiError::internal(format!("cannot remove the session's workspace: {e}")))
+    fs_err::remove_dir_all(&live.workspace)
+        .map_err(|e| ApiError::internal(format!("cannot remove the session's workspace: {e}")))
 }
 
 fn router(server: Arc<Server>) -> Router {
