@@ -127,6 +127,12 @@ impl Bench {
         self
     }
 
+    /// Lets builds and `r2e gc` take the cache while this bench goes on checking
+    /// ([`Cache::unlock`]): `r2e serve`, which runs for as long as agents train.
+    pub fn unlock_cache(&self) {
+        self.cache.unlock();
+    }
+
     /// Stops the warm workers (a server's end), waiting for their jobs to end.
     pub fn stop_workers(&self) {
         if let Some(pool) = &self.warm {

@@ -610,6 +610,45 @@ fn a_lone_sessions_tests_are_answered_by_one_warm_worker_right_both_ways() {
     );
 }
 
+/// A server holds the shared cache only while it opens its dataset: a build of another
+/// output on the same cache runs to its end while it serves (it used to wait for the server to
+/// stop), and the server goes on checking.
+#[test]
+fn a_build_on_the_same_cache_runs_while_the_server_serves() {
+    let pipeline = dataset("shared", "");
+    let server = start(&pipeline, &[], &[]);
+    let sid = server.open(CLAMP);
+    let dir = built();
+    let other = write_pipeline(dir, "shared-next", "");
+    let _ = std::fs::remove_dir_all(dir.join("out-shared-next"));
+    let started = Instant::now();
+    let out = assert_cmd::Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["build", "--json", "-p"])
+        .arg(&other)
+        .envs(common::offline_env())
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(!said.contains("waiting for the lock"), "{said}");
+    assert!(started.elapsed() < Duration::from_secs(300));
+    // The server still checks (a test of the reference, new code for the check cache).
+    let edited =
+        original("calc/ops.py").replacen("    if x < lo:\n", "    shared = 1\n    if x < lo:\n", 1);
+    let put = server.call(
+        "PUT",
+        &format!("/v1/sessions/{sid}/files/calc/ops.py"),
+        Some(edited.as_bytes()),
+    );
+    assert_eq!(put.status, 200, "{}", put.body);
+    let tested = server
+        .call("POST", &format!("/v1/sessions/{sid}/test"), None)
+        .json();
+    assert_eq!(tested["passed"], tested["total"], "{tested}");
+}
+
 /// `/openapi.json` is what the server does: schemathesis (from PyPI, pinned) runs every check
 /// against a live server with a token, its stateful phase following the document's links from
 /// a new session to every operation on it (`bench/serve_schema.sh`).

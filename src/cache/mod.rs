@@ -206,10 +206,10 @@ pub trait ActionKey: Serialize {
     }
 }
 
-/// An open cache, locked for this process.
+/// An open cache, locked for this process (until [`Cache::unlock`]).
 pub struct Cache {
     root: PathBuf,
-    _lock: File,
+    lock: Mutex<Option<File>>,
     /// What this process used, relative to the root (see [`Cache::note_use`]).
     uses: Mutex<BTreeSet<String>>,
 }
@@ -246,10 +246,18 @@ impl Cache {
         })?;
         let cache = Cache {
             root: root.to_path_buf(),
-            _lock: lock,
+            lock: Mutex::new(Some(lock)),
             uses: Mutex::new(BTreeSet::new()),
         };
         Ok(cache)
+    }
+
+    /// Lets other commands take the cache (a build, `r2e gc`) while this process goes on
+    /// reading it and adding entries: `r2e serve`, once its dataset is open. What it adds is
+    /// atomic, its scratch folders carry its pid (no one else's leftovers), and `r2e gc` keeps
+    /// what the served output's last build uses.
+    pub fn unlock(&self) {
+        drop(self.lock.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 
     /// Removes what builds that died left behind (they cannot have finished it): scratch

@@ -229,6 +229,9 @@ pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
     // Workers stay warm across checks: a lone session's test is a forked child of a running
     // worker, not a new sandbox job.
     let bench = Arc::new(Bench::open(cfg, services)?.keep_workers_warm(WARM_IDLE));
+    // The dataset is open: builds (of this output too) and `r2e gc` may take the cache while
+    // the server runs.
+    bench.unlock_cache();
     // An output committed before traces were linked gets its link now.
     let traces =
         crate::engine::outputs::link_traces(&store, &crate::engine::outputs::resolve(&cfg.output))?;
