@@ -49,7 +49,89 @@ thread_local! {
 }
 
 /// Calls `each` with every pre-token of `text`, in order.
-fn split(text: &str, mut each: impl FnMut(&str)) {
+fn split(text: &str, each: impl FnMut(&str)) {
+    if text.is_ascii() {
+        split_ascii(text.as_bytes(), each);
+    } else {
+        split_regex(text, each);
+    }
+}
+
+/// What the patterns' classes hold of ASCII: `\s` (Unicode's White_Space), `\p{L}`, `\p{N}`.
+fn space(b: u8) -> bool {
+    matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ')
+}
+
+fn newline(b: u8) -> bool {
+    matches!(b, b'\r' | b'\n')
+}
+
+/// Neither a space, a letter nor a digit.
+fn other(b: u8) -> bool {
+    !space(b) && !b.is_ascii_alphanumeric()
+}
+
+/// [`split`] of ASCII text, without the regex: the patterns' alternatives tried in their order at
+/// each start, as the regex's leftmost-first search does (tests compare the two).
+fn split_ascii(text: &[u8], mut each: impl FnMut(&str)) {
+    let run =
+        |from: usize, f: fn(u8) -> bool| from + text[from..].iter().take_while(|&&b| f(b)).count();
+    let mut p = 0;
+    while p < text.len() {
+        let b = text[p];
+        let next = text.get(p + 1).copied();
+        let end = if let Some(n) = contraction(&text[p..]) {
+            p + n
+        } else if b.is_ascii_alphabetic() {
+            run(p, |b| b.is_ascii_alphabetic())
+        } else if !newline(b)
+            && !b.is_ascii_digit()
+            && next.is_some_and(|n| n.is_ascii_alphabetic())
+        {
+            run(p + 1, |b| b.is_ascii_alphabetic())
+        } else if b.is_ascii_digit() {
+            p + text[p..]
+                .iter()
+                .take(3)
+                .take_while(|b| b.is_ascii_digit())
+                .count()
+        } else if b == b' ' && next.is_some_and(other) {
+            run(run(p + 1, other), newline)
+        } else if other(b) {
+            run(run(p, other), newline)
+        } else {
+            // A run of spaces: up to its last line break; else to the end of the text; else all
+            // of it but its last character; else its one character.
+            let q = run(p, space);
+            match text[p..q].iter().rposition(|&b| newline(b)) {
+                Some(k) => p + k + 1,
+                None if q == text.len() => q,
+                None if q - p >= 2 => q - 1,
+                None => q,
+            }
+        };
+        // SAFETY-free: ASCII text splits into ASCII pieces at any byte.
+        each(std::str::from_utf8(&text[p..end]).expect("ASCII"));
+        p = end;
+    }
+}
+
+/// The length of a contraction (`'s`, `'t`, `'re`, `'ve`, `'m`, `'ll`, `'d`, any case) at the
+/// start of `text`, in the patterns' order.
+fn contraction(text: &[u8]) -> Option<usize> {
+    if text.first() != Some(&b'\'') {
+        return None;
+    }
+    let lower = |i: usize| text.get(i).map(u8::to_ascii_lowercase);
+    match (lower(1)?, lower(2)) {
+        (b's' | b't' | b'm' | b'd', _) => Some(2),
+        (b'r' | b'v', Some(b'e')) | (b'l', Some(b'l')) => Some(3),
+        _ => None,
+    }
+}
+
+/// [`split`] with the regex: any text.
+fn split_regex(text: &str, mut each: impl FnMut(&str)) {
     SPLITTER.with_borrow_mut(|s| {
         let mut last = 0;
         while last < text.len() {
@@ -131,6 +213,60 @@ mod tests {
                 bpe_openai::cl100k_base().count(text) as u32,
                 "{text:?}"
             );
+        }
+    }
+
+    /// The pre-tokens of `text` by the regex.
+    fn by_regex(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        super::split_regex(text, |p| out.push(p.to_owned()));
+        out
+    }
+
+    fn by_scanner(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        super::split_ascii(text.as_bytes(), |p| out.push(p.to_owned()));
+        out
+    }
+
+    #[test]
+    fn the_ascii_scanner_splits_as_the_regex_does() {
+        // Real code, then many random strings over the characters every alternative turns on.
+        let same = |text: &str| {
+            let (a, b) = (by_scanner(text), by_regex(text));
+            if let Some(i) = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i)) {
+                let around = |v: &[String]| v[i.saturating_sub(3)..(i + 3).min(v.len())].to_vec();
+                panic!(
+                    "{text:?}: piece {i}: scanner {:?}, regex {:?}",
+                    around(&a),
+                    around(&b)
+                );
+            }
+        };
+        for text in [
+            include_str!("../py/r2e_equiv.py"),
+            include_str!("../py/r2e_runner.py"),
+            include_str!("extract.rs"),
+            include_str!("../db.rs"),
+        ] {
+            assert!(text.is_ascii());
+            same(text);
+        }
+        let alphabet: &[u8] = b"aZsStTrReEvVmMlLdD09 \t\n\r\x0b\x0c'\"()+=-_.,:;#!?/\\{}[]<>@$%^&*|~`\x00\x01\x1f\x7f";
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            // xorshift64*
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 24) as usize;
+            let text: String = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize] as char)
+                .collect();
+            same(&text);
         }
     }
 
