@@ -96,6 +96,36 @@ impl Runtime {
         out
     }
 
+    /// The job that runs `script` (a file in `scratch`) with `args` and the runtime's
+    /// interpreter, seeing what the runtime shows and not `hidden`, without the network.
+    pub fn script_job(
+        &self,
+        scratch: &Path,
+        script: &str,
+        args: Vec<String>,
+        hidden: &[PathBuf],
+        limits: Limits,
+    ) -> Job {
+        let script = scratch.join(script).to_string_lossy().into_owned();
+        Job {
+            program: self.python.clone(),
+            args: ["-I".to_owned(), script].into_iter().chain(args).collect(),
+            // The project layer, for `r2e_equiv.use_project_layer` (which `-I` leaves to read).
+            env: self
+                .project
+                .iter()
+                .map(|p| ("R2E_PROJECT".to_owned(), p.to_string_lossy().into_owned()))
+                .collect(),
+            scratch: scratch.to_path_buf(),
+            writable: vec![],
+            readonly: self.readonly(),
+            hidden: hidden.to_vec(),
+            network: false,
+            limits,
+            image: self.image.clone(),
+        }
+    }
+
     /// A runtime of made-up paths, for tests with a fake sandbox.
     pub fn for_tests() -> Runtime {
         Runtime {
@@ -212,28 +242,13 @@ pub fn run_script<Q: Serialize, A: DeserializeOwned>(
         serde_json::to_vec(request).map_err(Error::internal)?,
     )?;
     let path_arg = |name: &str| dir.join(name).to_string_lossy().into_owned();
-    let job = Job {
-        program: runtime.python.clone(),
-        args: vec![
-            "-I".into(),
-            path_arg(scripts[0].0),
-            path_arg("request.json"),
-            path_arg("out.json"),
-        ],
-        // The project layer, for `r2e_equiv.use_project_layer` (which `-I` leaves to read).
-        env: runtime
-            .project
-            .iter()
-            .map(|p| ("R2E_PROJECT".to_owned(), p.to_string_lossy().into_owned()))
-            .collect(),
-        scratch: dir.to_path_buf(),
-        writable: vec![],
-        readonly: runtime.readonly(),
-        hidden: hidden.to_vec(),
-        network: false,
+    let job = runtime.script_job(
+        dir,
+        scripts[0].0,
+        vec![path_arg("request.json"), path_arg("out.json")],
+        hidden,
         limits,
-        image: runtime.image.clone(),
-    };
+    );
     let outcome = exec.sandbox.run(&job)?;
     // The answer is untrusted too: serde_json's nesting limit keeps a deep one from
     // exhausting the stack; it is then unreadable.

@@ -28,7 +28,7 @@ use serde::Serialize;
 use super::jobs::{Exec, Runtime, Scratch};
 use crate::error::{Error, Result};
 use crate::py::{self, BatchAnswer};
-use crate::sandbox::{Job, Sandbox};
+use crate::sandbox::Sandbox;
 
 /// How long a worker serves before it is retired (its job's wall-clock limit is a little more).
 pub const LIFE: Duration = Duration::from_secs(600);
@@ -259,29 +259,18 @@ impl WarmPool {
         let to = open_both_ways(&dir.join("in.fifo"))?;
         let from = open_both_ways(&dir.join("out.fifo"))?;
         let path_arg = |name: &str| dir.join(name).to_string_lossy().into_owned();
-        let job = Job {
-            program: runtime.python.clone(),
-            args: vec![
-                "-I".into(),
-                path_arg(scripts[0].0),
+        let job = runtime.script_job(
+            &dir,
+            scripts[0].0,
+            vec![
                 "--serve".into(),
                 path_arg("in.fifo"),
                 path_arg("out.fifo"),
                 self.idle.as_secs().max(1).to_string(),
             ],
-            env: runtime
-                .project
-                .iter()
-                .map(|p| ("R2E_PROJECT".to_owned(), p.to_string_lossy().into_owned()))
-                .collect(),
-            scratch: dir.clone(),
-            writable: vec![],
-            readonly: runtime.readonly(),
-            hidden: hidden.to_vec(),
-            network: false,
-            limits: exec.limits(LIFE.as_secs() + 60),
-            image: runtime.image.clone(),
-        };
+            hidden,
+            exec.limits(LIFE.as_secs() + 60),
+        );
         let ended = Arc::new(AtomicBool::new(false));
         let (sandbox, flag) = (self.sandbox.clone(), ended.clone());
         std::thread::Builder::new()
