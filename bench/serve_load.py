@@ -147,7 +147,7 @@ class Edits:
         return "".join(lines)
 
     def wrong(self, tag: str) -> str:
-        """The function with its body replaced by `# tag` and `return None`."""
+        """The function with its body replaced by `_r2e_load = "tag"` and `return None`."""
         nl, ind = self.newline, self.body_indent
         body = [f"{ind}_r2e_load = {tag!r}{nl}", f"{ind}return None{nl}"]
         head = self.lines[: self.body_line - 1]

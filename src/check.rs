@@ -142,12 +142,7 @@ impl Bench {
 
     /// Warm workers started, and requests they answered (zeros without a pool).
     pub fn warm_stats(&self) -> (usize, usize) {
-        self.warm.as_ref().map_or((0, 0), |w| {
-            (
-                w.started.load(std::sync::atomic::Ordering::Relaxed),
-                w.answered.load(std::sync::atomic::Ordering::Relaxed),
-            )
-        })
+        self.warm.as_ref().map_or((0, 0), WarmPool::stats)
     }
 
     pub fn instances(&self) -> &[Instance] {

@@ -211,6 +211,38 @@ fn root_entries(python: &std::path::Path) -> Vec<String> {
     }
 }
 
+/// `r2e build --json` in `dir`, offline, against the daemon at `host` (`DOCKER_HOST`), or the
+/// machine's own with `None`.
+fn build_against(dir: &std::path::Path, host: Option<&str>) -> std::process::Output {
+    let mut command = Command::cargo_bin("r2e").unwrap();
+    command
+        .args(["build", "--json"])
+        .current_dir(dir)
+        .envs(common::offline_env())
+        .env_remove("DOCKER_HOST")
+        .timeout(std::time::Duration::from_secs(600));
+    if let Some(host) = host {
+        command.env("DOCKER_HOST", host);
+    }
+    command.output().unwrap()
+}
+
+/// Asserts that a build of the two-candidate project failed for the daemon (`why`): exit 1, the
+/// reason said and listed under `retry`, to be tried again. Returns what it said.
+fn failed_for_the_daemon(out: &std::process::Output, why: &str) -> String {
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains(why), "{said}");
+    assert!(said.contains("next build tries again"), "{said}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["counts"]["candidates"], 2, "{summary}");
+    assert!(
+        summary["retry"][0].as_str().unwrap().contains(why),
+        "{summary}"
+    );
+    said
+}
+
 #[test]
 fn a_build_without_a_daemon_says_so_stores_nothing_of_it_and_keeps_what_it_did() {
     // No daemon is needed: the socket named does not exist.
@@ -218,33 +250,10 @@ fn a_build_without_a_daemon_says_so_stores_nothing_of_it_and_keeps_what_it_did()
         &format!("//- pkg/__init__.py\n//- pkg/text.py\n{TEXT_PY}"),
         "[env]\ninstaller = \"pip\"\n\n[sandbox]\nbackend = \"docker\"\n",
     );
-    let socket = p.path().join("no-daemon.sock");
-    let run = || {
-        Command::cargo_bin("r2e")
-            .unwrap()
-            .args(["build", "--json"])
-            .current_dir(p.path())
-            .envs(common::offline_env())
-            .env("DOCKER_HOST", format!("unix://{}", socket.display()))
-            .timeout(std::time::Duration::from_secs(300))
-            .output()
-            .unwrap()
-    };
-    let first = run();
-    let said = String::from_utf8_lossy(&first.stderr);
+    let socket = format!("unix://{}", p.path().join("no-daemon.sock").display());
+    let run = || build_against(p.path(), Some(&socket));
     // An environmental failure: exit 1, the daemon named, and the outputs of what could run.
-    assert_eq!(first.status.code(), Some(1), "{said}");
-    assert!(said.contains("cannot reach the Docker daemon"), "{said}");
-    assert!(said.contains("next build tries again"), "{said}");
-    let summary: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
-    assert_eq!(summary["counts"]["candidates"], 2, "{summary}");
-    assert!(
-        summary["retry"][0]
-            .as_str()
-            .unwrap()
-            .contains("cannot reach the Docker daemon"),
-        "{summary}"
-    );
+    failed_for_the_daemon(&run(), "cannot reach the Docker daemon");
     let functions = common::jsonl(&p.path().join("out/functions.jsonl"));
     assert_eq!(functions.len(), 3, "the analysis's outputs are written");
     assert!(common::jsonl(&p.path().join("out/dataset.jsonl")).is_empty());
@@ -654,37 +663,15 @@ fn a_daemon_whose_disk_fills_up_during_an_image_build_fails_the_build_clearly_an
         &format!("//- pkg/__init__.py\n//- pkg/text.py\n{TEXT_PY}"),
         "[env]\ninstaller = \"pip\"\n\n[sandbox]\nbackend = \"docker\"\n",
     );
-    let run = |host: Option<&str>| {
-        let mut command = Command::cargo_bin("r2e").unwrap();
-        command
-            .args(["build", "--json"])
-            .current_dir(p.path())
-            .envs(common::offline_env())
-            .env_remove("DOCKER_HOST")
-            .timeout(std::time::Duration::from_secs(600));
-        if let Some(host) = host {
-            command.env("DOCKER_HOST", host);
-        }
-        command.output().unwrap()
-    };
+    let run = |host: Option<&str>| build_against(p.path(), host);
 
     // The base image (about 124 MB) does not fit in the daemon's 40 MB.
     let small = SmallDaemon::start("40m");
-    let first = run(Some(&small.host()));
-    let said = String::from_utf8_lossy(&first.stderr);
-    assert_eq!(first.status.code(), Some(1), "{said}");
-    assert!(said.contains("the Docker daemon's disk is full"), "{said}");
-    assert!(said.contains("no space left on device"), "{said}");
-    assert!(said.contains("next build tries again"), "{said}");
-    let summary: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
-    assert_eq!(summary["counts"]["candidates"], 2, "{summary}");
-    assert!(
-        summary["retry"][0]
-            .as_str()
-            .unwrap()
-            .contains("disk is full"),
-        "{summary}"
+    let said = failed_for_the_daemon(
+        &run(Some(&small.host())),
+        "the Docker daemon's disk is full",
     );
+    assert!(said.contains("no space left on device"), "{said}");
     // The daemon kept no image of the part it was sent.
     assert_eq!(small.docker(&["images", "-q"]).unwrap().trim(), "");
     drop(small);

@@ -724,6 +724,27 @@ fn python(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `examples/agent_loop.py` on `clamp` against the server at `url` and the model server at
+/// `model`, with more arguments; it must exit 0: its last JSON line, and what it said.
+fn agent_loop(url: &str, model: &str, more: &[&str]) -> (Value, String) {
+    let mut args = vec![
+        "examples/agent_loop.py",
+        "--server",
+        url,
+        "--model-url",
+        model,
+        "--model",
+        "scripted",
+        "--instance",
+        CLAMP,
+    ];
+    args.extend_from_slice(more);
+    let (code, stdout, stderr) = python(&args);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let got = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+    (got, stderr)
+}
+
 #[test]
 fn the_gym_wrapper_solves_an_instance_with_the_reference_and_with_a_repairing_model() {
     let pipeline = dataset("gym", "");
@@ -763,21 +784,7 @@ print(json.dumps({"reward": reward, "done": done, "tests": tests}))
         };
         (200, "", format!("Here it is.\n\n```python\n{code}```\n"))
     });
-    let (code, stdout, stderr) = python(&[
-        "examples/agent_loop.py",
-        "--server",
-        &url,
-        "--model-url",
-        &model,
-        "--model",
-        "scripted",
-        "--instance",
-        CLAMP,
-        "--repairs",
-        "2",
-    ]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let got: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+    let (got, stderr) = agent_loop(&url, &model, &["--repairs", "2"]);
     assert_eq!(got["reward"], 1.0, "{got}\n{stderr}");
     assert_eq!(got["attempts"], 2, "{got}");
     let prompts = log.lock().unwrap().clone();
@@ -792,21 +799,7 @@ print(json.dumps({"reward": reward, "done": done, "tests": tests}))
     // A base model (`--api completions`): the prompt opens the code block, the model continues it.
     let (model, log, _) =
         common::server::serve(Duration::ZERO, move |_, _| (200, "", right.to_owned()));
-    let (code, stdout, stderr) = python(&[
-        "examples/agent_loop.py",
-        "--server",
-        &url,
-        "--model-url",
-        &model,
-        "--model",
-        "scripted-base",
-        "--api",
-        "completions",
-        "--instance",
-        CLAMP,
-    ]);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let got: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+    let (got, stderr) = agent_loop(&url, &model, &["--api", "completions"]);
     assert_eq!(got["reward"], 1.0, "{got}\n{stderr}");
     let prompts = log.lock().unwrap().clone();
     assert_eq!(prompts.len(), 1, "{prompts:?}");

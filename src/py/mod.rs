@@ -79,6 +79,14 @@ pub const RUNNER: &[(&str, &str)] = &[
     SNAPSHOT,
 ];
 
+/// The runner's files with the warm worker (`r2e_batch.py`) first: what a worker job writes
+/// into its scratch folder and runs.
+pub fn batch_worker() -> Vec<(&'static str, &'static str)> {
+    let mut files = RUNNER.to_vec();
+    files.rotate_left(1);
+    files
+}
+
 /// A hash of a set of embedded files (names and texts), for action keys.
 pub fn files_hash(files: &[(&str, &str)]) -> Hash {
     let mut h = blake3::Hasher::new();

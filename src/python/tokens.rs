@@ -110,7 +110,7 @@ fn split_ascii(text: &[u8], mut each: impl FnMut(&str)) {
                 None => q,
             }
         };
-        // SAFETY-free: ASCII text splits into ASCII pieces at any byte.
+        // Every byte of ASCII text is a character's boundary.
         each(std::str::from_utf8(&text[p..end]).expect("ASCII"));
         p = end;
     }

@@ -553,8 +553,8 @@ pub fn build_image(
             let mut stream =
                 docker.build_image(options, None, Some(bollard::body_try_stream(body)));
             let mut said = String::new();
+            let what = format!("building image `{tag}`");
             while let Some(step) = stream.next().await {
-                let what = format!("building image `{tag}`");
                 let step = step.map_err(|e| daemon_failed(&what, e))?;
                 if let Some(detail) = step.error_detail.and_then(|d| d.message) {
                     return Err(daemon_failed(&what, detail));

@@ -83,9 +83,7 @@ impl ApiError {
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
     }
-}
 
-impl ApiError {
     /// The error as a trace records what the agent observed.
     fn observation(&self) -> Value {
         json!({"error": self.message, "status": self.status.as_u16()})
@@ -186,6 +184,8 @@ struct Server {
     /// Sessions being opened (counted against the limit).
     opening: AtomicUsize,
     checker: checker::Checker,
+    /// `/openapi.json`, made once (it lists the instances).
+    openapi: Value,
 }
 
 /// How long a warm worker waits for its next check before it stops.
@@ -243,6 +243,10 @@ pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let server = Arc::new(Server {
         checker: checker::Checker::start(bench.clone(), threads),
+        openapi: {
+            let ids: Vec<&str> = bench.instances().iter().map(|i| i.id.as_str()).collect();
+            openapi::document(&ids)
+        },
         bench,
         sandbox: services.sandbox.clone(),
         sandbox_settings: cfg.sandbox.clone(),
@@ -435,13 +439,7 @@ fn json_body<T: for<'de> Deserialize<'de>>(
 }
 
 async fn openapi_doc(State(server): State<Arc<Server>>) -> axum::Json<Value> {
-    let ids: Vec<&str> = server
-        .bench
-        .instances()
-        .iter()
-        .map(|i| i.id.as_str())
-        .collect();
-    axum::Json(openapi::document(&ids))
+    axum::Json(server.openapi.clone())
 }
 
 async fn list_instances(State(server): State<Arc<Server>>) -> axum::Json<Value> {

@@ -298,8 +298,7 @@ fn run_worker(
         hidden.dedup();
     }
     let wall = timeout * u64::from(runs) * items.len() as u64 + 60;
-    let mut worker = py::RUNNER.to_vec();
-    worker.rotate_left(1); // the warm worker is the entry script
+    let worker = py::batch_worker();
     // A worker that lives across requests answers a candidate's check when it can; a run of it
     // that crashed is told apart from a limit hit only by a job's own limit counters, so such
     // an answer is left for a worker of its own, as is any it could not give.

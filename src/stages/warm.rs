@@ -53,8 +53,8 @@ pub struct WarmPool {
     idle: Duration,
     workers: Mutex<HashMap<Key, Vec<Worker>>>,
     /// Workers started, and requests they answered.
-    pub started: AtomicUsize,
-    pub answered: AtomicUsize,
+    started: AtomicUsize,
+    answered: AtomicUsize,
 }
 
 struct Worker {
@@ -179,9 +179,9 @@ impl WarmPool {
     }
 
     /// One request of the batch worker answered by a warm worker for `runtime` and `hidden`
-    /// (started if none is idle), with `files` written beside it; its answer and the worker's scratch folder (for
-    /// redacting), or `None` when no worker could answer within `wall` (the caller then runs a
-    /// worker of its own).
+    /// (started if none is idle), with `files` written beside it: its answer and the worker's
+    /// scratch folder (for redacting), or `None` when no worker could answer within `wall` (the
+    /// caller then runs a worker of its own).
     pub fn answer<Q: Serialize>(
         &self,
         exec: &Exec,
@@ -233,6 +233,14 @@ impl WarmPool {
         }
     }
 
+    /// Workers started, and requests they answered, so far.
+    pub fn stats(&self) -> (usize, usize) {
+        (
+            self.started.load(Ordering::Relaxed),
+            self.answered.load(Ordering::Relaxed),
+        )
+    }
+
     /// Stops every idle worker, waiting for their jobs to end.
     pub fn stop(&self) {
         let all: Vec<Worker> = self
@@ -250,9 +258,7 @@ impl WarmPool {
     fn start(&self, exec: &Exec, runtime: &Runtime, hidden: &[PathBuf]) -> Result<Worker> {
         let scratch = exec.scratch()?;
         let dir = scratch.path().to_path_buf();
-        // The batch worker is the entry script, its helpers beside it.
-        let mut scripts = py::RUNNER.to_vec();
-        scripts.rotate_left(1);
+        let scripts = py::batch_worker();
         scratch.write(&scripts)?;
         fifo(&dir.join("in.fifo"))?;
         fifo(&dir.join("out.fifo"))?;
@@ -291,7 +297,10 @@ impl WarmPool {
         };
         match worker.line(Instant::now() + START) {
             Some(line) if line == "ready" => Ok(worker),
-            _ => Err(Error::env("a warm worker did not start")),
+            _ => {
+                worker.stop();
+                Err(Error::env("a warm worker did not start"))
+            }
         }
     }
 }
@@ -307,8 +316,9 @@ fn ask<Q: Serialize>(
     let out = dir.join("out.json");
     let _ = std::fs::remove_file(&out);
     worker.scratch.write(files).ok()?;
-    fs_err::write(dir.join("request.json"), serde_json::to_vec(request).ok()?).ok()?;
-    let line = format!("{} {}\n", dir.join("request.json").display(), out.display());
+    let request_path = dir.join("request.json");
+    fs_err::write(&request_path, serde_json::to_vec(request).ok()?).ok()?;
+    let line = format!("{} {}\n", request_path.display(), out.display());
     worker.to.write_all(line.as_bytes()).ok()?;
     match worker.line(Instant::now() + wall) {
         Some(l) if l == "done" => {}

@@ -71,15 +71,14 @@ pub fn serve(
                 // A cut connection: no answer at all.
                 continue;
             }
-            let payload = if status == 200 && completion {
+            let payload = if status == 200 {
+                let choice = if completion {
+                    serde_json::json!({"text": content})
+                } else {
+                    serde_json::json!({"message": {"role": "assistant", "content": content}})
+                };
                 serde_json::json!({
-                    "choices": [{"text": content}],
-                    "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": content.len() / 4},
-                })
-                .to_string()
-            } else if status == 200 {
-                serde_json::json!({
-                    "choices": [{"message": {"role": "assistant", "content": content}}],
+                    "choices": [choice],
                     "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": content.len() / 4},
                 })
                 .to_string()
