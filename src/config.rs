@@ -78,6 +78,13 @@ pub struct SandboxConfig {
     pub file_size_mib: u64,
     /// Seconds one run of a harness may take.
     pub run_timeout_seconds: u64,
+    /// With `backend = "docker"`: the image whose root filesystem the base image starts from
+    /// (its shell, tools and system files), under the configured interpreter and coverage.py.
+    /// Taken from the daemon, else pulled from its registry; a `debian:SUITE[-slim]` no
+    /// registry serves is made from Debian's packages (`debootstrap`). None: the base image
+    /// holds only what it needs of this machine (`sandbox::docker`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_image: Option<String>,
 }
 
 impl Default for SandboxConfig {
@@ -88,6 +95,7 @@ impl Default for SandboxConfig {
             processes: 64,
             file_size_mib: 64,
             run_timeout_seconds: 60,
+            base_image: None,
         }
     }
 }
@@ -1391,6 +1399,22 @@ fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
             return Err(at("sandbox", key, &format!("`{key}` must be at least 1")));
         }
     }
+    if let Some(name) = &sb.base_image {
+        if let Err(why) = crate::sandbox::docker::check_reference(name) {
+            return Err(at(
+                "sandbox",
+                "base_image",
+                &format!("`base_image = \"{name}\"` is not an image name: {why}"),
+            ));
+        }
+        if sb.backend != Backend::Docker {
+            return Err(at(
+                "sandbox",
+                "base_image",
+                "`base_image` is for `backend = \"docker\"`; the local backend runs on this machine's system",
+            ));
+        }
+    }
     if !(0.0..=1.0).contains(&cfg.select.min_branch_coverage) {
         return Err(at(
             "select",
@@ -1754,6 +1778,23 @@ mod tests {
         assert!(e.starts_with("P:4:14:"), "{e}");
         let e = err("[[repo]]\npath = \"repo\"\n[context]\nstrategy = \"sliceed\"\n");
         assert!(e.starts_with("P:4:12:") && e.contains("sliceed"), "{e}");
+    }
+
+    #[test]
+    fn a_base_image_that_is_no_image_name_or_without_docker_is_named() {
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[sandbox]\nbackend = \"docker\"\nbase_image = \"Debian:Bookworm\"\n",
+        );
+        assert!(
+            e.starts_with("P:5:1: `base_image = \"Debian:Bookworm\"` is not an image name")
+                && e.contains("`Debian` may hold lowercase letters"),
+            "{e}"
+        );
+        let e = err("[[repo]]\npath = \"repo\"\n[sandbox]\nbase_image = \"debian:bookworm\"\n");
+        assert!(
+            e.starts_with("P:4:1: `base_image` is for `backend = \"docker\"`"),
+            "{e}"
+        );
     }
 
     #[test]

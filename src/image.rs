@@ -33,19 +33,100 @@ pub fn base_in(
     let interpreter = Probe::of(&cfg.env.python)?;
     let minor: Vec<&str> = interpreter.version.split('.').take(2).collect();
     let lib = format!("python{}", minor.join("."));
+    let coverage_dir = coverage_for(tools, sandbox, &interpreter, cfg)?;
+    let daemon = docker::connect()?;
+    let userland = match &cfg.sandbox.base_image {
+        Some(name) => Some(docker::userland(&daemon, name, tools)?),
+        None => None,
+    };
     let spec = BaseSpec {
         site: interpreter.site.clone(),
         prefix: interpreter.base_prefix.clone(),
         lib,
         python_version: interpreter.version.clone(),
         coverage: COVERAGE.into(),
-        coverage_dir: coverage_for(tools, sandbox, &interpreter, cfg)?,
+        coverage_dir,
+        userland,
     };
     let files = docker::base_files(&spec)?;
-    let tag = docker::base_tag(&spec, &files.0, &tools.join("base-tag.memo"))?;
-    let daemon = docker::connect()?;
+    let memo = match &spec.userland {
+        Some(_) => "base-tag-userland.memo",
+        None => "base-tag.memo",
+    };
+    let tag = docker::base_tag(&spec, &files.0, &tools.join(memo))?;
     let built = docker::build_base(&daemon, &spec, &files, &tag)?;
+    if built && let Err(e) = runs_in(&daemon, &tag, &interpreter, &spec, tools) {
+        // An image whose interpreter cannot run is no base: the next build makes it again.
+        let _ = docker::remove_image(&daemon, &tag);
+        return Err(e);
+    }
     Ok(((tag, built), spec.coverage_dir))
+}
+
+/// Checks a base image just built: its interpreter starts as a job does and imports
+/// coverage.py, and over an image's system, that system's shell still runs (it now loads the
+/// interpreter's libraries).
+fn runs_in(
+    daemon: &docker::Docker,
+    tag: &str,
+    interpreter: &Probe,
+    spec: &BaseSpec,
+    tools: &std::path::Path,
+) -> Result<()> {
+    let image = docker::DockerSandbox::new(daemon.clone(), tag.to_owned());
+    let scratch = tools.join(format!("scratch-check{}", std::process::id()));
+    fs_err::create_dir_all(&scratch)?;
+    let script = format!(
+        "import sys, coverage\nassert sys.version.split()[0] == {:?}, sys.version\nprint(coverage.__version__)",
+        interpreter.version
+    );
+    let mut checks = vec![(
+        interpreter.executable.clone(),
+        vec!["-I".to_owned(), "-c".into(), script],
+    )];
+    if spec.userland.is_some() {
+        checks.push((
+            "/bin/sh".into(),
+            vec!["-c".into(), "ls / >/dev/null".into()],
+        ));
+    }
+    let mut failed = None;
+    for (program, args) in checks {
+        let job = Job {
+            program: program.clone(),
+            args,
+            env: vec![],
+            scratch: scratch.clone(),
+            writable: vec![],
+            readonly: vec![],
+            hidden: vec![],
+            network: false,
+            limits: Limits {
+                wall_seconds: 120,
+                cpu_seconds: 120,
+                memory_mib: 1024,
+                processes: 64,
+                file_size_mib: 64,
+            },
+            image: None,
+        };
+        let said = match image.run(&job) {
+            Ok(o) if o.success() => continue,
+            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+            Err(e) => e.to_string(),
+        };
+        failed = Some(format!(
+            "the base image `{tag}`{} cannot run `{}`: {said}",
+            spec.userland
+                .as_ref()
+                .map(|u| format!(" (made on `{}`)", u.name))
+                .unwrap_or_default(),
+            program.display()
+        ));
+        break;
+    }
+    let _ = fs_err::remove_dir_all(&scratch);
+    failed.map_or(Ok(()), |why| Err(Error::env(why)))
 }
 
 /// The pinned coverage.py installed for this interpreter (`pip install --target`), from the

@@ -186,6 +186,10 @@ pub struct SandboxKey {
     pub memory_mib: u64,
     pub processes: u64,
     pub file_size_mib: u64,
+    /// The docker backend's `[sandbox] base_image`, by name (absent without one, so that the
+    /// keys of builds without one are unchanged): the system code sees.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_image: Option<String>,
 }
 
 /// The settings of the built-in generator.

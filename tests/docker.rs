@@ -704,3 +704,142 @@ fn a_daemon_whose_disk_fills_up_during_an_image_build_fails_the_build_clearly_an
         "coverage.py was installed again"
     );
 }
+
+/// Each instance of the build in `dir` by id: its tests, coverage and expected outcomes.
+fn instances_by_id(dir: &std::path::Path) -> std::collections::BTreeMap<String, serde_json::Value> {
+    common::jsonl(&dir.join("out/dataset.jsonl"))
+        .into_iter()
+        .map(|i| {
+            let id = i["id"].as_str().unwrap().to_owned();
+            let kept = serde_json::json!({
+                "tests": i["tests"],
+                "branch_coverage": i["branch_coverage"],
+                "line_coverage": i["line_coverage"],
+                "expected": i["expected"],
+                "harness_hash": i["harness_hash"],
+            });
+            (id, kept)
+        })
+        .collect()
+}
+
+#[test]
+fn a_base_image_on_debians_packages_gives_the_local_instances_and_a_missing_one_is_named() {
+    let Some(daemon) = common::docker() else {
+        return;
+    };
+    let have_debian = r2e::sandbox::docker::has_image(&daemon, "r2e-debian:bookworm");
+    let can_debootstrap = std::process::Command::new("debootstrap")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !common::require(
+        have_debian || can_debootstrap,
+        "Debian's `debootstrap` (the base image is made from Debian's packages here: no registry)",
+        "apt-get install debootstrap; `.ci/run` does",
+    ) {
+        return;
+    }
+    let repo = format!("//- pkg/__init__.py\n//- pkg/text.py\n{TEXT_PY}");
+    let local = common::Project::new(&repo, "[env]\ninstaller = \"pip\"\n");
+    common::offline_build(local.path());
+    let docker_toml = |image: &str| {
+        format!(
+            "[env]\ninstaller = \"pip\"\n\n[sandbox]\nbackend = \"docker\"\nbase_image = \"{image}\"\n"
+        )
+    };
+    let p = common::Project::new(&repo, &docker_toml("debian:bookworm-slim"));
+    // No registry serves `debian:bookworm-slim` here: it is made from Debian's packages, once.
+    common::offline_build(p.path());
+    let want = instances_by_id(local.path());
+    assert_eq!(want.len(), 2, "{want:?}");
+    assert_eq!(instances_by_id(p.path()), want);
+
+    // The base image is the Debian system with the interpreter and coverage.py on top: its
+    // jobs see Debian's files and tools, as the unprivileged user, with no network and a
+    // read-only root.
+    let (tag, _) = image_base(p.path());
+    let labels = std::process::Command::new("docker")
+        .args([
+            "image",
+            "inspect",
+            "-f",
+            "{{index .Config.Labels \"r2e.userland\"}}",
+            &tag,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&labels.stdout).trim(),
+        "debian:bookworm-slim"
+    );
+    let sandbox = DockerSandbox::new(daemon.clone(), tag);
+    let scratch = tempfile::tempdir().unwrap();
+    let (python, version) = python();
+    let job = Job {
+        program: python,
+        args: vec![
+            "-I".into(),
+            "-c".into(),
+            "import coverage, os, socket, subprocess, sys\nprint(open('/etc/debian_version').read().split('.')[0], sys.version.split()[0], os.getuid())\nprint([n for _, n in socket.if_nameindex()])\ntry:\n    open('/etc/x', 'w'); print('root writable')\nexcept OSError:\n    print('root read-only')\nr = subprocess.run(['sh', '-c', 'dpkg-query -W dpkg'], capture_output=True, text=True)\nprint(r.stdout.split()[0] if r.returncode == 0 else r.stderr)".into(),
+        ],
+        env: vec![],
+        scratch: scratch.path().to_path_buf(),
+        writable: vec![],
+        readonly: vec![],
+        hidden: vec![],
+        network: false,
+        limits: Limits {
+            wall_seconds: 60,
+            ..Limits::default()
+        },
+        image: None,
+    };
+    let out = sandbox.run(&job).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("12 {version} 65534\n['lo']\nroot read-only\ndpkg"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // An image that does not exist: named, with what was tried; an environmental failure,
+    // so nothing of it is stored and what the build did is kept.
+    let cache = p.path().join("cache");
+    let stored = |bucket: &str| {
+        std::fs::read_dir(cache.join(bucket))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let before: Vec<usize> = ["envs-v3", "actions/generate-v2", "actions/validate-v8"]
+        .iter()
+        .map(|b| stored(b))
+        .collect();
+    std::fs::write(
+        p.path().join("pipeline.toml"),
+        std::fs::read_to_string(p.path().join("pipeline.toml"))
+            .unwrap()
+            .replace("debian:bookworm-slim", "r2e-test/no-such-image:1"),
+    )
+    .unwrap();
+    let said = failed_for_the_daemon(
+        &build_against(p.path(), None),
+        "`[sandbox] base_image = \"r2e-test/no-such-image:1\"`: the Docker daemon has no such image and cannot pull it",
+    );
+    assert!(said.contains("docker load"), "{said}");
+    let after: Vec<usize> = ["envs-v3", "actions/generate-v2", "actions/validate-v8"]
+        .iter()
+        .map(|b| stored(b))
+        .collect();
+    assert_eq!(after, before, "the failure stored or lost entries");
+    // Put back, the build finds everything it did.
+    std::fs::write(
+        p.path().join("pipeline.toml"),
+        std::fs::read_to_string(p.path().join("pipeline.toml"))
+            .unwrap()
+            .replace("r2e-test/no-such-image:1", "debian:bookworm-slim"),
+    )
+    .unwrap();
+    let summary = common::offline_build(p.path());
+    assert_eq!(instances_by_id(p.path()), want, "{summary}");
+}

@@ -9,7 +9,9 @@
 //! package index into its `site-packages`: a root filesystem given to `docker import`
 //! (`create_image` from a tar stream). The interpreter keeps its path, so environments built
 //! from it run in the image unchanged. Its tag holds a hash of what it was made from; labels
-//! name the Python and coverage versions.
+//! name the Python and coverage versions. With `[sandbox] base_image` (a [`Userland`]) the same
+//! files but the system's programs and `/etc` go as one layer over that image (found, pulled,
+//! or for `debian:SUITE` made by `debootstrap`), libraries at this machine's real paths.
 //!
 //! A job runs in a container of the base image with no network (unless the job asks for it: an
 //! installation), memory (without swap), process and CPU limits, CPU-time and file-size
@@ -127,6 +129,251 @@ pub struct BaseSpec {
     /// The interpreter's own packages folder (`site.getsitepackages()[0]`), where the image
     /// gets coverage.py.
     pub site: PathBuf,
+    /// The image whose root filesystem the base image starts from (`[sandbox] base_image`);
+    /// `None`: only what it needs of this machine.
+    pub userland: Option<Userland>,
+}
+
+/// The image a base image starts from: its name as configured and the ID the daemon holds it
+/// under (part of the base image's tag).
+#[derive(Clone, Debug)]
+pub struct Userland {
+    pub name: String,
+    pub id: String,
+}
+
+/// Where `debootstrap` gets Debian's packages.
+pub const DEBIAN_MIRROR: &str = "http://deb.debian.org/debian";
+
+/// Checks that `name` is an image reference the daemon accepts: `[HOST[:PORT]/]PATH[:TAG]`
+/// with an optional `@ALGORITHM:HEX` digest, the path in lowercase.
+pub fn check_reference(name: &str) -> std::result::Result<(), String> {
+    let (rest, digest) = match name.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (name, None),
+    };
+    if let Some(d) = digest {
+        let ok = d.split_once(':').is_some_and(|(algo, hex)| {
+            !algo.is_empty()
+                && algo
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && hex.len() >= 32
+                && hex.chars().all(|c| c.is_ascii_hexdigit())
+        });
+        if !ok {
+            return Err(format!("`{d}` is not a digest (`sha256:` and its hex)"));
+        }
+    }
+    let (path, tag) = match rest.rsplit_once(':') {
+        Some((p, t)) if !t.contains('/') => (p, Some(t)),
+        _ => (rest, None),
+    };
+    if let Some(t) = tag {
+        let first = t.chars().next();
+        if t.len() > 128
+            || !first.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            || !t
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        {
+            return Err(format!(
+                "the tag `{t}` may hold letters, digits, `_`, `.` and `-`, and starts with a letter, a digit or `_`"
+            ));
+        }
+    }
+    if path.is_empty() {
+        return Err("it names no image".into());
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        // The first of several parts may be a registry's host, with a port.
+        let host = i == 0 && parts.len() > 1 && (part.contains(['.', ':']) || *part == "localhost");
+        let ok = if host {
+            part.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':'))
+        } else {
+            !part.is_empty()
+                && part.chars().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
+                })
+                && part.starts_with(|c: char| c.is_ascii_alphanumeric())
+                && part.ends_with(|c: char| c.is_ascii_alphanumeric())
+        };
+        if !ok {
+            return Err(format!(
+                "`{part}` may hold lowercase letters, digits and `.`, `_` or `-` between them"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The Debian suite `debian:SUITE` or `debian:SUITE-slim` names (`bookworm`, `stable`): what
+/// `debootstrap` can make when no registry serves the image.
+pub fn debian_suite(name: &str) -> Option<&str> {
+    let tag = name
+        .strip_prefix("debian:")
+        .or_else(|| name.strip_prefix("docker.io/library/debian:"))?;
+    let suite = tag.strip_suffix("-slim").unwrap_or(tag);
+    (!suite.is_empty() && suite.chars().all(|c| c.is_ascii_lowercase())).then_some(suite)
+}
+
+/// The image `[sandbox] base_image` names, as the daemon has it: found there, else pulled from
+/// its registry, else (a `debian:SUITE[-slim]`) made once from Debian's packages with
+/// `debootstrap` in `scratch` and kept as `r2e-debian:SUITE`. Either way a failure is
+/// environmental and says what was tried.
+pub fn userland(docker: &Docker, name: &str, scratch: &Path) -> Result<Userland> {
+    let found = |tag: &str| {
+        runtime()
+            .block_on(docker.inspect_image(tag))
+            .ok()
+            .and_then(|i| i.id)
+            .map(|id| Userland {
+                name: name.to_owned(),
+                id,
+            })
+    };
+    if let Some(u) = found(name) {
+        return Ok(u);
+    }
+    let made = debian_suite(name).map(|suite| format!("r2e-debian:{suite}"));
+    if let Some(u) = made.as_deref().and_then(found) {
+        return Ok(u);
+    }
+    let pulled = runtime().block_on(async {
+        let options = CreateImageOptions {
+            from_image: Some(name.to_owned()),
+            ..Default::default()
+        };
+        let mut stream = docker.create_image(Some(options), None, None);
+        while let Some(step) = stream.next().await {
+            let step = step.map_err(|e| e.to_string())?;
+            if let Some(detail) = step.error_detail.and_then(|d| d.message) {
+                return Err(detail);
+            }
+        }
+        Ok(())
+    });
+    let why = match pulled {
+        Ok(()) => match found(name) {
+            Some(u) => return Ok(u),
+            None => "the pull made no image".to_owned(),
+        },
+        Err(why) => why,
+    };
+    match (debian_suite(name), made) {
+        (Some(suite), Some(tag)) => {
+            eprintln!(
+                "`{name}` cannot be pulled ({why}); making it from Debian's packages (debootstrap {suite}), once"
+            );
+            debootstrap(docker, suite, &tag, scratch)?;
+            found(&tag).ok_or_else(|| Error::env(format!("importing `{tag}` made no image")))
+        }
+        _ => Err(Error::env(format!(
+            "`[sandbox] base_image = \"{name}\"`: the Docker daemon has no such image and cannot pull it: {why} (load it with `docker load`, or name one `docker images` lists)"
+        ))),
+    }
+}
+
+/// Makes Debian `suite` with `debootstrap --variant=minbase` from [`DEBIAN_MIRROR`] in a
+/// folder of `scratch` (this machine's root runs it: Debian's own packages, trusted) and
+/// imports it as image `tag`. The folder is removed whatever happens.
+fn debootstrap(docker: &Docker, suite: &str, tag: &str, scratch: &Path) -> Result<()> {
+    if !crate::sandbox::local::is_root() {
+        return Err(Error::env(format!(
+            "making `{tag}` from Debian's packages needs `debootstrap` run as root"
+        )));
+    }
+    let dir = scratch.join(format!("debootstrap-{suite}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    fs_err::create_dir_all(scratch)?;
+    let made = (|| {
+        let out = std::process::Command::new("debootstrap")
+            .args(["--variant=minbase", suite])
+            .arg(&dir)
+            .arg(DEBIAN_MIRROR)
+            .output()
+            .map_err(|e| {
+                Error::env(format!(
+                    "cannot run `debootstrap` (Debian's package `debootstrap`): {e}"
+                ))
+            })?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(&out.stderr);
+            let log = std::fs::read_to_string(dir.join("debootstrap/debootstrap.log"))
+                .unwrap_or_default();
+            let tail: Vec<&str> = said.lines().chain(log.lines()).rev().take(5).collect();
+            return Err(Error::env(format!(
+                "`debootstrap {suite}` from {DEBIAN_MIRROR} failed: {}",
+                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            )));
+        }
+        let changes = vec![
+            format!("LABEL r2e.debootstrap={suite}"),
+            format!("LABEL r2e.mirror={DEBIAN_MIRROR}"),
+        ];
+        import_rootfs(docker, tag, changes, |out| {
+            let mut child = std::process::Command::new("tar")
+                .arg("-C")
+                .arg(&dir)
+                .args([
+                    "--numeric-owner",
+                    "--exclude=./dev/*",
+                    "--exclude=./proc/*",
+                    "--exclude=./sys/*",
+                    "--exclude=./var/cache/apt/archives/*.deb",
+                    "-cf",
+                    "-",
+                    ".",
+                ])
+                .stdout(std::process::Stdio::piped())
+                .spawn()?;
+            let copied = std::io::copy(child.stdout.as_mut().expect("piped"), out);
+            let status = child.wait()?;
+            copied?;
+            if !status.success() {
+                return Err(std::io::Error::other(format!(
+                    "`tar` of the Debian folder exited with {status}"
+                )));
+            }
+            Ok(())
+        })
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    made
+}
+
+/// `docker import` of the root filesystem `write` writes as a tar, as image `tag`, with the
+/// configuration `changes` (`USER`, `LABEL` lines).
+fn import_rootfs(
+    docker: &Docker,
+    tag: &str,
+    changes: Vec<String>,
+    write: impl FnOnce(&mut ChunkWriter) -> std::io::Result<()> + Send,
+) -> Result<()> {
+    let (repo, version) = tag.split_once(':').unwrap_or((tag, "latest"));
+    let options = CreateImageOptions {
+        from_src: Some("-".into()),
+        repo: Some(repo.into()),
+        tag: Some(version.into()),
+        changes,
+        ..Default::default()
+    };
+    let what = format!("`docker import` of `{tag}`");
+    streamed(write, |body| {
+        runtime().block_on(async {
+            let mut stream =
+                docker.create_image(Some(options), Some(bollard::body_try_stream(body)), None);
+            while let Some(step) = stream.next().await {
+                let step = step.map_err(|e| daemon_failed(&what, e))?;
+                if let Some(detail) = step.error_detail.and_then(|d| d.message) {
+                    return Err(daemon_failed(&what, detail));
+                }
+            }
+            Ok::<(), Error>(())
+        })
+    })
 }
 
 /// A base image's files, each as (path in the image, source on this machine), and its folders.
@@ -204,18 +451,20 @@ pub fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
         }
         files.push((site.join(rel), e.path().to_path_buf()));
     }
-    // The shell and tools (their real files: `/bin` may be a link to `/usr/bin` here).
+    // The shell and tools (their real files: `/bin` may be a link to `/usr/bin` here), unless
+    // an image gives the system.
     let mut programs = Vec::new();
+    let own_system = spec.userland.is_none();
     let found = |name: &str| {
         ["/usr/bin", "/bin"]
             .iter()
             .find_map(|d| std::fs::canonicalize(Path::new(d).join(name)).ok())
     };
-    if let Some(sh) = found("sh") {
+    if let Some(sh) = found("sh").filter(|_| own_system) {
         files.push((PathBuf::from("/bin/sh"), sh.clone()));
         programs.push(sh);
     }
-    for name in PROGRAMS {
+    for name in PROGRAMS.iter().filter(|_| own_system) {
         if let Some(real) = found(name) {
             files.push((Path::new("/usr/bin").join(name), real.clone()));
             programs.push(real);
@@ -279,7 +528,16 @@ pub fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
     );
     for lib in libs {
         if !lib.starts_with(&spec.prefix) {
-            files.push((lib.clone(), lib));
+            // Over an image's system, a library goes where its folder really is here (`/lib`
+            // is a link to `/usr/lib` on merged-/usr systems): a folder entry must never
+            // replace the image's link.
+            let to = match (&spec.userland, lib.parent(), lib.file_name()) {
+                (Some(_), Some(dir), Some(name)) => std::fs::canonicalize(dir)
+                    .map(|d| d.join(name))
+                    .unwrap_or_else(|_| lib.clone()),
+                _ => lib.clone(),
+            };
+            files.push((to, lib));
         }
     }
     files.sort();
@@ -298,6 +556,9 @@ pub fn base_tag(spec: &BaseSpec, files: &[(PathBuf, PathBuf)], memo: &Path) -> R
     stat.update(&BASE_FORMAT.to_le_bytes());
     stat.update(spec.python_version.as_bytes());
     stat.update(spec.coverage.as_bytes());
+    if let Some(u) = &spec.userland {
+        stat.update(u.id.as_bytes());
+    }
     for (to, from) in files {
         stat.update(to.as_os_str().as_encoded_bytes());
         stat.update(&[0]);
@@ -324,6 +585,9 @@ pub fn base_tag(spec: &BaseSpec, files: &[(PathBuf, PathBuf)], memo: &Path) -> R
     h.update(&BASE_FORMAT.to_le_bytes());
     h.update(spec.python_version.as_bytes());
     h.update(spec.coverage.as_bytes());
+    if let Some(u) = &spec.userland {
+        h.update(u.id.as_bytes());
+    }
     for (to, from) in files {
         h.update(to.as_os_str().as_encoded_bytes());
         h.update(&[0]);
@@ -343,43 +607,102 @@ pub fn has_image(docker: &Docker, tag: &str) -> bool {
 }
 
 /// Builds the base image for `spec` under `tag` (see the module's documentation), unless the
-/// daemon has it. Returns whether it was built.
+/// daemon has it. Returns whether it was built. Without a userland it is a root filesystem
+/// given to `docker import`; with one, a build `FROM` it that adds the same files as one layer.
 pub fn build_base(docker: &Docker, spec: &BaseSpec, base: &BaseFiles, tag: &str) -> Result<bool> {
     if has_image(docker, tag) {
         return Ok(false);
     }
-    let (repo, version) = tag.split_once(':').unwrap_or((tag, "latest"));
-    let options = CreateImageOptions {
-        from_src: Some("-".into()),
-        repo: Some(repo.into()),
-        tag: Some(version.into()),
-        changes: vec![
-            format!("USER {USER}"),
-            "WORKDIR /tmp".into(),
-            format!("LABEL r2e.python={}", spec.python_version),
-            format!("LABEL r2e.coverage={}", spec.coverage),
-            format!("LABEL r2e.format={BASE_FORMAT}"),
-        ],
-        ..Default::default()
+    let config = vec![
+        format!("USER {USER}"),
+        "WORKDIR /tmp".into(),
+        format!("LABEL r2e.python={}", spec.python_version),
+        format!("LABEL r2e.coverage={}", spec.coverage),
+        format!("LABEL r2e.format={BASE_FORMAT}"),
+    ];
+    let Some(userland) = &spec.userland else {
+        import_rootfs(docker, tag, config, |out| write_base_tar(spec, base, out))?;
+        return Ok(true);
     };
-    streamed(
-        |out| write_base_tar(spec, base, out),
-        |body| {
-            runtime().block_on(async {
-                let mut stream =
-                    docker.create_image(Some(options), Some(bollard::body_try_stream(body)), None);
-                while let Some(step) = stream.next().await {
-                    let step =
-                        step.map_err(|e| daemon_failed("`docker import` of the base image", e))?;
-                    if let Some(detail) = step.error_detail.and_then(|d| d.message) {
-                        return Err(daemon_failed("`docker import` of the base image", detail));
-                    }
+    // One `LABEL` instruction: each instruction of a build is a step of its own.
+    let labels: Vec<&str> = config
+        .iter()
+        .filter_map(|line| line.strip_prefix("LABEL "))
+        .collect();
+    let config = format!(
+        "{}\nLABEL {} r2e.userland={}",
+        config[..2].join("\n"),
+        labels.join(" "),
+        userland.name
+    );
+    // The files' tar goes into the context whole, so its size is needed first: it is written
+    // twice, the first time only counted (the same files give the same bytes).
+    let mut counted = Counted(0);
+    write_base_tar(spec, base, &mut counted)?;
+    let size = counted.0;
+    let dockerfile = format!("FROM {}\nADD rootfs.tar /\n{config}\n", userland.id);
+    build_image(docker, tag, |out| {
+        let mut context = tar::Builder::new(out);
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(0o644);
+        h.set_size(dockerfile.len() as u64);
+        context.append_data(&mut h, "Dockerfile", dockerfile.as_bytes())?;
+        let mut h = tar::Header::new_gnu();
+        h.set_mode(0o644);
+        h.set_size(size);
+        let (reader, writer) = std::io::pipe()?;
+        std::thread::scope(|scope| {
+            let written = scope.spawn(move || {
+                let mut writer = Bounded(writer, size);
+                write_base_tar(spec, base, &mut writer)?;
+                if writer.1 != 0 {
+                    return Err(std::io::Error::other(
+                        "the base image's files changed while it was made",
+                    ));
                 }
-                Ok::<(), Error>(())
-            })
-        },
-    )?;
+                Ok(())
+            });
+            let appended = context.append_data(&mut h, "rootfs.tar", reader);
+            let written = written.join().expect("the tar writer does not panic");
+            written.and(appended)
+        })?;
+        context.into_inner()?.flush()
+    })?;
     Ok(true)
+}
+
+/// A writer that only counts what it is given.
+struct Counted(u64);
+
+impl Write for Counted {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0 += data.len() as u64;
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A writer that takes at most the bytes left (its second field), and fails past them.
+struct Bounded<W>(W, u64);
+
+impl<W: Write> Write for Bounded<W> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if data.len() as u64 > self.1 {
+            return Err(std::io::Error::other(
+                "the base image's files changed while it was made",
+            ));
+        }
+        let n = self.0.write(data)?;
+        self.1 -= n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// Writes the base image's root filesystem as a tar to `out`.
@@ -428,7 +751,7 @@ fn write_base_tar(spec: &BaseSpec, base: &BaseFiles, out: impl Write) -> std::io
         ),
         ("etc/group", format!("root:x:0:\nr2e:x:{USER}:\n")),
     ];
-    for (path, text) in &etc {
+    for (path, text) in etc.iter().filter(|_| spec.userland.is_none()) {
         let mut h = header(0o644, text.len() as u64, tar::EntryType::Regular);
         tar.append_data(&mut h, path, text.as_bytes())?;
     }
@@ -1036,6 +1359,39 @@ impl Sandbox for DockerSandbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_names_are_checked_and_debian_suites_found() {
+        for good in [
+            "debian:bookworm-slim",
+            "python",
+            "localhost:5000/team/python:3.11-slim",
+            "registry.example.org/a_b/c-d.e:v1.2_3",
+            "debian@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        ] {
+            assert_eq!(check_reference(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "",
+            "Debian:bookworm",
+            "debian:",
+            "debian:-slim",
+            "debian bookworm",
+            "team//python",
+            "-python",
+            "debian@sha256:xyz",
+        ] {
+            assert!(check_reference(bad).is_err(), "{bad}");
+        }
+        assert_eq!(debian_suite("debian:bookworm-slim"), Some("bookworm"));
+        assert_eq!(debian_suite("debian:trixie"), Some("trixie"));
+        assert_eq!(
+            debian_suite("docker.io/library/debian:stable"),
+            Some("stable")
+        );
+        assert_eq!(debian_suite("debian:12"), None);
+        assert_eq!(debian_suite("ubuntu:noble"), None);
+    }
 
     fn outcome(code: i32, stderr: &str) -> Outcome {
         Outcome {

@@ -34,6 +34,7 @@ impl Exec<'_> {
             memory_mib: self.settings.memory_mib,
             processes: self.settings.processes,
             file_size_mib: self.settings.file_size_mib,
+            base_image: self.settings.base_image.clone(),
         }
     }
 

@@ -268,10 +268,8 @@ fn installed(
         },
         image: None,
     };
-    let out = match sandbox.run(&job) {
-        Ok(out) => out,
-        Err(e) => return Ok(Err(e.to_string())),
-    };
+    // The sandbox failing to run it is the build's failure, never the environment's.
+    let out = sandbox.run(&job)?;
     if !out.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let last = stderr.lines().last().unwrap_or("it failed");
@@ -599,7 +597,8 @@ impl EnvBuilder<'_> {
 
     /// Whether an environment the cache holds still works as built: its interpreter runs,
     /// imports coverage, and reports the packages it was built with. `Err(why)` when it does
-    /// not; a failure of the sandbox itself counts as not working (the environment is rebuilt).
+    /// not. A failure of the sandbox itself is an error: it says nothing of the environment,
+    /// which stays.
     pub fn check(&self, env: &Env) -> Result<std::result::Result<(), String>> {
         let scratch = self.cache.dir(Bucket::Scratch)?.join(format!(
             "env-check-{}-{}",
@@ -615,11 +614,12 @@ impl EnvBuilder<'_> {
             &scratch,
         );
         let _ = fs_err::remove_dir_all(&scratch);
-        Ok(match found {
-            Ok(Ok(list)) if list == env.record.installed => Ok(()),
-            Ok(Ok(_)) => Err("its packages are not the ones it was built with".into()),
-            Ok(Err(why)) => Err(why),
-            Err(e) => Err(e.to_string()),
+        // A sandbox that cannot run the check (no daemon, no base image) says nothing of the
+        // environment: the build's failure, and the entry stays.
+        Ok(match found? {
+            Ok(list) if list == env.record.installed => Ok(()),
+            Ok(_) => Err("its packages are not the ones it was built with".into()),
+            Err(why) => Err(why),
         })
     }
 
