@@ -600,6 +600,14 @@ impl EnvBuilder<'_> {
     /// not. A failure of the sandbox itself is an error: it says nothing of the environment,
     /// which stays.
     pub fn check(&self, env: &Env) -> Result<std::result::Result<(), String>> {
+        // Its interpreter (a link to the configured one) must be there: a sandbox cannot start
+        // a program that is not, and would say so as its own failure.
+        if !env.python.exists() {
+            return Ok(Err(format!(
+                "its interpreter `{}` is missing",
+                env.python.display()
+            )));
+        }
         let scratch = self.cache.dir(Bucket::Scratch)?.join(format!(
             "env-check-{}-{}",
             std::process::id(),
