@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cold throughput of r2e (parse + extract + slice) next to CPython's ast on the same files, the
 # no-op rebuild time, and the extraction cross-check. Usage: bash bench/run.sh [ROOT ...]
-# (default ROOT: this machine's Python standard library). R2E_BIN=path measures that binary.
+# (default ROOT: this machine's Python standard library). R2E_BIN=path measures that binary;
+# ROUNDS=N adds N paired rounds and their median ratio.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # R2E_BIN picks another binary (to measure two builds on the same machine in one sitting).
@@ -54,5 +55,29 @@ PY
   python3 "$here/ast_extract.py" "$root" --compare "$work/out/functions.jsonl" > "$work/compare.json" || true
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d.pop("differences"); print("cross-check:", json.dumps(d))' "$work/compare.json"
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["differences"][:3]; [print("  differs:", json.dumps(x)[:400]) for x in d]' "$work/compare.json"
+  # ROUNDS=N: N more cold builds, each right after a run of CPython's extractor, so that both
+  # sides see the same machine; prints each round's ratio and their median (this machine's
+  # speed varies from minute to minute, and one ratio can be off by a fourth).
+  if [ "${ROUNDS:-1}" -gt 1 ]; then
+    ratios=()
+    for i in $(seq "$ROUNDS"); do
+      a=$(python3 "$here/ast_extract.py" "$root" --time | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')
+      round=$(mktemp -d)
+      cp "$work/pipeline.toml" "$round/"
+      r=$(python3 - "$r2e" "$round" <<'PY'
+import subprocess, sys, time
+r2e, work = sys.argv[1], sys.argv[2]
+start = time.perf_counter()
+subprocess.run([r2e, "build", f"{work}/pipeline.toml", "--until", "slice", "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+print(time.perf_counter() - start)
+PY
+)
+      rm -rf "$round"
+      ratio=$(python3 -c "print(f'{$a / $r:.2f}')")
+      ratios+=("$ratio")
+      printf 'round %d: CPython ast %.2f s, r2e %.2f s, %sx\n' "$i" "$a" "$r" "$ratio"
+    done
+    python3 -c 'import statistics,sys; r=sorted(map(float, sys.argv[1:])); print(f"median ratio over {len(r)} rounds: {statistics.median(r):.2f}x (min {r[0]:.2f}x, max {r[-1]:.2f}x)")' "${ratios[@]}"
+  fi
   [ -n "${R2E_KEEP:-}" ] && echo "kept $work" || rm -rf "$work"
 done

@@ -217,6 +217,48 @@ fn status_names_the_settings_that_changed() {
     );
 }
 
+/// The docker backend's `base_image` is part of every key that runs code: `status` names it for
+/// the stages that run code. (No code runs here, so no daemon is needed.)
+#[test]
+fn status_names_a_changed_base_image() {
+    let p = Project::new(
+        SMALL,
+        "[sandbox]\nbackend = \"docker\"\nbase_image = \"debian:bookworm-slim\"\n",
+    );
+    common::build_until_slice(&p.pipeline());
+    let json = || {
+        common::stdout_json(
+            r2e()
+                .args(["status", "--json", "--until", "slice", "-p"])
+                .arg(p.pipeline()),
+        )
+    };
+    assert_eq!(json()["up_to_date"], true);
+    let pipeline = std::fs::read_to_string(p.pipeline()).unwrap();
+    std::fs::write(
+        p.pipeline(),
+        pipeline.replace("debian:bookworm-slim", "debian:trixie-slim"),
+    )
+    .unwrap();
+    let v = json();
+    assert_eq!(v["up_to_date"], false, "{v}");
+    for stage in ["generate", "validate"] {
+        let changed = &v["settings_changed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["stage"] == stage)
+            .unwrap_or_else(|| panic!("{stage} in {v}"))["changed"];
+        assert_eq!(
+            changed,
+            &serde_json::json!([
+                "`sandbox.base_image`: \"debian:bookworm-slim\" -> \"debian:trixie-slim\""
+            ]),
+            "{stage}: {v}"
+        );
+    }
+}
+
 /// An interpreter that does not run: `status` says it cannot plan the environments, and still
 /// answers the rest.
 #[test]

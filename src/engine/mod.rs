@@ -242,7 +242,16 @@ pub fn stage_settings(cfg: &Config) -> StageSettings {
                 serde_json::to_string(&c.sandbox.file_size_mib),
             ),
         ]
-        .map(|(k, v)| (k.to_owned(), v.unwrap_or_default()));
+        .map(|(k, v)| (k.to_owned(), v.unwrap_or_default()))
+        .into_iter()
+        // Only when set, as in `SandboxKey`: the state of a build without one is unchanged.
+        .chain(
+            c.sandbox
+                .base_image
+                .as_ref()
+                .map(|name| ("sandbox.base_image".to_owned(), format!("{name:?}"))),
+        )
+        .collect::<Vec<_>>();
         let mut extract = Vec::new();
         fields("", &c.extract, &mut extract);
         let mut slice = Vec::new();

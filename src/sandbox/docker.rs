@@ -23,7 +23,12 @@
 //! `[sandbox] backend = "docker"` runs a build's jobs this way (`services`). A job with an
 //! `ImageRun` runs in that environment image instead (an export's: `crate::export`), with only
 //! its scratch folder mounted. Also here: building an image from a streamed context (the
-//! classic builder), `docker save`/`load`, an image's ID and layers. Not yet: warm containers.
+//! classic builder), `docker save`/`load`, an image's ID and layers.
+//!
+//! A container holds one job. A validation or check job is a batch worker that forks each run
+//! inside its container, with each child's own memory limit (`r2e_batch`); `r2e serve` keeps
+//! such workers, so containers, warm across requests (`stages::warm`). Not yet: a build keeping
+//! containers across its batches.
 
 use std::collections::HashMap;
 use std::io::Write;
