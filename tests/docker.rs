@@ -811,35 +811,33 @@ fn a_base_image_on_debians_packages_gives_the_local_instances_and_a_missing_one_
             .map(|d| d.count())
             .unwrap_or(0)
     };
-    let before: Vec<usize> = ["envs-v3", "actions/generate-v2", "actions/validate-v8"]
-        .iter()
-        .map(|b| stored(b))
-        .collect();
-    std::fs::write(
-        p.path().join("pipeline.toml"),
-        std::fs::read_to_string(p.path().join("pipeline.toml"))
-            .unwrap()
-            .replace("debian:bookworm-slim", "r2e-test/no-such-image:1"),
-    )
-    .unwrap();
+    let counts = || -> Vec<usize> {
+        ["envs-v3", "actions/generate-v2", "actions/validate-v8"]
+            .iter()
+            .map(|b| stored(b))
+            .collect()
+    };
+    let pipeline = p.path().join("pipeline.toml");
+    let use_image = |from: &str, to: &str| {
+        let text = std::fs::read_to_string(&pipeline).unwrap();
+        std::fs::write(&pipeline, text.replace(from, to)).unwrap();
+    };
+    let before = counts();
+    use_image("debian:bookworm-slim", "r2e-test/no-such-image:1");
     let said = failed_for_the_daemon(
         &build_against(p.path(), None),
         "`[sandbox] base_image = \"r2e-test/no-such-image:1\"`: the Docker daemon has no such image and cannot pull it",
     );
     assert!(said.contains("docker load"), "{said}");
-    let after: Vec<usize> = ["envs-v3", "actions/generate-v2", "actions/validate-v8"]
-        .iter()
-        .map(|b| stored(b))
-        .collect();
-    assert_eq!(after, before, "the failure stored or lost entries");
-    // Put back, the build finds everything it did.
-    std::fs::write(
-        p.path().join("pipeline.toml"),
-        std::fs::read_to_string(p.path().join("pipeline.toml"))
-            .unwrap()
-            .replace("r2e-test/no-such-image:1", "debian:bookworm-slim"),
-    )
-    .unwrap();
+    assert_eq!(counts(), before, "the failure stored or lost entries");
+    // Put back, the build finds everything it did and runs no code again.
+    use_image("r2e-test/no-such-image:1", "debian:bookworm-slim");
     let summary = common::offline_build(p.path());
+    for stage in ["env", "generate", "validate"] {
+        assert_eq!(
+            summary["stages"][stage]["executed"], 0,
+            "{stage}: {summary}"
+        );
+    }
     assert_eq!(instances_by_id(p.path()), want, "{summary}");
 }
