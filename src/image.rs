@@ -116,12 +116,17 @@ fn runs_in(
             Err(e) => e.to_string(),
         };
         failed = Some(format!(
-            "the base image `{tag}`{} cannot run `{}`: {said}",
+            "the base image `{tag}`{} cannot run `{}`: {said}{}",
             spec.userland
                 .as_ref()
                 .map(|u| format!(" (made on `{}`)", u.name))
                 .unwrap_or_default(),
-            program.display()
+            program.display(),
+            if spec.userland.is_some() {
+                " (`base_image` must be a glibc system with merged /usr, where `/lib64` and `/lib` lead into `/usr`, as Debian 12 and Ubuntu 22.04 and later are)"
+            } else {
+                ""
+            }
         ));
         break;
     }

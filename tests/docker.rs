@@ -841,3 +841,54 @@ fn a_base_image_on_debians_packages_gives_the_local_instances_and_a_missing_one_
     }
     assert_eq!(instances_by_id(p.path()), want, "{summary}");
 }
+
+#[test]
+fn a_base_image_on_a_system_the_interpreter_cannot_run_on_is_refused_and_not_kept() {
+    if common::docker().is_none() {
+        return;
+    }
+    // An image of one empty folder, made here (`docker import`): no registry is needed.
+    let tag = format!("r2e-test/empty:{}", std::process::id());
+    let empty = tempfile::tempdir().unwrap();
+    let import = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "tar -C {} -cf - . | docker import - {tag}",
+            empty.path().display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        import.status.success(),
+        "{}",
+        String::from_utf8_lossy(&import.stderr)
+    );
+    let p = common::Project::new(
+        &format!("//- pkg/__init__.py\n//- pkg/text.py\n{TEXT_PY}"),
+        &format!(
+            "[env]\ninstaller = \"pip\"\n\n[sandbox]\nbackend = \"docker\"\nbase_image = \"{tag}\"\n"
+        ),
+    );
+    let out = build_against(p.path(), None);
+    let made_on = || {
+        let out = std::process::Command::new("docker")
+            .args(["images", "-q", "--filter"])
+            .arg(format!("label=r2e.userland={tag}"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let left = made_on();
+    let _ = std::process::Command::new("docker")
+        .args(["rmi", "-f", &tag])
+        .output();
+    // Its libraries go where they are here, under `/usr`, which an empty system does not lead
+    // `/lib64` to: the interpreter's loader is not found. The build fails for it, saying what
+    // `base_image` must be, and the base image made on it is removed, not used.
+    let said = failed_for_the_daemon(&out, &format!("(made on `{tag}`) cannot run `"));
+    assert!(
+        said.contains("must be a glibc system with merged /usr"),
+        "{said}"
+    );
+    assert_eq!(left, "", "a base image that failed its check was kept");
+}
