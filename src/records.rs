@@ -505,6 +505,11 @@ pub struct HarnessRecord {
     /// How many of the explorer's own mutants the kept tests kill (built-in harnesses).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explorer_mutants: Option<MutantCount>,
+    /// The explorer stopped at `[generate] time_limit_seconds` (built-in harnesses; written
+    /// only when it did): its tests are those found by then, which depends on the machine's
+    /// speed, so another machine may write another harness.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub explorer_time_limit_hit: bool,
 }
 
 /// Mutants made and mutants killed.

@@ -135,11 +135,34 @@ fn mutants(source: &str) -> Vec<(&'static str, String)> {
     out
 }
 
+/// An exploration stopped by `[generate] time_limit_seconds` says so on its harness's line: its
+/// tests are those found by then, which depends on the machine's speed.
+#[test]
+fn an_exploration_cut_by_its_time_limit_is_recorded_on_its_harness() {
+    let p = common::Project::new(
+        "//- m.py\nimport time\n\n\ndef slow(x):\n    \"\"\"x plus one, slowly.\"\"\"\n    time.sleep(0.05)\n    if x > 3:\n        return x + 1\n    return x - 1\n",
+        "[env]\ninstaller = \"pip\"\n\n[extract]\nconnectivity = false\n\n[generate]\ntime_limit_seconds = 2\n",
+    );
+    common::offline_build(p.path());
+    let lines = common::jsonl(&p.path().join("out/harnesses.jsonl"));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    // 1,500 executions of 50 ms each do not fit in 2 s.
+    assert_eq!(lines[0]["explorer_time_limit_hit"], true, "{lines:?}");
+    assert_eq!(lines[0]["valid"], true, "{lines:?}");
+}
+
 #[test]
 fn examples_build_into_a_checked_dataset() {
     let ex = Examples::new();
     let first = ex.build();
     let harnesses = ex.jsonl("harnesses.jsonl");
+    // Every exploration finished within its 60 s: no line says it was cut.
+    assert!(
+        harnesses
+            .iter()
+            .all(|h| h.get("explorer_time_limit_hit").is_none()),
+        "{harnesses:?}"
+    );
     let valid = harnesses.iter().filter(|h| h["valid"] == true).count();
     let candidates = first["counts"]["candidates"].as_u64().unwrap() as usize;
     assert_eq!(harnesses.len(), candidates);

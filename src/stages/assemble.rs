@@ -42,6 +42,7 @@ impl Done {
             llm: None,
             refine: None,
             explorer_mutants: None,
+            explorer_time_limit_hit: false,
         }
     }
 
@@ -87,7 +88,8 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
     let mut record = Done::record(&c, w.generator, Some(&v));
     record.harness_from = w.from;
     record.llm = w.spent;
-    record.explorer_mutants = w.explorer_mutants;
+    record.explorer_mutants = w.explorer.mutants;
+    record.explorer_time_limit_hit = w.explorer.time_limit_hit;
     let strong = w
         .mutants
         .as_ref()

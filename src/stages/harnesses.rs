@@ -84,17 +84,27 @@ pub struct Written {
     pub from: Option<HarnessFrom>,
     /// The model requests the harness needed, for the model-driven generators.
     pub spent: Option<Spent>,
-    /// What the built-in harness's tests kill of the explorer's mutants.
-    pub explorer_mutants: Option<MutantCount>,
+    /// What the explorer said of the built-in harness's tests (none for a model's alone).
+    pub explorer: ExplorerNotes,
     /// The dataset's mutation score of the harness (stage `mutate`, valid harnesses).
     pub mutants: Option<MutationScore>,
+}
+
+/// What the explorer says of the harness it wrote, for its record.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExplorerNotes {
+    /// What its tests kill of the explorer's own mutants.
+    pub mutants: Option<MutantCount>,
+    /// The explorer stopped at `[generate] time_limit_seconds`: the tests are those found by
+    /// then, which depends on the machine's speed.
+    pub time_limit_hit: bool,
 }
 
 /// A candidate after `generate`: finished (no harness), a built-in harness to validate, or a
 /// validated harness.
 pub enum Step {
     Done(Box<Done>),
-    Harness(Box<Candidate>, Arc<Env>, String, Option<MutantCount>),
+    Harness(Box<Candidate>, Arc<Env>, String, ExplorerNotes),
     Validated(Box<Candidate>, Arc<Env>, Box<Written>),
 }
 
@@ -329,12 +339,15 @@ fn generate_one(
         tallies.retry_later();
     }
     let answer = explored.answer;
-    let mutants = answer.mutants.map(|m| MutantCount {
-        total: m.total,
-        killed: m.killed,
-    });
+    let notes = ExplorerNotes {
+        mutants: answer.mutants.map(|m| MutantCount {
+            total: m.total,
+            killed: m.killed,
+        }),
+        time_limit_hit: answer.time_limit_hit,
+    };
     match (answer.status.as_str(), answer.harness) {
-        ("ok", Some(h)) => Ok(Step::Harness(Box::new(c), env, h, mutants)),
+        ("ok", Some(h)) => Ok(Step::Harness(Box::new(c), env, h, notes)),
         _ => {
             tallies.generate.failed();
             let message = answer
@@ -393,7 +406,7 @@ fn validate_builtin(
         .into_iter()
         .zip(checked)
         .map(|(step, v)| match (step, v) {
-            (Step::Harness(c, env, harness, mutants), Some(v)) => Step::Validated(
+            (Step::Harness(c, env, harness, explorer), Some(v)) => Step::Validated(
                 c,
                 env,
                 Box::new(Written {
@@ -403,7 +416,7 @@ fn validate_builtin(
                     generator: Generator::Builtin,
                     from: None,
                     spent: None,
-                    explorer_mutants: mutants,
+                    explorer,
                     mutants: None,
                 }),
             ),
@@ -530,7 +543,7 @@ fn llm_one(exec: &Exec, generator: &LlmGenerator, c: Candidate, tallies: &Tallie
                 generator: Generator::Llm,
                 from: None,
                 spent: Some(outcome.spent),
-                explorer_mutants: None,
+                explorer: ExplorerNotes::default(),
                 mutants: None,
             }),
         )),
@@ -657,10 +670,11 @@ fn hybrid_one(
         }
     };
     let (harness, validation, fresh, from) = chosen;
-    // The explorer's kills hold for its own tests, which a model-only harness lacks.
-    let explorer_mutants = built
+    // What the explorer said holds for its own tests, which a model-only harness lacks.
+    let explorer = built
         .filter(|_| from != HarnessFrom::Model)
-        .and_then(|b| b.explorer_mutants);
+        .map(|b| b.explorer)
+        .unwrap_or_default();
     Ok(Step::Validated(
         Box::new(c),
         env,
@@ -671,7 +685,7 @@ fn hybrid_one(
             generator: Generator::Hybrid,
             from: Some(from),
             spent: Some(outcome.spent),
-            explorer_mutants,
+            explorer,
             mutants: None,
         }),
     ))
