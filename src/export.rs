@@ -478,9 +478,10 @@ pub struct GcImage {
 
 /// Removes r2e's images older than `older_than` seconds that the dataset `cfg` builds does not
 /// use: environment images (`r2e export`'s) whose environment key and commit are not those of
-/// a repository of its last build on the newest base image, and base images other than the
-/// newest that no image kept is built on. An image a container uses stays. Returns what was
-/// removed.
+/// a repository of its last build, and base images other than the newest that no image kept is
+/// built on. Which base a kept image stands on does not matter: pipelines with other
+/// `base_image`s share a daemon, and the newest base may be another's. An image a container
+/// uses stays. Returns what was removed.
 pub fn gc_images(cfg: &Config, older_than: u64, dry_run: bool) -> Result<Vec<GcImage>> {
     let output = crate::engine::outputs::resolve(&cfg.output);
     let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
@@ -524,14 +525,13 @@ pub fn gc_images(cfg: &Config, older_than: u64, dry_run: bool) -> Result<Vec<GcI
     let mut kept_bases = std::collections::BTreeSet::from([newest.clone()]);
     for image in docker::list_images(&docker, "r2e-env")? {
         let label = |k: &str| image.labels.get(k).cloned().unwrap_or_default();
-        let base = label("r2e.base");
-        if used.contains(&(label("r2e.env_key"), label("r2e.commit"))) && base == newest {
-            continue;
+        let used = used.contains(&(label("r2e.env_key"), label("r2e.commit")));
+        if used || now - image.created < older_than as i64 {
+            kept_bases.insert(label("r2e.base"));
         }
-        if now - image.created < older_than as i64 {
-            kept_bases.insert(base);
+        if !used {
+            consider(image)?;
         }
-        consider(image)?;
     }
     for image in bases {
         if !image.tags.iter().any(|t| kept_bases.contains(t)) {

@@ -49,11 +49,7 @@ pub fn base_in(
         userland,
     };
     let files = docker::base_files(&spec)?;
-    let memo = match &spec.userland {
-        Some(_) => "base-tag-userland.memo",
-        None => "base-tag.memo",
-    };
-    let tag = docker::base_tag(&spec, &files.0, &tools.join(memo))?;
+    let tag = docker::base_tag(&spec, &files.0, &tools.join("base-tag.memo"))?;
     let built = docker::build_base(&daemon, &spec, &files, &tag)?;
     if built && let Err(e) = runs_in(&daemon, &tag, &interpreter, &spec, tools) {
         // An image whose interpreter cannot run is no base: the next build makes it again.
@@ -90,8 +86,7 @@ fn runs_in(
             vec!["-c".into(), "ls / >/dev/null".into()],
         ));
     }
-    let mut failed = None;
-    for (program, args) in checks {
+    let checked = checks.into_iter().try_for_each(|(program, args)| {
         let job = Job {
             program: program.clone(),
             args,
@@ -110,12 +105,18 @@ fn runs_in(
             },
             image: None,
         };
-        let said = match image.run(&job) {
-            Ok(o) if o.success() => continue,
-            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_owned(),
-            Err(e) => e.to_string(),
-        };
-        failed = Some(format!(
+        match image.run(&job) {
+            Ok(o) if o.success() => Ok(()),
+            Ok(o) => Err((
+                program,
+                String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+            )),
+            Err(e) => Err((program, e.to_string())),
+        }
+    });
+    let _ = fs_err::remove_dir_all(&scratch);
+    checked.map_err(|(program, said)| {
+        Error::env(format!(
             "the base image `{tag}`{} cannot run `{}`: {said}{}",
             spec.userland
                 .as_ref()
@@ -127,11 +128,8 @@ fn runs_in(
             } else {
                 ""
             }
-        ));
-        break;
-    }
-    let _ = fs_err::remove_dir_all(&scratch);
-    failed.map_or(Ok(()), |why| Err(Error::env(why)))
+        ))
+    })
 }
 
 /// The pinned coverage.py installed for this interpreter (`pip install --target`), from the

@@ -453,6 +453,21 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
             .collect()
     };
     assert!(!would_remove(p.path()).contains(&tag));
+    // ... also when a newer base image is on the daemon (another pipeline's `base_image`).
+    let newer = format!("r2e-base:test-newer-{}", std::process::id());
+    let made = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("tar -cf - -T /dev/null | docker import - {newer}"))
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let removable = would_remove(p.path());
+    r2e::sandbox::docker::remove_image(&daemon, &newer).unwrap();
+    assert!(!removable.contains(&tag), "{removable:?}");
 
     // Removed from the daemon, then imported: the same verdicts, in the image.
     r2e::sandbox::docker::remove_image(&daemon, &tag).unwrap();

@@ -242,7 +242,8 @@ pub fn userland(docker: &Docker, name: &str, scratch: &Path) -> Result<Userland>
     if let Some(u) = found(name) {
         return Ok(u);
     }
-    let made = debian_suite(name).map(|suite| format!("r2e-debian:{suite}"));
+    let suite = debian_suite(name);
+    let made = suite.map(|suite| format!("r2e-debian:{suite}"));
     if let Some(u) = made.as_deref().and_then(found) {
         return Ok(u);
     }
@@ -267,7 +268,7 @@ pub fn userland(docker: &Docker, name: &str, scratch: &Path) -> Result<Userland>
         },
         Err(why) => why,
     };
-    match (debian_suite(name), made) {
+    match (suite, made) {
         (Some(suite), Some(tag)) => {
             eprintln!(
                 "`{name}` cannot be pulled ({why}); making it from Debian's packages (debootstrap {suite}), once"
@@ -618,103 +619,54 @@ pub fn build_base(docker: &Docker, spec: &BaseSpec, base: &BaseFiles, tag: &str)
     if has_image(docker, tag) {
         return Ok(false);
     }
-    let config = vec![
+    let mut config = vec![
         format!("USER {USER}"),
         "WORKDIR /tmp".into(),
-        format!("LABEL r2e.python={}", spec.python_version),
-        format!("LABEL r2e.coverage={}", spec.coverage),
-        format!("LABEL r2e.format={BASE_FORMAT}"),
+        format!(
+            "LABEL r2e.python={} r2e.coverage={} r2e.format={BASE_FORMAT}",
+            spec.python_version, spec.coverage
+        ),
     ];
     let Some(userland) = &spec.userland else {
         import_rootfs(docker, tag, config, |out| write_base_tar(spec, base, out))?;
         return Ok(true);
     };
-    // One `LABEL` instruction: each instruction of a build is a step of its own.
-    let labels: Vec<&str> = config
-        .iter()
-        .filter_map(|line| line.strip_prefix("LABEL "))
-        .collect();
-    let config = format!(
-        "{}\nLABEL {} r2e.userland={}",
-        config[..2].join("\n"),
-        labels.join(" "),
-        userland.name
+    config[2].push_str(&format!(" r2e.userland={}", userland.name));
+    // The files go into the build's context under `rootfs/`, copied over the image as one layer.
+    let dockerfile = format!(
+        "FROM {}\nCOPY rootfs/ /\n{}\n",
+        userland.id,
+        config.join("\n")
     );
-    // The files' tar goes into the context whole, so its size is needed first: it is written
-    // twice, the first time only counted (the same files give the same bytes).
-    let mut counted = Counted(0);
-    write_base_tar(spec, base, &mut counted)?;
-    let size = counted.0;
-    let dockerfile = format!("FROM {}\nADD rootfs.tar /\n{config}\n", userland.id);
     build_image(docker, tag, |out| {
         let mut context = tar::Builder::new(out);
         let mut h = tar::Header::new_gnu();
         h.set_mode(0o644);
         h.set_size(dockerfile.len() as u64);
         context.append_data(&mut h, "Dockerfile", dockerfile.as_bytes())?;
-        let mut h = tar::Header::new_gnu();
-        h.set_mode(0o644);
-        h.set_size(size);
-        let (reader, writer) = std::io::pipe()?;
-        std::thread::scope(|scope| {
-            let written = scope.spawn(move || {
-                let mut writer = Bounded(writer, size);
-                write_base_tar(spec, base, &mut writer)?;
-                if writer.1 != 0 {
-                    return Err(std::io::Error::other(
-                        "the base image's files changed while it was made",
-                    ));
-                }
-                Ok(())
-            });
-            let appended = context.append_data(&mut h, "rootfs.tar", reader);
-            let written = written.join().expect("the tar writer does not panic");
-            written.and(appended)
-        })?;
+        append_base_files(spec, base, Path::new("rootfs"), &mut context)?;
         context.into_inner()?.flush()
     })?;
     Ok(true)
 }
 
-/// A writer that only counts what it is given.
-struct Counted(u64);
-
-impl Write for Counted {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        self.0 += data.len() as u64;
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A writer that takes at most the bytes left (its second field), and fails past them.
-struct Bounded<W>(W, u64);
-
-impl<W: Write> Write for Bounded<W> {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        if data.len() as u64 > self.1 {
-            return Err(std::io::Error::other(
-                "the base image's files changed while it was made",
-            ));
-        }
-        let n = self.0.write(data)?;
-        self.1 -= n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
-    }
-}
-
 /// Writes the base image's root filesystem as a tar to `out`.
 fn write_base_tar(spec: &BaseSpec, base: &BaseFiles, out: impl Write) -> std::io::Result<()> {
-    let (files, dirs) = base;
     let mut tar = tar::Builder::new(out);
-    tar.follow_symlinks(true);
+    append_base_files(spec, base, Path::new(""), &mut tar)?;
+    tar.into_inner()?.flush()
+}
+
+/// Appends the base image's files and folders to `tar`, each at its path in the image under
+/// the folder `under` (relative).
+fn append_base_files<W: Write>(
+    spec: &BaseSpec,
+    base: &BaseFiles,
+    under: &Path,
+    tar: &mut tar::Builder<W>,
+) -> std::io::Result<()> {
+    let (files, dirs) = base;
+    let at = |p: &Path| under.join(rel(p));
     let header = |mode: u32, size: u64, kind: tar::EntryType| {
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(kind);
@@ -738,7 +690,7 @@ fn write_base_tar(spec: &BaseSpec, base: &BaseFiles, out: impl Write) -> std::io
     }
     for p in &parents {
         let mut h = header(0o755, 0, tar::EntryType::Directory);
-        tar.append_data(&mut h, rel(p), std::io::empty())?;
+        tar.append_data(&mut h, at(p), std::io::empty())?;
     }
     for d in dirs {
         let mode = if d == Path::new("/tmp") {
@@ -747,7 +699,7 @@ fn write_base_tar(spec: &BaseSpec, base: &BaseFiles, out: impl Write) -> std::io
             0o755
         };
         let mut h = header(mode, 0, tar::EntryType::Directory);
-        tar.append_data(&mut h, rel(d), std::io::empty())?;
+        tar.append_data(&mut h, at(d), std::io::empty())?;
     }
     let etc = [
         (
@@ -758,7 +710,7 @@ fn write_base_tar(spec: &BaseSpec, base: &BaseFiles, out: impl Write) -> std::io
     ];
     for (path, text) in etc.iter().filter(|_| spec.userland.is_none()) {
         let mut h = header(0o644, text.len() as u64, tar::EntryType::Regular);
-        tar.append_data(&mut h, path, text.as_bytes())?;
+        tar.append_data(&mut h, under.join(path), text.as_bytes())?;
     }
     for (to, from) in files {
         // Symlinks inside the interpreter stay symlinks; everything else is copied as a file
@@ -767,7 +719,7 @@ fn write_base_tar(spec: &BaseSpec, base: &BaseFiles, out: impl Write) -> std::io
         if meta.file_type().is_symlink() && from.starts_with(&spec.prefix) {
             let target = std::fs::read_link(from)?;
             let mut h = header(0o777, 0, tar::EntryType::Symlink);
-            tar.append_link(&mut h, rel(to), &target)?;
+            tar.append_link(&mut h, at(to), &target)?;
             continue;
         }
         use std::os::unix::fs::PermissionsExt;
@@ -775,9 +727,8 @@ fn write_base_tar(spec: &BaseSpec, base: &BaseFiles, out: impl Write) -> std::io
         let meta = file.metadata()?;
         let mode = meta.permissions().mode() & 0o755 | 0o444;
         let mut h = header(mode, meta.len(), tar::EntryType::Regular);
-        tar.append_data(&mut h, rel(to), file)?;
+        tar.append_data(&mut h, at(to), file)?;
     }
-    tar.into_inner()?.flush()?;
     Ok(())
 }
 
