@@ -455,16 +455,7 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
     assert!(!would_remove(p.path()).contains(&tag));
     // ... also when a newer base image is on the daemon (another pipeline's `base_image`).
     let newer = format!("r2e-base:test-newer-{}", std::process::id());
-    let made = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("tar -cf - -T /dev/null | docker import - {newer}"))
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    import_empty_image(&newer);
     let removable = would_remove(p.path());
     r2e::sandbox::docker::remove_image(&daemon, &newer).unwrap();
     assert!(!removable.contains(&tag), "{removable:?}");
@@ -857,27 +848,27 @@ fn a_base_image_on_debians_packages_gives_the_local_instances_and_a_missing_one_
     assert_eq!(instances_by_id(p.path()), want, "{summary}");
 }
 
+/// Makes image `tag` of an empty root filesystem (`docker import`): no registry is needed.
+fn import_empty_image(tag: &str) {
+    let made = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("tar -cf - -T /dev/null | docker import - {tag}"))
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+}
+
 #[test]
 fn a_base_image_on_a_system_the_interpreter_cannot_run_on_is_refused_and_not_kept() {
     if common::docker().is_none() {
         return;
     }
-    // An image of one empty folder, made here (`docker import`): no registry is needed.
     let tag = format!("r2e-test/empty:{}", std::process::id());
-    let empty = tempfile::tempdir().unwrap();
-    let import = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "tar -C {} -cf - . | docker import - {tag}",
-            empty.path().display()
-        ))
-        .output()
-        .unwrap();
-    assert!(
-        import.status.success(),
-        "{}",
-        String::from_utf8_lossy(&import.stderr)
-    );
+    import_empty_image(&tag);
     let p = common::Project::new(
         &format!("//- pkg/__init__.py\n//- pkg/text.py\n{TEXT_PY}"),
         &format!(
