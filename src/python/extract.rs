@@ -71,15 +71,12 @@ fn import_hash(source: &str, tokens: &ruff_python_ast::token::Tokens, body: &[St
                         self.0
                             .push(ruff_text_size::TextRange::new(first.start(), last.end()));
                     }
-                    // Decorators, defaults and annotations run at import.
-                    for d in &def.decorator_list {
-                        self.visit_decorator(d);
-                    }
-                    self.visit_parameters(&def.parameters);
                 }
                 _ => visitor::walk_stmt(self, stmt),
             }
         }
+        // No definition is inside an expression: only statements are walked.
+        fn visit_expr(&mut self, _: &'a Expr) {}
     }
     let mut bodies = Bodies(Vec::new());
     visitor::walk_body(&mut bodies, body);
@@ -141,8 +138,8 @@ struct CallCollector<'s> {
 impl CallCollector<'_> {
     fn record(&mut self, call: &ast::ExprCall) {
         let (callee, attribute) = match &*call.func {
-            Expr::Name(n) => (n.id.to_string(), false),
-            Expr::Attribute(a) => (a.attr.to_string(), true),
+            Expr::Name(n) => (n.id.as_str(), false),
+            Expr::Attribute(a) => (a.attr.as_str(), true),
             _ => return,
         };
         let args = &call.arguments;
@@ -156,7 +153,7 @@ impl CallCollector<'_> {
             (t.len() <= MAX_ARG_TEXT).then(|| t.to_owned())
         };
         let mut site = CallSite {
-            callee,
+            callee: callee.to_owned(),
             attribute,
             args: Vec::new(),
             kwargs: Vec::new(),
@@ -337,7 +334,7 @@ impl<'s> Builder<'s> {
         if names.is_empty() {
             return;
         }
-        let mut refs = RefCollector::new(Vec::new(), None);
+        let mut refs = RefCollector::new(None);
         if let Some(value) = value {
             refs.visit_expr(value);
         }
@@ -376,7 +373,7 @@ impl<'s> Builder<'s> {
             chunk
         };
 
-        let mut refs = RefCollector::new(Vec::new(), None);
+        let mut refs = RefCollector::new(None);
         let mut bases = Vec::new();
         if let Some(arguments) = &class.arguments {
             for base in arguments.args.iter() {
@@ -461,10 +458,10 @@ impl<'s> Builder<'s> {
         }
     }
 
-    fn function(
+    fn function<'a>(
         &mut self,
-        stmt: &Stmt,
-        def: &ast::StmtFunctionDef,
+        stmt: &'a Stmt,
+        def: &'a ast::StmtFunctionDef,
         class: Option<(u32, &str)>,
         in_scope: bool,
     ) {
@@ -490,7 +487,7 @@ impl<'s> Builder<'s> {
             .chain(params.args.iter())
             .collect();
         let receiver = match class {
-            Some(_) if !is_static => positional.first().map(|p| p.parameter.name.id.to_string()),
+            Some(_) if !is_static => positional.first().map(|p| p.parameter.name.id.as_str()),
             _ => None,
         };
         let total = positional.len()
@@ -499,24 +496,18 @@ impl<'s> Builder<'s> {
             + usize::from(params.kwarg.is_some());
         let params_count = total - usize::from(receiver.is_some());
 
-        // Locals: parameters and every name bound anywhere in the body.
-        let mut binder = Binder::default();
-        binder.visit_parameters(params);
-        visitor::walk_body(&mut binder, &def.body);
-        let locals: Vec<String> = binder
-            .locals
-            .into_iter()
-            .filter(|n| !binder.globals.contains(n))
-            .collect();
-
-        let mut refs = RefCollector::new(locals, receiver);
+        // One walk of the parameters and the body collects both the names the function binds
+        // (parameters and every name bound anywhere in the body) and the chains it reads; the
+        // chains rooted at a bound name are dropped when it ends.
+        let mut refs = RefCollector::new(receiver);
         for decorator in &def.decorator_list {
             refs.visit_decorator(decorator);
         }
-        refs.visit_parameters(params);
         if let Some(returns) = &def.returns {
             refs.visit_annotation(returns);
         }
+        refs.binding = true;
+        refs.visit_parameters(params);
         visitor::walk_body(&mut refs, &def.body);
 
         let mut returns = ReturnCounter::default();
@@ -615,14 +606,21 @@ impl<'s> Builder<'s> {
     fn code_lines(&self, first: u32, last: u32, skip: Option<(u32, u32)>) -> u32 {
         let chunk = self.chunk_of_lines(first, last);
         let text = &self.source[chunk.start as usize..chunk.end as usize];
+        // `str::lines` with `trim`, a byte at a time where the line starts in ASCII.
+        let is_code = |line: &str| match line
+            .bytes()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\x0b' | b'\x0c'))
+        {
+            None | Some(b'#') => false,
+            Some(b) if b < 0x80 => true,
+            Some(_) => {
+                let t = line.trim();
+                !t.is_empty() && !t.starts_with('#')
+            }
+        };
         text.lines()
             .zip(first..)
-            .filter(|(line, n)| {
-                let t = line.trim();
-                !t.is_empty()
-                    && !t.starts_with('#')
-                    && !skip.is_some_and(|(a, b)| (a..=b).contains(n))
-            })
+            .filter(|&(line, n)| !skip.is_some_and(|(a, b)| (a..=b).contains(&n)) && is_code(line))
             .count() as u32
     }
 
@@ -760,101 +758,119 @@ fn is_literal(expr: &Expr) -> bool {
     }
 }
 
-/// Collects the names a function binds: parameters, assignment targets, imports, nested
-/// definitions, handler names, pattern captures; and its `global` declarations.
-#[derive(Default)]
-struct Binder {
-    locals: Vec<String>,
-    globals: Vec<String>,
-}
-
-impl<'a> Visitor<'a> for Binder {
-    fn visit_stmt(&mut self, stmt: &'a Stmt) {
-        match stmt {
-            Stmt::FunctionDef(f) => self.locals.push(f.name.id.to_string()),
-            Stmt::ClassDef(c) => self.locals.push(c.name.id.to_string()),
-            Stmt::Global(g) => self
-                .globals
-                .extend(g.names.iter().map(|n| n.id.to_string())),
-            Stmt::Try(t) => {
-                for handler in &t.handlers {
-                    let ast::ExceptHandler::ExceptHandler(h) = handler;
-                    if let Some(name) = &h.name {
-                        self.locals.push(name.id.to_string());
-                    }
-                }
-            }
-            _ => {}
-        }
-        // Imports are not locals here: the reference collector resolves them.
-        visitor::walk_stmt(self, stmt);
-    }
-    fn visit_expr(&mut self, expr: &'a Expr) {
-        if let Expr::Name(n) = expr
-            && matches!(n.ctx, ExprContext::Store | ExprContext::Del)
-        {
-            self.locals.push(n.id.to_string());
-        }
-        visitor::walk_expr(self, expr);
-    }
-    fn visit_parameter(&mut self, parameter: &'a ast::Parameter) {
-        self.locals.push(parameter.name.id.to_string());
-        visitor::walk_parameter(self, parameter);
-    }
-    fn visit_pattern(&mut self, pattern: &'a ast::Pattern) {
-        match pattern {
-            ast::Pattern::MatchAs(p) => self.locals.extend(p.name.iter().map(|n| n.id.to_string())),
-            ast::Pattern::MatchStar(p) => {
-                self.locals.extend(p.name.iter().map(|n| n.id.to_string()))
-            }
-            ast::Pattern::MatchMapping(p) => {
-                self.locals.extend(p.rest.iter().map(|n| n.id.to_string()))
-            }
-            _ => {}
-        }
-        visitor::walk_pattern(self, pattern);
-    }
-}
-
-/// Collects the dotted chains a piece of code reads whose root is not a local name.
-struct RefCollector {
-    locals: rustc_hash::FxHashSet<String>,
-    receiver: Option<String>,
+/// Collects the dotted chains a piece of code reads whose root is not a local name. With
+/// `binding` on (a function's parameters and body), it also collects the names the code binds:
+/// parameters, assignment targets, nested definitions, handler names, pattern captures (imports
+/// are not locals here: it resolves them itself); and its `global` declarations. Chains are kept
+/// as references into the tree until [`RefCollector::finish`], which drops those rooted at a
+/// local: no name is copied before it is known to be a reference.
+struct RefCollector<'a> {
+    receiver: Option<&'a str>,
+    binding: bool,
+    locals: rustc_hash::FxHashSet<&'a str>,
+    globals: Vec<&'a str>,
+    chains: Vec<&'a Expr>,
     refs: Refs,
 }
 
-impl RefCollector {
-    fn new(locals: Vec<String>, receiver: Option<String>) -> Self {
+impl<'a> RefCollector<'a> {
+    fn new(receiver: Option<&'a str>) -> Self {
         RefCollector {
-            locals: locals.into_iter().collect(),
             receiver,
+            binding: false,
+            locals: Default::default(),
+            globals: Vec::new(),
+            chains: Vec::new(),
             refs: Refs::default(),
         }
     }
 
+    fn bind(&mut self, name: &'a str) {
+        if self.binding {
+            self.locals.insert(name);
+        }
+    }
+
     fn finish(mut self) -> Refs {
+        for global in &self.globals {
+            self.locals.remove(global);
+        }
+        let locals = &self.locals;
+        // Sorted and deduplicated as borrowed names (in the same order as owned ones), so that
+        // a name read many times is copied once.
+        let mut names: Vec<Vec<&str>> = self
+            .chains
+            .iter()
+            .filter(|&&expr| chain_root(expr).is_some_and(|root| !locals.contains(root)))
+            .map(|&expr| {
+                let mut chain = Vec::new();
+                push_chain(expr, &mut chain);
+                chain
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        debug_assert!(self.refs.names.is_empty());
+        self.refs.names = names
+            .into_iter()
+            .map(|chain| chain.into_iter().map(str::to_owned).collect())
+            .collect();
         for list in [&mut self.refs.self_attrs, &mut self.refs.super_attrs] {
             list.sort_unstable();
             list.dedup();
         }
-        self.refs.names.sort_unstable();
-        self.refs.names.dedup();
         self.refs
     }
 
-    fn chain(&mut self, chain: Vec<String>) {
-        let root = chain[0].as_str();
-        if self.receiver.as_deref() == Some(root) {
-            if let Some(attr) = chain.get(1) {
-                self.refs.self_attrs.push(attr.clone());
+    /// A chain read (a `Name`, or an `Attribute` over names only).
+    fn chain(&mut self, expr: &'a Expr) {
+        if let Some(receiver) = self.receiver
+            && chain_root(expr) == Some(receiver)
+        {
+            // `self.x.y` reads `x` on the receiver; `self` alone reads nothing of it.
+            if let Some(attr) = receiver_attr(expr) {
+                self.refs.self_attrs.push(attr.to_owned());
             }
-        } else if !self.locals.contains(root) {
-            self.refs.names.push(chain);
+            return;
         }
+        self.chains.push(expr);
     }
 }
 
-impl<'a> Visitor<'a> for RefCollector {
+/// The name at the root of a dotted chain (`os` of `os.path.join`); `None` when the chain
+/// stands on anything but a name.
+fn chain_root(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Name(n) => Some(n.id.as_str()),
+        Expr::Attribute(a) => chain_root(&a.value),
+        _ => None,
+    }
+}
+
+/// Appends the names of a dotted chain (checked by [`chain_root`]), root first.
+fn push_chain<'a>(expr: &'a Expr, out: &mut Vec<&'a str>) {
+    match expr {
+        Expr::Name(n) => out.push(n.id.as_str()),
+        Expr::Attribute(a) => {
+            push_chain(&a.value, out);
+            out.push(a.attr.id.as_str());
+        }
+        _ => {}
+    }
+}
+
+/// The attribute right after a chain's root (`x` of `self.x.y`).
+fn receiver_attr(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Attribute(a) => match &*a.value {
+            Expr::Name(_) => Some(a.attr.id.as_str()),
+            inner => receiver_attr(inner),
+        },
+        _ => None,
+    }
+}
+
+impl<'a> Visitor<'a> for RefCollector<'a> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         match stmt {
             Stmt::Import(import) => self.refs.local_imports.extend(import_bindings(import)),
@@ -877,6 +893,19 @@ impl<'a> Visitor<'a> for RefCollector {
                     }
                 }
             }
+            Stmt::FunctionDef(f) => self.bind(f.name.id.as_str()),
+            Stmt::ClassDef(c) => self.bind(c.name.id.as_str()),
+            Stmt::Global(g) if self.binding => {
+                self.globals.extend(g.names.iter().map(|n| n.id.as_str()))
+            }
+            Stmt::Try(t) => {
+                for handler in &t.handlers {
+                    let ast::ExceptHandler::ExceptHandler(h) = handler;
+                    if let Some(name) = &h.name {
+                        self.bind(name.id.as_str());
+                    }
+                }
+            }
             _ => {}
         }
         visitor::walk_stmt(self, stmt);
@@ -884,10 +913,14 @@ impl<'a> Visitor<'a> for RefCollector {
 
     fn visit_expr(&mut self, expr: &'a Expr) {
         match expr {
-            Expr::Name(n) if n.ctx == ExprContext::Load => self.chain(vec![n.id.to_string()]),
+            Expr::Name(n) => match n.ctx {
+                ExprContext::Load => self.chain(expr),
+                ExprContext::Store | ExprContext::Del => self.bind(n.id.as_str()),
+                ExprContext::Invalid => {}
+            },
             Expr::Attribute(a) if a.ctx == ExprContext::Load => {
-                if let Some(chain) = dotted(expr) {
-                    self.chain(chain);
+                if chain_root(expr).is_some() {
+                    self.chain(expr);
                     return;
                 }
                 if let Expr::Call(call) = &*a.value
@@ -899,6 +932,29 @@ impl<'a> Visitor<'a> for RefCollector {
             }
             _ => visitor::walk_expr(self, expr),
         }
+    }
+
+    fn visit_parameter(&mut self, parameter: &'a ast::Parameter) {
+        self.bind(parameter.name.id.as_str());
+        visitor::walk_parameter(self, parameter);
+    }
+
+    fn visit_pattern(&mut self, pattern: &'a ast::Pattern) {
+        match pattern {
+            ast::Pattern::MatchAs(ast::PatternMatchAs { name, .. })
+            | ast::Pattern::MatchStar(ast::PatternMatchStar { name, .. }) => {
+                if let Some(name) = name {
+                    self.bind(name.id.as_str());
+                }
+            }
+            ast::Pattern::MatchMapping(p) => {
+                if let Some(rest) = &p.rest {
+                    self.bind(rest.id.as_str());
+                }
+            }
+            _ => {}
+        }
+        visitor::walk_pattern(self, pattern);
     }
 }
 
@@ -923,4 +979,140 @@ impl<'a> Visitor<'a> for ReturnCounter {
         }
     }
     fn visit_expr(&mut self, _expr: &'a Expr) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(refs: &Refs) -> Vec<String> {
+        refs.names.iter().map(|c| c.join(".")).collect()
+    }
+
+    /// What a definition reads: every way a name can be bound in its parameters or body hides
+    /// it; `global` makes it a reference again; a name bound only in a decorator (a lambda's
+    /// parameter, a walrus) runs in the enclosing scope and stays one.
+    #[test]
+    fn references_are_the_names_read_that_the_definition_does_not_bind() {
+        let source = r#"
+import os
+
+@register(key=lambda item: item.name, flag=(w := 1))
+def f(a, b=default_b, *args, c: Annotated = None, **kw) -> Result:
+    global counter
+    counter += 1
+    x = helper(a)
+    for i, (j, k) in enumerate(items):
+        pass
+    with open(path) as fh:
+        pass
+    try:
+        pass
+    except Error as err:
+        log(err)
+    match a:
+        case Point(x=px, y=py) | [first, *rest]:
+            use(px, rest, first, py)
+        case {"k": v, **others}:
+            use(v, others)
+        case str() as s:
+            use(s)
+    def inner(p, q=outer_default):
+        return p + q + free_inner
+    class Local(Base):
+        pass
+    squares = [n * n for n in numbers if n > limit]
+    lam = lambda z: z + zfree
+    del x
+    import json as j2
+    from pkg.sub import thing as th
+    value = os.path.join(a, os.sep)
+    return item, counter, th(j2), Local, inner, v, kw, args, c, b, fh, err, squares, lam, value, w
+
+class C(B):
+    attr = compute()
+    def m(self, y):
+        self.a.b = y
+        z = self.c.d(self.e)
+        super().init(y)
+        super().init2
+        return self, z
+    @staticmethod
+    def s(self):
+        return self.x
+"#;
+        let summary = summarize(source).unwrap();
+        let defs = &summary.interface.defs;
+        let f = &defs[0].refs;
+        assert_eq!(
+            names(f),
+            [
+                "Annotated",
+                "Base",
+                "Error",
+                "Point",
+                "Result",
+                "counter",
+                "default_b",
+                "enumerate",
+                "free_inner",
+                "helper",
+                "item",
+                "item.name",
+                "items",
+                "j2",
+                "limit",
+                "log",
+                "numbers",
+                "open",
+                "os.path.join",
+                "os.sep",
+                "outer_default",
+                "path",
+                "register",
+                "str",
+                "th",
+                "use",
+                "w",
+                "zfree",
+            ]
+        );
+        assert!(f.self_attrs.is_empty() && f.super_attrs.is_empty());
+        assert_eq!(
+            f.local_imports,
+            [
+                ImportBinding {
+                    name: "j2".into(),
+                    target: ImportTarget::Module("json".into()),
+                },
+                ImportBinding {
+                    name: "th".into(),
+                    target: ImportTarget::From(
+                        ImportFrom {
+                            level: 0,
+                            module: "pkg.sub".into()
+                        },
+                        "thing".into()
+                    ),
+                },
+            ]
+        );
+        let (class, m, s) = (&defs[1], &defs[2].refs, &defs[3].refs);
+        assert_eq!(names(&class.refs), ["B", "compute"]);
+        assert_eq!(names(m), ["super"]);
+        assert_eq!(m.self_attrs, ["a", "c", "e"]);
+        assert_eq!(m.super_attrs, ["init", "init2"]);
+        // A static method has no receiver: its first parameter is a local like any other.
+        assert_eq!(names(s), ["staticmethod"]);
+        assert!(s.self_attrs.is_empty());
+    }
+
+    /// Lines of code: not blank and not only a comment, the docstring's left out, whitespace
+    /// as `str::trim` sees it (a no-break space too).
+    #[test]
+    fn lines_of_code_skip_blanks_comments_and_the_docstring() {
+        let source = "def g():\n    \"\"\"Doc.\n\n    More.\"\"\"\n\n    # a comment\n    text = \"\"\"\n\u{a0}# not code by the count\n\u{a0}code\n\x0c\n    \"\"\"\n    return text  # trailing\n";
+        let summary = summarize(source).unwrap();
+        assert_eq!(summary.layout.defs[0].features.lines, 5);
+    }
 }
