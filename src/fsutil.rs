@@ -29,6 +29,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// Like [`write_atomic`]; `sync` decides whether the data is flushed to the disk before the
 /// rename (entries that verify themselves on read need not be).
 pub fn write_atomic_with(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
+    write_atomic_parts(path, &[bytes], sync)
+}
+
+/// Like [`write_atomic_with`], of the concatenation of `parts` (without making it).
+pub fn write_atomic_parts(path: &Path, parts: &[&[u8]], sync: bool) -> Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
@@ -42,7 +47,9 @@ pub fn write_atomic_with(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
     ));
     let result = (|| -> std::io::Result<()> {
         let mut file = fs_err::File::create(&tmp)?;
-        file.write_all(bytes)?;
+        for part in parts {
+            file.write_all(part)?;
+        }
         if sync {
             file.sync_data()?;
         }

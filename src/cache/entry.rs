@@ -43,10 +43,18 @@ fn checksum(scope: &str, key: &Hash, payload: &[u8]) -> [u8; 32] {
 /// another name for entries kept outside the cache).
 pub fn seal_bytes(scope: &str, key: Hash, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + payload.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&key.0);
-    out.extend_from_slice(&checksum(scope, &key, payload));
+    out.extend_from_slice(&header(scope, key, payload));
     out.extend_from_slice(payload);
+    out
+}
+
+/// The header an entry holding `payload` starts with; the payload follows it (written after it
+/// as it is, a large payload is not copied).
+pub fn header(scope: &str, key: Hash, payload: &[u8]) -> [u8; HEADER] {
+    let mut out = [0u8; HEADER];
+    out[..8].copy_from_slice(MAGIC);
+    out[8..40].copy_from_slice(&key.0);
+    out[40..].copy_from_slice(&checksum(scope, &key, payload));
     out
 }
 

@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
-use crate::fsutil::write_atomic_with;
+use crate::fsutil::write_atomic_parts;
 pub use crate::fsutil::{write_atomic, write_if_changed};
 use crate::hash::Hash;
 
@@ -415,14 +415,14 @@ impl Cache {
 
     /// Stores a final result given as its payload's bytes (read back with [`Cache::get_bytes`]).
     pub fn put_bytes(&self, bucket: Bucket, key: Hash, payload: &[u8]) -> Result<()> {
-        let bytes = entry::seal_bytes(&bucket.folder(), key, payload);
+        let header = entry::header(&bucket.folder(), key, payload);
         let path = self.entry_path(bucket, key);
         let parent = path.parent().expect("entries have a parent");
         if !parent.is_dir() {
             fs_err::create_dir_all(parent)?;
         }
         // Entries verify themselves instead of an fsync: a torn write after a crash is a miss.
-        write_atomic_with(&path, &bytes, false)?;
+        write_atomic_parts(&path, &[&header, payload], false)?;
         self.note_use(&path);
         Ok(())
     }
