@@ -8,13 +8,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::entry;
+use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::sync::Arc;
 
 use crate::db::{self, Database, FunctionRow, ItemId, Repo, SourceFile};
 use crate::error::{Error, Result};
 use crate::fsutil::write_if_changed;
 use crate::hash::Hash;
-use crate::python::resolve::Item;
+use crate::python::resolve::{Deps, Item};
 use crate::records::{FunctionRecord, NodeKind, SliceNode, SliceRecord, to_line};
 
 /// An output file as a build recorded it: its name (relative to the output), content hash,
@@ -96,15 +98,22 @@ pub struct Graph {
 impl Graph {
     /// The graph of `repo`'s candidates (`items`: their definitions).
     pub fn of(db: &Database, repo: Repo, items: impl IntoIterator<Item = Item>) -> Graph {
+        // Breadth first, each level's dependencies resolved on every core.
         let mut seen: FxHashSet<Item> = FxHashSet::default();
-        let mut stack: Vec<Item> = items.into_iter().filter(|&i| seen.insert(i)).collect();
-        while let Some(item) = stack.pop() {
-            let deps = db::item_deps(db, ItemId::new(db, repo, item));
-            for &dep in deps.explicit.iter().chain(&deps.implicit) {
-                if seen.insert(dep) {
-                    stack.push(dep);
-                }
-            }
+        let mut level: Vec<Item> = items.into_iter().filter(|&i| seen.insert(i)).collect();
+        while !level.is_empty() {
+            let deps: Vec<Arc<Deps>> = level
+                .par_iter()
+                .map_with(db.clone(), |db, &item| {
+                    db::item_deps(db, ItemId::new(db, repo, item)).clone()
+                })
+                .collect();
+            level = deps
+                .iter()
+                .flat_map(|d| d.explicit.iter().chain(&d.implicit))
+                .copied()
+                .filter(|&dep| seen.insert(dep))
+                .collect();
         }
         let mut items: Vec<Item> = seen.into_iter().collect();
         items.sort_unstable();
