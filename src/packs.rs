@@ -41,14 +41,28 @@ pub struct ParsePack {
 impl ParsePack {
     /// The payload of a pack of these outcomes (content hash, encoded outcome).
     pub fn encode(mut outcomes: Vec<(Hash, Vec<u8>)>) -> (Hash, Vec<u8>) {
+        let contents = Self::order(&mut outcomes);
+        (contents, Self::lay_out(outcomes))
+    }
+
+    /// Sorts outcomes by content hash, one per content, and returns the hash of the contents:
+    /// what the pack's key is made of.
+    fn order(outcomes: &mut Vec<(Hash, Vec<u8>)>) -> Hash {
         outcomes.sort_by_key(|o| o.0);
         outcomes.dedup_by(|a, b| a.0 == b.0);
         let mut h = blake3::Hasher::new();
+        for (content, _) in outcomes.iter() {
+            h.update(&content.0);
+        }
+        Hash(*h.finalize().as_bytes())
+    }
+
+    /// The payload of outcomes put in order by [`ParsePack::order`].
+    fn lay_out(outcomes: Vec<(Hash, Vec<u8>)>) -> Vec<u8> {
         let mut index = Vec::with_capacity(8 + outcomes.len() * ROW);
         index.extend_from_slice(&(outcomes.len() as u64).to_le_bytes());
         let mut offset = 0u64;
         for (content, bytes) in &outcomes {
-            h.update(&content.0);
             index.extend_from_slice(&content.0);
             index.extend_from_slice(&offset.to_le_bytes());
             index.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
@@ -59,7 +73,7 @@ impl ParsePack {
         for (_, bytes) in &outcomes {
             payload.extend_from_slice(bytes);
         }
-        (Hash(*h.finalize().as_bytes()), payload)
+        payload
     }
 
     /// A pack read back; `None` when the payload is not laid out as [`ParsePack::encode`] makes
@@ -122,6 +136,9 @@ struct State {
     loaded: Vec<Arc<ParsePack>>,
     /// While a parse stage collects: (content hash, encoded outcome).
     collecting: Option<Vec<(Hash, Vec<u8>)>>,
+    /// The pack being laid out and written while the build goes on: its key and the thread
+    /// (which gives the pack back once it is stored).
+    writing: Option<(Hash, std::thread::JoinHandle<Option<ParsePack>>)>,
 }
 
 impl Packs {
@@ -186,28 +203,58 @@ impl Packs {
         }
     }
 
-    /// Stops collecting and stores what was collected as one pack: its key's hash, or `None`
-    /// when nothing was collected or it could not be stored (a warning says why; the outcomes
-    /// are then parsed again by a later build).
-    pub fn finish(&self, cache: &Cache) -> Option<Hash> {
-        let collected = self.state().collecting.take()?;
+    /// Stops collecting and stores what was collected as one pack, on a thread of its own:
+    /// returns the pack's key's hash at once, or `None` when nothing was collected. The build
+    /// goes on while the pack is laid out and written; [`Packs::wait`] waits for it. A pack
+    /// named by a pack list before it is written (or whose write failed: a warning says so) is
+    /// a miss, as a damaged one is: its outcomes are parsed again by a later build.
+    pub fn finish(&self, cache: &Arc<Cache>) -> Option<Hash> {
+        self.wait();
+        let mut collected = self.state().collecting.take()?;
         if collected.is_empty() {
             return None;
         }
-        let (contents, payload) = ParsePack::encode(collected);
-        let key = key(contents).hash();
-        if let Err(e) = cache.put_bytes(<ParsePackKey as ActionKey>::BUCKET, key, &payload) {
-            eprintln!("warning: cannot store parse results: {e}");
-            return None;
-        }
-        if let Some(pack) = ParsePack::decode(payload) {
-            let mut st = self.state();
-            if !st.registered.contains(&key) {
-                st.registered.push(key);
-                st.loaded.push(Arc::new(pack));
+        let key = key(ParsePack::order(&mut collected)).hash();
+        let cache = cache.clone();
+        let write = move || {
+            let payload = ParsePack::lay_out(collected);
+            match cache.put_bytes(<ParsePackKey as ActionKey>::BUCKET, key, &payload) {
+                Ok(()) => ParsePack::decode(payload),
+                Err(e) => {
+                    eprintln!("warning: cannot store parse results: {e}");
+                    None
+                }
+            }
+        };
+        match std::thread::Builder::new()
+            .name("r2e-pack".into())
+            .spawn(write)
+        {
+            Ok(thread) => {
+                self.state().writing = Some((key, thread));
+                Some(key)
+            }
+            Err(e) => {
+                eprintln!("warning: cannot store parse results: {e}");
+                None
             }
         }
-        Some(key)
+    }
+
+    /// Waits until the pack [`Packs::finish`] started is written (a build waits before it
+    /// records the entries it used); it is then readable from this build's memory too.
+    pub fn wait(&self) {
+        let Some((key, thread)) = self.state().writing.take() else {
+            return;
+        };
+        let Ok(Some(pack)) = thread.join() else {
+            return;
+        };
+        let mut st = self.state();
+        if !st.registered.contains(&key) {
+            st.registered.push(key);
+            st.loaded.push(Arc::new(pack));
+        }
     }
 }
 
@@ -248,7 +295,7 @@ mod tests {
     #[test]
     fn collected_outcomes_are_stored_as_one_entry_and_found_by_a_later_build() {
         let dir = tempfile::tempdir().unwrap();
-        let cache = Cache::open(dir.path()).unwrap();
+        let cache = Arc::new(Cache::open(dir.path()).unwrap());
         let ok: Stored = crate::python::extract::summarize("x = 1\n").map_err(|e| e.to_string());
         let packs = Packs::default();
         assert!(!packs.collect(Hash::of_bytes(b"1"), &ok), "not collecting");
@@ -258,6 +305,12 @@ mod tests {
         }
         let key = packs.finish(&cache).unwrap();
         assert!(packs.finish(&cache).is_none(), "collecting stopped");
+        // `finish` waited for the pack's write: it is stored.
+        assert!(
+            cache
+                .entry_path(<ParsePackKey as ActionKey>::BUCKET, key)
+                .is_file()
+        );
         let later = Packs::default();
         later.register(&[key]);
         assert_eq!(later.find(&cache, Hash::of_bytes(&[2])), Some(ok));

@@ -24,6 +24,7 @@
 //! `keys::AnalysisKey`), replaced by each build that changes it; an entry that does not verify
 //! is a miss, and a miss recomputes everything of that repository in salsa.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use indicatif::ProgressBar;
@@ -128,7 +129,7 @@ pub fn register_packs(db: &Database, cache: &Cache, rc: &RepoConfig) {
 /// the memo is replaced when it changed and nothing transient happened.
 pub fn parse_repo(
     db: &Database,
-    cache: &Cache,
+    cache: &Arc<Cache>,
     rc: &RepoConfig,
     repo: Repo,
     bar: &ProgressBar,
@@ -459,7 +460,7 @@ pub struct AnalysisPlan {
 /// configurations).
 pub fn plan(
     db: &Database,
-    cache: &Cache,
+    cache: &Arc<Cache>,
     repos: &[(Repo, &RepoConfig)],
     settings: db::Settings,
 ) -> AnalysisPlan {

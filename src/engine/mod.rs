@@ -681,7 +681,8 @@ fn run(
         )?;
     }
     // What `r2e gc` keeps: every entry this build read or wrote, beside its outputs, and the
-    // output registered in the cache.
+    // output registered in the cache. The parse pack written while the build went on is one.
+    db.env().packs.wait();
     crate::cache::write_uses(&staging, &s.cache.uses())?;
     s.cache.add_root(output)?;
     out.commit()?;
