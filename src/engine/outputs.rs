@@ -316,9 +316,15 @@ pub struct JsonlWriter {
     name: String,
     path: PathBuf,
     tmp: PathBuf,
-    out: std::io::BufWriter<fs_err::File>,
+    out: fs_err::File,
+    /// Lines not written yet: hashed and written a megabyte at a time (blake3 hashes large
+    /// inputs many chunks at once, and a line at a time one block at a time).
+    buf: Vec<u8>,
     hasher: blake3::Hasher,
 }
+
+/// How many bytes a [`JsonlWriter`] gathers before it hashes and writes them.
+const WRITE_CHUNK: usize = 1 << 20;
 
 impl JsonlWriter {
     /// A writer of `root/name`; `name` (relative to the output) is what the state records.
@@ -333,21 +339,31 @@ impl JsonlWriter {
             name: name.to_owned(),
             path,
             tmp,
-            out: std::io::BufWriter::with_capacity(1 << 20, file),
+            out: file,
+            buf: Vec::with_capacity(WRITE_CHUNK + (64 << 10)),
             hasher: blake3::Hasher::new(),
         })
     }
 
     pub fn write_line(&mut self, line: &[u8]) -> Result<()> {
-        use std::io::Write;
-        let fail =
-            |e: std::io::Error| Error::env(format!("cannot write `{}`: {e}", self.tmp.display()));
-        self.hasher.update(line);
-        self.out.write_all(line).map_err(fail)?;
+        self.buf.extend_from_slice(line);
         if !line.ends_with(b"\n") {
-            self.hasher.update(b"\n");
-            self.out.write_all(b"\n").map_err(fail)?;
+            self.buf.push(b'\n');
         }
+        if self.buf.len() >= WRITE_CHUNK {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Hashes and writes the lines gathered.
+    fn flush(&mut self) -> Result<()> {
+        use std::io::Write;
+        self.hasher.update(&self.buf);
+        self.out
+            .write_all(&self.buf)
+            .map_err(|e| Error::env(format!("cannot write `{}`: {e}", self.tmp.display())))?;
+        self.buf.clear();
         Ok(())
     }
 
@@ -359,12 +375,11 @@ impl JsonlWriter {
     /// Finishes the file in the staging folder; returns it as recorded in the build state. A
     /// file whose content is what the current generation holds (as `previous` recorded it) is
     /// linked from there, keeping its bytes and modification time.
-    pub fn finish(self, previous: &[Recorded], current: Option<&Path>) -> Result<Recorded> {
+    pub fn finish(mut self, previous: &[Recorded], current: Option<&Path>) -> Result<Recorded> {
+        self.flush()?;
         let name = self.name.clone();
         let hash = Hash(*self.hasher.finalize().as_bytes());
-        let fail = |e: String| Error::env(format!("cannot write `{}`: {e}", self.tmp.display()));
-        let file = self.out.into_inner().map_err(|e| fail(e.to_string()))?;
-        drop(file);
+        drop(self.out);
         if let Some(kept) = reuse(&self.path, &name, hash, previous, current) {
             fs_err::remove_file(&self.tmp)?;
             return Ok(kept);
