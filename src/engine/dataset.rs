@@ -272,7 +272,7 @@ impl Dataset<'_> {
         }
         let recorded = self.write(&rows, &slices, &harness_out, results.as_deref(), summary)?;
         if until >= Stage::Slice {
-            self.store_memos(&rows, slices, &recorded);
+            self.store_memos(rows, slices, &recorded);
         }
         Ok((recorded, harness_out.retry_later))
     }
@@ -297,7 +297,7 @@ impl Dataset<'_> {
     /// transient happened (a file that could not be read).
     fn store_memos(
         &self,
-        rows: &[(SourceFile, FunctionRow)],
+        rows: Vec<(SourceFile, FunctionRow)>,
         slices: Vec<RepoSlices>,
         recorded: &[Recorded],
     ) {
@@ -307,7 +307,7 @@ impl Dataset<'_> {
         }
         let mut by_file: HashMap<SourceFile, Vec<FunctionRow>> = HashMap::new();
         for (f, r) in rows {
-            by_file.entry(*f).or_default().push(r.clone());
+            by_file.entry(f).or_default().push(r);
         }
         for (i, (rc, (&repo, mut slices))) in self
             .s
