@@ -23,16 +23,12 @@ pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, synced, then a
 /// rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic_with(path, bytes, true)
+    write_atomic_parts(path, &[bytes], true)
 }
 
-/// Like [`write_atomic`]; `sync` decides whether the data is flushed to the disk before the
-/// rename (entries that verify themselves on read need not be).
-pub fn write_atomic_with(path: &Path, bytes: &[u8], sync: bool) -> Result<()> {
-    write_atomic_parts(path, &[bytes], sync)
-}
-
-/// Like [`write_atomic_with`], of the concatenation of `parts` (without making it).
+/// Like [`write_atomic`], of the concatenation of `parts` (without making it); `sync` decides
+/// whether the data is flushed to the disk before the rename (entries that verify themselves
+/// on read need not be).
 pub fn write_atomic_parts(path: &Path, parts: &[&[u8]], sync: bool) -> Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));

@@ -39,12 +39,6 @@ pub struct ParsePack {
 }
 
 impl ParsePack {
-    /// The payload of a pack of these outcomes (content hash, encoded outcome).
-    pub fn encode(mut outcomes: Vec<(Hash, Vec<u8>)>) -> (Hash, Vec<u8>) {
-        let contents = Self::order(&mut outcomes);
-        (contents, Self::lay_out(outcomes))
-    }
-
     /// Sorts outcomes by content hash, one per content, and returns the hash of the contents:
     /// what the pack's key is made of.
     fn order(outcomes: &mut Vec<(Hash, Vec<u8>)>) -> Hash {
@@ -76,7 +70,7 @@ impl ParsePack {
         payload
     }
 
-    /// A pack read back; `None` when the payload is not laid out as [`ParsePack::encode`] makes
+    /// A pack read back; `None` when the payload is not laid out as [`ParsePack::lay_out`] makes
     /// it (it verified, so only another format could do that).
     pub fn decode(bytes: Vec<u8>) -> Option<ParsePack> {
         let count = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?) as usize;
@@ -269,23 +263,23 @@ mod tests {
             (Hash::of_bytes(b"b"), Ok(summary)),
             (Hash::of_bytes(b"a"), Err("cannot decode".into())),
         ];
-        let encoded = outcomes
+        let mut encoded: Vec<_> = outcomes
             .iter()
             .map(|(h, o)| (*h, postcard::to_stdvec(o).unwrap()))
             .collect();
-        let (contents, payload) = ParsePack::encode(encoded);
-        let pack = ParsePack::decode(payload).unwrap();
+        let contents = ParsePack::order(&mut encoded);
+        let pack = ParsePack::decode(ParsePack::lay_out(encoded)).unwrap();
         for (h, o) in &outcomes {
             assert_eq!(pack.get(*h).as_ref(), Some(o));
         }
         assert!(pack.get(Hash::of_bytes(b"c")).is_none());
         // The key names the contents, whatever order they were parsed in.
-        let again = outcomes
+        let mut again: Vec<_> = outcomes
             .iter()
             .rev()
             .map(|(h, o)| (*h, postcard::to_stdvec(o).unwrap()))
             .collect();
-        assert_eq!(ParsePack::encode(again).0, contents);
+        assert_eq!(ParsePack::order(&mut again), contents);
         assert!(
             ParsePack::decode(vec![9; 8]).is_none(),
             "an index longer than the payload"

@@ -715,8 +715,8 @@ fn run(
 }
 
 /// Frees the database on a thread of its own. It holds every file's summary and every query's
-/// memo, and freeing them one by one takes a fifth of a cold build's last second on the standard
-/// library; the build's result need not wait for it. A process that exits first (the CLI) gives
+/// memo, and freeing them one by one took 0.2 s, on one core, at the end of a cold build of the
+/// standard library; the build's result need not wait for it. A process that exits first (the CLI) gives
 /// the memory back at once; one that goes on (a test, a server) gets it back when the thread is
 /// done. Nothing else is in it: the cache, its lock and the outputs are the session's.
 fn free_in_background(db: crate::db::Database) {

@@ -4,14 +4,13 @@
 //! (`<output>/.r2e/state`) that the no-op check reads.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::cache::entry;
-use rayon::prelude::*;
-use rustc_hash::{FxHashMap, FxHashSet};
-use std::sync::Arc;
-
 use crate::db::{self, Database, FunctionRow, ItemId, Repo, SourceFile};
 use crate::error::{Error, Result};
 use crate::fsutil::write_if_changed;

@@ -708,11 +708,16 @@ fn docstring(body: &[Stmt]) -> Option<String> {
 
 /// The dotted chain of a `Name` or `Attribute` expression, like `os.path.join`.
 fn dotted(expr: &Expr) -> Option<Vec<String>> {
+    Some(dotted_names(expr)?.into_iter().map(str::to_owned).collect())
+}
+
+/// [`dotted`], borrowing the names from the tree.
+fn dotted_names(expr: &Expr) -> Option<Vec<&str>> {
     match expr {
-        Expr::Name(n) => Some(vec![n.id.to_string()]),
+        Expr::Name(n) => Some(vec![n.id.as_str()]),
         Expr::Attribute(a) => {
-            let mut chain = dotted(&a.value)?;
-            chain.push(a.attr.id.to_string());
+            let mut chain = dotted_names(&a.value)?;
+            chain.push(a.attr.id.as_str());
             Some(chain)
         }
         _ => None,
@@ -802,15 +807,10 @@ impl<'a> RefCollector<'a> {
             .chains
             .iter()
             .filter(|&&expr| chain_root(expr).is_some_and(|root| !locals.contains(root)))
-            .map(|&expr| {
-                let mut chain = Vec::new();
-                push_chain(expr, &mut chain);
-                chain
-            })
+            .filter_map(|&expr| dotted_names(expr))
             .collect();
         names.sort_unstable();
         names.dedup();
-        debug_assert!(self.refs.names.is_empty());
         self.refs.names = names
             .into_iter()
             .map(|chain| chain.into_iter().map(str::to_owned).collect())
@@ -844,18 +844,6 @@ fn chain_root(expr: &Expr) -> Option<&str> {
         Expr::Name(n) => Some(n.id.as_str()),
         Expr::Attribute(a) => chain_root(&a.value),
         _ => None,
-    }
-}
-
-/// Appends the names of a dotted chain (checked by [`chain_root`]), root first.
-fn push_chain<'a>(expr: &'a Expr, out: &mut Vec<&'a str>) {
-    match expr {
-        Expr::Name(n) => out.push(n.id.as_str()),
-        Expr::Attribute(a) => {
-            push_chain(&a.value, out);
-            out.push(a.attr.id.as_str());
-        }
-        _ => {}
     }
 }
 

@@ -619,19 +619,19 @@ pub fn build_base(docker: &Docker, spec: &BaseSpec, base: &BaseFiles, tag: &str)
     if has_image(docker, tag) {
         return Ok(false);
     }
-    let mut config = vec![
-        format!("USER {USER}"),
-        "WORKDIR /tmp".into(),
-        format!(
-            "LABEL r2e.python={} r2e.coverage={} r2e.format={BASE_FORMAT}",
-            spec.python_version, spec.coverage
-        ),
-    ];
+    // One `LABEL` instruction: each instruction of a build is a step of its own.
+    let mut labels = format!(
+        "LABEL r2e.python={} r2e.coverage={} r2e.format={BASE_FORMAT}",
+        spec.python_version, spec.coverage
+    );
+    if let Some(userland) = &spec.userland {
+        labels.push_str(&format!(" r2e.userland={}", userland.name));
+    }
+    let config = vec![format!("USER {USER}"), "WORKDIR /tmp".into(), labels];
     let Some(userland) = &spec.userland else {
         import_rootfs(docker, tag, config, |out| write_base_tar(spec, base, out))?;
         return Ok(true);
     };
-    config[2].push_str(&format!(" r2e.userland={}", userland.name));
     // The files go into the build's context under `rootfs/`, copied over the image as one layer.
     let dockerfile = format!(
         "FROM {}\nCOPY rootfs/ /\n{}\n",
