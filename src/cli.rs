@@ -8,10 +8,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::config;
-use crate::engine::{self, BuildOptions, Stage};
-use crate::error::{Error, Result};
-use crate::records::Summary;
+use r2e_build::engine::{self, BuildOptions, Stage};
+use r2e_core::config;
+use r2e_core::error::{Error, Result};
+use r2e_core::records::Summary;
 
 #[derive(Parser)]
 #[command(
@@ -108,7 +108,7 @@ enum Command {
         /// Remove least recently used entries until the cache takes at most SIZE on the disk:
         /// bytes, or a number with a unit: `500M`, `2G`, `1.5GiB` (powers of 1024), `800MB`
         /// (powers of 1000).
-        #[arg(long, value_name = "SIZE", value_parser = crate::cache::gc::parse_size)]
+        #[arg(long, value_name = "SIZE", value_parser = r2e_core::cache::gc::parse_size)]
         max_size: Option<u64>,
         /// Also remove what the last builds use, when that is needed to fit `--max-size` (their
         /// next builds recompute it).
@@ -251,7 +251,7 @@ pub fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<ExitCode> {
     let unsafe_no_sandbox = cli.unsafe_no_sandbox;
     let services =
-        |cfg: &config::Config| crate::services::Services::for_config(cfg, unsafe_no_sandbox);
+        |cfg: &config::Config| r2e_exec::services::Services::for_config(cfg, unsafe_no_sandbox);
     match cli.command {
         Command::Export {
             dir,
@@ -300,7 +300,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let cfg = config::load(&pipeline)?;
             let services = services(&cfg);
-            let (tag, built) = crate::image::base(&cfg, services.sandbox.as_ref())?;
+            let (tag, built) = r2e_exec::image::base(&cfg, services.sandbox.as_ref())?;
             eprintln!(
                 "{}",
                 if built {
@@ -404,11 +404,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             let cfg = config::load(&pipeline)?;
-            let report = crate::inspect::status(&cfg, until)?;
+            let report = r2e_build::inspect::status(&cfg, until)?;
             if json {
                 print_json(&report)?;
             } else {
-                print_text(&crate::inspect::status_text(&report))?;
+                print_text(&r2e_build::inspect::status_text(&report))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -449,9 +449,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     );
                 }
             }
-            let report = crate::cache::gc::gc(
+            let report = r2e_core::cache::gc::gc(
                 &cfg.cache,
-                &crate::cache::gc::Options {
+                &r2e_core::cache::gc::Options {
                     max_size,
                     all,
                     dry_run,
@@ -462,8 +462,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             if !report.fits {
                 eprintln!(
                     "warning: the cache takes {}, more than {}",
-                    crate::cache::gc::human(report.after.bytes),
-                    crate::cache::gc::human(report.max_size.unwrap_or_default())
+                    r2e_core::cache::gc::human(report.after.bytes),
+                    r2e_core::cache::gc::human(report.max_size.unwrap_or_default())
                 );
             }
             if json {
@@ -476,7 +476,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 }
                 print_json(&value)?;
             } else {
-                print_text(&crate::cache::gc::report_text(&report))?;
+                print_text(&r2e_core::cache::gc::report_text(&report))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -501,11 +501,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Explain { id, pipeline, json } => {
             let cfg = config::load(&pipeline)?;
-            let report = crate::inspect::explain(&cfg, &id)?;
+            let report = r2e_build::inspect::explain(&cfg, &id)?;
             if json {
                 print_json(&report)?;
             } else {
-                print_text(&crate::inspect::explain_text(&report))?;
+                print_text(&r2e_build::inspect::explain_text(&report))?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::hash::Hash;
-use crate::records::{Instance, Manifest, read_manifest};
+use r2e_core::error::{Error, Result};
+use r2e_core::hash::Hash;
+use r2e_core::records::{Instance, Manifest, read_manifest};
 
 /// What changed between two manifests.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -24,26 +24,19 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Backend, Config, RepoConfig, RepoSource};
-use crate::engine::Session;
-use crate::error::{Error, Result};
-use crate::hash::Hash;
-use crate::records::{EnvLine, Instance, read_built, read_jsonl, read_manifest, to_line};
-use crate::sandbox::ImageRun;
-use crate::sandbox::docker::{self, ChunkWriter};
-use crate::stages::env::project::tree_files;
-use crate::stages::jobs::Runtime;
+use r2e_build::session::Session;
+use r2e_build::stages::env::project::tree_files;
+use r2e_core::config::{Backend, Config, RepoConfig, RepoSource};
+use r2e_core::error::{Error, Result};
+use r2e_core::hash::Hash;
+use r2e_core::records::{EnvLine, Instance, read_built, read_jsonl, read_manifest, to_line};
+use r2e_exec::image::{IMAGE_ENV, IMAGE_PROJECT, IMAGE_REPO};
+use r2e_exec::sandbox::docker::{self, ChunkWriter};
 
 /// The layout of an environment image (part of its tag): what it holds, where, and its labels.
 const ENV_IMAGE_FORMAT: u32 = 1;
 /// The export manifest's format tag.
 pub const EXPORT_FORMAT: &str = "r2e-export/1";
-/// Where an environment image holds the environment (a virtual environment's folder).
-pub const IMAGE_ENV: &str = "/r2e/env";
-/// Where it holds the project layer.
-pub const IMAGE_PROJECT: &str = "/r2e/project";
-/// Where it holds the repository's files.
-pub const IMAGE_REPO: &str = "/r2e/repo";
 
 /// `export.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -91,22 +84,6 @@ pub struct ImageSizes {
     pub build_seconds: Option<f64>,
 }
 
-/// The runtime of an environment image: everything at its place in the image, and the
-/// repository's files also at `root` on this machine (to tell a hidden path's kind).
-pub fn image_runtime(tag: &str, line: &EnvLine, root: &Path) -> Runtime {
-    Runtime {
-        python: Path::new(IMAGE_ENV).join("bin").join("python"),
-        env: IMAGE_ENV.into(),
-        repo: IMAGE_REPO.into(),
-        interpreter: Vec::new(),
-        project: line.project.as_ref().map(|_| PathBuf::from(IMAGE_PROJECT)),
-        image: Some(ImageRun {
-            tag: tag.to_owned(),
-            same_files: vec![(IMAGE_REPO.into(), root.to_path_buf())],
-        }),
-    }
-}
-
 /// A repository name as a file name.
 fn file_name(repo: &str) -> String {
     repo.chars()
@@ -134,16 +111,16 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
             dir.display()
         )));
     }
-    let output = crate::engine::outputs::resolve(&cfg.output);
+    let output = r2e_build::engine::outputs::resolve(&cfg.output);
     let instances: Vec<Instance> = read_built(&output.join("dataset.jsonl"))?;
     let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
     let manifest_path = output.join("manifest.json");
     let manifest = read_manifest(&manifest_path)?;
     let session = Session::open(cfg)?;
     let docker = docker::connect()?;
-    let local = crate::sandbox::local::LocalSandbox::new(false);
-    let tools = session.cache.dir(crate::cache::Bucket::Tools)?;
-    let ((base, _), _) = crate::image::base_in(cfg, &tools, &local)?;
+    let local = r2e_exec::sandbox::local::LocalSandbox::new(false);
+    let tools = session.cache.dir(r2e_core::cache::Bucket::Tools)?;
+    let ((base, _), _) = r2e_exec::image::base_in(cfg, &tools, &local)?;
     let (_, base_size) = docker::image_id(&docker, &base)?;
 
     let tmp = dir.with_extension(format!("part{}", std::process::id()));
@@ -180,7 +157,7 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
         })?;
         let root = checkout.materialize(&session.cache)?;
         let runtime =
-            crate::stages::env::runtime_of(&session.cache, line, &root).ok_or_else(|| {
+            r2e_build::stages::env::runtime_of(&session.cache, line, &root).ok_or_else(|| {
                 Error::input(format!(
                     "the environment of repo `{repo}` is not built: run `r2e build`"
                 ))
@@ -249,7 +226,8 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
             source: RepoSource::Path(repo_dir.clone()),
             scope: cfg.repos[ix].scope.clone(),
         };
-        let files_identity = crate::stages::checkout::checkout(&copied, &session.cache)?.identity;
+        let files_identity =
+            r2e_build::stages::checkout::checkout(&copied, &session.cache)?.identity;
         identities.insert(repo.to_owned(), files_identity);
         eprintln!(
             "{}",
@@ -483,7 +461,7 @@ pub struct GcImage {
 /// `base_image`s share a daemon, and the newest base may be another's. An image a container
 /// uses stays. Returns what was removed.
 pub fn gc_images(cfg: &Config, older_than: u64, dry_run: bool) -> Result<Vec<GcImage>> {
-    let output = crate::engine::outputs::resolve(&cfg.output);
+    let output = r2e_build::engine::outputs::resolve(&cfg.output);
     let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
     let instances: Vec<Instance> = read_jsonl(&output.join("dataset.jsonl"))?.unwrap_or_default();
     let used: std::collections::BTreeSet<(String, String)> = instances

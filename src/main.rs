@@ -1,11 +1,21 @@
-//! The `r2e` binary: all the work lives in the library; this only maps the outcome to an exit code.
+//! The `r2e` binary: the command line and the front doors over a built dataset (`check`,
+//! `report`, `dataset diff`, `export`/`import`, `serve`). The work lives in the workspace's
+//! crates below (`r2e-build`, `r2e-exec`, `r2e-python`, `r2e-core`); `main` maps the outcome to an
+//! exit code.
+
+mod check;
+mod cli;
+mod diff;
+mod export;
+mod report;
+mod serve;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
     no_huge_pages();
-    r2e::cli::main()
+    cli::main()
 }
 
 /// Turns transparent huge pages off for this process (and what it starts, which inherits it).

@@ -11,10 +11,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::config::Config;
-use crate::error::{Error, Result};
-use crate::fsutil::write_if_changed;
-use crate::records::{
+use r2e_core::config::Config;
+use r2e_core::error::{Error, Result};
+use r2e_core::fsutil::write_if_changed;
+use r2e_core::records::{
     EvalResult, EvalTables, FunctionHead, HarnessRecord, Instance, Manifest, MutationScore,
     RepoCounts, SpecSource, Spent, read_built, read_jsonl, read_manifest,
 };
@@ -127,7 +127,7 @@ pub fn row(variant: &str, dir: &Path, cfg: &Config) -> Result<Row> {
     let instances: Vec<Instance> = read_built(&dir.join("dataset.jsonl"))?;
     let results: Option<Vec<EvalResult>> = read_jsonl(&dir.join("results.jsonl"))?;
     let evaluation = results.map(|r| {
-        crate::stages::evaluate::tables(&r, &instances, &cfg.evaluate.k, cfg.evaluate.repair_rounds)
+        r2e_build::evaluate::tables(&r, &instances, &cfg.evaluate.k, cfg.evaluate.repair_rounds)
     });
     let manifest = read_manifest(&dir.join("manifest.json")).ok();
     let dataset_version = manifest.as_ref().map(|m| m.version.clone());
@@ -211,7 +211,7 @@ pub fn report(cfg: &Config) -> Result<Vec<Row>> {
         .map(|(name, c)| {
             row(
                 name.unwrap_or(&cfg.name),
-                &crate::engine::outputs::resolve(&c.output),
+                &r2e_build::engine::outputs::resolve(&c.output),
                 c,
             )
         })

@@ -1,15 +1,15 @@
 //! The checks of many sessions, batched: requests queue here, and each of a few threads takes
 //! every request waiting (up to a batch) and checks them together through
-//! [`Bench::check`](crate::check::Bench::check), which runs those of one module in one warm
+//! [`Bench::check`](r2e_build::bench::Bench::check), which runs those of one module in one warm
 //! worker. Under load, one worker process serves many sessions' tests.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 
-use crate::check::{Bench, Prepared};
-use crate::error::{Error, Result};
-use crate::stages::checkpath::Checked;
+use r2e_build::bench::{Bench, Prepared};
+use r2e_core::error::{Error, Result};
+use r2e_exec::checkpath::Checked;
 
 /// The most candidates one batch takes.
 const BATCH: usize = 32;

@@ -4,7 +4,7 @@
 //! instance's commit, the target's body replaced by its signature, spec and
 //! `raise NotImplementedError` (`workspace`). It reads and writes files there, runs commands in
 //! the sandbox, runs the tests and submits. Tests and submissions go through the one check path
-//! ([`crate::check::Bench`]): only the target function is taken from the workspace's file and
+//! ([`r2e_build::bench::Bench`]): only the target function is taken from the workspace's file and
 //! spliced into the original module, and the candidate's process cannot see the reference. The
 //! checks of many sessions are batched into warm workers (`checker`). Every action and what it
 //! observed is appended to the session's trace (`trace`).
@@ -36,12 +36,12 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::check::Bench;
-use crate::config::{Config, Feedback, SandboxConfig, ServeConfig};
-use crate::error::{Error, Result};
-use crate::sandbox::Sandbox;
-use crate::services::Services;
-use crate::stages::checkpath::{TestVerdict, Verdict};
+use r2e_build::bench::Bench;
+use r2e_core::config::{Config, Feedback, SandboxConfig, ServeConfig};
+use r2e_core::error::{Error, Result};
+use r2e_exec::checkpath::{TestVerdict, Verdict};
+use r2e_exec::sandbox::Sandbox;
+use r2e_exec::services::Services;
 
 use trace::{CloseReason, Trace};
 
@@ -215,7 +215,7 @@ pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
     }
     // Traces and workspaces live in the output's store, beside its generations, which builds
     // replace; one server serves an output at a time.
-    let store = crate::engine::outputs::store_of(&cfg.output)?;
+    let store = r2e_build::engine::outputs::store_of(&cfg.output)?;
     fs_err::create_dir_all(&store)?;
     let lock = fs_err::File::create(store.join("serve.lock"))?
         .into_parts()
@@ -233,8 +233,10 @@ pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
     // the server runs.
     bench.unlock_cache();
     // An output committed before traces were linked gets its link now.
-    let traces =
-        crate::engine::outputs::link_traces(&store, &crate::engine::outputs::resolve(&cfg.output))?;
+    let traces = r2e_build::engine::outputs::link_traces(
+        &store,
+        &r2e_build::engine::outputs::resolve(&cfg.output),
+    )?;
     let sessions_dir = store.join("sessions");
     let closed = recover(&sessions_dir, &traces)?;
     if closed > 0 {
@@ -729,7 +731,7 @@ async fn exec(
         let (_, target, runtime) = server.bench.place(live.ix).map_err(ApiError::internal)?;
         let result = workspace::exec(
             server.sandbox.as_ref(),
-            crate::stages::jobs::limits(&server.sandbox_settings, seconds),
+            r2e_exec::jobs::limits(&server.sandbox_settings, seconds),
             &live.workspace,
             target,
             runtime,

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
-use crate::error::Result;
+use r2e_core::error::Result;
 
 /// Why a session closed, as its last trace line says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,14 +73,15 @@ impl Trace {
 
     /// Appends one line; `durable`: it reaches the disk before this returns.
     pub fn append(&self, line: &Value, durable: bool) -> Result<()> {
-        let mut text = serde_json::to_vec(line).map_err(crate::error::Error::internal)?;
+        let mut text = serde_json::to_vec(line).map_err(r2e_core::error::Error::internal)?;
         text.push(b'\n');
         let mut file = self.file.lock().expect("trace lock");
         file.write_all(&text)
-            .map_err(|e| crate::error::Error::env(format!("{}: {e}", self.path.display())))?;
+            .map_err(|e| r2e_core::error::Error::env(format!("{}: {e}", self.path.display())))?;
         if durable {
-            file.sync_data()
-                .map_err(|e| crate::error::Error::env(format!("{}: {e}", self.path.display())))?;
+            file.sync_data().map_err(|e| {
+                r2e_core::error::Error::env(format!("{}: {e}", self.path.display()))
+            })?;
         }
         Ok(())
     }
@@ -117,7 +118,7 @@ pub fn close_orphan(dir: &Path, session: &str) -> Result<bool> {
     }
     line.extend(
         serde_json::to_vec(&close_line(CloseReason::Restart))
-            .map_err(crate::error::Error::internal)?,
+            .map_err(r2e_core::error::Error::internal)?,
     );
     line.push(b'\n');
     file.write_all(&line)?;

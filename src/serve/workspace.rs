@@ -6,9 +6,9 @@ use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::sandbox::{Exit, Job, Limits, Sandbox};
-use crate::stages::candidate::Target;
-use crate::stages::jobs::{Runtime, redact};
+use r2e_exec::jobs::{Runtime, redact};
+use r2e_exec::sandbox::{Exit, Job, Limits, Sandbox};
+use r2e_exec::target::Target;
 
 use super::ApiError;
 
@@ -210,7 +210,7 @@ pub fn exec(
     runtime: &Runtime,
     command: &str,
     max_output: usize,
-) -> crate::error::Result<ExecResult> {
+) -> r2e_core::error::Result<ExecResult> {
     // What a run reads but the repository's checkout: the workspace stands for it.
     let readonly: Vec<PathBuf> = runtime
         .readonly()

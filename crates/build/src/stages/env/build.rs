@@ -1,0 +1,870 @@
+//! Building one environment: the installer (`uv`, found or installed from the package index,
+//! or pip), the steps (create, install the pinned coverage.py and the declarations, then the
+//! inferred imports, then the lock), each in the sandbox with the network and nothing of the
+//! machine but the interpreter, the installers' caches and the folder being built. A failure
+//! that may pass (the network, the index, a full disk, no memory) is never stored.
+
+use std::path::{Path, PathBuf};
+
+use super::{Env, EnvOutcome, EnvRecord, Interpreter, distribution_for, optional_provider};
+use r2e_core::cache::{ActionKey, Bucket, Cache, entry, write_atomic};
+use r2e_core::config::{EnvConfig, Installer as ConfiguredInstaller};
+use r2e_core::error::{Error, Result};
+use r2e_core::hash::Hash;
+use r2e_core::keys::{EnvKey, InstallerId};
+use r2e_exec::jobs::redact;
+use r2e_exec::sandbox::{Exit, Job, Limits, Outcome, Sandbox};
+
+/// Why an installer's failure may pass (the network, the index, a timeout, a full disk, no
+/// memory), from its output; `None` when it is the repository's.
+pub(super) fn transient(outcome: &Outcome) -> Option<&'static str> {
+    if outcome.exit == Exit::Timeout {
+        return Some("the installation timed out");
+    }
+    let text = String::from_utf8_lossy(&outcome.stderr).to_lowercase()
+        + &String::from_utf8_lossy(&outcome.stdout).to_lowercase();
+    const CAUSES: &[(&str, &str)] = &[
+        ("no space left on device", "the disk is full"),
+        ("[errno 28]", "the disk is full"),
+        ("disk quota exceeded", "the disk quota is exceeded"),
+        ("cannot allocate memory", "the machine is out of memory"),
+        ("out of memory", "the machine is out of memory"),
+        ("failed to connect", "the package index cannot be reached"),
+        ("connection refused", "the package index cannot be reached"),
+        ("connection reset", "the package index cannot be reached"),
+        ("network is unreachable", "the network is unreachable"),
+        (
+            "temporary failure in name resolution",
+            "names cannot be resolved",
+        ),
+        ("name or service not known", "names cannot be resolved"),
+        ("dns error", "names cannot be resolved"),
+        ("timed out", "the package index timed out"),
+        // As an HTTP status only: a bare "429" is also in ports and versions.
+        (
+            "429 too many requests",
+            "the package index refuses too many requests (429)",
+        ),
+        (
+            "http error 429",
+            "the package index refuses too many requests (429)",
+        ),
+        (
+            "status code 429",
+            "the package index refuses too many requests (429)",
+        ),
+        (
+            "too many requests",
+            "the package index refuses too many requests (429)",
+        ),
+        (
+            "503 service unavailable",
+            "the package index is unavailable (503)",
+        ),
+        ("502 bad gateway", "the package index is unavailable (502)"),
+        (
+            "max retries exceeded",
+            "the package index cannot be reached",
+        ),
+        ("failed to fetch", "the package index cannot be reached"),
+    ];
+    CAUSES
+        .iter()
+        .find(|(needle, _)| text.contains(needle))
+        .map(|(_, cause)| *cause)
+}
+
+pub use r2e_exec::py::COVERAGE;
+
+/// The installer that builds environments: `uv` (its binary) or the environment's own pip.
+#[derive(Clone, Debug)]
+pub struct Installer {
+    pub uv: Option<PathBuf>,
+    pub id: InstallerId,
+}
+
+impl Installer {
+    /// The installer the configuration asks for and the machine has: `uv` on the `PATH` or
+    /// installed into the cache from the package index (for `auto` and `uv`), else pip, with
+    /// its version.
+    pub fn find(
+        cache: &Cache,
+        sandbox: &dyn Sandbox,
+        interpreter: &Interpreter,
+        cfg: &EnvConfig,
+    ) -> Result<Installer> {
+        let uv = find_or_install_uv(cache, sandbox, interpreter, cfg);
+        if uv.is_none() && cfg.installer == ConfiguredInstaller::Uv {
+            return Err(Error::env(
+                "`installer = \"uv\"` but `uv` is neither on the PATH nor installable from the package index",
+            ));
+        }
+        Installer::of(uv, interpreter)
+    }
+
+    /// The installer a build would use, without installing anything (`r2e status`): `None`
+    /// when `installer = "uv"` and the build would first install it into the cache.
+    pub fn find_installed(
+        cache: &Cache,
+        interpreter: &Interpreter,
+        cfg: &EnvConfig,
+    ) -> Option<Result<Installer>> {
+        match find_uv(cache, cfg) {
+            Some(uv) => Some(Installer::of(Some(uv), interpreter)),
+            None if cfg.installer == ConfiguredInstaller::Uv => None,
+            // `pip`, or `auto` with no `uv` to hand: pip, as a build falls back to when it
+            // cannot install `uv` (one that can would use `uv`, another key).
+            None => Some(Installer::of(None, interpreter)),
+        }
+    }
+
+    fn of(uv: Option<PathBuf>, interpreter: &Interpreter) -> Result<Installer> {
+        let id = match &uv {
+            Some(path) => {
+                let out = std::process::Command::new(path)
+                    .arg("--version")
+                    .output()
+                    .map_err(|e| Error::env(format!("cannot run `{}`: {e}", path.display())))?;
+                let text = String::from_utf8_lossy(&out.stdout);
+                InstallerId {
+                    name: "uv".into(),
+                    version: text
+                        .split_whitespace()
+                        .nth(1)
+                        .unwrap_or_default()
+                        .to_owned(),
+                }
+            }
+            None => InstallerId {
+                name: "pip".into(),
+                version: interpreter.bundled_pip.clone(),
+            },
+        };
+        Ok(Installer { uv, id })
+    }
+}
+
+/// `uv` on the PATH or already installed in the cache (none for `installer = "pip"`).
+fn find_uv(cache: &Cache, cfg: &EnvConfig) -> Option<PathBuf> {
+    if cfg.installer == ConfiguredInstaller::Pip {
+        return None;
+    }
+    if let Some(on_path) = r2e_core::fsutil::find_program("uv") {
+        return Some(on_path);
+    }
+    let tools = cache.path(Bucket::Tools).join("uv");
+    let uv = tools.join("bin").join("uv");
+    if uv.is_file() {
+        cache.note_use(&tools);
+        return Some(uv);
+    }
+    None
+}
+
+/// Finds `uv` on the PATH or in the cache, or installs it into the cache from the package index.
+pub fn find_or_install_uv(
+    cache: &Cache,
+    sandbox: &dyn Sandbox,
+    interpreter: &Interpreter,
+    cfg: &EnvConfig,
+) -> Option<PathBuf> {
+    if let Some(uv) = find_uv(cache, cfg) {
+        return Some(uv);
+    }
+    if cfg.installer == ConfiguredInstaller::Pip {
+        return None;
+    }
+    let tools = cache.dir(Bucket::Tools).ok()?;
+    let tmp = tools.join(format!("uv.tmp{}", std::process::id()));
+    let _ = fs_err::remove_dir_all(&tmp);
+    let scratch = tools.join(format!("scratch{}", std::process::id()));
+    let _ = fs_err::create_dir_all(&scratch);
+    let python = tmp.join("bin").join("python");
+    let steps = [
+        (
+            interpreter.executable.clone(),
+            vec![
+                "-m".to_string(),
+                "venv".into(),
+                tmp.to_string_lossy().into_owned(),
+            ],
+        ),
+        (
+            python,
+            vec![
+                "-m".into(),
+                "pip".into(),
+                "install".into(),
+                "--quiet".into(),
+                "--disable-pip-version-check".into(),
+                "uv".into(),
+            ],
+        ),
+    ];
+    for (program, args) in steps {
+        let job = Job {
+            program,
+            args,
+            env: cfg.passthrough.clone(),
+            scratch: scratch.clone(),
+            writable: vec![tools.clone()],
+            // The certificates and wheels the index settings name: a container's `/etc`
+            // has no certificates of this machine.
+            readonly: interpreter
+                .mounts()
+                .into_iter()
+                .chain(cfg.index_mounts())
+                .collect(),
+            hidden: vec![],
+            network: true,
+            limits: Limits {
+                wall_seconds: 300,
+                memory_mib: 2048,
+                processes: 256,
+                cpu_seconds: 600,
+                file_size_mib: 512,
+            },
+            image: None,
+        };
+        match sandbox.run(&job) {
+            Ok(o) if o.success() => {}
+            _ => {
+                let _ = fs_err::remove_dir_all(&tmp);
+                let _ = fs_err::remove_dir_all(&scratch);
+                return None;
+            }
+        }
+    }
+    let _ = fs_err::remove_dir_all(&scratch);
+    fs_err::rename(&tmp, tools.join("uv")).ok()?;
+    let uv = tools.join("uv").join("bin").join("uv");
+    uv.is_file().then_some(uv)
+}
+
+/// What a Python environment reports of itself, run by its own interpreter in the sandbox:
+/// its distributions (`name==version`, sorted), after importing coverage. `Ok(Err(why))` when
+/// it does not work; `Err` when the sandbox itself failed.
+fn installed(
+    sandbox: &dyn Sandbox,
+    python: &Path,
+    env: &[PathBuf],
+    interpreter: &[PathBuf],
+    scratch: &Path,
+) -> Result<std::result::Result<Vec<String>, String>> {
+    let probe = "import json, importlib.metadata as m\nimport coverage\nprint(json.dumps(sorted({f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions()})))";
+    fs_err::create_dir_all(scratch)?;
+    let job = Job {
+        program: python.to_path_buf(),
+        args: vec!["-I".into(), "-c".into(), probe.into()],
+        env: vec![],
+        scratch: scratch.to_path_buf(),
+        writable: vec![],
+        readonly: env.iter().chain(interpreter).cloned().collect(),
+        hidden: vec![],
+        network: false,
+        limits: Limits {
+            wall_seconds: 60,
+            ..Limits::default()
+        },
+        image: None,
+    };
+    // The sandbox failing to run it is the build's failure, never the environment's.
+    let out = sandbox.run(&job)?;
+    if !out.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().last().unwrap_or("it failed");
+        return Ok(Err(format!("its interpreter fails: {last}")));
+    }
+    Ok(serde_json::from_slice::<Vec<String>>(&out.stdout)
+        .map_err(|e| format!("its interpreter answers nonsense: {e}")))
+}
+
+/// The limits of an installation step.
+fn install_limits(cfg: &EnvConfig) -> Limits {
+    Limits {
+        wall_seconds: cfg.timeout_seconds,
+        cpu_seconds: cfg.timeout_seconds * 2,
+        memory_mib: 4096,
+        processes: 512,
+        file_size_mib: 2048,
+    }
+}
+
+/// Builds, or takes from the cache, the environment of one repository.
+pub struct EnvBuilder<'a> {
+    pub cache: &'a Cache,
+    pub sandbox: &'a dyn Sandbox,
+    pub cfg: &'a EnvConfig,
+    pub interpreter: &'a Interpreter,
+    pub installer: &'a Installer,
+}
+
+/// The record an environment's folder holds, sealed with its key.
+pub(super) const RECORD: &str = "record";
+
+/// One environment being built in a temporary folder: its log and the steps run so far.
+pub(super) struct Building<'a> {
+    pub(super) builder: &'a EnvBuilder<'a>,
+    pub(super) tmp: PathBuf,
+    pub(super) venv: PathBuf,
+    pub(super) python: PathBuf,
+    pub(super) log: String,
+    /// What its steps read besides the installer's mounts (the environment a project layer is
+    /// built on).
+    pub(super) readonly: Vec<PathBuf>,
+    /// The name its log gives the folder it builds in (`<env>`, `<project>`).
+    pub(super) label: &'static str,
+}
+
+/// What a finished build holds: its outcome, the packages that failed, its lock, and what its
+/// interpreter reported of itself.
+type Installed = (EnvOutcome, Vec<String>, Vec<String>, Vec<String>);
+
+/// Why a build stopped before its end: a failure that may pass (never stored), or a finished
+/// environment (possibly failed, which is stored).
+pub(super) enum Stop {
+    Transient(String),
+    Error(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Error(e)
+    }
+}
+
+impl Building<'_> {
+    /// The log, with this machine's paths replaced by names.
+    pub(super) fn redacted_log(&self) -> String {
+        let cache = self.builder.cache.root().to_path_buf();
+        let mut paths = vec![(self.tmp.clone(), self.label), (cache, "<cache>")];
+        paths.extend(
+            self.builder
+                .interpreter
+                .mounts()
+                .into_iter()
+                .map(|p| (p, "<python>")),
+        );
+        redact(&self.log, &paths, usize::MAX)
+    }
+
+    /// Runs one installation step in the sandbox (network on), appending to the log.
+    pub(super) fn run(&mut self, program: &Path, args: Vec<String>) -> Result<Outcome> {
+        let b = self.builder;
+        let mut env = b.cfg.passthrough.clone();
+        env.push(("UV_PYTHON_DOWNLOADS".into(), "never".into()));
+        env.push(("UV_LINK_MODE".into(), "copy".into()));
+        env.push(("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into()));
+        let uv_cache = b.cache.dir(Bucket::UvCache)?;
+        let pip_cache = b.cache.dir(Bucket::PipCache)?;
+        // Used, for `gc`'s least recently used, but not kept for the build: a built environment
+        // holds copies (`UV_LINK_MODE=copy`), never links into them.
+        r2e_core::cache::touch(&uv_cache);
+        r2e_core::cache::touch(&pip_cache);
+        env.push((
+            "UV_CACHE_DIR".into(),
+            uv_cache.to_string_lossy().into_owned(),
+        ));
+        env.push((
+            "PIP_CACHE_DIR".into(),
+            pip_cache.to_string_lossy().into_owned(),
+        ));
+        env.push((
+            "VIRTUAL_ENV".into(),
+            self.venv.to_string_lossy().into_owned(),
+        ));
+        let job = Job {
+            program: program.to_path_buf(),
+            args: args.clone(),
+            env,
+            scratch: self.tmp.join("scratch"),
+            writable: vec![self.tmp.clone(), uv_cache, pip_cache],
+            readonly: b
+                .installer_mounts()
+                .into_iter()
+                .chain(self.readonly.iter().cloned())
+                .collect(),
+            hidden: vec![],
+            network: true,
+            limits: install_limits(b.cfg),
+            image: None,
+        };
+        let out = b.sandbox.run(&job)?;
+        self.log
+            .push_str(&format!("$ {} {}\n", program.display(), args.join(" ")));
+        self.log.push_str(&String::from_utf8_lossy(&out.stdout));
+        self.log.push_str(&String::from_utf8_lossy(&out.stderr));
+        self.log.push_str(&format!(
+            "[{:?} in {:.1}s]\n",
+            out.exit,
+            out.duration.as_secs_f64()
+        ));
+        Ok(out)
+    }
+
+    /// Installs packages into the environment.
+    fn install(&mut self, packages: &[String]) -> Result<Outcome> {
+        let python = self.python.to_string_lossy().into_owned();
+        match self.builder.installer.uv.clone() {
+            Some(uv) => {
+                let mut args = vec!["pip".into(), "install".into(), "--python".into(), python];
+                args.extend(packages.iter().cloned());
+                self.run(&uv, args)
+            }
+            None => {
+                let mut args = vec![
+                    "-m".into(),
+                    "pip".into(),
+                    "install".into(),
+                    "--disable-pip-version-check".into(),
+                    "--no-input".into(),
+                ];
+                args.extend(packages.iter().cloned());
+                let venv_python = self.python.clone();
+                self.run(&venv_python, args)
+            }
+        }
+    }
+
+    /// Creates the environment itself.
+    fn create(&mut self) -> Result<Outcome> {
+        let b = self.builder;
+        let venv = self.venv.to_string_lossy().into_owned();
+        match b.installer.uv.clone() {
+            Some(uv) => {
+                let mut args = vec![
+                    "venv".to_string(),
+                    "--no-python-downloads".into(),
+                    "--python".into(),
+                    b.interpreter.executable.to_string_lossy().into_owned(),
+                ];
+                if b.cfg.system_site_packages {
+                    args.push("--system-site-packages".into());
+                }
+                args.push(venv);
+                self.run(&uv, args)
+            }
+            None => {
+                let mut args = vec!["-m".to_string(), "venv".into()];
+                if b.cfg.system_site_packages {
+                    args.push("--system-site-packages".into());
+                }
+                args.push(venv);
+                let python = b.interpreter.executable.clone();
+                self.run(&python, args)
+            }
+        }
+    }
+
+    /// Whether the package index answers at all: a failure while it does not may pass.
+    pub(super) fn index_down(&mut self) -> Result<bool> {
+        let passthrough = &self.builder.cfg.passthrough;
+        if passthrough
+            .iter()
+            .any(|(k, _)| k == "PIP_NO_INDEX" || k == "UV_OFFLINE")
+        {
+            return Ok(false);
+        }
+        let url = passthrough
+            .iter()
+            .find(|(k, _)| {
+                matches!(
+                    k.as_str(),
+                    "UV_INDEX_URL" | "UV_DEFAULT_INDEX" | "PIP_INDEX_URL"
+                )
+            })
+            .map_or_else(
+                || "https://pypi.org/simple/".to_string(),
+                |(_, v)| v.clone(),
+            );
+        let probe = "import sys, urllib.request\ntry:\n    urllib.request.urlopen(sys.argv[1], timeout=15).read(1)\nexcept urllib.error.HTTPError:\n    pass\nexcept Exception as e:\n    print('unreachable:', e); sys.exit(3)";
+        let python = self.builder.interpreter.executable.clone();
+        let out = self.run(&python, vec!["-I".into(), "-c".into(), probe.into(), url])?;
+        Ok(out.exit == Exit::Code(3) || out.exit == Exit::Timeout)
+    }
+
+    /// Installs one package; returns whether it installed, or stops on a failure that may pass.
+    fn install_one(&mut self, package: &str) -> std::result::Result<bool, Stop> {
+        let one = self.install(&[package.to_owned()])?;
+        if one.success() {
+            return Ok(true);
+        }
+        if let Some(cause) = transient(&one) {
+            return Err(Stop::Transient(format!(
+                "installing `{package}` failed: {cause}"
+            )));
+        }
+        Ok(false)
+    }
+
+    /// coverage, the extra packages and the declared dependencies: all at once, or one by one
+    /// when that fails. Returns those that failed.
+    fn install_declared(&mut self, declared: &[String]) -> std::result::Result<Vec<String>, Stop> {
+        let mut wanted: Vec<String> = vec![COVERAGE.into()];
+        wanted.extend(self.builder.cfg.extra_packages.iter().cloned());
+        wanted.extend(declared.iter().cloned());
+        let all = self.install(&wanted)?;
+        let mut failed = Vec::new();
+        if !all.success() {
+            if let Some(cause) = transient(&all) {
+                return Err(Stop::Transient(format!(
+                    "installing packages failed: {cause}"
+                )));
+            }
+            if self.index_down()? {
+                return Err(Stop::Transient(
+                    "installing packages failed: the package index cannot be reached".into(),
+                ));
+            }
+            for package in &wanted {
+                if !self.install_one(package)? {
+                    failed.push(package.clone());
+                }
+            }
+        }
+        Ok(failed)
+    }
+
+    /// Imported but undeclared third-party modules, as pipreqs would. Returns those that failed.
+    /// A module the repository's optional dependencies provide (`optional`) is installed from
+    /// them (`railroad` from `railroad-diagrams`).
+    fn install_inferred(
+        &mut self,
+        inferred: &[String],
+        optional: &[String],
+    ) -> std::result::Result<Vec<String>, Stop> {
+        let mut failed = Vec::new();
+        if inferred.is_empty() {
+            return Ok(failed);
+        }
+        let probe = "import importlib.util, sys\nfor m in sys.argv[1:]:\n    try:\n        if importlib.util.find_spec(m) is None: print(m)\n    except Exception: print(m)";
+        let mut args = vec!["-I".to_string(), "-c".into(), probe.into()];
+        args.extend(inferred.iter().cloned());
+        let python = self.python.clone();
+        let missing = self.run(&python, args)?;
+        for module in String::from_utf8_lossy(&missing.stdout).lines() {
+            let dist = distribution_for(module)
+                .map(str::to_owned)
+                .or_else(|| optional_provider(module, optional))
+                .unwrap_or_else(|| module.replace('_', "-"));
+            if !dist.is_empty() && !self.install_one(&dist)? {
+                failed.push(dist);
+            }
+        }
+        Ok(failed)
+    }
+
+    /// The environment's lock: `pip freeze`.
+    fn freeze(&mut self) -> Result<Vec<String>> {
+        let python = self.python.to_string_lossy().into_owned();
+        let out = match self.builder.installer.uv.clone() {
+            Some(uv) => self.run(
+                &uv,
+                vec!["pip".into(), "freeze".into(), "--python".into(), python],
+            )?,
+            None => {
+                let venv_python = self.python.clone();
+                self.run(
+                    &venv_python,
+                    vec![
+                        "-m".into(),
+                        "pip".into(),
+                        "freeze".into(),
+                        "--disable-pip-version-check".into(),
+                    ],
+                )?
+            }
+        };
+        Ok(String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .filter(|l| !l.is_empty())
+            .collect())
+    }
+}
+
+impl EnvBuilder<'_> {
+    /// What an installation step must see besides the folder it builds: the interpreter, the
+    /// installer, and local paths the index settings name (a folder of wheels, certificates).
+    fn installer_mounts(&self) -> Vec<PathBuf> {
+        let mut out = self.interpreter.mounts();
+        if let Some(uv) = &self.installer.uv {
+            out.push(uv.clone());
+        }
+        out.extend(self.cfg.index_mounts());
+        out
+    }
+
+    /// Whether an environment the cache holds still works as built: its interpreter runs,
+    /// imports coverage, and reports the packages it was built with. `Err(why)` when it does
+    /// not. A failure of the sandbox itself is an error: it says nothing of the environment,
+    /// which stays.
+    pub fn check(&self, env: &Env) -> Result<std::result::Result<(), String>> {
+        // Its interpreter (a link to the configured one) must be there: a sandbox cannot start
+        // a program that is not, and would say so as its own failure.
+        if !env.python.exists() {
+            return Ok(Err(format!(
+                "its interpreter `{}` is missing",
+                env.python.display()
+            )));
+        }
+        let scratch = self.cache.dir(Bucket::Scratch)?.join(format!(
+            "env-check-{}-{}",
+            std::process::id(),
+            &env.record.key[..16]
+        ));
+        fs_err::create_dir_all(&scratch)?;
+        let found = installed(
+            self.sandbox,
+            &env.python,
+            std::slice::from_ref(&env.dir),
+            &env.mounts,
+            &scratch,
+        );
+        let _ = fs_err::remove_dir_all(&scratch);
+        // A sandbox that cannot run the check (no daemon, no base image) says nothing of the
+        // environment: the build's failure, and the entry stays.
+        Ok(match found? {
+            Ok(list) if list == env.record.installed => Ok(()),
+            Ok(_) => Err("its packages are not the ones it was built with".into()),
+            Err(why) => Err(why),
+        })
+    }
+
+    /// What determines the environment of a repository with these dependencies.
+    pub fn key(&self, declared: &[String], inferred: &[String], optional: &[String]) -> EnvKey {
+        EnvKey {
+            python_version: self.interpreter.version.clone(),
+            installer: self.installer.id.clone(),
+            coverage: COVERAGE,
+            declared: declared.to_vec(),
+            inferred: inferred.to_vec(),
+            optional: optional.to_vec(),
+            extra: self.cfg.extra_packages.clone(),
+            system_site_packages: self.cfg.system_site_packages,
+            index: self
+                .cfg
+                .passthrough
+                .iter()
+                .filter(|(k, _)| k.contains("INDEX") || k.contains("FIND_LINKS"))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The failed environment of a project that does not support the interpreter (`why`):
+    /// nothing built, nothing stored; its key is the one it would have had.
+    pub fn unsupported(&self, declared: &super::Declared, inferred: &[String], why: String) -> Env {
+        let key = self.key(&declared.requirements, inferred, &declared.optional);
+        Env {
+            record: EnvRecord {
+                key: key.hash().to_hex(),
+                outcome: EnvOutcome::Failed,
+                installer: self.installer.id.name.clone(),
+                python_version: self.interpreter.version.clone(),
+                declared: declared.requirements.clone(),
+                inferred: inferred.to_vec(),
+                failed_packages: Vec::new(),
+                lock: Vec::new(),
+                lock_hash: String::new(),
+                installed: Vec::new(),
+                log: format!("{why}\n"),
+            },
+            python: self.interpreter.executable.clone(),
+            dir: PathBuf::new(),
+            mounts: Vec::new(),
+            cached: false,
+            project: None,
+        }
+    }
+
+    /// The environment for a repository with these declared and inferred dependencies: from
+    /// the cache when its sealed record verifies, else built in a temporary folder and moved in
+    /// place whole.
+    pub fn build(
+        &self,
+        declared: &[String],
+        inferred: &[String],
+        optional: &[String],
+    ) -> Result<Env> {
+        let key = self.key(declared, inferred, optional);
+        let hash = key.hash();
+        let dir = self.cache.dir(Bucket::Envs)?.join(hash.to_hex());
+        let python = dir.join("venv").join("bin").join("python");
+        if let Ok(bytes) = std::fs::read(dir.join(RECORD)) {
+            match entry::unseal::<EnvRecord>(&Bucket::Envs.folder(), hash, &bytes) {
+                Ok(record) => {
+                    self.cache.note_use(&dir);
+                    return Ok(Env {
+                        record,
+                        python,
+                        mounts: self.interpreter.mounts(),
+                        dir,
+                        cached: true,
+                        project: None,
+                    });
+                }
+                Err(why) => {
+                    eprintln!(
+                        "warning: environment `{}` has a damaged record ({why}); it is rebuilt",
+                        dir.display()
+                    );
+                    fs_err::remove_dir_all(&dir)?;
+                }
+            }
+        }
+        let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+        let _ = fs_err::remove_dir_all(&tmp);
+        fs_err::create_dir_all(tmp.join("scratch"))?;
+        let venv = tmp.join("venv");
+        let mut b = Building {
+            builder: self,
+            python: venv.join("bin").join("python"),
+            venv,
+            tmp,
+            log: String::new(),
+            readonly: Vec::new(),
+            label: "<env>",
+        };
+        let built = self.install_all(&mut b, declared, inferred, optional);
+        let (outcome, failed, lock, installed) = match built {
+            Ok(done) => done,
+            Err(Stop::Error(e)) => {
+                let _ = fs_err::remove_dir_all(&b.tmp);
+                return Err(e);
+            }
+            Err(Stop::Transient(why)) => {
+                let _ = fs_err::remove_dir_all(&b.tmp);
+                return Err(Error::env(why));
+            }
+        };
+        let record = EnvRecord {
+            key: hash.to_hex(),
+            outcome,
+            installer: self.installer.id.name.clone(),
+            python_version: self.interpreter.version.clone(),
+            declared: declared.to_vec(),
+            inferred: inferred.to_vec(),
+            failed_packages: failed,
+            lock_hash: Hash::of_bytes(lock.join("\n").as_bytes()).to_hex(),
+            lock,
+            installed,
+            log: b.redacted_log(),
+        };
+        write_atomic(
+            &b.tmp.join(RECORD),
+            &entry::seal(&Bucket::Envs.folder(), hash, &record),
+        )?;
+        let _ = fs_err::remove_dir_all(b.tmp.join("scratch"));
+        if dir.exists() {
+            // Another build finished it first; use theirs.
+            let _ = fs_err::remove_dir_all(&b.tmp);
+        } else {
+            fs_err::rename(&b.tmp, &dir)?;
+        }
+        self.cache.note_use(&dir);
+        Ok(Env {
+            record,
+            python,
+            dir,
+            mounts: self.interpreter.mounts(),
+            cached: false,
+            project: None,
+        })
+    }
+
+    /// Every step of a build: the environment, its packages, its lock.
+    fn install_all(
+        &self,
+        b: &mut Building,
+        declared: &[String],
+        inferred: &[String],
+        optional: &[String],
+    ) -> std::result::Result<Installed, Stop> {
+        let built = self.install_steps(b, declared, inferred, optional);
+        // A step that failed on a full disk failed for the disk, whatever it printed.
+        if r2e_core::fsutil::disk_full(&b.tmp) {
+            return Err(Stop::Transient(format!(
+                "the environment could not be built: the disk is full ({} MiB free where it is built)",
+                r2e_core::fsutil::free_bytes(&b.tmp).unwrap_or(0) >> 20
+            )));
+        }
+        built
+    }
+
+    /// The steps of a build, in order.
+    fn install_steps(
+        &self,
+        b: &mut Building,
+        declared: &[String],
+        inferred: &[String],
+        optional: &[String],
+    ) -> std::result::Result<Installed, Stop> {
+        let created = b.create()?;
+        if !created.success() {
+            if let Some(cause) = transient(&created) {
+                return Err(Stop::Transient(format!(
+                    "creating an environment failed: {cause}"
+                )));
+            }
+            return Ok((EnvOutcome::Failed, Vec::new(), Vec::new(), Vec::new()));
+        }
+        let mut failed = b.install_declared(declared)?;
+        failed.extend(b.install_inferred(inferred, optional)?);
+        let lock = b.freeze()?;
+        // What the environment reports of itself, by its own interpreter (which must import
+        // coverage): checked again before each build uses it.
+        let installed = installed(
+            self.sandbox,
+            &b.python,
+            std::slice::from_ref(&b.tmp),
+            &self.interpreter.mounts(),
+            &b.tmp.join("scratch"),
+        )?;
+        let outcome = match &installed {
+            Err(_) => EnvOutcome::Failed,
+            Ok(_) if failed.is_empty() => EnvOutcome::Ok,
+            Ok(_) => EnvOutcome::Partial,
+        };
+        if let Err(why) = &installed {
+            b.log
+                .push_str(&format!("the environment does not work: {why}\n"));
+        }
+        Ok((outcome, failed, lock, installed.unwrap_or_default()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(stderr: &str) -> Outcome {
+        Outcome {
+            exit: Exit::Code(1),
+            stdout: Vec::new(),
+            stderr: stderr.as_bytes().to_vec(),
+            duration: std::time::Duration::ZERO,
+            limit_hit: None,
+        }
+    }
+
+    #[test]
+    fn a_429_is_an_http_status_not_a_number_in_a_port() {
+        assert_eq!(
+            transient(&failed(
+                "ERROR: Could not find a version that satisfies the requirement tinydep (from http://127.0.0.1:42917/simple/)"
+            )),
+            None
+        );
+        assert_eq!(
+            transient(&failed(
+                "ERROR: HTTP error 429 while getting https://pypi.org/simple/x/"
+            )),
+            Some("the package index refuses too many requests (429)")
+        );
+        assert_eq!(
+            transient(&failed("error: Failed to fetch: 429 Too Many Requests")),
+            Some("the package index refuses too many requests (429)")
+        );
+    }
+}

@@ -1,0 +1,691 @@
+//! Stage `env`: one isolated Python environment per (repository dependencies, environment
+//! settings), shared by every function of the repository.
+//!
+//! An environment is keyed on what determines it: the interpreter's version, the dependencies the
+//! repository declares (`requirements*.txt`, `pyproject.toml`, `setup.cfg`, `setup.py`), the
+//! third-party modules its code imports, and the `[env]` settings (including index and
+//! certificate variables). Never on the repository's source: the repository's own code is made
+//! importable from its checkout at run time, so editing a function never rebuilds an
+//! environment. Installation runs in the sandbox, with the network allowed there and only there.
+//! It uses `uv` when available (installing it from the package index into the cache if need be),
+//! else `python -m venv` and pip; `uv` is never allowed to download a Python.
+//!
+//! A project whose `requires-python` excludes the interpreter gets a failed environment with
+//! that reason, decided by every build and never stored; nothing is installed for it.
+//!
+//! A failed installation is data: its log is kept and the build goes on. A failure that may pass
+//! (the index unreachable, a timeout, a full disk) is never stored: the build goes on with the
+//! other repositories and then exits 1 naming the cause, and the next build tries again. Before
+//! its functions run, an environment from the cache is checked (its interpreter runs, imports
+//! coverage and reports the packages it was built with); a broken one is rebuilt.
+
+mod build;
+mod declared;
+pub mod project;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use build::{COVERAGE, EnvBuilder, Installer, find_or_install_uv};
+use declared::normalize_requirement;
+pub use declared::{Declared, declared_dependencies, distribution_for, optional_provider};
+
+use crate::stages::checkout::Checkout;
+use r2e_core::cache::{ActionKey, Bucket, Cache, write_atomic, write_if_changed};
+use r2e_core::config::Config;
+use r2e_core::error::{Error, Result};
+pub use r2e_core::records::EnvOutcome;
+use r2e_core::records::{EnvLine, FailureRecord, ProjectLine, StageCounts};
+use r2e_exec::jobs::Runtime;
+use r2e_exec::sandbox::{Job, Limits, Sandbox};
+
+/// A built environment, as sealed in its folder in the cache.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EnvRecord {
+    pub key: String,
+    pub outcome: EnvOutcome,
+    pub installer: String,
+    pub python_version: String,
+    pub declared: Vec<String>,
+    pub inferred: Vec<String>,
+    pub failed_packages: Vec<String>,
+    /// `pip freeze` of the environment: its lock.
+    pub lock: Vec<String>,
+    pub lock_hash: String,
+    /// What the environment's interpreter reported of itself when it was built (its
+    /// distributions): checked again before a build uses it.
+    pub installed: Vec<String>,
+    pub log: String,
+}
+
+/// An environment ready for use.
+#[derive(Clone, Debug)]
+pub struct Env {
+    pub record: EnvRecord,
+    /// The environment's interpreter.
+    pub python: PathBuf,
+    /// The environment's folder in the cache.
+    pub dir: PathBuf,
+    /// What its interpreter needs to see besides it (the base installation).
+    pub mounts: Vec<PathBuf>,
+    /// Whether it came from the cache.
+    pub cached: bool,
+    /// The repository's project layer on it (`project`): none when it is not a buildable
+    /// project or `[env] install_project` is off.
+    pub project: Option<project::ProjectLayer>,
+}
+
+impl Env {
+    /// How to run code in this environment for a repository checked out at `root`.
+    pub fn runtime(&self, root: &Path) -> Runtime {
+        Runtime {
+            python: self.python.clone(),
+            env: self.dir.clone(),
+            repo: root.to_path_buf(),
+            interpreter: self.mounts.clone(),
+            project: self.project.as_ref().map(|p| p.site.clone()),
+            image: None,
+        }
+    }
+
+    /// The project layer's key, empty without one (`CodeKey::project`).
+    pub fn project_key(&self) -> String {
+        self.project
+            .as_ref()
+            .map(|p| p.record.key.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Facts about the machine's interpreter, asked once per build.
+#[derive(Clone, Debug)]
+pub struct Interpreter {
+    pub executable: PathBuf,
+    pub version: String,
+    pub stdlib_modules: BTreeSet<String>,
+    /// The version of the pip its `venv` puts into new environments (empty without `ensurepip`).
+    pub bundled_pip: String,
+    /// Its installation (`sys.base_prefix`), which every environment made from it links to.
+    pub base_prefix: PathBuf,
+}
+
+impl Interpreter {
+    /// Asks the configured interpreter (the machine's own, trusted) for its version and its
+    /// standard library's module names.
+    pub fn probe(python: &str) -> Result<Interpreter> {
+        let script = "import sys; print(sys.executable); print(sys.version.split()[0]); print(' '.join(sorted(sys.stdlib_module_names)))\ntry:\n    import ensurepip; print(ensurepip.version())\nexcept Exception:\n    print()\nprint(sys.base_prefix)";
+        let out = std::process::Command::new(python)
+            .args(["-I", "-c", script])
+            .output()
+            .map_err(|e| {
+                Error::env(format!("cannot run the Python interpreter `{python}`: {e}"))
+            })?;
+        if !out.status.success() {
+            return Err(Error::env(format!(
+                "the Python interpreter `{python}` failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        let executable = PathBuf::from(lines.next().unwrap_or_default());
+        let version = lines.next().unwrap_or_default().to_owned();
+        let mut stdlib_modules: BTreeSet<String> = lines
+            .next()
+            .unwrap_or_default()
+            .split(' ')
+            .map(str::to_owned)
+            .collect();
+        stdlib_modules.insert("__future__".into());
+        let bundled_pip = lines.next().unwrap_or_default().trim().to_owned();
+        let base_prefix = PathBuf::from(lines.next().unwrap_or_default().trim());
+        Ok(Interpreter {
+            executable,
+            version,
+            stdlib_modules,
+            bundled_pip,
+            base_prefix,
+        })
+    }
+
+    /// What a job running this interpreter must see: its installation, unless the system's
+    /// software (always shown) holds it.
+    pub fn mounts(&self) -> Vec<PathBuf> {
+        r2e_exec::sandbox::local::outside_system(&self.base_prefix)
+            .into_iter()
+            .collect()
+    }
+}
+
+/// What stage `env` made of every repository.
+pub struct EnvStage {
+    pub lines: Vec<EnvLine>,
+    pub counts: StageCounts,
+    pub envs: Envs,
+    pub failures: Vec<FailureRecord>,
+    /// Environments that could not be built for a reason that may pass (the network, a full
+    /// disk): the build reports them and exits 1 after writing what it could.
+    pub transient: Vec<String>,
+}
+
+/// Stage `env`: an environment per repository (its declared dependencies, and the third-party
+/// modules its code imports), its log under `<output>/logs/`.
+pub fn run(
+    cfg: &Config,
+    cache: &Cache,
+    sandbox: &dyn Sandbox,
+    repos: &[(Arc<Checkout>, Vec<String>)],
+    output: &Path,
+    progress: impl Fn(u64, &str) -> indicatif::ProgressBar,
+) -> Result<EnvStage> {
+    let interpreter = Interpreter::probe(&cfg.env.python)?;
+    let installer = Installer::find(cache, sandbox, &interpreter, &cfg.env)?;
+    let builder = EnvBuilder {
+        cache,
+        sandbox,
+        cfg: &cfg.env,
+        interpreter: &interpreter,
+        installer: &installer,
+    };
+    let logs = output.join("logs");
+    fs_err::create_dir_all(&logs)?;
+    let mut stage = EnvStage {
+        lines: Vec::new(),
+        counts: StageCounts::default(),
+        envs: Envs::new(),
+        failures: Vec::new(),
+        transient: Vec::new(),
+    };
+    let bar = progress(repos.len() as u64, "env");
+    for (checkout, imports) in repos {
+        bar.set_message(checkout.name.clone());
+        let (declared, inferred) =
+            dependencies(cfg, cache, sandbox, &interpreter, checkout, imports);
+        for (file, why) in &declared.refused {
+            stage.failures.push(FailureRecord {
+                repo: checkout.name.clone(),
+                path: Some(file.clone()),
+                stage: "env".into(),
+                reason: why.clone(),
+                log: None,
+            });
+        }
+        // A project that does not support the interpreter is a recorded failure, decided
+        // again by every build (it costs nothing): nothing is installed, nothing cached.
+        if let Some(why) = declared.python_unmet(&interpreter.version) {
+            let unmet = builder.unsupported(&declared, &inferred, why.clone());
+            stage.record(&checkout.name, unmet, output, why)?;
+            bar.inc(1);
+            continue;
+        }
+        match working_env(&builder, &declared, &inferred) {
+            Ok(mut built) => {
+                if built.record.outcome != EnvOutcome::Failed {
+                    bar.set_message(format!("{} (the project)", checkout.name));
+                    let root = checkout.materialize(cache)?;
+                    match builder.project(&built, &root, &checkout.masked) {
+                        Ok(layer) => built.project = layer,
+                        // The functions run without the layer (another code key).
+                        Err(e) => stage.may_pass(&checkout.name, &e),
+                    }
+                }
+                stage.record(
+                    &checkout.name,
+                    built,
+                    output,
+                    "the environment could not be created".into(),
+                )?
+            }
+            Err(e) => {
+                stage.counts.failed += 1;
+                stage.may_pass(&checkout.name, &e);
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(stage)
+}
+
+/// A repository's dependencies as its environment's key holds them: those it declares, and
+/// the third-party modules its code imports (`imports`) that its environment installs (none
+/// unless `[env] infer_imports`). One reading for the stage and for `plan`.
+fn dependencies(
+    cfg: &Config,
+    cache: &Cache,
+    sandbox: &dyn Sandbox,
+    interpreter: &Interpreter,
+    checkout: &Checkout,
+    imports: &[String],
+) -> (Declared, Vec<String>) {
+    let declared = declared_dependencies(checkout, |text| {
+        setup_py_requires(text, cache, sandbox, interpreter)
+    });
+    let inferred = if cfg.env.infer_imports {
+        imports
+            .iter()
+            .filter(|m| !interpreter.stdlib_modules.contains(*m) && !m.starts_with('_'))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    (declared, inferred)
+}
+
+/// What a build would do of one repository's environment (`r2e status`).
+#[derive(Clone, Debug, Serialize)]
+pub struct EnvPlan {
+    pub repo: String,
+    /// Whether a build would install it: the cache has no environment for its key.
+    pub would_build: bool,
+    /// The environment key's hash.
+    pub key: String,
+    /// What changed since the last build's environment of the repository (its `envs.jsonl`
+    /// line): the inputs of the key that differ, each named, or that there was none.
+    pub changed: Vec<String>,
+    /// Its project layer, when it is a buildable project (`project`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<ProjectPlan>,
+}
+
+/// What a build would do of a repository's project layer (`r2e status`).
+#[derive(Clone, Debug, Serialize)]
+pub struct ProjectPlan {
+    /// Whether a build would build it: the cache has no layer for its key.
+    pub would_build: bool,
+    /// The layer key's hash.
+    pub key: String,
+    /// Why it would be built, when it would.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changed: Option<String>,
+}
+
+/// The project layer a build would use for a repository whose environment has the key
+/// `env_key`: `None` when it has none, or its files are not checked out yet (nothing is
+/// checked out for a plan).
+fn project_plan(
+    cfg: &Config,
+    cache: &Cache,
+    checkout: &Checkout,
+    env_key: &str,
+    last: Option<&EnvLine>,
+) -> Option<ProjectPlan> {
+    if !cfg.env.install_project {
+        return None;
+    }
+    let root = checkout.root_if_present(cache)?;
+    let inputs = project::build_inputs(&root, &checkout.masked)?;
+    let key = r2e_core::keys::ProjectKey {
+        format: project::FORMAT,
+        env: env_key.to_owned(),
+        inputs,
+    }
+    .hash()
+    .to_hex();
+    let would_build = !cache
+        .path(Bucket::Projects)
+        .join(&key)
+        .join("record")
+        .is_file();
+    let changed = would_build.then(|| match last.and_then(|l| l.project.as_ref()) {
+        Some(p) if p.key != key => {
+            "what its build reads (its build declarations, extension sources) or its environment changed".to_owned()
+        }
+        Some(_) => "its key is the same, but the cache has no layer for it".to_owned(),
+        None => "the last build has no project layer for it".to_owned(),
+    });
+    Some(ProjectPlan {
+        would_build,
+        key,
+        changed,
+    })
+}
+
+/// The env stage planned, nothing built or installed: each repository's environment key (its
+/// declarations read as a build reads them), whether the cache holds it, and the inputs that
+/// changed since `last` (the last build's `envs.jsonl`), named the way a build would see them.
+pub fn plan(
+    cfg: &Config,
+    cache: &Cache,
+    sandbox: &dyn Sandbox,
+    repos: &[(Arc<Checkout>, Vec<String>)],
+    last: &[EnvLine],
+) -> Result<Vec<EnvPlan>> {
+    let interpreter = Interpreter::probe(&cfg.env.python)?;
+    let Some(installer) = Installer::find_installed(cache, &interpreter, &cfg.env) else {
+        return Ok(repos
+            .iter()
+            .map(|(c, _)| EnvPlan {
+                repo: c.name.clone(),
+                would_build: true,
+                project: None,
+                key: String::new(),
+                changed: vec![
+                    "`uv` is not installed yet: a build installs it into the cache first".into(),
+                ],
+            })
+            .collect());
+    };
+    let installer = installer?;
+    let builder = EnvBuilder {
+        cache,
+        sandbox,
+        cfg: &cfg.env,
+        interpreter: &interpreter,
+        installer: &installer,
+    };
+    let mut out = Vec::new();
+    for (checkout, imports) in repos {
+        let (declared, inferred) =
+            dependencies(cfg, cache, sandbox, &interpreter, checkout, imports);
+        let key = builder
+            .key(&declared.requirements, &inferred, &declared.optional)
+            .hash()
+            .to_hex();
+        if let Some(why) = declared.python_unmet(&interpreter.version) {
+            out.push(EnvPlan {
+                repo: checkout.name.clone(),
+                would_build: false,
+                key,
+                changed: vec![why],
+                project: None,
+            });
+            continue;
+        }
+        let last_line = last.iter().find(|l| l.repo == checkout.name);
+        let project = project_plan(cfg, cache, checkout, &key, last_line);
+        let would_build = !cache
+            .path(Bucket::Envs)
+            .join(&key)
+            .join(build::RECORD)
+            .is_file();
+        let mut changed = Vec::new();
+        match last.iter().find(|l| l.repo == checkout.name) {
+            None => changed.push("the last build has no environment for it".into()),
+            Some(l) if l.env_key == key => {}
+            Some(l) => {
+                list_change(
+                    "declared",
+                    &l.declared,
+                    &declared.requirements,
+                    &mut changed,
+                );
+                list_change("inferred", &l.inferred, &inferred, &mut changed);
+                if l.python_version != interpreter.version {
+                    changed.push(format!(
+                        "`python_version`: {} -> {}",
+                        l.python_version, interpreter.version
+                    ));
+                }
+                if l.installer != installer.id.name {
+                    changed.push(format!(
+                        "`installer`: {} -> {}",
+                        l.installer, installer.id.name
+                    ));
+                }
+                if changed.is_empty() {
+                    changed.push(
+                        "another input of its key: the installer's version, `[env] extra_packages`, \
+                         `system_site_packages` or the index settings"
+                            .into(),
+                    );
+                }
+            }
+        }
+        if would_build && changed.is_empty() {
+            changed.push("its key is the same, but the cache has no environment for it".into());
+        }
+        out.push(EnvPlan {
+            repo: checkout.name.clone(),
+            would_build,
+            key,
+            changed,
+            project,
+        });
+    }
+    Ok(out)
+}
+
+/// "`name`: -removed, +added", when the two lists differ.
+fn list_change(name: &str, before: &[String], now: &[String], out: &mut Vec<String>) {
+    let (before_set, now_set): (BTreeSet<&String>, BTreeSet<&String>) =
+        (before.iter().collect(), now.iter().collect());
+    let mut parts: Vec<String> = before_set
+        .difference(&now_set)
+        .map(|r| format!("-{r}"))
+        .collect();
+    parts.extend(now_set.difference(&before_set).map(|a| format!("+{a}")));
+    if !parts.is_empty() {
+        out.push(format!("`{name}`: {}", parts.join(", ")));
+    }
+}
+
+/// The environment for these dependencies, checked to work when it comes from the cache (a
+/// broken one is rebuilt once).
+fn working_env(builder: &EnvBuilder, declared: &Declared, inferred: &[String]) -> Result<Env> {
+    let (optional, declared) = (&declared.optional, &declared.requirements);
+    let env = builder.build(declared, inferred, optional)?;
+    if !env.cached || env.record.outcome == EnvOutcome::Failed {
+        return Ok(env);
+    }
+    match builder.check(&env)? {
+        Ok(()) => Ok(env),
+        Err(why) => {
+            eprintln!(
+                "environment `{}` is broken ({why}); it is rebuilt",
+                env.record.key
+            );
+            fs_err::remove_dir_all(&env.dir)?;
+            let rebuilt = builder.build(declared, inferred, optional)?;
+            if rebuilt.record.outcome != EnvOutcome::Failed
+                && let Err(why) = builder.check(&rebuilt)?
+            {
+                return Err(Error::env(format!(
+                    "the rebuilt environment `{}` does not work either: {why}",
+                    rebuilt.record.key
+                )));
+            }
+            Ok(rebuilt)
+        }
+    }
+}
+
+impl EnvStage {
+    /// A failure that may pass (the index, a timeout, a full disk): reported, never cached;
+    /// the build exits 1 after writing what it could, and the next build tries again.
+    fn may_pass(&mut self, repo: &str, e: &Error) {
+        self.transient.push(format!("repo `{repo}`: {e}"));
+        self.failures.push(FailureRecord {
+            repo: repo.to_owned(),
+            path: None,
+            stage: "env".into(),
+            reason: e.to_string(),
+            log: None,
+        });
+    }
+
+    /// Records a repository's environment: its line, its log, its failure.
+    /// Records a repository's environment; `failed`: the reason a failed one is recorded with.
+    fn record(&mut self, repo: &str, built: Env, output: &Path, failed: String) -> Result<()> {
+        // An environment without a folder (`EnvBuilder::unsupported`) was neither built nor
+        // read: it is only failed.
+        let installed = !built.dir.as_os_str().is_empty();
+        self.counts.executed += u64::from(!built.cached && installed);
+        self.counts.cached += u64::from(built.cached);
+        let log = format!("logs/env-{repo}.log");
+        write_if_changed(&output.join(&log), built.record.log.as_bytes())?;
+        if built.record.outcome == EnvOutcome::Failed {
+            self.counts.failed += 1;
+            self.failures.push(FailureRecord {
+                repo: repo.to_owned(),
+                path: None,
+                stage: "env".into(),
+                reason: failed,
+                log: Some(log.clone()),
+            });
+        }
+        let project = match &built.project {
+            Some(layer) => {
+                let log = format!("logs/project-{repo}.log");
+                write_if_changed(&output.join(&log), layer.record.log.as_bytes())?;
+                Some(ProjectLine {
+                    key: layer.record.key.clone(),
+                    outcome: layer.record.outcome,
+                    name: layer.record.name.clone(),
+                    version: layer.record.version.clone(),
+                    reason: layer.record.reason.clone(),
+                    overlaid: layer.record.overlaid,
+                    log,
+                })
+            }
+            None => None,
+        };
+        let r = &built.record;
+        // A project that could not be built leaves its environment only partial.
+        let outcome = match (&project, r.outcome) {
+            (Some(p), EnvOutcome::Ok)
+                if p.outcome == r2e_core::records::ProjectOutcome::Partial =>
+            {
+                EnvOutcome::Partial
+            }
+            (_, outcome) => outcome,
+        };
+        self.lines.push(EnvLine {
+            repo: repo.to_owned(),
+            env_key: r.key.clone(),
+            outcome,
+            installer: r.installer.clone(),
+            python_version: r.python_version.clone(),
+            declared: r.declared.clone(),
+            inferred: r.inferred.clone(),
+            failed_packages: r.failed_packages.clone(),
+            lock_hash: r.lock_hash.clone(),
+            lock: r.lock.clone(),
+            log,
+            project,
+            image: None,
+            image_files: None,
+        });
+        self.envs.insert(repo.to_owned(), Arc::new(built));
+        Ok(())
+    }
+}
+
+/// `install_requires=[...]` of a `setup.py`, read with Python's `ast` in the sandbox (the file is
+/// parsed, never run).
+fn setup_py_requires(
+    text: &[u8],
+    cache: &Cache,
+    sandbox: &dyn Sandbox,
+    interpreter: &Interpreter,
+) -> Vec<String> {
+    let Ok(scratch) = cache
+        .dir(Bucket::Scratch)
+        .map(|d| d.join(format!("env-{}", std::process::id())))
+    else {
+        return Vec::new();
+    };
+    let found = setup_py_in(text, sandbox, interpreter, &scratch);
+    let _ = fs_err::remove_dir_all(&scratch);
+    found
+}
+
+fn setup_py_in(
+    text: &[u8],
+    sandbox: &dyn Sandbox,
+    interpreter: &Interpreter,
+    scratch: &Path,
+) -> Vec<String> {
+    let script = r#"
+import ast, json, sys
+tree = ast.parse(open(sys.argv[1], 'rb').read())
+found = []
+for node in ast.walk(tree):
+    if isinstance(node, ast.keyword) and node.arg == 'install_requires':
+        try:
+            found.extend(str(x) for x in ast.literal_eval(node.value))
+        except Exception:
+            pass
+print(json.dumps(found))
+"#;
+    let _ = fs_err::create_dir_all(scratch);
+    if write_atomic(&scratch.join("setup_probe.py"), text).is_err() {
+        return Vec::new();
+    }
+    let job = Job {
+        program: interpreter.executable.clone(),
+        args: vec![
+            "-I".into(),
+            "-c".into(),
+            script.into(),
+            "setup_probe.py".into(),
+        ],
+        env: vec![],
+        scratch: scratch.to_path_buf(),
+        writable: vec![],
+        readonly: interpreter.mounts(),
+        hidden: vec![],
+        network: false,
+        limits: Limits {
+            wall_seconds: 30,
+            ..Limits::default()
+        },
+        image: None,
+    };
+    match sandbox.run(&job) {
+        Ok(out) if out.success() => serde_json::from_slice::<Vec<String>>(&out.stdout)
+            .unwrap_or_default()
+            .iter()
+            .map(|r| normalize_requirement(r))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The environment of a repository as a build recorded it in `envs.jsonl`, when it is still in
+/// the cache, and how to run code in it for a repository checked out at `root`.
+pub fn runtime_of(cache: &Cache, line: &EnvLine, root: &Path) -> Option<Runtime> {
+    if let Some(tag) = &line.image {
+        return Some(r2e_exec::image::image_runtime(tag, line, root));
+    }
+    let dir = cache.path(Bucket::Envs).join(&line.env_key);
+    let python = dir.join("venv").join("bin").join("python");
+    if !(dir.join("record").exists() && python.exists()) {
+        return None;
+    }
+    cache.note_use(&dir);
+    // Its interpreter's installation: where the environment's `python` leads.
+    let base = std::fs::canonicalize(&python)
+        .ok()
+        .and_then(|real| real.parent()?.parent().map(Path::to_path_buf));
+    // Its project layer, when the build made one and the cache still holds it.
+    let project = match &line.project {
+        Some(p) => {
+            let site = project::layer_site(cache, &p.key);
+            if !site.is_dir() {
+                return None;
+            }
+            cache.note_use(site.parent().expect("a layer's site is in its folder"));
+            Some(site)
+        }
+        None => None,
+    };
+    Some(Runtime {
+        python,
+        env: dir,
+        repo: root.to_path_buf(),
+        interpreter: base
+            .and_then(|b| r2e_exec::sandbox::local::outside_system(&b))
+            .into_iter()
+            .collect(),
+        project,
+        image: None,
+    })
+}
+
+/// Every environment of a build, by repository name.
+pub type Envs = std::collections::BTreeMap<String, Arc<Env>>;

@@ -1,0 +1,750 @@
+//! The harness stages over every candidate: `generate` (the built-in explorer, a model, or
+//! both), `validate`, `refine` and `assemble`, in parallel. The model-driven ones run in a pool
+//! as wide as the provider allows; the built-in harnesses of an environment are validated in a
+//! few warm workers.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rayon::prelude::*;
+
+use super::assemble::{self, Done, ExplorerNotes, Written};
+use super::candidate::{Candidate, Inputs, prepare};
+use super::env::Env;
+use super::generate;
+use super::hybrid::merge_harnesses;
+use super::llmgen::{LlmGenerator, LlmOutcome};
+use super::mutation;
+use super::refine::{RefineFailure, Refiner, Subject};
+use super::validate::{self};
+use super::{Stage, StageCounts, Tally};
+use crate::db::{Database, FunctionRow, SourceFile};
+use r2e_core::config::{Config, Generator, ProviderConfig};
+use r2e_core::error::{Error, Result};
+use r2e_core::keys::ExplorerSettings;
+use r2e_core::records::{
+    FailureClass, HarnessFrom, HarnessRecord, Instance, MutantCount, MutationScore, RefineRecord,
+    RefineStatus, SpecSource, UsageTable,
+};
+use r2e_core::verdict::Policy;
+use r2e_exec::jobs::Exec;
+use r2e_exec::llm::{Llm, ModelClient};
+use r2e_exec::runs;
+use r2e_exec::services::Services;
+
+/// What these stages produce.
+#[derive(Default)]
+pub struct HarnessOutputs {
+    pub generate: StageCounts,
+    pub validate: StageCounts,
+    pub mutate: StageCounts,
+    pub refine: StageCounts,
+    pub assemble: StageCounts,
+    pub valid: u64,
+    /// `generator = "hybrid"`: candidates the built-in generator covered well enough alone (no
+    /// model request was needed for them).
+    pub builtin_sufficient: u64,
+    /// Instances whose `spec` is a refined docstring.
+    pub refined: u64,
+    /// Lines of `harnesses.jsonl`, one per candidate.
+    pub harnesses: Vec<HarnessRecord>,
+    /// Lines of `dataset.jsonl`.
+    pub instances: Vec<Instance>,
+    /// Model usage by stage and model.
+    pub llm: UsageTable,
+    /// Something failed that a later build may get (a model request, a sandbox timeout): the
+    /// build must not be taken for up to date.
+    pub retry_later: bool,
+}
+
+/// The counts of the harness stages, and whether something must run again next build.
+#[derive(Default)]
+struct Tallies {
+    generate: Tally,
+    validate: Tally,
+    mutate: Tally,
+    refine: Tally,
+    retry_later: AtomicBool,
+}
+
+impl Tallies {
+    fn retry_later(&self) {
+        self.retry_later.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A candidate after `generate`: finished (no harness), a built-in harness to validate, or a
+/// validated harness.
+pub enum Step {
+    Done(Box<Done>),
+    Harness(Box<Candidate>, Arc<Env>, String, ExplorerNotes),
+    Validated(Box<Candidate>, Arc<Env>, Box<Written>),
+}
+
+/// The model client, the templates and a pool as wide as the providers allow (its threads
+/// mostly wait for answers), when a model-driven stage runs.
+struct Model {
+    llm: Llm,
+    templates: r2e_exec::llm::prompts::Templates,
+    pool: rayon::ThreadPool,
+}
+
+impl Model {
+    fn new(
+        cfg: &Config,
+        client: &Arc<dyn ModelClient>,
+        generate: bool,
+        refine: bool,
+    ) -> Result<Option<Model>> {
+        if !generate && !refine {
+            return Ok(None);
+        }
+        let mut width = 0;
+        if generate {
+            width = width.max(provider(cfg.generate_provider())?.max_concurrency);
+        }
+        if refine {
+            width = width.max(provider(cfg.refine_provider())?.max_concurrency);
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads((width as usize).max(rayon::current_num_threads()))
+            .build()
+            .map_err(Error::internal)?;
+        Ok(Some(Model {
+            llm: Llm::new(client.clone()),
+            templates: r2e_exec::llm::prompts::Templates::load(cfg)?,
+            pool,
+        }))
+    }
+
+    fn generator<'a>(&'a self, cfg: &'a Config) -> Result<LlmGenerator<'a>> {
+        Ok(LlmGenerator {
+            llm: &self.llm,
+            templates: &self.templates,
+            provider: provider(cfg.generate_provider())?,
+            settings: &cfg.generate,
+            min_coverage: cfg.select.min_branch_coverage,
+            policy: cfg.validate,
+        })
+    }
+}
+
+fn provider(p: Option<&ProviderConfig>) -> Result<&ProviderConfig> {
+    p.ok_or_else(|| Error::input("a model-driven stage names no known provider"))
+}
+
+/// Runs `generate` (and `validate`, `refine` and `assemble`, as far as `until` goes) over the
+/// candidates.
+pub fn run(
+    inputs: &Inputs,
+    db: &Database,
+    services: &Services,
+    candidates: &[(SourceFile, FunctionRow)],
+    until: Stage,
+    progress: &indicatif::ProgressBar,
+) -> Result<HarnessOutputs> {
+    let cfg = inputs.cfg;
+    let exec = Exec {
+        cache: inputs.cache,
+        sandbox: services.sandbox.as_ref(),
+        settings: &cfg.sandbox,
+        warm: None,
+    };
+    let validate = until >= Stage::Validate;
+    let refine = until >= Stage::Refine && cfg.refine.enabled;
+    let tallies = Tallies::default();
+    let generator = cfg.generate.generator;
+    let model = Model::new(
+        cfg,
+        &services.models,
+        generator.uses_model() && validate,
+        refine,
+    )?;
+    let steps = generate_all(
+        inputs,
+        db,
+        &exec,
+        model.as_ref(),
+        candidates,
+        &tallies,
+        progress,
+    )?;
+    let mut steps = if validate {
+        validate_builtin(&exec, steps, cfg.validate, &tallies)?
+    } else {
+        steps
+    };
+    let mut builtin_sufficient = 0;
+    if let (Some(m), Generator::Hybrid) = (&model, generator) {
+        builtin_sufficient = hybrid_all(inputs, db, &exec, m, candidates, &mut steps, &tallies)?;
+    }
+    if until >= Stage::Mutate {
+        // A mutant that loops forever is killed by the clock: a short one, so that it costs
+        // seconds, not the minute a harness run may take.
+        let settings = r2e_core::config::SandboxConfig {
+            run_timeout_seconds: cfg
+                .sandbox
+                .run_timeout_seconds
+                .min(mutation::RUN_TIMEOUT_SECONDS),
+            ..cfg.sandbox.clone()
+        };
+        let exec = Exec {
+            settings: &settings,
+            ..exec
+        };
+        mutate_all(&exec, &mut steps, cfg.validate, &tallies)?;
+    }
+    let mut dones: Vec<Done> = steps
+        .into_iter()
+        .map(|step| finish(cfg, step, validate, &tallies))
+        .collect();
+    let mut refined = 0;
+    if let (Some(m), true) = (&model, refine) {
+        refined = refine_all(cfg, &exec, m, &mut dones, &tallies)?;
+    }
+    let mut out = HarnessOutputs::default();
+    for done in dones {
+        out.valid += u64::from(done.record.valid == Some(true));
+        out.harnesses.push(done.record);
+        out.instances.extend(done.instance);
+    }
+    out.generate = tallies.generate.counts();
+    out.validate = tallies.validate.counts();
+    out.mutate = tallies.mutate.counts();
+    out.refine = tallies.refine.counts();
+    out.assemble = StageCounts {
+        executed: out.instances.len() as u64,
+        cached: 0,
+        failed: 0,
+    };
+    out.builtin_sufficient = builtin_sufficient;
+    out.refined = refined;
+    if let Some(m) = &model {
+        for ((stage, model), usage) in m.llm.usage() {
+            out.llm.entry(stage).or_default().insert(model, usage);
+        }
+    }
+    out.retry_later = tallies.retry_later.load(Ordering::Relaxed);
+    Ok(out)
+}
+
+/// Stage `generate` for every candidate: a model writes (and validates) the harness for
+/// `generator = "llm"`; otherwise the built-in explorer, in parallel.
+fn generate_all(
+    inputs: &Inputs,
+    db: &Database,
+    exec: &Exec,
+    model: Option<&Model>,
+    candidates: &[(SourceFile, FunctionRow)],
+    tallies: &Tallies,
+    progress: &indicatif::ProgressBar,
+) -> Result<Vec<Step>> {
+    let cfg = inputs.cfg;
+    let generated: Vec<Result<Step>> = match (model, cfg.generate.generator) {
+        (Some(m), Generator::Llm) => {
+            let llm_gen = m.generator(cfg)?;
+            // Prepare on this thread (the database is not shared across pools), ask in the pool.
+            let prepared: Vec<Candidate> = candidates
+                .iter()
+                .map(|(f, row)| prepare(inputs, db, *f, row))
+                .collect::<Result<_>>()?;
+            m.pool.install(|| {
+                prepared
+                    .into_par_iter()
+                    .map(|c| {
+                        let step = llm_one(exec, &llm_gen, c, tallies);
+                        progress.inc(1);
+                        step
+                    })
+                    .collect()
+            })
+        }
+        _ => {
+            let settings = explorer_settings(cfg);
+            candidates
+                .par_iter()
+                .map_with(db.clone(), |db: &mut Database, (f, row)| {
+                    let step =
+                        generate_one(exec, &settings, prepare(inputs, db, *f, row)?, tallies);
+                    progress.inc(1);
+                    step
+                })
+                .collect()
+        }
+    };
+    generated.into_iter().collect()
+}
+
+/// The built-in generator's settings, as its keys hold them.
+pub fn explorer_settings(cfg: &Config) -> ExplorerSettings {
+    ExplorerSettings {
+        budget: cfg.generate.budget,
+        seed: cfg.generate.seed,
+        max_tests: cfg.generate.max_tests,
+        per_call_timeout_ms: cfg.generate.per_call_timeout_ms,
+        time_limit_seconds: cfg.generate.time_limit_seconds,
+    }
+}
+
+/// The built-in generator for one candidate.
+fn generate_one(
+    exec: &Exec,
+    settings: &ExplorerSettings,
+    c: Candidate,
+    tallies: &Tallies,
+) -> Result<Step> {
+    let env = match c.usable_env() {
+        Ok(env) => env,
+        Err(message) => {
+            tallies.generate.failed();
+            return Ok(Step::Done(Box::new(Done::invalid(
+                &c,
+                Generator::Builtin,
+                FailureClass::ImportEnv,
+                message,
+            ))));
+        }
+    };
+    let runtime = env.runtime(&c.target.root);
+    let explored = generate::generate(exec, &runtime, &c.target, &c.code, settings)?;
+    tallies.generate.ran(explored.fresh);
+    if explored.transient {
+        tallies.retry_later();
+    }
+    let answer = explored.answer;
+    let notes = ExplorerNotes {
+        mutants: answer.mutants.map(|m| MutantCount {
+            total: m.total,
+            killed: m.killed,
+        }),
+        time_limit_hit: answer.time_limit_hit,
+    };
+    match (answer.status.as_str(), answer.harness) {
+        ("ok", Some(h)) => Ok(Step::Harness(Box::new(c), env, h, notes)),
+        _ => {
+            tallies.generate.failed();
+            let message = answer
+                .error
+                .unwrap_or_else(|| "the explorer wrote no harness".into());
+            Ok(Step::Done(Box::new(Done::invalid(
+                &c,
+                Generator::Builtin,
+                validate::classify_message(&message),
+                message,
+            ))))
+        }
+    }
+}
+
+/// Validates the built-in harnesses: those of each environment in a few warm workers.
+fn validate_builtin(
+    exec: &Exec,
+    steps: Vec<Step>,
+    policy: Policy,
+    tallies: &Tallies,
+) -> Result<Vec<Step>> {
+    let chunks = runs::chunks_by_env(
+        steps.iter().enumerate().filter_map(|(i, step)| match step {
+            Step::Harness(c, env, ..) => Some((i, env.runtime(&c.target.root))),
+            _ => None,
+        }),
+        runs::workers(),
+    );
+    let done: Vec<Result<Vec<(usize, validate::Checked)>>> = chunks
+        .par_iter()
+        .map(|(runtime, idx)| {
+            let items: Vec<_> = idx
+                .iter()
+                .map(|&i| match &steps[i] {
+                    Step::Harness(c, _, h, _) => (&c.target, &c.code, h.as_str()),
+                    Step::Done(_) | Step::Validated(..) => {
+                        unreachable!("only harnesses are validated")
+                    }
+                })
+                .collect();
+            let results = validate::validate_batch(exec, runtime, &items, policy)?;
+            Ok(idx.iter().copied().zip(results).collect())
+        })
+        .collect();
+    let mut checked: Vec<Option<validate::Checked>> = vec![None; steps.len()];
+    for chunk in done {
+        for (i, v) in chunk? {
+            if v.transient {
+                tallies.retry_later();
+            }
+            checked[i] = Some(v);
+        }
+    }
+    Ok(steps
+        .into_iter()
+        .zip(checked)
+        .map(|(step, v)| match (step, v) {
+            (Step::Harness(c, env, harness, explorer), Some(v)) => Step::Validated(
+                c,
+                env,
+                Box::new(Written {
+                    harness,
+                    validation: v.validation,
+                    fresh: v.fresh,
+                    generator: Generator::Builtin,
+                    from: None,
+                    spent: None,
+                    explorer,
+                    mutants: None,
+                }),
+            ),
+            (step, _) => step,
+        })
+        .collect())
+}
+
+/// Stage `mutate`: the mutation score of every valid harness, the harnesses of an environment
+/// checked together.
+fn mutate_all(exec: &Exec, steps: &mut [Step], policy: Policy, tallies: &Tallies) -> Result<()> {
+    // Each chunk is one module's: a candidate's worker hides its module's file.
+    let chunks = runs::chunks_by_env(
+        steps.iter().enumerate().filter_map(|(i, step)| match step {
+            Step::Validated(c, env, w) if w.validation.valid => Some((
+                i,
+                (env.runtime(&c.target.root), c.target.source_file.clone()),
+            )),
+            _ => None,
+        }),
+        runs::workers(),
+    );
+    let codes: Vec<String> = steps
+        .iter()
+        .map(|s| match s {
+            Step::Validated(c, ..) => r2e_core::hash::Hash::of_key(&c.code).to_hex(),
+            _ => String::new(),
+        })
+        .collect();
+    let definitions: Vec<String> = steps
+        .iter()
+        .map(|s| match s {
+            Step::Validated(c, ..) => c.problem.reference(),
+            _ => String::new(),
+        })
+        .collect();
+    type Scored = Vec<(usize, (MutationScore, bool))>;
+    let scored: Vec<Result<Scored>> = chunks
+        .par_iter()
+        .map(|((runtime, _), idx)| {
+            let subjects: Vec<mutation::Subject> = idx
+                .iter()
+                .map(|&i| match &steps[i] {
+                    Step::Validated(c, _, w) => mutation::Subject {
+                        target: &c.target,
+                        harness: &w.harness,
+                        expected: &w.validation.expected,
+                        code: &codes[i],
+                        source: &c.source,
+                        summary: &c.summary,
+                        def: c.def,
+                        definition: &definitions[i],
+                    },
+                    _ => unreachable!("only validated harnesses are scored"),
+                })
+                .collect();
+            let scores = mutation::score(exec, runtime, &subjects, policy)?;
+            Ok(idx.iter().copied().zip(scores).collect())
+        })
+        .collect();
+    for chunk in scored {
+        for (i, (score, fresh)) in chunk? {
+            tallies.mutate.ran(fresh);
+            if let Step::Validated(_, _, w) = &mut steps[i] {
+                w.mutants = Some(score);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the model-driven generator for a candidate in its environment (or records why it has
+/// none), counting the action and noting a failed request.
+fn ask_model(
+    exec: &Exec,
+    generator: &LlmGenerator,
+    c: &Candidate,
+    label: Generator,
+    tallies: &Tallies,
+) -> Result<std::result::Result<(Arc<Env>, LlmOutcome), Done>> {
+    let env = match c.usable_env() {
+        Ok(env) => env,
+        Err(message) => {
+            tallies.generate.failed();
+            return Ok(Err(Done::invalid(
+                c,
+                label,
+                FailureClass::ImportEnv,
+                message,
+            )));
+        }
+    };
+    let outcome = generator.run(
+        exec,
+        &env.runtime(&c.target.root),
+        &c.target,
+        &c.code,
+        &c.context,
+    )?;
+    // A hybrid candidate was counted once already, by the built-in generator.
+    if label != Generator::Hybrid {
+        tallies.generate.ran(outcome.fresh);
+    }
+    if outcome.request_failed {
+        tallies.retry_later();
+    }
+    Ok(Ok((env, outcome)))
+}
+
+/// The model-driven generator for one candidate.
+fn llm_one(exec: &Exec, generator: &LlmGenerator, c: Candidate, tallies: &Tallies) -> Result<Step> {
+    let (env, outcome) = match ask_model(exec, generator, &c, Generator::Llm, tallies)? {
+        Ok(asked) => asked,
+        Err(done) => return Ok(Step::Done(Box::new(done))),
+    };
+    match outcome.harness {
+        Some(harness) => Ok(Step::Validated(
+            Box::new(c),
+            env,
+            Box::new(Written {
+                harness,
+                validation: outcome.validation,
+                fresh: outcome.fresh,
+                generator: Generator::Llm,
+                from: None,
+                spent: Some(outcome.spent),
+                explorer: ExplorerNotes::default(),
+                mutants: None,
+            }),
+        )),
+        None => {
+            tallies.generate.failed();
+            Ok(Step::Done(Box::new(Done::model_failure(
+                &c,
+                Generator::Llm,
+                outcome.validation,
+                outcome.spent,
+            ))))
+        }
+    }
+}
+
+/// Hybrid: the model for the candidates the built-in generator left short. Returns how many it
+/// covered well enough alone.
+fn hybrid_all(
+    inputs: &Inputs,
+    db: &Database,
+    exec: &Exec,
+    m: &Model,
+    candidates: &[(SourceFile, FunctionRow)],
+    steps: &mut [Step],
+    tallies: &Tallies,
+) -> Result<u64> {
+    let min = inputs.cfg.select.min_branch_coverage;
+    let mut sufficient = 0;
+    let mut short = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        match step {
+            Step::Validated(_, _, w) if w.validation.valid && w.validation.coverage() >= min => {
+                sufficient += 1;
+            }
+            Step::Done(d) if d.record.failure_class == Some(FailureClass::ImportEnv) => {}
+            _ => short.push(i),
+        }
+    }
+    let llm_gen = m.generator(inputs.cfg)?;
+    let prepared: Vec<(usize, Candidate)> = short
+        .iter()
+        .map(|&i| {
+            let (f, row) = &candidates[i];
+            Ok((i, prepare(inputs, db, *f, row)?))
+        })
+        .collect::<Result<_>>()?;
+    let replaced: Vec<(usize, Result<Step>)> = m.pool.install(|| {
+        prepared
+            .into_par_iter()
+            .map(|(i, c)| (i, hybrid_one(exec, &llm_gen, c, &steps[i], tallies)))
+            .collect()
+    });
+    for (i, step) in replaced {
+        steps[i] = step?;
+    }
+    Ok(sufficient)
+}
+
+/// `generator = "hybrid"` for a candidate the built-in generator left short: the model writes
+/// and repairs a harness; when both are valid, the model's tests join the built-in ones (one
+/// harness, validated again), else the better harness wins.
+fn hybrid_one(
+    exec: &Exec,
+    generator: &LlmGenerator,
+    c: Candidate,
+    builtin: &Step,
+    tallies: &Tallies,
+) -> Result<Step> {
+    let (env, outcome) = match ask_model(exec, generator, &c, Generator::Hybrid, tallies)? {
+        Ok(asked) => asked,
+        Err(done) => return Ok(Step::Done(Box::new(done))),
+    };
+    let built = match builtin {
+        Step::Validated(_, _, w) => Some(w),
+        _ => None,
+    };
+    let builtin_kept = |b: &Written| {
+        (
+            b.harness.clone(),
+            b.validation.clone(),
+            b.fresh,
+            HarnessFrom::Builtin,
+        )
+    };
+    let model_valid = outcome.validation.valid;
+    let chosen = match (built, outcome.harness) {
+        (Some(b), Some(m)) if b.validation.valid && model_valid => {
+            let merged = merge_harnesses(&b.harness, &m, &c.target);
+            let runtime = env.runtime(&c.target.root);
+            let checked = validate::validate(
+                exec,
+                &runtime,
+                &c.target,
+                &c.code,
+                &merged,
+                generator.policy,
+            )?;
+            let v = checked.validation;
+            let best = b.validation.coverage().max(outcome.validation.coverage());
+            if v.valid && v.coverage() >= best {
+                (
+                    merged,
+                    v,
+                    checked.fresh || outcome.fresh,
+                    HarnessFrom::Merged,
+                )
+            } else if outcome.validation.coverage() > b.validation.coverage() {
+                (m, outcome.validation, outcome.fresh, HarnessFrom::Model)
+            } else {
+                builtin_kept(b)
+            }
+        }
+        (Some(b), _) if b.validation.valid && !model_valid => builtin_kept(b),
+        (_, Some(m)) => (m, outcome.validation, outcome.fresh, HarnessFrom::Model),
+        (Some(b), None) => builtin_kept(b),
+        // The built-in generator's failure was counted already.
+        (None, None) => {
+            return Ok(Step::Done(Box::new(Done::model_failure(
+                &c,
+                Generator::Hybrid,
+                outcome.validation,
+                outcome.spent,
+            ))));
+        }
+    };
+    let (harness, validation, fresh, from) = chosen;
+    // What the explorer said holds for its own tests, which a model-only harness lacks.
+    let explorer = built
+        .filter(|_| from != HarnessFrom::Model)
+        .map(|b| b.explorer)
+        .unwrap_or_default();
+    Ok(Step::Validated(
+        Box::new(c),
+        env,
+        Box::new(Written {
+            harness,
+            validation,
+            fresh,
+            generator: Generator::Hybrid,
+            from: Some(from),
+            spent: Some(outcome.spent),
+            explorer,
+            mutants: None,
+        }),
+    ))
+}
+
+/// A candidate's harness record and, when selected, its instance.
+fn finish(cfg: &Config, step: Step, validate: bool, tallies: &Tallies) -> Done {
+    match step {
+        Step::Done(done) => *done,
+        Step::Validated(c, env, w) if validate => {
+            tallies.validate.ran(w.fresh);
+            if !w.validation.valid {
+                tallies.validate.failed();
+            }
+            assemble::select(cfg, *c, &env, *w)
+        }
+        Step::Validated(c, ..) | Step::Harness(c, ..) => Done::unvalidated(&c),
+    }
+}
+
+/// Stage `refine` for the selected instances. Returns how many specs it refined.
+fn refine_all(
+    cfg: &Config,
+    exec: &Exec,
+    m: &Model,
+    dones: &mut [Done],
+    tallies: &Tallies,
+) -> Result<u64> {
+    let refiner = Refiner {
+        llm: &m.llm,
+        templates: &m.templates,
+        provider: provider(cfg.refine_provider())?,
+        settings: &cfg.refine,
+    };
+    let answers: Vec<(usize, Result<crate::stages::refine::Refined>)> = m.pool.install(|| {
+        dones
+            .par_iter()
+            .enumerate()
+            .filter_map(|(i, d)| {
+                let (c, v) = &**d.selected.as_ref()?;
+                let instance = d.instance.as_ref()?;
+                let subject = Subject {
+                    qualname: &c.qualname,
+                    module: &c.target.module,
+                    kind: c.target.kind.as_str(),
+                    docstring: c.docstring.as_deref().unwrap_or_default(),
+                    context: &c.context,
+                    harness: &instance.harness,
+                };
+                Some((i, refiner.run(exec.cache, &subject, v)))
+            })
+            .collect()
+    });
+    let mut refined = 0;
+    for (i, answer) in answers {
+        let answer = answer?;
+        tallies.refine.ran(answer.fresh);
+        let done = &mut dones[i];
+        let (status, message) = match answer.spec {
+            Ok(spec) => {
+                refined += 1;
+                if let Some(instance) = &mut done.instance {
+                    instance.spec = Some(spec);
+                    instance.spec_source = SpecSource::Refined;
+                }
+                (RefineStatus::Refined, None)
+            }
+            Err(RefineFailure::Malformed(message)) => {
+                tallies.refine.failed();
+                (RefineStatus::Malformed, Some(message))
+            }
+            Err(RefineFailure::PromptTooLong(message)) => {
+                tallies.refine.failed();
+                (RefineStatus::Failed, Some(message))
+            }
+            Err(RefineFailure::Request(message)) => {
+                tallies.refine.failed();
+                tallies.retry_later();
+                (RefineStatus::Failed, Some(message))
+            }
+        };
+        done.record.refine = Some(RefineRecord {
+            status,
+            message,
+            llm: answer.spent,
+        });
+    }
+    Ok(refined)
+}

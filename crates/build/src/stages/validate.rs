@@ -1,0 +1,681 @@
+//! Stage `validate`: a harness is recorded on the original twice (in its tests' natural order,
+//! with the function's own branch and line coverage, then shuffled), and the original is then
+//! checked against that record through the one check path, as a candidate (its own process, the
+//! original file hidden, its function's lines moved apart), twice (natural, then shuffled). The
+//! harness is valid when every test of every run comes out the same: a verdict that depends on
+//! the order of the tests, on state left by an earlier one, on sharing a process with the
+//! reference, or on where the function's lines are is `nondeterministic`.
+//!
+//! The runs are the cached action (`keys::ValidateKey`), stored raw; the verdict
+//! ([`Validation`]) is derived from them when they are read ([`classify`]), so a change to the
+//! classification or the verdict policy needs no new key. Many harnesses of one environment run
+//! in one warm worker per side (`stages::runs`).
+
+use serde::{Deserialize, Serialize};
+
+use r2e_core::error::Result;
+use r2e_core::hash::Hash;
+use r2e_core::keys::{CodeKey, ValidateKey};
+use r2e_core::records::{ExpectedTest, FailureClass};
+use r2e_core::verdict::{self, Policy};
+use r2e_exec::checkpath;
+use r2e_exec::jobs::{Exec, Runtime};
+use r2e_exec::py::{self, Mode, RunAnswer};
+use r2e_exec::runs::{self, Item, RawRun};
+use r2e_exec::target::Target;
+
+/// Runs of a harness per side (the reference recorded, the original checked as a candidate).
+pub const RUNS: u32 = 2;
+
+/// The stored runs of a validation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Runs {
+    /// The original recorded: natural order (with coverage), then shuffled.
+    pub record: Vec<RawRun>,
+    /// The original checked as a candidate: natural order, then shuffled.
+    pub candidate: Vec<RawRun>,
+}
+
+impl Runs {
+    fn all(&self) -> impl Iterator<Item = &RawRun> {
+        self.record.iter().chain(&self.candidate)
+    }
+}
+
+/// A harness's validation: the verdict and what it measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Validation {
+    pub valid: bool,
+    pub tests: u32,
+    pub branches: u32,
+    pub branch_coverage: Option<f64>,
+    pub line_coverage: Option<f64>,
+    pub failure_class: Option<FailureClass>,
+    pub failure_message: Option<String>,
+    /// Tests whose reference call returned normally (the last run).
+    pub normal_returns: u32,
+    /// Lines of the function no test ran, and branch lines an exit of which no test took,
+    /// relative to its `def` line.
+    pub missing_lines: Vec<u32>,
+    pub partial_lines: Vec<u32>,
+    /// A few calls of the reference seen while validating: (call, outcome), as text.
+    pub examples: Vec<(String, String)>,
+    /// Observed type names: per parameter, and of the values returned.
+    pub arg_types: Vec<(String, Vec<String>)>,
+    pub return_types: Vec<String>,
+    /// The reference's calls in each test (the first record): what candidates are checked
+    /// against.
+    pub expected: Vec<ExpectedTest>,
+}
+
+impl Validation {
+    /// A validation that failed before any run, for this reason.
+    pub fn failed(class: FailureClass, message: String) -> Validation {
+        Validation {
+            failure_class: Some(class),
+            failure_message: Some(message),
+            ..Validation::default()
+        }
+    }
+
+    /// The coverage selection uses: branch coverage, or line coverage without branches.
+    pub fn coverage(&self) -> f64 {
+        if self.branches > 0 {
+            self.branch_coverage
+        } else {
+            self.line_coverage
+        }
+        .unwrap_or(0.0)
+    }
+}
+
+/// A validation, whether it ran now, and whether it must run again next build (a run hit the
+/// sandbox's wall clock: not stored).
+#[derive(Clone, Debug)]
+pub struct Checked {
+    pub validation: Validation,
+    pub fresh: bool,
+    pub transient: bool,
+}
+
+fn key<'a>(
+    exec: &Exec,
+    sandbox: &'a r2e_core::keys::SandboxKey,
+    code: &'a CodeKey,
+    harness: &str,
+) -> ValidateKey<'a> {
+    ValidateKey {
+        scripts: py::files_hash(py::RUNNER),
+        code,
+        harness: Hash::of_bytes(harness.as_bytes()),
+        runs: RUNS,
+        run_timeout_seconds: exec.settings.run_timeout_seconds,
+        sandbox,
+    }
+}
+
+/// Stage `validate` for many harnesses of one environment: the cache first, then every miss in
+/// one warm worker per side.
+pub fn validate_batch(
+    exec: &Exec,
+    runtime: &Runtime,
+    items: &[(&Target, &CodeKey, &str)],
+    policy: Policy,
+) -> Result<Vec<Checked>> {
+    let sandbox = exec.sandbox_key();
+    let keys: Vec<ValidateKey> = items
+        .iter()
+        .map(|(_, c, h)| key(exec, &sandbox, c, h))
+        .collect();
+    let mut out: Vec<Option<Checked>> = keys
+        .iter()
+        .map(|k| {
+            exec.cache.get_action::<_, Runs>(k).map(|runs| Checked {
+                validation: classify(&runs, policy),
+                fresh: false,
+                transient: false,
+            })
+        })
+        .collect();
+    let misses: Vec<usize> = (0..items.len()).filter(|&i| out[i].is_none()).collect();
+    if misses.is_empty() {
+        return Ok(out.into_iter().flatten().collect());
+    }
+    // The original's own text is the candidate: it must pass its own harness through the
+    // path every candidate takes, with its lines moved apart (`python::spread_lines`), since a
+    // correct rewrite moves lines too.
+    let originals: Vec<String> = misses
+        .iter()
+        .map(|&i| {
+            let target = items[i].0;
+            // Decoded as Python decodes it (PEP 263): a latin-1 module is no empty candidate.
+            let text = std::fs::read(&target.source_file)
+                .ok()
+                .and_then(|bytes| r2e_python::decode::decode_source(&bytes).ok())
+                .unwrap_or_default();
+            let strings = r2e_python::strings_in(&text);
+            r2e_python::spread_lines(&text, &strings, (target.start_line, target.end_line))
+        })
+        .collect();
+    let recorded: Vec<Item> = misses
+        .iter()
+        .map(|&i| Item {
+            target: items[i].0,
+            harness: items[i].2,
+            candidate: None,
+        })
+        .collect();
+    let as_candidates: Vec<Item> = misses
+        .iter()
+        .zip(&originals)
+        .map(|(&i, original)| Item {
+            target: items[i].0,
+            harness: items[i].2,
+            candidate: Some(original),
+        })
+        .collect();
+    let record = runs::run_batch(exec, runtime, &recorded, Mode::Record, RUNS)?;
+    let candidate = runs::run_batch(exec, runtime, &as_candidates, Mode::Candidate, RUNS)?;
+    for ((&i, record), candidate) in misses.iter().zip(record).zip(candidate) {
+        let runs = Runs { record, candidate };
+        let transient = runs.all().any(RawRun::timed_out);
+        if !transient {
+            exec.cache.put_action(&keys[i], &runs)?;
+        }
+        out[i] = Some(Checked {
+            validation: classify(&runs, policy),
+            fresh: true,
+            transient,
+        });
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// Stage `validate` for one harness.
+pub fn validate(
+    exec: &Exec,
+    runtime: &Runtime,
+    target: &Target,
+    code: &CodeKey,
+    harness: &str,
+    policy: Policy,
+) -> Result<Checked> {
+    let mut one = validate_batch(exec, runtime, &[(target, code, harness)], policy)?;
+    Ok(one.remove(0))
+}
+
+/// The verdict on a harness from its runs: every test passes in every run, the same way; at
+/// least 3 tests; one of them returns normally.
+pub fn classify(runs: &Runs, policy: Policy) -> Validation {
+    let mut v = Validation::default();
+    let fail = |v: &mut Validation, class: FailureClass, message: String| {
+        if v.failure_class.is_none() {
+            v.failure_class = Some(class);
+            v.failure_message = Some(message);
+        }
+    };
+    for run in runs.all() {
+        match run {
+            RawRun::TimedOut(seconds) => fail(
+                &mut v,
+                FailureClass::Timeout,
+                format!("the harness ran past {seconds}s"),
+            ),
+            RawRun::Died {
+                limit: Some(limit),
+                how,
+            } => fail(
+                &mut v,
+                FailureClass::ResourceLimit,
+                format!("the {limit} was hit: {how}"),
+            ),
+            RawRun::Died { how, limit: None } => fail(&mut v, FailureClass::Crash, how.clone()),
+            RawRun::Answered(_) => {}
+        }
+    }
+    let recorded: Vec<&RunAnswer> = runs.record.iter().filter_map(RawRun::answer).collect();
+    measured(&mut v, &recorded);
+    for a in &recorded {
+        if a.status != "ok" {
+            let message = a
+                .error
+                .clone()
+                .unwrap_or_else(|| "the runner failed".to_owned());
+            let class = if ["ModuleNotFoundError", "ImportError"]
+                .iter()
+                .any(|e| message.contains(e))
+            {
+                FailureClass::ImportEnv
+            } else {
+                classify_message(&message)
+            };
+            fail(&mut v, class, message);
+        }
+        for t in &a.tests {
+            if t.outcome != "pass" {
+                let message = t.message.as_deref().unwrap_or_default();
+                fail(
+                    &mut v,
+                    classify_message(message),
+                    format!("{}: {message}", t.name),
+                );
+            }
+        }
+    }
+    // The reference must do the same in another order, and the original, checked as any
+    // candidate is, must pass its own harness in both orders.
+    if let [first, second] = recorded[..] {
+        for t in &first.tests {
+            let again = second.tests.iter().find(|u| u.name == t.name);
+            let differs = match again {
+                None => Some("it did not run".to_owned()),
+                Some(u) => verdict::test_differs(&t.records, &u.records, policy),
+            };
+            if let Some(d) = differs {
+                fail(
+                    &mut v,
+                    FailureClass::Nondeterministic,
+                    format!(
+                        "{}: the reference does otherwise when the tests run in another order: {d}",
+                        t.name
+                    ),
+                );
+            }
+        }
+    }
+    if v.failure_class.is_none() {
+        for run in &runs.candidate {
+            let verdict = checkpath::judge(&v.expected, run, policy);
+            if let Some(error) = verdict.error {
+                fail(
+                    &mut v,
+                    verdict.failure_class.unwrap_or(FailureClass::Other),
+                    format!(
+                        "the original, checked as a candidate (its lines moved apart), fails: {error}"
+                    ),
+                );
+            } else if let Some(t) = verdict.tests.iter().find(|t| !t.passed) {
+                fail(
+                    &mut v,
+                    FailureClass::Nondeterministic,
+                    format!(
+                        "{}: the original, checked as a candidate (its lines moved apart), fails its own test: {}",
+                        t.name,
+                        t.message.as_deref().unwrap_or_default()
+                    ),
+                );
+            }
+        }
+    }
+    if v.failure_class.is_none() && v.tests < 3 {
+        let message = format!("{} tests; at least 3 are needed", v.tests);
+        fail(&mut v, FailureClass::TooFewTests, message);
+    }
+    if v.failure_class.is_none() && v.normal_returns == 0 {
+        fail(
+            &mut v,
+            FailureClass::NoNormalReturn,
+            "no test calls the function without an exception".into(),
+        );
+    }
+    v.valid = v.failure_class.is_none();
+    v
+}
+
+/// What the first record measured: coverage, tests, calls of the reference, expectations.
+fn measured(v: &mut Validation, recorded: &[&RunAnswer]) {
+    // Coverage comes from the run that measured it (the first).
+    if let Some(cov) = recorded.iter().find_map(|a| a.coverage.as_ref()) {
+        v.branches = cov.branches_total;
+        v.branch_coverage = (cov.branches_total > 0)
+            .then(|| f64::from(cov.branches_covered) / f64::from(cov.branches_total));
+        v.line_coverage = (cov.lines_total > 0)
+            .then(|| f64::from(cov.lines_covered) / f64::from(cov.lines_total));
+        v.missing_lines = cov.missing_lines.clone();
+        v.partial_lines = cov.partial_lines.clone();
+    }
+    // Examples and types come from the first run that recorded any.
+    if let Some(first) = recorded.iter().find(|a| !a.examples.is_empty()) {
+        v.examples = first
+            .examples
+            .iter()
+            .map(|e| (e.call.clone(), e.outcome.clone()))
+            .collect();
+        v.arg_types = first.types.args.clone();
+        v.return_types = first.types.returns.clone();
+    }
+    if let Some(first) = recorded.first() {
+        v.tests = first.tests.len() as u32;
+        v.normal_returns = first.tests.iter().filter(|t| t.returned_normally).count() as u32;
+        v.expected = first
+            .tests
+            .iter()
+            .map(|t| ExpectedTest {
+                name: t.name.clone(),
+                records: t.records.clone(),
+                returned_normally: t.returned_normally,
+            })
+            .collect();
+    }
+}
+
+/// The failure class of a test's message.
+pub fn classify_message(message: &str) -> FailureClass {
+    let has = |names: &[&str]| names.iter().any(|n| message.contains(n));
+    if has(&["Timeout", "timed out"]) {
+        FailureClass::Timeout
+    } else if has(&[
+        "MemoryError",
+        "RecursionError",
+        "memory limit",
+        "process limit",
+    ]) {
+        FailureClass::ResourceLimit
+    } else if has(&["ModuleNotFoundError", "ImportError"]) {
+        FailureClass::ImportEnv
+    } else if has(&[
+        "OSError",
+        "FileNotFoundError",
+        "PermissionError",
+        "IsADirectoryError",
+        "NotADirectoryError",
+    ]) {
+        FailureClass::OsError
+    } else if has(&[
+        "TypeError",
+        "ValueError",
+        "KeyError",
+        "AttributeError",
+        "IndexError",
+    ]) {
+        FailureClass::TypeValueError
+    } else if has(&["AssertionError", "differ", "not equivalent", "mismatch"]) {
+        FailureClass::Assertion
+    } else {
+        FailureClass::Other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use r2e_core::cache::Cache;
+    use r2e_core::config::SandboxConfig;
+    use r2e_core::records::FunctionKind;
+    use r2e_core::verdict::{Outcome, Record, Snap};
+    use r2e_exec::py::{CoverageCounts, TestResult};
+    use r2e_exec::runs::fake::warm_worker;
+    use r2e_exec::sandbox::Exit;
+    use r2e_exec::sandbox::fake::{FakeSandbox, outcome};
+    use std::path::Path;
+
+    fn target() -> Target {
+        Target::new(
+            Path::new("/repo"),
+            "pkg/m.py",
+            "pkg.m".into(),
+            "f",
+            (10, 20),
+        )
+    }
+
+    fn code() -> CodeKey {
+        CodeKey {
+            module: "pkg.m".into(),
+            qualname: "f".into(),
+            kind: FunctionKind::Function,
+            code: Hash::of_bytes(b"def f(): ..."),
+            slice: Vec::new(),
+            import_time: Hash::of_bytes(b""),
+            env_lock: "lock".into(),
+            project: String::new(),
+        }
+    }
+
+    /// A test whose one call `f(n)` returned `value` (or raised, when `normal` is false).
+    fn test(name: &str, value: i64, normal: bool) -> TestResult {
+        let outcome = if normal {
+            Outcome::Return(Snap::Int(value.to_string()))
+        } else {
+            Outcome::Raise {
+                ty: "ValueError".into(),
+                message: "no".into(),
+            }
+        };
+        TestResult {
+            name: name.into(),
+            outcome: "pass".into(),
+            message: None,
+            returned_normally: normal,
+            records: vec![Record {
+                call: format!("f({value})"),
+                outcome,
+                args: Vec::new(),
+                kwargs: Default::default(),
+                instance: None,
+                then: Vec::new(),
+            }],
+        }
+    }
+
+    fn answer(tests: Vec<TestResult>, coverage: bool) -> RunAnswer {
+        RunAnswer {
+            status: "ok".into(),
+            tests,
+            coverage: coverage.then(|| CoverageCounts {
+                lines_total: 4,
+                lines_covered: 3,
+                branches_total: 2,
+                branches_covered: 1,
+                missing_lines: vec![14],
+                partial_lines: vec![12],
+            }),
+            ..RunAnswer::default()
+        }
+    }
+
+    fn with_exec<T>(sandbox: &FakeSandbox, f: impl FnOnce(&Exec) -> T) -> T {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let settings = SandboxConfig::default();
+        f(&Exec {
+            cache: &cache,
+            sandbox,
+            settings: &settings,
+            warm: None,
+        })
+    }
+
+    fn one(exec: &Exec) -> Checked {
+        validate(
+            exec,
+            &r2e_exec::jobs::Runtime::for_tests(),
+            &target(),
+            &code(),
+            "h",
+            Policy::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_run_killed_by_the_memory_limit_is_a_resource_limit_and_is_cached() {
+        let sandbox = FakeSandbox::new(|_| r2e_exec::sandbox::Outcome {
+            limit_hit: Some("memory"),
+            ..outcome(Exit::Signal(9))
+        });
+        with_exec(&sandbox, |exec| {
+            let first = one(exec);
+            let v = &first.validation;
+            assert_eq!(v.failure_class, Some(FailureClass::ResourceLimit), "{v:?}");
+            assert!(v.failure_message.as_deref().unwrap().contains("memory"));
+            assert!(first.fresh && !first.transient && !v.valid);
+            assert_eq!(sandbox.jobs().len(), 2, "one worker per side");
+            // The runs were stored: the second time, nothing runs.
+            let again = one(exec);
+            assert!(!again.fresh);
+            assert_eq!(again.validation, first.validation);
+            assert_eq!(sandbox.jobs().len(), 2);
+        });
+    }
+
+    #[test]
+    fn a_wall_clock_timeout_is_reported_and_not_stored() {
+        let sandbox = FakeSandbox::new(|_| outcome(Exit::Timeout));
+        with_exec(&sandbox, |exec| {
+            let first = one(exec);
+            assert_eq!(first.validation.failure_class, Some(FailureClass::Timeout));
+            assert!(first.transient);
+            let again = one(exec);
+            assert!(again.fresh, "a timeout is never a cached verdict");
+        });
+    }
+
+    #[test]
+    fn the_warm_workers_runs_are_classified() {
+        // Harness `a`: the original, checked as a candidate, returns otherwise in its second
+        // run: nondeterministic. Harness `b`: the same everywhere, with coverage from the first
+        // record; its lines come back relative to the `def` line. Harness `c`: the reference
+        // itself does otherwise when the tests are shuffled.
+        let sandbox = warm_worker(|harness, mode, n| {
+            let t1 = match (harness, mode, n) {
+                ("a", "candidate", 1) | ("c", "record", 1) => 7,
+                _ => 1,
+            };
+            let mut tests = vec![
+                test("t0", 0, true),
+                test("t1", t1, true),
+                test("t2", 2, false),
+            ];
+            tests[0].records[0].outcome =
+                Outcome::Return(r2e_core::verdict::sample_of_every_kind());
+            answer(tests, mode == "record" && n == 0)
+        });
+        with_exec(&sandbox, |exec| {
+            let (t, c) = (target(), code());
+            let checked = validate_batch(
+                exec,
+                &r2e_exec::jobs::Runtime::for_tests(),
+                &[(&t, &c, "a"), (&t, &c, "b"), (&t, &c, "c")],
+                Policy::default(),
+            )
+            .unwrap();
+            let a = &checked[0].validation;
+            assert_eq!(
+                a.failure_class,
+                Some(FailureClass::Nondeterministic),
+                "{a:?}"
+            );
+            assert!(
+                a.failure_message
+                    .as_deref()
+                    .unwrap()
+                    .contains("checked as a candidate"),
+                "{a:?}"
+            );
+            let b = &checked[1].validation;
+            assert!(b.valid, "{b:?}");
+            assert_eq!((b.tests, b.normal_returns, b.branches), (3, 2, 2));
+            assert_eq!(b.branch_coverage, Some(0.5));
+            assert_eq!(
+                (b.missing_lines.clone(), b.partial_lines.clone()),
+                (vec![4], vec![2])
+            );
+            assert_eq!(b.expected.len(), 3);
+            let shuffled = &checked[2].validation;
+            assert_eq!(shuffled.failure_class, Some(FailureClass::Nondeterministic));
+            assert!(
+                shuffled
+                    .failure_message
+                    .as_deref()
+                    .unwrap()
+                    .contains("another order"),
+                "{shuffled:?}"
+            );
+            assert_eq!(
+                sandbox.jobs().len(),
+                2,
+                "one warm worker per side for all three"
+            );
+            // Stored, snapshots of every kind of value included: the second time nothing runs.
+            let again = validate_batch(
+                exec,
+                &r2e_exec::jobs::Runtime::for_tests(),
+                &[(&t, &c, "a"), (&t, &c, "b"), (&t, &c, "c")],
+                Policy::default(),
+            )
+            .unwrap();
+            assert!(again.iter().all(|c| !c.fresh));
+            assert_eq!(again[1].validation, checked[1].validation);
+            assert_eq!(sandbox.jobs().len(), 2);
+        });
+    }
+
+    #[test]
+    fn an_exception_message_is_wording_unless_the_policy_compares_it() {
+        let raising = |message: &str| {
+            let mut t = test("t1", 0, false);
+            t.records[0].outcome = Outcome::Raise {
+                ty: "ValueError".into(),
+                message: message.into(),
+            };
+            t
+        };
+        let run = |message: &str| {
+            RawRun::Answered(answer(
+                vec![test("t0", 0, true), raising(message), test("t2", 2, true)],
+                false,
+            ))
+        };
+        let runs = Runs {
+            record: vec![run("bad value 3"), run("bad value 3")],
+            candidate: vec![run("value 3 is bad"), run("value 3 is bad")],
+        };
+        assert!(classify(&runs, Policy::default()).valid);
+        let strict = Policy {
+            compare_exception_messages: true,
+        };
+        assert_eq!(
+            classify(&runs, strict).failure_class,
+            Some(FailureClass::Nondeterministic)
+        );
+    }
+
+    #[test]
+    fn failure_classes_come_from_the_messages() {
+        let runs = |a: RunAnswer| Runs {
+            record: vec![RawRun::Answered(a.clone()), RawRun::Answered(a.clone())],
+            candidate: vec![RawRun::Answered(a.clone()), RawRun::Answered(a)],
+        };
+        let class = |a: RunAnswer| classify(&runs(a), Policy::default()).failure_class;
+        let import_error = RunAnswer {
+            status: "error".into(),
+            error: Some("harness import failed: ModuleNotFoundError: No module named 'x'".into()),
+            ..RunAnswer::default()
+        };
+        assert_eq!(class(import_error), Some(FailureClass::ImportEnv));
+        let few = answer(vec![test("t0", 0, true)], false);
+        assert_eq!(class(few), Some(FailureClass::TooFewTests));
+        let raising = answer(
+            vec![
+                test("t0", 0, false),
+                test("t1", 1, false),
+                test("t2", 2, false),
+            ],
+            false,
+        );
+        assert_eq!(class(raising), Some(FailureClass::NoNormalReturn));
+        let mut failing = answer(vec![test("t0", 0, true); 3], false);
+        failing.tests[1].outcome = "error".into();
+        failing.tests[1].message = Some("TypeError: bad".into());
+        assert_eq!(class(failing), Some(FailureClass::TypeValueError));
+        assert_eq!(
+            classify_message("TypeError: bad"),
+            FailureClass::TypeValueError
+        );
+        assert_eq!(
+            classify_message("PermissionError: no"),
+            FailureClass::OsError
+        );
+    }
+}

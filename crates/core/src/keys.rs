@@ -1,0 +1,343 @@
+//! Every action key, in one place: a named, documented struct per action kind, holding every
+//! input that shapes the action's result, and nothing else (no absolute path, no time, no
+//! mtime). `docs/caching.md` lists each key's inputs; the rule is sccache's: change an input,
+//! bump the bucket's version (`cache::Bucket`).
+//!
+//! A key is hashed with blake3 over its bucket's folder and its canonical JSON form (fields in
+//! declaration order), so a key's hash changes only when its contents or its shape change.
+
+use serde::Serialize;
+
+use crate::cache::{ActionKey, Bucket};
+use crate::hash::Hash;
+use crate::records::CallSiteArgs;
+use crate::records::FunctionKind;
+
+/// The parser and the summary format: bump `SUMMARY_FORMAT` when `python::summary` or what the
+/// summarizer records changes.
+pub const PARSER: &str = "ruff_python_parser=0.0.10";
+pub const SUMMARY_FORMAT: u32 = 6;
+
+/// Stage `parse`: a module summary per source content.
+#[derive(Clone, Debug, Serialize)]
+pub struct ParseKey {
+    pub parser: &'static str,
+    pub summary_format: u32,
+    /// The content hash of the file's bytes (blake3; for a git blob, of its object id).
+    pub content: Hash,
+}
+
+impl ParseKey {
+    pub fn new(content: Hash) -> ParseKey {
+        ParseKey {
+            parser: PARSER,
+            summary_format: SUMMARY_FORMAT,
+            content,
+        }
+    }
+}
+
+impl ActionKey for ParseKey {
+    const BUCKET: Bucket = Bucket::Parse;
+}
+
+/// Stage `parse`, many files at once: the outcomes (as [`ParseKey`]'s) of the files one build
+/// parsed in one repository, in one entry (`packs::ParsePack`), so that a cold build writes one
+/// file instead of one per source file. `engine::memo::PackList` records a repository's
+/// packs; a file's own [`ParseKey`] entry is read first.
+#[derive(Clone, Debug, Serialize)]
+pub struct ParsePackKey {
+    pub parser: &'static str,
+    pub summary_format: u32,
+    /// blake3 over the content hashes of its files, sorted.
+    pub contents: Hash,
+}
+
+impl ActionKey for ParsePackKey {
+    const BUCKET: Bucket = Bucket::ParsePack;
+}
+
+/// The persisted analysis of one repository (`engine::memo`): where it is found. Unlike an
+/// action key, it names a place, not a result: each build of the same repository under the same
+/// settings replaces the entry, and what the entry holds is reused only where the inputs it
+/// records (every file's content hash, interface hash and scope) still hash the same. Bump
+/// `ANALYSIS_FORMAT` when what `engine::memo` stores, or how it is computed, changes.
+#[derive(Clone, Debug, Serialize)]
+pub struct AnalysisKey<'a> {
+    pub format: u32,
+    /// The r2e that computed it (`engine::build_identity`: its version and its executable's
+    /// size and modification time): the filters, name resolution, contexts and token counts
+    /// are its code, so another build of r2e analyses again.
+    pub analyzer: String,
+    pub parser: &'static str,
+    pub summary_format: u32,
+    /// The repository's name and where it comes from (its folder, or its URL).
+    pub repo: &'a str,
+    pub source: String,
+    /// `files`: the parse stage's outcomes; `dataset`: extraction and slices under the settings.
+    pub part: &'static str,
+    /// `[extract]` and `[context]` (`dataset` only).
+    pub extract: Option<&'a crate::config::ExtractConfig>,
+    pub context: Option<&'a crate::config::ContextConfig>,
+}
+
+pub const ANALYSIS_FORMAT: u32 = 2;
+
+impl ActionKey for AnalysisKey<'_> {
+    const BUCKET: Bucket = Bucket::Analysis;
+}
+
+/// The candidate extraction's version: bump it when what `stages::answer::candidate` takes out
+/// of an answer changes (its code, or `python::dedent`, which it uses).
+pub const EXTRACTOR: u32 = 2;
+
+/// The installer that actually builds environments, and its version.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct InstallerId {
+    /// `uv` or `pip`.
+    pub name: String,
+    /// Its version, as it reports it.
+    pub version: String,
+}
+
+/// Stage `env`: an environment, keyed on what determines the packages in it. Never on the
+/// repository's source (its code is importable from its checkout at run time).
+#[derive(Clone, Debug, Serialize)]
+pub struct EnvKey {
+    /// The version of the interpreter the environment is made from.
+    pub python_version: String,
+    /// The installer actually used, with its version (not the one configured: `auto` may be
+    /// either).
+    pub installer: InstallerId,
+    /// The pinned coverage.py every environment gets.
+    pub coverage: &'static str,
+    /// The dependencies the repository declares, normalized and sorted.
+    pub declared: Vec<String>,
+    /// Third-party modules its code imports that no declaration names.
+    pub inferred: Vec<String>,
+    /// The distributions its optional dependencies name (extras): an inferred module one of
+    /// them provides is installed from it.
+    pub optional: Vec<String>,
+    /// `[env] extra_packages`.
+    pub extra: Vec<String>,
+    pub system_site_packages: bool,
+    /// The index settings passed to installers (they decide what gets installed; certificates,
+    /// proxies and timeouts do not).
+    pub index: Vec<(String, String)>,
+}
+
+impl ActionKey for EnvKey {
+    const BUCKET: Bucket = Bucket::Envs;
+}
+
+/// Stage `env`, the project layer: the repository built as a wheel by its own build backend
+/// and installed on top of its environment (`stages::env::project`). Keyed on what the build
+/// reads, never on the pure-Python sources (they are overlaid from the checkout at run time, so
+/// that a body edit rebuilds nothing).
+#[derive(Clone, Debug, Serialize)]
+pub struct ProjectKey {
+    /// The layer's format: what is built, how it is stripped and what its record holds.
+    pub format: u32,
+    /// The environment it is installed on (its `EnvKey`'s hash): its interpreter, installer
+    /// and dependencies.
+    pub env: String,
+    /// The files the build reads, each with its content hash, sorted by path: the build
+    /// declarations (`pyproject.toml`, `setup.py`, `setup.cfg`, `PKG-INFO`, `MANIFEST.in`,
+    /// build hooks), an in-tree backend's folder, and extension sources (C, C++, Cython, Rust).
+    pub inputs: Vec<(String, Hash)>,
+}
+
+impl ActionKey for ProjectKey {
+    const BUCKET: Bucket = Bucket::Projects;
+}
+
+/// What a function's results depend on of its code and its environment: its own code and its
+/// slice's, the code that runs when its module is imported, and the environment's lock.
+/// Positions, comments and unrelated functions do not count.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CodeKey {
+    pub module: String,
+    pub qualname: String,
+    pub kind: FunctionKind,
+    /// The function's code hash (its tokens: blind to comments and formatting).
+    pub code: Hash,
+    /// The code hashes of its slice, sorted.
+    pub slice: Vec<Hash>,
+    /// The code that runs when its module is imported: the module-level code of the module, of
+    /// its packages' `__init__` files and of every repository module they import at module
+    /// level, and the slices of their globals (`db::import_key`).
+    pub import_time: Hash,
+    /// The environment's lock hash (its `pip freeze`): a rebuilt environment with other
+    /// packages is another key.
+    pub env_lock: String,
+    /// The project layer's key (`ProjectKey`'s hash), empty without one: the project built
+    /// otherwise (another backend, a new version, changed extensions) is another key.
+    pub project: String,
+}
+
+/// The settings of a sandbox that shape what code run in it does.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct SandboxKey {
+    /// `local` (bubblewrap or none) or `docker`.
+    pub backend: &'static str,
+    /// Whether code runs isolated (without isolation it sees more of the machine).
+    pub isolated: bool,
+    /// Memory in MiB, processes at once, and the largest file in MiB a job may write.
+    pub memory_mib: u64,
+    pub processes: u64,
+    pub file_size_mib: u64,
+    /// The docker backend's `[sandbox] base_image`, by name (absent without one, so that the
+    /// keys of builds without one are unchanged): the system code sees.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_image: Option<String>,
+}
+
+/// The settings of the built-in generator.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct ExplorerSettings {
+    /// Executions of the function the explorer may spend; decides what is kept.
+    pub budget: u32,
+    pub seed: u64,
+    pub max_tests: u32,
+    /// Milliseconds one call may take before it is abandoned.
+    pub per_call_timeout_ms: u64,
+    /// A safety stop for one exploration, recorded when it fires.
+    pub time_limit_seconds: u64,
+}
+
+/// Stage `generate` (built-in): the explorer's harness for one function.
+#[derive(Clone, Debug, Serialize)]
+pub struct GenerateKey<'a> {
+    /// The embedded explorer scripts (`py::EXPLORER`).
+    pub scripts: Hash,
+    pub code: &'a CodeKey,
+    pub settings: &'a ExplorerSettings,
+    /// Literal arguments at the function's call sites, likeliest first.
+    pub call_sites: &'a [CallSiteArgs],
+    pub sandbox: &'a SandboxKey,
+}
+
+impl ActionKey for GenerateKey<'_> {
+    const BUCKET: Bucket = Bucket::Generate;
+}
+
+/// Stage `validate`: the raw runs of one harness in self-equivalence mode. The verdict is
+/// computed from the runs when they are read (`stages::validate::classify`), so changing the
+/// classification needs no new key.
+#[derive(Clone, Debug, Serialize)]
+pub struct ValidateKey<'a> {
+    /// The embedded runner scripts (`py::RUNNER`).
+    pub scripts: Hash,
+    pub code: &'a CodeKey,
+    /// The harness text's hash.
+    pub harness: Hash,
+    /// How many times it runs, each in a fresh process.
+    pub runs: u32,
+    /// Seconds one run may take.
+    pub run_timeout_seconds: u64,
+    pub sandbox: &'a SandboxKey,
+}
+
+impl ActionKey for ValidateKey<'_> {
+    const BUCKET: Bucket = Bucket::Validate;
+}
+
+/// A candidate's check: the raw run of one candidate module against one instance's harness,
+/// in candidate mode. The verdict is judged from the run when it is read (against the
+/// reference's recorded calls, under the instance's policy), so the key holds what shapes the
+/// run, and the same code written by two models is checked once.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckKey<'a> {
+    /// The embedded runner scripts (`py::RUNNER`).
+    pub scripts: Hash,
+    /// The function's code key (`CodeKey`, hashed): its code, slice, import-time code and the
+    /// environment's lock.
+    pub code: &'a str,
+    /// The harness text's hash.
+    pub harness: Hash,
+    /// The candidate module's whole text (the original module with the candidate spliced in).
+    pub module: Hash,
+    /// Seconds the run may take.
+    pub run_timeout_seconds: u64,
+    pub sandbox: &'a SandboxKey,
+}
+
+impl ActionKey for CheckKey<'_> {
+    const BUCKET: Bucket = Bucket::Check;
+}
+
+/// A model request: the API kind, the model, every sampling parameter, the rendered messages
+/// and the sample index. Never the base URL or the API key.
+#[derive(Clone, Debug, Serialize)]
+pub struct LlmKey<'a> {
+    pub request: &'a crate::model::Request,
+}
+
+impl ActionKey for LlmKey<'_> {
+    const BUCKET: Bucket = Bucket::Llm;
+}
+
+/// A model request whose prompt the server refused as longer than the model's context window:
+/// the same request as `LlmKey` (its own bucket keeps the two apart), stored with the server's
+/// message, so that no later build asks it again.
+#[derive(Clone, Debug, Serialize)]
+pub struct RefusalKey<'a> {
+    pub request: &'a crate::model::Request,
+}
+
+impl ActionKey for RefusalKey<'_> {
+    const BUCKET: Bucket = Bucket::Refusal;
+}
+
+/// Stage `evaluate`: the candidate taken out of one model answer (`stages::answer::candidate`:
+/// the `def` of the target's name with the answer's imports, or none). Not in the key: the
+/// model, the request, the sample or the round, so the same answer text for the same function
+/// is taken apart once, whichever model wrote it; nor the function's kind, which its qualname
+/// says (a method's names its class, all the extractor reads of it).
+#[derive(Clone, Debug, Serialize)]
+pub struct AnswerKey<'a> {
+    /// `EXTRACTOR`, the extraction's version.
+    pub extractor: u32,
+    /// blake3 of the answer's text, as the stage reads it (for the completions API, the
+    /// prompt's open code block followed by the continuation).
+    pub answer: Hash,
+    /// The target's qualname: the `def`'s name and, for a method, its class.
+    pub qualname: &'a str,
+}
+
+impl ActionKey for AnswerKey<'_> {
+    const BUCKET: Bucket = Bucket::Answer;
+}
+
+impl crate::model::Request {
+    /// The request's cache key, as a hash (distinct requests, distinct hashes).
+    pub fn key(&self) -> Hash {
+        LlmKey { request: self }.hash()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_of_different_buckets_never_collide() {
+        // The same struct contents under two buckets hash apart: the bucket is hashed in.
+        #[derive(Serialize)]
+        struct A(u32);
+        impl ActionKey for A {
+            const BUCKET: Bucket = Bucket::Generate;
+        }
+        #[derive(Serialize)]
+        struct B(u32);
+        impl ActionKey for B {
+            const BUCKET: Bucket = Bucket::Validate;
+        }
+        assert_ne!(A(1).hash(), B(1).hash());
+        assert_eq!(A(1).hash(), A(1).hash());
+        assert_ne!(
+            ParseKey::new(Hash::of_bytes(b"x")).hash(),
+            ParseKey::new(Hash::of_bytes(b"y")).hash()
+        );
+    }
+}

@@ -1,0 +1,1312 @@
+//! Typed records: one serde struct for every line r2e writes and reads back (`functions.jsonl`
+//! and the dependency graphs of its slices, `slices/REPO.jsonl`, `envs.jsonl`, `harnesses.jsonl`, `dataset.jsonl`, `manifest.json`, `failures.jsonl`, the build
+//! summary), and the vocabulary they share (function kinds, filters, generators, failure
+//! classes). Writers and readers (`assemble`, `check`, `report`, `dataset diff`, `status`,
+//! `explain`) go through these types: no reader indexes untyped JSON by string.
+//!
+//! Field order is the order of the JSON objects written; the dataset's version is a hash of
+//! these bytes, so a field is only ever added, never reordered.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// A function, or a method of a module-level class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FunctionKind {
+    Function,
+    Method,
+}
+
+impl FunctionKind {
+    pub fn is_method(self) -> bool {
+        self == FunctionKind::Method
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FunctionKind::Function => "function",
+            FunctionKind::Method => "method",
+        }
+    }
+}
+
+/// The curation filters of stage `extract`, in the order they are tried; the first that
+/// excludes a function names it in `excluded_by`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Filter {
+    /// The file is outside the repository's scope (`[[repo]] include` / `exclude`).
+    Scope,
+    NoDocstring,
+    Dunder,
+    NamePrefix,
+    Decorator,
+    NoParams,
+    NoReturn,
+    OneStatement,
+    TooLong,
+    LiteralReturns,
+    Keywords,
+    Connectivity,
+}
+
+impl Filter {
+    pub const ALL: [Filter; 12] = [
+        Filter::Scope,
+        Filter::NoDocstring,
+        Filter::Dunder,
+        Filter::NamePrefix,
+        Filter::Decorator,
+        Filter::NoParams,
+        Filter::NoReturn,
+        Filter::OneStatement,
+        Filter::TooLong,
+        Filter::LiteralReturns,
+        Filter::Keywords,
+        Filter::Connectivity,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Filter::Scope => "scope",
+            Filter::NoDocstring => "no_docstring",
+            Filter::Dunder => "dunder",
+            Filter::NamePrefix => "name_prefix",
+            Filter::Decorator => "decorator",
+            Filter::NoParams => "no_params",
+            Filter::NoReturn => "no_return",
+            Filter::OneStatement => "one_statement",
+            Filter::TooLong => "too_long",
+            Filter::LiteralReturns => "literal_returns",
+            Filter::Keywords => "keywords",
+            Filter::Connectivity => "connectivity",
+        }
+    }
+}
+
+/// Which harness generator runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Generator {
+    /// The built-in coverage-guided explorer: no model needed.
+    #[default]
+    Builtin,
+    /// A language model writes the harness from the function's context, then repairs it.
+    Llm,
+    /// The built-in generator first; the model only where it falls short of the thresholds,
+    /// with the built-in harness's tests kept beside the model's.
+    Hybrid,
+}
+
+impl Generator {
+    /// Whether this generator asks a model.
+    pub fn uses_model(self) -> bool {
+        matches!(self, Generator::Llm | Generator::Hybrid)
+    }
+}
+
+/// Why a harness is not valid (or a candidate has none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    TypeValueError,
+    Assertion,
+    ImportEnv,
+    Timeout,
+    ResourceLimit,
+    OsError,
+    Nondeterministic,
+    TooFewTests,
+    NoNormalReturn,
+    /// The process died (a signal, `os._exit`) without a limit killing it.
+    Crash,
+    /// A candidate that does not compile, import or define its function.
+    Unrunnable,
+    /// A model's answer that holds no `def` of the function.
+    NoCode,
+    /// A model request its server refused as longer than the model's context window: the
+    /// sample has no answer, and no repair round (its prompt would be longer still).
+    PromptTooLong,
+    Other,
+}
+
+impl FailureClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureClass::TypeValueError => "type_value_error",
+            FailureClass::Assertion => "assertion",
+            FailureClass::ImportEnv => "import_env",
+            FailureClass::Timeout => "timeout",
+            FailureClass::ResourceLimit => "resource_limit",
+            FailureClass::OsError => "os_error",
+            FailureClass::Nondeterministic => "nondeterministic",
+            FailureClass::TooFewTests => "too_few_tests",
+            FailureClass::NoNormalReturn => "no_normal_return",
+            FailureClass::Crash => "crash",
+            FailureClass::Unrunnable => "unrunnable",
+            FailureClass::NoCode => "no_code",
+            FailureClass::PromptTooLong => "prompt_too_long",
+            FailureClass::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How an environment came out.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EnvOutcome {
+    /// Everything installed.
+    Ok,
+    /// The environment works, but some packages did not install (listed in `failed_packages`).
+    Partial,
+    /// No usable environment.
+    Failed,
+}
+
+/// `hybrid`: which harness won.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HarnessFrom {
+    Builtin,
+    Model,
+    Merged,
+}
+
+/// What refinement did for an instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RefineStatus {
+    Refined,
+    Malformed,
+    Failed,
+}
+
+/// Where an instance's `spec` comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SpecSource {
+    Refined,
+    Docstring,
+}
+
+/// What one function's model requests cost, cached or not: the requests its result needs, and
+/// their tokens. Recorded per function, so that a dataset's cost can be read from its files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spent {
+    pub requests: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Spent {
+    pub fn add(&mut self, other: &Spent) {
+        self.requests += other.requests;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}
+
+/// Requests executed, cached and failed, and tokens, for one (stage, model) of a build.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub executed: u64,
+    pub cached: u64,
+    pub failed: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: &Usage) {
+        self.executed += other.executed;
+        self.cached += other.cached;
+        self.failed += other.failed;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}
+
+/// Model usage of a build, by stage and model.
+pub type UsageTable = BTreeMap<String, BTreeMap<String, Usage>>;
+
+/// One line of `functions.jsonl`. Borrowed when written (the file can be large), owned when read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionRecord<'a> {
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub repo: Cow<'a, str>,
+    /// The name as Python qualifies it in its module (the id's last part, without a `#n`).
+    /// The file's path is not written: it is the id's middle part ([`FunctionRecord::path`]).
+    #[serde(borrow)]
+    pub qualname: Cow<'a, str>,
+    pub kind: FunctionKind,
+    /// The `def` line (1-based), not a decorator's.
+    pub start_line: u32,
+    pub end_line: u32,
+    #[serde(borrow)]
+    pub docstring: Option<Cow<'a, str>>,
+    pub excluded_by: Option<Filter>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slice: Option<SliceRecord>,
+}
+
+impl FunctionRecord<'_> {
+    /// The function's file, relative to its repository: the part of the id (`REPO:path:qualname`)
+    /// between the repository's name and the last `:` (a qualified name holds no `:`, a path
+    /// may).
+    pub fn path(&self) -> &str {
+        function_path(&self.id, &self.repo)
+    }
+}
+
+/// The file of the function with this id in repository `repo` (see [`FunctionRecord::path`]).
+pub fn function_path<'i>(id: &'i str, repo: &str) -> &'i str {
+    let rest = id
+        .strip_prefix(repo)
+        .and_then(|r| r.strip_prefix(':'))
+        .unwrap_or(id);
+    rest.rsplit_once(':').map_or(rest, |(path, _)| path)
+}
+
+/// The fields of a `functions.jsonl` line that counting needs (a reader of the whole file that
+/// does not need slices or docstrings reads these).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionHead {
+    pub id: String,
+    pub repo: String,
+    pub excluded_by: Option<Filter>,
+}
+
+/// The `slice` of a candidate in `functions.jsonl`. The slice itself is not written out: it is
+/// every node that `node` reaches in its repository's dependency graph, `slices/REPO.jsonl`
+/// ([`SliceNode`], read back with [`SliceGraph`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceRecord {
+    /// The function's node: its line (0-based) in `slices/REPO.jsonl`.
+    pub node: u32,
+    /// How many items the slice holds: definitions and globals (qualified names, once each).
+    pub size: usize,
+    /// The context's length in `cl100k_base` tokens.
+    pub tokens: u32,
+    pub truncated: bool,
+    /// Whether the whole slice is in the function's own file.
+    pub in_file: bool,
+}
+
+/// What a node of the dependency graph is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    /// A definition (function, method or class), named by its id.
+    Def,
+    /// A module-level global, named by its qualified name.
+    Global,
+    /// A dotted name bound to nothing in the repository (third-party or dynamic), which the
+    /// nodes that use it list among their dependencies. It has none.
+    Unresolved,
+}
+
+/// One line of `slices/REPO.jsonl`: a definition or global that some candidate of the
+/// repository reaches (the candidates included), or a name bound to nothing that one of those
+/// uses, and its direct dependencies, as the lines (0-based) of their nodes in the same file.
+/// Nodes are in the repository's order (definitions, then globals, each by file path, then
+/// source order; then the unresolved names, sorted), and every dependency of a node is a node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SliceNode<'a> {
+    pub kind: NodeKind,
+    /// Borrowed when written, owned when read.
+    pub name: Cow<'a, str>,
+    pub deps: Vec<u32>,
+}
+
+/// The full slice of a candidate, as the dependency graph gives it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FullSlice {
+    /// Every definition and global reached (the function's own excluded) with its distance
+    /// from the function, nearest first, in the repository's order at one distance: the order
+    /// of `r2e explain`.
+    pub items: Vec<(u32, u32)>,
+    /// The ids of the definitions reached, in the repository's order.
+    pub functions: Vec<String>,
+    /// The qualified names of the globals reached, sorted, once each.
+    pub globals: Vec<String>,
+    /// The names bound to nothing in the repository that the function or its slice uses,
+    /// sorted.
+    pub unresolved: Vec<String>,
+}
+
+/// A repository's dependency graph, read back from `slices/REPO.jsonl`.
+#[derive(Clone, Debug, Default)]
+pub struct SliceGraph {
+    pub nodes: Vec<SliceNode<'static>>,
+}
+
+impl SliceGraph {
+    /// The graph file of repository `repo` in a dataset's folder.
+    pub fn path(dataset: &Path, repo: &str) -> PathBuf {
+        dataset.join("slices").join(format!("{repo}.jsonl"))
+    }
+
+    /// Reads the graph of `repo` from a dataset's folder (a built one: a missing file is bad
+    /// input). A dependency that names no node is bad input too.
+    pub fn read(dataset: &Path, repo: &str) -> Result<SliceGraph> {
+        let path = Self::path(dataset, repo);
+        let nodes: Vec<SliceNode<'static>> = read_built(&path)?;
+        let n = nodes.len() as u32;
+        if let Some(i) = nodes.iter().position(|x| x.deps.iter().any(|&d| d >= n)) {
+            return Err(Error::input(format!(
+                "{}:{}: a dependency names no node ({n} nodes)",
+                path.display(),
+                i + 1
+            )));
+        }
+        Ok(SliceGraph { nodes })
+    }
+
+    /// The slice of node `start`: every node it reaches, with its breadth-first distance.
+    pub fn slice(&self, start: u32) -> FullSlice {
+        let mut dist = vec![u32::MAX; self.nodes.len()];
+        let mut out = FullSlice::default();
+        if let Some(d) = dist.get_mut(start as usize) {
+            *d = 0;
+        } else {
+            return out;
+        }
+        let mut frontier = vec![start];
+        let mut d = 0;
+        while !frontier.is_empty() {
+            d += 1;
+            let mut next = Vec::new();
+            for node in frontier {
+                for &dep in &self.nodes[node as usize].deps {
+                    if dist[dep as usize] == u32::MAX {
+                        dist[dep as usize] = d;
+                        next.push(dep);
+                    }
+                }
+            }
+            next.sort_unstable();
+            for &n in &next {
+                match self.nodes[n as usize].kind {
+                    NodeKind::Unresolved => {}
+                    _ => out.items.push((n, d)),
+                }
+            }
+            frontier = next;
+        }
+        for (n, node) in self.nodes.iter().enumerate() {
+            if dist[n] == 0 || dist[n] == u32::MAX {
+                continue;
+            }
+            let name = node.name.to_string();
+            match node.kind {
+                NodeKind::Def => out.functions.push(name),
+                NodeKind::Global => out.globals.push(name),
+                NodeKind::Unresolved => out.unresolved.push(name),
+            }
+        }
+        out.globals.sort_unstable();
+        out.globals.dedup();
+        out.unresolved.sort_unstable();
+        out.unresolved.dedup();
+        out
+    }
+}
+
+/// One line of `envs.jsonl`: a repository's environment.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EnvLine {
+    pub repo: String,
+    pub env_key: String,
+    pub outcome: EnvOutcome,
+    pub installer: String,
+    pub python_version: String,
+    pub declared: Vec<String>,
+    pub inferred: Vec<String>,
+    pub failed_packages: Vec<String>,
+    pub lock_hash: String,
+    pub lock: Vec<String>,
+    /// The installation log, relative to the folder of this file.
+    pub log: String,
+    /// The project itself, built and installed on top (`stages::env::project`); absent when
+    /// it is not a buildable project or `[env] install_project` is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<ProjectLine>,
+    /// The environment image that holds it all (an export's `envs.jsonl`: `r2e export`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// In an export, the identity of the folder holding the repository's files (their tree
+    /// hash), which stands for the instances' `commit` (a git commit's files copied into a
+    /// folder are no longer a checkout of that commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_files: Option<String>,
+}
+
+/// The project layer of an `envs.jsonl` line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProjectLine {
+    /// Its key (`keys::ProjectKey`'s hash): its folder in the cache.
+    pub key: String,
+    /// `installed`, or `partial` (not built: the source with generated metadata; `reason`).
+    pub outcome: ProjectOutcome,
+    pub name: Option<String>,
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// How many of its modules come from the checkout at run time.
+    pub overlaid: u32,
+    /// The build's log, relative to the folder of this file.
+    pub log: String,
+}
+
+/// A failure of a refinement, as `harnesses.jsonl` records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RefineRecord {
+    pub status: RefineStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub llm: Spent,
+}
+
+/// One line of `harnesses.jsonl`: a candidate's harness and its validation. `valid` and the
+/// numbers are null when the build stopped before `validate`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HarnessRecord {
+    pub id: String,
+    pub generator: Generator,
+    pub valid: Option<bool>,
+    pub tests: Option<u32>,
+    pub branches: Option<u32>,
+    pub branch_coverage: Option<f64>,
+    pub line_coverage: Option<f64>,
+    pub failure_class: Option<FailureClass>,
+    pub failure_message: Option<String>,
+    pub in_file: bool,
+    /// `hybrid`: which harness won.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness_from: Option<HarnessFrom>,
+    /// The model requests the harness needed (model-driven generators).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<Spent>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refine: Option<RefineRecord>,
+    /// How many of the explorer's own mutants the kept tests kill (built-in harnesses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explorer_mutants: Option<MutantCount>,
+    /// The explorer stopped at `[generate] time_limit_seconds` (built-in harnesses; written
+    /// only when it did): its tests are those found by then, which depends on the machine's
+    /// speed, so another machine may write another harness.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub explorer_time_limit_hit: bool,
+}
+
+/// Mutants made and mutants killed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MutantCount {
+    pub total: u32,
+    pub killed: u32,
+}
+
+impl HarnessRecord {
+    /// The coverage selection uses: branch coverage, or line coverage for a function without
+    /// branches.
+    pub fn coverage(&self) -> f64 {
+        if self.branches.unwrap_or(0) > 0 {
+            self.branch_coverage
+        } else {
+            self.line_coverage
+        }
+        .unwrap_or(0.0)
+    }
+
+    /// The model requests this candidate needed, for its harness and its refinement.
+    pub fn spent(&self) -> Spent {
+        let mut total = self.llm.unwrap_or_default();
+        if let Some(r) = &self.refine {
+            total.add(&r.llm);
+        }
+        total
+    }
+}
+
+/// What the reference did in one test of a harness, recorded when it was validated: a candidate
+/// passes the test when its calls match these (`verdict`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExpectedTest {
+    pub name: String,
+    pub records: Vec<crate::verdict::Record>,
+    pub returned_normally: bool,
+}
+
+/// One line of `dataset.jsonl`: a benchmark instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Instance {
+    pub id: String,
+    pub repo: String,
+    /// A commit sha; `tree:` + blake3 of the files for a folder that is not a clean checkout.
+    pub commit: String,
+    pub path: String,
+    pub qualname: String,
+    /// The original docstring.
+    pub docstring: Option<String>,
+    /// The refined docstring, or the original.
+    pub spec: Option<String>,
+    pub spec_source: SpecSource,
+    pub context: String,
+    /// The problem statement: the context with the target's body removed, its signature and
+    /// `spec` in its place. What a model or agent is shown; never the solution.
+    #[serde(default)]
+    pub problem: String,
+    pub harness: String,
+    pub tests: u32,
+    pub branch_coverage: Option<f64>,
+    pub line_coverage: Option<f64>,
+    pub harness_hash: String,
+    pub env_lock: String,
+    /// The reference's calls in each test, as a candidate's are compared with them.
+    pub expected: Vec<ExpectedTest>,
+    /// How they are compared.
+    #[serde(default)]
+    pub policy: crate::verdict::Policy,
+    /// The function's code key (hashed): what its checks are keyed on besides the harness and
+    /// the candidate.
+    #[serde(default)]
+    pub code_hash: String,
+    /// The reference's dependencies: its slice's size.
+    #[serde(default)]
+    pub deps: u32,
+    /// The reference's own length in tokens.
+    #[serde(default)]
+    pub tokens: u32,
+    /// Whether its slice stays within its own file.
+    #[serde(default)]
+    pub in_file: bool,
+    /// The harness's strength: built-in mutants of the reference that it kills.
+    #[serde(default)]
+    pub mutants: Option<MutationScore>,
+    /// The environment image it runs in (an export's dataset: `r2e export`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+/// Mutants of the reference, how many the harness kills, and the ones that survive (a person
+/// may look: some are equivalent to the reference).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MutationScore {
+    pub total: u32,
+    pub killed: u32,
+    pub survivors: Vec<String>,
+}
+
+impl MutationScore {
+    /// Killed over total; 1 when there are no mutants.
+    pub fn score(&self) -> f64 {
+        if self.total == 0 {
+            1.0
+        } else {
+            f64::from(self.killed) / f64::from(self.total)
+        }
+    }
+}
+
+/// One round of a sample in `results.jsonl`: round 0 is the first answer, round N its N-th
+/// repair.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalRound {
+    pub passed: bool,
+    pub failure_class: Option<FailureClass>,
+    /// Names of the tests that failed.
+    pub failed_tests: Vec<String>,
+    /// The hash of the candidate's code checked in this round (none: no code).
+    pub candidate_hash: Option<String>,
+}
+
+/// One row of a pass@k table: a model, a group of instances, how many, and pass@k per k.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PassRow {
+    pub model: String,
+    pub group: String,
+    pub instances: u32,
+    /// `pass@K` → the mean over the group's instances.
+    pub pass: BTreeMap<String, f64>,
+}
+
+/// The self-repair curve of a model: of the samples that failed at first, the share that
+/// passes by each repair round (cumulative).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RepairCurve {
+    pub model: String,
+    pub failing: u32,
+    pub fixed_by_round: Vec<f64>,
+}
+
+/// The evaluation's tables, as `report` shows them and `--json` gives them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvalTables {
+    pub overall: Vec<PassRow>,
+    pub by_repo: Vec<PassRow>,
+    pub by_deps: Vec<PassRow>,
+    pub by_tokens: Vec<PassRow>,
+    pub by_file: Vec<PassRow>,
+    pub repair: Vec<RepairCurve>,
+}
+
+/// What a build's `--json` summary says of its evaluation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvalSummary {
+    /// Candidate extractions (the `def` out of a model's answer) run now and taken from the
+    /// extraction cache.
+    #[serde(default)]
+    pub extractions: StageCounts,
+    /// Checks run now and taken from the check cache.
+    pub checks: StageCounts,
+    /// Requests that failed (not samples; the next build asks again).
+    pub failed_requests: u64,
+    /// pass@k per model, over every instance.
+    pub pass: Vec<PassRow>,
+    pub repair: Vec<RepairCurve>,
+}
+
+/// One line of `results.jsonl`: one sample of one model on one instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvalResult {
+    pub id: String,
+    /// `PROVIDER/MODEL`, e.g. `builtin/reference`.
+    pub model: String,
+    pub sample: u32,
+    /// Round 0's verdict: the one pass@k uses.
+    pub passed: bool,
+    /// The first repair round that passed.
+    pub repaired_at: Option<u32>,
+    pub rounds: Vec<EvalRound>,
+    /// Round 0's candidate code (none: the answer held no code).
+    pub candidate_hash: Option<String>,
+    pub harness_hash: String,
+    pub env_lock: String,
+    /// The hash of round 0's prompt.
+    pub prompt_hash: String,
+    /// What the sample's requests cost.
+    pub llm: Spent,
+}
+
+/// `manifest.json`: the dataset's version, its repositories and each instance's hash.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    pub version: String,
+    pub r2e: String,
+    pub settings_hash: String,
+    pub repos: Vec<ManifestRepo>,
+    pub instances: Vec<ManifestInstance>,
+}
+
+/// The manifest's format tag.
+pub const MANIFEST_FORMAT: &str = "r2e-dataset-1";
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ManifestRepo {
+    pub name: String,
+    pub commit: String,
+    pub rev: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ManifestInstance {
+    pub id: String,
+    pub hash: String,
+}
+
+/// One line of `failures.jsonl`: a file, environment or action that failed, with the reason.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureRecord {
+    pub repo: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub stage: String,
+    pub reason: String,
+    /// A log with the details, relative to the folder of this file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+/// How much of a stage ran, came from the cache, or failed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageCounts {
+    pub executed: u64,
+    pub cached: u64,
+    pub failed: u64,
+}
+
+impl StageCounts {
+    pub fn add(&mut self, other: &StageCounts) {
+        self.executed += other.executed;
+        self.cached += other.cached;
+        self.failed += other.failed;
+    }
+}
+
+/// The counts of every stage of a build, in stage order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageTable {
+    pub checkout: StageCounts,
+    pub parse: StageCounts,
+    pub extract: StageCounts,
+    /// Slice membership: which definitions each candidate reaches.
+    pub slice: StageCounts,
+    /// Contexts rendered from the slices (counted apart from `slice`).
+    #[serde(default)]
+    pub context: StageCounts,
+    pub env: StageCounts,
+    pub generate: StageCounts,
+    pub validate: StageCounts,
+    #[serde(default)]
+    pub mutate: StageCounts,
+    pub refine: StageCounts,
+    pub assemble: StageCounts,
+    #[serde(default)]
+    pub evaluate: StageCounts,
+}
+
+impl StageTable {
+    /// Every stage's counts, by name, in stage order.
+    pub fn rows(&self) -> [(&'static str, &StageCounts); 12] {
+        [
+            ("checkout", &self.checkout),
+            ("parse", &self.parse),
+            ("extract", &self.extract),
+            ("slice", &self.slice),
+            ("context", &self.context),
+            ("env", &self.env),
+            ("generate", &self.generate),
+            ("validate", &self.validate),
+            ("mutate", &self.mutate),
+            ("refine", &self.refine),
+            ("assemble", &self.assemble),
+            ("evaluate", &self.evaluate),
+        ]
+    }
+
+    fn rows_mut(&mut self) -> [&mut StageCounts; 12] {
+        [
+            &mut self.checkout,
+            &mut self.parse,
+            &mut self.extract,
+            &mut self.slice,
+            &mut self.context,
+            &mut self.env,
+            &mut self.generate,
+            &mut self.validate,
+            &mut self.mutate,
+            &mut self.refine,
+            &mut self.assemble,
+            &mut self.evaluate,
+        ]
+    }
+
+    /// Adds the stages of one dataset's build (everything but the shared checkout, parse and
+    /// env).
+    pub fn add_dataset(&mut self, other: &StageTable) {
+        for (mine, theirs) in self.rows_mut().into_iter().zip(other.rows()) {
+            if !matches!(theirs.0, "checkout" | "parse" | "env") {
+                mine.add(theirs.1);
+            }
+        }
+    }
+
+    /// Everything counted as taken from the cache (a no-op build reports this).
+    pub fn all_cached(&mut self) {
+        for c in self.rows_mut() {
+            c.cached += c.executed;
+            c.executed = 0;
+        }
+    }
+}
+
+/// The counts a build reports besides its stages.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub repos: u64,
+    pub files: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub functions: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidates: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harnesses_valid: Option<u64>,
+    /// `generator = "hybrid"`: candidates the built-in generator covered well enough alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hybrid_builtin_sufficient: Option<u64>,
+    /// With `[refine]`: instances whose `spec` is a refined docstring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub specs_refined: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<u64>,
+    pub failures: u64,
+    /// With `[[variant]]` tables: how many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variants: Option<u64>,
+}
+
+/// What `r2e build --json` prints.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub dataset_version: Option<String>,
+    pub output: PathBuf,
+    pub stages: StageTable,
+    pub counts: Counts,
+    /// Functions each filter excluded, by filter, in filter order.
+    pub excluded_by: ExcludedBy,
+    /// Model requests executed, cached and failed, and tokens, by stage and model.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub llm: UsageTable,
+    /// With `[[variant]]` tables: each variant's own summary (its output is
+    /// `<output>/variants/NAME`). The top-level stages then count the shared stages once and
+    /// sum the others over the variants.
+    #[serde(default, skip_serializing_if = "Variants::is_empty")]
+    pub variants: Variants,
+    /// With `[evaluate] enabled = true`: checks, failed requests, pass@k and self-repair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluate: Option<EvalSummary>,
+    /// Per repository: functions, candidates, what the filters excluded, valid harnesses and
+    /// instances (every repository, even one that gave nothing). Empty with `[[variant]]`
+    /// tables: each variant's summary has its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repos: Vec<RepoCounts>,
+    /// What failed for a reason that may pass (model requests, environments that could not be
+    /// built): the outputs are written, the build exits 1, and the next build runs it again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retry: Vec<String>,
+}
+
+/// Functions excluded by each filter, serialized as an object in filter order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExcludedBy(pub Vec<(Filter, u64)>);
+
+impl Serialize for ExcludedBy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k.name(), v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ExcludedBy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let map: BTreeMap<Filter, u64> = Deserialize::deserialize(d)?;
+        Ok(ExcludedBy(map.into_iter().collect()))
+    }
+}
+
+impl ExcludedBy {
+    /// Every filter, in filter order, with a count of 0.
+    pub fn zero() -> ExcludedBy {
+        ExcludedBy(Filter::ALL.iter().map(|&f| (f, 0)).collect())
+    }
+
+    /// Counts one function excluded by `filter`.
+    pub fn add(&mut self, filter: Filter) {
+        match self.0.iter_mut().find(|(f, _)| *f == filter) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push((filter, 1)),
+        }
+    }
+
+    /// Functions excluded, by any filter.
+    pub fn total(&self) -> u64 {
+        self.0.iter().map(|(_, n)| n).sum()
+    }
+
+    /// The filters that excluded something, for people: `no_docstring 3, dunder 1`; empty when
+    /// none did.
+    pub fn text(&self) -> String {
+        self.0
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(f, n)| format!("{} {n}", f.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// One repository's numbers in a dataset, as the build summary and `r2e report` list them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoCounts {
+    pub repo: String,
+    /// Every extracted function.
+    pub functions: u64,
+    /// The functions no filter excluded.
+    pub candidates: u64,
+    /// The functions the filters excluded, in all and by filter (every filter, in filter order).
+    pub excluded: u64,
+    pub excluded_by: ExcludedBy,
+    /// Valid harnesses; absent when the build stopped before `generate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harnesses_valid: Option<u64>,
+    /// Benchmark instances; absent when the build stopped before `generate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<u64>,
+}
+
+impl RepoCounts {
+    /// Per-repository rows: one for each of `repos`, in their order (a repository that gave
+    /// nothing keeps its row of zeros), then one for any other repository the records name.
+    /// `functions`: each extracted function's repository and the filter that excluded it;
+    /// `harnesses`: each candidate's repository and whether its harness is valid, and
+    /// `instances`: each instance's repository (`None` when the build did not reach them).
+    pub fn rows<'a>(
+        repos: impl IntoIterator<Item = &'a str>,
+        functions: impl IntoIterator<Item = (&'a str, Option<Filter>)>,
+        harnesses: Option<Vec<(&'a str, bool)>>,
+        instances: Option<Vec<&'a str>>,
+    ) -> Vec<RepoCounts> {
+        let mut rows: Vec<RepoCounts> = Vec::new();
+        let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut row = |rows: &mut Vec<RepoCounts>, repo: &'a str| -> usize {
+            *index.entry(repo).or_insert_with(|| {
+                rows.push(RepoCounts {
+                    repo: repo.to_owned(),
+                    excluded_by: ExcludedBy::zero(),
+                    harnesses_valid: harnesses.is_some().then_some(0),
+                    instances: instances.is_some().then_some(0),
+                    ..RepoCounts::default()
+                });
+                rows.len() - 1
+            })
+        };
+        for repo in repos {
+            row(&mut rows, repo);
+        }
+        for (repo, excluded_by) in functions {
+            let i = row(&mut rows, repo);
+            let r = &mut rows[i];
+            r.functions += 1;
+            match excluded_by {
+                None => r.candidates += 1,
+                Some(filter) => {
+                    r.excluded += 1;
+                    r.excluded_by.add(filter);
+                }
+            }
+        }
+        for &(repo, valid) in harnesses.iter().flatten() {
+            let i = row(&mut rows, repo);
+            let r = &mut rows[i];
+            if valid {
+                *r.harnesses_valid.get_or_insert(0) += 1;
+            }
+        }
+        for &repo in instances.iter().flatten() {
+            let i = row(&mut rows, repo);
+            let r = &mut rows[i];
+            *r.instances.get_or_insert(0) += 1;
+        }
+        rows
+    }
+
+    /// The row for people: `3 functions, 2 candidates, 1 excluded (no_docstring 1), 2 valid
+    /// harnesses, 1 instance`.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "{} functions, {} candidates, {} excluded",
+            self.functions, self.candidates, self.excluded
+        );
+        let by = self.excluded_by.text();
+        if !by.is_empty() {
+            out.push_str(&format!(" ({by})"));
+        }
+        if let Some(n) = self.harnesses_valid {
+            out.push_str(&format!(", {n} valid harnesses"));
+        }
+        if let Some(n) = self.instances {
+            out.push_str(&format!(", {n} instances"));
+        }
+        out
+    }
+}
+
+/// Each variant's summary, by name, serialized as an object in the pipeline's order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Variants(pub Vec<(String, Summary)>);
+
+impl Variants {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Variants {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Variants {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let map: serde_json::Map<String, serde_json::Value> = Deserialize::deserialize(d)?;
+        map.into_iter()
+            .map(|(k, v)| {
+                Summary::deserialize(v)
+                    .map(|s| (k, s))
+                    .map_err(serde::de::Error::custom)
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map(Variants)
+    }
+}
+
+/// One JSON line of a record, with its newline.
+pub fn to_line<T: Serialize>(record: &T) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(record).expect("records serialize");
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Reads a JSON-lines file of records. A missing file is `Ok(None)`; a line that is not a
+/// record is bad input, named by file, line and column.
+pub fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<Vec<T>>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::env(format!("cannot read `{}`: {e}", path.display()))),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                Error::input(format!("{}:{}:{}: {e}", path.display(), i + 1, e.column()))
+            })
+        })
+        .collect::<Result<Vec<T>>>()
+        .map(Some)
+}
+
+/// Like [`read_jsonl`], for a file that a build must have written: a missing file is bad input
+/// that says to build first.
+pub fn read_built<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
+    read_jsonl(path)?
+        .ok_or_else(|| Error::input(format!("no `{}`: run `r2e build` first", path.display())))
+}
+
+/// Reads a manifest; anything that is not one is bad input.
+pub fn read_manifest(path: &Path) -> Result<Manifest> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::input(format!("cannot read manifest `{}`: {e}", path.display())))?;
+    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::input(format!(
+            "{}:{}:{}: not an r2e manifest: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    if m.format != MANIFEST_FORMAT {
+        return Err(Error::input(format!(
+            "`{}` is not an r2e manifest (its format is `{}`, not `{MANIFEST_FORMAT}`)",
+            path.display(),
+            m.format
+        )));
+    }
+    Ok(m)
+}
+
+/// How the project got into its layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProjectOutcome {
+    /// Built as a wheel and installed.
+    Installed,
+    /// Not built: its source on `sys.path` plus generated metadata (see `reason`).
+    Partial,
+}
+
+/// A literal call of a function found in the repository: its arguments' source texts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CallSiteArgs {
+    pub args: Vec<String>,
+    /// Keyword arguments in source order.
+    #[serde(with = "ordered_pairs")]
+    pub kwargs: Vec<(String, String)>,
+}
+
+/// A map read and written as pairs in their order (in JSON an object; in the cache's binary
+/// format a sequence of pairs, which needs no self-describing reads).
+pub mod ordered_pairs {
+    use serde::de::{DeserializeOwned, MapAccess, Visitor};
+    use serde::{Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer, V: Serialize>(
+        pairs: &[(String, V)],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, V: DeserializeOwned>(
+        d: D,
+    ) -> Result<Vec<(String, V)>, D::Error> {
+        struct Pairs<V>(std::marker::PhantomData<V>);
+        impl<'de, V: DeserializeOwned> Visitor<'de> for Pairs<V> {
+            type Value = Vec<(String, V)>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(pair) = map.next_entry::<String, V>()? {
+                    out.push(pair);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(Pairs(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_functions_path_is_the_middle_of_its_id() {
+        assert_eq!(function_path("r:pkg/m.py:C.f", "r"), "pkg/m.py");
+        assert_eq!(function_path("r:pkg/m.py:f#2", "r"), "pkg/m.py");
+        // A path may hold `:` and start like the repository's name; a qualified name may not.
+        assert_eq!(function_path("r:r:odd/a:b.py:f", "r"), "r:odd/a:b.py");
+    }
+
+    #[test]
+    fn records_round_trip_and_keep_their_field_order() {
+        let line = br#"{"id":"r:m.py:f","generator":"builtin","valid":false,"tests":0,"branches":0,"branch_coverage":null,"line_coverage":null,"failure_class":"import_env","failure_message":"no env","in_file":true}"#;
+        let h: HarnessRecord = serde_json::from_slice(line).unwrap();
+        assert_eq!(h.failure_class, Some(FailureClass::ImportEnv));
+        assert_eq!(to_line(&h), [&line[..], b"\n"].concat());
+        let f = FunctionRecord {
+            id: "r:m.py:f".into(),
+            repo: "r".into(),
+            qualname: "f".into(),
+            kind: FunctionKind::Function,
+            start_line: 1,
+            end_line: 2,
+            docstring: None,
+            excluded_by: Some(Filter::NoDocstring),
+            slice: None,
+        };
+        let text = String::from_utf8(to_line(&f)).unwrap();
+        assert!(text.contains(r#""excluded_by":"no_docstring""#), "{text}");
+        let back: FunctionRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, f);
+        for filter in Filter::ALL {
+            assert_eq!(
+                serde_json::to_value(filter).unwrap(),
+                serde_json::json!(filter.name())
+            );
+        }
+    }
+
+    #[test]
+    fn a_slice_is_the_closure_of_its_node_in_the_graph() {
+        let lines = [
+            r#"{"kind":"def","name":"r:a.py:f","deps":[1,4]}"#,
+            r#"{"kind":"def","name":"r:a.py:g","deps":[0,2,3,5]}"#,
+            r#"{"kind":"def","name":"r:b.py:h","deps":[3,5,6]}"#,
+            r#"{"kind":"global","name":"b.K","deps":[]}"#,
+            r#"{"kind":"global","name":"a.K","deps":[]}"#,
+            r#"{"kind":"global","name":"a.K","deps":[]}"#,
+            r#"{"kind":"unresolved","name":"np.array","deps":[]}"#,
+        ];
+        let nodes: Vec<SliceNode<'static>> = lines
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(to_line(&nodes[6]), [lines[6].as_bytes(), b"\n"].concat());
+        let graph = SliceGraph { nodes };
+        let s = graph.slice(0);
+        // Nearest first; the function itself (reached again through g) is not in its slice;
+        // names bound to nothing are listed apart.
+        assert_eq!(s.items, [(1, 1), (4, 1), (2, 2), (3, 2), (5, 2)]);
+        assert_eq!(s.functions, ["r:a.py:g", "r:b.py:h"]);
+        assert_eq!(s.globals, ["a.K", "b.K"]);
+        assert_eq!(s.unresolved, ["np.array"]);
+        assert_eq!(graph.slice(3), FullSlice::default());
+        assert_eq!(graph.slice(99), FullSlice::default());
+    }
+
+    #[test]
+    fn repo_rows_keep_every_repository_in_order() {
+        let rows = RepoCounts::rows(
+            ["a", "empty"],
+            [
+                ("a", None),
+                ("a", Some(Filter::Dunder)),
+                ("a", Some(Filter::Dunder)),
+                ("other", Some(Filter::NoDocstring)),
+            ],
+            Some(vec![("a", true)]),
+            Some(vec![]),
+        );
+        let names: Vec<&str> = rows.iter().map(|r| r.repo.as_str()).collect();
+        assert_eq!(names, ["a", "empty", "other"]);
+        assert_eq!(
+            (rows[0].functions, rows[0].candidates, rows[0].excluded),
+            (3, 1, 2)
+        );
+        assert_eq!(
+            rows[0].text(),
+            "3 functions, 1 candidates, 2 excluded (dunder 2), 1 valid harnesses, 0 instances"
+        );
+        assert_eq!(
+            rows[1].text(),
+            "0 functions, 0 candidates, 0 excluded, 0 valid harnesses, 0 instances"
+        );
+        let json = serde_json::to_value(&rows[2]).unwrap();
+        assert_eq!(json["excluded_by"]["no_docstring"], 1);
+        assert_eq!(
+            json["excluded_by"].as_object().unwrap().len(),
+            Filter::ALL.len()
+        );
+        // Before `generate`, no harness or instance numbers.
+        let early = RepoCounts::rows(["a"], [("a", None)], None, None);
+        assert_eq!(early[0].text(), "1 functions, 1 candidates, 0 excluded");
+        assert!(
+            serde_json::to_value(&early[0])
+                .unwrap()
+                .get("instances")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_bad_line_is_named_by_file_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        std::fs::write(&path, "{\"id\": 1}\n").unwrap();
+        let err = read_jsonl::<HarnessRecord>(&path).unwrap_err().to_string();
+        assert!(err.contains("h.jsonl:1:"), "{err}");
+        assert!(
+            read_jsonl::<HarnessRecord>(&dir.path().join("none"))
+                .unwrap()
+                .is_none()
+        );
+    }
+}

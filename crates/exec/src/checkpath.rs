@@ -1,0 +1,225 @@
+//! The one check path: a candidate module runs against an instance's harness in candidate mode
+//! (its own process, the original module absent and its file hidden), and its calls are judged
+//! against the calls the reference made when the harness was validated. `check`, validation (the
+//! original spliced in as the candidate), `evaluate` and `serve` all go through here, so no two
+//! of them can disagree.
+
+use serde::{Deserialize, Serialize};
+
+use super::jobs::{Exec, Runtime};
+use super::runs::{self, Item, RawRun};
+use crate::py::{self, Mode};
+use crate::target::Target;
+use r2e_core::cache::ActionKey;
+use r2e_core::error::Result;
+use r2e_core::hash::Hash;
+use r2e_core::keys::{CheckKey, SandboxKey};
+use r2e_core::records::{ExpectedTest, FailureClass};
+use r2e_core::verdict::{self, Policy};
+
+/// One test's verdict, with what a person (or an agent) needs to see why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TestVerdict {
+    pub name: String,
+    pub passed: bool,
+    /// The calls the test makes, as Python text.
+    pub inputs: Vec<String>,
+    /// What the reference did on each, and what the candidate did.
+    pub expected: Vec<String>,
+    pub actual: Vec<String>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The verdict on a candidate.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub passed: bool,
+    /// Why no test could run (the candidate did not import, the process died, a limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_class: Option<FailureClass>,
+    pub tests: Vec<TestVerdict>,
+}
+
+impl Verdict {
+    fn broken(class: FailureClass, error: String) -> Verdict {
+        Verdict {
+            passed: false,
+            error: Some(error),
+            failure_class: Some(class),
+            tests: Vec::new(),
+        }
+    }
+
+    /// A candidate that cannot run at all, for this reason.
+    pub fn unrunnable(error: String) -> Verdict {
+        Verdict::broken(FailureClass::Unrunnable, error)
+    }
+
+    /// How many tests passed.
+    pub fn passed_tests(&self) -> usize {
+        self.tests.iter().filter(|t| t.passed).count()
+    }
+}
+
+/// A candidate for an instance: the instance's function and harness, the reference's calls,
+/// the candidate module's whole text (the original's with the candidate spliced in), and the
+/// function's code key (hashed), which with the rest keys the check.
+pub struct Candidate<'a> {
+    pub target: &'a Target,
+    pub harness: &'a str,
+    pub expected: &'a [ExpectedTest],
+    pub module: &'a str,
+    pub policy: Policy,
+    pub code: &'a str,
+}
+
+/// A checked candidate: its verdict, and whether its run ran now (not from the cache).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    pub verdict: Verdict,
+    pub fresh: bool,
+}
+
+/// The check cache's key of a candidate.
+fn key<'a>(c: &'a Candidate, exec: &Exec, sandbox: &'a SandboxKey) -> CheckKey<'a> {
+    CheckKey {
+        scripts: py::files_hash(py::RUNNER),
+        code: c.code,
+        harness: Hash::of_bytes(c.harness.as_bytes()),
+        module: Hash::of_bytes(c.module.as_bytes()),
+        run_timeout_seconds: exec.settings.run_timeout_seconds,
+        sandbox,
+    }
+}
+
+/// Checks candidates: each one's run comes from the check cache, or runs now (the missing
+/// ones many to a warm worker) and is stored, unless the run says nothing about the candidate
+/// (the worker gave no answer at all). Per candidate, its verdict, judged when read.
+pub fn check(exec: &Exec, runtime: &Runtime, candidates: &[Candidate]) -> Result<Vec<Checked>> {
+    let sandbox = exec.sandbox_key();
+    let keys: Vec<CheckKey> = candidates.iter().map(|c| key(c, exec, &sandbox)).collect();
+    let mut got: Vec<Option<(RawRun, bool)>> = keys
+        .iter()
+        .map(|k| exec.cache.get_action::<_, RawRun>(k).map(|r| (r, false)))
+        .collect();
+    // The same code for the same harness runs once, however many candidates are it.
+    let hashes: Vec<Hash> = keys.iter().map(ActionKey::hash).collect();
+    let mut first: std::collections::HashMap<Hash, usize> = Default::default();
+    let mut misses: Vec<usize> = Vec::new();
+    for i in (0..candidates.len()).filter(|&i| got[i].is_none()) {
+        if let std::collections::hash_map::Entry::Vacant(e) = first.entry(hashes[i]) {
+            e.insert(i);
+            misses.push(i);
+        }
+    }
+    if !misses.is_empty() {
+        let items: Vec<Item> = misses
+            .iter()
+            .map(|&i| Item {
+                target: candidates[i].target,
+                harness: candidates[i].harness,
+                candidate: Some(candidates[i].module),
+            })
+            .collect();
+        let runs = runs::run_batch(exec, runtime, &items, Mode::Candidate, 1)?;
+        for (&i, mut runs) in misses.iter().zip(runs) {
+            let run = runs.remove(0);
+            if !run.no_answer() {
+                exec.cache.put_action(&keys[i], &run)?;
+            }
+            got[i] = Some((run, true));
+        }
+        for i in 0..candidates.len() {
+            if got[i].is_none() {
+                let (run, _) = got[first[&hashes[i]]].clone().expect("its twin ran");
+                got[i] = Some((run, false));
+            }
+        }
+    }
+    Ok(candidates
+        .iter()
+        .zip(got)
+        .map(|(c, run)| {
+            let (run, fresh) = run.expect("every candidate ran");
+            Checked {
+                verdict: judge(c.expected, &run, c.policy),
+                fresh,
+            }
+        })
+        .collect())
+}
+
+/// The verdict on one candidate run against the reference's calls.
+pub fn judge(expected: &[ExpectedTest], run: &RawRun, policy: Policy) -> Verdict {
+    let answer = match run {
+        RawRun::TimedOut(seconds) => {
+            return Verdict::broken(
+                FailureClass::Timeout,
+                format!("the candidate ran past {seconds}s"),
+            );
+        }
+        RawRun::Died {
+            how,
+            limit: Some(limit),
+        } => {
+            return Verdict::broken(
+                FailureClass::ResourceLimit,
+                format!("the {limit} was hit: {how}"),
+            );
+        }
+        RawRun::Died { how, limit: None } => {
+            return Verdict::broken(
+                FailureClass::Crash,
+                format!("the candidate's process died: {how}"),
+            );
+        }
+        RawRun::Answered(a) => a,
+    };
+    if answer.status != "ok" {
+        let message = answer
+            .error
+            .clone()
+            .unwrap_or_else(|| "the harness could not run".into());
+        return Verdict::unrunnable(format!("the candidate does not import: {message}"));
+    }
+    let render = |records: &[verdict::Record]| -> Vec<String> {
+        records
+            .iter()
+            .map(|r| verdict::render_outcome(&r.outcome, 300))
+            .collect()
+    };
+    let tests: Vec<TestVerdict> = expected
+        .iter()
+        .map(|want| {
+            let got = answer.tests.iter().find(|t| t.name == want.name);
+            let message = match got {
+                None => Some("the test did not run".to_owned()),
+                Some(t) if t.outcome != "pass" => Some(
+                    t.message
+                        .clone()
+                        .unwrap_or_else(|| format!("the test ended with `{}`", t.outcome)),
+                ),
+                Some(t) => verdict::test_differs(&want.records, &t.records, policy),
+            };
+            TestVerdict {
+                name: want.name.clone(),
+                passed: message.is_none(),
+                inputs: want.records.iter().map(|r| r.call.clone()).collect(),
+                expected: render(&want.records),
+                actual: got.map(|t| render(&t.records)).unwrap_or_default(),
+                message,
+            }
+        })
+        .collect();
+    let passed = !tests.is_empty() && tests.iter().all(|t| t.passed);
+    Verdict {
+        passed,
+        error: None,
+        failure_class: (!passed).then_some(FailureClass::Assertion),
+        tests,
+    }
+}

@@ -1,0 +1,294 @@
+//! The Python that runs in the sandbox, embedded in the binary, and the typed protocol of its
+//! JSON files (requests in, answers out). The scripts themselves are real, tested code in this
+//! folder (`src/py/*.py`, tested by `src/py/tests`); each action that runs them hashes the
+//! exact files it writes into its key.
+
+use r2e_core::records::CallSiteArgs;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use r2e_core::hash::Hash;
+
+/// The pinned coverage.py every environment (and the docker backend's base image) gets, so
+/// that coverage means the same everywhere.
+pub const COVERAGE: &str = "coverage==7.17.3";
+
+/// The equivalence helper every harness imports.
+pub const EQUIV: (&str, &str) = ("r2e_equiv.py", include_str!("r2e_equiv.py"));
+/// The structural snapshots of values (the runner records them; the explorer identifies
+/// outcomes by them).
+pub const SNAPSHOT: (&str, &str) = ("r2e_snapshot.py", include_str!("r2e_snapshot.py"));
+
+/// The built-in explorer: its entry script first, then its package (`r2e_explorer/`, one module
+/// per concern), the equivalence helper and the snapshots.
+pub const EXPLORER: &[(&str, &str)] = &[
+    ("r2e_explore.py", include_str!("r2e_explore.py")),
+    (
+        "r2e_explorer/__init__.py",
+        include_str!("r2e_explorer/__init__.py"),
+    ),
+    (
+        "r2e_explorer/specs.py",
+        include_str!("r2e_explorer/specs.py"),
+    ),
+    (
+        "r2e_explorer/tracing.py",
+        include_str!("r2e_explorer/tracing.py"),
+    ),
+    (
+        "r2e_explorer/regexgen.py",
+        include_str!("r2e_explorer/regexgen.py"),
+    ),
+    (
+        "r2e_explorer/static.py",
+        include_str!("r2e_explorer/static.py"),
+    ),
+    (
+        "r2e_explorer/pools.py",
+        include_str!("r2e_explorer/pools.py"),
+    ),
+    (
+        "r2e_explorer/inputs.py",
+        include_str!("r2e_explorer/inputs.py"),
+    ),
+    (
+        "r2e_explorer/search.py",
+        include_str!("r2e_explorer/search.py"),
+    ),
+    (
+        "r2e_explorer/mutants.py",
+        include_str!("r2e_explorer/mutants.py"),
+    ),
+    (
+        "r2e_explorer/select.py",
+        include_str!("r2e_explorer/select.py"),
+    ),
+    (
+        "r2e_explorer/render.py",
+        include_str!("r2e_explorer/render.py"),
+    ),
+    EQUIV,
+    SNAPSHOT,
+];
+
+/// The harness runner and the warm worker that runs it many times.
+pub const RUNNER: &[(&str, &str)] = &[
+    ("r2e_runner.py", include_str!("r2e_runner.py")),
+    ("r2e_batch.py", include_str!("r2e_batch.py")),
+    EQUIV,
+    SNAPSHOT,
+];
+
+/// The runner's files with the warm worker (`r2e_batch.py`) first: what a worker job writes
+/// into its scratch folder and runs.
+pub fn batch_worker() -> Vec<(&'static str, &'static str)> {
+    let mut files = RUNNER.to_vec();
+    files.rotate_left(1);
+    files
+}
+
+/// A hash of a set of embedded files (names and texts), for action keys.
+pub fn files_hash(files: &[(&str, &str)]) -> Hash {
+    let mut h = blake3::Hasher::new();
+    for (name, text) in files {
+        h.update(name.as_bytes());
+        h.update(&[0]);
+        h.update(&(text.len() as u64).to_le_bytes());
+        h.update(text.as_bytes());
+    }
+    Hash(*h.finalize().as_bytes())
+}
+
+/// What `r2e_explore.py` reads.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExploreRequest<'a> {
+    pub repo_root: &'a std::path::Path,
+    pub extra_roots: &'a [PathBuf],
+    pub module: &'a str,
+    pub qualname: &'a str,
+    pub kind: r2e_core::records::FunctionKind,
+    pub call_sites: &'a [CallSiteArgs],
+    pub budget: u32,
+    pub seed: u64,
+    pub max_tests: u32,
+    /// Seconds one call may take.
+    pub per_call_timeout: f64,
+    pub time_limit: u64,
+}
+
+/// What `r2e_explore.py` answers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExploreAnswer {
+    /// `ok` or `error`.
+    pub status: String,
+    pub harness: Option<String>,
+    pub tests: u32,
+    pub executions: u32,
+    pub arcs: u32,
+    pub time_limit_hit: bool,
+    pub error: Option<String>,
+    /// What the kept tests kill of the explorer's own mutants of the function.
+    pub mutants: Option<ExplorerMutants>,
+}
+
+/// The explorer's mutants: how many it made, how many the kept tests kill, and a few that
+/// survive (descriptions).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExplorerMutants {
+    pub total: u32,
+    pub killed: u32,
+    pub survivors: Vec<String>,
+    pub executions: u32,
+}
+
+/// What `r2e_runner.py` reads (one harness run). Paths are relative to the scratch folder or
+/// absolute.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunRequest<'a> {
+    pub repo_root: &'a std::path::Path,
+    pub extra_roots: &'a [PathBuf],
+    pub module: &'a str,
+    pub qualname: &'a str,
+    pub harness_file: &'a str,
+    pub source_file: &'a std::path::Path,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub candidate_file: Option<&'a str>,
+    pub coverage: bool,
+    /// `record`: the process holds the original and records its calls; `candidate`: it holds
+    /// the candidate only (imported under the module's name) and records its calls.
+    pub mode: Mode,
+}
+
+/// How a harness runs (see `src/py/r2e_runner.py`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Record,
+    Candidate,
+}
+
+/// What `r2e_batch.py` reads: many runs, each `runs` times.
+#[derive(Clone, Debug, Serialize)]
+pub struct BatchRequest<'a> {
+    pub runs: u32,
+    /// Seconds one run may take.
+    pub timeout: u64,
+    /// Memory one run may use, in MiB (each forked child's own limit, under the job's).
+    pub memory_mib: u64,
+    pub jobs: Vec<RunRequest<'a>>,
+}
+
+/// What `r2e_batch.py` answers: per job, its runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BatchAnswer {
+    pub results: Vec<Vec<RunAnswer>>,
+}
+
+/// One run of a harness, as the runner reports it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunAnswer {
+    /// `ok`; `error` (the harness did not import); from the warm worker also `timeout` and
+    /// `crash`.
+    pub status: String,
+    pub error: Option<String>,
+    pub tests: Vec<TestResult>,
+    pub coverage: Option<CoverageCounts>,
+    pub examples: Vec<Example>,
+    pub types: ObservedTypes,
+}
+
+/// One test of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TestResult {
+    pub name: String,
+    /// `pass`, or `fail` / `error` when the harness's own code failed.
+    pub outcome: String,
+    pub message: Option<String>,
+    pub returned_normally: bool,
+    /// The calls the test checked, observed on the side this process held.
+    pub records: Vec<r2e_core::verdict::Record>,
+}
+
+/// Coverage of the function's own lines and branches.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CoverageCounts {
+    pub lines_total: u32,
+    pub lines_covered: u32,
+    pub branches_total: u32,
+    pub branches_covered: u32,
+    /// Absolute line numbers in the source file, as the runner saw it.
+    pub missing_lines: Vec<u32>,
+    pub partial_lines: Vec<u32>,
+}
+
+/// A recorded call of the reference.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Example {
+    pub call: String,
+    pub outcome: String,
+}
+
+/// Type names seen in the reference's calls.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ObservedTypes {
+    /// Per parameter, in signature order.
+    #[serde(with = "r2e_core::records::ordered_pairs")]
+    pub args: Vec<(String, Vec<String>)>,
+    pub returns: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_explorer_is_the_whole_package() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/py");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir.join("r2e_explorer"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".py"))
+            .map(|name| format!("r2e_explorer/{name}"))
+            .chain(["r2e_explore.py", "r2e_equiv.py", "r2e_snapshot.py"].map(str::to_owned))
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = EXPLORER.iter().map(|(n, _)| n.to_string()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk);
+        assert_eq!(EXPLORER[0].0, "r2e_explore.py");
+        for (name, text) in EXPLORER {
+            assert_eq!(std::fs::read_to_string(dir.join(name)).unwrap(), *text);
+        }
+    }
+
+    #[test]
+    fn a_runner_answer_reads_into_the_typed_protocol() {
+        let text = r#"{"status": "ok", "error": null, "tests": [{"name": "test_0", "outcome": "pass", "message": null, "returned_normally": true}],
+            "coverage": {"lines_total": 3, "lines_covered": 2, "branches_total": 2, "branches_covered": 1, "missing_lines": [7], "partial_lines": [5]},
+            "examples": [{"call": "f(1)", "outcome": "returns 2"}], "types": {"args": {"x": ["int"], "y": ["str"]}, "returns": ["int"]}}"#;
+        let answer: RunAnswer = serde_json::from_str(text).unwrap();
+        assert_eq!(answer.tests[0].name, "test_0");
+        assert_eq!(answer.coverage.as_ref().unwrap().missing_lines, vec![7]);
+        assert_eq!(
+            answer.types.args,
+            vec![
+                ("x".into(), vec!["int".into()]),
+                ("y".into(), vec!["str".into()])
+            ]
+        );
+        assert_ne!(files_hash(EXPLORER), files_hash(RUNNER));
+        // What the cache stores reads back.
+        let bytes = postcard::to_stdvec(&answer).unwrap();
+        assert_eq!(postcard::from_bytes::<RunAnswer>(&bytes).unwrap(), answer);
+    }
+}

@@ -1,0 +1,458 @@
+//! Running harnesses in the sandbox, many at a time: a warm worker (`src/py/r2e_batch.py`) per
+//! batch forks a child per run. In **record** mode the worker holds the original module and each
+//! run records the original's calls; in **candidate** mode it holds nothing of the repository,
+//! the original module's file is hidden from the job, and each child imports its candidate under
+//! the module's name. What a run did comes back as a [`RawRun`], cleaned of this machine's paths.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::jobs::{Exec, MESSAGE_CAP, NoAnswer, Runtime, redact, run_script};
+use crate::py::{self, BatchAnswer, BatchRequest, Mode, RunAnswer, RunRequest};
+use crate::sandbox::{Exit, Outcome};
+use crate::target::Target;
+use r2e_core::error::Result;
+
+/// What a run is when the warm worker answered nothing for it.
+const NO_ANSWER: &str = "the warm worker gave no answer for this harness";
+
+/// How one run of a harness ended, as stored. Coverage lines are relative to the function's
+/// `def` line (1 is the line after it), so that moving the function changes nothing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RawRun {
+    /// The runner answered.
+    Answered(RunAnswer),
+    /// It ran past its time limit (seconds).
+    TimedOut(u64),
+    /// It died without answering: how, and the limit that killed it (`memory limit (2048
+    /// MiB)`), when one did.
+    Died { how: String, limit: Option<String> },
+}
+
+impl RawRun {
+    /// The warm worker answered nothing for this item: the run says nothing about it.
+    pub fn no_answer(&self) -> bool {
+        matches!(self, RawRun::Died { how, .. } if how == NO_ANSWER)
+    }
+
+    pub fn timed_out(&self) -> bool {
+        matches!(self, RawRun::TimedOut(_))
+    }
+
+    pub fn answer(&self) -> Option<&RunAnswer> {
+        match self {
+            RawRun::Answered(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// A run as the warm worker reports it; `limit` is the limit the worker's job hit, which a
+    /// run killed by a signal is taken to have met.
+    fn of_worker(answer: RunAnswer, timeout: u64, clean: &Clean, limit: Option<&String>) -> RawRun {
+        match answer.status.as_str() {
+            "timeout" => RawRun::TimedOut(timeout),
+            "crash" => {
+                let how = answer
+                    .error
+                    .unwrap_or_else(|| "the harness process died".into());
+                RawRun::Died {
+                    limit: limit.filter(|_| how.contains("signal 9")).cloned(),
+                    how: clean.text(&how),
+                }
+            }
+            _ => RawRun::Answered(clean.answer(answer)),
+        }
+    }
+}
+
+/// What a run's output may hold of this machine: its paths, named; and how long its messages may
+/// be. Applied before a run is stored.
+struct Clean<'a> {
+    start_line: u32,
+    names: &'a [(PathBuf, &'static str)],
+}
+
+impl Clean<'_> {
+    fn text(&self, text: &str) -> String {
+        redact(text, self.names, MESSAGE_CAP)
+    }
+
+    /// Coverage lines relative to the `def` line, messages redacted.
+    fn answer(&self, mut answer: RunAnswer) -> RunAnswer {
+        if let Some(c) = &mut answer.coverage {
+            for line in c.missing_lines.iter_mut().chain(c.partial_lines.iter_mut()) {
+                *line = line.saturating_sub(self.start_line);
+            }
+        }
+        answer.error = answer.error.map(|e| self.text(&e));
+        for t in &mut answer.tests {
+            t.message = t.message.as_ref().map(|m| self.text(m));
+            for r in &mut t.records {
+                r.call = redact(&r.call, self.names, 400);
+                if let r2e_core::verdict::Outcome::Raise { message, .. } = &mut r.outcome {
+                    *message = self.text(message);
+                }
+            }
+        }
+        for e in &mut answer.examples {
+            e.outcome = redact(&e.outcome, self.names, 400);
+            e.call = redact(&e.call, self.names, 400);
+        }
+        answer
+    }
+}
+
+/// The limit a job's cgroup saw hit, as a failure message names it.
+pub fn limit_of(exec: &Exec, hit: Option<&'static str>) -> Option<String> {
+    hit.map(|limit| match limit {
+        "memory" => format!("memory limit ({} MiB)", exec.settings.memory_mib),
+        "processes" => format!("process limit ({})", exec.settings.processes),
+        other => format!("{other} limit"),
+    })
+}
+
+/// What a job that wrote no answer did.
+pub fn describe_crash(exec: &Exec, outcome: &Outcome, why: &NoAnswer) -> String {
+    let stderr = String::from_utf8_lossy(&outcome.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(6).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    match (&outcome.exit, limit_of(exec, outcome.limit_hit), why) {
+        (exit, Some(limit), _) => format!("the {limit} was hit (killed: {exit:?})"),
+        (Exit::Timeout, _, _) => {
+            format!("timed out after {:.0}s", outcome.duration.as_secs_f64())
+        }
+        (_, _, NoAnswer::Unreadable(e)) => format!("its answer cannot be read: {e}"),
+        (exit, _, NoAnswer::Missing) => format!("exited with {exit:?}: {}", tail.join("\n")),
+    }
+}
+
+/// One harness to run: its function, its text, and (candidate mode) the candidate module's
+/// whole text.
+#[derive(Clone, Copy)]
+pub struct Item<'a> {
+    pub target: &'a Target,
+    pub harness: &'a str,
+    pub candidate: Option<&'a str>,
+}
+
+/// Cuts work into chunks for the worker pool, one warm worker each: items are grouped by `key`
+/// (an environment, and for candidates their module, since a candidate's worker hides its
+/// module's file), and a group larger than its share of the pool (the items over `workers`) is
+/// cut into pieces of about that share. Groups are never merged: each chunk has one key, its
+/// items in their order. The largest chunks come first, so that a pool that takes them in order
+/// ends together.
+pub fn chunks_by_env<K: Ord + Clone>(
+    items: impl IntoIterator<Item = (usize, K)>,
+    workers: usize,
+) -> Vec<(K, Vec<usize>)> {
+    let mut groups: std::collections::BTreeMap<K, Vec<usize>> = Default::default();
+    let mut total = 0usize;
+    for (i, key) in items {
+        groups.entry(key).or_default().push(i);
+        total += 1;
+    }
+    let share = total.div_ceil(workers.max(1)).max(1);
+    let mut chunks: Vec<(K, Vec<usize>)> = Vec::new();
+    for (key, idx) in groups {
+        let pieces = idx.len().div_ceil(share);
+        let size = idx.len().div_ceil(pieces.max(1)).max(1);
+        chunks.extend(idx.chunks(size).map(|c| (key.clone(), c.to_vec())));
+    }
+    chunks.sort_by_key(|(_, idx)| std::cmp::Reverse(idx.len()));
+    chunks
+}
+
+/// How many warm workers run at once: the threads of the pool the caller runs in.
+pub fn workers() -> usize {
+    rayon::current_num_threads().max(1)
+}
+
+/// Runs each item `runs` times in warm workers, in `mode` (coverage in the first run of a
+/// record): per item, its runs. A record runs every item in one worker; candidates share a
+/// worker only with candidates for the same module, since a worker's job hides the module's
+/// file (and a candidate for another module may import it).
+pub fn run_batch(
+    exec: &Exec,
+    runtime: &Runtime,
+    items: &[Item],
+    mode: Mode,
+    runs: u32,
+) -> Result<Vec<Vec<RawRun>>> {
+    if mode == Mode::Record {
+        return run_group(exec, runtime, items, mode, runs);
+    }
+    let mut groups: std::collections::BTreeMap<&Path, Vec<usize>> = Default::default();
+    for (i, item) in items.iter().enumerate() {
+        groups.entry(&item.target.source_file).or_default().push(i);
+    }
+    let mut out: Vec<Option<Vec<RawRun>>> = vec![None; items.len()];
+    for idx in groups.into_values() {
+        let group: Vec<Item> = idx.iter().map(|&i| items[i]).collect();
+        for (i, r) in idx
+            .into_iter()
+            .zip(run_group(exec, runtime, &group, mode, runs)?)
+        {
+            out[i] = Some(r);
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|r| r.expect("every item ran"))
+        .collect())
+}
+
+/// Runs items in one warm worker. When the worker answers nothing at all, each item gets a
+/// worker of its own once.
+fn run_group(
+    exec: &Exec,
+    runtime: &Runtime,
+    items: &[Item],
+    mode: Mode,
+    runs: u32,
+) -> Result<Vec<Vec<RawRun>>> {
+    let missing = || {
+        vec![
+            RawRun::Died {
+                how: NO_ANSWER.into(),
+                limit: None,
+            };
+            runs as usize
+        ]
+    };
+    let first = run_worker(exec, runtime, items, mode, runs)?;
+    if items.len() <= 1 || first.iter().any(|r| r.is_some()) {
+        return Ok(first
+            .into_iter()
+            .map(|r| r.unwrap_or_else(missing))
+            .collect());
+    }
+    items
+        .iter()
+        .map(|item| {
+            let alone = run_worker(exec, runtime, std::slice::from_ref(item), mode, runs)?;
+            Ok(alone.into_iter().next().flatten().unwrap_or_else(missing))
+        })
+        .collect()
+}
+
+/// One worker job: per item, its runs, or `None` when the worker did not answer for it (it
+/// then gets a `Died` run per run when alone).
+fn run_worker(
+    exec: &Exec,
+    runtime: &Runtime,
+    items: &[Item],
+    mode: Mode,
+    runs: u32,
+) -> Result<Vec<Option<Vec<RawRun>>>> {
+    let harness_names: Vec<String> = (0..items.len())
+        .map(|i| format!("harness_{i}.py"))
+        .collect();
+    let candidate_names: Vec<String> = (0..items.len())
+        .map(|i| format!("candidate_{i}.py"))
+        .collect();
+    let timeout = exec.settings.run_timeout_seconds;
+    let request = BatchRequest {
+        runs,
+        timeout,
+        memory_mib: exec.settings.memory_mib,
+        jobs: items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| RunRequest {
+                repo_root: &item.target.import_root,
+                extra_roots: &item.target.extra_roots,
+                module: &item.target.module,
+                qualname: &item.target.qualname,
+                harness_file: &harness_names[i],
+                source_file: &item.target.source_file,
+                start_line: item.target.start_line,
+                end_line: item.target.end_line,
+                candidate_file: item.candidate.map(|_| candidate_names[i].as_str()),
+                coverage: mode == Mode::Record,
+                mode,
+            })
+            .collect(),
+    };
+    // Candidates are written in UTF-8: a coding line naming another encoding is made to say so.
+    let candidates: Vec<Option<std::borrow::Cow<'_, str>>> = items
+        .iter()
+        .map(|item| item.candidate.map(r2e_python::decode::as_utf8_text))
+        .collect();
+    let mut files: Vec<(&str, &str)> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        files.push((&harness_names[i], item.harness));
+        if let Some(c) = &candidates[i] {
+            files.push((&candidate_names[i], c));
+        }
+    }
+    // A candidate's job never sees the original: its module's file is hidden, and so are the
+    // repository's compiled caches and version control.
+    let mut hidden: Vec<PathBuf> = Vec::new();
+    if mode == Mode::Candidate {
+        for item in items {
+            hidden.push(item.target.source_file.clone());
+            hidden.extend(item.target.hide.iter().cloned());
+        }
+        hidden.sort();
+        hidden.dedup();
+    }
+    let wall = timeout * u64::from(runs) * items.len() as u64 + 60;
+    let worker = py::batch_worker();
+    // A worker that lives across requests answers a candidate's check when it can; a run of it
+    // that crashed is told apart from a limit hit only by a job's own limit counters, so such
+    // an answer is left for a worker of its own, as is any it could not give.
+    if let (Mode::Candidate, Some(pool)) = (mode, exec.warm) {
+        let warm = pool.answer(
+            exec,
+            runtime,
+            &files,
+            &request,
+            &hidden,
+            std::time::Duration::from_secs(wall),
+        );
+        if let Some((answer, scratch)) = warm {
+            let crashed = answer.results.iter().flatten().any(|r| r.status == "crash");
+            if !crashed && answer.results.len() == items.len() {
+                let names = runtime.names(&scratch, exec.cache.root());
+                return Ok(runs_of(answer, items, runs, timeout, &names, None));
+            }
+        }
+    }
+    let (outcome, answer, scratch) = run_script::<_, BatchAnswer>(
+        exec,
+        runtime,
+        &worker,
+        &files,
+        &request,
+        exec.limits(wall),
+        &hidden,
+    )?;
+    let names = runtime.names(&scratch, exec.cache.root());
+    let limit = limit_of(exec, outcome.limit_hit);
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(why) if items.len() == 1 => {
+            let clean = Clean {
+                start_line: items[0].target.start_line,
+                names: &names,
+            };
+            let died = match outcome.exit {
+                Exit::Timeout => RawRun::TimedOut(outcome.duration.as_secs()),
+                _ => RawRun::Died {
+                    how: clean.text(&describe_crash(exec, &outcome, &why)),
+                    limit: limit.clone(),
+                },
+            };
+            return Ok(vec![Some(vec![died; runs as usize])]);
+        }
+        Err(_) => return Ok(vec![None; items.len()]),
+    };
+    Ok(runs_of(
+        answer,
+        items,
+        runs,
+        timeout,
+        &names,
+        limit.as_ref(),
+    ))
+}
+
+/// A worker's answer as each item's runs (`None` for an item it did not answer in full), its
+/// messages cleaned; `limit`: the limit the worker's job hit, if any.
+fn runs_of(
+    answer: BatchAnswer,
+    items: &[Item],
+    runs: u32,
+    timeout: u64,
+    names: &[(PathBuf, &'static str)],
+    limit: Option<&String>,
+) -> Vec<Option<Vec<RawRun>>> {
+    let mut results = answer.results.into_iter();
+    items
+        .iter()
+        .map(|item| {
+            let clean = Clean {
+                start_line: item.target.start_line,
+                names,
+            };
+            results
+                .next()
+                .filter(|r| r.len() == runs as usize)
+                .map(|r| {
+                    r.into_iter()
+                        .map(|a| RawRun::of_worker(a, timeout, &clean, limit))
+                        .collect()
+                })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunks_by_env;
+
+    #[test]
+    fn chunks_keep_a_key_apart_and_split_only_what_exceeds_a_share() {
+        // 10 items over 2 workers: a share is 5. Key `a` (7 items) is cut in two pieces of 4
+        // and 3; `b` (2) and `c` (1) stay whole.
+        let keys = ["a", "b", "a", "a", "c", "a", "b", "a", "a", "a"];
+        let chunks = chunks_by_env(keys.iter().copied().enumerate(), 2);
+        assert_eq!(
+            chunks,
+            vec![
+                ("a", vec![0, 2, 3, 5]),
+                ("a", vec![7, 8, 9]),
+                ("b", vec![1, 6]),
+                ("c", vec![4]),
+            ]
+        );
+        // One worker: one chunk per key.
+        assert_eq!(chunks_by_env(keys.iter().copied().enumerate(), 1).len(), 3);
+        // Every item once, whatever the pool.
+        for workers in 0..12 {
+            let mut all: Vec<usize> = chunks_by_env(keys.iter().copied().enumerate(), workers)
+                .into_iter()
+                .flat_map(|(_, idx)| idx)
+                .collect();
+            all.sort();
+            assert_eq!(all, (0..keys.len()).collect::<Vec<_>>());
+        }
+        assert!(chunks_by_env(std::iter::empty::<(usize, u8)>(), 2).is_empty());
+    }
+}
+
+/// A fake warm worker for tests of the stages that run harnesses.
+/// For tests of this crate and of the layers above it (feature `testing`).
+#[cfg(any(test, feature = "testing"))]
+pub mod fake {
+    use crate::py::{BatchAnswer, RunAnswer};
+    use crate::sandbox::Exit;
+    use crate::sandbox::fake::{FakeSandbox, outcome};
+
+    /// A sandbox whose warm worker answers each run of each harness with
+    /// `answers(harness text, mode, run number)`.
+    pub fn warm_worker(
+        answers: impl Fn(&str, &str, u32) -> RunAnswer + Send + Sync + 'static,
+    ) -> FakeSandbox {
+        FakeSandbox::new(move |job| {
+            let request: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&job.args[2]).unwrap()).unwrap();
+            let runs = request["runs"].as_u64().unwrap() as u32;
+            let results: Vec<Vec<RunAnswer>> = request["jobs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|j| {
+                    let file = j["harness_file"].as_str().unwrap();
+                    let harness = std::fs::read_to_string(job.scratch.join(file)).unwrap();
+                    let mode = j["mode"].as_str().unwrap().to_owned();
+                    (0..runs).map(|n| answers(&harness, &mode, n)).collect()
+                })
+                .collect();
+            let out = job.args.last().expect("an answer path");
+            std::fs::write(out, serde_json::to_vec(&BatchAnswer { results }).unwrap()).unwrap();
+            outcome(Exit::Code(0))
+        })
+    }
+}
