@@ -3,7 +3,7 @@
 //! and during the output write), two builds on one output, a killed build, a memory kill. After
 //! each, the next build gives the same data as a clean build from an empty cache.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

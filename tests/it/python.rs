@@ -2,7 +2,7 @@
 //! the runner) has its own unittest suite; it runs with the Rust tests, under an interpreter
 //! with the pinned coverage.py (`common::test_python`).
 
-mod common;
+use crate::common;
 
 #[test]
 fn python_unit_tests_pass() {

@@ -3,7 +3,7 @@
 //! then judged by the real binary's `r2e check`: the original passes, and mutants that a
 //! benchmark must catch fail. Also: a candidate cannot reach the reference.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

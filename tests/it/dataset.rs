@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 fn copy_tree(from: &Path, to: &Path) {
     for entry in walkdir::WalkDir::new(from).into_iter().flatten() {

@@ -3,7 +3,7 @@
 //! build started while it holds the cache's lock waits for it and then succeeds, and what it
 //! cannot remove is named while it goes on with the rest.
 
-mod common;
+use crate::common;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};

@@ -1,7 +1,7 @@
 //! Hostile code, as a new user's repository might hold it: each is stopped or contained, its
 //! outcome says how, and nothing outside the job's scratch folder changes.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,6 +1,6 @@
 //! The real binary, as a user runs it: exit codes, messages, the `--json` summary, git repos.
 
-mod common;
+use crate::common;
 use assert_cmd::Command;
 use common::Project;
 

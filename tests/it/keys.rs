@@ -2,7 +2,7 @@
 //! (counts from the `--json` summary of the real binary), and nothing else does. Builds are
 //! offline: environments install the pinned coverage.py from the tests' wheelhouse.
 
-mod common;
+use crate::common;
 
 use common::Project;
 use serde_json::Value;

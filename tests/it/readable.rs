@@ -3,7 +3,7 @@
 //! in `r2e report`, a failing check's inputs and both outcomes, `r2e explain`'s harness verdict,
 //! `r2e dataset diff`'s changed fields and commit-only moves, and the README's commands.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

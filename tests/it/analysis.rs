@@ -1,7 +1,7 @@
 //! Data-driven tests of extraction, filters, import resolution, slices and context strategies,
 //! each on a small multi-file package written by the test.
 
-mod common;
+use crate::common;
 use common::{Project, slice_functions, slice_globals};
 
 const PKG: &str = r#"

@@ -4,7 +4,7 @@
 //! tests and less feedback; a killed server that loses no submission; the Python client's gym
 //! wrapper and the example agent loop against a scripted model.
 //!
-//! One dataset is built once (offline, as in `tests/evaluate.rs`) into a shared cache; each
+//! One dataset is built once (offline, as in `tests/it/evaluate.rs`) into a shared cache; each
 //! test serves its own output of it (a build that only reads the cache), so that servers never
 //! share traces or workspaces.
 
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 use common::serve::{Server, http};
 

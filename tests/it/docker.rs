@@ -3,7 +3,7 @@
 //! containers with no network, a read-only root, the unprivileged user, nothing of this machine
 //! but their own folders, and their limits.
 
-mod common;
+use crate::common;
 use std::path::PathBuf;
 
 use assert_cmd::Command;

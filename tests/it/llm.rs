@@ -5,14 +5,14 @@
 //! HTTP client tells a prompt too long for the model's context (stored, never asked again)
 //! from other refusals and from transient failures.
 //!
-//! Environments are built offline from the tests' wheelhouse, as in `tests/dataset.rs`.
+//! Environments are built offline from the tests' wheelhouse, as in `tests/it/dataset.rs`.
 
 use std::net::TcpListener;
 
 use assert_cmd::Command;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 use common::server::Log;
 

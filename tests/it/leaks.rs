@@ -2,7 +2,7 @@
 //! run through the real binary (or the real sandbox), each shown to fail, and the secrets shown
 //! to be absent from every output, log and cache file.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@
 //! body; the built-in models; what each change re-asks and re-checks; an unreachable server; a
 //! prompt the server refuses as longer than the model's context window.
 //!
-//! Environments are built offline from the tests' wheelhouse, as in `tests/dataset.rs`.
+//! Environments are built offline from the tests' wheelhouse, as in `tests/it/dataset.rs`.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -13,7 +13,7 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 use common::server::Log;
 

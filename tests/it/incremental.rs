@@ -1,7 +1,7 @@
 //! Incrementality is a feature: these tests count executed queries (salsa's `WillExecute`
 //! events) and executed actions across rebuilds.
 
-mod common;
+use crate::common;
 use common::Project;
 use r2e::db::{self, Db, ItemId, SourceFile};
 use r2e::engine::Session;

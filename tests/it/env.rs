@@ -2,7 +2,7 @@
 //! internet): declared and imported dependencies are installed, a missing one is recorded, the
 //! environment is cached, and editing a function never rebuilds it.
 
-mod common;
+use crate::common;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::Path;

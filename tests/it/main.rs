@@ -1,0 +1,25 @@
+//! The integration tests, as one test binary: one module per area (each former `tests/X.rs`),
+//! sharing `common`. One binary, so that the suite is compiled and linked once instead of once
+//! per file (as in matklad's "Delete Cargo Integration Tests"). Run one area with
+//! `cargo test --test it cli::`.
+
+mod common;
+
+mod analysis;
+mod cli;
+mod dataset;
+mod docker;
+mod durability;
+mod env;
+mod evaluate;
+mod gc;
+mod hostile;
+mod incremental;
+mod keys;
+mod leaks;
+mod llm;
+mod python;
+mod readable;
+mod sandbox;
+mod serve;
+mod verdicts;
