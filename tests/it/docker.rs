@@ -85,12 +85,17 @@ fn the_base_image_is_built_once_and_its_containers_hold_jobs_in() {
     };
 
     // The same Python (its version) and the pinned coverage, as the unprivileged user; the
-    // job's variables and none of this machine's.
-    // SAFETY: set before any thread of this test reads the environment.
-    unsafe { std::env::set_var("R2E_HOST_SECRET", "leaked") };
+    // job's variables and none of this machine's: not `CARGO_MANIFEST_DIR`, which cargo sets for
+    // the test process. (A variable of the process's own, not one the test sets: the tests
+    // share the process, and a variable set in it would reach every other test's children.)
+    let host = "CARGO_MANIFEST_DIR";
+    assert!(
+        std::env::var_os(host).is_some(),
+        "the test process has no `{host}` (run the tests with cargo)"
+    );
     let out = sandbox
         .run(&job(
-            "import coverage, os, sys; print(coverage.__version__, os.getuid(), sys.version.split()[0], os.environ.get('GIVEN'), os.environ.get('R2E_HOST_SECRET'))",
+            &format!("import coverage, os, sys; print(coverage.__version__, os.getuid(), sys.version.split()[0], os.environ.get('GIVEN'), os.environ.get('{host}'))"),
             small.clone(),
         ))
         .unwrap();
