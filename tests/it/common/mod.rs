@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use r2e::engine::{self, BuildOptions, Stage};
 
@@ -358,10 +359,14 @@ pub struct Marker {
 }
 
 impl Marker {
+    /// The secret names the process, a count of the markers it made (its tests share it: two
+    /// of them may write into `/root` in the same nanosecond) and the time.
     pub fn new(dir: &Path) -> Marker {
+        static MADE: AtomicU64 = AtomicU64::new(0);
         let secret = format!(
-            "r2e-secret-{}-{}",
+            "r2e-secret-{}-{}-{}",
             std::process::id(),
+            MADE.fetch_add(1, Ordering::Relaxed),
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
