@@ -2,6 +2,11 @@
 //! sharing `common`. One binary, so that the suite is compiled and linked once instead of once
 //! per file (as in matklad's "Delete Cargo Integration Tests"). Run one area with
 //! `cargo test --test it cli::`.
+//!
+//! The tests share one process and run on parallel threads: a test sets no environment
+//! variable and changes no current folder of the process (a child gets its variables with
+//! `Command::env`), and what it names outside its own temporary folders (a folder, an image, a
+//! marker) is its own.
 
 mod common;
 
