@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use r2e_build::engine::{self, BuildOptions, Stage};
+use r2e_build::engine::{self, BuildOptions};
+use r2e_build::stages::Stage;
 use r2e_core::config;
 use r2e_core::error::{Error, Result};
 use r2e_core::records::Summary;
@@ -633,71 +634,5 @@ fn print_text(s: &str) -> Result<()> {
             Err(Error::env(format!("cannot write to stdout: {e}")))
         }
         _ => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    /// The arguments (flags and positionals) of `cmd` and its subcommands, at any depth, that
-    /// have no help text, and the subcommands that have no description; clap's own `help` and
-    /// `version` aside.
-    fn without_help(cmd: &clap::Command, path: &str) -> Vec<String> {
-        let mut missing = Vec::new();
-        for arg in cmd.get_arguments() {
-            let id = arg.get_id().as_str();
-            if matches!(id, "help" | "version") {
-                continue;
-            }
-            if arg.get_help().is_none() && arg.get_long_help().is_none() {
-                missing.push(format!("`{path}` argument `{id}`"));
-            }
-        }
-        for sub in cmd.get_subcommands() {
-            let path = format!("{path} {}", sub.get_name());
-            if sub.get_about().is_none() && sub.get_long_about().is_none() {
-                missing.push(format!("`{path}` (the command)"));
-            }
-            missing.extend(without_help(sub, &path));
-        }
-        missing
-    }
-
-    #[test]
-    fn every_flag_and_argument_has_help() {
-        Cli::command().debug_assert();
-        let missing = without_help(&Cli::command(), "r2e");
-        assert!(missing.is_empty(), "no help text: {}", missing.join(", "));
-        // The walk reaches nested subcommands and positionals.
-        let probe = clap::Command::new("x").subcommand(
-            clap::Command::new("a").about("A.").subcommand(
-                clap::Command::new("b")
-                    .about("B.")
-                    .arg(clap::Arg::new("pos")),
-            ),
-        );
-        assert_eq!(without_help(&probe, "x"), ["`x a b` argument `pos`"]);
-    }
-
-    #[test]
-    fn build_takes_its_pipeline_either_way_but_not_two() {
-        let p = |s: &str| Some(PathBuf::from(s));
-        assert_eq!(
-            one_pipeline(None, None).unwrap(),
-            PathBuf::from("pipeline.toml")
-        );
-        assert_eq!(
-            one_pipeline(p("a.toml"), None).unwrap(),
-            PathBuf::from("a.toml")
-        );
-        assert_eq!(
-            one_pipeline(None, p("a.toml")).unwrap(),
-            PathBuf::from("a.toml")
-        );
-        assert!(one_pipeline(p("a.toml"), p("./a.toml")).is_ok());
-        let err = one_pipeline(p("a.toml"), p("b.toml")).unwrap_err();
-        assert_eq!(err.exit_code(), 2, "{err}");
     }
 }

@@ -332,7 +332,7 @@ fn every_filter_excludes_by_name() {
         summary
             .excluded_by
             .0
-            .contains(&(r2e::records::Filter::Keywords, 2))
+            .contains(&(r2e_core::records::Filter::Keywords, 2))
     );
 }
 
@@ -417,8 +417,8 @@ fn context_strategies_and_cutting() {
         vec!["r:a.py:near", "r:b.py:far_helper", "r:c.py:farthest"]
     );
     // The rendered context's real token count equals the sum the planner used.
-    let cfg = r2e::config::load(&p.pipeline()).unwrap();
-    let explained = r2e::inspect::explain(&cfg, "r:a.py:target").unwrap();
+    let cfg = r2e_core::config::load(&p.pipeline()).unwrap();
+    let explained = r2e_build::inspect::explain(&cfg, "r:a.py:target").unwrap();
     let text = explained.context.as_ref().unwrap().text.as_str();
     assert_eq!(count(text), all, "{text}");
     assert!(
@@ -441,8 +441,8 @@ fn context_strategies_and_cutting() {
     p2.build();
     let (cut, truncated) = tokens_of(&p2, "r:a.py:target");
     assert!(truncated && cut < all - 5);
-    let cfg = r2e::config::load(&p2.pipeline()).unwrap();
-    let text = r2e::inspect::explain(&cfg, "r:a.py:target")
+    let cfg = r2e_core::config::load(&p2.pipeline()).unwrap();
+    let text = r2e_build::inspect::explain(&cfg, "r:a.py:target")
         .unwrap()
         .context
         .unwrap()
@@ -455,8 +455,8 @@ fn context_strategies_and_cutting() {
     // Full: its file plus the files it imports, never an unrelated one.
     let p3 = Project::new(CONTEXT, "[context]\nstrategy = \"full\"\n");
     p3.build();
-    let cfg = r2e::config::load(&p3.pipeline()).unwrap();
-    let v = r2e::inspect::explain(&cfg, "r:a.py:target").unwrap();
+    let cfg = r2e_core::config::load(&p3.pipeline()).unwrap();
+    let v = r2e_build::inspect::explain(&cfg, "r:a.py:target").unwrap();
     let context = v.context.as_ref().unwrap();
     let text = context.text.as_str();
     assert!(
@@ -601,8 +601,8 @@ def test_area():
 "#,
         "",
     );
-    let cfg = r2e::config::load(&p.pipeline()).unwrap();
-    let session = r2e::engine::Session::open(&cfg).unwrap();
+    let cfg = r2e_core::config::load(&p.pipeline()).unwrap();
+    let session = r2e_build::session::Session::open(&cfg).unwrap();
     let db = &session.db;
     let repo = session.repos[0];
     let file = *repo
@@ -610,7 +610,7 @@ def test_area():
         .iter()
         .find(|f| f.path(db) == "m.py")
         .unwrap();
-    let show = |sites: Vec<r2e::python::summary::CallSite>| -> Vec<String> {
+    let show = |sites: Vec<r2e_python::summary::CallSite>| -> Vec<String> {
         sites
             .into_iter()
             .map(|s| {
@@ -632,7 +632,7 @@ def test_area():
     // The function: its own module's calls first, then the others; repeats and calls without a
     // literal argument (or with *args) are left out; method-style calls come last.
     assert_eq!(
-        show(r2e::db::call_sites_for(db, file, "area", false)),
+        show(r2e_build::db::call_sites_for(db, file, "area", false)),
         [
             "area(2, 3)",
             "area(w=4, h=some_name)",
@@ -643,7 +643,7 @@ def test_area():
     );
     // The method: `x.area(...)` first.
     assert_eq!(
-        show(r2e::db::call_sites_for(db, file, "Box.area", true))[0],
+        show(r2e_build::db::call_sites_for(db, file, "Box.area", true))[0],
         ".area(7)"
     );
 }
@@ -731,7 +731,7 @@ fn a_repositorys_scope_decides_its_candidates_and_its_inferred_imports() {
         summary
             .excluded_by
             .0
-            .contains(&(r2e::records::Filter::Scope, 5))
+            .contains(&(r2e_core::records::Filter::Scope, 5))
     );
     // Out-of-scope code is still context: the slice of `scale` reaches its helpers.
     assert!(
@@ -739,9 +739,9 @@ fn a_repositorys_scope_decides_its_candidates_and_its_inferred_imports() {
     );
     // Imports are inferred from the scope and what it imports (`_version.py` runs when `pkg`
     // is imported), not from tests, docs or setup.py.
-    let cfg = r2e::config::load(&p.pipeline()).unwrap();
-    let s = r2e::engine::Session::open(&cfg).unwrap();
-    let imports = r2e::db::external_imports(&s.db, s.repos[0]).to_vec();
+    let cfg = r2e_core::config::load(&p.pipeline()).unwrap();
+    let s = r2e_build::session::Session::open(&cfg).unwrap();
+    let imports = r2e_build::db::external_imports(&s.db, s.repos[0]).to_vec();
     assert_eq!(
         imports,
         vec!["numpy_like".to_owned(), "vendored_dep".to_owned()]
@@ -772,7 +772,9 @@ fn a_repositorys_scope_decides_its_candidates_and_its_inferred_imports() {
 #[test]
 fn a_bad_scope_glob_names_its_place() {
     let p = Project::new(SCOPED, "exclude = [\"pkg/[\"]\n");
-    let err = r2e::config::load(&p.pipeline()).unwrap_err().to_string();
+    let err = r2e_core::config::load(&p.pipeline())
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("pipeline.toml:8:12") && err.contains("is not a glob"),
         "{err}"
@@ -787,13 +789,13 @@ fn explain_shows_the_full_slice_the_compact_form_gives() {
     let p = Project::new(PKG, "[extract]\nconnectivity = false\n");
     p.build();
     let out = p.path().join("out");
-    let graph = r2e::records::SliceGraph::read(&out, "r").unwrap();
-    let cfg = r2e::config::load(&p.pipeline()).unwrap();
+    let graph = r2e_core::records::SliceGraph::read(&out, "r").unwrap();
+    let cfg = r2e_core::config::load(&p.pipeline()).unwrap();
     let text = std::fs::read_to_string(out.join("functions.jsonl")).unwrap();
     let mut candidates = 0;
     let mut deepest = 0;
     for line in text.lines() {
-        let f: r2e::records::FunctionRecord = serde_json::from_str(line).unwrap();
+        let f: r2e_core::records::FunctionRecord = serde_json::from_str(line).unwrap();
         let Some(slice) = f.slice else { continue };
         candidates += 1;
         let full = graph.slice(slice.node);
@@ -802,7 +804,7 @@ fn explain_shows_the_full_slice_the_compact_form_gives() {
             .iter()
             .map(|&(n, d)| (graph.nodes[n as usize].name.to_string(), d))
             .collect();
-        let explained = r2e::inspect::explain(&cfg, &f.id).unwrap();
+        let explained = r2e_build::inspect::explain(&cfg, &f.id).unwrap();
         let explained_slice = explained.slice.unwrap();
         let shown: Vec<(String, u32)> = explained_slice
             .items

@@ -509,3 +509,108 @@ fn status_counts_the_analysis_the_build_would_run() {
     }
     assert_eq!(status()["up_to_date"], true);
 }
+
+/// The items of the `Arguments:`, `Options:` and `Commands:` sections of a `--help` text that
+/// have no description (on their line, or on the next one, indented further), and the
+/// commands it lists (`help` aside).
+fn undescribed_and_commands(help: &str) -> (Vec<String>, Vec<String>) {
+    let (mut missing, mut commands) = (Vec::new(), Vec::new());
+    let lines: Vec<&str> = help.lines().collect();
+    let mut section = "";
+    for (i, line) in lines.iter().enumerate() {
+        if !line.starts_with(' ') && line.ends_with(':') {
+            section = line.trim_end_matches(':');
+            continue;
+        }
+        if !matches!(section, "Arguments" | "Options" | "Commands") {
+            continue;
+        }
+        let Some(item) = line.strip_prefix("  ") else {
+            continue;
+        };
+        if item.starts_with(' ') || item.is_empty() {
+            continue;
+        }
+        let (name, text) = match item.find("  ") {
+            Some(gap) => (&item[..gap], item[gap..].trim()),
+            None => (item, ""),
+        };
+        let next_line_help = lines
+            .get(i + 1)
+            .is_some_and(|n| n.starts_with("          ") && !n.trim().is_empty());
+        if text.is_empty() && !next_line_help {
+            missing.push(format!("{section}: `{name}`"));
+        }
+        if section == "Commands" && name != "help" {
+            commands.push(name.to_owned());
+        }
+    }
+    (missing, commands)
+}
+
+#[test]
+fn every_flag_and_argument_has_help() {
+    // Every command's own `--help`, at any depth (the debug binary also runs clap's own checks
+    // of each definition it builds).
+    let mut missing = Vec::new();
+    let mut todo = vec![Vec::<String>::new()];
+    let mut seen = 0;
+    while let Some(path) = todo.pop() {
+        let out = r2e().args(&path).arg("--help").assert().success();
+        let help = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+        let (undescribed, commands) = undescribed_and_commands(&help);
+        let at = format!("r2e {}", path.join(" "));
+        missing.extend(
+            undescribed
+                .into_iter()
+                .map(|m| format!("`{}` {m}", at.trim())),
+        );
+        for c in commands {
+            let mut sub = path.clone();
+            sub.push(c);
+            todo.push(sub);
+        }
+        seen += 1;
+    }
+    assert!(missing.is_empty(), "no help text: {}", missing.join(", "));
+    assert!(seen > 10, "the walk reached only {seen} commands");
+    // The reading finds an item without text, on its line or on the next, and nested commands.
+    let probe = "Usage: x\n\nCommands:\n  a     A.\n  b\n  help  Print this\n\nArguments:\n  [POS]\n\nOptions:\n  --long <X>\n          Told on the next line\n  -q\n  -h, --help  Print help\n";
+    let (undescribed, commands) = undescribed_and_commands(probe);
+    assert_eq!(
+        undescribed,
+        ["Commands: `b`", "Arguments: `[POS]`", "Options: `-q`"]
+    );
+    assert_eq!(commands, ["a", "b"]);
+}
+
+#[test]
+fn build_takes_its_pipeline_either_way_but_not_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = r2e()
+            .current_dir(dir.path())
+            .arg("build")
+            .args(args)
+            .assert()
+            .code(2)
+            .get_output()
+            .stderr
+            .clone();
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    // None given: `pipeline.toml`; one given either way: that one (none of them exists here).
+    assert!(run(&[]).contains("pipeline.toml"), "{}", run(&[]));
+    for args in [
+        &["a.toml"][..],
+        &["-p", "a.toml"],
+        &["a.toml", "-p", "./a.toml"],
+    ] {
+        let err = run(args);
+        assert!(err.contains("a.toml"), "{args:?}: {err}");
+        assert!(!err.contains("two pipelines"), "{args:?}: {err}");
+    }
+    // Two different ones: refused, as bad input.
+    let err = run(&["a.toml", "-p", "b.toml"]);
+    assert!(err.contains("two pipelines given"), "{err}");
+}

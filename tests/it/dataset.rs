@@ -241,7 +241,7 @@ fn examples_build_into_a_checked_dataset() {
             start -= 1;
         }
         let def = lines[start - 1..end].join("\n") + "\n";
-        let source = r2e::python::dedent(&def, &r2e::python::strings_in(&def));
+        let source = r2e_python::dedent(&def, &r2e_python::strings_in(&def));
         let original = scratch.path().join("original.py");
         std::fs::write(&original, &source).unwrap();
         let out = ex

@@ -7,8 +7,8 @@ use crate::common;
 use std::path::PathBuf;
 
 use assert_cmd::Command;
-use r2e::sandbox::docker::DockerSandbox;
-use r2e::sandbox::{Exit, Job, Limits, Sandbox};
+use r2e_exec::sandbox::docker::DockerSandbox;
+use r2e_exec::sandbox::{Exit, Job, Limits, Sandbox};
 
 /// `r2e image base` for a pipeline in `dir`, offline (coverage.py from the wheelhouse): the tag
 /// and what it said.
@@ -99,7 +99,7 @@ fn the_base_image_is_built_once_and_its_containers_hold_jobs_in() {
             small.clone(),
         ))
         .unwrap();
-    let pinned = r2e::stages::env::COVERAGE.split("==").nth(1).unwrap();
+    let pinned = r2e_exec::py::COVERAGE.split("==").nth(1).unwrap();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         format!("{pinned} 65534 {version} yes None"),
@@ -462,11 +462,11 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
     let newer = format!("r2e-base:test-newer-{}", std::process::id());
     import_empty_image(&newer);
     let removable = would_remove(p.path());
-    r2e::sandbox::docker::remove_image(&daemon, &newer).unwrap();
+    r2e_exec::sandbox::docker::remove_image(&daemon, &newer).unwrap();
     assert!(!removable.contains(&tag), "{removable:?}");
 
     // Removed from the daemon, then imported: the same verdicts, in the image.
-    r2e::sandbox::docker::remove_image(&daemon, &tag).unwrap();
+    r2e_exec::sandbox::docker::remove_image(&daemon, &tag).unwrap();
     let out = Command::cargo_bin("r2e")
         .unwrap()
         .args(["import"])
@@ -520,7 +520,7 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
 
     // Without its image the export cannot check (it mounts nothing of this machine instead);
     // its cache of verdicts removed, so that the check runs.
-    r2e::sandbox::docker::remove_image(&daemon, &tag).unwrap();
+    r2e_exec::sandbox::docker::remove_image(&daemon, &tag).unwrap();
     std::fs::remove_dir_all(dir.join("cache")).unwrap();
     let out = Command::cargo_bin("r2e")
         .unwrap()
@@ -564,7 +564,7 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("blake3"));
-    r2e::sandbox::docker::remove_image(&daemon, &tag).unwrap();
+    r2e_exec::sandbox::docker::remove_image(&daemon, &tag).unwrap();
 }
 
 /// A second daemon of this machine's `dockerd` whose data root is a small tmpfs: a daemon
@@ -739,7 +739,7 @@ fn a_base_image_on_debians_packages_gives_the_local_instances_and_a_missing_one_
     let Some(daemon) = common::docker() else {
         return;
     };
-    let have_debian = r2e::sandbox::docker::has_image(&daemon, "r2e-debian:bookworm");
+    let have_debian = r2e_exec::sandbox::docker::has_image(&daemon, "r2e-debian:bookworm");
     let can_debootstrap = std::process::Command::new("debootstrap")
         .arg("--version")
         .output()

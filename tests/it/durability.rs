@@ -86,7 +86,7 @@ fn a_broken_environment_is_rebuilt_and_never_cached_as_verdicts() {
     let envs = dir
         .path()
         .join("cache")
-        .join(r2e::cache::Bucket::Envs.folder());
+        .join(r2e_core::cache::Bucket::Envs.folder());
     let env = std::fs::read_dir(&envs)
         .unwrap()
         .next()
@@ -97,7 +97,7 @@ fn a_broken_environment_is_rebuilt_and_never_cached_as_verdicts() {
     std::fs::remove_dir_all(
         dir.path()
             .join("cache")
-            .join(r2e::cache::Bucket::Validate.folder()),
+            .join(r2e_core::cache::Bucket::Validate.folder()),
     )
     .unwrap();
     std::fs::remove_file(dir.path().join("out")).unwrap();
@@ -127,7 +127,7 @@ fn a_disk_that_fills_up_during_an_environment_build_fails_the_build_and_is_not_c
     assert_eq!(code, Some(1), "{summary}\n{stderr}");
     assert!(stderr.contains("the disk is full"), "{stderr}");
     // Nothing was stored as the environment's outcome.
-    let envs = cache.join(r2e::cache::Bucket::Envs.folder());
+    let envs = cache.join(r2e_core::cache::Bucket::Envs.folder());
     let records = walkdir::WalkDir::new(&envs)
         .into_iter()
         .flatten()
@@ -204,7 +204,7 @@ fn consistent(out: &Path) -> bool {
     let mut from_dataset: Vec<String> = std::fs::read_to_string(out.join("dataset.jsonl"))
         .unwrap()
         .lines()
-        .map(|l| r2e::hash::Hash::of_bytes(l.as_bytes()).to_hex())
+        .map(|l| r2e_core::hash::Hash::of_bytes(l.as_bytes()).to_hex())
         .collect();
     let mut listed: Vec<String> = manifest["instances"]
         .as_array()
@@ -280,7 +280,7 @@ fn a_killed_build_leaves_nothing_that_the_next_build_keeps() {
     let scratch = dir
         .path()
         .join("cache")
-        .join(r2e::cache::Bucket::Scratch.folder());
+        .join(r2e_core::cache::Bucket::Scratch.folder());
     let until = Instant::now() + Duration::from_secs(300);
     let job = loop {
         let found = std::fs::read_dir(&scratch).ok().and_then(|d| {
@@ -298,7 +298,7 @@ fn a_killed_build_leaves_nothing_that_the_next_build_keeps() {
     child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let dead_cgroups = |pid: u32| {
-        r2e::sandbox::local::leftover_cgroups()
+        r2e_exec::sandbox::local::leftover_cgroups()
             .into_iter()
             .filter(|p| {
                 p.file_name()

@@ -124,7 +124,7 @@ fn build_with_index(pipeline: &Path, port: u16, timeout: &str) -> serde_json::Va
 fn tinydep_index() -> (tempfile::TempDir, u16) {
     let index = tempfile::tempdir().unwrap();
     // A stand-in for the pinned coverage.py: the index serves what the pin names.
-    let pinned = r2e::stages::env::COVERAGE.split("==").nth(1).unwrap();
+    let pinned = r2e_exec::py::COVERAGE.split("==").nth(1).unwrap();
     wheel(index.path(), "coverage", pinned);
     wheel(index.path(), "tinydep", "1.0");
     let port = serve_index(index.path().to_path_buf());
@@ -170,7 +170,7 @@ fn environments_install_from_the_configured_index_and_are_cached() {
         .map(|v| v.as_str().unwrap())
         .collect();
     assert!(
-        lock.contains(&r2e::stages::env::COVERAGE) && lock.contains(&"tinydep==1.0"),
+        lock.contains(&r2e_exec::py::COVERAGE) && lock.contains(&"tinydep==1.0"),
         "{lock:?}"
     );
 
@@ -185,7 +185,7 @@ fn environments_install_from_the_configured_index_and_are_cached() {
     std::fs::remove_dir_all(
         p.path()
             .join("cache")
-            .join(r2e::cache::Bucket::Envs.folder()),
+            .join(r2e_core::cache::Bucket::Envs.folder()),
     )
     .unwrap();
     let third = build();
@@ -232,7 +232,7 @@ fn an_unreachable_index_is_reported_and_not_cached() {
     let envs = p
         .path()
         .join("cache")
-        .join(r2e::cache::Bucket::Envs.folder());
+        .join(r2e_core::cache::Bucket::Envs.folder());
     let records = walkdir::WalkDir::new(&envs)
         .into_iter()
         .flatten()
@@ -292,7 +292,7 @@ fn an_environment_rebuilt_with_a_new_package_version_reruns_what_ran_in_it() {
     std::fs::remove_dir_all(
         p.path()
             .join("cache")
-            .join(r2e::cache::Bucket::Envs.folder()),
+            .join(r2e_core::cache::Bucket::Envs.folder()),
     )
     .unwrap();
     let second = build();
@@ -346,7 +346,7 @@ fn status_names_the_package_version_that_changed() {
     let envs = p
         .path()
         .join("cache")
-        .join(r2e::cache::Bucket::Envs.folder());
+        .join(r2e_core::cache::Bucket::Envs.folder());
     let kept = p.path().join("envs-kept");
     std::fs::rename(&envs, &kept).unwrap();
     let (status, _) = status_with_index(&p.pipeline(), port);
@@ -442,7 +442,7 @@ fn a_project_that_does_not_support_the_interpreter_is_a_recorded_failure() {
     let envs_dir = p
         .path()
         .join("cache")
-        .join(r2e::cache::Bucket::Envs.folder());
+        .join(r2e_core::cache::Bucket::Envs.folder());
     assert!(
         !envs_dir.exists() || std::fs::read_dir(&envs_dir).unwrap().next().is_none(),
         "nothing installed or cached"
@@ -553,7 +553,7 @@ fn the_project_is_installed_as_a_wheel_with_its_metadata_and_what_its_build_made
     let site = p
         .path()
         .join("cache")
-        .join(r2e::cache::Bucket::Projects.folder())
+        .join(r2e_core::cache::Bucket::Projects.folder())
         .join(project["key"].as_str().unwrap())
         .join("site");
     assert!(site.join("pkg-1.5.dist-info/METADATA").is_file());

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use assert_cmd::Command;
 use common::Project;
-use r2e::cache::Bucket;
+use r2e_core::cache::Bucket;
 
 fn r2e() -> Command {
     Command::cargo_bin("r2e").unwrap()

@@ -3,10 +3,10 @@
 
 use crate::common;
 use common::Project;
-use r2e::db::{self, Db, ItemId, SourceFile};
-use r2e::engine::Session;
-use r2e::hash::Hash;
-use r2e::python::resolve::Item;
+use r2e_build::db::{self, Db, ItemId, SourceFile};
+use r2e_build::session::Session;
+use r2e_core::hash::Hash;
+use r2e_python::resolve::Item;
 use salsa::Setter;
 
 const REPO: &str = r#"
@@ -83,7 +83,7 @@ fn edit(p: &Project, s: &mut Session, path: &str, text: &str) {
 }
 
 fn session(p: &Project) -> Session {
-    let cfg = r2e::config::load(&p.pipeline()).unwrap();
+    let cfg = r2e_core::config::load(&p.pipeline()).unwrap();
     Session::open_with(&cfg, true).unwrap()
 }
 
@@ -280,11 +280,11 @@ fn persisted_analysis_reruns_only_what_an_edit_touches_and_matches_a_cold_build(
             ),
         )
         .unwrap();
-        let cfg = r2e::config::load(&cold_pipeline).unwrap();
-        let summary = r2e::engine::build(
+        let cfg = r2e_core::config::load(&cold_pipeline).unwrap();
+        let summary = r2e_build::engine::build(
             &cfg,
-            &r2e::engine::BuildOptions {
-                until: r2e::engine::Stage::Slice,
+            &r2e_build::engine::BuildOptions {
+                until: r2e_build::stages::Stage::Slice,
                 jobs: Some(2),
             },
         )
@@ -295,7 +295,7 @@ fn persisted_analysis_reruns_only_what_an_edit_touches_and_matches_a_cold_build(
         );
         outputs(&format!("cold{n}"))
     };
-    let counts = |s: &r2e::records::Summary| {
+    let counts = |s: &r2e_core::records::Summary| {
         let st = &s.stages;
         [
             st.parse.executed,
@@ -460,7 +460,7 @@ fn a_cold_build_stores_parse_results_in_one_pack_that_later_builds_read() {
     assert_eq!(entries("parse-pack-v1").len(), 1, "one pack");
     assert_eq!(entries("parse-v3").len(), 0, "no entry per file");
     let pack = entries("parse-pack-v1").remove(0);
-    let uses = || r2e::cache::read_uses(&p.path().join("out")).unwrap();
+    let uses = || r2e_core::cache::read_uses(&p.path().join("out")).unwrap();
     let rel = pack
         .strip_prefix(&cache)
         .unwrap()
@@ -508,11 +508,11 @@ fn a_cold_build_stores_parse_results_in_one_pack_that_later_builds_read() {
             format!("[project]\nname = \"t\"\noutput = \"cold{n}\"\ncache = \"cold-cache{n}\"\n\n[[repo]]\npath = \"repo\"\nname = \"r\"\n"),
         )
         .unwrap();
-        let cfg = r2e::config::load(&toml).unwrap();
-        r2e::engine::build(
+        let cfg = r2e_core::config::load(&toml).unwrap();
+        r2e_build::engine::build(
             &cfg,
-            &r2e::engine::BuildOptions {
-                until: r2e::engine::Stage::Slice,
+            &r2e_build::engine::BuildOptions {
+                until: r2e_build::stages::Stage::Slice,
                 jobs: Some(2),
             },
         )

@@ -114,11 +114,13 @@ fn each_input_of_a_key_reruns_exactly_the_actions_it_shapes() {
 
 #[test]
 fn a_file_changed_between_the_walk_and_the_read_is_never_cached_under_the_walked_hash() {
-    use r2e::cache::ActionKey;
-    use r2e::engine::{BuildOptions, Session, Stage};
+    use r2e_build::engine::BuildOptions;
+    use r2e_build::session::Session;
+    use r2e_build::stages::Stage;
+    use r2e_core::cache::ActionKey;
 
     let p = Project::new(REPO, "");
-    let cfg = r2e::config::load(&p.pipeline()).unwrap();
+    let cfg = r2e_core::config::load(&p.pipeline()).unwrap();
     let opts = BuildOptions {
         until: Stage::Slice,
         jobs: Some(2),
@@ -137,8 +139,8 @@ fn a_file_changed_between_the_walk_and_the_read_is_never_cached_under_the_walked
         "def _half(x):\n    return x / 4\n\n\ndef halve_sum(a, b):\n    \"\"\"Changed.\"\"\"\n    s = a + b\n    return _half(s)\n",
     )
     .unwrap();
-    let services = r2e::services::Services::for_config(&cfg, false);
-    let first = r2e::engine::build_session(session, &opts, &services).unwrap();
+    let services = r2e_exec::services::Services::for_config(&cfg, false);
+    let first = r2e_build::engine::build_session(session, &opts, &services).unwrap();
     assert_eq!(first.stages.parse.failed, 1);
     let failures = std::fs::read_to_string(p.path().join("out/failures.jsonl")).unwrap();
     assert!(
@@ -146,14 +148,14 @@ fn a_file_changed_between_the_walk_and_the_read_is_never_cached_under_the_walked
         "{failures}"
     );
     // Nothing was stored under the hash the walk saw.
-    let cache = r2e::cache::Cache::open(&cfg.cache).unwrap();
+    let cache = r2e_core::cache::Cache::open(&cfg.cache).unwrap();
     assert!(!cache.contains(
-        r2e::keys::ParseKey::BUCKET,
-        r2e::keys::ParseKey::new(walked).hash()
+        r2e_core::keys::ParseKey::BUCKET,
+        r2e_core::keys::ParseKey::new(walked).hash()
     ));
     drop(cache);
     // The next build is not taken for up to date: it reads the file as it is now, and only it.
-    let second = r2e::engine::build(&cfg, &opts).unwrap();
+    let second = r2e_build::engine::build(&cfg, &opts).unwrap();
     assert_eq!(second.stages.parse.executed, 1);
     assert_eq!(second.stages.parse.failed, 0);
     let functions = p.functions();
@@ -161,7 +163,7 @@ fn a_file_changed_between_the_walk_and_the_read_is_never_cached_under_the_walked
 }
 
 /// The entry files of a cache bucket, sorted.
-fn entries(p: &Project, bucket: r2e::cache::Bucket) -> Vec<std::path::PathBuf> {
+fn entries(p: &Project, bucket: r2e_core::cache::Bucket) -> Vec<std::path::PathBuf> {
     let dir = p.path().join("cache").join(bucket.folder());
     let mut out: Vec<_> = walkdir::WalkDir::new(dir)
         .into_iter()
@@ -182,7 +184,7 @@ fn flip_a_bit(path: &std::path::Path) {
 
 #[test]
 fn damaged_cache_entries_are_recomputed_and_never_served() {
-    use r2e::cache::Bucket;
+    use r2e_core::cache::Bucket;
     let p = Project::new(REPO, PIPELINE);
     let clean = build(&p);
     let validations = entries(&p, Bucket::Validate);

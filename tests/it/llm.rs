@@ -631,8 +631,10 @@ fn a_build_killed_while_asking_resumes_without_asking_again() {
 
 #[test]
 fn a_prompt_too_long_is_stored_other_refusals_and_transient_failures_are_not() {
-    use r2e::config::{Api, ProviderConfig};
-    use r2e::llm::{FailureKind, Llm, Request, http::HttpClient};
+    use r2e_core::config::{Api, ProviderConfig};
+    use r2e_core::model::Request;
+    use r2e_exec::llm::http::HttpClient;
+    use r2e_exec::llm::{FailureKind, Llm};
     // The prompt names what the server answers.
     let (url, log, _) = common::server::serve(std::time::Duration::ZERO, |prompt, _| {
         match prompt {
@@ -666,7 +668,7 @@ fn a_prompt_too_long_is_stored_other_refusals_and_transient_failures_are_not() {
         max_retries: 1,
     };
     let dir = tempfile::tempdir().unwrap();
-    let cache = r2e::cache::Cache::open(dir.path()).unwrap();
+    let cache = r2e_core::cache::Cache::open(dir.path()).unwrap();
     let llm = Llm::new(std::sync::Arc::new(HttpClient::new()));
     let request =
         |prompt: &str| Request::new(Api::Chat, Some("m"), (0.0, 10), "system", prompt.to_owned());

@@ -21,6 +21,7 @@ mod gc;
 mod hostile;
 mod incremental;
 mod keys;
+mod layers;
 mod leaks;
 mod llm;
 mod python;

@@ -1,4 +1,4 @@
-//! The Python side that runs in the sandbox (`src/py/`: the equivalence helper, the explorer,
+//! The Python side that runs in the sandbox (`crates/exec/src/py/`: the equivalence helper, the explorer,
 //! the runner) has its own unittest suite; it runs with the Rust tests, under an interpreter
 //! with the pinned coverage.py (`common::test_python`).
 
@@ -6,7 +6,7 @@ use crate::common;
 
 #[test]
 fn python_unit_tests_pass() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/py");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/exec/src/py");
     let out = std::process::Command::new(common::test_python())
         .args(["-m", "unittest", "discover", "-s", "tests"])
         .current_dir(&dir)

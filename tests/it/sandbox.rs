@@ -5,8 +5,8 @@ use crate::common;
 
 use std::path::Path;
 
-use r2e::sandbox::local::LocalSandbox;
-use r2e::sandbox::{Exit, Job, Limits, Sandbox};
+use r2e_exec::sandbox::local::LocalSandbox;
+use r2e_exec::sandbox::{Exit, Job, Limits, Sandbox};
 
 fn python_job(scratch: &Path, code: &str, limits: Limits) -> Job {
     Job {

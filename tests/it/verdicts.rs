@@ -107,7 +107,7 @@ fn def_text(p: &Project, file: &str, name: &str) -> String {
         })
         .unwrap_or(lines.len());
     let text: String = lines[start..end].iter().map(|l| format!("{l}\n")).collect();
-    r2e::python::dedent(&text, &r2e::python::strings_in(&text))
+    r2e_python::dedent(&text, &r2e_python::strings_in(&text))
 }
 
 /// `text` with `from` replaced by `to` once, which must be there: a mutant.

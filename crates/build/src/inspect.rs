@@ -2,10 +2,11 @@
 //! function's results, whether each is cached, and its harness's verdict from the last build).
 //! Both read; neither writes an output.
 
+use crate::stages::Stage;
 use serde::Serialize;
 
 use crate::db::{self, ItemId, SourceFile};
-use crate::engine::{self, BuildOptions, Stage};
+use crate::engine::{self, BuildOptions};
 use crate::session::Session;
 use r2e_core::cache::ActionKey;
 use r2e_core::config::{Config, Strategy};

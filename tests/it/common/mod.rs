@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use r2e::engine::{self, BuildOptions, Stage};
+use r2e_build::engine::{self, BuildOptions};
+
+use r2e_build::stages::Stage;
 
 pub mod serve;
 pub mod server;
@@ -56,7 +58,7 @@ pub fn write_fixture(root: &Path, spec: &str) {
         let full = root.join(&path);
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
         // Dedented whole, string literals' lines too: they were indented with the fixture.
-        std::fs::write(full, r2e::python::dedent(&text, &[])).unwrap();
+        std::fs::write(full, r2e_python::dedent(&text, &[])).unwrap();
     }
 }
 
@@ -90,13 +92,13 @@ impl Project {
     pub fn write(&self, rel: &str, text: &str) {
         std::fs::write(
             self.dir.path().join("repo").join(rel),
-            r2e::python::dedent(text, &[]),
+            r2e_python::dedent(text, &[]),
         )
         .unwrap();
     }
 
-    pub fn build(&self) -> r2e::records::Summary {
-        let cfg = r2e::config::load(&self.pipeline()).unwrap();
+    pub fn build(&self) -> r2e_core::records::Summary {
+        let cfg = r2e_core::config::load(&self.pipeline()).unwrap();
         engine::build(
             &cfg,
             &BuildOptions {
@@ -117,7 +119,7 @@ impl Project {
 /// dependency graph (`slices/REPO.jsonl`, read through `records::SliceGraph`) gives it:
 /// `slice.functions`, `slice.globals` and `slice.unresolved` added to what the line holds.
 pub fn functions_in(dir: &Path) -> BTreeMap<String, serde_json::Value> {
-    let mut graphs: BTreeMap<String, r2e::records::SliceGraph> = BTreeMap::new();
+    let mut graphs: BTreeMap<String, r2e_core::records::SliceGraph> = BTreeMap::new();
     jsonl(&dir.join("functions.jsonl"))
         .into_iter()
         .map(|mut v| {
@@ -125,7 +127,7 @@ pub fn functions_in(dir: &Path) -> BTreeMap<String, serde_json::Value> {
                 let repo = v["repo"].as_str().unwrap().to_owned();
                 let graph = graphs
                     .entry(repo.clone())
-                    .or_insert_with(|| r2e::records::SliceGraph::read(dir, &repo).unwrap());
+                    .or_insert_with(|| r2e_core::records::SliceGraph::read(dir, &repo).unwrap());
                 let full = graph.slice(node as u32);
                 let slice = v["slice"].as_object_mut().unwrap();
                 slice.insert("functions".into(), full.functions.into());
@@ -194,7 +196,7 @@ pub fn wheelhouse() -> &'static Path {
         lock.lock().unwrap();
         // The pinned coverage.py every environment gets, and the build backend of the
         // examples (the project layer builds them as wheels).
-        for pin in [r2e::stages::env::COVERAGE, SETUPTOOLS] {
+        for pin in [r2e_exec::py::COVERAGE, SETUPTOOLS] {
         let (dist, version) = pin.split_once("==").unwrap();
         let have = std::fs::read_dir(&dir).unwrap().flatten().any(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
@@ -257,7 +259,7 @@ pub fn test_python() -> &'static Path {
                     "--find-links",
                 ])
                 .arg(wheels)
-                .arg(r2e::stages::env::COVERAGE));
+                .arg(r2e_exec::py::COVERAGE));
             std::fs::write(&ready, "").unwrap();
         }
         python
@@ -410,8 +412,8 @@ pub fn data_files(out: &Path) -> BTreeMap<String, String> {
 
 /// The machine's Docker daemon, or `None` with a line saying why (a failure under
 /// `R2E_TEST_STRICT=1`, as `.ci/run` sets it, which starts a daemon where none runs).
-pub fn docker() -> Option<r2e::sandbox::docker::Docker> {
-    let found = r2e::sandbox::docker::connect();
+pub fn docker() -> Option<r2e_exec::sandbox::docker::Docker> {
+    let found = r2e_exec::sandbox::docker::connect();
     let why = found
         .as_ref()
         .err()

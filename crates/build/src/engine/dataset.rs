@@ -5,6 +5,7 @@
 //! variant uses the first salsa input whose extract (for extraction) or context (for contexts)
 //! equals its own: variants that differ in one share every query of the other.
 
+use crate::stages::Stage;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use rayon::prelude::*;
 
 use super::memo::{self, DatasetMemo, SliceMemo};
 use super::outputs::{self, Graph, JsonlWriter, Recorded, function_line};
-use super::{Lap, Shared, Stage, dataset_folder};
+use super::{Lap, Shared, dataset_folder};
 use crate::db::{self, Database, Db, FunctionRow, Repo, Settings, SourceFile};
 use crate::engine::BuildOptions;
 use crate::session::Session;

@@ -13,6 +13,7 @@ pub mod memo;
 pub mod outputs;
 
 use crate::session::{Session, progress};
+use crate::stages::Stage;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -20,7 +21,6 @@ use std::sync::atomic::Ordering;
 use serde::Serialize;
 
 use crate::db::{self, Db, Repo, Settings, SourceFile};
-pub use crate::stages::Stage;
 use crate::stages::checkout::Checkout;
 use outputs::{Output, Recorded, State, read_state, stat};
 use r2e_core::cache::Cache;

@@ -3,6 +3,7 @@
 //! as wide as the provider allows; the built-in harnesses of an environment are validated in a
 //! few warm workers.
 
+use r2e_core::records::StageCounts;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -17,7 +18,7 @@ use super::llmgen::{LlmGenerator, LlmOutcome};
 use super::mutation;
 use super::refine::{RefineFailure, Refiner, Subject};
 use super::validate::{self};
-use super::{Stage, StageCounts, Tally};
+use super::{Stage, Tally};
 use crate::db::{Database, FunctionRow, SourceFile};
 use r2e_core::config::{Config, Generator, ProviderConfig};
 use r2e_core::error::{Error, Result};

@@ -4,6 +4,7 @@
 //! the selection threshold). Every round is its own cached request and its own cached validation;
 //! the valid harness with the best coverage wins, else the last one.
 
+use r2e_core::records::Spent;
 use serde_json::json;
 
 use super::validate::{self, Validation};
@@ -13,8 +14,8 @@ use r2e_core::keys::CodeKey;
 use r2e_core::model::Request;
 use r2e_core::records::FailureClass;
 use r2e_exec::jobs::{Exec, Runtime};
+use r2e_exec::llm::Llm;
 use r2e_exec::llm::prompts::Templates;
-use r2e_exec::llm::{Llm, Spent};
 use r2e_exec::target::Target;
 
 /// Everything the model-driven generator needs, shared by every function of a build.

@@ -19,11 +19,10 @@ pub mod mutation;
 pub mod refine;
 pub mod validate;
 
+use r2e_core::records::StageCounts;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
-
-pub use r2e_core::records::StageCounts;
 
 /// The stages, in order.
 #[derive(

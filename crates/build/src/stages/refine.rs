@@ -4,6 +4,7 @@
 //! one plain-text docstring; anything else is recorded as malformed and the instance keeps its
 //! original docstring.
 
+use r2e_core::records::Spent;
 use serde_json::json;
 
 use crate::stages::validate::Validation;
@@ -11,8 +12,8 @@ use r2e_core::cache::Cache;
 use r2e_core::config::{ProviderConfig, RefineConfig};
 use r2e_core::error::Result;
 use r2e_core::model::Request;
+use r2e_exec::llm::Llm;
 use r2e_exec::llm::prompts::Templates;
-use r2e_exec::llm::{Llm, Spent};
 
 /// Everything the refinement needs, shared by every instance of a build.
 pub struct Refiner<'a> {

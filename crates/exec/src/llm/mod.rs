@@ -22,7 +22,7 @@ use r2e_core::cache::Cache;
 use r2e_core::config::{Api, ProviderConfig};
 use r2e_core::keys::{LlmKey, RefusalKey};
 use r2e_core::model::Request;
-pub use r2e_core::records::{Spent, Usage};
+use r2e_core::records::{Spent, Usage};
 
 /// A complete answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

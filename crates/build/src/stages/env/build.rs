@@ -4,9 +4,10 @@
 //! machine but the interpreter, the installers' caches and the folder being built. A failure
 //! that may pass (the network, the index, a full disk, no memory) is never stored.
 
+use r2e_core::records::EnvOutcome;
 use std::path::{Path, PathBuf};
 
-use super::{Env, EnvOutcome, EnvRecord, Interpreter, distribution_for, optional_provider};
+use super::{Env, EnvRecord, Interpreter, distribution_for, optional_provider};
 use r2e_core::cache::{ActionKey, Bucket, Cache, entry, write_atomic};
 use r2e_core::config::{EnvConfig, Installer as ConfiguredInstaller};
 use r2e_core::error::{Error, Result};
@@ -74,7 +75,7 @@ pub(super) fn transient(outcome: &Outcome) -> Option<&'static str> {
         .map(|(_, cause)| *cause)
 }
 
-pub use r2e_exec::py::COVERAGE;
+use r2e_exec::py::COVERAGE;
 
 /// The installer that builds environments: `uv` (its binary) or the environment's own pip.
 #[derive(Clone, Debug)]

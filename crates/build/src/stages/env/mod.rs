@@ -23,13 +23,14 @@ mod build;
 mod declared;
 pub mod project;
 
+use r2e_core::records::EnvOutcome;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use build::{COVERAGE, EnvBuilder, Installer, find_or_install_uv};
+pub use build::{EnvBuilder, Installer, find_or_install_uv};
 use declared::normalize_requirement;
 pub use declared::{Declared, declared_dependencies, distribution_for, optional_provider};
 
@@ -37,7 +38,6 @@ use crate::stages::checkout::Checkout;
 use r2e_core::cache::{ActionKey, Bucket, Cache, write_atomic, write_if_changed};
 use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};
-pub use r2e_core::records::EnvOutcome;
 use r2e_core::records::{EnvLine, FailureRecord, ProjectLine, StageCounts};
 use r2e_exec::jobs::Runtime;
 use r2e_exec::sandbox::{Job, Limits, Sandbox};
