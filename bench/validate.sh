@@ -25,7 +25,7 @@ validated = summary["stages"]["validate"]["executed"]
 envs = {e["repo"]: e["env_key"] for e in map(json.loads, open("out/envs.jsonl"))}
 instances = [json.loads(l) for l in open("out/dataset.jsonl")]
 work = tempfile.mkdtemp()
-shutil.copy(os.path.join(root, "src/py/r2e_equiv.py"), work)
+shutil.copy(os.path.join(root, "crates/exec/src/py/r2e_equiv.py"), work)
 start = time.perf_counter()
 passed = 0
 for i, inst in enumerate(instances):
