@@ -201,9 +201,9 @@ pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
     }
     let token = match &opts.token_env {
         None => None,
-        Some(var) => match std::env::var(var) {
-            Ok(t) if !t.trim().is_empty() => Some(blake3::hash(t.trim().as_bytes())),
-            _ => {
+        Some(var) => match r2e_core::config::secret_from_env(var) {
+            Some(t) => Some(blake3::hash(t.as_bytes())),
+            None => {
                 return Err(Error::input(format!(
                     "`--token-env {var}`: the environment variable `{var}` is not set (or empty)"
                 )));

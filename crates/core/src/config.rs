@@ -1749,6 +1749,16 @@ pub fn log_timings() -> bool {
     std::env::var("R2E_LOG").is_ok_and(|v| v.split(',').any(|p| p.trim() == "timings"))
 }
 
+/// A secret a command line names by its environment variable (`r2e serve --token-env VAR`),
+/// trimmed; `None` when the variable is unset or blank. This module is the only reader of the
+/// environment, so what r2e takes from it is all in one place.
+pub fn secret_from_env(var: &str) -> Option<String> {
+    std::env::var(var)
+        .ok()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+}
+
 /// Checks that `name` is an image reference the daemon accepts: `[HOST[:PORT]/]PATH[:TAG]`
 /// with an optional `@ALGORITHM:HEX` digest, the path in lowercase.
 pub fn check_reference(name: &str) -> std::result::Result<(), String> {
