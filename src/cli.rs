@@ -2,6 +2,7 @@
 //! stdout; progress and messages go to stderr. Errors are printed once and mapped to an exit code
 //! (2 for bad input, 1 for the environment or a bug).
 
+use r2e_core::records::OutputFile;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -558,10 +559,14 @@ fn built_manifest(pipeline: &std::path::Path) -> Result<PathBuf> {
         return Err(Error::input(format!(
             "`{}` builds variants; give NEW, e.g. `{}`",
             cfg.file.display(),
-            cfg.variants[0].cfg.output.join("manifest.json").display()
+            cfg.variants[0]
+                .cfg
+                .output
+                .join(OutputFile::Manifest.name())
+                .display()
         )));
     }
-    Ok(engine::outputs::resolve(&cfg.output).join("manifest.json"))
+    Ok(engine::outputs::resolve(&cfg.output).join(OutputFile::Manifest.name()))
 }
 
 fn human_summary(s: &Summary) -> String {

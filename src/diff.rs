@@ -5,6 +5,7 @@
 //! only changed field is `commit` kept its function, harness and spec while its repository's
 //! commit moved, and is listed apart (`commit_only`) from the instances that really changed.
 
+use r2e_core::records::OutputFile;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -47,7 +48,7 @@ pub struct CommitMove {
 /// A manifest given as its file or as the folder holding it (a build's output).
 pub fn manifest_path(path: &Path) -> PathBuf {
     if path.is_dir() {
-        path.join("manifest.json")
+        path.join(OutputFile::Manifest.name())
     } else {
         path.to_path_buf()
     }
@@ -59,7 +60,7 @@ fn instances_beside(manifest_file: &Path, m: &Manifest) -> Result<BTreeMap<Strin
     let file = manifest_file
         .parent()
         .unwrap_or(Path::new("."))
-        .join("dataset.jsonl");
+        .join(OutputFile::Dataset.name());
     let text = match std::fs::read_to_string(&file) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),

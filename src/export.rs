@@ -19,6 +19,7 @@
 //! that the daemon gives the image the ID the export recorded. Then `r2e check -p
 //! DIR/pipeline.toml` checks candidates through the one check path, in the images.
 
+use r2e_core::records::OutputFile;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -112,9 +113,9 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
         )));
     }
     let output = r2e_build::engine::outputs::resolve(&cfg.output);
-    let instances: Vec<Instance> = read_built(&output.join("dataset.jsonl"))?;
-    let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
-    let manifest_path = output.join("manifest.json");
+    let instances: Vec<Instance> = read_built(&output.join(OutputFile::Dataset.name()))?;
+    let envs: Vec<EnvLine> = read_jsonl(&output.join(OutputFile::Envs.name()))?.unwrap_or_default();
+    let manifest_path = output.join(OutputFile::Manifest.name());
     let manifest = read_manifest(&manifest_path)?;
     let session = Session::open(cfg)?;
     let docker = docker::connect()?;
@@ -462,8 +463,9 @@ pub struct GcImage {
 /// uses stays. Returns what was removed.
 pub fn gc_images(cfg: &Config, older_than: u64, dry_run: bool) -> Result<Vec<GcImage>> {
     let output = r2e_build::engine::outputs::resolve(&cfg.output);
-    let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
-    let instances: Vec<Instance> = read_jsonl(&output.join("dataset.jsonl"))?.unwrap_or_default();
+    let envs: Vec<EnvLine> = read_jsonl(&output.join(OutputFile::Envs.name()))?.unwrap_or_default();
+    let instances: Vec<Instance> =
+        read_jsonl(&output.join(OutputFile::Dataset.name()))?.unwrap_or_default();
     let used: std::collections::BTreeSet<(String, String)> = instances
         .iter()
         .filter_map(|i| {

@@ -6,6 +6,7 @@
 //! the mutation scores of the instances and their surviving mutants; with `results.jsonl`, the
 //! pass@k tables and self-repair curves of the evaluated models.
 
+use r2e_core::records::OutputFile;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -123,13 +124,13 @@ impl Sums {
 
 /// The row of the dataset in `dir`.
 pub fn row(variant: &str, dir: &Path, cfg: &Config) -> Result<Row> {
-    let harnesses: Vec<HarnessRecord> = read_built(&dir.join("harnesses.jsonl"))?;
-    let instances: Vec<Instance> = read_built(&dir.join("dataset.jsonl"))?;
-    let results: Option<Vec<EvalResult>> = read_jsonl(&dir.join("results.jsonl"))?;
+    let harnesses: Vec<HarnessRecord> = read_built(&dir.join(OutputFile::Harnesses.name()))?;
+    let instances: Vec<Instance> = read_built(&dir.join(OutputFile::Dataset.name()))?;
+    let results: Option<Vec<EvalResult>> = read_jsonl(&dir.join(OutputFile::Results.name()))?;
     let evaluation = results.map(|r| {
         r2e_build::evaluate::tables(&r, &instances, &cfg.evaluate.k, cfg.evaluate.repair_rounds)
     });
-    let manifest = read_manifest(&dir.join("manifest.json")).ok();
+    let manifest = read_manifest(&dir.join(OutputFile::Manifest.name())).ok();
     let dataset_version = manifest.as_ref().map(|m| m.version.clone());
     let repos = repo_rows(dir, manifest.as_ref(), &harnesses, &instances)?;
     let (mut all, mut inside, mut outside) = (Sums::default(), Sums::default(), Sums::default());
@@ -179,7 +180,7 @@ fn repo_rows(
     harnesses: &[HarnessRecord],
     instances: &[Instance],
 ) -> Result<Vec<RepoCounts>> {
-    let functions: Vec<FunctionHead> = read_built(&dir.join("functions.jsonl"))?;
+    let functions: Vec<FunctionHead> = read_built(&dir.join(OutputFile::Functions.name()))?;
     let repo_of: BTreeMap<&str, &str> = functions
         .iter()
         .map(|f| (f.id.as_str(), f.repo.as_str()))
@@ -410,7 +411,7 @@ pub fn write(cfg: &Config, rows: &[Row]) -> Result<String> {
     let md = markdown(rows);
     let json = serde_json::to_vec_pretty(rows).map_err(Error::internal)?;
     fs_err::create_dir_all(&cfg.output)?;
-    write_if_changed(&cfg.output.join("report.md"), md.as_bytes())?;
-    write_if_changed(&cfg.output.join("report.json"), &json)?;
+    write_if_changed(&cfg.output.join(OutputFile::ReportMd.name()), md.as_bytes())?;
+    write_if_changed(&cfg.output.join(OutputFile::ReportJson.name()), &json)?;
     Ok(md)
 }

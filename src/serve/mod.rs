@@ -18,6 +18,7 @@ mod openapi;
 pub mod trace;
 pub mod workspace;
 
+use r2e_core::records::TraceLine;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -37,8 +38,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use r2e_build::bench::Bench;
-use r2e_core::config::{Config, Feedback, SandboxConfig, ServeConfig};
+use r2e_core::config::{Config, SandboxConfig, ServeConfig};
 use r2e_core::error::{Error, Result};
+use r2e_core::records::Feedback;
 use r2e_exec::checkpath::{TestVerdict, Verdict};
 use r2e_exec::sandbox::Sandbox;
 use r2e_exec::services::Services;
@@ -154,15 +156,14 @@ impl Live {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         self.trace
             .append(
-                &json!({
-                    "event": "action",
-                    "seq": seq,
-                    "op": op,
-                    "request": request,
-                    "observation": observation,
-                    "ms": started.elapsed().as_secs_f64() * 1000.0,
-                    "time": trace::now(),
-                }),
+                &TraceLine::Action {
+                    seq,
+                    op: op.to_owned(),
+                    request,
+                    observation: observation.clone(),
+                    ms: started.elapsed().as_secs_f64() * 1000.0,
+                    time: trace::now(),
+                },
                 durable,
             )
             .map_err(ApiError::from)
@@ -546,20 +547,19 @@ async fn open_session(
     let trace = Trace::create(
         &server.traces,
         &sid,
-        json!({
-            "event": "open",
-            "session": sid,
-            "instance": instance.id,
-            "repo": instance.repo,
-            "commit": instance.commit,
-            "path": instance.path,
-            "qualname": instance.qualname,
-            "harness": instance.harness_hash,
-            "env_lock": instance.env_lock,
-            "feedback": server.settings.feedback,
-            "holdout": server.settings.holdout,
-            "time": trace::now(),
-        }),
+        TraceLine::Open {
+            session: sid.clone(),
+            instance: instance.id.clone(),
+            repo: instance.repo.clone(),
+            commit: instance.commit.clone(),
+            path: instance.path.clone(),
+            qualname: instance.qualname.clone(),
+            harness: instance.harness_hash.clone(),
+            env_lock: instance.env_lock.clone(),
+            feedback: server.settings.feedback,
+            holdout: server.settings.holdout,
+            time: trace::now(),
+        },
     );
     let trace = match trace {
         Ok(t) => t,

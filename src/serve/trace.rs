@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde_json::{Value, json};
+use r2e_core::records::TraceLine;
 
 use r2e_core::error::Result;
 
@@ -54,7 +54,7 @@ pub struct Trace {
 
 impl Trace {
     /// Creates the trace of a new session with its first line.
-    pub fn create(dir: &Path, session: &str, open: Value) -> Result<Trace> {
+    pub fn create(dir: &Path, session: &str, open: TraceLine) -> Result<Trace> {
         fs_err::create_dir_all(dir)?;
         let path = dir.join(format!("{session}.jsonl"));
         let file = fs_err::OpenOptions::new()
@@ -72,7 +72,7 @@ impl Trace {
     }
 
     /// Appends one line; `durable`: it reaches the disk before this returns.
-    pub fn append(&self, line: &Value, durable: bool) -> Result<()> {
+    pub fn append(&self, line: &TraceLine, durable: bool) -> Result<()> {
         let mut text = serde_json::to_vec(line).map_err(r2e_core::error::Error::internal)?;
         text.push(b'\n');
         let mut file = self.file.lock().expect("trace lock");
@@ -92,8 +92,11 @@ impl Trace {
     }
 }
 
-fn close_line(reason: CloseReason) -> Value {
-    json!({"event": "close", "reason": reason.as_str(), "time": now()})
+fn close_line(reason: CloseReason) -> TraceLine {
+    TraceLine::Close {
+        reason: reason.as_str().to_owned(),
+        time: now(),
+    }
 }
 
 /// Closes the trace of a session that a dead server left open: appends a close line (reason
@@ -107,8 +110,8 @@ pub fn close_orphan(dir: &Path, session: &str) -> Result<bool> {
     let last = text
         .split(|&b| b == b'\n')
         .rfind(|l| !l.is_empty())
-        .and_then(|l| serde_json::from_slice::<Value>(l).ok());
-    if last.as_ref().and_then(|l| l["event"].as_str()) == Some("close") {
+        .and_then(|l| serde_json::from_slice::<TraceLine>(l).ok());
+    if matches!(last, Some(TraceLine::Close { .. })) {
         return Ok(false);
     }
     let mut file = fs_err::OpenOptions::new().append(true).open(&path)?;

@@ -13,6 +13,7 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 use crate::common;
+use r2e_core::records::ModelUse;
 
 use common::server::Log;
 
@@ -676,21 +677,29 @@ fn a_prompt_too_long_is_stored_other_refusals_and_transient_failures_are_not() {
     for _ in 0..2 {
         for prompt in ["openai", "llama"] {
             let failure = llm
-                .ask(&cache, "t", &provider, &request(prompt))
+                .ask(&cache, ModelUse::Evaluate, &provider, &request(prompt))
                 .unwrap_err();
             assert_eq!(failure.kind, FailureKind::PromptTooLong, "{failure}");
             assert!(failure.message.contains("context window"), "{failure}");
         }
         let refused = llm
-            .ask(&cache, "t", &provider, &request("unknown model"))
+            .ask(
+                &cache,
+                ModelUse::Evaluate,
+                &provider,
+                &request("unknown model"),
+            )
             .unwrap_err();
         assert_eq!(refused.kind, FailureKind::Refused, "{refused}");
         assert!(!refused.cached);
         let busy = llm
-            .ask(&cache, "t", &provider, &request("busy"))
+            .ask(&cache, ModelUse::Evaluate, &provider, &request("busy"))
             .unwrap_err();
         assert_eq!(busy.kind, FailureKind::Transient, "{busy}");
-        assert!(llm.ask(&cache, "t", &provider, &request("ok")).is_ok());
+        assert!(
+            llm.ask(&cache, ModelUse::Evaluate, &provider, &request("ok"))
+                .is_ok()
+        );
     }
     // Too long: asked once, then from the cache. Another 400: asked each time, never retried.
     // 503: retried once (`max_retries = 1`) each time. An answer: asked once.
@@ -701,7 +710,7 @@ fn a_prompt_too_long_is_stored_other_refusals_and_transient_failures_are_not() {
     assert!(Llm::is_cached(&cache, &request("openai")));
     assert!(!Llm::is_cached(&cache, &request("unknown model")));
     assert!(!Llm::is_cached(&cache, &request("busy")));
-    let usage = &llm.usage()[&("t".to_owned(), "m".to_owned())];
+    let usage = &llm.usage()[&("evaluate".to_owned(), "m".to_owned())];
     // Executed: 2 refusals + 1 answer; cached: the same 3 the second time; failed: 2 x 2.
     assert_eq!(
         (usage.executed, usage.cached, usage.failed),

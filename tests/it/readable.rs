@@ -560,7 +560,10 @@ fn readme_names_the_binary_and_every_command() {
         .filter(|l| l.starts_with("    ") && !l.trim().is_empty())
         .map(str::trim)
         .collect();
-    assert_eq!(commands, ["cargo run --release -- build", "cargo test"]);
+    assert_eq!(
+        commands,
+        ["cargo run --release -- build", "cargo test --workspace"]
+    );
     let outside = section
         .lines()
         .filter(|l| !l.starts_with("    "))

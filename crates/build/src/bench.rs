@@ -7,6 +7,7 @@
 //! process, the original absent, its calls judged against the reference's recorded calls under
 //! the policy the dataset was built with.
 
+use r2e_core::records::OutputFile;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,8 +66,9 @@ impl Bench {
     /// a build commits meanwhile).
     pub fn open(cfg: &Config, services: &Services) -> Result<Bench> {
         let output = crate::engine::outputs::resolve(&cfg.output);
-        let instances: Vec<Instance> = read_built(&output.join("dataset.jsonl"))?;
-        let envs: Vec<EnvLine> = read_jsonl(&output.join("envs.jsonl"))?.unwrap_or_default();
+        let instances: Vec<Instance> = read_built(&output.join(OutputFile::Dataset.name()))?;
+        let envs: Vec<EnvLine> =
+            read_jsonl(&output.join(OutputFile::Envs.name()))?.unwrap_or_default();
         let s = Session::open(cfg)?;
         Bench::of(&s, cfg, services, instances, &envs)
     }

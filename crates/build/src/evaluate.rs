@@ -18,6 +18,7 @@
 //! Two pseudo-models need no server: `builtin/reference` answers with the original function
 //! (it must pass everything) and `builtin/mutants` answers sample i with the i-th mutant.
 
+use r2e_core::records::ModelUse;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -542,7 +543,7 @@ impl<'a> Evaluator<'a> {
         };
         match self
             .llm
-            .ask(self.cache, "evaluate", plan.provider, &plan.request)
+            .ask(self.cache, ModelUse::Evaluate, plan.provider, &plan.request)
         {
             Ok((response, fresh)) => {
                 let spent = if fresh {

@@ -3,6 +3,7 @@
 //! Both read; neither writes an output.
 
 use crate::stages::Stage;
+use r2e_core::records::OutputFile;
 use serde::Serialize;
 
 use crate::db::{self, ItemId, SourceFile};
@@ -234,7 +235,7 @@ fn env_plans(
     // hold the same copy).
     let (_, first) = cfg.builds()[0];
     let last: Vec<r2e_core::records::EnvLine> =
-        read_jsonl(&crate::engine::outputs::resolve(&first.output).join("envs.jsonl"))?
+        read_jsonl(&crate::engine::outputs::resolve(&first.output).join(OutputFile::Envs.name()))?
             .unwrap_or_default();
     // Nothing changed since the last build: its imports are the repository's (no file is
     // parsed to find them again).
@@ -274,13 +275,13 @@ fn evaluate_plans(
         }
         let dir = crate::engine::outputs::resolve(&c.output);
         let Some(instances) = r2e_core::records::read_jsonl::<r2e_core::records::Instance>(
-            &dir.join("dataset.jsonl"),
+            &dir.join(OutputFile::Dataset.name()),
         )?
         else {
             continue;
         };
         let envs: Vec<r2e_core::records::EnvLine> =
-            r2e_core::records::read_jsonl(&dir.join("envs.jsonl"))?.unwrap_or_default();
+            r2e_core::records::read_jsonl(&dir.join(OutputFile::Envs.name()))?.unwrap_or_default();
         let bench = crate::bench::Bench::of(session, c, services, instances, &envs)?;
         let llm = r2e_exec::llm::Llm::new(services.models.clone());
         let templates = r2e_exec::llm::prompts::Templates::load(c)?;
@@ -419,13 +420,14 @@ fn harness_info(cfg: &Config, id: &str) -> Result<Vec<HarnessInfo>> {
     let mut out = Vec::new();
     for (variant, c) in cfg.builds() {
         let dir = engine::outputs::resolve(&c.output);
-        let Some(records) = read_jsonl::<HarnessRecord>(&dir.join("harnesses.jsonl"))? else {
+        let Some(records) = read_jsonl::<HarnessRecord>(&dir.join(OutputFile::Harnesses.name()))?
+        else {
             continue;
         };
         let Some(h) = records.into_iter().find(|h| h.id == id) else {
             continue;
         };
-        let instance = read_manifest(&dir.join("manifest.json"))
+        let instance = read_manifest(&dir.join(OutputFile::Manifest.name()))
             .is_ok_and(|m| m.instances.iter().any(|i| i.id == id));
         out.push(HarnessInfo {
             variant: variant.map(str::to_owned),

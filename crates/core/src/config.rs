@@ -132,16 +132,6 @@ impl Default for ServeConfig {
     }
 }
 
-/// `[serve] feedback`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Feedback {
-    #[default]
-    Full,
-    Summary,
-    None,
-}
-
 /// `[[variant]]` as written: a name and overrides of stage settings, merged key by key over the
 /// pipeline's own tables.
 #[derive(Deserialize)]
@@ -478,6 +468,7 @@ impl Default for ContextConfig {
     }
 }
 
+use crate::records::Feedback;
 pub use crate::records::Generator;
 
 /// What a model-written harness asserts.

@@ -6,7 +6,7 @@
 //! A key is hashed with blake3 over its bucket's folder and its canonical JSON form (fields in
 //! declaration order), so a key's hash changes only when its contents or its shape change.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cache::{ActionKey, Bucket};
 use crate::hash::Hash;
@@ -175,11 +175,26 @@ pub struct CodeKey {
     pub project: String,
 }
 
+/// The sandbox backend as the keys of actions that run code hold it: which backend, and for
+/// Docker the version of its recipe (`docker-2`), serialized as the names keys always held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SandboxBackend {
+    /// bubblewrap on this machine (`sandbox::local`).
+    #[serde(rename = "local")]
+    Local,
+    /// A container of the base image (`sandbox::docker`).
+    #[serde(rename = "docker-2")]
+    Docker,
+    /// Answers from a closure, in tests (`sandbox::fake`).
+    #[serde(rename = "fake")]
+    Fake,
+}
+
 /// The settings of a sandbox that shape what code run in it does.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct SandboxKey {
     /// `local` (bubblewrap or none) or `docker`.
-    pub backend: &'static str,
+    pub backend: SandboxBackend,
     /// Whether code runs isolated (without isolation it sees more of the machine).
     pub isolated: bool,
     /// Memory in MiB, processes at once, and the largest file in MiB a job may write.
@@ -319,6 +334,23 @@ impl crate::model::Request {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sandbox_backend_is_keyed_by_the_names_keys_always_held() {
+        // Keys are hashed as JSON: the enum must serialize as the strings the keys held before
+        // it, so that no action cached under them is lost.
+        for (backend, name) in [
+            (SandboxBackend::Local, "local"),
+            (SandboxBackend::Docker, "docker-2"),
+            (SandboxBackend::Fake, "fake"),
+        ] {
+            assert_eq!(
+                serde_json::to_string(&backend).unwrap(),
+                format!("\"{name}\"")
+            );
+            assert_eq!(Hash::of_key(&backend), Hash::of_key(name));
+        }
+    }
 
     #[test]
     fn keys_of_different_buckets_never_collide() {

@@ -237,6 +237,32 @@ impl Usage {
     }
 }
 
+/// What a model request was for: the stage (and for a harness's repair rounds, `repair`) that
+/// the usage table counts it under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ModelUse {
+    /// A harness's first round (stage `generate`).
+    Generate,
+    /// A harness's repair rounds.
+    Repair,
+    /// A docstring rewritten into a spec (stage `refine`).
+    Refine,
+    /// A candidate asked of a model under evaluation (stage `evaluate`).
+    Evaluate,
+}
+
+impl ModelUse {
+    /// The name the usage table (`UsageTable`) gives it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ModelUse::Generate => "generate",
+            ModelUse::Repair => "repair",
+            ModelUse::Refine => "refine",
+            ModelUse::Evaluate => "evaluate",
+        }
+    }
+}
+
 /// Model usage of a build, by stage and model.
 pub type UsageTable = BTreeMap<String, BTreeMap<String, Usage>>;
 
@@ -1180,6 +1206,90 @@ pub mod ordered_pairs {
             }
         }
         d.deserialize_map(Pairs(std::marker::PhantomData))
+    }
+}
+
+/// `[serve] feedback`: what a test or a submission shows an agent of the failing tests (and
+/// what a session's trace records it was shown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Feedback {
+    #[default]
+    Full,
+    Summary,
+    None,
+}
+
+/// One line of a session's trace (`<output>/traces/SESSION.jsonl`, written by `r2e serve`): the
+/// session's opening, each action with what the agent observed, and its close.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "lowercase")]
+pub enum TraceLine {
+    /// The first line: the instance, its harness and its environment's lock.
+    Open {
+        session: String,
+        instance: String,
+        repo: String,
+        commit: String,
+        path: String,
+        qualname: String,
+        harness: String,
+        env_lock: String,
+        feedback: Feedback,
+        holdout: f64,
+        time: f64,
+    },
+    /// An operation (`op`), its request, and what the agent observed.
+    Action {
+        seq: usize,
+        op: String,
+        request: serde_json::Value,
+        observation: serde_json::Value,
+        ms: f64,
+        time: f64,
+    },
+    /// The last line: why the session closed (`submitted`, `closed`, `idle`, `shutdown`,
+    /// `restart`).
+    Close { reason: String, time: f64 },
+}
+
+/// The files of a build's output, named in one place (as `cache::Bucket` names the cache's
+/// folders): what the build writes and every front door reads back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OutputFile {
+    /// Every function of the repositories, with its filters and slice (`FunctionRecord`).
+    Functions,
+    /// Files and functions that failed, with their reasons (`FailureRecord`).
+    Failures,
+    /// Each repository's environment (`EnvLine`).
+    Envs,
+    /// Each candidate's harness and its validation (`HarnessRecord`).
+    Harnesses,
+    /// The instances (`Instance`).
+    Dataset,
+    /// The dataset's version and its instances' hashes (`Manifest`).
+    Manifest,
+    /// Stage `evaluate`'s samples and verdicts.
+    Results,
+    /// `r2e report`'s tables, as Markdown and as JSON.
+    ReportMd,
+    ReportJson,
+}
+
+impl OutputFile {
+    /// The file's name in the output folder.
+    pub const fn name(self) -> &'static str {
+        match self {
+            OutputFile::Functions => "functions.jsonl",
+            OutputFile::Failures => "failures.jsonl",
+            OutputFile::Envs => "envs.jsonl",
+            OutputFile::Harnesses => "harnesses.jsonl",
+            OutputFile::Dataset => "dataset.jsonl",
+            OutputFile::Manifest => "manifest.json",
+            OutputFile::Results => "results.jsonl",
+            OutputFile::ReportMd => "report.md",
+            OutputFile::ReportJson => "report.json",
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::jobs::{Exec, Runtime};
 use super::runs::{self, Item, RawRun};
-use crate::py::{self, Mode};
+use crate::py::{self, AnswerStatus, Mode, TestOutcome};
 use crate::target::Target;
 use r2e_core::cache::ActionKey;
 use r2e_core::error::Result;
@@ -179,7 +179,7 @@ pub fn judge(expected: &[ExpectedTest], run: &RawRun, policy: Policy) -> Verdict
         }
         RawRun::Answered(a) => a,
     };
-    if answer.status != "ok" {
+    if answer.status != AnswerStatus::Ok {
         let message = answer
             .error
             .clone()
@@ -198,7 +198,7 @@ pub fn judge(expected: &[ExpectedTest], run: &RawRun, policy: Policy) -> Verdict
             let got = answer.tests.iter().find(|t| t.name == want.name);
             let message = match got {
                 None => Some("the test did not run".to_owned()),
-                Some(t) if t.outcome != "pass" => Some(
+                Some(t) if t.outcome != TestOutcome::Pass => Some(
                     t.message
                         .clone()
                         .unwrap_or_else(|| format!("the test ended with `{}`", t.outcome)),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::jobs::{Exec, MESSAGE_CAP, NoAnswer, Runtime, redact, run_script};
-use crate::py::{self, BatchAnswer, BatchRequest, Mode, RunAnswer, RunRequest};
+use crate::py::{self, AnswerStatus, BatchAnswer, BatchRequest, Mode, RunAnswer, RunRequest};
 use crate::sandbox::{Exit, Outcome};
 use crate::target::Target;
 use r2e_core::error::Result;
@@ -50,9 +50,9 @@ impl RawRun {
     /// A run as the warm worker reports it; `limit` is the limit the worker's job hit, which a
     /// run killed by a signal is taken to have met.
     fn of_worker(answer: RunAnswer, timeout: u64, clean: &Clean, limit: Option<&String>) -> RawRun {
-        match answer.status.as_str() {
-            "timeout" => RawRun::TimedOut(timeout),
-            "crash" => {
+        match answer.status {
+            AnswerStatus::Timeout => RawRun::TimedOut(timeout),
+            AnswerStatus::Crash => {
                 let how = answer
                     .error
                     .unwrap_or_else(|| "the harness process died".into());
@@ -312,7 +312,11 @@ fn run_worker(
             std::time::Duration::from_secs(wall),
         );
         if let Some((answer, scratch)) = warm {
-            let crashed = answer.results.iter().flatten().any(|r| r.status == "crash");
+            let crashed = answer
+                .results
+                .iter()
+                .flatten()
+                .any(|r| r.status == AnswerStatus::Crash);
             if !crashed && answer.results.len() == items.len() {
                 let names = runtime.names(&scratch, exec.cache.root());
                 return Ok(runs_of(answer, items, runs, timeout, &names, None));

@@ -6,6 +6,7 @@
 //! equals its own: variants that differ in one share every query of the other.
 
 use crate::stages::Stage;
+use r2e_core::records::OutputFile;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -743,7 +744,7 @@ impl Dataset<'_> {
                         .ok()?;
                     Some(memo.records[at].clone())
                 };
-            let mut out = open("functions.jsonl")?;
+            let mut out = open(OutputFile::Functions.name())?;
             for chunk in rows.chunks(4096) {
                 let lines: Vec<Vec<u8>> = chunk
                     .par_iter()
@@ -758,7 +759,7 @@ impl Dataset<'_> {
             recorded.push(out.finish(previous, current)?);
         }
         if until >= Stage::Env {
-            let mut out = open("envs.jsonl")?;
+            let mut out = open(OutputFile::Envs.name())?;
             for line in self.shared.env_lines {
                 let mut line = line.clone();
                 line.log = relocate(&line.log);
@@ -767,7 +768,7 @@ impl Dataset<'_> {
             recorded.push(out.finish(previous, current)?);
         }
         if until >= Stage::Generate {
-            let mut out = open("harnesses.jsonl")?;
+            let mut out = open(OutputFile::Harnesses.name())?;
             for record in &harness_out.harnesses {
                 out.write(record)?;
             }
@@ -785,26 +786,26 @@ impl Dataset<'_> {
                     ))
                 })
                 .collect::<Result<_>>()?;
-            let mut out = open("dataset.jsonl")?;
+            let mut out = open(OutputFile::Dataset.name())?;
             for (_, line) in &lines {
                 out.write_line(line)?;
             }
             recorded.push(out.finish(previous, current)?);
             let (version, manifest) =
                 crate::stages::assemble::manifest(self.cfg, &self.s.checkouts, &lines)?;
-            let mut out = open("manifest.json")?;
+            let mut out = open(OutputFile::Manifest.name())?;
             out.write_line(&manifest)?;
             recorded.push(out.finish(previous, current)?);
             summary.dataset_version = Some(version);
         }
         if let Some(results) = results {
-            let mut out = open("results.jsonl")?;
+            let mut out = open(OutputFile::Results.name())?;
             for r in results {
                 out.write(r)?;
             }
             recorded.push(out.finish(previous, current)?);
         }
-        let mut out = open("failures.jsonl")?;
+        let mut out = open(OutputFile::Failures.name())?;
         for f in self.shared.failures {
             let mut f = f.clone();
             f.log = f.log.as_deref().map(relocate);

@@ -14,6 +14,7 @@ pub mod outputs;
 
 use crate::session::{Session, progress};
 use crate::stages::Stage;
+use r2e_core::records::OutputFile;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -159,7 +160,7 @@ fn interpreter_identity(python: &str) -> Option<(PathBuf, u64, u128)> {
 
 /// Whether every environment the outputs name is still in the cache (`r2e check` runs in them).
 fn envs_present(output: &Path, cache: &Cache) -> bool {
-    let Ok(Some(lines)) = read_jsonl::<EnvLine>(&output.join("envs.jsonl")) else {
+    let Ok(Some(lines)) = read_jsonl::<EnvLine>(&output.join(OutputFile::Envs.name())) else {
         return true;
     };
     lines

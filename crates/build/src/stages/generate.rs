@@ -5,6 +5,7 @@
 use r2e_core::error::Result;
 use r2e_core::keys::{CodeKey, ExplorerSettings, GenerateKey};
 use r2e_exec::jobs::{Exec, MESSAGE_CAP, Runtime, redact, run_script};
+use r2e_exec::py::AnswerStatus;
 use r2e_exec::py::{self, ExploreAnswer, ExploreRequest};
 use r2e_exec::runs::describe_crash;
 use r2e_exec::sandbox::Exit;
@@ -58,7 +59,7 @@ pub fn generate(
     let (outcome, answer, scratch) =
         run_script::<_, ExploreAnswer>(exec, runtime, py::EXPLORER, &[], &request, limits, &[])?;
     let mut answer = answer.unwrap_or_else(|why| ExploreAnswer {
-        status: "error".into(),
+        status: AnswerStatus::Error,
         time_limit_hit: outcome.exit == Exit::Timeout,
         error: Some(describe_crash(exec, &outcome, &why)),
         ..ExploreAnswer::default()
@@ -114,7 +115,7 @@ mod tests {
         // An explorer that cannot import the module answers so.
         let failing = FakeSandbox::new(|job| {
             let answer = ExploreAnswer {
-                status: "error".into(),
+                status: AnswerStatus::Error,
                 error: Some("ModuleNotFoundError: No module named 'm'".into()),
                 ..ExploreAnswer::default()
             };

@@ -4,6 +4,7 @@
 //! few warm workers.
 
 use r2e_core::records::StageCounts;
+use r2e_exec::py::AnswerStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -320,8 +321,8 @@ fn generate_one(
         }),
         time_limit_hit: answer.time_limit_hit,
     };
-    match (answer.status.as_str(), answer.harness) {
-        ("ok", Some(h)) => Ok(Step::Harness(Box::new(c), env, h, notes)),
+    match (answer.status, answer.harness) {
+        (AnswerStatus::Ok, Some(h)) => Ok(Step::Harness(Box::new(c), env, h, notes)),
         _ => {
             tallies.generate.failed();
             let message = answer

@@ -4,6 +4,7 @@
 //! the selection threshold). Every round is its own cached request and its own cached validation;
 //! the valid harness with the best coverage wins, else the last one.
 
+use r2e_core::records::ModelUse;
 use r2e_core::records::Spent;
 use serde_json::json;
 
@@ -217,7 +218,7 @@ impl LlmGenerator<'_> {
         let mut best: Option<(String, Validation)> = None;
         let mut last: Option<(Option<String>, Validation)> = None;
         let mut prompt = self.templates.render(first, &base)?;
-        let mut stage = "generate";
+        let mut stage = ModelUse::Generate;
         let mut spent = Spent::default();
         let mut transient = false;
         let mut asked: Vec<r2e_core::hash::Hash> = Vec::new();
@@ -284,7 +285,7 @@ impl LlmGenerator<'_> {
                 break;
             }
             // The next round: repair what this one wrote.
-            stage = "repair";
+            stage = ModelUse::Repair;
             let mut vars = base.clone();
             vars["harness"] = json!(harness.clone().unwrap_or_else(|| answer.clone()));
             prompt = if validation.valid {
@@ -344,6 +345,7 @@ fn marked_source(target: &Target, v: &Validation) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use r2e_exec::py::{AnswerStatus, TestOutcome};
 
     fn target() -> Target {
         Target {
@@ -457,14 +459,14 @@ mod tests {
         let sandbox = r2e_exec::runs::fake::warm_worker(|harness, mode, n| {
             let pass = |name: &str| TestResult {
                 name: name.into(),
-                outcome: "pass".into(),
+                outcome: TestOutcome::Pass,
                 message: None,
                 returned_normally: true,
                 records: Vec::new(),
             };
             if harness.contains("broken_helper") {
                 RunAnswer {
-                    status: "error".into(),
+                    status: AnswerStatus::Error,
                     error: Some(
                         "harness import failed: NameError: name 'broken_helper' is not defined"
                             .into(),
@@ -473,7 +475,7 @@ mod tests {
                 }
             } else {
                 RunAnswer {
-                    status: "ok".into(),
+                    status: AnswerStatus::Ok,
                     tests: vec![pass("t0"), pass("t1"), pass("t2")],
                     coverage: (mode == "record" && n == 0).then(|| CoverageCounts {
                         lines_total: 2,

@@ -4,6 +4,7 @@
 //! one plain-text docstring; anything else is recorded as malformed and the instance keeps its
 //! original docstring.
 
+use r2e_core::records::ModelUse;
 use r2e_core::records::Spent;
 use serde_json::json;
 
@@ -91,7 +92,10 @@ impl Refiner<'_> {
         );
         let mut spent = Spent::default();
         Ok(
-            match self.llm.ask(cache, "refine", self.provider, &request) {
+            match self
+                .llm
+                .ask(cache, ModelUse::Refine, self.provider, &request)
+            {
                 Ok((response, fresh)) => {
                     spent.add(&response.spent());
                     Refined {

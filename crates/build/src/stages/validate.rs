@@ -11,6 +11,7 @@
 //! classification or the verdict policy needs no new key. Many harnesses of one environment run
 //! in one warm worker per side (`stages::runs`).
 
+use r2e_exec::py::{AnswerStatus, TestOutcome};
 use serde::{Deserialize, Serialize};
 
 use r2e_core::error::Result;
@@ -236,7 +237,7 @@ pub fn classify(runs: &Runs, policy: Policy) -> Validation {
     let recorded: Vec<&RunAnswer> = runs.record.iter().filter_map(RawRun::answer).collect();
     measured(&mut v, &recorded);
     for a in &recorded {
-        if a.status != "ok" {
+        if a.status != AnswerStatus::Ok {
             let message = a
                 .error
                 .clone()
@@ -252,7 +253,7 @@ pub fn classify(runs: &Runs, policy: Policy) -> Validation {
             fail(&mut v, class, message);
         }
         for t in &a.tests {
-            if t.outcome != "pass" {
+            if t.outcome != TestOutcome::Pass {
                 let message = t.message.as_deref().unwrap_or_default();
                 fail(
                     &mut v,
@@ -444,7 +445,7 @@ mod tests {
         };
         TestResult {
             name: name.into(),
-            outcome: "pass".into(),
+            outcome: TestOutcome::Pass,
             message: None,
             returned_normally: normal,
             records: vec![Record {
@@ -460,7 +461,7 @@ mod tests {
 
     fn answer(tests: Vec<TestResult>, coverage: bool) -> RunAnswer {
         RunAnswer {
-            status: "ok".into(),
+            status: AnswerStatus::Ok,
             tests,
             coverage: coverage.then(|| CoverageCounts {
                 lines_total: 4,
@@ -649,7 +650,7 @@ mod tests {
         };
         let class = |a: RunAnswer| classify(&runs(a), Policy::default()).failure_class;
         let import_error = RunAnswer {
-            status: "error".into(),
+            status: AnswerStatus::Error,
             error: Some("harness import failed: ModuleNotFoundError: No module named 'x'".into()),
             ..RunAnswer::default()
         };
@@ -666,7 +667,7 @@ mod tests {
         );
         assert_eq!(class(raising), Some(FailureClass::NoNormalReturn));
         let mut failing = answer(vec![test("t0", 0, true); 3], false);
-        failing.tests[1].outcome = "error".into();
+        failing.tests[1].outcome = TestOutcome::Error;
         failing.tests[1].message = Some("TypeError: bad".into());
         assert_eq!(class(failing), Some(FailureClass::TypeValueError));
         assert_eq!(

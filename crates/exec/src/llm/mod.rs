@@ -22,7 +22,7 @@ use r2e_core::cache::Cache;
 use r2e_core::config::{Api, ProviderConfig};
 use r2e_core::keys::{LlmKey, RefusalKey};
 use r2e_core::model::Request;
-use r2e_core::records::{Spent, Usage};
+use r2e_core::records::{ModelUse, Spent, Usage};
 
 /// A complete answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -123,10 +123,10 @@ impl Llm {
         self.usage.lock().unwrap().clone()
     }
 
-    fn count(&self, stage: &str, model: &str, f: impl FnOnce(&mut Usage)) {
+    fn count(&self, stage: ModelUse, model: &str, f: impl FnOnce(&mut Usage)) {
         let mut usage = self.usage.lock().unwrap();
         f(usage
-            .entry((stage.to_owned(), model.to_owned()))
+            .entry((stage.as_str().to_owned(), model.to_owned()))
             .or_default());
     }
 
@@ -145,7 +145,7 @@ impl Llm {
     pub fn ask(
         &self,
         cache: &Cache,
-        stage: &str,
+        stage: ModelUse,
         provider: &ProviderConfig,
         request: &Request,
     ) -> Result<(Response, bool), Failure> {

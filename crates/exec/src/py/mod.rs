@@ -117,12 +117,104 @@ pub struct ExploreRequest<'a> {
     pub time_limit: u64,
 }
 
+/// What became of a script's run, as the embedded Python says in `status`. Read and written as
+/// its name (in JSON and in the cache's entries alike, as when it was a string); a name the
+/// protocol does not know reads as `error`, as any status but `ok` always counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum AnswerStatus {
+    /// The script did its work.
+    Ok,
+    /// It could not (the harness did not import, the explorer failed); an absent status too.
+    #[default]
+    Error,
+    /// The warm worker's child ran past its time limit.
+    Timeout,
+    /// The warm worker's child died without answering.
+    Crash,
+}
+
+impl AnswerStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerStatus::Ok => "ok",
+            AnswerStatus::Error => "error",
+            AnswerStatus::Timeout => "timeout",
+            AnswerStatus::Crash => "crash",
+        }
+    }
+}
+
+impl From<String> for AnswerStatus {
+    fn from(name: String) -> Self {
+        match name.as_str() {
+            "ok" => AnswerStatus::Ok,
+            "timeout" => AnswerStatus::Timeout,
+            "crash" => AnswerStatus::Crash,
+            _ => AnswerStatus::Error,
+        }
+    }
+}
+
+impl From<AnswerStatus> for String {
+    fn from(status: AnswerStatus) -> String {
+        status.as_str().to_owned()
+    }
+}
+
+/// How one test of a harness ended, as the runner says in `outcome`; read and written as its
+/// name. A name the protocol does not know reads as `error`, as any outcome but `pass` always
+/// counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum TestOutcome {
+    /// Its assertions held.
+    Pass,
+    /// An assertion failed.
+    Fail,
+    /// The harness's own code raised; an absent outcome too.
+    #[default]
+    Error,
+}
+
+impl TestOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestOutcome::Pass => "pass",
+            TestOutcome::Fail => "fail",
+            TestOutcome::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for TestOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<String> for TestOutcome {
+    fn from(name: String) -> Self {
+        match name.as_str() {
+            "pass" => TestOutcome::Pass,
+            "fail" => TestOutcome::Fail,
+            _ => TestOutcome::Error,
+        }
+    }
+}
+
+impl From<TestOutcome> for String {
+    fn from(outcome: TestOutcome) -> String {
+        outcome.as_str().to_owned()
+    }
+}
+
 /// What `r2e_explore.py` answers.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ExploreAnswer {
     /// `ok` or `error`.
-    pub status: String,
+    pub status: AnswerStatus,
     pub harness: Option<String>,
     pub tests: u32,
     pub executions: u32,
@@ -195,7 +287,7 @@ pub struct BatchAnswer {
 pub struct RunAnswer {
     /// `ok`; `error` (the harness did not import); from the warm worker also `timeout` and
     /// `crash`.
-    pub status: String,
+    pub status: AnswerStatus,
     pub error: Option<String>,
     pub tests: Vec<TestResult>,
     pub coverage: Option<CoverageCounts>,
@@ -209,7 +301,7 @@ pub struct RunAnswer {
 pub struct TestResult {
     pub name: String,
     /// `pass`, or `fail` / `error` when the harness's own code failed.
-    pub outcome: String,
+    pub outcome: TestOutcome,
     pub message: Option<String>,
     pub returned_normally: bool,
     /// The calls the test checked, observed on the side this process held.

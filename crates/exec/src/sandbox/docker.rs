@@ -1239,8 +1239,8 @@ impl Sandbox for DockerSandbox {
     /// `docker-2`: the name carries the version of the backend's behaviour, so that results
     /// of an older one are not reused (2: a hidden file is an empty regular file, not
     /// `/dev/null`, so that a candidate's module keeps the original's `__file__`).
-    fn backend(&self) -> &'static str {
-        "docker-2"
+    fn backend(&self) -> r2e_core::keys::SandboxBackend {
+        r2e_core::keys::SandboxBackend::Docker
     }
 
     fn isolated(&self) -> bool {

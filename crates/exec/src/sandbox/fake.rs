@@ -52,8 +52,8 @@ impl Sandbox for FakeSandbox {
         "fake (runs nothing)".into()
     }
 
-    fn backend(&self) -> &'static str {
-        "fake"
+    fn backend(&self) -> r2e_core::keys::SandboxBackend {
+        r2e_core::keys::SandboxBackend::Fake
     }
 
     fn isolated(&self) -> bool {

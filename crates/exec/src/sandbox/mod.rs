@@ -124,7 +124,7 @@ pub trait Sandbox: Send + Sync {
     /// A one-line description for logs and `r2e explain`.
     fn describe(&self) -> String;
     /// The backend's name, for action keys (`local`, `docker`, `fake`).
-    fn backend(&self) -> &'static str;
+    fn backend(&self) -> r2e_core::keys::SandboxBackend;
     /// Whether code runs isolated from the machine (it shapes what code can do).
     fn isolated(&self) -> bool;
     /// Removes what jobs of builds that died left behind (cgroups, containers); returns how many.

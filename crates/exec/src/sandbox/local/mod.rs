@@ -274,8 +274,8 @@ fn wait(
 }
 
 impl Sandbox for LocalSandbox {
-    fn backend(&self) -> &'static str {
-        "local"
+    fn backend(&self) -> r2e_core::keys::SandboxBackend {
+        r2e_core::keys::SandboxBackend::Local
     }
 
     /// Job cgroups of processes that are gone.
