@@ -18,6 +18,7 @@
 //! Two pseudo-models need no server: `builtin/reference` answers with the original function
 //! (it must pass everything) and `builtin/mutants` answers sample i with the i-th mutant.
 
+use r2e_core::config::Template;
 use r2e_core::records::ModelUse;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -473,11 +474,11 @@ impl<'a> Evaluator<'a> {
         let module = self.reference(unit.instance).module();
         let completions = provider.api == Api::Completions;
         let name = match (round, completions, ev.prompt) {
-            (0, true, _) => "codegen_direct_completion",
-            (0, false, PromptStyle::Direct) => "codegen_direct",
-            (0, false, PromptStyle::Cot) => "codegen_cot",
-            (_, true, _) => "codegen_repair_completion",
-            (_, false, _) => "codegen_repair",
+            (0, true, _) => Template::CodegenDirectCompletion,
+            (0, false, PromptStyle::Direct) => Template::CodegenDirect,
+            (0, false, PromptStyle::Cot) => Template::CodegenCot,
+            (_, true, _) => Template::CodegenRepairCompletion,
+            (_, false, _) => Template::CodegenRepair,
         };
         let (before, stub) = split_problem(instance);
         let (code, class, feedback) = match &unit.last {

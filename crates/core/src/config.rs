@@ -294,19 +294,72 @@ impl std::fmt::Debug for ProviderConfig {
     }
 }
 
-/// The prompt templates (`prompts/`), by name.
-pub const TEMPLATE_NAMES: &[&str] = &[
-    "testgen_equivalence",
-    "testgen_output_prediction",
-    "testgen_fix_error",
-    "testgen_improve_coverage",
-    "specgen",
-    "codegen_direct",
-    "codegen_cot",
-    "codegen_repair",
-    "codegen_direct_completion",
-    "codegen_repair_completion",
-];
+/// A prompt template, named as its file is (`prompts/NAME.j2`) and as `[prompts]` names it
+/// (serialized as that name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Template {
+    TestgenEquivalence,
+    TestgenOutputPrediction,
+    TestgenFixError,
+    TestgenImproveCoverage,
+    Specgen,
+    CodegenDirect,
+    CodegenCot,
+    CodegenRepair,
+    CodegenDirectCompletion,
+    CodegenRepairCompletion,
+}
+
+impl Template {
+    /// Every template, in the order r2e loads them.
+    pub const ALL: [Template; 10] = [
+        Template::TestgenEquivalence,
+        Template::TestgenOutputPrediction,
+        Template::TestgenFixError,
+        Template::TestgenImproveCoverage,
+        Template::Specgen,
+        Template::CodegenDirect,
+        Template::CodegenCot,
+        Template::CodegenRepair,
+        Template::CodegenDirectCompletion,
+        Template::CodegenRepairCompletion,
+    ];
+
+    /// The template's name: its file's stem, and its key in `[prompts]`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Template::TestgenEquivalence => "testgen_equivalence",
+            Template::TestgenOutputPrediction => "testgen_output_prediction",
+            Template::TestgenFixError => "testgen_fix_error",
+            Template::TestgenImproveCoverage => "testgen_improve_coverage",
+            Template::Specgen => "specgen",
+            Template::CodegenDirect => "codegen_direct",
+            Template::CodegenCot => "codegen_cot",
+            Template::CodegenRepair => "codegen_repair",
+            Template::CodegenDirectCompletion => "codegen_direct_completion",
+            Template::CodegenRepairCompletion => "codegen_repair_completion",
+        }
+    }
+
+    /// The template of that name, if there is one.
+    pub fn from_name(name: &str) -> Option<Template> {
+        Template::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+/// Ordered by name, as `[prompts]` lists them.
+impl Ord for Template {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl PartialOrd for Template {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -769,7 +822,7 @@ pub struct Config {
     pub providers: Vec<ProviderConfig>,
     /// Prompt template files named in `[prompts]`, absolute; the others come from the
     /// pipeline's `prompts/` folder or, failing that, r2e's built-in templates.
-    pub prompts: Vec<(String, PathBuf)>,
+    pub prompts: Vec<(Template, PathBuf)>,
     pub refine: RefineConfig,
     pub evaluate: EvaluateConfig,
     pub sandbox: SandboxConfig,
@@ -1328,7 +1381,7 @@ fn variant_config(
             };
             let entry =
                 prompt_file(base, pname, path).map_err(|m| located.at("prompts", pname, &m))?;
-            vcfg.prompts.retain(|(n, _)| n != pname);
+            vcfg.prompts.retain(|(n, _)| n.name() != pname);
             vcfg.prompts.push(entry);
         }
         vcfg.prompts.sort();
@@ -1360,18 +1413,18 @@ fn prompt_file(
     base: &Path,
     name: &str,
     path: &str,
-) -> std::result::Result<(String, PathBuf), String> {
-    if !TEMPLATE_NAMES.contains(&name) {
+) -> std::result::Result<(Template, PathBuf), String> {
+    let Some(template) = Template::from_name(name) else {
         return Err(format!(
             "unknown prompt `{name}`; the templates are {}",
-            TEMPLATE_NAMES.join(", ")
+            Template::ALL.map(Template::name).join(", ")
         ));
-    }
+    };
     let full = base.join(path);
     if !full.is_file() {
         return Err(format!("prompt file `{}` does not exist", full.display()));
     }
-    Ok((name.to_owned(), full))
+    Ok((template, full))
 }
 
 /// Locates a key for a message: `(section, key)`.
@@ -1817,6 +1870,18 @@ pub fn check_reference(name: &str) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn templates_are_named_as_their_files_and_serialized_so() {
+        for t in Template::ALL {
+            assert_eq!(Template::from_name(t.name()), Some(t));
+            assert_eq!(
+                serde_json::to_string(&t).unwrap(),
+                format!("\"{}\"", t.name())
+            );
+        }
+        assert_eq!(Template::from_name("nope"), None);
+    }
 
     #[test]
     fn image_names_are_checked() {

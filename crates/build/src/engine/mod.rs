@@ -75,7 +75,7 @@ pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>
         refine: &'a r2e_core::config::RefineConfig,
         evaluate: &'a r2e_core::config::EvaluateConfig,
         /// The prompt templates in use (their texts' hashes).
-        prompts: Vec<(String, String, Hash)>,
+        prompts: Vec<(r2e_core::config::Template, String, Hash)>,
     }
     #[derive(Serialize)]
     struct Key<'a> {
@@ -220,7 +220,7 @@ pub fn stage_settings(cfg: &Config) -> StageSettings {
             .map(|t| {
                 t.sources
                     .into_iter()
-                    .map(|(n, _, h)| (format!("prompt {n}"), h.to_hex()))
+                    .map(|(n, _, h)| (format!("prompt {}", n.name()), h.to_hex()))
                     .collect()
             })
             .unwrap_or_default();

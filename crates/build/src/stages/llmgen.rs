@@ -4,6 +4,7 @@
 //! the selection threshold). Every round is its own cached request and its own cached validation;
 //! the valid harness with the best coverage wins, else the last one.
 
+use r2e_core::config::Template;
 use r2e_core::records::ModelUse;
 use r2e_core::records::Spent;
 use serde_json::json;
@@ -211,8 +212,8 @@ impl LlmGenerator<'_> {
             "min_tests": 3,
         });
         let first = match self.settings.mode {
-            HarnessMode::Equivalence => "testgen_equivalence",
-            HarnessMode::OutputPrediction => "testgen_output_prediction",
+            HarnessMode::Equivalence => Template::TestgenEquivalence,
+            HarnessMode::OutputPrediction => Template::TestgenOutputPrediction,
         };
         let mut fresh = false;
         let mut best: Option<(String, Validation)> = None;
@@ -291,7 +292,8 @@ impl LlmGenerator<'_> {
             prompt = if validation.valid {
                 vars["coverage_percent"] = json!((validation.coverage() * 100.0).round() as u32);
                 vars["marked_source"] = json!(marked_source(target, &validation));
-                self.templates.render("testgen_improve_coverage", &vars)?
+                self.templates
+                    .render(Template::TestgenImproveCoverage, &vars)?
             } else {
                 vars["failure_class"] = json!(
                     validation
@@ -301,7 +303,7 @@ impl LlmGenerator<'_> {
                 );
                 vars["failure_message"] =
                     json!(validation.failure_message.clone().unwrap_or_default());
-                self.templates.render("testgen_fix_error", &vars)?
+                self.templates.render(Template::TestgenFixError, &vars)?
             };
         }
         let (harness, validation) = match best {

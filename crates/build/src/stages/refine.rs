@@ -4,6 +4,7 @@
 //! one plain-text docstring; anything else is recorded as malformed and the instance keeps its
 //! original docstring.
 
+use r2e_core::config::Template;
 use r2e_core::records::ModelUse;
 use r2e_core::records::Spent;
 use serde_json::json;
@@ -79,7 +80,7 @@ impl Refiner<'_> {
             "arg_types": arg_types.join("\n"),
             "return_types": v.return_types.join(" | "),
         });
-        let prompt = self.templates.render("specgen", &vars)?;
+        let prompt = self.templates.render(Template::Specgen, &vars)?;
         let request = Request::new(
             self.provider.api,
             self.settings.model.as_deref(),

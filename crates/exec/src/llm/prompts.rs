@@ -6,55 +6,39 @@
 
 use std::path::Path;
 
-use r2e_core::config::{Config, TEMPLATE_NAMES};
+use r2e_core::config::{Config, Template};
 use r2e_core::error::{Error, Result};
 use r2e_core::hash::Hash;
 
-const BUILTIN: &[(&str, &str)] = &[
-    (
-        "testgen_equivalence",
-        include_str!("../../../../prompts/testgen_equivalence.j2"),
-    ),
-    (
-        "testgen_output_prediction",
-        include_str!("../../../../prompts/testgen_output_prediction.j2"),
-    ),
-    (
-        "testgen_fix_error",
-        include_str!("../../../../prompts/testgen_fix_error.j2"),
-    ),
-    (
-        "testgen_improve_coverage",
-        include_str!("../../../../prompts/testgen_improve_coverage.j2"),
-    ),
-    ("specgen", include_str!("../../../../prompts/specgen.j2")),
-    (
-        "codegen_direct",
-        include_str!("../../../../prompts/codegen_direct.j2"),
-    ),
-    (
-        "codegen_cot",
-        include_str!("../../../../prompts/codegen_cot.j2"),
-    ),
-    (
-        "codegen_repair",
-        include_str!("../../../../prompts/codegen_repair.j2"),
-    ),
-    (
-        "codegen_direct_completion",
-        include_str!("../../../../prompts/codegen_direct_completion.j2"),
-    ),
-    (
-        "codegen_repair_completion",
-        include_str!("../../../../prompts/codegen_repair_completion.j2"),
-    ),
-];
+/// r2e's own copy of a template, from `prompts/`.
+fn builtin(template: Template) -> &'static str {
+    match template {
+        Template::TestgenEquivalence => include_str!("../../../../prompts/testgen_equivalence.j2"),
+        Template::TestgenOutputPrediction => {
+            include_str!("../../../../prompts/testgen_output_prediction.j2")
+        }
+        Template::TestgenFixError => include_str!("../../../../prompts/testgen_fix_error.j2"),
+        Template::TestgenImproveCoverage => {
+            include_str!("../../../../prompts/testgen_improve_coverage.j2")
+        }
+        Template::Specgen => include_str!("../../../../prompts/specgen.j2"),
+        Template::CodegenDirect => include_str!("../../../../prompts/codegen_direct.j2"),
+        Template::CodegenCot => include_str!("../../../../prompts/codegen_cot.j2"),
+        Template::CodegenRepair => include_str!("../../../../prompts/codegen_repair.j2"),
+        Template::CodegenDirectCompletion => {
+            include_str!("../../../../prompts/codegen_direct_completion.j2")
+        }
+        Template::CodegenRepairCompletion => {
+            include_str!("../../../../prompts/codegen_repair_completion.j2")
+        }
+    }
+}
 
 /// The loaded templates.
 pub struct Templates {
     env: minijinja::Environment<'static>,
-    /// (name, where it came from, hash of its text).
-    pub sources: Vec<(String, String, Hash)>,
+    /// (template, where it came from, hash of its text).
+    pub sources: Vec<(Template, String, Hash)>,
 }
 
 impl Templates {
@@ -64,11 +48,12 @@ impl Templates {
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
         env.set_keep_trailing_newline(true);
         let mut sources = Vec::new();
-        for &name in TEMPLATE_NAMES {
+        for template in Template::ALL {
+            let name = template.name();
             let configured = cfg
                 .prompts
                 .iter()
-                .find(|(n, _)| n == name)
+                .find(|(t, _)| *t == template)
                 .map(|(_, p)| p.clone());
             let found = configured.or_else(|| find_in(&folder, name));
             let (origin, text) = match found {
@@ -77,28 +62,18 @@ impl Templates {
                         .map_err(|e| Error::input(format!("prompt `{name}`: {e}")))?;
                     (path.display().to_string(), text)
                 }
-                None => {
-                    let text = BUILTIN
-                        .iter()
-                        .find(|(n, _)| *n == name)
-                        .map(|(_, t)| t.to_string())
-                        .expect("every template has a built-in copy");
-                    ("built-in".to_owned(), text)
-                }
+                None => ("built-in".to_owned(), builtin(template).to_owned()),
             };
-            sources.push((
-                name.to_owned(),
-                origin.clone(),
-                Hash::of_bytes(text.as_bytes()),
-            ));
+            sources.push((template, origin.clone(), Hash::of_bytes(text.as_bytes())));
             env.add_template_owned(name.to_owned(), text)
                 .map_err(|e| Error::input(format!("{origin}: {e}")))?;
         }
         Ok(Templates { env, sources })
     }
 
-    /// Renders template `name` with `vars` (a serializable map).
-    pub fn render(&self, name: &str, vars: &serde_json::Value) -> Result<String> {
+    /// Renders `template` with `vars` (a serializable map).
+    pub fn render(&self, template: Template, vars: &serde_json::Value) -> Result<String> {
+        let name = template.name();
         let template = self
             .env
             .get_template(name)
