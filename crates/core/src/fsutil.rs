@@ -3,7 +3,7 @@
 //! tell the leftovers of a dead writer from those of a live one.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 pub const TMP_MARKER: &str = ".r2e-tmp.";
 
 /// The first file named `name` in a folder of the `PATH`.
-pub fn find_program(name: &str) -> Option<std::path::PathBuf> {
+pub fn find_program(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
@@ -30,32 +30,66 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// whether the data is flushed to the disk before the rename (entries that verify themselves
 /// on read need not be).
 pub fn write_atomic_parts(path: &Path, parts: &[&[u8]], sync: bool) -> Result<()> {
+    write_atomic_with(path, sync, |file| {
+        for part in parts {
+            file.write_all(part)?;
+        }
+        Ok(())
+    })
+}
+
+/// Like [`write_atomic`], of what `write` writes into the file (a stream copied in, say).
+pub fn write_atomic_with(
+    path: &Path,
+    sync: bool,
+    write: impl FnOnce(&mut fs_err::File) -> std::io::Result<()>,
+) -> Result<()> {
+    let tmp = write_temp(path, sync, write)?;
+    fs_err::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::from(e)
+    })
+}
+
+/// Writes a temporary file beside `path` (named as [`write_atomic`]'s are) with `write`, synced
+/// when `sync`, and returns its name: the caller renames or links it into place, and removes
+/// it. On a failure nothing is left.
+pub fn write_temp(
+    path: &Path,
+    sync: bool,
+    write: impl FnOnce(&mut fs_err::File) -> std::io::Result<()>,
+) -> Result<PathBuf> {
+    let tmp = temp_beside(path);
+    let result = (|| -> std::io::Result<()> {
+        let mut file = fs_err::File::create(&tmp)?;
+        write(&mut file)?;
+        if sync {
+            file.sync_data()?;
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => Ok(tmp),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e.into())
+        }
+    }
+}
+
+/// A name beside `path` for a temporary file of this process: `.<name>.r2e-tmp.<pid>.<n>`.
+pub fn temp_beside(path: &Path) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(
+    dir.join(format!(
         ".{name}{TMP_MARKER}{}.{}",
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| -> std::io::Result<()> {
-        let mut file = fs_err::File::create(&tmp)?;
-        for part in parts {
-            file.write_all(part)?;
-        }
-        if sync {
-            file.sync_data()?;
-        }
-        fs_err::rename(&tmp, path)?;
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(Error::from)
+    ))
 }
 
 /// Writes `bytes` to `path` unless it already holds exactly them; says whether it wrote.
