@@ -12,7 +12,8 @@ use serde::de::DeserializeOwned;
 use crate::hash::Hash;
 
 const MAGIC: &[u8; 8] = b"r2e-ent1";
-const HEADER: usize = 8 + 32 + 32;
+/// The bytes of an entry before its payload.
+pub(crate) const HEADER: usize = 8 + 32 + 32;
 
 /// Why stored bytes are not the entry asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

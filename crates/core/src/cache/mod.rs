@@ -18,6 +18,8 @@
 
 pub mod entry;
 pub mod gc;
+pub mod local;
+pub mod store;
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -32,6 +34,8 @@ use crate::error::{Error, Result};
 use crate::fsutil::write_atomic_parts;
 pub use crate::fsutil::{write_atomic, write_if_changed};
 use crate::hash::Hash;
+pub use local::LocalStore;
+pub use store::Store;
 
 /// Every folder of the cache, with its version. Bump a bucket's version whenever the inputs of
 /// its key or the format of its entries change (see `docs/caching.md`).
