@@ -300,24 +300,20 @@ mod tests {
         let key = packs.finish(&cache).unwrap();
         assert!(packs.finish(&cache).is_none(), "collecting stopped");
         // `finish` waited for the pack's write: it is stored.
-        assert!(
-            cache
-                .entry_path(<ParsePackKey as ActionKey>::BUCKET, key)
-                .is_file()
-        );
+        let bucket = <ParsePackKey as ActionKey>::BUCKET;
+        assert!(cache.contains(bucket, key));
         let later = Packs::default();
         later.register(&[key]);
         assert_eq!(later.find(&cache, Hash::of_bytes(&[2])), Some(ok));
         assert_eq!(later.find(&cache, Hash::of_bytes(b"9")), None);
         // A damaged pack is a miss (and is removed).
-        let path = cache.entry_path(<ParsePackKey as ActionKey>::BUCKET, key);
-        let mut bytes = std::fs::read(&path).unwrap();
+        let mut bytes = cache.store().get(bucket, key).unwrap().unwrap().bytes;
         let n = bytes.len() - 1;
         bytes[n] ^= 1;
-        std::fs::write(&path, bytes).unwrap();
+        cache.store().put(bucket, key, &[&bytes]).unwrap();
         let damaged = Packs::default();
         damaged.register(&[key]);
         assert_eq!(damaged.find(&cache, Hash::of_bytes(&[2])), None);
-        assert!(!path.exists());
+        assert!(!cache.contains(bucket, key));
     }
 }

@@ -149,10 +149,7 @@ pub fn parse_repo(
     if store {
         // The repository's packs are this output's, read or not (`r2e gc` keeps them).
         for &k in &list.packs {
-            let path = cache.entry_path(r2e_core::cache::Bucket::ParsePack, k);
-            if path.exists() {
-                cache.note_use(&path);
-            }
+            cache.note_entry_use(r2e_core::cache::Bucket::ParsePack, k);
         }
     }
     let to_parse = files

@@ -6,9 +6,11 @@
 //! else. An action is looked up by its key struct ([`ActionKey`], defined in `keys.rs`): its
 //! bucket and the blake3 hash of its canonical form. Entries verify themselves ([`entry`]): a
 //! swapped, truncated or bit-flipped entry is a miss, with a warning naming the file, and is
-//! recomputed. Writes are atomic, and a build holds an exclusive lock on `cache/.lock`, so
-//! concurrent builds (and `r2e gc`, [`gc`]) on one cache take turns. Callers store only results
-//! that are final: a transient failure is never put here.
+//! recomputed. Entries (and blobs) are kept in a [`Store`] ([`store`]), which every read of an
+//! entry goes through; the cache's own folder ([`local::LocalStore`]) is the only one so far.
+//! Writes are atomic, and a build holds an exclusive lock on `cache/.lock`, so concurrent builds
+//! (and `r2e gc`, [`gc`]) on one cache take turns. Callers store only results that are final: a
+//! transient failure is never put here.
 //!
 //! An open cache notes what it is asked for ([`Cache::note_use`]): every entry read or written,
 //! every environment, tree, mirror and tool used. A build writes that list beside its outputs
@@ -23,15 +25,15 @@ pub mod store;
 
 use std::collections::BTreeSet;
 use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
-use crate::fsutil::write_atomic_parts;
 pub use crate::fsutil::{write_atomic, write_if_changed};
 use crate::hash::Hash;
 pub use local::LocalStore;
@@ -210,9 +212,12 @@ pub trait ActionKey: Serialize {
     }
 }
 
-/// An open cache, locked for this process (until [`Cache::unlock`]).
+/// An open cache, locked for this process (until [`Cache::unlock`]): its entries in a
+/// [`Store`], its folders used in place (environments, trees, mirrors, tools, scratch) under
+/// its root.
 pub struct Cache {
     root: PathBuf,
+    store: Arc<dyn Store>,
     lock: Mutex<Option<File>>,
     /// What this process used, relative to the root (see [`Cache::note_use`]).
     uses: Mutex<BTreeSet<String>>,
@@ -250,6 +255,7 @@ impl Cache {
         })?;
         let cache = Cache {
             root: root.to_path_buf(),
+            store: Arc::new(LocalStore::new(root)),
             lock: Mutex::new(Some(lock)),
             uses: Mutex::new(BTreeSet::new()),
         };
@@ -301,30 +307,54 @@ impl Cache {
         &self.root
     }
 
-    /// A bucket's folder, without creating it.
+    /// Where entries and blobs are kept: every read of an entry goes through it.
+    pub fn store(&self) -> &dyn Store {
+        &*self.store
+    }
+
+    /// A bucket's folder, without creating it: for the buckets of folders used in place
+    /// (environments, project layers, trees, mirrors, tools, scratch, roots), which need a local
+    /// path. Entries are reached through [`Cache::store`], never by a path.
     pub fn path(&self, bucket: Bucket) -> PathBuf {
         self.root.join(bucket.folder())
     }
 
-    /// A bucket's folder, created if needed.
+    /// A bucket's folder, created if needed (see [`Cache::path`]).
     pub fn dir(&self, bucket: Bucket) -> Result<PathBuf> {
         let dir = self.path(bucket);
         fs_err::create_dir_all(&dir)?;
         Ok(dir)
     }
 
-    /// Where the entry of `key` in `bucket` lives: `<bucket>/<2 hex>/<hex>`.
-    pub fn entry_path(&self, bucket: Bucket, key: Hash) -> PathBuf {
-        let hex = key.to_hex();
-        self.path(bucket).join(&hex[..2]).join(hex)
-    }
-
-    /// Whether an entry exists, without reading it.
+    /// Whether an entry exists, without reading it (a store that cannot say: no).
     pub fn contains(&self, bucket: Bucket, key: Hash) -> bool {
-        self.entry_path(bucket, key).exists()
+        self.store.contains(bucket, key).unwrap_or(false)
     }
 
-    /// Notes that this process used `path` (an entry, or a folder such as an environment), and
+    /// Notes that this process used the entry of `key` (read or written): renewed in the store,
+    /// listed in its `uses` by its name (`<bucket>/<2 hex>/<hex>`, as the local store lays it
+    /// out under the root).
+    fn used(&self, bucket: Bucket, key: Hash) {
+        self.store.touch(bucket, key);
+        self.uses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(store::entry_name(bucket, key));
+    }
+
+    /// Notes the entry of `key` as used without reading it (the parse packs a repository's
+    /// pack list names, which `r2e gc` must keep), when the store holds it; says whether it
+    /// does.
+    pub fn note_entry_use(&self, bucket: Bucket, key: Hash) -> bool {
+        let held = self.contains(bucket, key);
+        if held {
+            self.used(bucket, key);
+        }
+        held
+    }
+
+    /// Notes that this process used `path` (a folder such as an environment; an entry is noted
+    /// when it is read or written through the store, or by [`Cache::note_entry_use`]), and
     /// renews its modification time when it is older than an hour: `r2e gc` keeps what the last
     /// build used and removes the least recently used first. A path outside the cache is
     /// ignored.
@@ -369,9 +399,11 @@ impl Cache {
         Ok(())
     }
 
-    /// The stored value, or `None` on a miss. An entry that does not verify (another key's
-    /// entry, a torn or flipped one) is a miss: it is reported on stderr, naming the file, and
-    /// removed so that the recomputed value takes its place.
+    /// The stored value, or `None` on a miss, read through the store ([`Store::verify`]). An
+    /// entry that does not verify (another key's entry, a torn or flipped one) is a miss: it is
+    /// reported on stderr, naming the file, and removed (if it is still those bytes) so that the
+    /// recomputed value takes its place. A store that fails to read is a miss too, with a
+    /// warning: what is recomputed is stored again, or the store's failure stops the build.
     pub fn get<T: DeserializeOwned>(&self, bucket: Bucket, key: Hash) -> Option<T> {
         self.get_with(bucket, key, |payload| {
             postcard::from_bytes(payload).map_err(|_| entry::Corrupt::Decode)
@@ -390,19 +422,23 @@ impl Cache {
         key: Hash,
         decode: impl FnOnce(&[u8]) -> std::result::Result<T, entry::Corrupt>,
     ) -> Option<T> {
-        let path = self.entry_path(bucket, key);
-        let bytes = std::fs::read(&path).ok()?;
-        match entry::unseal_bytes(&bucket.folder(), key, &bytes).and_then(decode) {
+        let verified = match self.store.verify(bucket, key) {
+            Ok(verified) => verified?,
+            Err(e) => {
+                eprintln!(
+                    "warning: cannot read cache entry `{}` ({e}); it is recomputed",
+                    self.store.describe(bucket, key)
+                );
+                return None;
+            }
+        };
+        match decode(verified.payload()) {
             Ok(value) => {
-                self.note_use(&path);
+                self.used(bucket, key);
                 Some(value)
             }
             Err(why) => {
-                eprintln!(
-                    "warning: cache entry `{}` is damaged ({why}); it is recomputed",
-                    path.display()
-                );
-                let _ = std::fs::remove_file(&path);
+                store::damaged(&*self.store, bucket, key, &verified.version, why);
                 None
             }
         }
@@ -420,14 +456,67 @@ impl Cache {
     /// Stores a final result given as its payload's bytes (read back with [`Cache::get_bytes`]).
     pub fn put_bytes(&self, bucket: Bucket, key: Hash, payload: &[u8]) -> Result<()> {
         let header = entry::header(&bucket.folder(), key, payload);
-        let path = self.entry_path(bucket, key);
-        let parent = path.parent().expect("entries have a parent");
-        if !parent.is_dir() {
-            fs_err::create_dir_all(parent)?;
+        self.store.put(bucket, key, &[&header, payload])?;
+        self.used(bucket, key);
+        Ok(())
+    }
+
+    /// Stores `value` unless a value is stored already, and returns the one that is stored
+    /// then: the first writer's (a create-only write; a loser adopts the winner's value, so that
+    /// every writer agrees on a nondeterministic result). A stored entry that does not verify
+    /// is replaced, if it is still the damaged one.
+    pub fn put_first<T: Serialize + DeserializeOwned>(
+        &self,
+        bucket: Bucket,
+        key: Hash,
+        value: T,
+    ) -> Result<T> {
+        let payload = postcard::to_stdvec(&value).expect("cache values serialize");
+        let header = entry::header(&bucket.folder(), key, &payload);
+        let parts: [&[u8]; 2] = [&header, &payload];
+        for _ in 0..8 {
+            let winner = match self.store.put_if_absent(bucket, key, &parts)? {
+                store::Created::Stored => {
+                    self.used(bucket, key);
+                    return Ok(value);
+                }
+                store::Created::Exists(winner) => winner,
+            };
+            let why = match entry::unseal::<T>(&bucket.folder(), key, &winner.bytes) {
+                Ok(theirs) => {
+                    self.used(bucket, key);
+                    return Ok(theirs);
+                }
+                Err(why) => why,
+            };
+            eprintln!(
+                "warning: cache entry `{}` is damaged ({why}); it is replaced",
+                self.store.describe(bucket, key)
+            );
+            if self.store.replace(bucket, key, &winner.version, &parts)? {
+                self.used(bucket, key);
+                return Ok(value);
+            }
         }
-        // Entries verify themselves instead of an fsync: a torn write after a crash is a miss.
-        write_atomic_parts(&path, &[&header, payload], false)?;
-        self.note_use(&path);
+        Err(Error::env(format!(
+            "cannot store `{}`: other writers keep changing it",
+            self.store.describe(bucket, key)
+        )))
+    }
+
+    /// A stored blob (an archive), streamed, or `None`. Noted as used, as an entry read is.
+    pub fn get_blob(&self, bucket: Bucket, key: Hash) -> Result<Option<Box<dyn Read + Send>>> {
+        let blob = self.store.get_blob(bucket, key)?;
+        if blob.is_some() {
+            self.used(bucket, key);
+        }
+        Ok(blob)
+    }
+
+    /// Stores a blob read from `blob` to its end.
+    pub fn put_blob(&self, bucket: Bucket, key: Hash, blob: &mut dyn Read) -> Result<()> {
+        self.store.put_blob(bucket, key, blob)?;
+        self.used(bucket, key);
         Ok(())
     }
 
@@ -544,21 +633,43 @@ mod tests {
             Some("value a")
         );
         // Swapped: each file holds the other's entry.
-        let (pa, pb) = (
-            cache.entry_path(Bucket::Parse, a),
-            cache.entry_path(Bucket::Parse, b),
-        );
+        let local = LocalStore::new(dir.path());
+        let (pa, pb) = (local.path(Bucket::Parse, a), local.path(Bucket::Parse, b));
         let (ea, eb) = (std::fs::read(&pa).unwrap(), std::fs::read(&pb).unwrap());
         std::fs::write(&pa, &eb).unwrap();
         std::fs::write(&pb, &ea).unwrap();
         assert_eq!(cache.get::<String>(Bucket::Parse, a), None);
         assert!(!pa.exists(), "a damaged entry is removed");
         // The same bytes under another bucket do not verify either.
-        let other = cache.entry_path(Bucket::Generate, b);
+        let other = local.path(Bucket::Generate, b);
         std::fs::create_dir_all(other.parent().unwrap()).unwrap();
         std::fs::write(&other, &eb).unwrap();
         assert_eq!(cache.get::<String>(Bucket::Generate, b), None);
         assert!(dir.path().join("CACHEDIR.TAG").exists());
+    }
+
+    #[test]
+    fn a_create_only_write_adopts_the_winner_and_replaces_a_damaged_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let key = Hash::of_bytes(b"k");
+        let first = |v: &str| cache.put_first(Bucket::Llm, key, v.to_owned()).unwrap();
+        assert_eq!(first("one"), "one");
+        assert_eq!(first("two"), "one", "the loser adopts the winner's value");
+        cache
+            .store()
+            .put(Bucket::Llm, key, &[b"r2e-ent1 torn"])
+            .unwrap();
+        assert_eq!(first("three"), "three", "a damaged winner is replaced");
+        assert_eq!(
+            cache.get::<String>(Bucket::Llm, key).as_deref(),
+            Some("three")
+        );
+        // What it used is named as the entry lies under the root.
+        let hex = key.to_hex();
+        let rel = format!("{}/{}/{hex}", Bucket::Llm.folder(), &hex[..2]);
+        assert!(dir.path().join(&rel).is_file());
+        assert_eq!(cache.uses(), [rel]);
     }
 
     #[test]
