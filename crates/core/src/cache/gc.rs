@@ -7,12 +7,13 @@
 //! used (`<output>/.r2e/uses`, found through [`Bucket::Roots`]) is kept unless asked.
 
 use std::collections::{BTreeSet, HashSet};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::local::{names, size};
+use super::store::Store;
 use super::{Bucket, Cache, Layout, leftover_owner, read_uses};
 use crate::error::{Error, Result};
 
@@ -130,7 +131,7 @@ pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
         leftovers += cache.remove_leftovers() as u64;
     }
     let (in_use, outputs, outputs_gone) = in_use(&cache, opts)?;
-    let found = walk(root, &in_use)?;
+    let found = walk(root, cache.store(), &in_use)?;
     let before = Usage {
         bytes: found.total,
         entries: found.units.len() as u64,
@@ -207,7 +208,7 @@ pub fn gc(root: &Path, opts: &Options) -> Result<Report> {
             remove_empty_folders(root);
         }
         trash.finish();
-        let again = walk(root, &in_use)?;
+        let again = walk(root, cache.store(), &in_use)?;
         Usage {
             bytes: again.total,
             entries: again.units.len() as u64,
@@ -313,8 +314,8 @@ fn in_use(cache: &Cache, opts: &Options) -> Result<(HashSet<String>, Vec<PathBuf
 
 /// Walks the cache: its units, buckets of other versions, what is not r2e's, leftovers, and
 /// the total size. A bucket's folder (or `actions/`) that is a symlink is not entered: what it
-/// points to is not the cache's.
-fn walk(root: &Path, in_use: &HashSet<String>) -> Result<Walk> {
+/// points to is not the cache's. The entries of a bucket of entries are listed by `store`.
+fn walk(root: &Path, store: &dyn Store, in_use: &HashSet<String>) -> Result<Walk> {
     let current: Vec<(String, Bucket)> = Bucket::ALL.iter().map(|&b| (b.folder(), b)).collect();
     let mut w = Walk::default();
     let mut seen = HashSet::new();
@@ -338,7 +339,7 @@ fn walk(root: &Path, in_use: &HashSet<String>) -> Result<Walk> {
             w.total += size(&path, &mut seen, false);
             w.links.push(rel);
         } else if let Some(&(_, bucket)) = known {
-            units_of(root, &rel, bucket.layout(), in_use, &mut seen, &mut w)?;
+            units_of(root, store, bucket, in_use, &mut seen, &mut w)?;
         } else if matches!(name, "CACHEDIR.TAG" | ".gitignore" | ".lock") && !rel.contains('/') {
             w.total += size(&path, &mut seen, true);
         } else if leftover_owner(name).is_some_and(|pid| !crate::fsutil::pid_alive(pid)) {
@@ -359,29 +360,24 @@ fn walk(root: &Path, in_use: &HashSet<String>) -> Result<Walk> {
 /// The units of one current bucket.
 fn units_of(
     root: &Path,
-    rel: &str,
-    layout: Layout,
+    store: &dyn Store,
+    bucket: Bucket,
     in_use: &HashSet<String>,
     seen: &mut HashSet<(u64, u64)>,
     w: &mut Walk,
 ) -> Result<()> {
-    let path = root.join(rel);
-    let unit = |w: &mut Walk, rel: String, seen: &mut HashSet<(u64, u64)>| {
-        let p = root.join(&rel);
+    let rel = bucket.folder();
+    let path = root.join(&rel);
+    // One unit at `rel`, of `bytes`, last used at `used` (a dead process's leftover is none).
+    let unit = |w: &mut Walk, rel: String, bytes: u64, used: SystemTime| {
         let name = rel.rsplit('/').next().unwrap_or(&rel);
+        w.total += bytes;
         if let Some(pid) = leftover_owner(name) {
-            let bytes = size(&p, seen, true);
-            w.total += bytes;
             if !crate::fsutil::pid_alive(pid) {
-                w.leftovers.push(p);
+                w.leftovers.push(root.join(&rel));
             }
             return;
         }
-        let bytes = size(&p, seen, true);
-        let used = std::fs::symlink_metadata(&p)
-            .and_then(|m| m.modified())
-            .unwrap_or(SystemTime::UNIX_EPOCH);
-        w.total += bytes;
         w.units.push(Unit {
             in_use: in_use.contains(&rel),
             rel,
@@ -389,28 +385,30 @@ fn units_of(
             used,
         });
     };
-    match layout {
+    let on_disk = |w: &mut Walk, rel: String, seen: &mut HashSet<(u64, u64)>| {
+        let p = root.join(&rel);
+        let bytes = size(&p, seen, true);
+        let used = std::fs::symlink_metadata(&p)
+            .and_then(|m| m.modified())
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        unit(w, rel, bytes, used);
+    };
+    match bucket.layout() {
         Layout::Kept => w.total += size(&path, seen, true),
-        Layout::Whole => unit(w, rel.to_owned(), seen),
+        Layout::Whole => on_disk(w, rel, seen),
         Layout::Folders => {
             w.total += size(&path, seen, false);
             for name in names(&path)? {
-                unit(w, format!("{rel}/{name}"), seen);
+                on_disk(w, format!("{rel}/{name}"), seen);
             }
         }
         Layout::Entries => {
-            w.total += size(&path, seen, false);
-            for shard in names(&path)? {
-                let shard_rel = format!("{rel}/{shard}");
-                let shard_path = root.join(&shard_rel);
-                if !shard_path.is_dir() || shard_path.is_symlink() {
-                    unit(w, shard_rel, seen);
-                    continue;
-                }
-                w.total += size(&shard_path, seen, false);
-                for name in names(&shard_path)? {
-                    unit(w, format!("{shard_rel}/{name}"), seen);
-                }
+            let listing = store.list(bucket)?;
+            w.total += listing.overhead;
+            for item in listing.items {
+                let counted = item.linked.is_none_or(|id| seen.insert(id));
+                let bytes = if counted { item.bytes } else { 0 };
+                unit(w, format!("{rel}/{}", item.name), bytes, item.used);
             }
         }
     }
@@ -427,47 +425,6 @@ fn versioned(name: &str) -> bool {
 /// Whether `path` is a symlink (not followed).
 fn is_link(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
-}
-
-/// The names in a folder, sorted (none when it does not exist). It follows `dir` when it is a
-/// symlink: callers check that it is not (but for the cache's root).
-fn names(dir: &Path) -> Result<Vec<String>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::env(format!("cannot read `{}`: {e}", dir.display()))),
-    };
-    let mut out: Vec<String> = entries
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    out.sort();
-    Ok(out)
-}
-
-/// The bytes `path` takes on the disk (`du`'s: allocated blocks), and with `deep` everything
-/// under it; symlinks are not followed (not even `path` itself), and a file with several links
-/// counts once (`seen`).
-fn size(path: &Path, seen: &mut HashSet<(u64, u64)>, deep: bool) -> u64 {
-    let one = |m: &std::fs::Metadata, seen: &mut HashSet<(u64, u64)>| -> u64 {
-        if m.nlink() > 1 && !m.is_dir() && !seen.insert((m.dev(), m.ino())) {
-            return 0;
-        }
-        m.blocks() * 512
-    };
-    if !deep {
-        return std::fs::symlink_metadata(path)
-            .map(|m| one(&m, seen))
-            .unwrap_or(0);
-    }
-    walkdir::WalkDir::new(path)
-        .follow_links(false)
-        .follow_root_links(false)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| one(&m, seen))
-        .sum()
 }
 
 /// Removes files and folders of the cache so that none is ever found half removed under its
@@ -732,6 +689,8 @@ pub fn report_text(r: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::MetadataExt;
+
     use super::*;
 
     /// `gc` to a size of zero, the entries in use let go with `all`.
@@ -972,7 +931,11 @@ mod tests {
             max_size: Some(max),
             ..Options::default()
         };
-        let measure = |root: &Path| walk(root, &HashSet::new()).unwrap().total;
+        let measure = |root: &Path| {
+            walk(root, &super::super::LocalStore::new(root), &HashSet::new())
+                .unwrap()
+                .total
+        };
         let size_of = |rel: &str| size(&root.join(rel), &mut HashSet::new(), true);
         let before = measure(&root);
         // Dry run: nothing moves.
@@ -1061,7 +1024,12 @@ mod tests {
         cache.add_root(&out).unwrap();
         super::super::write_uses(&out, &[format!("{envs}/k1")]).unwrap();
         drop(cache);
-        let before = walk(&root, &HashSet::new()).unwrap();
+        let before = walk(
+            &root,
+            &super::super::LocalStore::new(&root),
+            &HashSet::new(),
+        )
+        .unwrap();
         assert_eq!(before.units.len(), 4, "{:?}", before.units);
         let k2 = size(&root.join(format!("{envs}/k2")), &mut HashSet::new(), true);
         let r = gc(
