@@ -29,6 +29,12 @@ impl Hash {
     }
 }
 
+/// Serializes a hash as its hex text (`#[serde(serialize_with = "hash::hex")]`): for what is
+/// shown, never for a key, whose canonical form is the derived one.
+pub fn hex<S: serde::Serializer>(hash: &Hash, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&hash.to_hex())
+}
+
 impl std::fmt::Debug for Hash {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", &self.to_hex()[..16])

@@ -236,6 +236,32 @@ impl ActionKey for GenerateKey<'_> {
     const BUCKET: Bucket = Bucket::Generate;
 }
 
+/// The settings part of a [`GenerateKey`]: every field but the function's own (`code`,
+/// `call_sites`). Stage `generate` makes its keys from it ([`GenerateSettings::key`]), and the
+/// build records it for `r2e status` to compare field by field, so the two cannot drift. It is
+/// a view, never hashed: its JSON names the explorer's settings `explorer` (the key's
+/// `settings`) and shows hashes as hex.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GenerateSettings {
+    #[serde(serialize_with = "crate::hash::hex")]
+    pub scripts: Hash,
+    pub explorer: ExplorerSettings,
+    pub sandbox: SandboxKey,
+}
+
+impl GenerateSettings {
+    /// The key of one function's exploration under these settings.
+    pub fn key<'a>(&'a self, code: &'a CodeKey, call_sites: &'a [CallSiteArgs]) -> GenerateKey<'a> {
+        GenerateKey {
+            scripts: self.scripts,
+            code,
+            settings: &self.explorer,
+            call_sites,
+            sandbox: &self.sandbox,
+        }
+    }
+}
+
 /// Stage `validate`: the raw runs of one harness in self-equivalence mode. The verdict is
 /// computed from the runs when they are read (`stages::validate::classify`), so changing the
 /// classification needs no new key.
@@ -255,6 +281,32 @@ pub struct ValidateKey<'a> {
 
 impl ActionKey for ValidateKey<'_> {
     const BUCKET: Bucket = Bucket::Validate;
+}
+
+/// The settings part of a [`ValidateKey`]: every field but the function's and the harness's
+/// (`code`, `harness`). Stage `validate` makes its keys from it ([`ValidateSettings::key`]);
+/// the build records it for `r2e status`, as [`GenerateSettings`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ValidateSettings {
+    #[serde(serialize_with = "crate::hash::hex")]
+    pub scripts: Hash,
+    pub runs: u32,
+    pub run_timeout_seconds: u64,
+    pub sandbox: SandboxKey,
+}
+
+impl ValidateSettings {
+    /// The key of one harness's validation under these settings.
+    pub fn key<'a>(&'a self, code: &'a CodeKey, harness: Hash) -> ValidateKey<'a> {
+        ValidateKey {
+            scripts: self.scripts,
+            code,
+            harness,
+            runs: self.runs,
+            run_timeout_seconds: self.run_timeout_seconds,
+            sandbox: &self.sandbox,
+        }
+    }
 }
 
 /// A candidate's check: the raw run of one candidate module against one instance's harness,
@@ -334,6 +386,125 @@ impl crate::model::Request {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn code() -> CodeKey {
+        CodeKey {
+            module: "pkg.ops".into(),
+            qualname: "scale".into(),
+            kind: FunctionKind::Function,
+            code: Hash::of_bytes(b"code"),
+            slice: vec![Hash::of_bytes(b"slice")],
+            import_time: Hash::of_bytes(b"import"),
+            env_lock: "lock".into(),
+            project: String::new(),
+        }
+    }
+
+    fn sandbox(base_image: Option<&str>) -> SandboxKey {
+        SandboxKey {
+            backend: "local",
+            isolated: true,
+            memory_mib: 2048,
+            processes: 64,
+            file_size_mib: 64,
+            base_image: base_image.map(str::to_owned),
+        }
+    }
+
+    /// The hashes of the harness and model keys, pinned: a change of a key's shape or of how
+    /// it is serialized shows here (and needs its bucket's version bumped).
+    #[test]
+    fn the_hashes_of_the_harness_and_model_keys_are_pinned() {
+        let code = code();
+        let explorer = ExplorerSettings {
+            budget: 1500,
+            seed: 0,
+            max_tests: 12,
+            per_call_timeout_ms: 1000,
+            time_limit_seconds: 60,
+        };
+        let call_sites = [CallSiteArgs {
+            args: vec!["1".into()],
+            kwargs: vec![("k".into(), "2".into())],
+        }];
+        let mut hashes = Vec::new();
+        for base_image in [None, Some("debian:bookworm-slim")] {
+            let sandbox = sandbox(base_image);
+            let generate = GenerateKey {
+                scripts: Hash::of_bytes(b"explorer"),
+                code: &code,
+                settings: &explorer,
+                call_sites: &call_sites,
+                sandbox: &sandbox,
+            };
+            let validate = ValidateKey {
+                scripts: Hash::of_bytes(b"runner"),
+                code: &code,
+                harness: Hash::of_bytes(b"harness"),
+                runs: 2,
+                run_timeout_seconds: 60,
+                sandbox: &sandbox,
+            };
+            // The stages make their keys from the settings part: the same keys.
+            let generate_settings = GenerateSettings {
+                scripts: Hash::of_bytes(b"explorer"),
+                explorer: explorer.clone(),
+                sandbox: sandbox.clone(),
+            };
+            let validate_settings = ValidateSettings {
+                scripts: Hash::of_bytes(b"runner"),
+                runs: 2,
+                run_timeout_seconds: 60,
+                sandbox: sandbox.clone(),
+            };
+            assert_eq!(
+                generate_settings.key(&code, &call_sites).hash(),
+                generate.hash()
+            );
+            assert_eq!(
+                validate_settings
+                    .key(&code, Hash::of_bytes(b"harness"))
+                    .hash(),
+                validate.hash()
+            );
+            hashes.push(generate.hash().to_hex());
+            hashes.push(validate.hash().to_hex());
+        }
+        let request = crate::model::Request {
+            api: crate::config::Api::Chat,
+            model: "m".into(),
+            temperature: 0.0,
+            max_tokens: 1024,
+            messages: vec![
+                crate::model::Message::system("system"),
+                crate::model::Message::user("prompt"),
+            ],
+            sample: 0,
+        };
+        let settings = crate::model::RequestSettings {
+            api: crate::config::Api::Chat,
+            model: "m".into(),
+            temperature: 0.0,
+            max_tokens: 1024,
+        };
+        assert_eq!(
+            LlmKey {
+                request: &settings.request("system", "prompt".into())
+            }
+            .hash(),
+            LlmKey { request: &request }.hash()
+        );
+        hashes.push(LlmKey { request: &request }.hash().to_hex());
+        assert_eq!(hashes, PINNED);
+    }
+
+    const PINNED: [&str; 5] = [
+        "1fffe6953a373020fc2a41e4ce864aae97fd1d319b4023913d368487b19d31c3",
+        "eee4ebf437c36421910502fb8bf9c51e3bafeda3c419763e9bca0c05b6bbd027",
+        "eff80179e4f30bf1a5db19435c3e7314cb947f8e60eeee3a5d535bed7b8e27d8",
+        "740eedb6c550b12946b74523fd62808f7d4e044109b2909431ee11e89c5bd0c6",
+        "87db9d14313d21929d58e60027cd6e49f8a7eac074eff5070cfb13ea44c3edb7",
+    ];
 
     #[test]
     fn the_sandbox_backend_is_keyed_by_the_names_keys_always_held() {

@@ -38,6 +38,32 @@ pub struct Request {
     pub sample: u32,
 }
 
+/// The settings part of a [`Request`]: every field but the messages and the sample (the API
+/// kind, the model and the sampling). A model-driven stage makes its requests from it
+/// ([`RequestSettings::request`]); the build records it for `r2e status` to compare field by
+/// field, so that the two cannot drift.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RequestSettings {
+    pub api: Api,
+    /// The model's name (empty when none is configured).
+    pub model: String,
+    pub temperature: f64,
+    pub max_tokens: u32,
+}
+
+impl RequestSettings {
+    /// A request of a system message and one prompt, the first sample.
+    pub fn request(&self, system: &str, prompt: String) -> Request {
+        Request::new(
+            self.api,
+            Some(&self.model),
+            (self.temperature, self.max_tokens),
+            system,
+            prompt,
+        )
+    }
+}
+
 impl Request {
     /// A system message and one prompt, the first sample.
     pub fn new(

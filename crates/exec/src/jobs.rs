@@ -47,14 +47,7 @@ pub trait Warm: Sync {
 impl Exec<'_> {
     /// The sandbox settings that shape what code run in it does, for action keys.
     pub fn sandbox_key(&self) -> SandboxKey {
-        SandboxKey {
-            backend: self.sandbox.backend(),
-            isolated: self.sandbox.isolated(),
-            memory_mib: self.settings.memory_mib,
-            processes: self.settings.processes,
-            file_size_mib: self.settings.file_size_mib,
-            base_image: self.settings.base_image.clone(),
-        }
+        sandbox_key(self.sandbox, self.settings)
     }
 
     /// The limits of a job that may take `seconds` of wall-clock and CPU time.
@@ -72,6 +65,20 @@ impl Exec<'_> {
         ));
         fs_err::create_dir_all(&dir)?;
         Ok(Scratch(dir))
+    }
+}
+
+/// The settings of `sandbox` under `settings` (`[sandbox]`) that shape what code run in it does,
+/// as every action key that runs code holds them: the one place they are gathered, for the
+/// stages and for `r2e status`.
+pub fn sandbox_key(sandbox: &dyn Sandbox, settings: &SandboxConfig) -> SandboxKey {
+    SandboxKey {
+        backend: sandbox.backend(),
+        isolated: sandbox.isolated(),
+        memory_mib: settings.memory_mib,
+        processes: settings.processes,
+        file_size_mib: settings.file_size_mib,
+        base_image: settings.base_image.clone(),
     }
 }
 
