@@ -402,7 +402,7 @@ mod tests {
 
     fn sandbox(base_image: Option<&str>) -> SandboxKey {
         SandboxKey {
-            backend: "local",
+            backend: SandboxBackend::Local,
             isolated: true,
             memory_mib: 2048,
             processes: 64,

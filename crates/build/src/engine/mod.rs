@@ -274,7 +274,7 @@ pub fn stage_settings(cfg: &Config) -> StageSettings {
         if g.generator != r2e_core::records::Generator::Llm {
             fields(
                 "",
-                crate::stages::harnesses::explorer_settings(c),
+                crate::stages::keyed::explorer_settings(&c.generate),
                 &mut generate,
             );
             generate.extend(sandbox.iter().cloned());

@@ -3,7 +3,7 @@
 //! (`keys::GenerateKey`).
 
 use r2e_core::error::Result;
-use r2e_core::keys::{CodeKey, ExplorerSettings, GenerateKey};
+use r2e_core::keys::{CodeKey, GenerateSettings};
 use r2e_exec::jobs::{Exec, MESSAGE_CAP, Runtime, redact, run_script};
 use r2e_exec::py::AnswerStatus;
 use r2e_exec::py::{self, ExploreAnswer, ExploreRequest};
@@ -20,21 +20,16 @@ pub struct Explored {
 }
 
 /// Stage `generate` for one function: from the action cache, or by running the explorer.
+/// `keyed` holds the explorer's settings, for `exec`'s sandbox (`stages::keyed::explorer`).
 pub fn generate(
     exec: &Exec,
     runtime: &Runtime,
     target: &Target,
     code: &CodeKey,
-    settings: &ExplorerSettings,
+    keyed: &GenerateSettings,
 ) -> Result<Explored> {
-    let sandbox = exec.sandbox_key();
-    let key = GenerateKey {
-        scripts: py::files_hash(py::EXPLORER),
-        code,
-        settings,
-        call_sites: &target.call_sites,
-        sandbox: &sandbox,
-    };
+    let key = keyed.key(code, &target.call_sites);
+    let settings = &keyed.explorer;
     if let Some(answer) = exec.cache.get_action(&key) {
         return Ok(Explored {
             answer,
@@ -105,12 +100,15 @@ mod tests {
             env_lock: String::new(),
             project: String::new(),
         };
-        let explorer = ExplorerSettings {
-            budget: 10,
-            seed: 0,
-            max_tests: 3,
-            per_call_timeout_ms: 100,
-            time_limit_seconds: 5,
+        let explorer = |sandbox| GenerateSettings {
+            explorer: r2e_core::keys::ExplorerSettings {
+                budget: 10,
+                seed: 0,
+                max_tests: 3,
+                per_call_timeout_ms: 100,
+                time_limit_seconds: 5,
+            },
+            ..crate::stages::keyed::explorer(&Default::default(), sandbox, &settings)
         };
         // An explorer that cannot import the module answers so.
         let failing = FakeSandbox::new(|job| {
@@ -137,7 +135,7 @@ mod tests {
             &r2e_exec::jobs::Runtime::for_tests(),
             &target,
             &code,
-            &explorer,
+            &explorer(&failing),
         )
         .unwrap();
         assert!(first.fresh && !first.transient);
@@ -150,7 +148,7 @@ mod tests {
             &r2e_exec::jobs::Runtime::for_tests(),
             &target,
             &code,
-            &explorer,
+            &explorer(&failing),
         )
         .unwrap();
         assert!(!again.fresh);
@@ -171,7 +169,7 @@ mod tests {
                 &r2e_exec::jobs::Runtime::for_tests(),
                 &target,
                 &other,
-                &explorer,
+                &explorer(&slow),
             )
             .unwrap();
             assert!(t.fresh && t.transient && t.answer.time_limit_hit);

@@ -23,7 +23,7 @@ use super::{Stage, Tally};
 use crate::db::{Database, FunctionRow, SourceFile};
 use r2e_core::config::{Config, Generator, ProviderConfig};
 use r2e_core::error::{Error, Result};
-use r2e_core::keys::ExplorerSettings;
+use r2e_core::keys::GenerateSettings;
 use r2e_core::records::{
     FailureClass, HarnessFrom, HarnessRecord, Instance, MutantCount, MutationScore, RefineRecord,
     RefineStatus, SpecSource, UsageTable,
@@ -120,11 +120,13 @@ impl Model {
     }
 
     fn generator<'a>(&'a self, cfg: &'a Config) -> Result<LlmGenerator<'a>> {
+        let provider = provider(cfg.generate_provider())?;
         Ok(LlmGenerator {
             llm: &self.llm,
             templates: &self.templates,
-            provider: provider(cfg.generate_provider())?,
+            provider,
             settings: &cfg.generate,
+            request: super::keyed::harness_request(provider.api, &cfg.generate),
             min_coverage: cfg.select.min_branch_coverage,
             policy: cfg.validate,
         })
@@ -262,7 +264,7 @@ fn generate_all(
             })
         }
         _ => {
-            let settings = explorer_settings(cfg);
+            let settings = super::keyed::explorer(&cfg.generate, exec.sandbox, exec.settings);
             candidates
                 .par_iter()
                 .map_with(db.clone(), |db: &mut Database, (f, row)| {
@@ -277,21 +279,10 @@ fn generate_all(
     generated.into_iter().collect()
 }
 
-/// The built-in generator's settings, as its keys hold them.
-pub fn explorer_settings(cfg: &Config) -> ExplorerSettings {
-    ExplorerSettings {
-        budget: cfg.generate.budget,
-        seed: cfg.generate.seed,
-        max_tests: cfg.generate.max_tests,
-        per_call_timeout_ms: cfg.generate.per_call_timeout_ms,
-        time_limit_seconds: cfg.generate.time_limit_seconds,
-    }
-}
-
 /// The built-in generator for one candidate.
 fn generate_one(
     exec: &Exec,
-    settings: &ExplorerSettings,
+    settings: &GenerateSettings,
     c: Candidate,
     tallies: &Tallies,
 ) -> Result<Step> {
@@ -689,11 +680,13 @@ fn refine_all(
     dones: &mut [Done],
     tallies: &Tallies,
 ) -> Result<u64> {
+    let provider = provider(cfg.refine_provider())?;
     let refiner = Refiner {
         llm: &m.llm,
         templates: &m.templates,
-        provider: provider(cfg.refine_provider())?,
+        provider,
         settings: &cfg.refine,
+        request: super::keyed::spec_request(provider.api, &cfg.refine),
     };
     let answers: Vec<(usize, Result<crate::stages::refine::Refined>)> = m.pool.install(|| {
         dones

@@ -4,16 +4,16 @@
 //! the selection threshold). Every round is its own cached request and its own cached validation;
 //! the valid harness with the best coverage wins, else the last one.
 
-use r2e_core::config::Template;
 use r2e_core::records::ModelUse;
 use r2e_core::records::Spent;
 use serde_json::json;
 
+use super::keyed;
 use super::validate::{self, Validation};
-use r2e_core::config::{GenerateConfig, HarnessMode, ProviderConfig};
+use r2e_core::config::{GenerateConfig, ProviderConfig};
 use r2e_core::error::Result;
 use r2e_core::keys::CodeKey;
-use r2e_core::model::Request;
+use r2e_core::model::{Request, RequestSettings};
 use r2e_core::records::FailureClass;
 use r2e_exec::jobs::{Exec, Runtime};
 use r2e_exec::llm::Llm;
@@ -26,6 +26,8 @@ pub struct LlmGenerator<'a> {
     pub templates: &'a Templates,
     pub provider: &'a ProviderConfig,
     pub settings: &'a GenerateConfig,
+    /// The requests' settings (`stages::keyed::harness_request`).
+    pub request: RequestSettings,
     pub min_coverage: f64,
     /// How candidates are judged (`[validate]`).
     pub policy: r2e_core::verdict::Policy,
@@ -178,13 +180,7 @@ fn calls_name(code: &str, name: &str) -> bool {
 
 impl LlmGenerator<'_> {
     fn request(&self, prompt: String) -> Request {
-        Request::new(
-            self.provider.api,
-            self.settings.model.as_deref(),
-            (
-                self.settings.temperature,
-                self.settings.max_completion_tokens,
-            ),
+        self.request.request(
             "You write Python unit tests. Answer with one ```python code block.",
             prompt,
         )
@@ -211,10 +207,7 @@ impl LlmGenerator<'_> {
             "context": context,
             "min_tests": 3,
         });
-        let first = match self.settings.mode {
-            HarnessMode::Equivalence => Template::TestgenEquivalence,
-            HarnessMode::OutputPrediction => Template::TestgenOutputPrediction,
-        };
+        let first = keyed::first_prompt(self.settings.mode);
         let mut fresh = false;
         let mut best: Option<(String, Validation)> = None;
         let mut last: Option<(Option<String>, Validation)> = None;
@@ -226,7 +219,7 @@ impl LlmGenerator<'_> {
         for round in 0..=self.settings.repair_rounds {
             let mut request = self.request(prompt);
             // With sampling, a prompt asked again gets a new sample, not the cached answer.
-            if self.settings.temperature > 0.0 {
+            if self.request.temperature > 0.0 {
                 while asked.contains(&request.key()) {
                     request.sample += 1;
                 }
@@ -292,8 +285,7 @@ impl LlmGenerator<'_> {
             prompt = if validation.valid {
                 vars["coverage_percent"] = json!((validation.coverage() * 100.0).round() as u32);
                 vars["marked_source"] = json!(marked_source(target, &validation));
-                self.templates
-                    .render(Template::TestgenImproveCoverage, &vars)?
+                self.templates.render(keyed::IMPROVE_COVERAGE, &vars)?
             } else {
                 vars["failure_class"] = json!(
                     validation
@@ -303,7 +295,7 @@ impl LlmGenerator<'_> {
                 );
                 vars["failure_message"] =
                     json!(validation.failure_message.clone().unwrap_or_default());
-                self.templates.render(Template::TestgenFixError, &vars)?
+                self.templates.render(keyed::FIX_ERROR, &vars)?
             };
         }
         let (harness, validation) = match best {
@@ -501,6 +493,7 @@ mod tests {
             templates: &templates,
             provider: cfg.generate_provider().unwrap(),
             settings: &cfg.generate,
+            request: keyed::harness_request(cfg.generate_provider().unwrap().api, &cfg.generate),
             min_coverage: 0.8,
             policy: Default::default(),
         };

@@ -2,7 +2,8 @@
 //! `extract` holds the curation filters; `env` builds environments; `candidate` gathers what one
 //! function's actions need; `generate` (the built-in explorer), `llmgen` (a model, with repair)
 //! and `hybrid` write harnesses; `validate` runs them; `mutation` scores them on mutants of the
-//! reference; `refine` rewrites docstrings;
+//! reference; `refine` rewrites docstrings; `keyed` makes the settings part of their action
+//! keys;
 //! `harnesses` runs those over every candidate; `assemble` selects the instances and writes the
 //! manifest. `jobs` runs the embedded Python in the sandbox for all of them.
 
@@ -14,6 +15,7 @@ pub mod env;
 pub mod generate;
 pub mod harnesses;
 pub mod hybrid;
+pub mod keyed;
 pub mod llmgen;
 pub mod mutation;
 pub mod refine;

@@ -4,7 +4,6 @@
 //! one plain-text docstring; anything else is recorded as malformed and the instance keeps its
 //! original docstring.
 
-use r2e_core::config::Template;
 use r2e_core::records::ModelUse;
 use r2e_core::records::Spent;
 use serde_json::json;
@@ -13,7 +12,7 @@ use crate::stages::validate::Validation;
 use r2e_core::cache::Cache;
 use r2e_core::config::{ProviderConfig, RefineConfig};
 use r2e_core::error::Result;
-use r2e_core::model::Request;
+use r2e_core::model::RequestSettings;
 use r2e_exec::llm::Llm;
 use r2e_exec::llm::prompts::Templates;
 
@@ -23,6 +22,8 @@ pub struct Refiner<'a> {
     pub templates: &'a Templates,
     pub provider: &'a ProviderConfig,
     pub settings: &'a RefineConfig,
+    /// The requests' settings (`stages::keyed::spec_request`).
+    pub request: RequestSettings,
 }
 
 /// What one instance's refinement gave.
@@ -80,14 +81,8 @@ impl Refiner<'_> {
             "arg_types": arg_types.join("\n"),
             "return_types": v.return_types.join(" | "),
         });
-        let prompt = self.templates.render(Template::Specgen, &vars)?;
-        let request = Request::new(
-            self.provider.api,
-            self.settings.model.as_deref(),
-            (
-                self.settings.temperature,
-                self.settings.max_completion_tokens,
-            ),
+        let prompt = self.templates.render(super::keyed::SPECGEN, &vars)?;
+        let request = self.request.request(
             "You write precise Python docstrings. Answer with the docstring only.",
             prompt,
         );

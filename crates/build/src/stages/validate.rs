@@ -14,6 +14,7 @@
 use r2e_exec::py::{AnswerStatus, TestOutcome};
 use serde::{Deserialize, Serialize};
 
+use super::keyed;
 use r2e_core::error::Result;
 use r2e_core::hash::Hash;
 use r2e_core::keys::{CodeKey, ValidateKey};
@@ -21,12 +22,9 @@ use r2e_core::records::{ExpectedTest, FailureClass};
 use r2e_core::verdict::{self, Policy};
 use r2e_exec::checkpath;
 use r2e_exec::jobs::{Exec, Runtime};
-use r2e_exec::py::{self, Mode, RunAnswer};
+use r2e_exec::py::{Mode, RunAnswer};
 use r2e_exec::runs::{self, Item, RawRun};
 use r2e_exec::target::Target;
-
-/// Runs of a harness per side (the reference recorded, the original checked as a candidate).
-pub const RUNS: u32 = 2;
 
 /// The stored runs of a validation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,22 +97,6 @@ pub struct Checked {
     pub transient: bool,
 }
 
-fn key<'a>(
-    exec: &Exec,
-    sandbox: &'a r2e_core::keys::SandboxKey,
-    code: &'a CodeKey,
-    harness: &str,
-) -> ValidateKey<'a> {
-    ValidateKey {
-        scripts: py::files_hash(py::RUNNER),
-        code,
-        harness: Hash::of_bytes(harness.as_bytes()),
-        runs: RUNS,
-        run_timeout_seconds: exec.settings.run_timeout_seconds,
-        sandbox,
-    }
-}
-
 /// Stage `validate` for many harnesses of one environment: the cache first, then every miss in
 /// one warm worker per side.
 pub fn validate_batch(
@@ -123,10 +105,10 @@ pub fn validate_batch(
     items: &[(&Target, &CodeKey, &str)],
     policy: Policy,
 ) -> Result<Vec<Checked>> {
-    let sandbox = exec.sandbox_key();
+    let settings = keyed::validation(exec.sandbox, exec.settings);
     let keys: Vec<ValidateKey> = items
         .iter()
-        .map(|(_, c, h)| key(exec, &sandbox, c, h))
+        .map(|(_, c, h)| settings.key(c, Hash::of_bytes(h.as_bytes())))
         .collect();
     let mut out: Vec<Option<Checked>> = keys
         .iter()
@@ -175,8 +157,8 @@ pub fn validate_batch(
             candidate: Some(original),
         })
         .collect();
-    let record = runs::run_batch(exec, runtime, &recorded, Mode::Record, RUNS)?;
-    let candidate = runs::run_batch(exec, runtime, &as_candidates, Mode::Candidate, RUNS)?;
+    let record = runs::run_batch(exec, runtime, &recorded, Mode::Record, keyed::RUNS)?;
+    let candidate = runs::run_batch(exec, runtime, &as_candidates, Mode::Candidate, keyed::RUNS)?;
     for ((&i, record), candidate) in misses.iter().zip(record).zip(candidate) {
         let runs = Runs { record, candidate };
         let transient = runs.all().any(RawRun::timed_out);
