@@ -200,10 +200,10 @@ fn status_names_the_settings_that_changed() {
             .collect()
     };
     assert_eq!(stage("extract"), ["`connectivity`: true -> false"]);
-    assert_eq!(stage("generate"), ["`budget`: 1500 -> 99"]);
+    assert_eq!(stage("generate"), ["`explorer.budget`: 1500 -> 99"]);
     let refine = stage("refine");
     assert_eq!(refine.len(), 1, "{refine:?}");
-    assert!(refine[0].starts_with("`prompt specgen`: "), "{refine:?}");
+    assert!(refine[0].starts_with("`prompt.specgen`: "), "{refine:?}");
     // Stages in build order; the text says the same.
     let order: Vec<&str> = changes
         .iter()
@@ -212,8 +212,95 @@ fn status_names_the_settings_that_changed() {
     assert_eq!(order, ["extract", "generate", "refine"]);
     let text = String::from_utf8(status().assert().success().get_output().stdout.clone()).unwrap();
     assert!(
-        text.contains("  generate: its settings changed: `budget`: 1500 -> 99\n"),
+        text.contains("  generate: its settings changed: `explorer.budget`: 1500 -> 99\n"),
         "{text}"
+    );
+}
+
+/// After a whole build with the hybrid generator (the built-in explorer, then a scripted model
+/// on loopback), `status` names each edited setting by its place in the stage's keys: the
+/// explorer's budget under `generate`, an edited prompt template under `generate` (the hashes
+/// of its text before and after), and the verdict policy, which no key holds and under which
+/// `validate` judges its stored runs again, under `validate`. Each time no other stage is named.
+#[test]
+fn status_names_the_key_fields_an_edit_changed_after_a_whole_build() {
+    // The model answers with prose: no harness of its own, an answer all the same (stored).
+    let (url, _asked, _) = common::server::serve(std::time::Duration::ZERO, |_, _| {
+        (200, "", "I would rather not write tests.".into())
+    });
+    let p = Project::new(SMALL, "");
+    let pipeline = |generate: &str, validate: &str| {
+        std::fs::write(
+            p.pipeline(),
+            format!(
+                "[project]\nname = \"t\"\n\n[[repo]]\npath = \"repo\"\nname = \"r\"\n\n\
+                 [env]\ninstaller = \"pip\"\n\n[providers.local]\nbase_url = \"{url}\"\n\n\
+                 [generate]\ngenerator = \"hybrid\"\nprovider = \"local\"\nmodel = \"scripted\"\n\
+                 {generate}\n[validate]\n{validate}"
+            ),
+        )
+        .unwrap();
+    };
+    pipeline("", "");
+    let built = common::offline_build(p.path());
+    assert!(
+        built["stages"]["generate"]["executed"].as_u64() > Some(0),
+        "{built}"
+    );
+    let status = || {
+        let out = r2e()
+            .args(["status", "-p"])
+            .arg(p.pipeline())
+            .envs(common::offline_env())
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        String::from_utf8(out).unwrap()
+    };
+    // The settings' lines of the text: the stages named, each with what changed.
+    let named = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains(": its settings changed: ") || l.contains("recorded no"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let text = status();
+    assert!(text.contains("up to date"), "{text}");
+
+    pipeline("budget = 99\n", "");
+    assert_eq!(
+        named(&status()),
+        ["  generate: its settings changed: `explorer.budget`: 1500 -> 99"]
+    );
+
+    pipeline("", "");
+    let builtin = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts/testgen_equivalence.j2"),
+    )
+    .unwrap();
+    let edited = format!("Write careful tests.\n{builtin}");
+    std::fs::create_dir_all(p.path().join("prompts")).unwrap();
+    std::fs::write(p.path().join("prompts/testgen_equivalence.j2"), &edited).unwrap();
+    let hash = |t: &str| r2e_core::hash::Hash::of_bytes(t.as_bytes()).to_hex();
+    assert_eq!(
+        named(&status()),
+        [format!(
+            "  generate: its settings changed: `prompt.testgen_equivalence`: \"{}\" -> \"{}\"",
+            hash(&builtin),
+            hash(&edited)
+        )]
+    );
+
+    std::fs::remove_dir_all(p.path().join("prompts")).unwrap();
+    assert!(status().contains("up to date"));
+    pipeline("", "compare_exception_messages = true\n");
+    let text = status();
+    assert!(text.contains("a build would run:"), "{text}");
+    assert_eq!(
+        named(&text),
+        ["  validate: its settings changed: `policy.compare_exception_messages`: false -> true"]
     );
 }
 

@@ -5,6 +5,7 @@
 use crate::stages::Stage;
 use r2e_core::records::OutputFile;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 use crate::db::{self, ItemId, SourceFile};
 use crate::engine::{self, BuildOptions};
@@ -29,10 +30,16 @@ pub struct Status {
     /// Files to extract, candidates to slice and contexts to render (the pipeline's own
     /// dataset).
     pub analysis: crate::engine::memo::AnalysisPlan,
-    /// The stages whose settings changed since the last build, each with the fields that did
-    /// (`[generate] budget`: 1500 -> 2000): the actions whose keys hold them run again.
+    /// The stages whose settings changed since the last build, each with the fields of its
+    /// actions' keys that did (`explorer.budget`: 1500 -> 99): the actions whose keys hold
+    /// them run again (`validate`'s `policy` is in no key: its runs are judged again).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub settings_changed: Vec<SettingsChange>,
+    /// The stages of which the last build recorded no settings (it was built by an r2e that
+    /// recorded them otherwise, or the stage's variant is new): status cannot say which
+    /// changed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub settings_unrecorded: Vec<String>,
     /// From `--until env` on: each repository's environment, whether a build would install it,
     /// and what changed since the last build's (`envs.jsonl`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -53,11 +60,14 @@ pub struct SettingsChange {
     pub changed: Vec<String>,
 }
 
-/// The stages whose settings differ between the last build's and now, in stage order.
+/// The stages whose settings differ between the last build's and now, in stage order, and
+/// the stages of which the last build recorded none (a state of an older layout, a new
+/// variant). Each stage's settings are its actions' keys' (`stages::keyed::of_pipeline`); the
+/// fields that changed come from a diff of the two values, field by field.
 fn settings_changes(
-    before: &engine::StageSettings,
-    now: &engine::StageSettings,
-) -> Vec<SettingsChange> {
+    before: &BTreeMap<String, serde_json::Value>,
+    now: &BTreeMap<String, serde_json::Value>,
+) -> (Vec<SettingsChange>, Vec<String>) {
     let order = ["extract", "slice", "generate", "validate", "refine"];
     let rank = |s: &str| {
         let bare = s.rsplit(": ").next().unwrap_or(s);
@@ -66,35 +76,24 @@ fn settings_changes(
             s.to_owned(),
         )
     };
-    let mut stages: Vec<&String> = before.keys().chain(now.keys()).collect();
+    let mut stages: Vec<&String> = now.keys().collect();
     stages.sort_by_key(|s| rank(s));
-    stages.dedup();
-    let mut out = Vec::new();
+    let mut changes = Vec::new();
+    let mut unrecorded = Vec::new();
     for stage in stages {
-        let empty = std::collections::BTreeMap::new();
-        let (b, n) = (
-            before.get(stage).unwrap_or(&empty),
-            now.get(stage).unwrap_or(&empty),
-        );
-        let mut names: Vec<&String> = b.keys().chain(n.keys()).collect();
-        names.sort();
-        names.dedup();
-        let changed: Vec<String> = names
-            .into_iter()
-            .filter(|k| b.get(*k) != n.get(*k))
-            .map(|k| {
-                let show = |v: Option<&String>| v.map_or("(none)".to_owned(), |v| v.clone());
-                format!("`{k}`: {} -> {}", show(b.get(k)), show(n.get(k)))
-            })
-            .collect();
+        let Some(b) = before.get(stage) else {
+            unrecorded.push(stage.clone());
+            continue;
+        };
+        let changed = crate::stages::keyed::changes(b, &now[stage]);
         if !changed.is_empty() {
-            out.push(SettingsChange {
+            changes.push(SettingsChange {
                 stage: stage.clone(),
                 changed,
             });
         }
     }
-    out
+    (changes, unrecorded)
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -167,12 +166,17 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
         })
         .collect();
     let mut up_to_date = state.as_ref().is_some_and(|s| s.fingerprint == fp) && reasons.is_empty();
-    let settings_changed = state
-        .as_ref()
-        .map(|last| settings_changes(&last.stage_settings, &engine::stage_settings(cfg)))
-        .unwrap_or_default();
     // Status runs no repository code: nothing it starts needs isolation.
     let services = r2e_exec::services::Services::for_config(cfg, true);
+    let (settings_changed, settings_unrecorded) = state
+        .as_ref()
+        .map(|last| {
+            settings_changes(
+                &last.keyed_settings(),
+                &crate::stages::keyed::of_pipeline(cfg, services.sandbox.as_ref()),
+            )
+        })
+        .unwrap_or_default();
     let evaluate = evaluate_plans(cfg, &session, &services)?;
     let (env, env_unknown) = if until >= Stage::Env {
         match env_plans(cfg, &session, &services, up_to_date) {
@@ -210,6 +214,7 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
         env_unknown,
         evaluate,
         settings_changed,
+        settings_unrecorded,
         env,
         up_to_date,
         reasons,
@@ -362,6 +367,11 @@ pub fn status_text(v: &Status) -> String {
             "  {}: its settings changed: {}\n",
             c.stage,
             c.changed.join("; ")
+        ));
+    }
+    for stage in &v.settings_unrecorded {
+        out.push_str(&format!(
+            "  {stage}: the last build recorded no settings of it\n"
         ));
     }
     out.push_str(&format!(
@@ -686,5 +696,47 @@ fn generator_name(g: Generator) -> &'static str {
         Generator::Builtin => "builtin",
         Generator::Llm => "llm",
         Generator::Hybrid => "hybrid",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Stages in build order, each with its changed fields; a stage the last build recorded no
+    /// settings of (a state of the previous layout, a new variant) is said to have none.
+    #[test]
+    fn settings_changes_by_stage() {
+        let now = BTreeMap::from([
+            ("extract".to_owned(), json!({"connectivity": false})),
+            ("generate".to_owned(), json!({"explorer": {"budget": 99}})),
+            ("v: generate".to_owned(), json!({"explorer": {"budget": 1}})),
+            ("validate".to_owned(), json!({"runs": 2})),
+        ]);
+        let before = BTreeMap::from([
+            ("extract".to_owned(), json!({"connectivity": true})),
+            ("generate".to_owned(), json!({"explorer": {"budget": 1500}})),
+            ("validate".to_owned(), json!({"runs": 2})),
+        ]);
+        let (changes, unrecorded) = settings_changes(&before, &now);
+        let named: Vec<(&str, &[String])> = changes
+            .iter()
+            .map(|c| (c.stage.as_str(), c.changed.as_slice()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("extract", &["`connectivity`: true -> false".to_owned()][..]),
+                (
+                    "generate",
+                    &["`explorer.budget`: 1500 -> 99".to_owned()][..]
+                ),
+            ]
+        );
+        assert_eq!(unrecorded, ["v: generate"]);
+        let (changes, unrecorded) = settings_changes(&BTreeMap::new(), &now);
+        assert!(changes.is_empty());
+        assert_eq!(unrecorded.len(), now.len());
     }
 }

@@ -178,167 +178,6 @@ pub fn settings_hash(cfg: &Config) -> Hash {
     Hash::of_key(&builds)
 }
 
-/// Settings by stage, then by field, each as its canonical JSON text.
-pub type StageSettings =
-    std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>;
-
-/// The settings in the keys of each stage's actions, by stage and field, for every dataset
-/// built (a variant's stages are named `VARIANT: stage`): `extract` (`[extract]`), `slice`
-/// (`[context]`), `generate` (with the built-in explorer, its settings and scripts and the
-/// sandbox's limits in `SandboxKey`; with a model, its provider's API kind, the model, its
-/// sampling, the mode's first prompt, and the repair prompts when there are repair rounds),
-/// `validate` (the run timeout, the sandbox's limits, the runner's scripts) and `refine` (when
-/// enabled: the model's settings and the `specgen` prompt). A change of a field listed
-/// changes the keys of the actions that read it: all of its stage's, but for a repair prompt
-/// only the repair rounds'. Recorded in the build's state, so that `r2e status` names the
-/// field that changed.
-/// Nothing secret is among them: `[env]` (its index settings may hold credentials; `status`
-/// compares environments by their keys) and `[providers]` are not.
-pub fn stage_settings(cfg: &Config) -> StageSettings {
-    fn text<T: serde::Serialize>(value: &T) -> String {
-        serde_json::to_string(value).unwrap_or_default()
-    }
-    fn fields(prefix: &str, value: impl serde::Serialize, out: &mut Vec<(String, String)>) {
-        if let Ok(serde_json::Value::Object(map)) = serde_json::to_value(value) {
-            for (k, v) in map {
-                out.push((format!("{prefix}{k}"), v.to_string()));
-            }
-        }
-    }
-    let mut out = StageSettings::new();
-    for (name, c) in cfg.builds() {
-        let stage = |s: &str| match name {
-            Some(n) => format!("{n}: {s}"),
-            None => s.to_owned(),
-        };
-        // Read only when a stage of this dataset asks a model (the fingerprint reads them then
-        // too).
-        let asks = c.generate.generator.uses_model() || c.refine.enabled;
-        let prompts: Vec<(String, String)> = asks
-            .then(|| r2e_exec::llm::prompts::Templates::load(c).ok())
-            .flatten()
-            .map(|t| {
-                t.sources
-                    .into_iter()
-                    .map(|(n, _, h)| (format!("prompt {}", n.name()), h.to_hex()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let prompt = |prefix: &str| -> Vec<(String, String)> {
-            prompts
-                .iter()
-                .filter(|(n, _)| n.starts_with(&format!("prompt {prefix}")))
-                .cloned()
-                .collect()
-        };
-        // The sandbox's part of every key that runs code (`SandboxKey`, but for whether code
-        // runs isolated, which is this machine's, not the pipeline's).
-        let sandbox = [
-            ("sandbox.backend", serde_json::to_string(&c.sandbox.backend)),
-            (
-                "sandbox.memory_mib",
-                serde_json::to_string(&c.sandbox.memory_mib),
-            ),
-            (
-                "sandbox.processes",
-                serde_json::to_string(&c.sandbox.processes),
-            ),
-            (
-                "sandbox.file_size_mib",
-                serde_json::to_string(&c.sandbox.file_size_mib),
-            ),
-        ]
-        .map(|(k, v)| (k.to_owned(), v.unwrap_or_default()))
-        .into_iter()
-        // Only when set, as in `SandboxKey`: the state of a build without one is unchanged.
-        .chain(
-            c.sandbox
-                .base_image
-                .as_ref()
-                .map(|name| ("sandbox.base_image".to_owned(), format!("{name:?}"))),
-        )
-        .collect::<Vec<_>>();
-        let mut extract = Vec::new();
-        fields("", &c.extract, &mut extract);
-        let mut slice = Vec::new();
-        fields("", &c.context, &mut slice);
-        // A provider's part of a model request's key: its API kind (never its URL or key).
-        let api = |provider: &Option<String>| -> String {
-            let p = provider
-                .as_deref()
-                .and_then(|n| c.providers.iter().find(|p| p.name == n));
-            serde_json::to_string(&p.map(|p| p.api)).unwrap_or_default()
-        };
-        let g = &c.generate;
-        let mut generate = vec![("generator".to_owned(), text(&g.generator))];
-        if g.generator != r2e_core::records::Generator::Llm {
-            fields(
-                "",
-                crate::stages::keyed::explorer_settings(&c.generate),
-                &mut generate,
-            );
-            generate.extend(sandbox.iter().cloned());
-            generate.push((
-                "explorer scripts".into(),
-                r2e_exec::py::files_hash(r2e_exec::py::EXPLORER).to_hex(),
-            ));
-        }
-        if g.generator.uses_model() {
-            generate.push(("provider api".to_owned(), api(&g.provider)));
-            generate.push(("model".to_owned(), text(&g.model)));
-            generate.push(("mode".to_owned(), text(&g.mode)));
-            generate.push(("temperature".to_owned(), text(&g.temperature)));
-            generate.push((
-                "max_completion_tokens".to_owned(),
-                text(&g.max_completion_tokens),
-            ));
-            // The first round's prompt of the mode in use; the repair prompts when there are
-            // repair rounds (a change there asks those rounds again, not the first).
-            generate.extend(prompt(match g.mode {
-                r2e_core::config::HarnessMode::Equivalence => "testgen_equivalence",
-                r2e_core::config::HarnessMode::OutputPrediction => "testgen_output_prediction",
-            }));
-            if g.repair_rounds > 0 {
-                generate.push(("repair_rounds".to_owned(), g.repair_rounds.to_string()));
-                generate.extend(prompt("testgen_fix_error"));
-                generate.extend(prompt("testgen_improve_coverage"));
-            }
-        }
-        let mut validate = vec![(
-            "sandbox.run_timeout_seconds".to_owned(),
-            c.sandbox.run_timeout_seconds.to_string(),
-        )];
-        validate.extend(sandbox.iter().cloned());
-        validate.push((
-            "runner scripts".into(),
-            r2e_exec::py::files_hash(r2e_exec::py::RUNNER).to_hex(),
-        ));
-        let mut refine = vec![("enabled".to_owned(), c.refine.enabled.to_string())];
-        if c.refine.enabled {
-            let r = &c.refine;
-            refine.push(("provider api".to_owned(), api(&r.provider)));
-            refine.push(("model".to_owned(), text(&r.model)));
-            refine.push(("temperature".to_owned(), text(&r.temperature)));
-            refine.push((
-                "max_completion_tokens".to_owned(),
-                text(&r.max_completion_tokens),
-            ));
-            refine.push(("max_examples".to_owned(), text(&r.max_examples)));
-            refine.extend(prompt("specgen"));
-        }
-        for (s, f) in [
-            ("extract", extract),
-            ("slice", slice),
-            ("generate", generate),
-            ("validate", validate),
-            ("refine", refine),
-        ] {
-            out.insert(stage(s), f.into_iter().collect());
-        }
-    }
-    out
-}
-
 /// The state of the last build of an output, when there is one that verifies.
 pub fn last_build(output: &Path) -> Option<State> {
     read_state(output)
@@ -598,7 +437,10 @@ fn run(
                     .map(|c| (c.name.clone(), c.tree.clone()))
                     .collect(),
                 settings: settings_hash(&s.cfg),
-                stage_settings: stage_settings(&s.cfg),
+                keyed: outputs::keyed_text(&crate::stages::keyed::of_pipeline(
+                    &s.cfg,
+                    services.sandbox.as_ref(),
+                )),
             },
         )?;
     }

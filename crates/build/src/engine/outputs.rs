@@ -3,6 +3,7 @@
 //! repository's slices (`slices/REPO.jsonl`), and the sealed build state
 //! (`<output>/.r2e/state`) that the no-op check reads.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -33,26 +34,81 @@ pub struct State {
     pub repos: Vec<(String, String)>,
     /// The hash of the stage settings.
     pub settings: Hash,
-    /// The settings each stage's actions read, by stage and field (`engine::stage_settings`):
-    /// what `r2e status` compares to name the one that changed.
-    pub stage_settings: super::StageSettings,
+    /// Each stage's settings as its actions' keys hold them (`stages::keyed::of_pipeline`), by
+    /// stage, each as JSON text (the state's binary format holds no `serde_json::Value`): what
+    /// `r2e status` compares, field by field, to name the ones that changed. Empty in a state
+    /// of the previous layout, whose settings are not read.
+    pub keyed: BTreeMap<String, String>,
 }
 
-/// The scope and key the state is sealed under.
-const STATE_SCOPE: &str = "r2e-state-3";
+impl State {
+    /// [`State::keyed`], each stage's settings read back as a JSON value.
+    pub fn keyed_settings(&self) -> BTreeMap<String, serde_json::Value> {
+        self.keyed
+            .iter()
+            .filter_map(|(stage, text)| Some((stage.clone(), serde_json::from_str(text).ok()?)))
+            .collect()
+    }
+}
+
+/// Each stage's settings as [`State::keyed`] holds them.
+pub fn keyed_text(settings: &BTreeMap<String, serde_json::Value>) -> BTreeMap<String, String> {
+    settings
+        .iter()
+        .map(|(stage, v)| (stage.clone(), v.to_string()))
+        .collect()
+}
+
+/// The scope and key the state is sealed under. 4: the stages' settings are their keys' (as
+/// JSON), not a map of fields.
+const STATE_SCOPE: &str = "r2e-state-4";
 
 fn state_key() -> Hash {
     Hash::of_bytes(STATE_SCOPE.as_bytes())
 }
 
+/// The state as layout 3 wrote it: read so that an output built by the r2e before keeps its
+/// last build (its repositories, its outputs), with no settings recorded.
+#[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct StateV3 {
+    fingerprint: Hash,
+    summary_json: String,
+    outputs: Vec<Recorded>,
+    repos: Vec<(String, String)>,
+    settings: Hash,
+    /// By stage, then by field, JSON text: not read.
+    #[allow(dead_code)]
+    stage_settings: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+const STATE_SCOPE_V3: &str = "r2e-state-3";
+
 fn state_path(output: &Path) -> PathBuf {
     output.join(".r2e").join("state")
 }
 
-/// The state of the last build of an output, when there is one that verifies.
+/// The state of the last build of an output, when there is one that verifies (of this layout,
+/// or of the previous one without its settings).
 pub fn read_state(output: &Path) -> Option<State> {
     let bytes = std::fs::read(state_path(output)).ok()?;
-    entry::unseal(STATE_SCOPE, state_key(), &bytes).ok()
+    if let Ok(state) = entry::unseal(STATE_SCOPE, state_key(), &bytes) {
+        return Some(state);
+    }
+    let v3: StateV3 = entry::unseal(
+        STATE_SCOPE_V3,
+        Hash::of_bytes(STATE_SCOPE_V3.as_bytes()),
+        &bytes,
+    )
+    .ok()?;
+    Some(State {
+        fingerprint: v3.fingerprint,
+        summary_json: v3.summary_json,
+        outputs: v3.outputs,
+        repos: v3.repos,
+        settings: v3.settings,
+        keyed: BTreeMap::new(),
+    })
 }
 
 /// Records the state of a build.
@@ -610,4 +666,56 @@ fn sync_tree(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A state of the previous layout still gives its last build, with no settings recorded:
+    /// `r2e status` says each stage has no record, and nothing fails.
+    #[test]
+    fn a_state_of_the_previous_layout_reads_without_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = StateV3 {
+            fingerprint: Hash::of_bytes(b"fp"),
+            summary_json: "{}".into(),
+            outputs: vec![("functions.jsonl".into(), Hash::of_bytes(b"f"), 1, 2)],
+            repos: vec![("r".into(), "tree".into())],
+            settings: Hash::of_bytes(b"s"),
+            stage_settings: BTreeMap::from([(
+                "generate".into(),
+                BTreeMap::from([("budget".into(), "1500".into())]),
+            )]),
+        };
+        std::fs::create_dir_all(dir.path().join(".r2e")).unwrap();
+        std::fs::write(
+            state_path(dir.path()),
+            entry::seal(
+                STATE_SCOPE_V3,
+                Hash::of_bytes(STATE_SCOPE_V3.as_bytes()),
+                &old,
+            ),
+        )
+        .unwrap();
+        let state = read_state(dir.path()).expect("the old state reads");
+        assert_eq!(state.fingerprint, old.fingerprint);
+        assert_eq!(state.repos, old.repos);
+        assert!(state.keyed.is_empty() && state.keyed_settings().is_empty());
+
+        // This layout's state reads back whole.
+        let keyed = BTreeMap::from([(
+            "generate".to_owned(),
+            serde_json::json!({"explorer": {"budget": 1500}}),
+        )]);
+        let new = State {
+            keyed: keyed_text(&keyed),
+            ..state
+        };
+        write_state(dir.path(), &new).unwrap();
+        assert_eq!(read_state(dir.path()).unwrap().keyed_settings(), keyed);
+        // A state of neither layout is none.
+        std::fs::write(state_path(dir.path()), b"r2e-ent1 something else").unwrap();
+        assert!(read_state(dir.path()).is_none());
+    }
 }

@@ -3,11 +3,22 @@
 //! [`explorer`] and its model requests from [`harness_request`] and [`harness_prompts`];
 //! `validate` its `ValidateKey`s from [`validation`]; `refine` its requests from
 //! [`spec_request`]; `extract` and `slice` are keyed by `[extract]` and `[context]` as
-//! `keys::AnalysisKey` holds them.
+//! `keys::AnalysisKey` holds them. The build records the same values per stage
+//! ([`of_pipeline`]) in its state, and `r2e status` compares the last build's with the
+//! pipeline's, field by field: one source for why an action runs again.
 
-use r2e_core::config::{Api, GenerateConfig, HarnessMode, RefineConfig, SandboxConfig, Template};
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use r2e_core::config::{
+    Api, Config, GenerateConfig, HarnessMode, RefineConfig, SandboxConfig, Template,
+};
 use r2e_core::keys::{ExplorerSettings, GenerateSettings, ValidateSettings};
 use r2e_core::model::RequestSettings;
+use r2e_core::records::Generator;
+use r2e_core::verdict::Policy;
 use r2e_exec::jobs::sandbox_key;
 use r2e_exec::py;
 use r2e_exec::sandbox::Sandbox;
@@ -97,10 +108,186 @@ pub fn harness_prompts(generate: &GenerateConfig) -> Vec<Template> {
 /// The template a refined docstring's request is rendered from.
 pub const SPECGEN: Template = Template::Specgen;
 
+/// What `generate`'s actions are keyed by: the explorer's key settings (built-in and hybrid),
+/// the model's request settings and prompts (llm and hybrid).
+#[derive(Serialize)]
+struct Generate {
+    generator: Generator,
+    #[serde(flatten)]
+    explorer: Option<GenerateSettings>,
+    #[serde(flatten)]
+    model: Option<Asked>,
+}
+
+/// A model-driven stage's requests: their settings, the hashes of the templates their messages
+/// are rendered from (the messages' part of the key that a pipeline sets), and what else
+/// shapes the rendered prompts or how many are asked.
+#[derive(Serialize)]
+struct Asked {
+    request: RequestSettings,
+    prompt: BTreeMap<&'static str, String>,
+    /// `generate`: how many repair rounds may follow the first request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    repair_rounds: Option<u32>,
+    /// `refine`: how many observed calls the prompt shows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_examples: Option<u32>,
+}
+
+/// What `validate` is keyed by, and the verdict policy its stored runs are judged under when
+/// read (in no key: a change of it judges again and runs nothing).
+#[derive(Serialize)]
+struct Validate {
+    #[serde(flatten)]
+    runs: ValidateSettings,
+    policy: Policy,
+}
+
+/// Each stage's settings, as the stages key their actions with them, for every dataset the
+/// pipeline builds (a variant's stages are named `VARIANT: stage`): `extract`, `slice`,
+/// `generate`, `validate` and `refine` (null when disabled), each a JSON object whose fields
+/// are the key structs' (nested objects stand for nested structs). `sandbox` is the sandbox
+/// the build runs code in (its backend's name and whether it isolates are in the keys).
+/// Nothing secret is among them: of `[providers]` only the API kind, nothing of `[env]`.
+pub fn of_pipeline(cfg: &Config, sandbox: &dyn Sandbox) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    for (name, c) in cfg.builds() {
+        let stage = |s: &str| match name {
+            Some(n) => format!("{n}: {s}"),
+            None => s.to_owned(),
+        };
+        // Read only when a stage of this dataset asks a model (as the fingerprint does).
+        let asks = c.generate.generator.uses_model() || c.refine.enabled;
+        let templates: BTreeMap<Template, String> = asks
+            .then(|| r2e_exec::llm::prompts::Templates::load(c).ok())
+            .flatten()
+            .map(|t| {
+                t.sources
+                    .into_iter()
+                    .map(|(n, _, h)| (n, h.to_hex()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let prompts = |names: &[Template]| -> BTreeMap<&'static str, String> {
+            names
+                .iter()
+                .map(|&n| (n.name(), templates.get(&n).cloned().unwrap_or_default()))
+                .collect()
+        };
+        let g = &c.generate;
+        let generate = Generate {
+            generator: g.generator,
+            explorer: (g.generator != Generator::Llm).then(|| explorer(g, sandbox, &c.sandbox)),
+            model: g.generator.uses_model().then(|| Asked {
+                request: harness_request(
+                    c.generate_provider().map(|p| p.api).unwrap_or_default(),
+                    g,
+                ),
+                prompt: prompts(&harness_prompts(g)),
+                repair_rounds: Some(g.repair_rounds),
+                max_examples: None,
+            }),
+        };
+        let validate = Validate {
+            runs: validation(sandbox, &c.sandbox),
+            policy: c.validate,
+        };
+        let refine = c.refine.enabled.then(|| Asked {
+            request: spec_request(
+                c.refine_provider().map(|p| p.api).unwrap_or_default(),
+                &c.refine,
+            ),
+            prompt: prompts(&[SPECGEN]),
+            repair_rounds: None,
+            max_examples: Some(c.refine.max_examples),
+        });
+        let value = |v: Result<Value, serde_json::Error>| v.unwrap_or(Value::Null);
+        out.insert(stage("extract"), value(serde_json::to_value(&c.extract)));
+        out.insert(stage("slice"), value(serde_json::to_value(&c.context)));
+        out.insert(stage("generate"), value(serde_json::to_value(&generate)));
+        out.insert(stage("validate"), value(serde_json::to_value(&validate)));
+        out.insert(stage("refine"), value(serde_json::to_value(&refine)));
+    }
+    out
+}
+
+/// The fields of a JSON value, flattened: an object's members by their dotted paths
+/// (`sandbox.base_image`), anything else (numbers, text, lists, null) a field of its own.
+/// The whole value null is no field at all (a stage without settings).
+pub fn fields(value: &Value) -> BTreeMap<String, &Value> {
+    fn walk<'a>(path: String, v: &'a Value, out: &mut BTreeMap<String, &'a Value>) {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let at = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    walk(at, v, out);
+                }
+            }
+            _ => {
+                out.insert(path, v);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    if !value.is_null() {
+        walk(String::new(), value, &mut out);
+    }
+    out
+}
+
+/// The fields that differ between two values, in path order, each `` `path`: before -> now ``
+/// (JSON texts; `(none)` for a field one side lacks).
+pub fn changes(before: &Value, now: &Value) -> Vec<String> {
+    let (b, n) = (fields(before), fields(now));
+    let mut paths: Vec<&String> = b.keys().chain(n.keys()).collect();
+    paths.sort();
+    paths.dedup();
+    let show = |v: Option<&&Value>| v.map_or("(none)".to_owned(), |v| v.to_string());
+    paths
+        .into_iter()
+        .filter(|p| b.get(*p) != n.get(*p))
+        .map(|p| format!("`{p}`: {} -> {}", show(b.get(p)), show(n.get(p))))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn changes_are_the_differing_fields_by_dotted_path() {
+        let before = json!({
+            "explorer": {"budget": 1500, "seed": 0},
+            "sandbox": {"backend": "docker-2"},
+            "prompt": {"specgen": "aa"},
+            "list": [1, 2],
+        });
+        let now = json!({
+            "explorer": {"budget": 99, "seed": 0},
+            "sandbox": {"backend": "docker-2", "base_image": "debian:trixie-slim"},
+            "prompt": {"specgen": "bb"},
+            "list": [1, 2],
+        });
+        assert_eq!(
+            changes(&before, &now),
+            [
+                "`explorer.budget`: 1500 -> 99",
+                "`prompt.specgen`: \"aa\" -> \"bb\"",
+                "`sandbox.base_image`: (none) -> \"debian:trixie-slim\"",
+            ]
+        );
+        assert!(changes(&now, &now).is_empty());
+        // A stage turned on: each of its fields from nothing.
+        assert_eq!(
+            changes(&Value::Null, &json!({"request": {"model": "m"}})),
+            ["`request.model`: (none) -> \"m\""]
+        );
+    }
 
     #[test]
     fn the_explorer_settings_are_the_pipelines() {

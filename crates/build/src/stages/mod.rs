@@ -3,7 +3,7 @@
 //! function's actions need; `generate` (the built-in explorer), `llmgen` (a model, with repair)
 //! and `hybrid` write harnesses; `validate` runs them; `mutation` scores them on mutants of the
 //! reference; `refine` rewrites docstrings; `keyed` makes the settings part of their action
-//! keys;
+//! keys, which the build records for `r2e status`;
 //! `harnesses` runs those over every candidate; `assemble` selects the instances and writes the
 //! manifest. `jobs` runs the embedded Python in the sandbox for all of them.
 
