@@ -126,7 +126,12 @@ fn open(cfg: &Config) -> Result<Session> {
 pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
     let session = open(cfg)?;
     let output = std::path::absolute(&cfg.output).map_err(|e| Error::env(e.to_string()))?;
-    let fp = engine::fingerprint(cfg, &BuildOptions { until, jobs: None }, &session.checkouts);
+    let fp = engine::fingerprint(
+        cfg,
+        &BuildOptions { until, jobs: None },
+        &session.checkouts,
+        &session.templates,
+    );
     let state = engine::last_build(&output);
     let mut reasons = Vec::new();
     match &state {
@@ -173,7 +178,11 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
         .map(|last| {
             settings_changes(
                 &last.keyed_settings(),
-                &crate::stages::keyed::of_pipeline(cfg, services.sandbox.as_ref()),
+                &crate::stages::keyed::of_pipeline(
+                    cfg,
+                    services.sandbox.as_ref(),
+                    &session.templates,
+                ),
             )
         })
         .unwrap_or_default();
@@ -289,7 +298,7 @@ fn evaluate_plans(
             r2e_core::records::read_jsonl(&dir.join(OutputFile::Envs.name()))?.unwrap_or_default();
         let bench = crate::bench::Bench::of(session, c, services, instances, &envs)?;
         let llm = r2e_exec::llm::Llm::new(services.models.clone());
-        let templates = r2e_exec::llm::prompts::Templates::load(c)?;
+        let templates = session.templates.get(c)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
             .build()

@@ -12,6 +12,7 @@ use r2e_core::cache::Cache;
 use r2e_core::config::Config;
 use r2e_core::error::Result;
 use r2e_core::hash::Hash;
+use r2e_exec::llm::prompts::TemplateSets;
 
 struct CheckoutReader(Arc<Checkout>);
 
@@ -41,6 +42,8 @@ pub struct Session {
     pub db: Database,
     pub repos: Vec<Repo>,
     pub settings: Settings,
+    /// The prompt templates, each set read once for the whole build.
+    pub templates: TemplateSets,
 }
 
 impl Session {
@@ -86,6 +89,7 @@ impl Session {
             db,
             repos,
             settings,
+            templates: TemplateSets::default(),
         })
     }
 

@@ -381,7 +381,7 @@ impl Dataset<'_> {
             self.shared.env_lines,
         )?;
         let llm = r2e_exec::llm::Llm::new(self.services.models.clone());
-        let templates = r2e_exec::llm::prompts::Templates::load(cfg)?;
+        let templates = self.s.templates.get(cfg)?;
         let width = cfg
             .evaluate
             .model
@@ -663,6 +663,7 @@ impl Dataset<'_> {
             &inputs,
             &s.db,
             self.services,
+            &s.templates,
             candidates,
             self.opts.until,
             &bar,

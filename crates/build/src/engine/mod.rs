@@ -15,6 +15,7 @@ pub mod outputs;
 use crate::session::{Session, progress};
 use crate::stages::Stage;
 use r2e_core::records::OutputFile;
+use r2e_exec::llm::prompts::TemplateSets;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -62,7 +63,12 @@ pub(crate) fn build_identity() -> String {
 }
 
 /// The fingerprint of a build: everything that decides its outputs.
-pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>]) -> Hash {
+pub fn fingerprint(
+    cfg: &Config,
+    opts: &BuildOptions,
+    checkouts: &[Arc<Checkout>],
+    templates: &TemplateSets,
+) -> Hash {
     /// What one dataset (the pipeline's own, or a variant's) is made from.
     #[derive(Serialize)]
     struct Stages<'a> {
@@ -109,8 +115,9 @@ pub fn fingerprint(cfg: &Config, opts: &BuildOptions, checkouts: &[Arc<Checkout>
             evaluate: &c.evaluate,
             prompts: if c.generate.generator.uses_model() || c.refine.enabled || c.evaluate.enabled
             {
-                r2e_exec::llm::prompts::Templates::load(c)
-                    .map(|t| t.sources)
+                templates
+                    .get(c)
+                    .map(|t| t.sources.clone())
                     .unwrap_or_default()
             } else {
                 Vec::new()
@@ -205,7 +212,7 @@ pub fn build_session(
 ) -> Result<Summary> {
     let started = std::time::Instant::now();
     let cfg = &session.cfg;
-    let fp = fingerprint(cfg, opts, &session.checkouts);
+    let fp = fingerprint(cfg, opts, &session.checkouts, &session.templates);
     // The output's lock is held from here; its files change only at the commit.
     let out = Output::open(&cfg.output)?;
     let output = out.path.clone();
@@ -440,6 +447,7 @@ fn run(
                 keyed: outputs::keyed_text(&crate::stages::keyed::of_pipeline(
                     &s.cfg,
                     services.sandbox.as_ref(),
+                    &s.templates,
                 )),
             },
         )?;

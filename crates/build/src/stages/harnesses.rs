@@ -4,6 +4,7 @@
 //! few warm workers.
 
 use r2e_core::records::StageCounts;
+use r2e_exec::llm::prompts::{TemplateSets, Templates};
 use r2e_exec::py::AnswerStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,13 +88,14 @@ pub enum Step {
 /// mostly wait for answers), when a model-driven stage runs.
 struct Model {
     llm: Llm,
-    templates: r2e_exec::llm::prompts::Templates,
+    templates: Arc<Templates>,
     pool: rayon::ThreadPool,
 }
 
 impl Model {
     fn new(
         cfg: &Config,
+        templates: &TemplateSets,
         client: &Arc<dyn ModelClient>,
         generate: bool,
         refine: bool,
@@ -114,7 +116,7 @@ impl Model {
             .map_err(Error::internal)?;
         Ok(Some(Model {
             llm: Llm::new(client.clone()),
-            templates: r2e_exec::llm::prompts::Templates::load(cfg)?,
+            templates: templates.get(cfg)?,
             pool,
         }))
     }
@@ -143,6 +145,7 @@ pub fn run(
     inputs: &Inputs,
     db: &Database,
     services: &Services,
+    templates: &TemplateSets,
     candidates: &[(SourceFile, FunctionRow)],
     until: Stage,
     progress: &indicatif::ProgressBar,
@@ -160,6 +163,7 @@ pub fn run(
     let generator = cfg.generate.generator;
     let model = Model::new(
         cfg,
+        templates,
         &services.models,
         generator.uses_model() && validate,
         refine,

@@ -7,6 +7,7 @@
 //! ([`of_pipeline`]) in its state, and `r2e status` compares the last build's with the
 //! pipeline's, field by field: one source for why an action runs again.
 
+use r2e_exec::llm::prompts::TemplateSets;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -149,7 +150,11 @@ struct Validate {
 /// are the key structs' (nested objects stand for nested structs). `sandbox` is the sandbox
 /// the build runs code in (its backend's name and whether it isolates are in the keys).
 /// Nothing secret is among them: of `[providers]` only the API kind, nothing of `[env]`.
-pub fn of_pipeline(cfg: &Config, sandbox: &dyn Sandbox) -> BTreeMap<String, Value> {
+pub fn of_pipeline(
+    cfg: &Config,
+    sandbox: &dyn Sandbox,
+    templates: &TemplateSets,
+) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     for (name, c) in cfg.builds() {
         let stage = |s: &str| match name {
@@ -159,14 +164,9 @@ pub fn of_pipeline(cfg: &Config, sandbox: &dyn Sandbox) -> BTreeMap<String, Valu
         // Read only when a stage of this dataset asks a model (as the fingerprint does).
         let asks = c.generate.generator.uses_model() || c.refine.enabled;
         let templates: BTreeMap<Template, String> = asks
-            .then(|| r2e_exec::llm::prompts::Templates::load(c).ok())
+            .then(|| templates.get(c).ok())
             .flatten()
-            .map(|t| {
-                t.sources
-                    .into_iter()
-                    .map(|(n, _, h)| (n, h.to_hex()))
-                    .collect()
-            })
+            .map(|t| t.sources.iter().map(|(n, _, h)| (*n, h.to_hex())).collect())
             .unwrap_or_default();
         let prompts = |names: &[Template]| -> BTreeMap<&'static str, String> {
             names

@@ -4,7 +4,9 @@
 //! anywhere works). Rendering is deterministic; the rendered text is part of every request key,
 //! so editing one template re-issues exactly the requests rendered from it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use r2e_core::config::{Config, Template};
 use r2e_core::error::{Error, Result};
@@ -43,7 +45,7 @@ pub struct Templates {
 
 impl Templates {
     pub fn load(cfg: &Config) -> Result<Templates> {
-        let folder = cfg.file.parent().unwrap_or(Path::new("/")).join("prompts");
+        let folder = prompts_folder(cfg);
         let mut env = minijinja::Environment::new();
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
         env.set_keep_trailing_newline(true);
@@ -84,6 +86,45 @@ impl Templates {
     }
 }
 
+/// Where a pipeline's templates come from: the folder beside it and its `[prompts]` files. Two
+/// configurations (a pipeline and its variants) with the same sources load the same templates.
+type Sources = (PathBuf, Vec<(Template, PathBuf)>);
+
+/// The templates of a whole build, each set read once: every stage, the fingerprint and the
+/// recorded settings ask this for a configuration's templates instead of reading the files
+/// again, so all of them render and hash the very texts read once.
+#[derive(Default)]
+pub struct TemplateSets {
+    loaded: Mutex<Vec<(Sources, Arc<Templates>)>>,
+    loads: AtomicUsize,
+}
+
+impl TemplateSets {
+    /// `cfg`'s templates, read at the first call for their sources. A failure is not kept (the
+    /// build stops on it).
+    pub fn get(&self, cfg: &Config) -> Result<Arc<Templates>> {
+        let sources: Sources = (prompts_folder(cfg), cfg.prompts.clone());
+        let mut loaded = self.loaded.lock().expect("templates lock");
+        if let Some((_, t)) = loaded.iter().find(|(s, _)| *s == sources) {
+            return Ok(t.clone());
+        }
+        let templates = Arc::new(Templates::load(cfg)?);
+        self.loads.fetch_add(1, Ordering::Relaxed);
+        loaded.push((sources, templates.clone()));
+        Ok(templates)
+    }
+
+    /// How many sets were read (for tests).
+    pub fn loads(&self) -> usize {
+        self.loads.load(Ordering::Relaxed)
+    }
+}
+
+/// The `prompts/` folder beside a pipeline.
+fn prompts_folder(cfg: &Config) -> PathBuf {
+    cfg.file.parent().unwrap_or(Path::new("/")).join("prompts")
+}
+
 /// `<folder>/<name>.*` (the first in name order), if any.
 fn find_in(folder: &Path, name: &str) -> Option<std::path::PathBuf> {
     let mut hits: Vec<_> = std::fs::read_dir(folder)
@@ -98,4 +139,51 @@ fn find_in(folder: &Path, name: &str) -> Option<std::path::PathBuf> {
         .collect();
     hits.sort();
     hits.into_iter().next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pipeline in `dir` (with a repository folder), with `extra` appended.
+    fn pipeline(dir: &Path, name: &str, extra: &str) -> Config {
+        fs_err::create_dir_all(dir.join("repo")).unwrap();
+        let file = dir.join(name);
+        fs_err::write(&file, format!("[[repo]]\npath = \"repo\"\n{extra}")).unwrap();
+        r2e_core::config::load(&file).unwrap()
+    }
+
+    #[test]
+    fn a_set_of_templates_is_read_once_per_build() {
+        let dir = tempfile::tempdir().unwrap();
+        fs_err::write(dir.path().join("mine.j2"), "my spec prompt {{ x }}").unwrap();
+        let plain = pipeline(dir.path(), "a.toml", "");
+        let same = pipeline(dir.path(), "b.toml", "");
+        let own = pipeline(dir.path(), "c.toml", "[prompts]\nspecgen = \"mine.j2\"\n");
+        let sets = TemplateSets::default();
+        let first = sets.get(&plain).unwrap();
+        // The same sources (the same folder, no `[prompts]`): the same load.
+        assert!(Arc::ptr_eq(&first, &sets.get(&plain).unwrap()));
+        assert!(Arc::ptr_eq(&first, &sets.get(&same).unwrap()));
+        assert_eq!(sets.loads(), 1);
+        // Other sources: a load of their own, with the pipeline's file.
+        let mine = sets.get(&own).unwrap();
+        assert_eq!(sets.loads(), 2);
+        let vars = serde_json::json!({"x": 1});
+        assert_eq!(
+            mine.render(Template::Specgen, &vars).unwrap(),
+            "my spec prompt 1"
+        );
+        let origin = |t: &Templates| {
+            t.sources
+                .iter()
+                .find(|(n, _, _)| *n == Template::Specgen)
+                .map(|(_, o, _)| o.clone())
+                .unwrap()
+        };
+        assert_eq!(origin(&first), "built-in");
+        assert!(origin(&mine).ends_with("mine.j2"), "{}", origin(&mine));
+        sets.get(&own).unwrap();
+        assert_eq!(sets.loads(), 2);
+    }
 }
