@@ -5,6 +5,8 @@
 #   bash bench/compile.sh OLD NEW     (e.g. 428632b HEAD)
 # Prints, per commit: the release build's and the tests' build wall time, and how many test
 # executables the tests' build linked. ROUNDS=N repeats the pair N times (A B A B ...).
+# BUILD=1 also runs each commit's README build (the default pipeline, in its clone, with its
+# own cache) and prints its dataset version and counts, to show both build the same dataset.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 old=${1:?usage: compile.sh OLD NEW}
@@ -36,6 +38,10 @@ for round in $(seq "$rounds"); do
     git clone --quiet "$repo" "$dir"
     git -C "$dir" checkout --quiet "$rev"
     release=$(cd "$dir" && CARGO_TARGET_DIR="$dir/target" seconds cargo build --release --locked)
+    if [ "${BUILD:-0}" = 1 ]; then
+      (cd "$dir" && ./target/release/r2e build >/dev/null 2>"$work/build.err")
+      echo "round $round $rev: $(grep -E '^ +(counts|version):' "$work/build.err" | tr -s ' ' | tr '\n' ';')"
+    fi
     # The tests' build starts from an empty target folder too.
     rm -rf "$dir/target"
     read -r -a test_cmd <<<"$(tests_of "$dir")"
