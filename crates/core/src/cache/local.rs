@@ -51,21 +51,35 @@ impl LocalStore {
     }
 }
 
-/// The local store's version of stored bytes: their blake3 hash.
-fn version_of(bytes: &[u8]) -> Version {
-    Version::new(Hash::of_bytes(bytes).to_hex())
+/// The version of the file `meta` describes: which file it is (device and inode), its length
+/// and its modification time. Entries are never written in place (a new one is a new file, put
+/// in by a rename or a link, which keep its inode), so this names the bytes without hashing
+/// them again: the entry's own checksum is what verifies them.
+fn version_of(meta: &std::fs::Metadata) -> Version {
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    Version::new(format!(
+        "{}:{}:{}:{mtime}",
+        meta.dev(),
+        meta.ino(),
+        meta.len()
+    ))
 }
 
 /// The bytes at `path`, with their version; `None` when there is nothing.
 fn read(path: &Path) -> Result<Option<Fetched>> {
-    match fs_err::read(path) {
-        Ok(bytes) => Ok(Some(Fetched {
-            version: version_of(&bytes),
-            bytes,
-        })),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    let mut file = match fs_err::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let version = version_of(&file.metadata()?);
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(Some(Fetched { version, bytes }))
 }
 
 /// A temporary file beside `path` holding `parts`.
@@ -112,8 +126,8 @@ fn take(path: &Path, current: &Version) -> Result<Option<PathBuf>> {
             )));
         }
     }
-    match fs_err::read(&taken) {
-        Ok(bytes) if version_of(&bytes) == *current => Ok(Some(taken)),
+    match fs_err::metadata(&taken) {
+        Ok(meta) if version_of(&meta) == *current => Ok(Some(taken)),
         Ok(_) => {
             place(&taken, path)?;
             Ok(None)

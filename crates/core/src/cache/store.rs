@@ -32,7 +32,8 @@ use crate::error::Result;
 use crate::hash::Hash;
 
 /// An opaque token naming the bytes a store holds for a key at one moment, as a read saw them:
-/// what a conditional write compares with. The local store's is the blake3 hash of the bytes;
+/// what a conditional write compares with. The local store's names the file (device, inode,
+/// length, modification time: an entry is never rewritten in place), so a read hashes nothing;
 /// an object store's would be its ETag.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Version(String);
