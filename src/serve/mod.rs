@@ -45,7 +45,8 @@ use r2e_exec::checkpath::{TestVerdict, Verdict};
 use r2e_exec::sandbox::Sandbox;
 use r2e_exec::services::Services;
 
-use trace::{CloseReason, Trace};
+use r2e_core::records::CloseReason;
+use trace::Trace;
 
 /// `r2e serve`'s options from the command line.
 #[derive(Clone, Debug)]

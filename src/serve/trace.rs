@@ -8,36 +8,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use r2e_core::records::TraceLine;
+use r2e_core::records::{CloseReason, TraceLine};
 
 use r2e_core::error::Result;
-
-/// Why a session closed, as its last trace line says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CloseReason {
-    /// The agent submitted.
-    Submitted,
-    /// The agent closed it.
-    Closed,
-    /// Nothing came for the idle timeout.
-    Idle,
-    /// The server stopped (a signal) with the session open.
-    Shutdown,
-    /// The server died with the session open; found at the next start.
-    Restart,
-}
-
-impl CloseReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CloseReason::Submitted => "submitted",
-            CloseReason::Closed => "closed",
-            CloseReason::Idle => "idle",
-            CloseReason::Shutdown => "shutdown",
-            CloseReason::Restart => "restart",
-        }
-    }
-}
 
 /// The seconds since the epoch, with milliseconds.
 pub fn now() -> f64 {
@@ -94,7 +67,7 @@ impl Trace {
 
 fn close_line(reason: CloseReason) -> TraceLine {
     TraceLine::Close {
-        reason: reason.as_str().to_owned(),
+        reason,
         time: now(),
     }
 }

@@ -1220,6 +1220,22 @@ pub enum Feedback {
     None,
 }
 
+/// Why a session closed, as its last trace line says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CloseReason {
+    /// The agent submitted.
+    Submitted,
+    /// The agent closed it.
+    Closed,
+    /// Nothing came for the idle timeout.
+    Idle,
+    /// The server stopped (a signal) with the session open.
+    Shutdown,
+    /// The server died with the session open; found at the next start.
+    Restart,
+}
+
 /// One line of a session's trace (`<output>/traces/SESSION.jsonl`, written by `r2e serve`): the
 /// session's opening, each action with what the agent observed, and its close.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -1248,9 +1264,8 @@ pub enum TraceLine {
         ms: f64,
         time: f64,
     },
-    /// The last line: why the session closed (`submitted`, `closed`, `idle`, `shutdown`,
-    /// `restart`).
-    Close { reason: String, time: f64 },
+    /// The last line: why the session closed.
+    Close { reason: CloseReason, time: f64 },
 }
 
 /// The files of a build's output, named in one place (as `cache::Bucket` names the cache's
