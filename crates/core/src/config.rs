@@ -50,6 +50,57 @@ struct Options {
     serve: ServeConfig,
     #[serde(default)]
     variant: Vec<Spanned<VariantOptions>>,
+    cache: Option<CacheOptions>,
+}
+
+/// `[cache]`: the store shared between machines.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CacheOptions {
+    remote: Option<Spanned<String>>,
+    lease_seconds: Option<Spanned<u64>>,
+}
+
+/// The schemes of a remote cache's URL: object stores (`s3://BUCKET/PREFIX`, `gs://`, `az://`),
+/// a WebDAV server (`http://`, `https://`), a folder every host mounts (`file:///PATH`).
+pub const REMOTE_SCHEMES: [&str; 6] = ["s3", "gs", "az", "http", "https", "file"];
+
+/// `[cache] remote` (or `--remote-cache`): a store shared by every host that builds the
+/// pipeline, read after the local cache and written create-only (`docs/caching.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteCache {
+    /// The store's URL as given (it holds no credentials: those come from the environment).
+    pub url: String,
+    /// How long a lease on an action another host may need lasts without renewal.
+    pub lease_seconds: u64,
+}
+
+impl RemoteCache {
+    pub const DEFAULT_LEASE_SECONDS: u64 = 60;
+
+    /// Checks a remote cache's URL: its scheme must be one r2e reads (the message lists them),
+    /// with something after it.
+    pub fn parse(url: &str) -> std::result::Result<RemoteCache, String> {
+        let scheme = url.split_once("://").map(|(s, _)| s);
+        let rest = url.split_once("://").map_or("", |(_, r)| r);
+        match scheme {
+            Some(s) if REMOTE_SCHEMES.contains(&s) && !rest.trim_matches('/').is_empty() => {
+                if url.contains('@') && s != "file" {
+                    return Err(format!(
+                        "the remote cache `{url}` names credentials in its URL; give them in the environment instead (`AWS_ACCESS_KEY_ID`, ...)"
+                    ));
+                }
+                Ok(RemoteCache {
+                    url: url.to_owned(),
+                    lease_seconds: Self::DEFAULT_LEASE_SECONDS,
+                })
+            }
+            _ => Err(format!(
+                "`{url}` is not a remote cache r2e can use; give a URL starting with {}",
+                REMOTE_SCHEMES.map(|s| format!("`{s}://`")).join(", ")
+            )),
+        }
+    }
 }
 
 /// Which sandbox runs untrusted code.
@@ -828,6 +879,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// `[serve]`: what `r2e serve` shows agents.
     pub serve: ServeConfig,
+    /// `[cache] remote`: the store shared between hosts, if any.
+    pub remote: Option<RemoteCache>,
     /// `[[variant]]` tables, each resolved into a whole configuration whose output is
     /// `<output>/variants/NAME`. Empty: the pipeline builds its own configuration into `<output>`.
     pub variants: Vec<Variant>,
@@ -973,6 +1026,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         evaluate: options.evaluate,
         sandbox: options.sandbox,
         serve: options.serve,
+        remote: remote_cache(&src, options.cache)?,
         variants: Vec::new(),
     };
     check_stages(&cfg, &|section, key, msg| {
@@ -984,6 +1038,33 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
     }
     let variants = variants(&src, &base, &cfg, options.variant)?;
     Ok(Config { variants, ..cfg })
+}
+
+/// The `[cache]` table's remote store.
+fn remote_cache(src: &Source, options: Option<CacheOptions>) -> Result<Option<RemoteCache>> {
+    let Some(options) = options else {
+        return Ok(None);
+    };
+    let Some(url) = options.remote else {
+        if let Some(l) = options.lease_seconds {
+            return Err(src.at(
+                Some(l.span()),
+                "`lease_seconds` needs a `remote` store in `[cache]`",
+            ));
+        }
+        return Ok(None);
+    };
+    let mut remote = RemoteCache::parse(url.get_ref()).map_err(|m| src.at(Some(url.span()), &m))?;
+    if let Some(l) = options.lease_seconds {
+        if *l.get_ref() < 5 {
+            return Err(src.at(
+                Some(l.span()),
+                "`lease_seconds` must be at least 5: a lease is renewed every third of it",
+            ));
+        }
+        remote.lease_seconds = *l.get_ref();
+    }
+    Ok(Some(remote))
 }
 
 /// The `[[repo]]` tables: each a folder that exists or a git URL, with a unique name.

@@ -34,9 +34,10 @@ impl LocalStore {
         }
     }
 
-    /// Where the entry (or blob) of `key` in `bucket` lives: `<bucket>/<2 hex>/<hex>`.
+    /// Where the entry (or blob) of `key` in `bucket` lives: `<bucket>/<2 hex>/<hex>`. (A
+    /// folder shared by hosts as their remote store, `file://`, also keeps the archives of
+    /// environments and the leases this way.)
     pub fn path(&self, bucket: Bucket, key: Hash) -> PathBuf {
-        debug_assert_eq!(bucket.layout(), super::Layout::Entries, "{bucket:?}");
         self.root.join(entry_name(bucket, key))
     }
 

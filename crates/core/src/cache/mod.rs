@@ -21,6 +21,7 @@
 pub mod entry;
 pub mod gc;
 pub mod local;
+pub mod remote;
 pub mod store;
 
 use std::collections::BTreeSet;
@@ -87,6 +88,9 @@ pub enum Bucket {
     /// The outputs built with this cache: one symlink per output, to its absolute path, so that
     /// `r2e gc` finds what every output's last build uses (as Nix's `gcroots`).
     Roots,
+    /// Leases on actions several hosts may need at once: in a remote store only
+    /// (`remote::Remote::lease`).
+    Leases,
 }
 
 /// How `r2e gc` sees a bucket's folder: what one unit of removal is.
@@ -103,7 +107,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 19] = [
+    pub const ALL: [Bucket; 20] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
@@ -123,6 +127,7 @@ impl Bucket {
         Bucket::PipCache,
         Bucket::Scratch,
         Bucket::Roots,
+        Bucket::Leases,
     ];
 
     /// The bucket's name and version (`None`: the folder is managed by another tool, or holds
@@ -148,6 +153,7 @@ impl Bucket {
             Bucket::PipCache => ("pip-cache", None),
             Bucket::Scratch => ("scratch", None),
             Bucket::Roots => ("roots", Some(1)),
+            Bucket::Leases => ("leases", Some(1)),
         }
     }
 
@@ -168,7 +174,7 @@ impl Bucket {
                 Layout::Folders
             }
             Bucket::UvCache | Bucket::PipCache => Layout::Whole,
-            Bucket::Scratch | Bucket::Roots => Layout::Kept,
+            Bucket::Scratch | Bucket::Roots | Bucket::Leases => Layout::Kept,
         }
     }
 
@@ -218,6 +224,8 @@ pub trait ActionKey: Serialize {
 pub struct Cache {
     root: PathBuf,
     store: Arc<dyn Store>,
+    /// The store shared between hosts, read after the local one (`[cache] remote`).
+    remote: Option<Arc<remote::Remote>>,
     lock: Mutex<Option<File>>,
     /// What this process used, relative to the root (see [`Cache::note_use`]).
     uses: Mutex<BTreeSet<String>>,
@@ -256,6 +264,7 @@ impl Cache {
         let cache = Cache {
             root: root.to_path_buf(),
             store: Arc::new(LocalStore::new(root)),
+            remote: None,
             lock: Mutex::new(Some(lock)),
             uses: Mutex::new(BTreeSet::new()),
         };
@@ -305,6 +314,31 @@ impl Cache {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Reads after the local store, and writes after it, the store shared between hosts.
+    pub fn set_remote(&mut self, remote: remote::Remote) {
+        self.remote = Some(Arc::new(remote));
+    }
+
+    /// The store shared between hosts, when there is one.
+    pub fn remote(&self) -> Option<&Arc<remote::Remote>> {
+        self.remote.as_ref()
+    }
+
+    /// The remote store, for a bucket it shares.
+    fn remote_for(&self, bucket: Bucket) -> Option<&remote::Remote> {
+        self.remote
+            .as_deref()
+            .filter(|_| remote::Remote::shares(bucket))
+    }
+
+    /// Records an event of an action this host runs outside the entries (an environment) in
+    /// the remote store's trace.
+    pub fn trace(&self, event: remote::Event, bucket: Bucket, key: Hash) {
+        if let Some(r) = &self.remote {
+            r.trace(event, bucket, key);
+        }
     }
 
     /// Where entries and blobs are kept: every read of an entry goes through it.
@@ -423,22 +457,70 @@ impl Cache {
         decode: impl FnOnce(&[u8]) -> std::result::Result<T, entry::Corrupt>,
     ) -> Option<T> {
         let verified = match self.store.verify(bucket, key) {
-            Ok(verified) => verified?,
+            Ok(verified) => verified,
             Err(e) => {
                 eprintln!(
                     "warning: cannot read cache entry `{}` ({e}); it is recomputed",
                     self.store.describe(bucket, key)
                 );
-                return None;
+                None
             }
+        };
+        let Some(verified) = verified else {
+            return self.get_remote(bucket, key, decode);
         };
         match decode(verified.payload()) {
             Ok(value) => {
                 self.used(bucket, key);
+                if let Some(remote) = self.remote_for(bucket) {
+                    remote.publish(bucket, key, verified.bytes());
+                }
                 Some(value)
             }
             Err(why) => {
                 store::damaged(&*self.store, bucket, key, &verified.version, why);
+                None
+            }
+        }
+    }
+
+    /// The remote store's entry of `key` (after a local miss): verified, decoded, copied into
+    /// the local store. A miss there too is where this host starts computing it.
+    fn get_remote<T>(
+        &self,
+        bucket: Bucket,
+        key: Hash,
+        decode: impl FnOnce(&[u8]) -> std::result::Result<T, entry::Corrupt>,
+    ) -> Option<T> {
+        let remote = self.remote_for(bucket)?;
+        let Some(bytes) = remote.get(bucket, key) else {
+            remote.trace(remote::Event::Started, bucket, key);
+            return None;
+        };
+        match decode(&bytes[entry::HEADER..]) {
+            Ok(value) => {
+                remote.trace(remote::Event::Hit, bucket, key);
+                if let Err(e) = self.store.put(bucket, key, &[&bytes]) {
+                    eprintln!(
+                        "warning: cannot copy `{}` into the local cache ({e})",
+                        remote.store().describe(bucket, key)
+                    );
+                }
+                self.used(bucket, key);
+                Some(value)
+            }
+            Err(why) => {
+                // Whole, but not a value of this r2e: recomputed, and replaced.
+                let version = remote
+                    .store()
+                    .get(bucket, key)
+                    .ok()
+                    .flatten()
+                    .map(|f| f.version);
+                if let Some(version) = version {
+                    remote.damaged_entry(bucket, key, version, why);
+                }
+                remote.trace(remote::Event::Started, bucket, key);
                 None
             }
         }
@@ -458,6 +540,13 @@ impl Cache {
         let header = entry::header(&bucket.folder(), key, payload);
         self.store.put(bucket, key, &[&header, payload])?;
         self.used(bucket, key);
+        if let Some(remote) = self.remote_for(bucket)
+            && let Some(winner) = remote.put(bucket, key, &[&header, payload])
+        {
+            // Another host's result was there first: this cache takes it too, so that every
+            // host reads the same value from now on.
+            self.store.put(bucket, key, &[&winner])?;
+        }
         Ok(())
     }
 
@@ -474,6 +563,21 @@ impl Cache {
         let payload = postcard::to_stdvec(&value).expect("cache values serialize");
         let header = entry::header(&bucket.folder(), key, &payload);
         let parts: [&[u8]; 2] = [&header, &payload];
+        if let Some(remote) = self.remote_for(bucket) {
+            // The remote store decides who was first; the local cache follows it.
+            if let Some(winner) = remote.put(bucket, key, &parts)
+                && let Ok(theirs) = entry::unseal::<T>(&bucket.folder(), key, &winner)
+            {
+                self.store.put(bucket, key, &[&winner])?;
+                self.used(bucket, key);
+                return Ok(theirs);
+            }
+            if !remote.is_down() {
+                self.store.put(bucket, key, &parts)?;
+                self.used(bucket, key);
+                return Ok(value);
+            }
+        }
         for _ in 0..8 {
             let winner = match self.store.put_if_absent(bucket, key, &parts)? {
                 store::Created::Stored => {
@@ -523,6 +627,17 @@ impl Cache {
     /// The stored result of an action.
     pub fn get_action<K: ActionKey, T: DeserializeOwned>(&self, key: &K) -> Option<T> {
         self.get(K::BUCKET, key.hash())
+    }
+
+    /// Stores the result of an action unless one is stored already (here or, first, in the
+    /// remote store), and returns the one that is stored then: how a nondeterministic result (a
+    /// model's answer) is the same on every host ([`Cache::put_first`]).
+    pub fn put_action_first<K: ActionKey, T: Serialize + DeserializeOwned>(
+        &self,
+        key: &K,
+        value: T,
+    ) -> Result<T> {
+        self.put_first(K::BUCKET, key.hash(), value)
     }
 
     /// Stores the final result of an action.

@@ -70,6 +70,11 @@ impl Verified {
         &self.bytes[entry::HEADER..]
     }
 
+    /// The whole envelope, as stored.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// The value's bytes, owned.
     pub fn into_payload(mut self) -> Vec<u8> {
         self.bytes.drain(..entry::HEADER);
@@ -162,6 +167,12 @@ pub trait Store: Send + Sync {
     /// Stores a blob read from `blob` to its end, replacing what was there; readers see the
     /// old blob or the new one, never a part of it.
     fn put_blob(&self, bucket: Bucket, key: Hash, blob: &mut dyn Read) -> Result<()>;
+
+    /// Whether the store's create-only and conditional writes are atomic (a store that can only
+    /// emulate them says no, and takes no leases).
+    fn conditional_writes(&self) -> bool {
+        true
+    }
 
     /// Everything the store holds under `bucket`, with sizes and last uses (for `r2e gc`).
     fn list(&self, bucket: Bucket) -> Result<Listing>;

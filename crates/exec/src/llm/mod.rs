@@ -170,9 +170,15 @@ impl Llm {
                     u.prompt_tokens += response.prompt_tokens;
                     u.completion_tokens += response.completion_tokens;
                 });
-                if let Err(e) = cache.put_action(&key, &response) {
-                    eprintln!("warning: cannot store a model response: {e}");
-                }
+                // Create-only: when another host (or process) stored an answer to this request
+                // first, that answer is the one used, so that every host agrees on it.
+                let response = match cache.put_action_first(&key, response.clone()) {
+                    Ok(stored) => stored,
+                    Err(e) => {
+                        eprintln!("warning: cannot store a model response: {e}");
+                        response
+                    }
+                };
                 Ok((continued(request, response), true))
             }
             Err(failure) if failure.prompt_too_long() => {

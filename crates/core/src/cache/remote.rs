@@ -1,0 +1,795 @@
+//! The store shared between hosts (`[cache] remote`), under the local one: what a build reads
+//! is looked up locally first, then remotely; what it computes is stored locally, then remotely
+//! with a create-only write. The store itself is any [`Store`] (an object store, a WebDAV
+//! server, a shared folder: `r2e-store` opens one from its URL); this module is the policy, the
+//! same for every store:
+//!
+//! - **Verified before use.** A remote entry is unsealed (key, bucket, checksum) before it is
+//!   used or copied into the local cache. One that does not verify is a miss, named on stderr,
+//!   and remembered: the recomputed value replaces it with a conditional write on the version
+//!   the read saw (S3's `If-Match` on its ETag), so that a good entry another host wrote
+//!   meanwhile is never clobbered.
+//! - **The first writer wins.** A write that finds an entry there already adopts it (the local
+//!   cache takes the winner's bytes), so that a nondeterministic result (a model's answer) is
+//!   the same on every host.
+//! - **A failing store is not a result.** The first failure is named on stderr once; from then
+//!   on the build reads and writes the local cache only. The writes the store missed are
+//!   counted ([`Remote::lost`]): a shard build, whose results only the store carries to the
+//!   assemble, exits 1 on any.
+//! - **Only actions travel.** The buckets of action results are shared; machine-local state
+//!   (stat memos, the persisted analysis, scratch) never is. Folders (environments) travel as
+//!   blobs, by their own stage.
+//! - **A trace.** Every host writes what it did to each action key (JSON lines: `started` on a
+//!   miss, `stored`, `adopted`, `hit`, `damaged`, `repaired`, `lost`, leases), so that a cluster
+//!   build can be checked for work done twice.
+//!
+//! Leases ([`Remote::lease`]): an action that several hosts may need at once (an environment
+//! that repositories without dependencies share) is run by the host that creates its lease
+//! object (create-only); the others wait for its result. The holder renews the lease while it
+//! runs; a lease not renewed within its term (its host died) is taken over by a conditional
+//! replace.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::Bucket;
+use super::store::{Created, Store, Version};
+use crate::error::Result;
+use crate::hash::Hash;
+
+/// What happened to an action key on this host, as the trace records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Event {
+    /// A miss here and remotely: this host computes it.
+    Started,
+    /// This host's result is in the remote store (it won the create-only write).
+    Stored,
+    /// Another host's result was there first; this host adopted it.
+    Adopted,
+    /// Read from the remote store (and copied into the local cache).
+    Hit,
+    /// The remote entry did not verify: a miss, repaired when recomputed.
+    Damaged,
+    /// A damaged remote entry replaced with the recomputed one.
+    Repaired,
+    /// The result could not be written to the remote store.
+    Lost,
+    /// This host took the action's lease (and runs it).
+    LeaseTaken,
+    /// Another host holds the action's lease: this host waits for its result.
+    LeaseWaited,
+    /// A lease whose holder stopped renewing it, taken over.
+    LeaseTakenOver,
+}
+
+/// One line of a host's action trace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceRecord {
+    /// Milliseconds since the Unix epoch.
+    pub time_ms: u64,
+    pub host: String,
+    pub pid: u32,
+    pub event: Event,
+    /// The bucket's folder (`actions/validate-v8`, `envs-v3`).
+    pub bucket: String,
+    pub key: String,
+}
+
+/// A host's action trace: JSON lines appended to a file.
+pub struct Trace {
+    file: Mutex<std::fs::File>,
+    host: String,
+}
+
+impl Trace {
+    /// Appends to the trace at `path` (created, with its folder, if need be).
+    pub fn create(path: &std::path::Path) -> Result<Trace> {
+        if let Some(parent) = path.parent() {
+            fs_err::create_dir_all(parent)?;
+        }
+        let file = fs_err::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?
+            .into_parts()
+            .0;
+        Ok(Trace {
+            file: Mutex::new(file),
+            host: host_name(),
+        })
+    }
+
+    pub fn record(&self, event: Event, bucket: Bucket, key: Hash) {
+        let line = TraceRecord {
+            time_ms: now_ms(),
+            host: self.host.clone(),
+            pid: std::process::id(),
+            event,
+            bucket: bucket.folder(),
+            key: key.to_hex(),
+        };
+        let mut text = serde_json::to_string(&line).expect("trace lines serialize");
+        text.push('\n');
+        // One write per line on a file opened for appending: lines of several processes do not
+        // interleave. A trace that cannot be written only loses a line.
+        let _ = self
+            .file
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .write_all(text.as_bytes());
+    }
+}
+
+/// This host's name (the kernel's node name), for traces and lease holders.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The remote store of a cache and how it has fared in this process.
+pub struct Remote {
+    store: Arc<dyn Store>,
+    url: String,
+    lease_term: Duration,
+    /// Set at the store's first failure: from then on this process uses the local cache only.
+    down: AtomicBool,
+    /// Writes the store did not get (while down, or failing).
+    lost: AtomicU64,
+    /// Remote entries that did not verify, with the version the read saw: the recomputed value
+    /// replaces exactly those bytes.
+    damaged: Mutex<std::collections::HashMap<(Bucket, Hash), Version>>,
+    /// Whether "this store takes no leases" was said.
+    said_no_leases: AtomicBool,
+    trace: Option<Trace>,
+    /// Whether entries found locally are written to the store when it lacks them (a shard
+    /// build, whose results the store must carry to the assemble).
+    publish: bool,
+    /// What a lease names as its holder: host and process.
+    holder: String,
+}
+
+/// A lease object, as stored (an entry of [`Bucket::Leases`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct LeaseRecord {
+    holder: String,
+    /// Milliseconds since the epoch after which the lease may be taken over.
+    expires_ms: u64,
+}
+
+impl Remote {
+    pub fn new(store: Arc<dyn Store>, url: &str, lease_term: Duration) -> Remote {
+        Remote {
+            store,
+            url: url.to_owned(),
+            lease_term,
+            down: AtomicBool::new(false),
+            lost: AtomicU64::new(0),
+            damaged: Mutex::default(),
+            said_no_leases: AtomicBool::new(false),
+            trace: None,
+            publish: false,
+            holder: format!("{}:{}", host_name(), std::process::id()),
+        }
+    }
+
+    /// Records this host's actions in `trace`.
+    pub fn with_trace(mut self, trace: Trace) -> Remote {
+        self.trace = Some(trace);
+        self
+    }
+
+    /// Makes entries found in the local cache reach the store too, when it lacks them.
+    pub fn publishing(mut self) -> Remote {
+        self.publish = true;
+        self
+    }
+
+    /// An entry found locally: written to the store when publishing and the store lacks it.
+    pub(super) fn publish(&self, bucket: Bucket, key: Hash, bytes: &[u8]) {
+        if !self.publish || !self.up() {
+            return;
+        }
+        match self.store.contains(bucket, key) {
+            Ok(true) => {}
+            Ok(false) => drop(self.put(bucket, key, &[bytes])),
+            Err(e) => {
+                self.failed("a read", &e);
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                self.trace(Event::Lost, bucket, key);
+            }
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn store(&self) -> &dyn Store {
+        &*self.store
+    }
+
+    /// How many results this process could not write to the store.
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Whether the store failed in this process (it is not used any more).
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::Relaxed)
+    }
+
+    /// Whether the bucket's entries are shared through the store.
+    pub fn shares(bucket: Bucket) -> bool {
+        bucket.is_action()
+    }
+
+    pub(super) fn trace(&self, event: Event, bucket: Bucket, key: Hash) {
+        if let Some(t) = &self.trace {
+            t.record(event, bucket, key);
+        }
+    }
+
+    /// Notes a failure of the store: the first is named on stderr, and the store is not used
+    /// again by this process.
+    pub(super) fn failed(&self, what: &str, e: &dyn std::fmt::Display) {
+        if !self.down.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "warning: the remote cache `{}` failed ({what}: {e}); this build goes on from local work and stores its results locally only",
+                self.url
+            );
+        }
+    }
+
+    fn up(&self) -> bool {
+        !self.down.load(Ordering::Relaxed)
+    }
+
+    /// The remote entry of `key`, verified; `None` on a miss, a damaged entry (named and
+    /// remembered for repair) or a failing store.
+    pub(super) fn get(&self, bucket: Bucket, key: Hash) -> Option<Vec<u8>> {
+        if !self.up() {
+            return None;
+        }
+        let fetched = match self.store.get(bucket, key) {
+            Ok(Some(f)) => f,
+            Ok(None) => return None,
+            Err(e) => {
+                self.failed("a read", &e);
+                return None;
+            }
+        };
+        match super::entry::unseal_bytes(&bucket.folder(), key, &fetched.bytes) {
+            Ok(_) => Some(fetched.bytes),
+            Err(why) => {
+                self.damaged_entry(bucket, key, fetched.version, why);
+                None
+            }
+        }
+    }
+
+    /// Names a remote entry that does not verify (or decode) and remembers its version, so
+    /// that the recomputed value replaces it.
+    pub(super) fn damaged_entry(
+        &self,
+        bucket: Bucket,
+        key: Hash,
+        version: Version,
+        why: super::entry::Corrupt,
+    ) {
+        eprintln!(
+            "warning: remote cache entry `{}` is damaged ({why}); it is recomputed and repaired",
+            self.store.describe(bucket, key)
+        );
+        self.trace(Event::Damaged, bucket, key);
+        self.damaged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((bucket, key), version);
+    }
+
+    /// Writes a computed entry: replaces a damaged one this process saw, or creates it. Returns
+    /// the winner's verified bytes when another writer's entry was there first.
+    pub(super) fn put(&self, bucket: Bucket, key: Hash, parts: &[&[u8]]) -> Option<Vec<u8>> {
+        if !self.up() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+            self.trace(Event::Lost, bucket, key);
+            return None;
+        }
+        let damaged = self
+            .damaged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(bucket, key));
+        match self.write(bucket, key, parts, damaged) {
+            Ok(winner) => winner,
+            Err(e) => {
+                self.failed("a write", &e);
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                self.trace(Event::Lost, bucket, key);
+                None
+            }
+        }
+    }
+
+    fn write(
+        &self,
+        bucket: Bucket,
+        key: Hash,
+        parts: &[&[u8]],
+        mut damaged: Option<Version>,
+    ) -> Result<Option<Vec<u8>>> {
+        for _ in 0..8 {
+            if let Some(version) = damaged.take() {
+                if self.store.replace(bucket, key, &version, parts)? {
+                    self.trace(Event::Repaired, bucket, key);
+                    return Ok(None);
+                }
+                // Replaced by another writer meanwhile: that entry is read as any winner's.
+            }
+            match self.store.put_if_absent(bucket, key, parts)? {
+                Created::Stored => {
+                    self.trace(Event::Stored, bucket, key);
+                    return Ok(None);
+                }
+                Created::Exists(winner) => {
+                    match super::entry::unseal_bytes(&bucket.folder(), key, &winner.bytes) {
+                        Ok(_) => {
+                            self.trace(Event::Adopted, bucket, key);
+                            return Ok(Some(winner.bytes));
+                        }
+                        Err(why) => {
+                            eprintln!(
+                                "warning: remote cache entry `{}` is damaged ({why}); it is replaced",
+                                self.store.describe(bucket, key)
+                            );
+                            self.trace(Event::Damaged, bucket, key);
+                            damaged = Some(winner.version);
+                        }
+                    }
+                }
+            }
+        }
+        Err(crate::error::Error::env(format!(
+            "cannot store `{}`: other writers keep changing it",
+            self.store.describe(bucket, key)
+        )))
+    }
+
+    /// A blob from the store (an archive of a folder), or `None` (a miss, or a failing store).
+    pub fn get_blob(&self, bucket: Bucket, key: Hash) -> Option<Box<dyn std::io::Read + Send>> {
+        if !self.up() {
+            return None;
+        }
+        match self.store.get_blob(bucket, key) {
+            Ok(blob) => blob,
+            Err(e) => {
+                self.failed("a read", &e);
+                None
+            }
+        }
+    }
+
+    /// Stores a blob; a failure is counted as a lost write.
+    pub fn put_blob(&self, bucket: Bucket, key: Hash, blob: &mut dyn std::io::Read) {
+        if self.up() {
+            match self.store.put_blob(bucket, key, blob) {
+                Ok(()) => {
+                    self.trace(Event::Stored, bucket, key);
+                    return;
+                }
+                Err(e) => self.failed("a write", &e),
+            }
+        }
+        self.lost.fetch_add(1, Ordering::Relaxed);
+        self.trace(Event::Lost, bucket, key);
+    }
+
+    /// Takes the lease on the action `key` of `bucket`, or waits while another host holds it,
+    /// until `done()` says its result is there. Returns a guard while this host is to run the
+    /// action (renewed until dropped), `None` once the result is there. A store that cannot
+    /// write conditionally, or that fails, takes no leases: the action runs here (and may run
+    /// twice).
+    pub fn lease(
+        self: &Arc<Self>,
+        bucket: Bucket,
+        key: Hash,
+        done: &dyn Fn() -> bool,
+    ) -> Option<LeaseGuard> {
+        let free = || Some(LeaseGuard::none());
+        if !self.up() {
+            return free();
+        }
+        if !self.store.conditional_writes() {
+            if !self.said_no_leases.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "warning: the remote cache `{}` cannot write conditionally: it takes no leases, and an action two hosts need at once may run on both",
+                    self.url
+                );
+            }
+            return free();
+        }
+        let lease_key = Hash::of_key(&(bucket.folder(), key));
+        let mut waited = false;
+        loop {
+            if done() {
+                return None;
+            }
+            let mine = self.lease_parts(lease_key, now_ms() + self.lease_term.as_millis() as u64);
+            let parts: [&[u8]; 2] = [&mine.0, &mine.1];
+            let outcome = self.store.put_if_absent(Bucket::Leases, lease_key, &parts);
+            let taken = match outcome {
+                Ok(Created::Stored) => Some(Event::LeaseTaken),
+                Ok(Created::Exists(theirs)) => {
+                    let expired = super::entry::unseal::<LeaseRecord>(
+                        &Bucket::Leases.folder(),
+                        lease_key,
+                        &theirs.bytes,
+                    )
+                    .map_or(true, |l| l.expires_ms < now_ms());
+                    if expired {
+                        match self
+                            .store
+                            .replace(Bucket::Leases, lease_key, &theirs.version, &parts)
+                        {
+                            Ok(true) => Some(Event::LeaseTakenOver),
+                            Ok(false) => None,
+                            Err(e) => {
+                                self.failed("a lease", &e);
+                                return free();
+                            }
+                        }
+                    } else {
+                        None
+                    }
+                }
+                Err(e) => {
+                    self.failed("a lease", &e);
+                    return free();
+                }
+            };
+            if let Some(event) = taken {
+                self.trace(event, bucket, key);
+                // The action may have finished between the check and the lease.
+                if done() {
+                    self.release(lease_key);
+                    return None;
+                }
+                return Some(LeaseGuard::renewing(Arc::clone(self), lease_key));
+            }
+            if !waited {
+                waited = true;
+                self.trace(Event::LeaseWaited, bucket, key);
+                eprintln!(
+                    "waiting for another host to finish `{}`",
+                    self.store.describe(bucket, key)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// The entry of a lease naming this holder, valid until `expires_ms`: header and payload.
+    fn lease_parts(&self, lease_key: Hash, expires_ms: u64) -> (Vec<u8>, Vec<u8>) {
+        let payload = postcard::to_stdvec(&LeaseRecord {
+            holder: self.holder.clone(),
+            expires_ms,
+        })
+        .expect("leases serialize");
+        let header = super::entry::header(&Bucket::Leases.folder(), lease_key, &payload);
+        (header.to_vec(), payload)
+    }
+
+    /// Renews (or, with `until` in the past, releases) this holder's lease: only while the store
+    /// still holds this holder's lease. Says whether it still does.
+    fn renew(&self, lease_key: Hash, until: u64) -> bool {
+        let Ok(Some(current)) = self.store.get(Bucket::Leases, lease_key) else {
+            return false;
+        };
+        let ours = super::entry::unseal::<LeaseRecord>(
+            &Bucket::Leases.folder(),
+            lease_key,
+            &current.bytes,
+        )
+        .is_ok_and(|l| l.holder == self.holder);
+        if !ours {
+            return false;
+        }
+        let (header, payload) = self.lease_parts(lease_key, until);
+        self.store
+            .replace(Bucket::Leases, lease_key, &current.version, &[&header, &payload])
+            .unwrap_or(false)
+    }
+
+    fn release(&self, lease_key: Hash) {
+        self.renew(lease_key, 0);
+    }
+}
+
+/// While alive, this host holds an action's lease: a thread renews it every third of its term;
+/// dropping it releases the lease (the action's result is stored by then, or it failed and
+/// another host may try).
+pub struct LeaseGuard {
+    inner: Option<(Arc<Remote>, Hash, std::sync::mpsc::Sender<()>)>,
+    renewer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl LeaseGuard {
+    /// A guard that holds nothing (no store, or one without leases).
+    pub fn none() -> LeaseGuard {
+        LeaseGuard {
+            inner: None,
+            renewer: None,
+        }
+    }
+
+    fn renewing(remote: Arc<Remote>, lease_key: Hash) -> LeaseGuard {
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let r = Arc::clone(&remote);
+        let every = remote.lease_term / 3;
+        let renewer = std::thread::Builder::new()
+            .name("r2e-lease".into())
+            .spawn(move || {
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(every)
+                {
+                    let until = now_ms() + r.lease_term.as_millis() as u64;
+                    if !r.renew(lease_key, until) {
+                        break;
+                    }
+                }
+            })
+            .ok();
+        LeaseGuard {
+            inner: Some((remote, lease_key, stop)),
+            renewer,
+        }
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if let Some((remote, lease_key, stop)) = self.inner.take() {
+            drop(stop);
+            if let Some(r) = self.renewer.take() {
+                let _ = r.join();
+            }
+            remote.release(lease_key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{Cache, LocalStore};
+
+    /// Two hosts' caches over one shared folder as their remote store, each with a trace.
+    fn hosts(shared: &std::path::Path, n: usize) -> (Vec<Cache>, Vec<tempfile::TempDir>) {
+        let mut caches = Vec::new();
+        let mut dirs = Vec::new();
+        for i in 0..n {
+            let dir = tempfile::tempdir().unwrap();
+            let mut cache = Cache::open(dir.path()).unwrap();
+            let remote = Remote::new(
+                Arc::new(LocalStore::new(shared)),
+                "file:///shared",
+                Duration::from_secs(6),
+            )
+            .with_trace(Trace::create(&dir.path().join(format!("trace-{i}.jsonl"))).unwrap());
+            cache.set_remote(remote);
+            caches.push(cache);
+            dirs.push(dir);
+        }
+        (caches, dirs)
+    }
+
+    fn events(dir: &std::path::Path, i: usize) -> Vec<Event> {
+        std::fs::read_to_string(dir.join(format!("trace-{i}.jsonl")))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<TraceRecord>(l).unwrap().event)
+            .collect()
+    }
+
+    #[test]
+    fn a_result_one_host_stored_is_a_hit_on_another() {
+        let shared = tempfile::tempdir().unwrap();
+        let (caches, dirs) = hosts(shared.path(), 2);
+        let key = Hash::of_bytes(b"k");
+        assert_eq!(caches[0].get::<String>(Bucket::Validate, key), None);
+        caches[0].put(Bucket::Validate, key, "runs").unwrap();
+        assert_eq!(
+            caches[1].get::<String>(Bucket::Validate, key).as_deref(),
+            Some("runs")
+        );
+        // Copied into the second host's local cache: read there without the store now.
+        assert!(LocalStore::new(dirs[1].path()).contains(Bucket::Validate, key).unwrap());
+        assert_eq!(events(dirs[0].path(), 0), [Event::Started, Event::Stored]);
+        assert_eq!(events(dirs[1].path(), 1), [Event::Hit]);
+        // Machine-local buckets never travel.
+        caches[0].put(Bucket::Stat, key, "memo").unwrap();
+        assert_eq!(caches[1].get::<String>(Bucket::Stat, key), None);
+    }
+
+    #[test]
+    fn a_damaged_remote_entry_is_a_miss_and_is_repaired() {
+        let shared = tempfile::tempdir().unwrap();
+        let (caches, dirs) = hosts(shared.path(), 3);
+        let (a, b) = (Hash::of_bytes(b"a"), Hash::of_bytes(b"b"));
+        caches[0].put(Bucket::Generate, a, "harness a").unwrap();
+        caches[0].put(Bucket::Generate, b, "harness b").unwrap();
+        let store = LocalStore::new(shared.path());
+        // One flipped byte in a; b's valid entry copied under a third key.
+        let pa = store.path(Bucket::Generate, a);
+        let mut bytes = std::fs::read(&pa).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&pa, &bytes).unwrap();
+        let c = Hash::of_bytes(b"c");
+        let pc = store.path(Bucket::Generate, c);
+        std::fs::create_dir_all(pc.parent().unwrap()).unwrap();
+        std::fs::copy(store.path(Bucket::Generate, b), &pc).unwrap();
+        assert_eq!(caches[1].get::<String>(Bucket::Generate, a), None);
+        assert_eq!(caches[1].get::<String>(Bucket::Generate, c), None);
+        assert_eq!(
+            events(dirs[1].path(), 1),
+            [Event::Damaged, Event::Started, Event::Damaged, Event::Started]
+        );
+        // Recomputed: the damaged copies are replaced, and a third host reads the new values.
+        caches[1].put(Bucket::Generate, a, "harness a").unwrap();
+        caches[1].put(Bucket::Generate, c, "harness c").unwrap();
+        assert_eq!(
+            caches[2].get::<String>(Bucket::Generate, a).as_deref(),
+            Some("harness a")
+        );
+        assert_eq!(
+            caches[2].get::<String>(Bucket::Generate, c).as_deref(),
+            Some("harness c")
+        );
+        let e = events(dirs[1].path(), 1);
+        assert_eq!(e[4..], [Event::Repaired, Event::Repaired]);
+    }
+
+    #[test]
+    fn the_first_answer_stored_is_the_answer_on_every_host() {
+        let shared = tempfile::tempdir().unwrap();
+        let (caches, dirs) = hosts(shared.path(), 2);
+        let key = Hash::of_bytes(b"request");
+        let first = caches[0]
+            .put_first(Bucket::Llm, key, "answer one".to_owned())
+            .unwrap();
+        let second = caches[1]
+            .put_first(Bucket::Llm, key, "answer two".to_owned())
+            .unwrap();
+        assert_eq!((first.as_str(), second.as_str()), ("answer one", "answer one"));
+        assert_eq!(events(dirs[1].path(), 1), [Event::Adopted]);
+        // The loser's local cache holds the winner's answer.
+        let local = LocalStore::new(dirs[1].path()).verify(Bucket::Llm, key);
+        let payload = local.unwrap().unwrap().into_payload();
+        assert_eq!(
+            postcard::from_bytes::<String>(&payload).unwrap(),
+            "answer one"
+        );
+        // A deterministic result's write that loses also leaves the winner's bytes locally.
+        caches[0].put(Bucket::Check, key, "x").unwrap();
+        caches[1].put(Bucket::Check, key, "y").unwrap();
+        assert_eq!(
+            caches[1].get::<String>(Bucket::Check, key).as_deref(),
+            Some("x")
+        );
+    }
+
+    /// A store whose every call fails, as an unreachable server's would.
+    struct Down;
+
+    impl Store for Down {
+        fn describe(&self, _: Bucket, key: Hash) -> String {
+            format!("down/{}", key.to_hex())
+        }
+        fn get(&self, _: Bucket, _: Hash) -> Result<Option<super::super::store::Fetched>> {
+            Err(crate::error::Error::env("connection refused"))
+        }
+        fn contains(&self, _: Bucket, _: Hash) -> Result<bool> {
+            Err(crate::error::Error::env("connection refused"))
+        }
+        fn put(&self, _: Bucket, _: Hash, _: &[&[u8]]) -> Result<()> {
+            Err(crate::error::Error::env("connection refused"))
+        }
+        fn put_if_absent(&self, _: Bucket, _: Hash, _: &[&[u8]]) -> Result<Created> {
+            Err(crate::error::Error::env("connection refused"))
+        }
+        fn replace(&self, _: Bucket, _: Hash, _: &Version, _: &[&[u8]]) -> Result<bool> {
+            Err(crate::error::Error::env("connection refused"))
+        }
+        fn remove(&self, _: Bucket, _: Hash, _: &Version) -> Result<bool> {
+            Err(crate::error::Error::env("connection refused"))
+        }
+        fn touch(&self, _: Bucket, _: Hash) {}
+        fn get_blob(
+            &self,
+            _: Bucket,
+            _: Hash,
+        ) -> Result<Option<Box<dyn std::io::Read + Send>>> {
+            Err(crate::error::Error::env("connection refused"))
+        }
+        fn put_blob(&self, _: Bucket, _: Hash, _: &mut dyn std::io::Read) -> Result<()> {
+            Err(crate::error::Error::env("connection refused"))
+        }
+        fn list(&self, _: Bucket) -> Result<super::super::store::Listing> {
+            Err(crate::error::Error::env("connection refused"))
+        }
+    }
+
+    #[test]
+    fn a_failing_store_leaves_the_local_cache_and_counts_what_it_missed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cache = Cache::open(dir.path()).unwrap();
+        cache.set_remote(Remote::new(Arc::new(Down), "s3://down", Duration::from_secs(6)));
+        let key = Hash::of_bytes(b"k");
+        assert_eq!(cache.get::<String>(Bucket::Validate, key), None);
+        cache.put(Bucket::Validate, key, "runs").unwrap();
+        cache.put(Bucket::Validate, Hash::of_bytes(b"j"), "more").unwrap();
+        assert_eq!(
+            cache.get::<String>(Bucket::Validate, key).as_deref(),
+            Some("runs")
+        );
+        let remote = cache.remote().unwrap();
+        assert!(remote.is_down());
+        assert_eq!(remote.lost(), 2);
+        // A lease on a failing store is no lease: the action runs here.
+        assert!(remote.lease(Bucket::Envs, key, &|| false).is_some());
+    }
+
+    #[test]
+    fn one_host_runs_a_leased_action_and_a_dead_holders_lease_is_taken_over() {
+        let shared = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(LocalStore::new(shared.path()));
+        let remote =
+            |term| Arc::new(Remote::new(Arc::clone(&store), "file:///shared", term));
+        let (a, b) = (remote(Duration::from_secs(6)), remote(Duration::from_secs(6)));
+        let key = Hash::of_bytes(b"env");
+        let done = Arc::new(AtomicBool::new(false));
+        let d = Arc::clone(&done);
+        let guard = a.lease(Bucket::Envs, key, &|| d.load(Ordering::Relaxed));
+        assert!(guard.is_some(), "the first host takes the lease");
+        let waiter = {
+            let (b, done) = (Arc::clone(&b), Arc::clone(&done));
+            std::thread::spawn(move || {
+                b.lease(Bucket::Envs, key, &|| done.load(Ordering::Relaxed))
+                    .is_some()
+            })
+        };
+        std::thread::sleep(Duration::from_millis(1500));
+        done.store(true, Ordering::Relaxed);
+        drop(guard);
+        assert!(!waiter.join().unwrap(), "the waiter finds the result, and runs nothing");
+        // A holder that dies without releasing: its lease expires, and is taken over.
+        let dead = remote(Duration::from_secs(1));
+        let other = Hash::of_bytes(b"other env");
+        let lease_key = Hash::of_key(&(Bucket::Envs.folder(), other));
+        let (header, payload) = dead.lease_parts(lease_key, now_ms() + 1000);
+        assert_eq!(
+            store
+                .put_if_absent(Bucket::Leases, lease_key, &[&header, &payload])
+                .unwrap(),
+            Created::Stored
+        );
+        let started = std::time::Instant::now();
+        assert!(b.lease(Bucket::Envs, other, &|| false).is_some());
+        assert!(started.elapsed() >= Duration::from_millis(500));
+    }
+}
