@@ -88,6 +88,8 @@ pub fn write_scripts(opts: &SlurmOptions) -> Result<Scripts> {
             .map_err(|e| Error::env(format!("cannot tell this executable's path: {e}")))?,
     };
     let logs = out.join("logs");
+    let shard_log = sbatch_word(&logs.join("%A_%a.out"))?;
+    let assemble_log = sbatch_word(&logs.join("assemble-%j.out"))?;
     std::fs::create_dir_all(&logs)
         .map_err(|e| Error::env(format!("cannot make `{}`: {e}", logs.display())))?;
 
@@ -119,24 +121,22 @@ pub fn write_scripts(opts: &SlurmOptions) -> Result<Scripts> {
          #SBATCH --job-name=r2e-shards\n\
          #SBATCH --array=0-{last}\n\
          #SBATCH --requeue\n\
-         #SBATCH --output={logs}/%A_%a.out\n\
+         #SBATCH --output={shard_log}\n\
          {resources}\
          # Written by `r2e cluster slurm`: task I of this array builds shard I of {n} of the\n\
          # pipeline with this host's local cache, and stores its results in the remote cache.\n\
          {build} --shard \"$SLURM_ARRAY_TASK_ID/{n}\" {cache}{remote}\n",
         last = n - 1,
-        logs = logs.display(),
     );
     let assemble = format!(
         "#!/bin/bash\n\
          #SBATCH --job-name=r2e-assemble\n\
          #SBATCH --requeue\n\
-         #SBATCH --output={logs}/assemble-%j.out\n\
+         #SBATCH --output={assemble_log}\n\
          {resources}\
          # Written by `r2e cluster slurm`: once every shard succeeded (submitted with\n\
          # `--dependency=afterok:SHARDS_JOB`), assembles the dataset from their stored results.\n\
          {build} {cache}{remote}\n",
-        logs = logs.display(),
     );
     let scripts = Scripts {
         shards: out.join("shards.sbatch"),
@@ -219,6 +219,23 @@ fn check_template(template: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// A path as the value of an `#SBATCH` option: as it is, or in double quotes when it holds
+/// whitespace (sbatch reads those as one word).
+fn sbatch_word(path: &Path) -> Result<String> {
+    let s = path.to_string_lossy();
+    if s.contains(['"', '\n']) {
+        return Err(Error::input(format!(
+            "`{}`: a folder for the scripts may not hold `\"` or a newline",
+            path.display()
+        )));
+    }
+    Ok(if s.contains(char::is_whitespace) {
+        format!("\"{s}\"")
+    } else {
+        s.into_owned()
+    })
 }
 
 fn absolute(path: &Path) -> Result<PathBuf> {

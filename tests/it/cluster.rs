@@ -342,10 +342,21 @@ fn slurm_cluster_requeues_a_task_of_a_dead_node() {
 #[test]
 fn slurm_submit_runs_shards_then_the_assembly_on_a_real_cluster() {
     let Some(c) = Cluster::start() else { return };
-    let p = project();
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    let fake = w.join("r2e");
+    // Paths with spaces: the scripts quote them, `#SBATCH --output` too.
+    let project = w.join("my project");
+    common::write_fixture(
+        &project.join("repo"),
+        "//- m.py\ndef f(x):\n    return x + 1\n",
+    );
+    std::fs::write(
+        project.join("pipeline.toml"),
+        "[project]\nname = \"t\"\n\n[[repo]]\npath = \"repo\"\nname = \"r\"\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(w.join("bin dir")).unwrap();
+    let fake = w.join("bin dir/r2e");
     std::fs::write(
         &fake,
         format!(
@@ -363,7 +374,7 @@ fn slurm_submit_runs_shards_then_the_assembly_on_a_real_cluster() {
     let template = format!("{}/cache-$SLURMD_NODENAME", w.display());
     let out = r2e()
         .args(["cluster", "slurm"])
-        .arg(p.pipeline())
+        .arg(project.join("pipeline.toml"))
         .args(["--shards", "2", "--submit", "--remote-cache", "s3://b/p"])
         .args(["--local-cache", &template])
         .arg("--r2e")
@@ -411,7 +422,7 @@ fn slurm_submit_runs_shards_then_the_assembly_on_a_real_cluster() {
         })
         .collect();
     assert_eq!(runs.len(), 3, "two shards and the assembly ran: {runs:?}");
-    let pipeline = p.pipeline().display().to_string();
+    let pipeline = project.join("pipeline.toml").display().to_string();
     let mut shard_ends = Vec::new();
     let mut seen = Vec::new();
     let mut assembled_at = None;
@@ -469,5 +480,5 @@ fn slurm_submit_runs_shards_then_the_assembly_on_a_real_cluster() {
         "the assembly ran after the shards"
     );
     // The jobs' logs went where the script said.
-    assert!(p.path().join("slurm/logs").read_dir().unwrap().count() >= 3);
+    assert!(project.join("slurm/logs").read_dir().unwrap().count() >= 3);
 }
