@@ -189,6 +189,11 @@ enum Command {
         #[arg(long, default_value_t = 600, value_name = "SECONDS")]
         idle_timeout: u64,
     },
+    /// Run builds on a cluster.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// Show the inputs behind one function's results, whether each is cached, and its harness's
     /// verdict in the last build (valid, or the failure class and message).
     Explain {
@@ -211,6 +216,57 @@ enum ImageCommand {
         /// The pipeline file (its `[env] python` and cache).
         #[arg(short, long, default_value = "pipeline.toml")]
         pipeline: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Write Slurm batch scripts that build a pipeline in shards, then assemble it.
+    ///
+    /// Writes `shards.sbatch`, a job array whose task I runs `r2e build PIPELINE --shard I/N`
+    /// with the node's local cache (the results go to the remote cache), and `assemble.sbatch`,
+    /// which builds the whole dataset from the shards' stored results. Prints their paths and
+    /// how to submit them, or with `--submit` submits them (the assembly once every shard
+    /// succeeded) and prints the two job ids. The nodes run the local (bubblewrap) sandbox.
+    Slurm {
+        /// The pipeline file (default `pipeline.toml`); the same as `-p PIPELINE`.
+        #[arg(value_name = "PIPELINE")]
+        pipeline: Option<PathBuf>,
+        /// The pipeline file (default `pipeline.toml`); the same as the positional PIPELINE.
+        #[arg(short = 'p', long = "pipeline", value_name = "PIPELINE")]
+        pipeline_flag: Option<PathBuf>,
+        /// Shards: the job array's tasks, one shard each.
+        #[arg(long, value_name = "N")]
+        shards: u32,
+        /// The partition the jobs run in (`#SBATCH --partition`).
+        #[arg(long)]
+        partition: Option<String>,
+        /// Each job's time limit (`#SBATCH --time`, e.g. `4:00:00`).
+        #[arg(long)]
+        time: Option<String>,
+        /// Each job's memory (`#SBATCH --mem`, e.g. `8G`).
+        #[arg(long)]
+        mem: Option<String>,
+        /// Each job's CPUs (`#SBATCH --cpus-per-task`).
+        #[arg(long, value_name = "C")]
+        cpus: Option<u32>,
+        /// The local cache's folder on a node, expanded there by the shell (inside double
+        /// quotes), e.g. `/scratch/$USER/r2e-$SLURMD_NODENAME`.
+        #[arg(long, value_name = "TEMPLATE", default_value = crate::cluster::DEFAULT_LOCAL_CACHE)]
+        local_cache: String,
+        /// The remote cache the shards store their results in and the assembly reads
+        /// (`s3://BUCKET/PREFIX` or `http://...`); default: the pipeline's `[cache] remote`.
+        #[arg(long, value_name = "URL")]
+        remote_cache: Option<String>,
+        /// The folder the scripts are written into (default: `<pipeline's folder>/slurm`).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Submit the scripts with `sbatch` and print the job ids.
+        #[arg(long)]
+        submit: bool,
+        /// The r2e executable the nodes run (default: this one).
+        #[arg(long, value_name = "PATH")]
+        r2e: Option<PathBuf>,
     },
 }
 
@@ -499,6 +555,47 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 idle_timeout: std::time::Duration::from_secs(idle_timeout),
             };
             crate::serve::serve(cfg, &services(cfg), opts)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cluster {
+            command:
+                ClusterCommand::Slurm {
+                    pipeline,
+                    pipeline_flag,
+                    shards,
+                    partition,
+                    time,
+                    mem,
+                    cpus,
+                    local_cache,
+                    remote_cache,
+                    out,
+                    submit,
+                    r2e,
+                },
+        } => {
+            let opts = crate::cluster::SlurmOptions {
+                pipeline: one_pipeline(pipeline, pipeline_flag)?,
+                shards,
+                partition,
+                time,
+                mem,
+                cpus,
+                local_cache: Some(local_cache),
+                remote_cache,
+                out,
+                r2e,
+            };
+            let scripts = crate::cluster::write_scripts(&opts)?;
+            if submit {
+                let jobs = crate::cluster::submit(&scripts)?;
+                print_text(&format!(
+                    "shards {}\nassemble {}\n",
+                    jobs.shards, jobs.assemble
+                ))?;
+            } else {
+                print_text(&crate::cluster::how_to_submit(&scripts))?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Explain { id, pipeline, json } => {

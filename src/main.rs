@@ -5,6 +5,7 @@
 
 mod check;
 mod cli;
+mod cluster;
 mod diff;
 mod export;
 mod report;

@@ -12,6 +12,7 @@ mod common;
 
 mod analysis;
 mod cli;
+mod cluster;
 mod dataset;
 mod docker;
 mod durability;
