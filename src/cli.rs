@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 
 use r2e_build::engine::{self, BuildOptions};
 use r2e_build::stages::Stage;
-use r2e_core::config;
+use r2e_core::config::{self, RemoteCache, Shard};
 use r2e_core::error::{Error, Result};
 use r2e_core::records::Summary;
 
@@ -50,6 +50,19 @@ enum Command {
         /// Print a JSON summary on stdout.
         #[arg(long)]
         json: bool,
+        /// Build only shard I of N (counting from 0: `0/2` and `1/2`): the repositories whose
+        /// name hashes to I, stored in the remote cache, with a summary beside the output
+        /// instead of the output. Defaults from `SLURM_ARRAY_TASK_ID` and
+        /// `SLURM_ARRAY_TASK_COUNT` in a Slurm job array.
+        #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+        shard: Option<Shard>,
+        /// The remote cache shared between hosts (`s3://BUCKET/PREFIX`, `gs://`, `az://`,
+        /// `http(s)://` WebDAV, `file:///PATH`); wins over `[cache] remote`.
+        #[arg(long, value_name = "URL", value_parser = parse_remote)]
+        remote_cache: Option<RemoteCache>,
+        /// This host's local cache folder, instead of the pipeline's `cache`.
+        #[arg(long, value_name = "DIR")]
+        cache: Option<PathBuf>,
     },
     /// Say what a build would run and why, without running it.
     Status {
@@ -288,6 +301,28 @@ enum DatasetCommand {
     },
 }
 
+/// `--shard I/N`.
+fn parse_shard(text: &str) -> std::result::Result<Shard, String> {
+    Shard::parse(text)
+}
+
+/// `--remote-cache URL`.
+fn parse_remote(text: &str) -> std::result::Result<RemoteCache, String> {
+    RemoteCache::parse(text)
+}
+
+/// The shard of a Slurm job array's task (`SLURM_ARRAY_TASK_ID` of `SLURM_ARRAY_TASK_COUNT`),
+/// when the build runs as one.
+fn slurm_shard() -> Option<Result<Shard>> {
+    let id = std::env::var("SLURM_ARRAY_TASK_ID").ok()?;
+    let count = std::env::var("SLURM_ARRAY_TASK_COUNT").ok()?;
+    Some(Shard::parse(&format!("{id}/{count}")).map_err(|e| {
+        Error::input(format!(
+            "SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT: {e} (give `--shard I/N`)"
+        ))
+    }))
+}
+
 /// Runs the command line and returns the exit code.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -437,10 +472,46 @@ fn run(cli: Cli) -> Result<ExitCode> {
             until,
             jobs,
             json,
+            shard,
+            remote_cache,
+            cache,
         } => {
             let pipeline = one_pipeline(pipeline, pipeline_flag)?;
-            let cfg = config::load(&pipeline)?;
-            let summary = engine::build_with(&cfg, &BuildOptions { until, jobs }, &services(&cfg))?;
+            let mut cfg = config::load(&pipeline)?;
+            if let Some(dir) = cache {
+                cfg = cfg.with_cache(&std::path::absolute(&dir).map_err(|e| {
+                    Error::input(format!("--cache {}: {e}", dir.display()))
+                })?);
+            }
+            if let Some(remote) = remote_cache {
+                cfg = cfg.with_remote(remote);
+            }
+            let opts = BuildOptions { until, jobs };
+            if let Some(shard) = shard.map(Ok).or_else(slurm_shard).transpose()? {
+                let outcome = engine::build_shard(&cfg, &opts, &services(&cfg), shard)?;
+                if json {
+                    print_json(&outcome.summary)?;
+                } else if let Some(summary) = &outcome.summary {
+                    eprintln!("{}", human_summary(summary));
+                }
+                eprintln!("shard {shard}: summary in {}", outcome.summary_file.display());
+                let retry = outcome.summary.as_ref().map_or(&[][..], |s| &s.retry[..]);
+                for why in retry {
+                    eprintln!("error: {why}");
+                }
+                if outcome.lost > 0 {
+                    eprintln!(
+                        "error: shard {shard} could not store {} result(s) in the remote cache; the assemble would miss them, so this shard failed (run it again)",
+                        outcome.lost
+                    );
+                }
+                return Ok(if retry.is_empty() && outcome.lost == 0 {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(Error::env("").exit_code())
+                });
+            }
+            let summary = engine::build_with(&cfg, &opts, &services(&cfg))?;
             if json {
                 print_json(&summary)?;
             } else {

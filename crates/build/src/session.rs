@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::db::{Database, ReadError, Repo, Settings, SourceFile, SourceReader};
 use crate::stages::checkout::{self, Checkout};
 use r2e_core::cache::Cache;
+use r2e_core::cache::remote::Remote;
 use r2e_core::config::Config;
 use r2e_core::error::Result;
 use r2e_core::hash::Hash;
@@ -54,7 +55,20 @@ impl Session {
 
     /// Like [`Session::open`]; `track_executions` counts salsa query executions (for tests).
     pub fn open_with(cfg: &Config, track_executions: bool) -> Result<Session> {
-        let cache = Arc::new(Cache::open(&cfg.cache)?);
+        Self::open_full(cfg, track_executions, None)
+    }
+
+    /// Like [`Session::open`], with the store shared between hosts under the local cache.
+    pub fn open_remote(cfg: &Config, remote: Option<Remote>) -> Result<Session> {
+        Self::open_full(cfg, false, remote)
+    }
+
+    fn open_full(cfg: &Config, track_executions: bool, remote: Option<Remote>) -> Result<Session> {
+        let mut cache = Cache::open(&cfg.cache)?;
+        if let Some(remote) = remote {
+            cache.set_remote(remote);
+        }
+        let cache = Arc::new(cache);
         let mut checkouts = Vec::new();
         for repo in &cfg.repos {
             checkouts.push(Arc::new(checkout::checkout(repo, &cache)?));

@@ -65,6 +65,55 @@ struct CacheOptions {
 /// a WebDAV server (`http://`, `https://`), a folder every host mounts (`file:///PATH`).
 pub const REMOTE_SCHEMES: [&str; 6] = ["s3", "gs", "az", "http", "https", "file"];
 
+/// One shard of a build spread over hosts (`--shard I/N`): the repositories whose name hashes
+/// to `index` modulo `count`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    /// Parses `I/N` (I counts from 0 and is less than N).
+    pub fn parse(text: &str) -> std::result::Result<Shard, String> {
+        let bad = || format!("`{text}` is not a shard: give `I/N`, with I counting from 0 (`0/2` and `1/2`)");
+        let (i, n) = text.split_once('/').ok_or_else(bad)?;
+        let (index, count): (u32, u32) = (
+            i.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if count == 0 {
+            return Err(format!("`{text}`: a build has at least one shard"));
+        }
+        if index >= count {
+            return Err(format!(
+                "`{text}`: shard {index} of {count} does not exist (shards count from 0 to {})",
+                count - 1
+            ));
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// The shard a repository falls in: a stable hash of its name (the same on every host and
+    /// every run), modulo the count.
+    pub fn of(name: &str, count: u32) -> u32 {
+        let h = crate::hash::Hash::of_bytes(name.as_bytes());
+        let n = u64::from_le_bytes(h.0[..8].try_into().expect("8 bytes"));
+        (n % u64::from(count)) as u32
+    }
+
+    /// Whether the repository named `name` is this shard's.
+    pub fn holds(&self, name: &str) -> bool {
+        Shard::of(name, self.count) == self.index
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
 /// `[cache] remote` (or `--remote-cache`): a store shared by every host that builds the
 /// pipeline, read after the local cache and written create-only (`docs/caching.md`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -919,6 +968,47 @@ impl Config {
                 .map(|v| (Some(v.name.as_str()), &v.cfg))
                 .collect()
         }
+    }
+
+    /// This configuration, and its variants', with the local cache at `cache` (`--cache`).
+    pub fn with_cache(mut self, cache: &Path) -> Config {
+        self.cache = cache.to_path_buf();
+        for v in &mut self.variants {
+            v.cfg.cache = cache.to_path_buf();
+        }
+        self
+    }
+
+    /// This configuration, and its variants', with `remote` as the shared store
+    /// (`--remote-cache`, which wins over `[cache] remote`). The lease term stays the file's.
+    pub fn with_remote(mut self, mut remote: RemoteCache) -> Config {
+        if let Some(r) = &self.remote {
+            remote.lease_seconds = r.lease_seconds;
+        }
+        for v in &mut self.variants {
+            v.cfg.remote = Some(remote.clone());
+        }
+        self.remote = Some(remote);
+        self
+    }
+
+    /// This configuration with its output at `output` (its variants' under it, as the file
+    /// lays them out).
+    pub fn with_output(mut self, output: &Path) -> Config {
+        self.output = output.to_path_buf();
+        for v in &mut self.variants {
+            v.cfg.output = output.join("variants").join(&v.name);
+        }
+        self
+    }
+
+    /// This configuration, and its variants', with only the repositories `keep` accepts.
+    pub fn with_repos(mut self, keep: &dyn Fn(&RepoConfig) -> bool) -> Config {
+        self.repos.retain(|r| keep(r));
+        for v in &mut self.variants {
+            v.cfg.repos.retain(|r| keep(r));
+        }
+        self
     }
 
     /// The configuration of the variant `name` (exit 2 when there is none).

@@ -8,6 +8,7 @@
 //! one recorded in `<output>/.r2e/state`, and the outputs are checked against their recorded
 //! hashes. Then nothing is parsed, read or rewritten.
 
+pub mod cluster;
 mod dataset;
 pub mod memo;
 pub mod outputs;
@@ -199,9 +200,104 @@ pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
 /// Runs a build with these services.
 pub fn build_with(cfg: &Config, opts: &BuildOptions, services: &Services) -> Result<Summary> {
     let started = std::time::Instant::now();
-    let session = Session::open(cfg)?;
+    let remote = match &cfg.remote {
+        Some(_) => cluster::open_remote(cfg, &cluster::trace_path(&cfg.output, None)?, false)?,
+        None => None,
+    };
+    let session = Session::open_remote(cfg, remote)?;
     log::timing("checkout", started.elapsed());
-    build_session(session, opts, services)
+    let remote = session.cache.remote().cloned();
+    let summary = build_session(session, opts, services)?;
+    if let Some(r) = remote
+        && r.lost() > 0
+    {
+        eprintln!(
+            "warning: {} result(s) of this build are in the local cache only: the remote cache `{}` did not take them",
+            r.lost(),
+            r.url()
+        );
+    }
+    Ok(summary)
+}
+
+/// What a shard's build did.
+pub struct ShardOutcome {
+    /// Its build's summary (`None`: the shard holds no repository).
+    pub summary: Option<Summary>,
+    /// Where its summary is, beside the output.
+    pub summary_file: PathBuf,
+    /// Results it could not store in the remote store: the shard failed (exit 1).
+    pub lost: u64,
+}
+
+/// Builds shard `shard` of the pipeline: every stage of its repositories, its results stored in
+/// the remote store (`cluster`), its summary beside the output; the output itself is not
+/// written.
+pub fn build_shard(
+    cfg: &Config,
+    opts: &BuildOptions,
+    services: &Services,
+    shard: r2e_core::config::Shard,
+) -> Result<ShardOutcome> {
+    if cfg.remote.is_none() {
+        return Err(Error::input(format!(
+            "`--shard {shard}` needs a remote cache to store its results in: give `[cache] remote = \"URL\"` in `{}` or `--remote-cache URL`",
+            cfg.file.display()
+        )));
+    }
+    let mine = cluster::shard_config(cfg, shard);
+    let names: Vec<&str> = mine.repos.iter().map(|r| r.name.as_str()).collect();
+    eprintln!(
+        "shard {shard}: {} of {} repositories{}",
+        names.len(),
+        cfg.repos.len(),
+        if names.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", names.join(", "))
+        }
+    );
+    if names.is_empty() {
+        let summary_file = cluster::write_shard_summary(
+            &cfg.output,
+            &cluster::ShardSummary {
+                shard,
+                host: r2e_core::cache::remote::host_name(),
+                repos: names,
+                lost: 0,
+                summary: None,
+            },
+        )?;
+        return Ok(ShardOutcome {
+            summary: None,
+            summary_file,
+            lost: 0,
+        });
+    }
+    let scratch = cluster::scratch_output(cfg);
+    let work = mine.clone().with_output(&scratch);
+    let remote = cluster::open_remote(&work, &cluster::trace_path(&cfg.output, Some(shard))?, true)?;
+    let session = Session::open_remote(&work, remote)?;
+    let remote = session.cache.remote().cloned();
+    let built = build_session(session, opts, services);
+    let _ = fs_err::remove_dir_all(scratch.parent().unwrap_or(&scratch));
+    let summary = built?;
+    let lost = remote.as_ref().map_or(0, |r| r.lost());
+    let summary_file = cluster::write_shard_summary(
+        &cfg.output,
+        &cluster::ShardSummary {
+            shard,
+            host: r2e_core::cache::remote::host_name(),
+            repos: names,
+            lost,
+            summary: Some(&summary),
+        },
+    )?;
+    Ok(ShardOutcome {
+        summary: Some(summary),
+        summary_file,
+        lost,
+    })
 }
 
 /// Runs a build on an open session (its repositories checked out).

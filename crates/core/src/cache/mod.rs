@@ -659,7 +659,7 @@ fn leftover_owner(name: &str) -> Option<u32> {
         let end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
         s[..end].parse().ok()
     };
-    for prefix in ["job-", "env-check-", "env-", "gc-", "scratch"] {
+    for prefix in ["job-", "env-check-", "env-", "gc-", "shard-", "scratch"] {
         if let Some(rest) = name.strip_prefix(prefix) {
             return digits(rest);
         }

@@ -1,0 +1,111 @@
+//! A build spread over hosts: the store they share (`[cache] remote`), shards (`--shard I/N`),
+//! and what each host leaves for the others to check (a shard's summary, every host's action
+//! trace).
+//!
+//! A shard builds every stage of its repositories (those whose name hashes to its index, the
+//! same on every host) into a scratch output of its local cache, which it discards: its product
+//! is what it stored in the remote store, and a summary beside the output
+//! (`.<output>.r2e/shards/shard-I-of-N.json`). A plain build with the remote store then
+//! assembles the whole dataset from the shards' stored results. A shard that could not store a
+//! result exits 1, so that the engine (Slurm's `--requeue`) runs it again and the assemble,
+//! which depends on every shard's success, never runs on missing work.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use r2e_core::cache::remote::{Remote, Trace, host_name};
+use r2e_core::cache::{Bucket, LocalStore, Store};
+use r2e_core::config::{Config, Shard};
+use r2e_core::error::{Error, Result};
+use r2e_core::records::Summary;
+
+/// The folder beside an output where shards leave their summaries and hosts their traces.
+pub fn shards_dir(output: &Path) -> Result<PathBuf> {
+    Ok(super::outputs::store_of(output)?.join("shards"))
+}
+
+/// Opens the pipeline's remote store (none without `[cache] remote`), with this host's action
+/// trace at `trace`. `publish`: entries found in the local cache are written to the store when
+/// it lacks them (a shard's, whose results must reach the assemble).
+pub fn open_remote(cfg: &Config, trace: &Path, publish: bool) -> Result<Option<Remote>> {
+    let Some(rc) = &cfg.remote else {
+        return Ok(None);
+    };
+    let store = open_store(&rc.url)?;
+    let mut remote = Remote::new(store, &rc.url, Duration::from_secs(rc.lease_seconds))
+        .with_trace(Trace::create(trace)?);
+    if publish {
+        remote = remote.publishing();
+    }
+    eprintln!("remote cache: {} (this host's actions: {})", rc.url, trace.display());
+    Ok(Some(remote))
+}
+
+/// The store a URL names: a folder every host mounts (`file://`), or an object store or WebDAV
+/// server (`r2e-store`).
+fn open_store(url: &str) -> Result<Arc<dyn Store>> {
+    if let Some(path) = url.strip_prefix("file://") {
+        let root = Path::new(path);
+        fs_err::create_dir_all(root)?;
+        return Ok(Arc::new(LocalStore::new(root)));
+    }
+    Err(Error::input(format!(
+        "the remote cache `{url}` cannot be opened by this build of r2e"
+    )))
+}
+
+/// What a shard leaves beside the output.
+#[derive(Debug, Serialize)]
+pub struct ShardSummary<'a> {
+    pub shard: Shard,
+    pub host: String,
+    /// The repositories it built.
+    pub repos: Vec<&'a str>,
+    /// Results it could not write to the remote store (a shard with any exits 1).
+    pub lost: u64,
+    /// Its build's summary (its scratch output is gone).
+    pub summary: Option<&'a Summary>,
+}
+
+/// The repositories of `shard` of the pipeline.
+pub fn shard_config(cfg: &Config, shard: Shard) -> Config {
+    cfg.clone().with_repos(&|r| shard.holds(&r.name))
+}
+
+/// Where a shard's summary goes.
+pub fn shard_summary_path(output: &Path, shard: Shard) -> Result<PathBuf> {
+    Ok(shards_dir(output)?.join(format!("shard-{}-of-{}.json", shard.index, shard.count)))
+}
+
+/// Where this host's action trace goes: one file per shard (or the assemble) and host, so that
+/// a shard requeued on another host leaves both.
+pub fn trace_path(output: &Path, shard: Option<Shard>) -> Result<PathBuf> {
+    let label = match shard {
+        Some(s) => format!("shard-{}-of-{}", s.index, s.count),
+        None => "build".to_owned(),
+    };
+    Ok(shards_dir(output)?.join(format!("{label}.{}.trace.jsonl", host_name())))
+}
+
+/// A scratch output in the local cache for a shard's build (discarded after it).
+pub fn scratch_output(cfg: &Config) -> PathBuf {
+    cfg.cache
+        .join(Bucket::Scratch.folder())
+        .join(format!("shard-{}", std::process::id()))
+        .join("out")
+}
+
+/// Writes a shard's summary beside the output, atomically.
+pub fn write_shard_summary(output: &Path, s: &ShardSummary) -> Result<PathBuf> {
+    let path = shard_summary_path(output, s.shard)?;
+    if let Some(parent) = path.parent() {
+        fs_err::create_dir_all(parent)?;
+    }
+    let mut text = serde_json::to_string_pretty(s).map_err(Error::internal)?;
+    text.push('\n');
+    r2e_core::cache::write_atomic(&path, text.as_bytes())?;
+    Ok(path)
+}
