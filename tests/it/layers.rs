@@ -39,8 +39,20 @@ const CODE_MAP: &[(&str, &[&str])] = &[
     ("r2e-python", &["r2e-core"]),
     ("r2e-exec", &["r2e-core", "r2e-python"]),
     ("r2e-store", &["r2e-core"]),
-    ("r2e-build", &["r2e-core", "r2e-python", "r2e-exec", "r2e-store"]),
-    ("r2e", &["r2e-core", "r2e-python", "r2e-exec", "r2e-store", "r2e-build"]),
+    (
+        "r2e-build",
+        &["r2e-core", "r2e-python", "r2e-exec", "r2e-store"],
+    ),
+    (
+        "r2e",
+        &[
+            "r2e-core",
+            "r2e-python",
+            "r2e-exec",
+            "r2e-store",
+            "r2e-build",
+        ],
+    ),
 ];
 
 /// The fewest workspace members besides the root package.

@@ -39,7 +39,7 @@ use r2e_core::hash::Hash;
 use reqwest::{Method, StatusCode};
 
 use crate::rt::{Runtime, StreamReader};
-use crate::{Options, RemoteUrl, Scheme, redact};
+use crate::{Options, RemoteUrl, Scheme, redact, with_causes};
 
 /// The bytes read from a blob's source at a time.
 const READ: usize = 1 << 20;
@@ -67,15 +67,7 @@ enum Failure {
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::Transport(e) => {
-                write!(f, "{e}")?;
-                let mut source = std::error::Error::source(e);
-                while let Some(inner) = source {
-                    write!(f, ": {inner}")?;
-                    source = inner.source();
-                }
-                Ok(())
-            }
+            Failure::Transport(e) => f.write_str(&with_causes(e)),
             Failure::Status(status) => write!(f, "the server answered {status}"),
             Failure::Cancelled => write!(f, "the request was cancelled"),
         }
@@ -221,9 +213,10 @@ impl Dav {
 
     /// Deletes a temporary file, ignoring a failure (a leftover only takes room).
     fn delete(&self, temp: &str) {
+        // `send` starts its timers at once: inside the runtime.
         let _ = self
             .runtime
-            .block_on(self.request(Method::DELETE, temp).send());
+            .block_on(async { self.request(Method::DELETE, temp).send().await });
     }
 }
 
@@ -338,7 +331,10 @@ impl Store for Dav {
             }
         })
         .boxed();
-        Ok(Some(Box::new(StreamReader::new(self.runtime.clone(), stream))))
+        Ok(Some(Box::new(StreamReader::new(
+            self.runtime.clone(),
+            stream,
+        ))))
     }
 
     fn put_blob(&self, bucket: Bucket, key: Hash, blob: &mut dyn Read) -> Result<()> {

@@ -100,6 +100,22 @@ pub fn open_with(url: &RemoteUrl, options: &Options) -> Result<Arc<dyn Store>> {
     }
 }
 
+/// An error and its causes, each once (`object_store`'s errors do not repeat the cause
+/// underneath, a refused connection, in their own text).
+pub(crate) fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        let said = inner.to_string();
+        if !out.contains(&said) {
+            out.push_str(": ");
+            out.push_str(&said);
+        }
+        source = inner.source();
+    }
+    out
+}
+
 /// `message` without the credentials it might hold: the values of `secrets` (each at least 6
 /// characters long) and the query strings of URLs (a signature, a SAS token).
 pub(crate) fn redact(message: &str, secrets: &[String]) -> String {
@@ -125,9 +141,17 @@ pub(crate) fn secret_values<'a>(vars: impl IntoIterator<Item = (&'a str, &'a str
     vars.into_iter()
         .filter(|(name, _)| {
             let name = name.to_ascii_uppercase();
-            ["KEY", "SECRET", "TOKEN", "PASSWORD", "SAS", "SIGNATURE", "CREDENTIAL"]
-                .iter()
-                .any(|word| name.contains(word))
+            [
+                "KEY",
+                "SECRET",
+                "TOKEN",
+                "PASSWORD",
+                "SAS",
+                "SIGNATURE",
+                "CREDENTIAL",
+            ]
+            .iter()
+            .any(|word| name.contains(word))
         })
         .map(|(_, value)| value.to_owned())
         .collect()

@@ -35,7 +35,7 @@ use r2e_core::hash::Hash;
 use tokio::io::AsyncWriteExt;
 
 use crate::rt::{Runtime, StreamReader};
-use crate::{Options, RemoteUrl, Scheme, redact, secret_values};
+use crate::{Options, RemoteUrl, Scheme, redact, secret_values, with_causes};
 
 /// The bytes a blob's upload holds in memory at most, per part in flight.
 const PART: usize = 8 << 20;
@@ -60,7 +60,7 @@ pub struct ObjectRemote {
 /// process's environment, then `options.settings`, applied in that order (as the builders'
 /// `from_env` reads the environment; after r2e's own timeouts, so that a variable overrides
 /// them). A name the store does not know is skipped, as `from_env` skips it.
-fn settings<'a>(prefix: &str, options: &'a Options) -> Vec<(String, String)> {
+fn settings(prefix: &str, options: &Options) -> Vec<(String, String)> {
     std::env::vars()
         .chain(options.settings.iter().cloned())
         .filter(|(name, _)| name.starts_with(prefix))
@@ -158,7 +158,10 @@ impl ObjectRemote {
         let secrets = secret_values(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let store = built.map_err(|e| {
             Error::env(redact(
-                &format!("cannot set up the remote store `{url}`: {e}"),
+                &format!(
+                    "cannot set up the remote store `{url}`: {}",
+                    with_causes(&e)
+                ),
                 &secrets,
             ))
         })?;
@@ -185,10 +188,19 @@ impl ObjectRemote {
     }
 
     /// An environment error: what could not be done to which object, and why (no credential).
-    fn failed(&self, what: &str, bucket: Bucket, key: Hash, e: impl std::fmt::Display) -> Error {
+    fn failed(
+        &self,
+        what: &str,
+        bucket: Bucket,
+        key: Hash,
+        e: impl std::error::Error + 'static,
+    ) -> Error {
         let url = self.describe(bucket, key);
         Error::env(redact(
-            &format!("cannot {what} `{url}` in the remote cache: {e}"),
+            &format!(
+                "cannot {what} `{url}` in the remote cache: {}",
+                with_causes(&e)
+            ),
             &self.secrets,
         ))
     }
@@ -251,9 +263,11 @@ impl Store for ObjectRemote {
         let path = self.path(bucket, key);
         // Lost: the winner's bytes, unless they went away since (then it tries again).
         for _ in 0..8 {
-            let put = self
-                .runtime
-                .block_on(self.store.put_opts(&path, payload(entry), PutMode::Create.into()));
+            let put = self.runtime.block_on(self.store.put_opts(
+                &path,
+                payload(entry),
+                PutMode::Create.into(),
+            ));
             match put {
                 Ok(_) => return Ok(Created::Stored),
                 Err(
@@ -312,11 +326,7 @@ impl Store for ObjectRemote {
     /// Nothing: an object's last use is its last write.
     fn touch(&self, _bucket: Bucket, _key: Hash) {}
 
-    fn get_blob(
-        &self,
-        bucket: Bucket,
-        key: Hash,
-    ) -> Result<Option<Box<dyn std::io::Read + Send>>> {
+    fn get_blob(&self, bucket: Bucket, key: Hash) -> Result<Option<Box<dyn std::io::Read + Send>>> {
         let path = self.path(bucket, key);
         match self.runtime.block_on(self.store.get(&path)) {
             Ok(got) => {
@@ -325,10 +335,17 @@ impl Store for ObjectRemote {
                 let stream = got
                     .into_stream()
                     .map_err(move |e| {
-                        redact(&format!("cannot read `{url}` from the remote cache: {e}"), &secrets)
+                        let why = with_causes(&e);
+                        redact(
+                            &format!("cannot read `{url}` from the remote cache: {why}"),
+                            &secrets,
+                        )
                     })
                     .boxed();
-                Ok(Some(Box::new(StreamReader::new(self.runtime.clone(), stream))))
+                Ok(Some(Box::new(StreamReader::new(
+                    self.runtime.clone(),
+                    stream,
+                ))))
             }
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(self.failed("read", bucket, key, e)),
@@ -341,9 +358,13 @@ impl Store for ObjectRemote {
         let mut buf = vec![0u8; READ];
         let written = loop {
             let n = match blob.read(&mut buf) {
-                Ok(0) => break self.runtime.block_on(writer.shutdown()).map_err(|e| {
-                    self.failed("write", bucket, key, e)
-                }),
+                // A failed shutdown (the upload's completion) leaves nothing to abort.
+                Ok(0) => {
+                    return self
+                        .runtime
+                        .block_on(writer.shutdown())
+                        .map_err(|e| self.failed("write", bucket, key, e));
+                }
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -358,10 +379,8 @@ impl Store for ObjectRemote {
                 break Err(self.failed("write", bucket, key, e));
             }
         };
-        if written.is_err() {
-            // An upload begun is abandoned (its parts are not kept); nothing was stored.
-            let _ = self.runtime.block_on(writer.abort());
-        }
+        // An upload begun is abandoned (its parts are not kept); nothing was stored.
+        let _ = self.runtime.block_on(writer.abort());
         written
     }
 
@@ -377,7 +396,11 @@ impl Store for ObjectRemote {
             .block_on(self.store.list(Some(&under)).try_collect::<Vec<_>>())
             .map_err(|e| {
                 Error::env(redact(
-                    &format!("cannot list `{}/{folder}` in the remote cache: {e}", self.root),
+                    &format!(
+                        "cannot list `{}/{folder}` in the remote cache: {}",
+                        self.root,
+                        with_causes(&e)
+                    ),
                     &self.secrets,
                 ))
             })?;
@@ -394,9 +417,6 @@ impl Store for ObjectRemote {
                 }
             })
             .collect();
-        Ok(Listing {
-            items,
-            overhead: 0,
-        })
+        Ok(Listing { items, overhead: 0 })
     }
 }

@@ -41,12 +41,12 @@ impl Runtime {
         if tokio::runtime::Handle::try_current().is_err() {
             return self.inner().block_on(future);
         }
-        std::thread::scope(|scope| {
-            match scope.spawn(|| self.inner().block_on(future)).join() {
+        std::thread::scope(
+            |scope| match scope.spawn(|| self.inner().block_on(future)).join() {
                 Ok(out) => out,
                 Err(panic) => std::panic::resume_unwind(panic),
-            }
-        })
+            },
+        )
     }
 
     /// Starts `future` on the runtime's workers.
