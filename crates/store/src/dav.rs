@@ -183,7 +183,11 @@ impl Dav {
         match put {
             Ok(()) => Ok(temp),
             Err(e) => {
-                self.delete(&temp);
+                // A server that answered may hold a part (nginx does not: it writes a body
+                // aside first); one that did not answer would not answer a DELETE either.
+                if matches!(e, Failure::Status(_)) {
+                    self.delete(&temp);
+                }
                 Err(self.failed("write", url, e))
             }
         }

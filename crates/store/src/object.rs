@@ -61,7 +61,8 @@ pub struct ObjectRemote {
 /// `from_env` reads the environment; after r2e's own timeouts, so that a variable overrides
 /// them). A name the store does not know is skipped, as `from_env` skips it.
 fn settings(prefix: &str, options: &Options) -> Vec<(String, String)> {
-    std::env::vars()
+    std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
         .chain(options.settings.iter().cloned())
         .filter(|(name, _)| name.starts_with(prefix))
         .map(|(name, value)| (name.to_ascii_lowercase(), value))
