@@ -27,6 +27,7 @@ mod leaks;
 mod llm;
 mod python;
 mod readable;
+mod remote;
 mod sandbox;
 mod serve;
 mod verdicts;
