@@ -20,6 +20,7 @@ use r2e_core::cache::remote::{Remote, Trace, host_name};
 use r2e_core::cache::{Bucket, LocalStore, Store};
 use r2e_core::config::{Config, Shard};
 use r2e_core::error::{Error, Result};
+
 use r2e_core::records::Summary;
 
 /// The folder beside an output where shards leave their summaries and hosts their traces.
@@ -52,9 +53,7 @@ fn open_store(url: &str) -> Result<Arc<dyn Store>> {
         fs_err::create_dir_all(root)?;
         return Ok(Arc::new(LocalStore::new(root)));
     }
-    Err(Error::input(format!(
-        "the remote cache `{url}` cannot be opened by this build of r2e"
-    )))
+    r2e_store::open(url)
 }
 
 /// What a shard leaves beside the output.
