@@ -333,12 +333,12 @@ impl Remote {
         mut damaged: Option<Version>,
     ) -> Result<Option<Vec<u8>>> {
         for _ in 0..8 {
-            if let Some(version) = damaged.take() {
-                if self.store.replace(bucket, key, &version, parts)? {
-                    self.trace(Event::Repaired, bucket, key);
-                    return Ok(None);
-                }
-                // Replaced by another writer meanwhile: that entry is read as any winner's.
+            // A damaged entry replaced by another writer meanwhile is read as any winner's.
+            if let Some(version) = damaged.take()
+                && self.store.replace(bucket, key, &version, parts)?
+            {
+                self.trace(Event::Repaired, bucket, key);
+                return Ok(None);
             }
             match self.store.put_if_absent(bucket, key, parts)? {
                 Created::Stored => {

@@ -390,7 +390,7 @@ mod tests {
             key,
             &src,
             &["venv", "record"],
-            &[built.clone()],
+            std::slice::from_ref(&built),
         )
         .unwrap();
         assert!(packed > 0);
@@ -401,7 +401,7 @@ mod tests {
             Bucket::Envs,
             key,
             &dest,
-            &[dest.clone()],
+            std::slice::from_ref(&dest),
             &["venv/bin"],
             &ok,
         );
@@ -423,7 +423,7 @@ mod tests {
             Bucket::Envs,
             Hash::of_bytes(b"x"),
             &other,
-            &[other.clone()],
+            std::slice::from_ref(&other),
             &[],
             &ok,
         );
@@ -434,7 +434,15 @@ mod tests {
             let mut bytes = good.clone();
             bytes[at] ^= 1;
             std::fs::write(&path, &bytes).unwrap();
-            let got = fetch(&r, Bucket::Envs, key, &other, &[other.clone()], &[], &ok);
+            let got = fetch(
+                &r,
+                Bucket::Envs,
+                key,
+                &other,
+                std::slice::from_ref(&other),
+                &[],
+                &ok,
+            );
             assert!(matches!(got, Fetched::Damaged), "byte {at}: {got:?}");
             assert!(!other.exists());
             let leftovers = std::fs::read_dir(b.path()).unwrap().count();

@@ -713,7 +713,7 @@ impl EnvBuilder<'_> {
         let key = self.key(declared, inferred, optional);
         let hash = key.hash();
         let dir = self.cache.dir(Bucket::Envs)?.join(hash.to_hex());
-        if let Some(env) = self.from_cache(&dir, hash)? {
+        if let Some(env) = self.cached_env(&dir, hash)? {
             return Ok(env);
         }
         let Some(store) = self.cache.remote().filter(|_| remote) else {
@@ -771,7 +771,7 @@ impl EnvBuilder<'_> {
 
     /// The environment in its folder of the cache, when its sealed record verifies (a damaged
     /// one is removed).
-    fn from_cache(&self, dir: &Path, hash: Hash) -> Result<Option<Env>> {
+    fn cached_env(&self, dir: &Path, hash: Hash) -> Result<Option<Env>> {
         let Ok(bytes) = std::fs::read(dir.join(RECORD)) else {
             return Ok(None);
         };
@@ -823,7 +823,7 @@ impl EnvBuilder<'_> {
             &ENV_REWRITE,
             &record_ok,
         ) {
-            archive::Fetched::Unpacked => match self.from_cache(dir, hash)? {
+            archive::Fetched::Unpacked => match self.cached_env(dir, hash)? {
                 Some(mut env) => {
                     self.cache.trace(Event::Hit, Bucket::Envs, hash);
                     env.fetched = true;
