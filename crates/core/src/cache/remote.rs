@@ -333,12 +333,12 @@ impl Remote {
         mut damaged: Option<Version>,
     ) -> Result<Option<Vec<u8>>> {
         for _ in 0..8 {
-            if let Some(version) = damaged.take() {
-                if self.store.replace(bucket, key, &version, parts)? {
-                    self.trace(Event::Repaired, bucket, key);
-                    return Ok(None);
-                }
-                // Replaced by another writer meanwhile: that entry is read as any winner's.
+            // A damaged entry replaced by another writer meanwhile is read as any winner's.
+            if let Some(version) = damaged.take()
+                && self.store.replace(bucket, key, &version, parts)?
+            {
+                self.trace(Event::Repaired, bucket, key);
+                return Ok(None);
             }
             match self.store.put_if_absent(bucket, key, parts)? {
                 Created::Stored => {
@@ -510,7 +510,12 @@ impl Remote {
         }
         let (header, payload) = self.lease_parts(lease_key, until);
         self.store
-            .replace(Bucket::Leases, lease_key, &current.version, &[&header, &payload])
+            .replace(
+                Bucket::Leases,
+                lease_key,
+                &current.version,
+                &[&header, &payload],
+            )
             .unwrap_or(false)
     }
 
@@ -617,7 +622,11 @@ mod tests {
             Some("runs")
         );
         // Copied into the second host's local cache: read there without the store now.
-        assert!(LocalStore::new(dirs[1].path()).contains(Bucket::Validate, key).unwrap());
+        assert!(
+            LocalStore::new(dirs[1].path())
+                .contains(Bucket::Validate, key)
+                .unwrap()
+        );
         assert_eq!(events(dirs[0].path(), 0), [Event::Started, Event::Stored]);
         assert_eq!(events(dirs[1].path(), 1), [Event::Hit]);
         // Machine-local buckets never travel.
@@ -647,7 +656,12 @@ mod tests {
         assert_eq!(caches[1].get::<String>(Bucket::Generate, c), None);
         assert_eq!(
             events(dirs[1].path(), 1),
-            [Event::Damaged, Event::Started, Event::Damaged, Event::Started]
+            [
+                Event::Damaged,
+                Event::Started,
+                Event::Damaged,
+                Event::Started
+            ]
         );
         // Recomputed: the damaged copies are replaced, and a third host reads the new values.
         caches[1].put(Bucket::Generate, a, "harness a").unwrap();
@@ -675,7 +689,10 @@ mod tests {
         let second = caches[1]
             .put_first(Bucket::Llm, key, "answer two".to_owned())
             .unwrap();
-        assert_eq!((first.as_str(), second.as_str()), ("answer one", "answer one"));
+        assert_eq!(
+            (first.as_str(), second.as_str()),
+            ("answer one", "answer one")
+        );
         assert_eq!(events(dirs[1].path(), 1), [Event::Adopted]);
         // The loser's local cache holds the winner's answer.
         let local = LocalStore::new(dirs[1].path()).verify(Bucket::Llm, key);
@@ -719,11 +736,7 @@ mod tests {
             Err(crate::error::Error::env("connection refused"))
         }
         fn touch(&self, _: Bucket, _: Hash) {}
-        fn get_blob(
-            &self,
-            _: Bucket,
-            _: Hash,
-        ) -> Result<Option<Box<dyn std::io::Read + Send>>> {
+        fn get_blob(&self, _: Bucket, _: Hash) -> Result<Option<Box<dyn std::io::Read + Send>>> {
             Err(crate::error::Error::env("connection refused"))
         }
         fn put_blob(&self, _: Bucket, _: Hash, _: &mut dyn std::io::Read) -> Result<()> {
@@ -738,11 +751,17 @@ mod tests {
     fn a_failing_store_leaves_the_local_cache_and_counts_what_it_missed() {
         let dir = tempfile::tempdir().unwrap();
         let mut cache = Cache::open(dir.path()).unwrap();
-        cache.set_remote(Remote::new(Arc::new(Down), "s3://down", Duration::from_secs(6)));
+        cache.set_remote(Remote::new(
+            Arc::new(Down),
+            "s3://down",
+            Duration::from_secs(6),
+        ));
         let key = Hash::of_bytes(b"k");
         assert_eq!(cache.get::<String>(Bucket::Validate, key), None);
         cache.put(Bucket::Validate, key, "runs").unwrap();
-        cache.put(Bucket::Validate, Hash::of_bytes(b"j"), "more").unwrap();
+        cache
+            .put(Bucket::Validate, Hash::of_bytes(b"j"), "more")
+            .unwrap();
         assert_eq!(
             cache.get::<String>(Bucket::Validate, key).as_deref(),
             Some("runs")
@@ -758,9 +777,11 @@ mod tests {
     fn one_host_runs_a_leased_action_and_a_dead_holders_lease_is_taken_over() {
         let shared = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(LocalStore::new(shared.path()));
-        let remote =
-            |term| Arc::new(Remote::new(Arc::clone(&store), "file:///shared", term));
-        let (a, b) = (remote(Duration::from_secs(6)), remote(Duration::from_secs(6)));
+        let remote = |term| Arc::new(Remote::new(Arc::clone(&store), "file:///shared", term));
+        let (a, b) = (
+            remote(Duration::from_secs(6)),
+            remote(Duration::from_secs(6)),
+        );
         let key = Hash::of_bytes(b"env");
         let done = Arc::new(AtomicBool::new(false));
         let d = Arc::clone(&done);
@@ -776,7 +797,10 @@ mod tests {
         std::thread::sleep(Duration::from_millis(1500));
         done.store(true, Ordering::Relaxed);
         drop(guard);
-        assert!(!waiter.join().unwrap(), "the waiter finds the result, and runs nothing");
+        assert!(
+            !waiter.join().unwrap(),
+            "the waiter finds the result, and runs nothing"
+        );
         // A holder that dies without releasing: its lease expires, and is taken over.
         let dead = remote(Duration::from_secs(1));
         let other = Hash::of_bytes(b"other env");

@@ -20,8 +20,8 @@
 //!
 //! What is not here: the folders a job runs in place (environments, project layers, checked-out
 //! trees, git mirrors, tools) need a local path and stay folders of [`super::Cache`]
-//! ([`super::Cache::dir`]); a remote store would hold them as blobs, unpacked into a local
-//! folder before use.
+//! ([`super::Cache::dir`]); a remote store holds environments as blobs (archives the env
+//! stage packs and unpacks into a local folder before use).
 
 use std::io::Read;
 use std::time::SystemTime;

@@ -7,7 +7,8 @@
 use r2e_core::records::EnvOutcome;
 use std::path::{Path, PathBuf};
 
-use super::{Env, EnvRecord, Interpreter, distribution_for, optional_provider};
+use super::{Env, EnvRecord, Interpreter, archive, distribution_for, optional_provider};
+use r2e_core::cache::remote::{Event, Remote};
 use r2e_core::cache::{ActionKey, Bucket, Cache, entry, write_atomic};
 use r2e_core::config::{EnvConfig, Installer as ConfiguredInstaller};
 use r2e_core::error::{Error, Result};
@@ -302,6 +303,13 @@ pub struct EnvBuilder<'a> {
 
 /// The record an environment's folder holds, sealed with its key.
 pub(super) const RECORD: &str = "record";
+
+/// What an environment's archive holds of its folder (never its scratch).
+const ENV_PARTS: [&str; 2] = ["venv", RECORD];
+
+/// Where an environment's files may name the folder it was built in: its scripts' shebangs,
+/// `activate`, `pyvenv.cfg`.
+const ENV_REWRITE: [&str; 2] = ["venv/bin", "venv/pyvenv.cfg"];
 
 /// One environment being built in a temporary folder: its log and the steps run so far.
 pub(super) struct Building<'a> {
@@ -675,45 +683,174 @@ impl EnvBuilder<'_> {
             dir: PathBuf::new(),
             mounts: Vec::new(),
             cached: false,
+            fetched: false,
             project: None,
         }
     }
 
     /// The environment for a repository with these declared and inferred dependencies: from
-    /// the cache when its sealed record verifies, else built in a temporary folder and moved in
-    /// place whole.
+    /// the cache when its sealed record verifies, else from the remote store's archive when
+    /// there is one (`[cache] remote`), else built in a temporary folder and moved in place
+    /// whole (and, with a remote store, archived there for the other hosts).
     pub fn build(
         &self,
         declared: &[String],
         inferred: &[String],
         optional: &[String],
     ) -> Result<Env> {
+        self.build_from(declared, inferred, optional, true)
+    }
+
+    /// [`EnvBuilder::build`]; `remote`: whether the remote store is used (not for an
+    /// environment whose archive was unpacked and does not work on this host).
+    pub(super) fn build_from(
+        &self,
+        declared: &[String],
+        inferred: &[String],
+        optional: &[String],
+        remote: bool,
+    ) -> Result<Env> {
         let key = self.key(declared, inferred, optional);
         let hash = key.hash();
         let dir = self.cache.dir(Bucket::Envs)?.join(hash.to_hex());
-        let python = dir.join("venv").join("bin").join("python");
-        if let Ok(bytes) = std::fs::read(dir.join(RECORD)) {
-            match entry::unseal::<EnvRecord>(&Bucket::Envs.folder(), hash, &bytes) {
-                Ok(record) => {
-                    self.cache.note_use(&dir);
-                    return Ok(Env {
-                        record,
-                        python,
-                        mounts: self.interpreter.mounts(),
-                        dir,
-                        cached: true,
-                        project: None,
-                    });
-                }
-                Err(why) => {
-                    eprintln!(
-                        "warning: environment `{}` has a damaged record ({why}); it is rebuilt",
-                        dir.display()
-                    );
-                    fs_err::remove_dir_all(&dir)?;
-                }
+        if let Some(env) = self.cached_env(&dir, hash)? {
+            return Ok(env);
+        }
+        let Some(store) = self.cache.remote().filter(|_| remote) else {
+            return self.build_here(declared, inferred, optional, hash, &dir);
+        };
+        let share = |env: Env| {
+            let built_at = [
+                dir.with_extension(format!("tmp{}", std::process::id())),
+                dir.clone(),
+            ];
+            if env.dir == dir {
+                archive::upload(
+                    self.cache,
+                    store,
+                    Bucket::Envs,
+                    hash,
+                    &dir,
+                    &ENV_PARTS,
+                    &built_at,
+                );
+            }
+            env
+        };
+        match self.fetch(store, hash, &dir)? {
+            Ok(env) => return Ok(env),
+            // Damaged: built here, and stored again in its place.
+            Err(true) => {
+                return self
+                    .build_here(declared, inferred, optional, hash, &dir)
+                    .map(share);
+            }
+            Err(false) => {}
+        }
+        // Repositories without dependencies share one environment: one host builds it, the
+        // others wait for its archive.
+        let lease = store.lease(Bucket::Envs, hash, &|| {
+            archive::present(store, Bucket::Envs, hash)
+        });
+        match lease {
+            Some(guard) => {
+                let env = self
+                    .build_here(declared, inferred, optional, hash, &dir)
+                    .map(share);
+                drop(guard);
+                env
+            }
+            None => match self.fetch(store, hash, &dir)? {
+                Ok(env) => Ok(env),
+                Err(_) => self
+                    .build_here(declared, inferred, optional, hash, &dir)
+                    .map(share),
+            },
+        }
+    }
+
+    /// The environment in its folder of the cache, when its sealed record verifies (a damaged
+    /// one is removed).
+    fn cached_env(&self, dir: &Path, hash: Hash) -> Result<Option<Env>> {
+        let Ok(bytes) = std::fs::read(dir.join(RECORD)) else {
+            return Ok(None);
+        };
+        match entry::unseal::<EnvRecord>(&Bucket::Envs.folder(), hash, &bytes) {
+            Ok(record) => {
+                self.cache.note_use(dir);
+                Ok(Some(Env {
+                    record,
+                    python: dir.join("venv").join("bin").join("python"),
+                    mounts: self.interpreter.mounts(),
+                    dir: dir.to_path_buf(),
+                    cached: true,
+                    fetched: false,
+                    project: None,
+                }))
+            }
+            Err(why) => {
+                eprintln!(
+                    "warning: environment `{}` has a damaged record ({why}); it is rebuilt",
+                    dir.display()
+                );
+                fs_err::remove_dir_all(dir)?;
+                Ok(None)
             }
         }
+    }
+
+    /// The environment unpacked from the remote store's archive (a hit, traced); `Err(true)`
+    /// when the archive is damaged (named on stderr), `Err(false)` when there is none.
+    fn fetch(
+        &self,
+        remote: &Remote,
+        hash: Hash,
+        dir: &Path,
+    ) -> Result<std::result::Result<Env, bool>> {
+        let record_ok = |tmp: &Path| -> std::result::Result<(), String> {
+            let bytes = std::fs::read(tmp.join(RECORD)).map_err(|e| format!("its record: {e}"))?;
+            entry::unseal::<EnvRecord>(&Bucket::Envs.folder(), hash, &bytes)
+                .map(drop)
+                .map_err(|why| format!("its record: {why}"))
+        };
+        let now_at = [dir.to_path_buf(), dir.to_path_buf()];
+        match archive::fetch(
+            remote,
+            Bucket::Envs,
+            hash,
+            dir,
+            &now_at,
+            &ENV_REWRITE,
+            &record_ok,
+        ) {
+            archive::Fetched::Unpacked => match self.cached_env(dir, hash)? {
+                Some(mut env) => {
+                    self.cache.trace(Event::Hit, Bucket::Envs, hash);
+                    env.fetched = true;
+                    Ok(Ok(env))
+                }
+                None => Ok(Err(true)),
+            },
+            archive::Fetched::Miss => Ok(Err(false)),
+            archive::Fetched::Damaged => {
+                self.cache.trace(Event::Damaged, Bucket::Envs, hash);
+                Ok(Err(true))
+            }
+        }
+    }
+
+    /// Builds the environment of `hash` on this host, into `dir`.
+    fn build_here(
+        &self,
+        declared: &[String],
+        inferred: &[String],
+        optional: &[String],
+        hash: Hash,
+        dir: &Path,
+    ) -> Result<Env> {
+        self.cache.trace(Event::Started, Bucket::Envs, hash);
+        let dir = dir.to_path_buf();
+        let python = dir.join("venv").join("bin").join("python");
         let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
         let _ = fs_err::remove_dir_all(&tmp);
         fs_err::create_dir_all(tmp.join("scratch"))?;
@@ -770,6 +907,7 @@ impl EnvBuilder<'_> {
             dir,
             mounts: self.interpreter.mounts(),
             cached: false,
+            fetched: false,
             project: None,
         })
     }
@@ -867,5 +1005,195 @@ mod tests {
             transient(&failed("error: Failed to fetch: 429 Too Many Requests")),
             Some("the package index refuses too many requests (429)")
         );
+    }
+
+    /// A pure-Python wheel `name`, made with Python's zipfile module, in `dir`.
+    fn wheel(dir: &Path, name: &str, version: &str) {
+        let script = format!(
+            "import zipfile\nz = zipfile.ZipFile({path:?}, 'w')\n\
+             z.writestr('{name}/__init__.py', 'VERSION = {version:?}\\n')\n\
+             z.writestr('{name}-{version}.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n')\n\
+             z.writestr('{name}-{version}.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+             z.writestr('{name}-{version}.dist-info/entry_points.txt', '[console_scripts]\\n{name}-tool = {name}:main\\n')\n\
+             z.writestr('{name}-{version}.dist-info/RECORD', '')\n\
+             z.close()\n",
+            path = dir
+                .join(format!("{name}-{version}-py3-none-any.whl"))
+                .to_string_lossy(),
+        );
+        let ok = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    fn events(trace: &Path) -> Vec<r2e_core::cache::remote::Event> {
+        std::fs::read_to_string(trace)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<r2e_core::cache::remote::TraceRecord>(l)
+                    .unwrap()
+                    .event
+            })
+            .collect()
+    }
+
+    /// Hosts with caches under different roots, one shared folder as their remote store: two
+    /// need one environment at once (one builds it, the other unpacks its archive, which works
+    /// there and runs code); a third finds the archive damaged and builds it itself.
+    #[test]
+    fn an_environment_travels_between_hosts_as_an_archive() {
+        use r2e_core::cache::remote::{Remote, Trace};
+        use r2e_core::cache::{Cache, LocalStore};
+        use std::sync::Arc;
+        let wheels = tempfile::tempdir().unwrap();
+        wheel(
+            wheels.path(),
+            "coverage",
+            COVERAGE.split("==").nth(1).unwrap(),
+        );
+        wheel(wheels.path(), "tinydep", "1.0");
+        let cfg = EnvConfig {
+            python: "python3".into(),
+            installer: ConfiguredInstaller::Pip,
+            extra_packages: Vec::new(),
+            infer_imports: false,
+            timeout_seconds: 300,
+            system_site_packages: false,
+            install_project: false,
+            passthrough: vec![
+                ("PIP_NO_INDEX".into(), "1".into()),
+                (
+                    "PIP_FIND_LINKS".into(),
+                    wheels.path().to_string_lossy().into_owned(),
+                ),
+            ],
+        };
+        let interpreter = Interpreter::probe("python3").unwrap();
+        let installer = Installer {
+            uv: None,
+            id: InstallerId {
+                name: "pip".into(),
+                version: interpreter.bundled_pip.clone(),
+            },
+        };
+        let sandbox = r2e_exec::sandbox::local::LocalSandbox::new(false);
+        let shared = tempfile::tempdir().unwrap();
+        let roots: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let caches: Vec<Cache> = roots
+            .iter()
+            .map(|r| {
+                let mut cache = Cache::open(&r.path().join("cache")).unwrap();
+                let trace = Trace::create(&r.path().join("trace.jsonl")).unwrap();
+                cache.set_remote(
+                    Remote::new(
+                        Arc::new(LocalStore::new(shared.path())),
+                        "file:///shared",
+                        std::time::Duration::from_secs(6),
+                    )
+                    .with_trace(trace),
+                );
+                cache
+            })
+            .collect();
+        let builder = |cache| EnvBuilder {
+            cache,
+            sandbox: &sandbox,
+            cfg: &cfg,
+            interpreter: &interpreter,
+            installer: &installer,
+        };
+        let declared = vec!["tinydep".to_owned()];
+        let started = std::time::Instant::now();
+        let envs: Vec<Env> = std::thread::scope(|s| {
+            let handles: Vec<_> = caches[..2]
+                .iter()
+                .map(|c| {
+                    let declared = &declared;
+                    let builder = &builder;
+                    s.spawn(move || builder(c).build(declared, &[], &[]).unwrap())
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        eprintln!("two hosts, one environment: {:?}", started.elapsed());
+        let built: Vec<usize> = (0..2).filter(|&i| !envs[i].cached).collect();
+        assert_eq!(built.len(), 1, "built once: {envs:?}");
+        let (a, b) = (built[0], 1 - built[0]);
+        assert!(envs[b].cached && envs[b].fetched);
+        assert_eq!(
+            envs[a].record.outcome,
+            EnvOutcome::Ok,
+            "{}",
+            envs[a].record.log
+        );
+        let started_on = |i: usize| {
+            events(&roots[i].path().join("trace.jsonl"))
+                .contains(&r2e_core::cache::remote::Event::Started)
+        };
+        assert!(started_on(a) && !started_on(b));
+        assert!(
+            events(&roots[b].path().join("trace.jsonl"))
+                .contains(&r2e_core::cache::remote::Event::Hit)
+        );
+        // Unpacked under the other host's root: its check passes, and it runs code.
+        let env = &envs[b];
+        assert!(env.dir.starts_with(roots[b].path()));
+        assert_eq!(builder(&caches[b]).check(env).unwrap(), Ok(()));
+        let scratch = roots[b].path().join("scratch-run");
+        std::fs::create_dir_all(&scratch).unwrap();
+        let out = sandbox
+            .run(&Job {
+                program: env.python.clone(),
+                args: vec![
+                    "-I".into(),
+                    "-c".into(),
+                    "import sys, tinydep, coverage; print(tinydep.VERSION, sys.prefix)".into(),
+                ],
+                env: vec![],
+                scratch,
+                writable: vec![],
+                readonly: [env.dir.clone()]
+                    .into_iter()
+                    .chain(env.mounts.clone())
+                    .collect(),
+                hidden: vec![],
+                network: false,
+                limits: Limits::default(),
+                image: None,
+            })
+            .unwrap();
+        assert!(out.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("1.0 {}", env.dir.join("venv").display())
+        );
+        // The scripts name this host's interpreter.
+        let tool = std::fs::read_to_string(env.dir.join("venv/bin/tinydep-tool")).unwrap();
+        assert!(
+            tool.starts_with(&format!("#!{}", env.dir.join("venv/bin/python").display())),
+            "{tool}"
+        );
+        let archive = LocalStore::new(shared.path()).path(
+            Bucket::Envs,
+            builder(&caches[a]).key(&declared, &[], &[]).hash(),
+        );
+        eprintln!(
+            "archive: {} bytes",
+            std::fs::metadata(&archive).unwrap().len()
+        );
+        // A flipped byte: the third host builds it itself (and stores it again).
+        let mut bytes = std::fs::read(&archive).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 1;
+        std::fs::write(&archive, &bytes).unwrap();
+        let third = builder(&caches[2]).build(&declared, &[], &[]).unwrap();
+        assert!(!third.cached && !third.fetched);
+        let e = events(&roots[2].path().join("trace.jsonl"));
+        use r2e_core::cache::remote::Event;
+        assert_eq!(e, [Event::Damaged, Event::Started, Event::Stored], "{e:?}");
+        assert_ne!(std::fs::read(&archive).unwrap(), bytes, "replaced");
     }
 }

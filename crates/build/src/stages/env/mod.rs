@@ -19,6 +19,7 @@
 //! its functions run, an environment from the cache is checked (its interpreter runs, imports
 //! coverage and reports the packages it was built with); a broken one is rebuilt.
 
+mod archive;
 mod build;
 mod declared;
 pub mod project;
@@ -71,8 +72,10 @@ pub struct Env {
     pub dir: PathBuf,
     /// What its interpreter needs to see besides it (the base installation).
     pub mounts: Vec<PathBuf>,
-    /// Whether it came from the cache.
+    /// Whether it came from the cache (the local one, or the remote store's archive).
     pub cached: bool,
+    /// Whether it was unpacked from the remote store's archive by this build.
+    pub fetched: bool,
     /// The repository's project layer on it (`project`): none when it is not a buildable
     /// project or `[env] install_project` is off.
     pub project: Option<project::ProjectLayer>,
@@ -464,8 +467,8 @@ fn list_change(name: &str, before: &[String], now: &[String], out: &mut Vec<Stri
     }
 }
 
-/// The environment for these dependencies, checked to work when it comes from the cache (a
-/// broken one is rebuilt once).
+/// The environment for these dependencies, checked to work when it comes from the cache or
+/// from the remote store's archive (a broken one is rebuilt once, here).
 fn working_env(builder: &EnvBuilder, declared: &Declared, inferred: &[String]) -> Result<Env> {
     let (optional, declared) = (&declared.optional, &declared.requirements);
     let env = builder.build(declared, inferred, optional)?;
@@ -475,12 +478,20 @@ fn working_env(builder: &EnvBuilder, declared: &Declared, inferred: &[String]) -
     match builder.check(&env)? {
         Ok(()) => Ok(env),
         Err(why) => {
-            eprintln!(
-                "environment `{}` is broken ({why}); it is rebuilt",
-                env.record.key
-            );
+            if env.fetched {
+                eprintln!(
+                    "environment `{}` from the remote cache does not work on this host ({why}); it is built here",
+                    env.record.key
+                );
+            } else {
+                eprintln!(
+                    "environment `{}` is broken ({why}); it is rebuilt",
+                    env.record.key
+                );
+            }
             fs_err::remove_dir_all(&env.dir)?;
-            let rebuilt = builder.build(declared, inferred, optional)?;
+            // Not from the remote store again: its archive is the one that does not work.
+            let rebuilt = builder.build_from(declared, inferred, optional, false)?;
             if rebuilt.record.outcome != EnvOutcome::Failed
                 && let Err(why) = builder.check(&rebuilt)?
             {
