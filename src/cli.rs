@@ -479,9 +479,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let pipeline = one_pipeline(pipeline, pipeline_flag)?;
             let mut cfg = config::load(&pipeline)?;
             if let Some(dir) = cache {
-                cfg = cfg.with_cache(&std::path::absolute(&dir).map_err(|e| {
-                    Error::input(format!("--cache {}: {e}", dir.display()))
-                })?);
+                cfg = cfg.with_cache(
+                    &std::path::absolute(&dir)
+                        .map_err(|e| Error::input(format!("--cache {}: {e}", dir.display())))?,
+                );
             }
             if let Some(remote) = remote_cache {
                 cfg = cfg.with_remote(remote);
@@ -494,7 +495,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 } else if let Some(summary) = &outcome.summary {
                     eprintln!("{}", human_summary(summary));
                 }
-                eprintln!("shard {shard}: summary in {}", outcome.summary_file.display());
+                eprintln!(
+                    "shard {shard}: summary in {}",
+                    outcome.summary_file.display()
+                );
                 let retry = outcome.summary.as_ref().map_or(&[][..], |s| &s.retry[..]);
                 for why in retry {
                     eprintln!("error: {why}");

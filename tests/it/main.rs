@@ -13,6 +13,7 @@ mod common;
 mod analysis;
 mod cli;
 mod cluster;
+mod cluster_build;
 mod dataset;
 mod docker;
 mod durability;

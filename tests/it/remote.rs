@@ -25,7 +25,7 @@ const ACCESS_KEY: &str = "AKIDR2ETESTACCESS";
 const SECRET_KEY: &str = "r2e-test-secret-never-shown";
 
 /// A free port on loopback (free when this returns: the server binds it next).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -34,9 +34,9 @@ fn free_port() -> u16 {
 }
 
 /// A server process, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     /// Its folder: configuration, logs, and for nginx the files it serves.
     dir: tempfile::TempDir,
     log: PathBuf,
@@ -77,7 +77,7 @@ impl Drop for Server {
 }
 
 /// Whether moto's server can run here.
-fn have_moto() -> bool {
+pub(crate) fn have_moto() -> bool {
     require(
         Command::new("python3")
             .args(["-c", "import moto.server"])
@@ -160,7 +160,7 @@ fn s3_store(server: &Server, bucket: &str) -> Arc<dyn Store> {
 }
 
 /// nginx, if it is here with its WebDAV module.
-fn nginx_program() -> Option<PathBuf> {
+pub(crate) fn nginx_program() -> Option<PathBuf> {
     let found = ["nginx", "/usr/sbin/nginx"].into_iter().find_map(|p| {
         let out = Command::new(p).arg("-V").output().ok()?;
         String::from_utf8_lossy(&out.stderr)
@@ -177,7 +177,7 @@ fn nginx_program() -> Option<PathBuf> {
 
 /// nginx serving WebDAV from a temporary folder (`data/`) on a free port, in the foreground,
 /// one process (no master), its pid and logs in its folder.
-fn nginx(program: &Path) -> Server {
+pub(crate) fn nginx(program: &Path) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let prefix = dir.path();

@@ -76,7 +76,9 @@ pub struct Shard {
 impl Shard {
     /// Parses `I/N` (I counts from 0 and is less than N).
     pub fn parse(text: &str) -> std::result::Result<Shard, String> {
-        let bad = || format!("`{text}` is not a shard: give `I/N`, with I counting from 0 (`0/2` and `1/2`)");
+        let bad = || {
+            format!("`{text}` is not a shard: give `I/N`, with I counting from 0 (`0/2` and `1/2`)")
+        };
         let (i, n) = text.split_once('/').ok_or_else(bad)?;
         let (index, count): (u32, u32) = (
             i.trim().parse().map_err(|_| bad())?,

@@ -20,6 +20,18 @@ impl Hash {
         Self::of_bytes(&json)
     }
 
+    /// The hash whose hex text is `text` (64 hex digits), as [`Hash::to_hex`] writes it.
+    pub fn from_hex(text: &str) -> Option<Self> {
+        if text.len() != 64 || !text.is_ascii() {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(Hash(out))
+    }
+
     pub fn to_hex(&self) -> String {
         let mut s = String::with_capacity(64);
         for b in self.0 {

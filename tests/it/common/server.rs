@@ -25,7 +25,16 @@ pub fn serve(
     delay: Duration,
     answer: impl Fn(&str, usize) -> Reply + Send + 'static,
 ) -> (String, Log, Log) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    serve_on("127.0.0.1", delay, answer)
+}
+
+/// Like [`serve`], listening on `address` (an address of this host that other hosts reach).
+pub fn serve_on(
+    address: &str,
+    delay: Duration,
+    answer: impl Fn(&str, usize) -> Reply + Send + 'static,
+) -> (String, Log, Log) {
+    let listener = TcpListener::bind((address, 0)).unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let log: Log = Arc::default();
     let answered: Log = Arc::default();

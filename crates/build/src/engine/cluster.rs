@@ -41,7 +41,12 @@ pub fn open_remote(cfg: &Config, trace: &Path, publish: bool) -> Result<Option<R
     if publish {
         remote = remote.publishing();
     }
-    eprintln!("remote cache: {} (this host's actions: {})", rc.url, trace.display());
+    eprintln!(
+        "remote cache: {} (this host's actions: {})",
+        rc.url,
+        trace.display()
+    );
+    remote.probe();
     Ok(Some(remote))
 }
 

@@ -276,7 +276,8 @@ pub fn build_shard(
     }
     let scratch = cluster::scratch_output(cfg);
     let work = mine.clone().with_output(&scratch);
-    let remote = cluster::open_remote(&work, &cluster::trace_path(&cfg.output, Some(shard))?, true)?;
+    let remote =
+        cluster::open_remote(&work, &cluster::trace_path(&cfg.output, Some(shard))?, true)?;
     let session = Session::open_remote(&work, remote)?;
     let remote = session.cache.remote().cloned();
     let built = build_session(session, opts, services);

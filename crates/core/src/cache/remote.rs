@@ -200,7 +200,12 @@ impl Remote {
 
     /// An entry found locally: written to the store when publishing and the store lacks it.
     pub(super) fn publish(&self, bucket: Bucket, key: Hash, bytes: &[u8]) {
-        if !self.publish || !self.up() {
+        if !self.publish {
+            return;
+        }
+        if !self.up() {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+            self.trace(Event::Lost, bucket, key);
             return;
         }
         match self.store.contains(bucket, key) {
@@ -211,6 +216,17 @@ impl Remote {
                 self.lost.fetch_add(1, Ordering::Relaxed);
                 self.trace(Event::Lost, bucket, key);
             }
+        }
+    }
+
+    /// Asks the store for one object, so that a store that cannot be reached is said at the
+    /// start of a build (once), whatever the build then needs of it.
+    pub fn probe(&self) {
+        if let Err(e) = self
+            .store
+            .contains(Bucket::Leases, Hash::of_bytes(b"r2e-probe"))
+        {
+            self.failed("a first read", &e);
         }
     }
 
