@@ -91,6 +91,10 @@ pub enum Bucket {
     /// Leases on actions several hosts may need at once: in a remote store only
     /// (`remote::Remote::lease`).
     Leases,
+    /// What the first host of a build spread over machines built environments with (its
+    /// interpreter and installer), which every other host must match: in a remote store only
+    /// (`remote::Remote::agree`).
+    Facts,
 }
 
 /// How `r2e gc` sees a bucket's folder: what one unit of removal is.
@@ -107,7 +111,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 20] = [
+    pub const ALL: [Bucket; 21] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
@@ -128,6 +132,7 @@ impl Bucket {
         Bucket::Scratch,
         Bucket::Roots,
         Bucket::Leases,
+        Bucket::Facts,
     ];
 
     /// The bucket's name and version (`None`: the folder is managed by another tool, or holds
@@ -154,6 +159,7 @@ impl Bucket {
             Bucket::Scratch => ("scratch", None),
             Bucket::Roots => ("roots", Some(1)),
             Bucket::Leases => ("leases", Some(1)),
+            Bucket::Facts => ("facts", Some(1)),
         }
     }
 
@@ -174,7 +180,7 @@ impl Bucket {
                 Layout::Folders
             }
             Bucket::UvCache | Bucket::PipCache => Layout::Whole,
-            Bucket::Scratch | Bucket::Roots | Bucket::Leases => Layout::Kept,
+            Bucket::Scratch | Bucket::Roots | Bucket::Leases | Bucket::Facts => Layout::Kept,
         }
     }
 

@@ -219,6 +219,36 @@ impl Remote {
         }
     }
 
+    /// Makes this host agree with the first one on `facts` (what must be the same on every
+    /// host, under a name `key`): the first host to ask stores its own; a later one gets back
+    /// the stored facts when they differ from its own (`Ok(None)` when they match, or when the
+    /// store cannot say).
+    pub fn agree<T>(&self, key: Hash, facts: &T) -> Option<T>
+    where
+        T: Serialize + serde::de::DeserializeOwned + PartialEq,
+    {
+        if !self.up() {
+            return None;
+        }
+        let payload = postcard::to_stdvec(facts).expect("facts serialize");
+        let header = super::entry::header(&Bucket::Facts.folder(), key, &payload);
+        match self
+            .store
+            .put_if_absent(Bucket::Facts, key, &[&header, &payload])
+        {
+            Ok(Created::Stored) => None,
+            Ok(Created::Exists(theirs)) => {
+                super::entry::unseal::<T>(&Bucket::Facts.folder(), key, &theirs.bytes)
+                    .ok()
+                    .filter(|first| first != facts)
+            }
+            Err(e) => {
+                self.failed("a write", &e);
+                None
+            }
+        }
+    }
+
     /// Asks the store for one object, so that a store that cannot be reached is said at the
     /// start of a build (once), whatever the build then needs of it.
     pub fn probe(&self) {

@@ -146,17 +146,37 @@ impl Installer {
     }
 }
 
-/// `uv` on the PATH or already installed in the cache (none for `installer = "pip"`).
+/// The `uv` environments are built with, pinned as coverage.py is: every host of a build
+/// spread over machines resolves with the same installer (its version is in every `EnvKey`).
+pub const UV: &str = "uv==0.13.8";
+
+/// The pinned version of `uv` ([`UV`]).
+fn uv_version() -> &'static str {
+    UV.split_once("==").map_or("", |(_, v)| v)
+}
+
+/// `uv` on the PATH at the pinned version, or already installed in the cache (none for
+/// `installer = "pip"`). A `uv` of another version on the PATH is not used.
 fn find_uv(cache: &Cache, cfg: &EnvConfig) -> Option<PathBuf> {
     if cfg.installer == ConfiguredInstaller::Pip {
         return None;
     }
-    if let Some(on_path) = r2e_core::fsutil::find_program("uv") {
+    let pinned = |uv: &Path| {
+        let version = std::process::Command::new(uv)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        version.split_whitespace().nth(1) == Some(uv_version())
+    };
+    if let Some(on_path) = r2e_core::fsutil::find_program("uv")
+        && pinned(&on_path)
+    {
         return Some(on_path);
     }
     let tools = cache.path(Bucket::Tools).join("uv");
     let uv = tools.join("bin").join("uv");
-    if uv.is_file() {
+    if uv.is_file() && pinned(&uv) {
         cache.note_use(&tools);
         return Some(uv);
     }
@@ -177,6 +197,8 @@ pub fn find_or_install_uv(
         return None;
     }
     let tools = cache.dir(Bucket::Tools).ok()?;
+    // Another version, installed by an r2e that did not pin it: installed again.
+    let _ = fs_err::remove_dir_all(tools.join("uv"));
     let tmp = tools.join(format!("uv.tmp{}", std::process::id()));
     let _ = fs_err::remove_dir_all(&tmp);
     let scratch = tools.join(format!("scratch{}", std::process::id()));
@@ -199,7 +221,7 @@ pub fn find_or_install_uv(
                 "install".into(),
                 "--quiet".into(),
                 "--disable-pip-version-check".into(),
-                "uv".into(),
+                UV.into(),
             ],
         ),
     ];

@@ -174,6 +174,40 @@ pub struct EnvStage {
     pub transient: Vec<String>,
 }
 
+/// With a remote store: this host's interpreter and installer (inputs of every `EnvKey`) are
+/// those of the first host that built the pipeline with it, or the build stops (exit 2) naming
+/// the difference. Hosts that differ would build other environments, and other results.
+fn same_as_first_host(
+    cfg: &Config,
+    cache: &Cache,
+    interpreter: &Interpreter,
+    installer: &Installer,
+) -> Result<()> {
+    let Some(remote) = cache.remote() else {
+        return Ok(());
+    };
+    let facts = (
+        interpreter.version.clone(),
+        installer.id.name.clone(),
+        installer.id.version.clone(),
+    );
+    let key = r2e_core::hash::Hash::of_key(&("env-host", &cfg.name, &cfg.env.python));
+    let Some(first) = remote.agree(key, &facts) else {
+        return Ok(());
+    };
+    Err(Error::input(format!(
+        "this host builds environments with Python {} and {} {}, but the first host that built `{}` with the remote cache `{}` used Python {} and {} {}: give every host the same interpreter (`[env] python`) and installer",
+        facts.0,
+        facts.1,
+        facts.2,
+        cfg.name,
+        remote.url(),
+        first.0,
+        first.1,
+        first.2
+    )))
+}
+
 /// Stage `env`: an environment per repository (its declared dependencies, and the third-party
 /// modules its code imports), its log under `<output>/logs/`.
 pub fn run(
@@ -186,6 +220,7 @@ pub fn run(
 ) -> Result<EnvStage> {
     let interpreter = Interpreter::probe(&cfg.env.python)?;
     let installer = Installer::find(cache, sandbox, &interpreter, &cfg.env)?;
+    same_as_first_host(cfg, cache, &interpreter, &installer)?;
     let builder = EnvBuilder {
         cache,
         sandbox,
@@ -700,3 +735,65 @@ pub fn runtime_of(cache: &Cache, line: &EnvLine, root: &Path) -> Option<Runtime>
 
 /// Every environment of a build, by repository name.
 pub type Envs = std::collections::BTreeMap<String, Arc<Env>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use r2e_core::cache::LocalStore;
+    use r2e_core::cache::remote::Remote;
+    use r2e_core::keys::InstallerId;
+
+    #[test]
+    fn a_host_with_another_interpreter_or_installer_than_the_first_is_bad_input() {
+        let shared = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("repo")).unwrap();
+        std::fs::write(
+            dir.path().join("pipeline.toml"),
+            "[[repo]]\npath = \"repo\"\n",
+        )
+        .unwrap();
+        let cfg = r2e_core::config::load(&dir.path().join("pipeline.toml")).unwrap();
+        let host = |python: &str, uv: &str| {
+            let root = tempfile::tempdir().unwrap();
+            let mut cache = Cache::open(root.path()).unwrap();
+            cache.set_remote(Remote::new(
+                Arc::new(LocalStore::new(shared.path())),
+                "file:///shared",
+                std::time::Duration::from_secs(6),
+            ));
+            let interpreter = Interpreter {
+                executable: PathBuf::from("/usr/bin/python3"),
+                version: python.into(),
+                stdlib_modules: BTreeSet::new(),
+                bundled_pip: String::new(),
+                base_prefix: PathBuf::from("/usr"),
+            };
+            let installer = Installer {
+                uv: None,
+                id: InstallerId {
+                    name: "uv".into(),
+                    version: uv.into(),
+                },
+            };
+            let checked = same_as_first_host(&cfg, &cache, &interpreter, &installer);
+            drop(cache);
+            drop(root);
+            checked
+        };
+        assert!(host("3.11.7", "0.13.8").is_ok(), "the first host");
+        assert!(host("3.11.7", "0.13.8").is_ok(), "a host like it");
+        for (python, uv, says) in [
+            ("3.12.1", "0.13.8", "Python 3.12.1 and uv 0.13.8"),
+            ("3.11.7", "0.9.0", "uv 0.9.0"),
+        ] {
+            let e = host(python, uv).unwrap_err();
+            assert_eq!(e.exit_code(), 2);
+            let text = e.to_string();
+            assert!(
+                text.contains(says) && text.contains("used Python 3.11.7 and uv 0.13.8"),
+                "{text}"
+            );
+        }
+    }
+}
