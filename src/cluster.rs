@@ -250,14 +250,3 @@ pub fn quote(s: &str) -> String {
 fn quote_path(path: &Path) -> String {
     quote(&path.to_string_lossy())
 }
-
-#[cfg(test)]
-mod tests {
-    use super::quote;
-
-    #[test]
-    fn quoting() {
-        assert_eq!(quote("/a b/c"), "'/a b/c'");
-        assert_eq!(quote("it's"), r"'it'\''s'");
-    }
-}
