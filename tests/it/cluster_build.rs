@@ -126,9 +126,16 @@ fn traces(output: &Path) -> BTreeMap<String, Vec<Value>> {
 /// The expensive actions (environments, harnesses, validations, mutation and candidate checks,
 /// model requests), by bucket's name.
 fn expensive(bucket: &str) -> bool {
-    ["envs-", "generate-", "validate-", "check-", "llm-v"]
-        .iter()
-        .any(|b| bucket.trim_start_matches("actions/").starts_with(b))
+    [
+        "envs-",
+        "projects-",
+        "generate-",
+        "validate-",
+        "check-",
+        "llm-v",
+    ]
+    .iter()
+    .any(|b| bucket.trim_start_matches("actions/").starts_with(b))
 }
 
 /// How many times each expensive action key was started, over `files` of the traces.

@@ -148,7 +148,7 @@ impl Installer {
 
 /// The `uv` environments are built with, pinned as coverage.py is: every host of a build
 /// spread over machines resolves with the same installer (its version is in every `EnvKey`).
-pub const UV: &str = "uv==0.13.8";
+pub const UV: &str = "uv==0.13.9";
 
 /// The pinned version of `uv` ([`UV`]).
 fn uv_version() -> &'static str {

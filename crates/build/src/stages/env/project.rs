@@ -24,7 +24,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Env;
+use super::archive;
 use super::build::{Building, EnvBuilder, Stop, transient};
+use r2e_core::cache::remote::{Event, Remote};
 use r2e_core::cache::{ActionKey, Bucket, entry, write_atomic};
 use r2e_core::error::{Error, Result};
 use r2e_core::hash::Hash;
@@ -36,6 +38,10 @@ pub const FORMAT: u32 = 1;
 
 /// The record a layer's folder holds, sealed with its key.
 const RECORD: &str = "record";
+
+/// What a layer's archive holds, and its files that may name the folders it was built in.
+const PROJECT_PARTS: [&str; 2] = ["site", RECORD];
+const PROJECT_REWRITE: [&str; 1] = ["site/bin"];
 
 /// A project layer, as sealed in its folder in the cache.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -207,6 +213,15 @@ impl EnvBuilder<'_> {
             }
         }
         let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+        // With a remote store: the layer another host built, unpacked (its paths, and its
+        // environment's, rewritten to this host's), or built here and stored for the others.
+        let remote = self.cache.remote();
+        if let Some(remote) = remote {
+            if let Some(layer) = self.fetch_project(remote, hash, &dir, env)? {
+                return Ok(Some(layer));
+            }
+            self.cache.trace(Event::Started, Bucket::Projects, hash);
+        }
         let _ = fs_err::remove_dir_all(&tmp);
         fs_err::create_dir_all(tmp.join("scratch"))?;
         let mut b = Building {
@@ -241,6 +256,17 @@ impl EnvBuilder<'_> {
             let _ = fs_err::remove_dir_all(&b.tmp);
         } else {
             fs_err::rename(&b.tmp, &dir)?;
+            if let Some(remote) = remote {
+                archive::upload(
+                    self.cache,
+                    remote,
+                    Bucket::Projects,
+                    hash,
+                    &dir,
+                    &PROJECT_PARTS,
+                    &[b.tmp.clone(), dir.clone(), env.dir.clone()],
+                );
+            }
         }
         self.cache.note_use(&dir);
         Ok(Some(ProjectLayer {
@@ -248,6 +274,57 @@ impl EnvBuilder<'_> {
             site,
             cached: false,
         }))
+    }
+
+    /// The project layer of `hash` unpacked from the remote store's archive (a hit, traced), or
+    /// `None` (none there, or a damaged one, named on stderr: then built here).
+    fn fetch_project(
+        &self,
+        remote: &Remote,
+        hash: Hash,
+        dir: &Path,
+        env: &Env,
+    ) -> Result<Option<ProjectLayer>> {
+        let record_ok = |tmp: &Path| -> std::result::Result<(), String> {
+            let bytes = std::fs::read(tmp.join(RECORD)).map_err(|e| format!("its record: {e}"))?;
+            entry::unseal::<ProjectRecord>(&Bucket::Projects.folder(), hash, &bytes)
+                .map(drop)
+                .map_err(|why| format!("its record: {why}"))
+        };
+        let now_at = [dir.to_path_buf(), dir.to_path_buf(), env.dir.clone()];
+        match archive::fetch(
+            remote,
+            Bucket::Projects,
+            hash,
+            dir,
+            &now_at,
+            &PROJECT_REWRITE,
+            &record_ok,
+        ) {
+            archive::Fetched::Unpacked => {
+                let record = std::fs::read(dir.join(RECORD)).ok().and_then(|b| {
+                    entry::unseal::<ProjectRecord>(&Bucket::Projects.folder(), hash, &b).ok()
+                });
+                let site = dir.join("site");
+                match record {
+                    Some(record) if site.is_dir() => {
+                        self.cache.trace(Event::Hit, Bucket::Projects, hash);
+                        self.cache.note_use(dir);
+                        Ok(Some(ProjectLayer {
+                            record,
+                            site,
+                            cached: true,
+                        }))
+                    }
+                    _ => Ok(None),
+                }
+            }
+            archive::Fetched::Miss => Ok(None),
+            archive::Fetched::Damaged => {
+                self.cache.trace(Event::Damaged, Bucket::Projects, hash);
+                Ok(None)
+            }
+        }
     }
 
     /// The steps: copy the source (a build may write into it), build the wheel, install it
