@@ -4,7 +4,8 @@
 # projects: the three examples of this repository and three small PyPI projects (sdists from
 # `pip download --no-binary :all: --no-deps`, into a temporary folder; PYPI="NAME==VER ..."
 # picks others). Usage: bash bench/cluster.sh  (R2E_BIN=path measures that binary; R2E_KEEP=1
-# keeps the work folder; NS="1 2 3" picks the host counts).
+# keeps the work folder; NS="1 2 3" picks the host counts; REF=VERSION skips the plain build).
+# Shards count from 0: `--shard 0/N` to `--shard N-1/N`.
 #
 # First a plain one-machine build (no shard, no remote store) gives the reference dataset
 # version. Then for each N:
@@ -16,8 +17,10 @@
 # Prints per N: the actions each host started (per bucket, from its trace), the wall times,
 # the dataset versions, whether an expensive key (envs, generate, validate, check, llm) was
 # started on two hosts or by an assemble, the wall time N real machines would take (the
-# slowest shard alone + the assemble) and a model from the traces (each host's sum of action
-# durations, `started` to `stored` of a key, + the assemble); then a Markdown table.
+# slowest shard alone + the assemble) and a model from the traces of the shards run alone (the
+# time each host had an action under way, the union of its actions' `started` to `stored`
+# intervals; their sum is printed too, but a host runs many actions at once, so it is far more
+# than any wall time; + the assemble); then a Markdown table.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 if [ -z "${R2E_BIN:-}" ]; then
@@ -101,16 +104,31 @@ def short(bucket):
 def started(events):
     return collections.Counter(short(e["bucket"]) for e in events if e["event"] == "started")
 
-def busy_seconds(events):
-    """The sum of action durations: `started` to the next `stored` of the same key and bucket."""
-    open_, total = {}, 0
+def intervals(events):
+    """Each action's (start, end) in ms: `started` to the next `stored` of the same key and bucket."""
+    open_, out = {}, []
     for e in events:
         k = (e["bucket"], e["key"])
         if e["event"] == "started":
             open_[k] = e["time_ms"]
         elif e["event"] == "stored" and k in open_:
-            total += e["time_ms"] - open_.pop(k)
-    return total / 1000
+            out.append((open_.pop(k), e["time_ms"]))
+    return sorted(out)
+
+def action_sum(events):
+    """The sum of action durations (actions overlap: a host runs several at once)."""
+    return sum(b - a for a, b in intervals(events)) / 1000
+
+def busy_seconds(events):
+    """The time a host had at least one action under way (the union of the intervals)."""
+    total, cur = 0, None
+    for a, b in intervals(events):
+        if cur is None or a > cur[1]:
+            total += cur[1] - cur[0] if cur else 0
+            cur = [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    return (total + (cur[1] - cur[0] if cur else 0)) / 1000
 
 def ran_twice(tr):
     """Expensive keys started in more than one shard's trace, and any the assemble started."""
@@ -132,14 +150,19 @@ def repos_of(d, n, i):
 def fmt_counts(c):
     return ", ".join(f"{b} {c[b]}" for b in sorted(c)) or "none"
 
-# The reference: a plain one-machine build (no shard, no store).
-d = rundir("plain")
-t0 = time.perf_counter()
-plain_s = finish(d, "plain", start(d, "plain", ["--cache", f"{d}/cache"]), t0)
-plain = json.load(open(f"{d}/plain.json"))
-ref = plain["dataset_version"]
-print(f"plain one-machine build: {plain_s:.1f} s, version {ref}, counts {json.dumps(plain.get('counts'))}")
-print("  stages:", json.dumps({k: v.get("executed") for k, v in plain.get("stages", {}).items()}))
+# The reference: a plain one-machine build (no shard, no store); REF=VERSION skips it (a
+# version printed by an earlier run of this script with the same binary and projects).
+if os.environ.get("REF"):
+    ref, plain_s = os.environ["REF"], None
+    print(f"plain one-machine build: skipped, reference version {ref} (REF)")
+else:
+    d = rundir("plain")
+    t0 = time.perf_counter()
+    plain_s = finish(d, "plain", start(d, "plain", ["--cache", f"{d}/cache"]), t0)
+    plain = json.load(open(f"{d}/plain.json"))
+    ref = plain["dataset_version"]
+    print(f"plain one-machine build: {plain_s:.1f} s, version {ref}, counts {json.dumps(plain.get('counts'))}")
+    print("  stages:", json.dumps({k: v.get("executed") for k, v in plain.get("stages", {}).items()}))
 
 rows, problems = [], []
 for n in ns:
@@ -147,8 +170,8 @@ for n in ns:
     # Concurrent: the N hosts at once, one store.
     dc, store_c = rundir(f"{n}-concurrent"), f"{work}/stores/{n}-concurrent"
     t0 = time.perf_counter()
-    ps = [start(dc, f"shard-{i}", shard_args(n, i, f"{dc}/cache-host{i}", store_c)) for i in range(1, n + 1)]
-    own_c = [finish(dc, f"shard-{i}", p, t0) for i, p in zip(range(1, n + 1), ps)]
+    ps = [start(dc, f"shard-{i}", shard_args(n, i, f"{dc}/cache-host{i}", store_c)) for i in range(n)]
+    own_c = [finish(dc, f"shard-{i}", p, t0) for i, p in zip(range(n), ps)]
     wall_c = time.perf_counter() - t0
     asm_c, ver_c = assemble(dc, store_c)
     # Alone: one after another, a second store (N=1: the concurrent run already was).
@@ -156,7 +179,7 @@ for n in ns:
         da, alone, asm_a, ver_a = dc, own_c, asm_c, ver_c
     else:
         da, store_a, alone = rundir(f"{n}-alone"), f"{work}/stores/{n}-alone", []
-        for i in range(1, n + 1):
+        for i in range(n):
             t0 = time.perf_counter()
             alone.append(finish(da, f"shard-{i}", start(da, f"shard-{i}", shard_args(n, i, f"{da}/cache-host{i}", store_a)), t0))
         asm_a, ver_a = assemble(da, store_a)
@@ -172,11 +195,12 @@ for n in ns:
         print(f"{label}: " + ("nothing ran twice" if not twice else f"{len(twice)} expensive keys ran twice")
               + ("; the assemble started nothing expensive" if not by_asm else f"; the assemble started {len(by_asm)} expensive keys"))
         for lab in sorted(tr):
-            print(f"  {lab}: started {fmt_counts(started(tr[lab]))}; busy {busy_seconds(tr[lab]):.1f} s")
+            print(f"  {lab}: started {fmt_counts(started(tr[lab]))}; actions under way {busy_seconds(tr[lab]):.1f} s"
+                  f" (sum of action durations {action_sum(tr[lab]):.1f} s)")
     tr_a = traces(da)
-    busy = [busy_seconds(tr_a.get(f"shard-{i}-of-{n}", [])) for i in range(1, n + 1)]
+    busy = [busy_seconds(tr_a.get(f"shard-{i}-of-{n}", [])) for i in range(n)]
     hosts = []
-    for i in range(1, n + 1):
+    for i in range(n):
         c = started(traces(dc).get(f"shard-{i}-of-{n}", []))
         hosts.append(f"h{i} ({', '.join(repos_of(dc, n, i)) or 'no repos'}): {sum(c.values())} ({fmt_counts(c)})")
     for v, what in ((ver_c, "concurrent assemble"), (ver_a, "alone assemble")):
@@ -191,8 +215,8 @@ for n in ns:
 
 print("\n" + ("nothing ran twice, no assemble started an expensive action, every version equals the plain build's"
               if not problems else "PROBLEMS:\n  " + "\n  ".join(problems)))
-print(f"\nplain one-machine build: {plain_s:.1f} s, version `{ref}`\n")
-print("| N | actions started per host (bucket counts) | concurrent shards wall | each shard concurrent | each shard alone | assemble | N machines (max alone + assemble) | model (max action sum + assemble) | version |")
+print(f"\nplain one-machine build: {f'{plain_s:.1f} s' if plain_s else 'skipped (REF)'}, version `{ref}`\n")
+print("| N | actions started per host (bucket counts) | concurrent shards wall | each shard concurrent | each shard alone | assemble | N machines (max alone + assemble) | model (max time with actions under way + assemble) | version |")
 print("|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     print(f"| {r['n']} | {'<br>'.join(r['hosts'])} | {r['wall_c']:.1f} s | {' / '.join(f'{s:.1f}' for s in r['own_c'])} s "
