@@ -58,6 +58,17 @@ fn pipeline(dir: &Path, repos: &[String], model_url: &str, remote: Option<&str>)
     path
 }
 
+/// The six repositories, written for a one-machine build (`one/`) and for a shared one
+/// (`shared/`), and the one-machine build's summary (no remote store): its version is V.
+fn one_machine(w: &Path, model_url: &str, env: &[(&'static str, String)]) -> (Vec<String>, Value) {
+    let repos = write_repos(&w.join("one/repos"));
+    write_repos(&w.join("shared/repos"));
+    let one = pipeline(&w.join("one"), &repos, model_url, None);
+    let (code, summary, stderr) = build(&one, &w.join("cache-one"), env, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    (repos, summary)
+}
+
 /// The scripted model's answer: a refined docstring naming the request (stable for a prompt).
 fn refine(prompt: &str, _: usize) -> (u16, &'static str, String) {
     let tag = &blake3::hash(prompt.as_bytes()).to_hex()[..8];
@@ -257,14 +268,11 @@ fn a_shard_whose_host_dies_is_requeued_and_only_its_unstored_work_runs_again() {
     let Some(c) = Cluster::start() else { return };
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    let repos = write_repos(&w.join("one/repos"));
-    write_repos(&w.join("shared/repos"));
     let gateway = c.gateway().to_string();
     let (model_url, _, _) = common::server::serve_on(&gateway, Duration::from_millis(700), refine);
     let (_moto, _s3, env) = start_s3(&c, w);
-    let one = pipeline(&w.join("one"), &repos, &model_url, None);
-    let (code, summary, stderr) = build(&one, &w.join("cache-one"), &env, &[]);
-    assert_eq!(code, 0, "{stderr}");
+    // One machine, no remote store: the version V.
+    let (repos, summary) = one_machine(w, &model_url, &env);
     let v = summary["dataset_version"].as_str().unwrap().to_owned();
     let shared = pipeline(
         &w.join("shared"),
@@ -348,16 +356,12 @@ fn a_sharded_build_on_slurm_with_an_s3_store_is_the_one_machine_build() {
     let Some(c) = Cluster::start() else { return };
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    let repos = write_repos(&w.join("one/repos"));
-    write_repos(&w.join("shared/repos"));
     let gateway = c.gateway().to_string();
     let (model_url, _, _) = common::server::serve_on(&gateway, Duration::ZERO, refine);
     let (moto, s3, env) = start_s3(&c, w);
 
     // One machine, no remote store: the version V.
-    let one = pipeline(&w.join("one"), &repos, &model_url, None);
-    let (code, summary, stderr) = build(&one, &w.join("cache-one"), &env, &[]);
-    assert_eq!(code, 0, "{stderr}");
+    let (repos, summary) = one_machine(w, &model_url, &env);
     let v = summary["dataset_version"].as_str().unwrap().to_owned();
     assert!(
         summary["counts"]["instances"].as_u64().unwrap() >= 6,
@@ -538,13 +542,10 @@ fn a_sharded_build_with_a_webdav_store_is_the_one_machine_build() {
     let server = crate::remote::nginx(&nginx);
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    let repos = write_repos(&w.join("one/repos"));
-    write_repos(&w.join("shared/repos"));
     let (model_url, _, _) = common::server::serve(Duration::ZERO, refine);
     let env: Vec<(&'static str, String)> = common::offline_env().into_iter().collect();
-    let one = pipeline(&w.join("one"), &repos, &model_url, None);
-    let (code, summary, stderr) = build(&one, &w.join("cache-one"), &env, &[]);
-    assert_eq!(code, 0, "{stderr}");
+    // One machine, no remote store: the version V.
+    let (repos, summary) = one_machine(w, &model_url, &env);
     let v = summary["dataset_version"].as_str().unwrap().to_owned();
     let url = format!("http://127.0.0.1:{}/r2e/cache", server.port);
     let shared = pipeline(&w.join("shared"), &repos, &model_url, Some(&url));

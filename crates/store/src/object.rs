@@ -94,61 +94,48 @@ impl ObjectRemote {
             retry_timeout: Duration::from_secs(60),
         };
         let bucket_url = format!("{}://{}", url.scheme().as_str(), url.bucket());
-        let (built, vars) = match url.scheme() {
-            Scheme::S3 => {
-                let vars = settings("AWS_", options);
-                let mut builder = AmazonS3Builder::new();
+        // The same for every kind: r2e's client defaults, then the kind's variables (which
+        // win), then the bucket and the retries.
+        macro_rules! configured {
+            ($builder:expr, $key:ident, $prefix:literal) => {{
+                let vars = settings($prefix, options);
+                let mut builder = $builder;
                 for (key, value) in client_defaults(options) {
-                    builder = builder.with_config(AmazonS3ConfigKey::Client(key), value);
+                    builder = builder.with_config($key::Client(key), value);
                 }
                 for (name, value) in &vars {
-                    if let Ok(key) = name.parse() {
+                    if let Ok(key) = name.parse::<$key>() {
                         builder = builder.with_config(key, value);
                     }
                 }
+                (builder.with_url(&bucket_url).with_retry(retry), vars)
+            }};
+        }
+        let (built, vars) = match url.scheme() {
+            Scheme::S3 => {
+                let (builder, vars) =
+                    configured!(AmazonS3Builder::new(), AmazonS3ConfigKey, "AWS_");
                 let built = builder
-                    .with_url(&bucket_url)
                     .with_conditional_put(S3ConditionalPut::ETagMatch)
-                    .with_retry(retry)
                     .build()
                     .map(|s| Arc::new(s) as Arc<dyn ObjectStore>);
                 (built, vars)
             }
             Scheme::Gs => {
-                let vars = settings("GOOGLE_", options);
-                let mut builder = GoogleCloudStorageBuilder::new();
-                for (key, value) in client_defaults(options) {
-                    builder = builder.with_config(GoogleConfigKey::Client(key), value);
-                }
-                for (name, value) in &vars {
-                    if let Ok(key) = name.parse() {
-                        builder = builder.with_config(key, value);
-                    }
-                }
-                let built = builder
-                    .with_url(&bucket_url)
-                    .with_retry(retry)
-                    .build()
-                    .map(|s| Arc::new(s) as Arc<dyn ObjectStore>);
-                (built, vars)
+                let (builder, vars) =
+                    configured!(GoogleCloudStorageBuilder::new(), GoogleConfigKey, "GOOGLE_");
+                (
+                    builder.build().map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+                    vars,
+                )
             }
             Scheme::Az => {
-                let vars = settings("AZURE_", options);
-                let mut builder = MicrosoftAzureBuilder::new();
-                for (key, value) in client_defaults(options) {
-                    builder = builder.with_config(AzureConfigKey::Client(key), value);
-                }
-                for (name, value) in &vars {
-                    if let Ok(key) = name.parse() {
-                        builder = builder.with_config(key, value);
-                    }
-                }
-                let built = builder
-                    .with_url(&bucket_url)
-                    .with_retry(retry)
-                    .build()
-                    .map(|s| Arc::new(s) as Arc<dyn ObjectStore>);
-                (built, vars)
+                let (builder, vars) =
+                    configured!(MicrosoftAzureBuilder::new(), AzureConfigKey, "AZURE_");
+                (
+                    builder.build().map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+                    vars,
+                )
             }
             Scheme::Http | Scheme::Https => {
                 return Err(Error::internal(format!(

@@ -200,10 +200,7 @@ pub fn build(cfg: &Config, opts: &BuildOptions) -> Result<Summary> {
 /// Runs a build with these services.
 pub fn build_with(cfg: &Config, opts: &BuildOptions, services: &Services) -> Result<Summary> {
     let started = std::time::Instant::now();
-    let remote = match &cfg.remote {
-        Some(_) => cluster::open_remote(cfg, &cluster::trace_path(&cfg.output, None)?, false)?,
-        None => None,
-    };
+    let remote = cluster::open_remote(cfg, &cluster::trace_path(&cfg.output, None)?, false)?;
     let session = Session::open_remote(cfg, remote)?;
     log::timing("checkout", started.elapsed());
     let remote = session.cache.remote().cloned();
@@ -257,33 +254,19 @@ pub fn build_shard(
             format!(" ({})", names.join(", "))
         }
     );
-    if names.is_empty() {
-        let summary_file = cluster::write_shard_summary(
-            &cfg.output,
-            &cluster::ShardSummary {
-                shard,
-                host: r2e_core::cache::remote::host_name(),
-                repos: names,
-                lost: 0,
-                summary: None,
-            },
-        )?;
-        return Ok(ShardOutcome {
-            summary: None,
-            summary_file,
-            lost: 0,
-        });
-    }
-    let scratch = cluster::scratch_output(cfg);
-    let work = mine.clone().with_output(&scratch);
-    let remote =
-        cluster::open_remote(&work, &cluster::trace_path(&cfg.output, Some(shard))?, true)?;
-    let session = Session::open_remote(&work, remote)?;
-    let remote = session.cache.remote().cloned();
-    let built = build_session(session, opts, services);
-    let _ = fs_err::remove_dir_all(scratch.parent().unwrap_or(&scratch));
-    let summary = built?;
-    let lost = remote.as_ref().map_or(0, |r| r.lost());
+    let (summary, lost) = if names.is_empty() {
+        (None, 0)
+    } else {
+        let scratch = cluster::scratch_output(cfg);
+        let work = mine.clone().with_output(&scratch);
+        let remote =
+            cluster::open_remote(&work, &cluster::trace_path(&cfg.output, Some(shard))?, true)?;
+        let session = Session::open_remote(&work, remote)?;
+        let remote = session.cache.remote().cloned();
+        let built = build_session(session, opts, services);
+        let _ = fs_err::remove_dir_all(scratch.parent().unwrap_or(&scratch));
+        (Some(built?), remote.as_ref().map_or(0, |r| r.lost()))
+    };
     let summary_file = cluster::write_shard_summary(
         &cfg.output,
         &cluster::ShardSummary {
@@ -291,11 +274,11 @@ pub fn build_shard(
             host: r2e_core::cache::remote::host_name(),
             repos: names,
             lost,
-            summary: Some(&summary),
+            summary: summary.as_ref(),
         },
     )?;
     Ok(ShardOutcome {
-        summary: Some(summary),
+        summary,
         summary_file,
         lost,
     })

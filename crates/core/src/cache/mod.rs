@@ -499,14 +499,14 @@ impl Cache {
         decode: impl FnOnce(&[u8]) -> std::result::Result<T, entry::Corrupt>,
     ) -> Option<T> {
         let remote = self.remote_for(bucket)?;
-        let Some(bytes) = remote.get(bucket, key) else {
+        let Some(fetched) = remote.get(bucket, key) else {
             remote.trace(remote::Event::Started, bucket, key);
             return None;
         };
-        match decode(&bytes[entry::HEADER..]) {
+        match decode(&fetched.bytes[entry::HEADER..]) {
             Ok(value) => {
                 remote.trace(remote::Event::Hit, bucket, key);
-                if let Err(e) = self.store.put(bucket, key, &[&bytes]) {
+                if let Err(e) = self.store.put(bucket, key, &[&fetched.bytes]) {
                     eprintln!(
                         "warning: cannot copy `{}` into the local cache ({e})",
                         remote.store().describe(bucket, key)
@@ -517,15 +517,7 @@ impl Cache {
             }
             Err(why) => {
                 // Whole, but not a value of this r2e: recomputed, and replaced.
-                let version = remote
-                    .store()
-                    .get(bucket, key)
-                    .ok()
-                    .flatten()
-                    .map(|f| f.version);
-                if let Some(version) = version {
-                    remote.damaged_entry(bucket, key, version, why);
-                }
+                remote.damaged_entry(bucket, key, fetched.version, why);
                 remote.trace(remote::Event::Started, bucket, key);
                 None
             }
@@ -584,34 +576,20 @@ impl Cache {
                 return Ok(value);
             }
         }
-        for _ in 0..8 {
-            let winner = match self.store.put_if_absent(bucket, key, &parts)? {
-                store::Created::Stored => {
-                    self.used(bucket, key);
-                    return Ok(value);
-                }
-                store::Created::Exists(winner) => winner,
-            };
-            let why = match entry::unseal::<T>(&bucket.folder(), key, &winner.bytes) {
-                Ok(theirs) => {
-                    self.used(bucket, key);
-                    return Ok(theirs);
-                }
-                Err(why) => why,
-            };
-            eprintln!(
-                "warning: cache entry `{}` is damaged ({why}); it is replaced",
-                self.store.describe(bucket, key)
-            );
-            if self.store.replace(bucket, key, &winner.version, &parts)? {
-                self.used(bucket, key);
-                return Ok(value);
+        let decodes = |payload: &[u8]| {
+            postcard::from_bytes::<T>(payload)
+                .map(drop)
+                .map_err(|_| entry::Corrupt::Decode)
+        };
+        let placed = store::write_first(&*self.store, bucket, key, &parts, None, &decodes)?;
+        self.used(bucket, key);
+        match placed {
+            store::Placed::Stored | store::Placed::Repaired => Ok(value),
+            store::Placed::Adopted(winner) => {
+                Ok(entry::unseal::<T>(&bucket.folder(), key, &winner.bytes)
+                    .expect("a winner is adopted only when it decodes"))
             }
         }
-        Err(Error::env(format!(
-            "cannot store `{}`: other writers keep changing it",
-            self.store.describe(bucket, key)
-        )))
     }
 
     /// A stored blob (an archive), streamed, or `None`. Noted as used, as an entry read is.

@@ -37,7 +37,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::Bucket;
-use super::store::{Created, Store, Version};
+use super::store::{Created, Fetched, Placed, Store, Version};
 use crate::error::Result;
 use crate::hash::Hash;
 
@@ -306,7 +306,7 @@ impl Remote {
 
     /// The remote entry of `key`, verified; `None` on a miss, a damaged entry (named and
     /// remembered for repair) or a failing store.
-    pub(super) fn get(&self, bucket: Bucket, key: Hash) -> Option<Vec<u8>> {
+    pub(super) fn get(&self, bucket: Bucket, key: Hash) -> Option<Fetched> {
         if !self.up() {
             return None;
         }
@@ -319,7 +319,7 @@ impl Remote {
             }
         };
         match super::entry::unseal_bytes(&bucket.folder(), key, &fetched.bytes) {
-            Ok(_) => Some(fetched.bytes),
+            Ok(_) => Some(fetched),
             Err(why) => {
                 self.damaged_entry(bucket, key, fetched.version, why);
                 None
@@ -376,43 +376,24 @@ impl Remote {
         bucket: Bucket,
         key: Hash,
         parts: &[&[u8]],
-        mut damaged: Option<Version>,
+        damaged: Option<Version>,
     ) -> Result<Option<Vec<u8>>> {
-        for _ in 0..8 {
-            // A damaged entry replaced by another writer meanwhile is read as any winner's.
-            if let Some(version) = damaged.take()
-                && self.store.replace(bucket, key, &version, parts)?
-            {
+        let placed =
+            super::store::write_first(&*self.store, bucket, key, parts, damaged, &|_| Ok(()))?;
+        Ok(match placed {
+            Placed::Stored => {
+                self.trace(Event::Stored, bucket, key);
+                None
+            }
+            Placed::Repaired => {
                 self.trace(Event::Repaired, bucket, key);
-                return Ok(None);
+                None
             }
-            match self.store.put_if_absent(bucket, key, parts)? {
-                Created::Stored => {
-                    self.trace(Event::Stored, bucket, key);
-                    return Ok(None);
-                }
-                Created::Exists(winner) => {
-                    match super::entry::unseal_bytes(&bucket.folder(), key, &winner.bytes) {
-                        Ok(_) => {
-                            self.trace(Event::Adopted, bucket, key);
-                            return Ok(Some(winner.bytes));
-                        }
-                        Err(why) => {
-                            eprintln!(
-                                "warning: remote cache entry `{}` is damaged ({why}); it is replaced",
-                                self.store.describe(bucket, key)
-                            );
-                            self.trace(Event::Damaged, bucket, key);
-                            damaged = Some(winner.version);
-                        }
-                    }
-                }
+            Placed::Adopted(winner) => {
+                self.trace(Event::Adopted, bucket, key);
+                Some(winner.bytes)
             }
-        }
-        Err(crate::error::Error::env(format!(
-            "cannot store `{}`: other writers keep changing it",
-            self.store.describe(bucket, key)
-        )))
+        })
     }
 
     /// A blob from the store (an archive of a folder), or `None` (a miss, or a failing store).

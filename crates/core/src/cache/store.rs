@@ -197,6 +197,60 @@ pub trait Store: Send + Sync {
     }
 }
 
+/// What [`write_first`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placed {
+    /// The bytes given are stored: this writer was first.
+    Stored,
+    /// A damaged entry (one this writer read, or one it found in its way) is replaced by them.
+    Repaired,
+    /// Another writer's entry was there first and verifies (key, bucket, checksum): its bytes,
+    /// which this writer adopts.
+    Adopted(Fetched),
+}
+
+/// The one create-only write of a cache entry, in any store: the entry `parts` is stored unless
+/// a verified one is there already, which is given back instead; a damaged one in its way (or
+/// `damaged`, a version a read found damaged) is replaced with a conditional write, so that a
+/// good entry another writer put meanwhile is never clobbered. `adopt`: whether the winner is
+/// usable beyond its envelope (its payload decodes); one that is not counts as damaged.
+pub fn write_first<S: Store + ?Sized>(
+    store: &S,
+    bucket: Bucket,
+    key: Hash,
+    parts: &[&[u8]],
+    mut damaged: Option<Version>,
+    adopt: &dyn Fn(&[u8]) -> std::result::Result<(), Corrupt>,
+) -> Result<Placed> {
+    for _ in 0..8 {
+        // A damaged entry replaced by another writer meanwhile is read as any winner's.
+        if let Some(version) = damaged.take()
+            && store.replace(bucket, key, &version, parts)?
+        {
+            return Ok(Placed::Repaired);
+        }
+        let winner = match store.put_if_absent(bucket, key, parts)? {
+            Created::Stored => return Ok(Placed::Stored),
+            Created::Exists(winner) => winner,
+        };
+        let checked = entry::unseal_bytes(&bucket.folder(), key, &winner.bytes).and_then(adopt);
+        match checked {
+            Ok(()) => return Ok(Placed::Adopted(winner)),
+            Err(why) => {
+                eprintln!(
+                    "warning: cache entry `{}` is damaged ({why}); it is replaced",
+                    store.describe(bucket, key)
+                );
+                damaged = Some(winner.version);
+            }
+        }
+    }
+    Err(crate::error::Error::env(format!(
+        "cannot store `{}`: other writers keep changing it",
+        store.describe(bucket, key)
+    )))
+}
+
 /// Names a damaged entry on stderr and removes it if the store still holds the bytes of
 /// `version`, so that the recomputed value takes its place.
 pub fn damaged<S: Store + ?Sized>(
