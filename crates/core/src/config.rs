@@ -59,6 +59,8 @@ struct Options {
 struct CacheOptions {
     remote: Option<Spanned<String>>,
     lease_seconds: Option<Spanned<u64>>,
+    remote_mode: Option<Spanned<String>>,
+    signing_key_env: Option<Spanned<String>>,
 }
 
 /// The schemes of a remote cache's URL: object stores (`s3://BUCKET/PREFIX`, `gs://`, `az://`),
@@ -124,6 +126,36 @@ pub struct RemoteCache {
     pub url: String,
     /// How long a lease on an action another host may need lasts without renewal.
     pub lease_seconds: u64,
+    /// Whether this host writes to the store (`[cache] remote_mode`).
+    pub mode: RemoteMode,
+    /// `[cache] signing_key_env`: the variable holding the key remote entries are signed and
+    /// checked with (the name only: the key is read when the store is opened, and never kept
+    /// here), and where the file names it (`file:line:col`, for messages).
+    pub signing_key_env: Option<(String, String)>,
+}
+
+/// `[cache] remote_mode`: whether this host writes to the remote store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RemoteMode {
+    /// Reads it, and stores what it computes there (the default).
+    #[default]
+    ReadWrite,
+    /// Reads it and never writes to it: no results, no leases, no repairs.
+    Read,
+}
+
+impl RemoteMode {
+    /// Parses `read` or `read-write`.
+    pub fn parse(text: &str) -> std::result::Result<RemoteMode, String> {
+        match text {
+            "read-write" => Ok(RemoteMode::ReadWrite),
+            "read" => Ok(RemoteMode::Read),
+            other => Err(format!(
+                "`{other}` is not a remote mode: give `read` (never write to the store) or `read-write`"
+            )),
+        }
+    }
 }
 
 impl RemoteCache {
@@ -144,6 +176,8 @@ impl RemoteCache {
                 Ok(RemoteCache {
                     url: url.to_owned(),
                     lease_seconds: Self::DEFAULT_LEASE_SECONDS,
+                    mode: RemoteMode::default(),
+                    signing_key_env: None,
                 })
             }
             _ => Err(format!(
@@ -982,16 +1016,31 @@ impl Config {
     }
 
     /// This configuration, and its variants', with `remote` as the shared store
-    /// (`--remote-cache`, which wins over `[cache] remote`). The lease term stays the file's.
+    /// (`--remote-cache`, which wins over `[cache] remote`). The lease term, the mode and the
+    /// signing key's variable stay the file's.
     pub fn with_remote(mut self, mut remote: RemoteCache) -> Config {
         if let Some(r) = &self.remote {
             remote.lease_seconds = r.lease_seconds;
+            remote.mode = r.mode;
+            remote.signing_key_env.clone_from(&r.signing_key_env);
         }
         for v in &mut self.variants {
             v.cfg.remote = Some(remote.clone());
         }
         self.remote = Some(remote);
         self
+    }
+
+    /// This configuration, and its variants', with the remote store in `mode` (`--remote-mode`);
+    /// `None` when there is no remote store.
+    pub fn with_remote_mode(mut self, mode: RemoteMode) -> Option<Config> {
+        self.remote.as_mut()?.mode = mode;
+        for v in &mut self.variants {
+            if let Some(r) = &mut v.cfg.remote {
+                r.mode = mode;
+            }
+        }
+        Some(self)
     }
 
     /// This configuration with its output at `output` (its variants' under it, as the file
@@ -1138,10 +1187,15 @@ fn remote_cache(src: &Source, options: Option<CacheOptions>) -> Result<Option<Re
         return Ok(None);
     };
     let Some(url) = options.remote else {
-        if let Some(l) = options.lease_seconds {
+        let spans = [
+            ("lease_seconds", options.lease_seconds.map(|l| l.span())),
+            ("remote_mode", options.remote_mode.map(|m| m.span())),
+            ("signing_key_env", options.signing_key_env.map(|k| k.span())),
+        ];
+        if let Some((name, span)) = spans.into_iter().find(|(_, s)| s.is_some()) {
             return Err(src.at(
-                Some(l.span()),
-                "`lease_seconds` needs a `remote` store in `[cache]`",
+                span,
+                &format!("`{name}` needs a `remote` store in `[cache]`"),
             ));
         }
         return Ok(None);
@@ -1155,6 +1209,26 @@ fn remote_cache(src: &Source, options: Option<CacheOptions>) -> Result<Option<Re
             ));
         }
         remote.lease_seconds = *l.get_ref();
+    }
+    if let Some(m) = options.remote_mode {
+        remote.mode = RemoteMode::parse(m.get_ref()).map_err(|e| src.at(Some(m.span()), &e))?;
+    }
+    if let Some(var) = options.signing_key_env {
+        let name = var.get_ref();
+        let valid = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(src.at(
+                Some(var.span()),
+                &format!(
+                    "`signing_key_env = {name:?}` must name an environment variable (letters, digits and `_`), not hold the key: the key never goes in a file"
+                ),
+            ));
+        }
+        let (line, col) = line_col(src.text, var.span().start);
+        remote.signing_key_env =
+            Some((name.clone(), format!("{}:{line}:{col}", src.file.display())));
     }
     Ok(Some(remote))
 }

@@ -17,8 +17,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use r2e_core::cache::remote::{Remote, Trace, host_name};
+use r2e_core::cache::sign::SigningKey;
 use r2e_core::cache::{Bucket, LocalStore, Store};
-use r2e_core::config::{Config, Shard};
+use r2e_core::config::{Config, RemoteMode, Shard};
 use r2e_core::error::{Error, Result};
 
 use r2e_core::records::Summary;
@@ -35,15 +36,40 @@ pub fn open_remote(cfg: &Config, trace: &Path, publish: bool) -> Result<Option<R
     let Some(rc) = &cfg.remote else {
         return Ok(None);
     };
-    let store = open_store(&rc.url)?;
+    // The key first: a missing one is bad input, whatever the store.
+    let signer = match &rc.signing_key_env {
+        Some((var, at)) => Some(
+            SigningKey::from_env(var)
+                .map_err(|e| Error::input(format!("{at}: `signing_key_env = \"{var}\"`: {e}")))?,
+        ),
+        None => None,
+    };
+    let read_only = rc.mode == RemoteMode::Read;
+    if read_only && publish {
+        return Err(Error::input(
+            "a shard stores its results for the assemble in the remote cache: it cannot run with `[cache] remote_mode = \"read\"`",
+        ));
+    }
+    let store = open_store(&rc.url, read_only)?;
     let mut remote = Remote::new(store, &rc.url, Duration::from_secs(rc.lease_seconds))
         .with_trace(Trace::create(trace)?);
     if publish {
         remote = remote.publishing();
     }
+    if read_only {
+        remote = remote.read_only();
+    }
+    let signed = signer
+        .as_ref()
+        .map(|k| format!(", entries signed and checked with the key in ${}", k.var()));
+    if let Some(key) = signer {
+        remote = remote.signing(key);
+    }
     eprintln!(
-        "remote cache: {} (this host's actions: {})",
+        "remote cache: {}{}{} (this host's actions: {})",
         rc.url,
+        if read_only { ", read only" } else { "" },
+        signed.unwrap_or_default(),
         trace.display()
     );
     remote.probe();
@@ -52,10 +78,12 @@ pub fn open_remote(cfg: &Config, trace: &Path, publish: bool) -> Result<Option<R
 
 /// The store a URL names: a folder every host mounts (`file://`), or an object store or WebDAV
 /// server (`r2e-store`).
-fn open_store(url: &str) -> Result<Arc<dyn Store>> {
+fn open_store(url: &str, read_only: bool) -> Result<Arc<dyn Store>> {
     if let Some(path) = url.strip_prefix("file://") {
         let root = Path::new(path);
-        fs_err::create_dir_all(root)?;
+        if !read_only {
+            fs_err::create_dir_all(root)?;
+        }
         return Ok(Arc::new(LocalStore::new(root)));
     }
     r2e_store::open(url)

@@ -13,7 +13,7 @@ use crate::hash::Hash;
 
 const MAGIC: &[u8; 8] = b"r2e-ent1";
 /// The bytes of an entry before its payload.
-pub(crate) const HEADER: usize = 8 + 32 + 32;
+pub const HEADER: usize = 8 + 32 + 32;
 
 /// Why stored bytes are not the entry asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -28,6 +28,12 @@ pub enum Corrupt {
     WrongKey,
     #[error("its value cannot be decoded")]
     Decode,
+    /// A remote entry without a signature, read by a host that checks them.
+    #[error("it carries no signature: a host without the signing key wrote it")]
+    Unsigned,
+    /// A remote entry whose signature is not the signing key's HMAC of it.
+    #[error("its signature does not match: it was signed with another key, or changed since")]
+    Signature,
 }
 
 fn checksum(scope: &str, key: &Hash, payload: &[u8]) -> [u8; 32] {

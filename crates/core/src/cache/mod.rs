@@ -22,6 +22,7 @@ pub mod entry;
 pub mod gc;
 pub mod local;
 pub mod remote;
+pub mod sign;
 pub mod store;
 
 use std::collections::BTreeSet;
@@ -581,7 +582,7 @@ impl Cache {
                 .map(drop)
                 .map_err(|_| entry::Corrupt::Decode)
         };
-        let placed = store::write_first(&*self.store, bucket, key, &parts, None, &decodes)?;
+        let placed = store::write_first(&*self.store, bucket, key, &parts, None, None, &decodes)?;
         self.used(bucket, key);
         match placed {
             store::Placed::Stored | store::Placed::Repaired => Ok(value),

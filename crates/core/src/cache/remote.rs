@@ -23,6 +23,12 @@
 //!   miss, `stored`, `adopted`, `hit`, `damaged`, `repaired`, `lost`, leases), so that a cluster
 //!   build can be checked for work done twice.
 //!
+//! - **Trust.** A host in read mode ([`Remote::read_only`], `[cache] remote_mode = "read"`)
+//!   never writes: no results, no leases, no repairs. With a signing key ([`Remote::signing`],
+//!   `[cache] signing_key_env`) every write carries an HMAC of its envelope (`cache::sign`), and
+//!   a read takes only what verifies: an unsigned or wrongly signed entry is a miss, named on
+//!   stderr, recomputed and (by a writer) replaced.
+//!
 //! Leases ([`Remote::lease`]): an action that several hosts may need at once (an environment
 //! that repositories without dependencies share) is run by the host that creates its lease
 //! object (create-only); the others wait for its result. The holder renews the lease while it
@@ -37,6 +43,8 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::Bucket;
+use super::entry::Corrupt;
+use super::sign::{self, SigningKey};
 use super::store::{Created, Fetched, Placed, Store, Version};
 use crate::error::Result;
 use crate::hash::Hash;
@@ -160,6 +168,10 @@ pub struct Remote {
     publish: bool,
     /// What a lease names as its holder: host and process.
     holder: String,
+    /// Signs what this host writes and checks what it reads.
+    signer: Option<SigningKey>,
+    /// Never writes to the store.
+    read_only: bool,
 }
 
 /// A lease object, as stored (an entry of [`Bucket::Leases`]).
@@ -183,7 +195,62 @@ impl Remote {
             trace: None,
             publish: false,
             holder: format!("{}:{}", host_name(), std::process::id()),
+            signer: None,
+            read_only: false,
         }
+    }
+
+    /// Signs every write with `key`, and takes from the store only what verifies with it.
+    pub fn signing(mut self, key: SigningKey) -> Remote {
+        self.signer = Some(key);
+        self
+    }
+
+    /// Never writes to the store: what this host computes stays in its local cache.
+    pub fn read_only(mut self) -> Remote {
+        self.read_only = true;
+        self
+    }
+
+    /// Whether this host writes to the store.
+    pub fn writes(&self) -> bool {
+        !self.read_only
+    }
+
+    /// The parts of an entry as stored: with a signing key, its envelope first (the entry's
+    /// header, the first part's first bytes, is what it signs).
+    fn enveloped<'a>(
+        &self,
+        bucket: Bucket,
+        key: Hash,
+        parts: &[&'a [u8]],
+        envelope: &'a mut Vec<u8>,
+    ) -> Vec<&'a [u8]> {
+        let Some(signer) = &self.signer else {
+            return parts.to_vec();
+        };
+        let mut head = Vec::with_capacity(super::entry::HEADER);
+        for part in parts {
+            let want = super::entry::HEADER - head.len();
+            head.extend_from_slice(&part[..want.min(part.len())]);
+            if head.len() == super::entry::HEADER {
+                break;
+            }
+        }
+        *envelope = signer.envelope(&bucket.folder(), key, &head).to_vec();
+        let mut out: Vec<&'a [u8]> = vec![envelope.as_slice()];
+        out.extend_from_slice(parts);
+        out
+    }
+
+    /// The entry in stored bytes: its envelope checked (with a signing key) and taken off.
+    fn opened<'b>(
+        &self,
+        bucket: Bucket,
+        key: Hash,
+        bytes: &'b [u8],
+    ) -> std::result::Result<&'b [u8], Corrupt> {
+        sign::open(self.signer.as_ref(), &bucket.folder(), key, bytes)
     }
 
     /// Records this host's actions in `trace`.
@@ -200,7 +267,7 @@ impl Remote {
 
     /// An entry found locally: written to the store when publishing and the store lacks it.
     pub(super) fn publish(&self, bucket: Bucket, key: Hash, bytes: &[u8]) {
-        if !self.publish {
+        if !self.publish || self.read_only {
             return;
         }
         if !self.up() {
@@ -232,16 +299,26 @@ impl Remote {
         }
         let payload = postcard::to_stdvec(facts).expect("facts serialize");
         let header = super::entry::header(&Bucket::Facts.folder(), key, &payload);
-        match self
-            .store
-            .put_if_absent(Bucket::Facts, key, &[&header, &payload])
-        {
+        let theirs = |bytes: &[u8]| {
+            self.opened(Bucket::Facts, key, bytes)
+                .and_then(|entry| super::entry::unseal::<T>(&Bucket::Facts.folder(), key, entry))
+                .ok()
+                .filter(|first| first != facts)
+        };
+        if self.read_only {
+            return match self.store.get(Bucket::Facts, key) {
+                Ok(found) => found.and_then(|f| theirs(&f.bytes)),
+                Err(e) => {
+                    self.failed("a read", &e);
+                    None
+                }
+            };
+        }
+        let mut envelope = Vec::new();
+        let parts = self.enveloped(Bucket::Facts, key, &[&header, &payload], &mut envelope);
+        match self.store.put_if_absent(Bucket::Facts, key, &parts) {
             Ok(Created::Stored) => None,
-            Ok(Created::Exists(theirs)) => {
-                super::entry::unseal::<T>(&Bucket::Facts.folder(), key, &theirs.bytes)
-                    .ok()
-                    .filter(|first| first != facts)
-            }
+            Ok(Created::Exists(found)) => theirs(&found.bytes),
             Err(e) => {
                 self.failed("a write", &e);
                 None
@@ -318,8 +395,18 @@ impl Remote {
                 return None;
             }
         };
-        match super::entry::unseal_bytes(&bucket.folder(), key, &fetched.bytes) {
-            Ok(_) => Some(fetched),
+        let opened = self.opened(bucket, key, &fetched.bytes).and_then(|entry| {
+            super::entry::unseal_bytes(&bucket.folder(), key, entry).map(|_| entry)
+        });
+        match opened {
+            Ok(entry) => Some(Fetched {
+                bytes: if entry.len() == fetched.bytes.len() {
+                    fetched.bytes
+                } else {
+                    entry.to_vec()
+                },
+                version: fetched.version,
+            }),
             Err(why) => {
                 self.damaged_entry(bucket, key, fetched.version, why);
                 None
@@ -336,8 +423,17 @@ impl Remote {
         version: Version,
         why: super::entry::Corrupt,
     ) {
+        let what = match why {
+            Corrupt::Unsigned | Corrupt::Signature => "is not trusted",
+            _ => "is damaged",
+        };
+        let then = if self.read_only {
+            "it is recomputed here (this host does not write to the store)"
+        } else {
+            "it is recomputed and replaced"
+        };
         eprintln!(
-            "warning: remote cache entry `{}` is damaged ({why}); it is recomputed and repaired",
+            "warning: remote cache entry `{}` {what} ({why}); {then}",
             self.store.describe(bucket, key)
         );
         self.trace(Event::Damaged, bucket, key);
@@ -350,6 +446,9 @@ impl Remote {
     /// Writes a computed entry: replaces a damaged one this process saw, or creates it. Returns
     /// the winner's verified bytes when another writer's entry was there first.
     pub(super) fn put(&self, bucket: Bucket, key: Hash, parts: &[&[u8]]) -> Option<Vec<u8>> {
+        if self.read_only {
+            return None;
+        }
         if !self.up() {
             self.lost.fetch_add(1, Ordering::Relaxed);
             self.trace(Event::Lost, bucket, key);
@@ -378,8 +477,17 @@ impl Remote {
         parts: &[&[u8]],
         damaged: Option<Version>,
     ) -> Result<Option<Vec<u8>>> {
-        let placed =
-            super::store::write_first(&*self.store, bucket, key, parts, damaged, &|_| Ok(()))?;
+        let mut envelope = Vec::new();
+        let parts = self.enveloped(bucket, key, parts, &mut envelope);
+        let placed = super::store::write_first(
+            &*self.store,
+            bucket,
+            key,
+            &parts,
+            damaged,
+            self.signer.as_ref(),
+            &|_| Ok(()),
+        )?;
         Ok(match placed {
             Placed::Stored => {
                 self.trace(Event::Stored, bucket, key);
@@ -397,23 +505,74 @@ impl Remote {
     }
 
     /// A blob from the store (an archive of a folder), or `None` (a miss, or a failing store).
-    pub fn get_blob(&self, bucket: Bucket, key: Hash) -> Option<Box<dyn std::io::Read + Send>> {
+    /// Its bytes are read as they were given to [`Remote::put_blob`], head first. With a
+    /// signing key, a blob whose head is not signed with it is `Some(Err(why))`: the caller
+    /// names it and builds the thing here (its head must authenticate the rest, which the
+    /// caller checks as it reads).
+    pub fn get_blob(
+        &self,
+        bucket: Bucket,
+        key: Hash,
+    ) -> Option<std::result::Result<Box<dyn std::io::Read + Send>, Corrupt>> {
         if !self.up() {
             return None;
         }
-        match self.store.get_blob(bucket, key) {
-            Ok(blob) => blob,
+        let blob = match self.store.get_blob(bucket, key) {
+            Ok(blob) => blob?,
             Err(e) => {
                 self.failed("a read", &e);
-                None
+                return None;
             }
-        }
+        };
+        Some(self.open_blob(bucket, key, blob))
     }
 
-    /// Stores a blob; a failure is counted as a lost write.
-    pub fn put_blob(&self, bucket: Bucket, key: Hash, blob: &mut dyn std::io::Read) {
+    /// A blob's reader past its envelope (checked with a signing key).
+    fn open_blob(
+        &self,
+        bucket: Bucket,
+        key: Hash,
+        mut blob: Box<dyn std::io::Read + Send>,
+    ) -> std::result::Result<Box<dyn std::io::Read + Send>, Corrupt> {
+        use std::io::Read;
+        let mut start = [0u8; sign::ENVELOPE];
+        let got = read_up_to(&mut blob, &mut start).map_err(|_| Corrupt::Short)?;
+        let Some(envelope) = sign::envelope_of(&start[..got]) else {
+            if self.signer.is_some() {
+                return Err(Corrupt::Unsigned);
+            }
+            return Ok(Box::new(
+                std::io::Cursor::new(start[..got].to_vec()).chain(blob),
+            ));
+        };
+        if envelope.head_len > MAX_SIGNED_HEAD {
+            return Err(Corrupt::Short);
+        }
+        let mut head = vec![0u8; envelope.head_len];
+        blob.read_exact(&mut head).map_err(|_| Corrupt::Short)?;
+        if let Some(signer) = &self.signer {
+            sign::check(signer, &bucket.folder(), key, &envelope, &head)?;
+        }
+        Ok(Box::new(std::io::Cursor::new(head).chain(blob)))
+    }
+
+    /// Stores a blob: `head`, then `rest` to its end. With a signing key, `head` is what the
+    /// signature covers: it must authenticate `rest` (an archive's sealed header names the
+    /// rest's length and hash). A failure is counted as a lost write.
+    pub fn put_blob(&self, bucket: Bucket, key: Hash, head: &[u8], rest: &mut dyn std::io::Read) {
+        use std::io::Read;
+        if self.read_only {
+            return;
+        }
         if self.up() {
-            match self.store.put_blob(bucket, key, blob) {
+            let envelope = match &self.signer {
+                Some(signer) => signer.envelope(&bucket.folder(), key, head).to_vec(),
+                None => Vec::new(),
+            };
+            let mut blob = std::io::Cursor::new(envelope)
+                .chain(std::io::Cursor::new(head))
+                .chain(rest);
+            match self.store.put_blob(bucket, key, &mut blob) {
                 Ok(()) => {
                     self.trace(Event::Stored, bucket, key);
                     return;
@@ -437,7 +596,7 @@ impl Remote {
         done: &dyn Fn() -> bool,
     ) -> Option<LeaseGuard> {
         let free = || Some(LeaseGuard::none());
-        if !self.up() {
+        if !self.up() || self.read_only {
             return free();
         }
         if !self.store.conditional_writes() {
@@ -461,12 +620,11 @@ impl Remote {
             let taken = match outcome {
                 Ok(Created::Stored) => Some(Event::LeaseTaken),
                 Ok(Created::Exists(theirs)) => {
-                    let expired = super::entry::unseal::<LeaseRecord>(
-                        &Bucket::Leases.folder(),
-                        lease_key,
-                        &theirs.bytes,
-                    )
-                    .map_or(true, |l| l.expires_ms < now_ms());
+                    // A lease that does not verify (or, with a signing key, is not signed
+                    // with it) holds nothing.
+                    let expired = self
+                        .lease_of(lease_key, &theirs.bytes)
+                        .is_none_or(|l| l.expires_ms < now_ms());
                     if expired {
                         match self
                             .store
@@ -509,7 +667,8 @@ impl Remote {
         }
     }
 
-    /// The entry of a lease naming this holder, valid until `expires_ms`: header and payload.
+    /// The entry of a lease naming this holder, valid until `expires_ms`: its head (the
+    /// envelope, if signing, and the header) and payload.
     fn lease_parts(&self, lease_key: Hash, expires_ms: u64) -> (Vec<u8>, Vec<u8>) {
         let payload = postcard::to_stdvec(&LeaseRecord {
             holder: self.holder.clone(),
@@ -517,7 +676,20 @@ impl Remote {
         })
         .expect("leases serialize");
         let header = super::entry::header(&Bucket::Leases.folder(), lease_key, &payload);
-        (header.to_vec(), payload)
+        let mut head = match &self.signer {
+            Some(signer) => signer
+                .envelope(&Bucket::Leases.folder(), lease_key, &header)
+                .to_vec(),
+            None => Vec::new(),
+        };
+        head.extend_from_slice(&header);
+        (head, payload)
+    }
+
+    /// The lease stored in `bytes`, when it verifies.
+    fn lease_of(&self, lease_key: Hash, bytes: &[u8]) -> Option<LeaseRecord> {
+        let entry = self.opened(Bucket::Leases, lease_key, bytes).ok()?;
+        super::entry::unseal::<LeaseRecord>(&Bucket::Leases.folder(), lease_key, entry).ok()
     }
 
     /// Renews (or, with `until` in the past, releases) this holder's lease: only while the store
@@ -526,12 +698,9 @@ impl Remote {
         let Ok(Some(current)) = self.store.get(Bucket::Leases, lease_key) else {
             return false;
         };
-        let ours = super::entry::unseal::<LeaseRecord>(
-            &Bucket::Leases.folder(),
-            lease_key,
-            &current.bytes,
-        )
-        .is_ok_and(|l| l.holder == self.holder);
+        let ours = self
+            .lease_of(lease_key, &current.bytes)
+            .is_some_and(|l| l.holder == self.holder);
         if !ours {
             return false;
         }
@@ -549,6 +718,23 @@ impl Remote {
     fn release(&self, lease_key: Hash) {
         self.renew(lease_key, 0);
     }
+}
+
+/// The longest signed head of a blob a reader accepts.
+const MAX_SIGNED_HEAD: usize = 2 << 20;
+
+/// Reads into `buf` until it is full or the reader ends: how many bytes it got.
+fn read_up_to(r: &mut dyn std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }
 
 /// While alive, this host holds an action's lease: a thread renews it every third of its term;
@@ -627,6 +813,214 @@ mod tests {
             dirs.push(dir);
         }
         (caches, dirs)
+    }
+
+    /// A host's cache over the shared folder, set up by `setup` (signing, read only).
+    fn host(
+        shared: &std::path::Path,
+        setup: impl FnOnce(Remote) -> Remote,
+    ) -> (Cache, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cache = Cache::open(dir.path()).unwrap();
+        let remote = Remote::new(
+            Arc::new(LocalStore::new(shared)),
+            "file:///shared",
+            Duration::from_secs(6),
+        )
+        .with_trace(Trace::create(&dir.path().join("trace-0.jsonl")).unwrap());
+        cache.set_remote(setup(remote));
+        (cache, dir)
+    }
+
+    /// Every file under `dir`, with its bytes.
+    fn files(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+        walkdir::WalkDir::new(dir)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_type().is_file())
+            .map(|e| (e.path().to_path_buf(), std::fs::read(e.path()).unwrap()))
+            .collect()
+    }
+
+    const KEY: &[u8] = b"the signing key of the lab's CI";
+
+    #[test]
+    fn a_read_only_host_reads_the_store_and_never_writes_to_it() {
+        let shared = tempfile::tempdir().unwrap();
+        let (writer, _w) = host(shared.path(), |r| r);
+        let (reader, rdir) = host(shared.path(), |r| r.read_only().publishing());
+        let (a, b) = (Hash::of_bytes(b"a"), Hash::of_bytes(b"b"));
+        writer.put(Bucket::Validate, a, "stored").unwrap();
+        let before = files(shared.path());
+        // A hit; a result of its own, a model's answer, a blob, a lease, facts: none written.
+        assert_eq!(
+            reader.get::<String>(Bucket::Validate, a).as_deref(),
+            Some("stored")
+        );
+        reader.put(Bucket::Validate, b, "mine").unwrap();
+        assert_eq!(
+            reader
+                .put_first(Bucket::Llm, b, "answer".to_string())
+                .unwrap(),
+            "answer"
+        );
+        let remote = Arc::clone(reader.remote().unwrap());
+        remote.put_blob(Bucket::Envs, b, b"head", &mut &b"rest"[..]);
+        let guard = remote.lease(Bucket::Envs, b, &|| false);
+        assert!(guard.is_some_and(|g| g.inner.is_none()), "no lease taken");
+        assert_eq!(remote.agree(b, &"facts".to_string()), None);
+        assert_eq!(files(shared.path()), before);
+        assert_eq!(remote.lost(), 0, "a write it does not make is not lost");
+        // Its own results stay in its local cache.
+        assert_eq!(
+            reader.get::<String>(Bucket::Validate, b).as_deref(),
+            Some("mine")
+        );
+        assert!(!events(rdir.path(), 0).contains(&Event::Stored));
+    }
+
+    #[test]
+    fn with_a_signing_key_only_what_its_holders_wrote_is_taken() {
+        let shared = tempfile::tempdir().unwrap();
+        let key = || SigningKey::new("K", KEY);
+        let (signed, _s) = host(shared.path(), |r| r.signing(key()));
+        let (unsigned, _u) = host(shared.path(), |r| r);
+        let (a, b) = (Hash::of_bytes(b"a"), Hash::of_bytes(b"b"));
+        signed.put(Bucket::Validate, a, "signed").unwrap();
+        unsigned.put(Bucket::Validate, b, "forged").unwrap();
+
+        // A reader with the key: the signed entry is a hit, the unsigned one a miss.
+        let (checker, cdir) = host(shared.path(), |r| r.signing(key()));
+        assert_eq!(
+            checker.get::<String>(Bucket::Validate, a).as_deref(),
+            Some("signed")
+        );
+        assert_eq!(checker.get::<String>(Bucket::Validate, b), None);
+        assert!(events(cdir.path(), 0).contains(&Event::Damaged));
+        // Its recomputed value replaces the unsigned one, signed.
+        checker.put(Bucket::Validate, b, "recomputed").unwrap();
+        assert!(events(cdir.path(), 0).contains(&Event::Repaired));
+        let (later, _l) = host(shared.path(), |r| r.signing(key()));
+        assert_eq!(
+            later.get::<String>(Bucket::Validate, b).as_deref(),
+            Some("recomputed")
+        );
+        // A reader without the key takes signed entries (it checks nothing).
+        let (plain, _p) = host(shared.path(), |r| r);
+        assert_eq!(
+            plain.get::<String>(Bucket::Validate, a).as_deref(),
+            Some("signed")
+        );
+
+        // A signed entry whose payload was changed, its checksum made good again: a miss.
+        let store = LocalStore::new(shared.path());
+        let stored = store.get(Bucket::Validate, a).unwrap().unwrap().bytes;
+        let mut forged = stored[..sign::ENVELOPE].to_vec();
+        forged.extend_from_slice(&super::super::entry::seal(
+            &Bucket::Validate.folder(),
+            a,
+            "poisoned",
+        ));
+        store.put(Bucket::Validate, a, &[&forged]).unwrap();
+        let (fresh, _f) = host(shared.path(), |r| r.signing(key()));
+        assert_eq!(fresh.get::<String>(Bucket::Validate, a), None);
+        assert_eq!(
+            plain.get::<String>(Bucket::Validate, a).as_deref(),
+            Some("signed"),
+            "from its local cache"
+        );
+
+        // A model's answer: the first signed one wins; an unsigned winner is replaced.
+        let c = Hash::of_bytes(b"c");
+        assert_eq!(
+            unsigned
+                .put_first(Bucket::Llm, c, "theirs".to_string())
+                .unwrap(),
+            "theirs"
+        );
+        assert_eq!(
+            signed
+                .put_first(Bucket::Llm, c, "ours".to_string())
+                .unwrap(),
+            "ours"
+        );
+        let (other, _o) = host(shared.path(), |r| r.signing(key()));
+        assert_eq!(
+            other.put_first(Bucket::Llm, c, "late".to_string()).unwrap(),
+            "ours"
+        );
+
+        // Blobs: the head is signed; an unsigned blob or one signed with another key is not
+        // trusted; read back as given.
+        let remote = Arc::clone(signed.remote().unwrap());
+        remote.put_blob(Bucket::Envs, a, b"head", &mut &b"rest"[..]);
+        let mut back = Vec::new();
+        std::io::Read::read_to_end(
+            &mut remote.get_blob(Bucket::Envs, a).unwrap().unwrap(),
+            &mut back,
+        )
+        .unwrap();
+        assert_eq!(back, b"headrest");
+        Arc::clone(unsigned.remote().unwrap()).put_blob(
+            Bucket::Envs,
+            b,
+            b"head",
+            &mut &b"rest"[..],
+        );
+        assert_eq!(
+            remote.get_blob(Bucket::Envs, b).unwrap().err(),
+            Some(Corrupt::Unsigned)
+        );
+        let (stranger, _t) = host(shared.path(), |r| {
+            r.signing(SigningKey::new("K", b"a stranger's key, sixteen+"))
+        });
+        Arc::clone(stranger.remote().unwrap()).put_blob(
+            Bucket::Envs,
+            c,
+            b"head",
+            &mut &b"rest"[..],
+        );
+        assert_eq!(
+            remote.get_blob(Bucket::Envs, c).unwrap().err(),
+            Some(Corrupt::Signature)
+        );
+        let mut plain_back = Vec::new();
+        std::io::Read::read_to_end(
+            &mut plain
+                .remote()
+                .unwrap()
+                .get_blob(Bucket::Envs, a)
+                .unwrap()
+                .unwrap(),
+            &mut plain_back,
+        )
+        .unwrap();
+        assert_eq!(plain_back, b"headrest");
+
+        // Leases: an unsigned lease holds nothing for a signing host.
+        let (d, lease_key) = (
+            Hash::of_bytes(b"d"),
+            Hash::of_key(&(Bucket::Envs.folder(), Hash::of_bytes(b"d"))),
+        );
+        let (_, payload) =
+            Arc::clone(unsigned.remote().unwrap()).lease_parts(lease_key, now_ms() + 600_000);
+        let header = super::super::entry::header(&Bucket::Leases.folder(), lease_key, &payload);
+        store
+            .put(Bucket::Leases, lease_key, &[&header, &payload])
+            .unwrap();
+        let guard = remote.lease(Bucket::Envs, d, &|| false).unwrap();
+        assert!(guard.inner.is_some(), "the unsigned lease was taken over");
+        drop(guard);
+
+        // No file holds the key.
+        let needle = KEY;
+        for (path, bytes) in files(shared.path()) {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle),
+                "{}",
+                path.display()
+            );
+        }
     }
 
     fn events(dir: &std::path::Path, i: usize) -> Vec<Event> {

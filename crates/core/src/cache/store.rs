@@ -214,12 +214,15 @@ pub enum Placed {
 /// `damaged`, a version a read found damaged) is replaced with a conditional write, so that a
 /// good entry another writer put meanwhile is never clobbered. `adopt`: whether the winner is
 /// usable beyond its envelope (its payload decodes); one that is not counts as damaged.
+/// `signer`: a remote store's signing key, which a winner must be signed with (`cache::sign`);
+/// an adopted winner's bytes come back without their signature's envelope.
 pub fn write_first<S: Store + ?Sized>(
     store: &S,
     bucket: Bucket,
     key: Hash,
     parts: &[&[u8]],
     mut damaged: Option<Version>,
+    signer: Option<&super::sign::SigningKey>,
     adopt: &dyn Fn(&[u8]) -> std::result::Result<(), Corrupt>,
 ) -> Result<Placed> {
     for _ in 0..8 {
@@ -233,9 +236,19 @@ pub fn write_first<S: Store + ?Sized>(
             Created::Stored => return Ok(Placed::Stored),
             Created::Exists(winner) => winner,
         };
-        let checked = entry::unseal_bytes(&bucket.folder(), key, &winner.bytes).and_then(adopt);
+        let checked =
+            super::sign::open(signer, &bucket.folder(), key, &winner.bytes).and_then(|e| {
+                entry::unseal_bytes(&bucket.folder(), key, e)
+                    .and_then(adopt)
+                    .map(|()| e.len())
+            });
         match checked {
-            Ok(()) => return Ok(Placed::Adopted(winner)),
+            Ok(len) => {
+                let mut winner = winner;
+                let skip = winner.bytes.len() - len;
+                winner.bytes.drain(..skip);
+                return Ok(Placed::Adopted(winner));
+            }
             Err(why) => {
                 eprintln!(
                     "warning: cache entry `{}` is damaged ({why}); it is replaced",

@@ -130,9 +130,10 @@ pub fn upload(
         let what = format!("archive of {} {}", bucket.folder(), &key.to_hex()[..16]);
         r2e_core::log::timing(&format!("pack the {what}"), started.elapsed());
         r2e_core::log::size(&format!("the {what}"), (head.len() as u64 + len) as usize);
-        let file = fs_err::File::open(&tmp)?;
-        let mut blob = std::io::Cursor::new(head.clone()).chain(std::io::BufReader::new(file));
-        remote.put_blob(bucket, key, &mut blob);
+        let mut file = std::io::BufReader::new(fs_err::File::open(&tmp)?);
+        // The head (magic, length, sealed header) is what a signature covers: the header names
+        // the payload's length and hash.
+        remote.put_blob(bucket, key, &head, &mut file);
         Ok(head.len() as u64 + len)
     });
     let _ = fs_err::remove_file(&tmp);
@@ -207,6 +208,20 @@ pub fn fetch(
         return Fetched::Miss;
     };
     let name = remote.store().describe(bucket, key);
+    let blob = match blob {
+        Ok(blob) => blob,
+        Err(why) => {
+            eprintln!(
+                "warning: remote archive `{name}` is not trusted ({why}); it is built here{}",
+                if remote.writes() {
+                    " and stored again"
+                } else {
+                    ""
+                }
+            );
+            return Fetched::Damaged;
+        }
+    };
     let started = Instant::now();
     let tmp = PathBuf::from(format!(
         "{}.fetch.tmp{}",
@@ -233,7 +248,12 @@ pub fn fetch(
         Err(why) => {
             let _ = fs_err::remove_dir_all(&tmp);
             eprintln!(
-                "warning: remote archive `{name}` is damaged ({why}); it is built here and stored again"
+                "warning: remote archive `{name}` is damaged ({why}); it is built here{}",
+                if remote.writes() {
+                    " and stored again"
+                } else {
+                    ""
+                }
             );
             Fetched::Damaged
         }
