@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 
 use r2e_build::engine::{self, BuildOptions};
 use r2e_build::stages::Stage;
-use r2e_core::config::{self, RemoteCache, Shard};
+use r2e_core::config::{self, RemoteCache, RemoteMode, Shard};
 use r2e_core::error::{Error, Result};
 use r2e_core::records::Summary;
 
@@ -53,16 +53,28 @@ enum Command {
         /// Build only shard I of N (counting from 0: `0/2` and `1/2`): the repositories whose
         /// name hashes to I, stored in the remote cache, with a summary beside the output
         /// instead of the output. Defaults from `SLURM_ARRAY_TASK_ID` and
-        /// `SLURM_ARRAY_TASK_COUNT` in a Slurm job array.
+        /// `SLURM_ARRAY_TASK_COUNT` in a Slurm job array, and from `JOB_COMPLETION_INDEX` of
+        /// `--shards N` in a Kubernetes Indexed Job.
         #[arg(long, value_name = "I/N", value_parser = parse_shard)]
         shard: Option<Shard>,
+        /// The number of shards, whose index comes from `JOB_COMPLETION_INDEX` (a Kubernetes
+        /// Indexed Job's pod).
+        #[arg(long, value_name = "N", conflicts_with = "shard")]
+        shards: Option<u32>,
         /// The remote cache shared between hosts (`s3://BUCKET/PREFIX`, `gs://`, `az://`,
         /// `http(s)://` WebDAV, `file:///PATH`); wins over `[cache] remote`.
         #[arg(long, value_name = "URL", value_parser = parse_remote)]
         remote_cache: Option<RemoteCache>,
+        /// `read`: read the remote cache and never write to it (a host that may not publish);
+        /// wins over `[cache] remote_mode`.
+        #[arg(long, value_name = "MODE", value_parser = parse_remote_mode)]
+        remote_mode: Option<RemoteMode>,
         /// This host's local cache folder, instead of the pipeline's `cache`.
         #[arg(long, value_name = "DIR")]
         cache: Option<PathBuf>,
+        /// The output folder, instead of the pipeline's `output`.
+        #[arg(long, value_name = "DIR")]
+        output: Option<PathBuf>,
     },
     /// Say what a build would run and why, without running it.
     Status {
@@ -281,6 +293,68 @@ enum ClusterCommand {
         #[arg(long, value_name = "PATH")]
         r2e: Option<PathBuf>,
     },
+    /// Print the Kubernetes manifests of a sharded build (an Indexed Job of N shards, a
+    /// suspended assemble Job, a ConfigMap of the pipeline), or apply and follow them.
+    K8s {
+        /// The pipeline file (default `pipeline.toml`).
+        pipeline: Option<PathBuf>,
+        /// The pipeline file; the same as the positional PIPELINE.
+        #[arg(short = 'p', long = "pipeline", value_name = "PIPELINE")]
+        pipeline_flag: Option<PathBuf>,
+        /// How many shards (the Indexed Job's completions).
+        #[arg(long, value_name = "N")]
+        shards: u32,
+        /// The container image that holds r2e, Python and bubblewrap.
+        #[arg(long)]
+        image: String,
+        /// The r2e program in the image.
+        #[arg(long, value_name = "PATH", default_value = "r2e")]
+        r2e: String,
+        /// The Secret whose keys become the pods' environment: the remote store's credentials
+        /// (`AWS_ACCESS_KEY_ID`, ...) and the signing key's variable, if any.
+        #[arg(long, value_name = "NAME")]
+        secret: Option<String>,
+        /// The remote cache (default: the pipeline's `[cache] remote`).
+        #[arg(long, value_name = "URL")]
+        remote_cache: Option<String>,
+        /// For a `file://` remote cache: the PersistentVolumeClaim every pod mounts at its path.
+        #[arg(long, value_name = "CLAIM")]
+        store_claim: Option<String>,
+        /// The PersistentVolumeClaim the assemble writes the dataset into.
+        #[arg(long, value_name = "CLAIM")]
+        output_claim: Option<String>,
+        /// The Jobs' name prefix (default: `r2e-<project>-<hash of the pipeline>`).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long, short = 'n')]
+        namespace: Option<String>,
+        /// Each pod's CPU request (`2`, `500m`).
+        #[arg(long, value_name = "QUANTITY")]
+        cpus: Option<String>,
+        /// Each pod's memory request and limit (`8Gi`).
+        #[arg(long, value_name = "QUANTITY")]
+        memory: Option<String>,
+        /// Retries of a failed shard before it counts as failed.
+        #[arg(long, value_name = "K", default_value_t = 2)]
+        backoff_limit_per_index: u32,
+        /// Pods at once (default: every shard).
+        #[arg(long, value_name = "P")]
+        parallelism: Option<u32>,
+        /// Where the pods' folders (pipeline, cache, output) are mounted.
+        #[arg(long, value_name = "DIR", default_value = "/r2e")]
+        mount_root: PathBuf,
+        /// The pipeline's path inside the image, instead of a ConfigMap of the file (for a
+        /// pipeline whose repositories are folders built into the image).
+        #[arg(long, value_name = "PATH")]
+        pipeline_in_image: Option<PathBuf>,
+        /// Run the pods privileged (bubblewrap needs user namespaces).
+        #[arg(long)]
+        privileged: bool,
+        /// Apply the manifests with `kubectl`, follow the shards, then resume and follow the
+        /// assemble.
+        #[arg(long)]
+        apply: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -304,6 +378,26 @@ enum DatasetCommand {
 /// `--shard I/N`.
 fn parse_shard(text: &str) -> std::result::Result<Shard, String> {
     Shard::parse(text)
+}
+
+/// `--remote-mode MODE`.
+fn parse_remote_mode(text: &str) -> std::result::Result<RemoteMode, String> {
+    RemoteMode::parse(text)
+}
+
+/// The shard of a Kubernetes Indexed Job's pod: `JOB_COMPLETION_INDEX` of `--shards N`.
+fn indexed_job_shard(count: Option<u32>) -> Option<Result<Shard>> {
+    let count = count?;
+    let Ok(index) = std::env::var("JOB_COMPLETION_INDEX") else {
+        return Some(Err(Error::input(format!(
+            "`--shards {count}` takes the shard's index from JOB_COMPLETION_INDEX (set in a Kubernetes Indexed Job's pods), which is not set here: give `--shard I/{count}`"
+        ))));
+    };
+    Some(Shard::parse(&format!("{index}/{count}")).map_err(|e| {
+        Error::input(format!(
+            "JOB_COMPLETION_INDEX and --shards: {e} (give `--shard I/N`)"
+        ))
+    }))
 }
 
 /// `--remote-cache URL`.
@@ -473,8 +567,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             jobs,
             json,
             shard,
+            shards,
             remote_cache,
+            remote_mode,
             cache,
+            output,
         } => {
             let pipeline = one_pipeline(pipeline, pipeline_flag)?;
             let mut cfg = config::load(&pipeline)?;
@@ -484,11 +581,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
                         .map_err(|e| Error::input(format!("--cache {}: {e}", dir.display())))?,
                 );
             }
+            if let Some(dir) = output {
+                cfg = cfg.with_output(
+                    &std::path::absolute(&dir)
+                        .map_err(|e| Error::input(format!("--output {}: {e}", dir.display())))?,
+                );
+            }
             if let Some(remote) = remote_cache {
                 cfg = cfg.with_remote(remote);
             }
+            if let Some(mode) = remote_mode {
+                cfg = cfg.with_remote_mode(mode).ok_or_else(|| {
+                    Error::input("`--remote-mode` needs a remote cache (`--remote-cache URL` or `[cache] remote`)")
+                })?;
+            }
             let opts = BuildOptions { until, jobs };
-            if let Some(shard) = shard.map(Ok).or_else(slurm_shard).transpose()? {
+            let shard = match shard {
+                Some(s) => Some(s),
+                None => indexed_job_shard(shards).or_else(slurm_shard).transpose()?,
+            };
+            if let Some(shard) = shard {
                 let outcome = engine::build_shard(&cfg, &opts, &services(&cfg), shard)?;
                 if json {
                     print_json(&outcome.summary)?;
@@ -670,6 +782,61 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 ))?;
             } else {
                 print_text(&crate::cluster::how_to_submit(&scripts))?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cluster {
+            command:
+                ClusterCommand::K8s {
+                    pipeline,
+                    pipeline_flag,
+                    shards,
+                    image,
+                    r2e,
+                    secret,
+                    remote_cache,
+                    store_claim,
+                    output_claim,
+                    name,
+                    namespace,
+                    cpus,
+                    memory,
+                    backoff_limit_per_index,
+                    parallelism,
+                    mount_root,
+                    pipeline_in_image,
+                    privileged,
+                    apply,
+                },
+        } => {
+            let opts = crate::k8s::K8sOptions {
+                pipeline: one_pipeline(pipeline, pipeline_flag)?,
+                shards,
+                image,
+                r2e,
+                secret,
+                remote_cache,
+                store_claim,
+                output_claim,
+                name,
+                namespace,
+                cpus,
+                memory,
+                backoff_limit_per_index,
+                parallelism,
+                mount_root,
+                pipeline_in_image,
+                privileged,
+            };
+            let manifests = crate::k8s::manifests(&opts)?;
+            if apply {
+                crate::k8s::apply(&manifests)?;
+                print_text(&format!(
+                    "job/{} complete\njob/{} complete\n",
+                    manifests.shards_job, manifests.assemble_job
+                ))?;
+            } else {
+                print_text(&crate::k8s::to_yaml(&manifests))?;
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -8,6 +8,7 @@ mod cli;
 mod cluster;
 mod diff;
 mod export;
+mod k8s;
 mod report;
 mod serve;
 

@@ -69,6 +69,36 @@ impl Server {
     }
 }
 
+impl Server {
+    /// The folder the server keeps what it stores in (nginx's `data/`).
+    pub(crate) fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The requests that changed what nginx stores so far (from its access log): `PUT`,
+    /// `DELETE`, `MKCOL`, `COPY`, `MOVE`.
+    pub(crate) fn writes(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.path().join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                ["\"PUT ", "\"DELETE ", "\"MKCOL ", "\"COPY ", "\"MOVE "]
+                    .iter()
+                    .any(|m| l.contains(m))
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Every request nginx logged so far.
+    pub(crate) fn requests(&self) -> usize {
+        std::fs::read_to_string(self.dir.path().join("access.log"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -194,7 +224,7 @@ pid {p}/nginx.pid;
 error_log {p}/error.log;
 events {{ worker_connections 64; }}
 http {{
-    access_log off;
+    access_log {p}/access.log;
     client_body_temp_path {p}/body;
     server {{
         listen 127.0.0.1:{port};

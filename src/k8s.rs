@@ -1,0 +1,582 @@
+//! `r2e cluster k8s`: the Kubernetes manifests that build a pipeline on a cluster. An
+//! **Indexed Job** (`completionMode: Indexed`) runs one pod per shard: Kubernetes gives each pod
+//! its index in `JOB_COMPLETION_INDEX`, which `r2e build --shards N` takes as the shard (each
+//! pod with its own local cache, the results in the remote cache), and retries a failed index
+//! alone (`backoffLimitPerIndex`). The **assemble** Job is created suspended: once the shards'
+//! Job is complete it is resumed, and builds the dataset from their stored results. The
+//! pipeline file travels in a ConfigMap; the remote store's credentials (and a signing key)
+//! come from a Secret named by the user, never from a manifest.
+//!
+//! Printed as YAML documents on stdout, or (`--apply`) applied with `kubectl`, which then
+//! follows the shards' Job to its end, resumes the assemble and follows it too.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use r2e_core::config::{self, RemoteCache, RepoSource};
+use r2e_core::error::{Error, Result};
+
+/// Where a pod's folders are mounted, under the mount root (`--mount-root`, default `/r2e`).
+const PIPELINE_DIR: &str = "pipeline";
+const CACHE_DIR: &str = "cache";
+const OUT_DIR: &str = "out";
+
+/// What `r2e cluster k8s` was asked.
+pub struct K8sOptions {
+    /// The pipeline file.
+    pub pipeline: PathBuf,
+    /// Shards: the Indexed Job's completions (at least 1).
+    pub shards: u32,
+    /// The container image holding r2e (and Python, bubblewrap).
+    pub image: String,
+    /// The r2e program in the image.
+    pub r2e: String,
+    /// The Secret whose keys become the pods' environment (the store's credentials, a signing
+    /// key); none when the store needs none.
+    pub secret: Option<String>,
+    /// The remote cache (default: the pipeline's `[cache] remote`).
+    pub remote_cache: Option<String>,
+    /// For a `file://` store: the PersistentVolumeClaim mounted at its path in every pod.
+    pub store_claim: Option<String>,
+    /// The PersistentVolumeClaim the assemble writes the dataset into (else its pod's own
+    /// folder, gone with the pod).
+    pub output_claim: Option<String>,
+    /// The Jobs' name prefix (default: `r2e-<project>-<hash>`).
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+    /// Each pod's CPU request (`2`, `500m`).
+    pub cpus: Option<String>,
+    /// Each pod's memory request and limit (`8Gi`).
+    pub memory: Option<String>,
+    /// Retries of a failed index before it counts as failed.
+    pub backoff_limit_per_index: u32,
+    /// Pods at once (default: every shard).
+    pub parallelism: Option<u32>,
+    /// Where the pods' folders are mounted.
+    pub mount_root: PathBuf,
+    /// The pipeline's path inside the image, instead of a ConfigMap of the file.
+    pub pipeline_in_image: Option<PathBuf>,
+    /// Run the pods privileged (bubblewrap needs user namespaces, which some clusters only
+    /// give a privileged pod).
+    pub privileged: bool,
+}
+
+/// The manifests: a ConfigMap of the pipeline (unless it is in the image), the shards' Indexed
+/// Job, and the suspended assemble Job.
+pub struct Manifests {
+    pub documents: Vec<Value>,
+    pub shards_job: String,
+    pub assemble_job: String,
+    pub namespace: Option<String>,
+}
+
+/// Checks the options and the pipeline, and makes the manifests.
+pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
+    if opts.shards == 0 {
+        return Err(Error::input("`--shards` must be at least 1"));
+    }
+    if opts.image.trim().is_empty() || opts.image.contains(char::is_whitespace) {
+        return Err(Error::input(
+            "`--image` must name the container image that holds r2e (one word)",
+        ));
+    }
+    let cfg = config::load(&opts.pipeline)?;
+    let remote = match &opts.remote_cache {
+        Some(url) => RemoteCache::parse(url).map_err(Error::input)?,
+        None => cfg.remote.clone().ok_or_else(|| {
+            Error::input(format!(
+                "the shards need a remote cache to leave their results in: give `--remote-cache URL` or `[cache] remote` in `{}`",
+                cfg.file.display()
+            ))
+        })?,
+    };
+    let store_path = remote.url.strip_prefix("file://").map(PathBuf::from);
+    if store_path.is_some() && opts.store_claim.is_none() {
+        return Err(Error::input(format!(
+            "the remote cache `{}` is a folder: give `--store-claim CLAIM`, the PersistentVolumeClaim every pod mounts there",
+            remote.url
+        )));
+    }
+    for (what, value) in [
+        ("--secret", &opts.secret),
+        ("--store-claim", &opts.store_claim),
+        ("--output-claim", &opts.output_claim),
+        ("--namespace", &opts.namespace),
+    ] {
+        if let Some(v) = value {
+            check_name(what, v, 253)?;
+        }
+    }
+    for (what, value) in [("--cpus", &opts.cpus), ("--memory", &opts.memory)] {
+        if let Some(v) = value
+            && !is_quantity(v)
+        {
+            return Err(Error::input(format!(
+                "`{what} {v}` is not a Kubernetes quantity (`2`, `500m`, `8Gi`)"
+            )));
+        }
+    }
+    if !opts.mount_root.is_absolute() {
+        return Err(Error::input("`--mount-root` must be an absolute path"));
+    }
+    let text = std::fs::read_to_string(&cfg.file)
+        .map_err(|e| Error::input(format!("{}: {e}", cfg.file.display())))?;
+    let name = match &opts.name {
+        Some(n) => n.clone(),
+        None => default_name(&cfg.name, &text, opts.shards),
+    };
+    // The longest suffix is `-assemble`; a Job's name is a label of at most 63 characters
+    // (its pods' names and labels are made from it).
+    check_name("--name", &name, 63 - "-assemble".len())?;
+    if opts.pipeline_in_image.is_none() {
+        let local: Vec<&str> = cfg
+            .repos
+            .iter()
+            .filter(|r| match &r.source {
+                RepoSource::Path(_) => true,
+                RepoSource::Git { url, .. } => !["https://", "http://", "ssh://", "git://", "git@"]
+                    .iter()
+                    .any(|s| url.starts_with(s)),
+            })
+            .map(|r| r.name.as_str())
+            .collect();
+        if !local.is_empty() {
+            eprintln!(
+                "warning: the pods get the pipeline file alone (a ConfigMap), and it names folders beside it ({}): build them into the image and give `--pipeline-in-image PATH`, or name the repositories by git URL",
+                local.join(", ")
+            );
+        }
+    }
+
+    let root = &opts.mount_root;
+    let pipeline_in_pod = match &opts.pipeline_in_image {
+        Some(p) => p.clone(),
+        None => root.join(PIPELINE_DIR).join("pipeline.toml"),
+    };
+    let output = root.join(OUT_DIR).join("dataset");
+    let mut build = vec![
+        opts.r2e.clone(),
+        "build".into(),
+        path(&pipeline_in_pod),
+        "--cache".into(),
+        path(&root.join(CACHE_DIR)),
+        "--output".into(),
+        path(&output),
+        "--remote-cache".into(),
+        remote.url.clone(),
+    ];
+    let assemble_cmd = build.clone();
+    build.extend(["--shards".into(), opts.shards.to_string()]);
+
+    let labels = json!({
+        "app.kubernetes.io/name": "r2e",
+        "app.kubernetes.io/instance": name,
+    });
+    let meta = |job: &str, component: &str| {
+        let mut m = json!({
+            "name": job,
+            "labels": labels.clone(),
+        });
+        m["labels"]["app.kubernetes.io/component"] = json!(component);
+        if let Some(ns) = &opts.namespace {
+            m["namespace"] = json!(ns);
+        }
+        m
+    };
+    let config_map = format!("{name}-pipeline");
+    let mut volumes = vec![json!({"name": "cache", "emptyDir": {}})];
+    let mut mounts = vec![json!({"name": "cache", "mountPath": path(&root.join(CACHE_DIR))})];
+    if opts.pipeline_in_image.is_none() {
+        volumes.push(json!({"name": "pipeline", "configMap": {"name": config_map}}));
+        mounts.push(json!({
+            "name": "pipeline",
+            "mountPath": path(&root.join(PIPELINE_DIR)),
+            "readOnly": true,
+        }));
+    }
+    if let (Some(claim), Some(at)) = (&opts.store_claim, &store_path) {
+        volumes.push(json!({"name": "store", "persistentVolumeClaim": {"claimName": claim}}));
+        mounts.push(json!({"name": "store", "mountPath": path(at)}));
+    }
+    let mut resources = json!({});
+    if let Some(c) = &opts.cpus {
+        resources["requests"]["cpu"] = json!(c);
+    }
+    if let Some(m) = &opts.memory {
+        resources["requests"]["memory"] = json!(m);
+        resources["limits"]["memory"] = json!(m);
+    }
+    let container = |role: &str, command: &[String], out_volume: &str| {
+        let mut c = json!({
+            "name": role,
+            "image": opts.image,
+            "command": command,
+            "resources": resources.clone(),
+            "volumeMounts": mounts.iter().cloned().chain([json!({
+                "name": out_volume,
+                "mountPath": path(&root.join(OUT_DIR)),
+            })]).collect::<Vec<_>>(),
+        });
+        if let Some(secret) = &opts.secret {
+            c["envFrom"] = json!([{"secretRef": {"name": secret}}]);
+        }
+        if opts.privileged {
+            c["securityContext"] = json!({"privileged": true});
+        }
+        c
+    };
+    let mut shard_container = container("shard", &build, "out");
+    // Kubernetes sets it in every pod of an Indexed Job; named here so that the manifest says
+    // where the shard comes from.
+    shard_container["env"] = json!([{
+        "name": "JOB_COMPLETION_INDEX",
+        "valueFrom": {"fieldRef": {
+            "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        }},
+    }]);
+    let shards_job = format!("{name}-shards");
+    let shards = json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta(&shards_job, "shards"),
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": opts.shards,
+            "parallelism": opts.parallelism.unwrap_or(opts.shards).clamp(1, opts.shards),
+            "backoffLimitPerIndex": opts.backoff_limit_per_index,
+            "template": {
+                "metadata": {"labels": meta(&shards_job, "shards")["labels"].clone()},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [shard_container],
+                    "volumes": volumes.iter().cloned().chain([json!({"name": "out", "emptyDir": {}})]).collect::<Vec<_>>(),
+                },
+            },
+        },
+    });
+    let out_volume = match &opts.output_claim {
+        Some(claim) => json!({"name": "out", "persistentVolumeClaim": {"claimName": claim}}),
+        None => {
+            eprintln!(
+                "warning: without `--output-claim` the assemble writes the dataset into its pod's own folder, which goes with the pod: name a PersistentVolumeClaim to keep it"
+            );
+            json!({"name": "out", "emptyDir": {}})
+        }
+    };
+    let assemble_job = format!("{name}-assemble");
+    let assemble = json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta(&assemble_job, "assemble"),
+        "spec": {
+            // Resumed once the shards' Job is complete (`--apply` does it).
+            "suspend": true,
+            "backoffLimit": opts.backoff_limit_per_index,
+            "template": {
+                "metadata": {"labels": meta(&assemble_job, "assemble")["labels"].clone()},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [container("assemble", &assemble_cmd, "out")],
+                    "volumes": volumes.iter().cloned().chain([out_volume]).collect::<Vec<_>>(),
+                },
+            },
+        },
+    });
+    let mut documents = Vec::new();
+    if opts.pipeline_in_image.is_none() {
+        documents.push(json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(&config_map, "pipeline"),
+            "data": {"pipeline.toml": text},
+        }));
+    }
+    documents.push(shards);
+    documents.push(assemble);
+    Ok(Manifests {
+        documents,
+        shards_job,
+        assemble_job,
+        namespace: opts.namespace.clone(),
+    })
+}
+
+/// The manifests as YAML documents, with how to run them by hand.
+pub fn to_yaml(m: &Manifests) -> String {
+    let ns = m
+        .namespace
+        .as_ref()
+        .map(|n| format!(" -n {n}"))
+        .unwrap_or_default();
+    let mut out = format!(
+        "# Written by `r2e cluster k8s`. Apply these, wait for the shards, then resume the assemble:\n\
+         #   kubectl{ns} apply -f THIS.yaml\n\
+         #   kubectl{ns} wait --for=condition=complete --timeout=-1s job/{}\n\
+         #   kubectl{ns} patch job/{} --type=merge -p '{{\"spec\":{{\"suspend\":false}}}}'\n\
+         # (`r2e cluster k8s --apply` does all three.)\n",
+        m.shards_job, m.assemble_job
+    );
+    for doc in &m.documents {
+        out.push_str("---\n");
+        yaml(doc, 0, &mut out);
+    }
+    out
+}
+
+/// Applies the manifests with `kubectl`, follows the shards' Job to its end, then resumes the
+/// assemble and follows it: Ok when the assemble completed.
+pub fn apply(m: &Manifests) -> Result<()> {
+    let yaml = to_yaml(m);
+    let mut child = kubectl(m)
+        .args(["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .map_err(kubectl_missing)?;
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin.write_all(yaml.as_bytes())?;
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        return Err(Error::env(format!("`kubectl apply` failed ({status})")));
+    }
+    wait_job(m, &m.shards_job)?;
+    run_kubectl(
+        m,
+        &[
+            "patch",
+            &format!("job/{}", m.assemble_job),
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"suspend":false}}"#,
+        ],
+    )?;
+    wait_job(m, &m.assemble_job)
+}
+
+fn kubectl(m: &Manifests) -> Command {
+    let mut cmd = Command::new("kubectl");
+    if let Some(ns) = &m.namespace {
+        cmd.args(["-n", ns]);
+    }
+    cmd
+}
+
+fn kubectl_missing(e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Error::env("`kubectl` not found: install it, or print the manifests without `--apply`")
+    } else {
+        Error::env(format!("cannot run `kubectl`: {e}"))
+    }
+}
+
+fn run_kubectl(m: &Manifests, args: &[&str]) -> Result<String> {
+    let out = kubectl(m).args(args).output().map_err(kubectl_missing)?;
+    if !out.status.success() {
+        return Err(Error::env(format!(
+            "`kubectl {}` failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Waits until the Job is complete (Ok) or failed (an error naming its failed indexes), saying
+/// its progress on stderr when it changes.
+fn wait_job(m: &Manifests, job: &str) -> Result<()> {
+    let started = Instant::now();
+    let mut said = String::new();
+    loop {
+        let text = run_kubectl(m, &["get", &format!("job/{job}"), "-o", "json"])?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| Error::env(format!("`kubectl get job/{job}` printed no JSON: {e}")))?;
+        let status = &v["status"];
+        let now = format!(
+            "job/{job}: {} succeeded, {} active, {} failed{}",
+            status["succeeded"].as_u64().unwrap_or(0),
+            status["active"].as_u64().unwrap_or(0),
+            status["failed"].as_u64().unwrap_or(0),
+            status["failedIndexes"]
+                .as_str()
+                .map(|f| format!(" (failed indexes {f})"))
+                .unwrap_or_default()
+        );
+        if now != said {
+            eprintln!("{now} [{}s]", started.elapsed().as_secs());
+            said = now;
+        }
+        let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+        let holds = |kind: &str| {
+            conditions
+                .iter()
+                .any(|c| c["type"] == kind && c["status"] == "True")
+        };
+        if holds("Complete") {
+            return Ok(());
+        }
+        if holds("Failed") {
+            return Err(Error::env(format!(
+                "job/{job} failed: {said} (its pods' logs: `kubectl logs -l app.kubernetes.io/instance` and `kubectl describe job/{job}`)"
+            )));
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+}
+
+/// `r2e-<project>-<8 hex>`: the hex of the pipeline's text and the shard count, so that a
+/// changed pipeline gets new Jobs (a Job's template cannot change).
+fn default_name(project: &str, text: &str, shards: u32) -> String {
+    let mut slug: String = project
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    slug = slug.trim_matches('-').to_owned();
+    slug.truncate(30);
+    let slug = slug.trim_end_matches('-');
+    let hash = blake3::hash(format!("{shards}\n{text}").as_bytes()).to_hex();
+    if slug.is_empty() {
+        format!("r2e-{}", &hash[..8])
+    } else {
+        format!("r2e-{slug}-{}", &hash[..8])
+    }
+}
+
+/// A name Kubernetes takes (an RFC 1123 label: lowercase letters, digits and `-`, starting and
+/// ending with a letter or digit), of at most `max` characters.
+fn check_name(what: &str, name: &str, max: usize) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= max
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::input(format!(
+            "`{what} {name}` is not a Kubernetes name: lowercase letters, digits and `-`, starting and ending with a letter or digit, at most {max} characters"
+        )))
+    }
+}
+
+/// A Kubernetes quantity: a number with an optional suffix (`2`, `0.5`, `500m`, `8Gi`, `1e3`).
+fn is_quantity(s: &str) -> bool {
+    const SUFFIXES: [&str; 14] = [
+        "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "m", "k", "M", "G", "T", "P", "E", "",
+    ];
+    SUFFIXES.iter().any(|suffix| {
+        s.strip_suffix(suffix).is_some_and(|n| {
+            !n.is_empty()
+                && n.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+                && n.bytes().filter(|&b| b == b'.').count() <= 1
+                && !n.starts_with('.')
+                && !n.ends_with('.')
+        })
+    })
+}
+
+fn path(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// Writes `v` as block YAML at `indent`. Strings are double-quoted JSON strings (a subset of
+/// YAML's double-quoted scalars), so that no value is read as another type; keys plain when
+/// they are simple words.
+fn yaml(v: &Value, indent: usize, out: &mut String) {
+    let pad = " ".repeat(indent);
+    match v {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, val) in map {
+                out.push_str(&pad);
+                out.push_str(&key(k));
+                out.push(':');
+                nested(val, indent, out);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for item in items {
+                out.push_str(&pad);
+                out.push('-');
+                match item {
+                    Value::Object(map) if !map.is_empty() => {
+                        // The first key on the dash's line, the others under it.
+                        let mut first = true;
+                        for (k, val) in map {
+                            if first {
+                                out.push(' ');
+                                first = false;
+                            } else {
+                                out.push_str(&" ".repeat(indent + 2));
+                            }
+                            out.push_str(&key(k));
+                            out.push(':');
+                            nested(val, indent + 2, out);
+                        }
+                    }
+                    _ => nested(item, indent, out),
+                }
+            }
+        }
+        other => {
+            out.push_str(&pad);
+            out.push_str(&scalar(other));
+            out.push('\n');
+        }
+    }
+}
+
+/// A value after `key:` or `-`: on the same line when it is a scalar or empty, else below.
+fn nested(v: &Value, indent: usize, out: &mut String) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            out.push('\n');
+            yaml(v, indent + 2, out);
+        }
+        Value::Array(a) if !a.is_empty() => {
+            out.push('\n');
+            yaml(v, indent + 2, out);
+        }
+        _ => {
+            out.push(' ');
+            out.push_str(&scalar(v));
+            out.push('\n');
+        }
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::Object(_) => "{}".into(),
+        Value::Array(_) => "[]".into(),
+        Value::String(s) if is_plain(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether a string reads back as itself, a string, unquoted: a word of letters, digits and
+/// `_ . / -`, starting with a letter, that YAML 1.1 does not read as a boolean or null.
+fn is_plain(s: &str) -> bool {
+    const SPECIAL: [&str; 11] = [
+        "true", "false", "yes", "no", "on", "off", "y", "n", "null", "nan", "inf",
+    ];
+    s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'/'))
+        && !SPECIAL.contains(&s.to_ascii_lowercase().as_str())
+}
+
+fn key(k: &str) -> String {
+    if is_plain(k) {
+        k.to_owned()
+    } else {
+        Value::String(k.to_owned()).to_string()
+    }
+}

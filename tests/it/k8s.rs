@@ -1,0 +1,442 @@
+//! `r2e cluster k8s`: the manifests it prints pass Kubernetes' published schema
+//! (`kubernetes-validate`, strict: no property the API does not know), say what a demanding
+//! user needs (an Indexed Job whose index is the shard, retries per index, the store's
+//! credentials from a Secret by name, a suspended assemble), and the shards and assemble run
+//! exactly as the Jobs' containers would (their commands and `JOB_COMPLETION_INDEX`) give the
+//! one-machine dataset version. Bad input is exit 2.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+use crate::common;
+
+/// The version of the Kubernetes schema package the tests validate against (`.ci/run`
+/// installs it), and the Kubernetes version checked: the first where `backoffLimitPerIndex`
+/// is generally available.
+const VALIDATE: &str = "1.37.0";
+const KUBERNETES: &str = "1.33.0";
+
+fn have_validator() -> bool {
+    let ok = Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import kubernetes_validate, yaml; assert kubernetes_validate.__version__ == '{VALIDATE}', kubernetes_validate.__version__"
+            ),
+        ])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    common::require(
+        ok,
+        &format!("kubernetes-validate {VALIDATE} (with PyYAML)"),
+        &format!("`python3 -m pip install kubernetes-validate=={VALIDATE}`; `.ci/run` does"),
+    )
+}
+
+/// Three small repositories and a pipeline naming them (no model), in `dir`.
+pub(crate) fn project(dir: &Path, remote: Option<&str>) -> PathBuf {
+    let mut text = String::from("version = 1\n[project]\nname = \"Kube Demo\"\n\n");
+    for i in 0..3 {
+        // A constant the function reads: a candidate has a dependency to slice.
+        common::write_fixture(
+            &dir.join(format!("repos/r{i}")),
+            &format!(
+                "//- m{i}/__init__.py\n//- m{i}/ops.py\nLIMIT = {limit}\n\n\
+                 def add_small(a, b):\n    \"\"\"Add two numbers, capping the result at LIMIT.\"\"\"\n    total = a + b\n    if total > LIMIT:\n        return LIMIT\n    return total\n",
+                limit = 40 + 7 * i
+            ),
+        );
+        text.push_str(&format!("[[repo]]\npath = \"repos/r{i}\"\n\n"));
+    }
+    text.push_str("[env]\ninstaller = \"pip\"\n\n");
+    if let Some(url) = remote {
+        text.push_str(&format!("[cache]\nremote = \"{url}\"\n"));
+    }
+    let path = dir.join("pipeline.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+pub(crate) fn r2e() -> Command {
+    Command::new(assert_cmd::cargo::cargo_bin("r2e"))
+}
+
+/// `r2e cluster k8s ARGS`: exit code, stdout, stderr.
+fn k8s(pipeline: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = r2e()
+        .args(["cluster", "k8s"])
+        .arg(pipeline)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The YAML documents, read by PyYAML, as JSON.
+fn documents(yaml: &str) -> Vec<Value> {
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, json, yaml; print(json.dumps([d for d in yaml.safe_load_all(sys.stdin.read()) if d]))",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(yaml.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{yaml}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `kubernetes-validate --strict` of a file: whether it passed, and what it said.
+fn validate(file: &Path) -> (bool, String) {
+    let out = Command::new("python3")
+        .args(["-m", "kubernetes_validate", "--strict", "-k", KUBERNETES])
+        .arg(file)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn job<'a>(docs: &'a [Value], component: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == component)
+        .unwrap_or_else(|| panic!("no {component} document in {docs:?}"))
+}
+
+#[test]
+fn the_manifests_pass_kubernetes_schema_and_say_what_the_cluster_needs() {
+    if !have_validator() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let pipeline = project(work.path(), Some("s3://lab-bucket/r2e"));
+    let cases: [&[&str]; 3] = [
+        &[
+            "--shards",
+            "4",
+            "--image",
+            "registry.lab/r2e:0.9",
+            "--secret",
+            "r2e-store",
+            "--cpus",
+            "2",
+            "--memory",
+            "8Gi",
+            "--output-claim",
+            "r2e-datasets",
+            "--namespace",
+            "research",
+            "--pipeline-in-image",
+            "/work/pipeline.toml",
+        ],
+        &[
+            "--shards",
+            "2",
+            "--image",
+            "r2e:dev",
+            "--remote-cache",
+            "file:///mnt/r2e-store",
+            "--store-claim",
+            "shared-store",
+            "--privileged",
+            "--parallelism",
+            "1",
+            "--backoff-limit-per-index",
+            "5",
+            "--name",
+            "nightly",
+        ],
+        &["--shards", "1", "--image", "r2e"],
+    ];
+    for (i, args) in cases.iter().enumerate() {
+        let (code, yaml, stderr) = k8s(&pipeline, args);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        let file = work.path().join(format!("m{i}.yaml"));
+        std::fs::write(&file, &yaml).unwrap();
+        let (ok, said) = validate(&file);
+        assert!(ok, "{args:?}: {said}\n{yaml}");
+        let docs = documents(&yaml);
+        let shards = job(&docs, "shards");
+        let spec = &shards["spec"];
+        let n: u64 = args[1].parse().unwrap();
+        assert_eq!(spec["completionMode"], "Indexed");
+        assert_eq!(spec["completions"], n);
+        assert!(spec["backoffLimitPerIndex"].is_u64());
+        let pod = &spec["template"]["spec"];
+        assert_eq!(
+            pod["restartPolicy"], "Never",
+            "backoffLimitPerIndex needs it"
+        );
+        let c = &pod["containers"][0];
+        let cmd: Vec<&str> = c["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let at = cmd.iter().position(|a| *a == "--shards").unwrap();
+        assert_eq!(cmd[at + 1], n.to_string());
+        assert!(
+            !cmd.contains(&"--shard"),
+            "the index comes from the pod: {cmd:?}"
+        );
+        assert_eq!(c["env"][0]["name"], "JOB_COMPLETION_INDEX");
+        assert_eq!(
+            c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+            "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        );
+        let assemble = job(&docs, "assemble");
+        assert_eq!(assemble["spec"]["suspend"], true);
+        // No credential and no variable's value in a manifest: only the Secret's name.
+        assert!(!yaml.contains("AWS_SECRET"), "{yaml}");
+        match i {
+            0 => {
+                assert_eq!(c["envFrom"][0]["secretRef"]["name"], "r2e-store");
+                assert_eq!(c["resources"]["limits"]["memory"], "8Gi");
+                assert_eq!(shards["metadata"]["namespace"], "research");
+                assert!(cmd.contains(&"/work/pipeline.toml"));
+                assert!(docs.iter().all(|d| d["kind"] != "ConfigMap"));
+                let vols = assemble["spec"]["template"]["spec"]["volumes"].to_string();
+                assert!(vols.contains("r2e-datasets"), "{vols}");
+            }
+            1 => {
+                assert_eq!(spec["parallelism"], 1);
+                assert_eq!(spec["backoffLimitPerIndex"], 5);
+                assert_eq!(shards["metadata"]["name"], "nightly-shards");
+                assert_eq!(c["securityContext"]["privileged"], true);
+                let mounts = c["volumeMounts"].to_string();
+                assert!(mounts.contains("/mnt/r2e-store"), "{mounts}");
+            }
+            _ => {
+                // The pipeline travels in a ConfigMap, whose text is the file's.
+                let cm = docs.iter().find(|d| d["kind"] == "ConfigMap").unwrap();
+                assert_eq!(
+                    cm["data"]["pipeline.toml"].as_str().unwrap(),
+                    std::fs::read_to_string(&pipeline).unwrap()
+                );
+                assert!(
+                    stderr.contains("repos/") || stderr.contains("r0"),
+                    "{stderr}"
+                );
+            }
+        }
+    }
+    // The validator is real: a property the API does not know fails it.
+    let (_, yaml, _) = k8s(&pipeline, cases[2]);
+    let planted = yaml.replace(
+        "completionMode: Indexed",
+        "completionMode: Indexed\n  backoffLimitPerIndexes: 3",
+    );
+    assert_ne!(planted, yaml);
+    let file = work.path().join("planted.yaml");
+    std::fs::write(&file, planted).unwrap();
+    let (ok, said) = validate(&file);
+    assert!(!ok, "{said}");
+}
+
+#[test]
+fn bad_k8s_input_is_exit_2_and_says_why() {
+    let work = tempfile::tempdir().unwrap();
+    let with_remote = project(&work.path().join("a"), Some("s3://b/p"));
+    let without = project(&work.path().join("b"), None);
+    for (pipeline, args, says) in [
+        (
+            &with_remote,
+            &["--shards", "0", "--image", "x"][..],
+            "at least 1",
+        ),
+        (&with_remote, &["--shards", "2", "--image", " "], "--image"),
+        (
+            &with_remote,
+            &["--shards", "2", "--image", "x", "--name", "Bad_Name"],
+            "not a Kubernetes name",
+        ),
+        (
+            &with_remote,
+            &["--shards", "2", "--image", "x", "--memory", "8GB"],
+            "quantity",
+        ),
+        (
+            &with_remote,
+            &[
+                "--shards",
+                "2",
+                "--image",
+                "x",
+                "--remote-cache",
+                "file:///s",
+            ],
+            "--store-claim",
+        ),
+        (
+            &with_remote,
+            &[
+                "--shards",
+                "2",
+                "--image",
+                "x",
+                "--remote-cache",
+                "s3://k:s@b/p",
+            ],
+            "credentials",
+        ),
+        (&without, &["--shards", "2", "--image", "x"], "remote cache"),
+    ] {
+        let (code, out, stderr) = k8s(pipeline, args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(out.is_empty(), "{out}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    // `--shards` of a build outside an Indexed Job: no index to take.
+    let out = r2e()
+        .args(["build", "--shards", "2"])
+        .arg(&with_remote)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("JOB_COMPLETION_INDEX"));
+    let out = r2e()
+        .args(["build", "--shards", "2"])
+        .arg(&with_remote)
+        .env("JOB_COMPLETION_INDEX", "2")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+}
+
+#[test]
+fn shards_run_as_the_indexed_jobs_pods_would_give_the_one_machine_dataset() {
+    if !have_validator() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let env: Vec<(&'static str, String)> = common::offline_env().into_iter().collect();
+    // One machine, no remote store: V.
+    let one = project(&w.join("one"), None);
+    let out = r2e()
+        .args(["build", "--json", "--cache"])
+        .arg(w.join("cache-one"))
+        .arg(&one)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = summary["dataset_version"].as_str().unwrap().to_owned();
+    assert_eq!(summary["counts"]["instances"], 3, "{summary}");
+
+    // The manifests for a cluster whose pods mount their folders under `root` and the store
+    // (a folder) from a claim; the pipeline is in the "image" (this machine).
+    let shared = project(&w.join("shared"), None);
+    let root = w.join("pod");
+    let store = w.join("store");
+    let (code, yaml, stderr) = k8s(
+        &shared,
+        &[
+            "--shards",
+            "2",
+            "--image",
+            "r2e:test",
+            "--r2e",
+            assert_cmd::cargo::cargo_bin("r2e").to_str().unwrap(),
+            "--remote-cache",
+            &format!("file://{}", store.display()),
+            "--store-claim",
+            "store",
+            "--mount-root",
+            root.to_str().unwrap(),
+            "--pipeline-in-image",
+            shared.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let docs = documents(&yaml);
+    let command = |component: &str| -> Vec<String> {
+        job(&docs, component)["spec"]["template"]["spec"]["containers"][0]["command"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Each pod has its own emptyDir folders: a fresh `root` per pod.
+    let run = |cmd: &[String], index: Option<u32>| {
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let mut c = Command::new(&cmd[0]);
+        c.args(&cmd[1..])
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env_remove("JOB_COMPLETION_INDEX");
+        if let Some(i) = index {
+            c.env("JOB_COMPLETION_INDEX", i.to_string());
+        }
+        let out = c.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{cmd:?} (index {index:?}): {stderr}");
+        stderr
+    };
+    let shard = command("shards");
+    for i in 0..2 {
+        let said = run(&shard, Some(i));
+        assert!(said.contains(&format!("shard {i}/2")), "{said}");
+    }
+    let said = run(&command("assemble"), None);
+    let output = root.join("out/dataset");
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(output.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["version"].as_str(), Some(v.as_str()), "{said}");
+    // The assemble ran no expensive action: every result came from the shards' store.
+    let trace = std::fs::read_dir(root.join("out/.dataset.r2e/shards"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("build."))
+        .map(|e| common::jsonl(&e.path()))
+        .unwrap();
+    let started: Vec<_> = trace
+        .iter()
+        .filter(|l| l["event"] == "started")
+        .filter(|l| {
+            let b = l["bucket"].as_str().unwrap();
+            [
+                "envs-",
+                "actions/generate-",
+                "actions/validate-",
+                "actions/check-",
+            ]
+            .iter()
+            .any(|p| b.starts_with(p))
+        })
+        .collect();
+    assert!(started.is_empty(), "{started:?}");
+}
