@@ -440,3 +440,100 @@ fn shards_run_as_the_indexed_jobs_pods_would_give_the_one_machine_dataset() {
         .collect();
     assert!(started.is_empty(), "{started:?}");
 }
+
+/// A `kubectl` that plays a cluster's part for `--apply`: it records its calls, keeps what was
+/// applied, reports the shards' Job active and then (`SHARDS`) complete or failed, and the
+/// assemble complete once resumed.
+const KUBECTL: &str = r#"#!/bin/sh
+echo "$*" >> "$FAKE/calls"
+case "$*" in
+  *apply*) cat > "$FAKE/applied.yaml" ;;
+  *"get job/"*-shards*)
+    n=$(cat "$FAKE/polls" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$FAKE/polls"
+    if [ $n -lt 2 ]; then echo '{"status":{"active":2}}'
+    elif [ "$SHARDS" = failed ]; then echo '{"status":{"succeeded":1,"failed":3,"failedIndexes":"1","conditions":[{"type":"Failed","status":"True"}]}}'
+    else echo '{"status":{"succeeded":2,"conditions":[{"type":"Complete","status":"True"}]}}'; fi ;;
+  *patch*) touch "$FAKE/resumed" ;;
+  *"get job/"*-assemble*)
+    if [ -f "$FAKE/resumed" ]; then echo '{"status":{"succeeded":1,"conditions":[{"type":"Complete","status":"True"}]}}'
+    else echo '{"status":{}}'; fi ;;
+  *) echo "unexpected: $*" >&2; exit 1 ;;
+esac
+"#;
+
+#[test]
+fn apply_follows_the_shards_then_resumes_and_follows_the_assemble() {
+    let work = tempfile::tempdir().unwrap();
+    let pipeline = project(&work.path().join("p"), Some("s3://b/p"));
+    let bin = work.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let kubectl = bin.join("kubectl");
+    std::fs::write(&kubectl, KUBECTL).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&kubectl, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for outcome in ["complete", "failed"] {
+        let fake = work.path().join(outcome);
+        std::fs::create_dir_all(&fake).unwrap();
+        let out = r2e()
+            .args([
+                "cluster", "k8s", "--shards", "2", "--image", "r2e:1", "-n", "lab", "--name",
+                "nightly", "--apply",
+            ])
+            .arg(&pipeline)
+            .env("PATH", &path)
+            .env("FAKE", &fake)
+            .env("SHARDS", outcome)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let calls = std::fs::read_to_string(fake.join("calls")).unwrap();
+        // What was applied is what is printed.
+        let applied = std::fs::read_to_string(fake.join("applied.yaml")).unwrap();
+        let (_, printed, _) = k8s(
+            &pipeline,
+            &[
+                "--shards", "2", "--image", "r2e:1", "-n", "lab", "--name", "nightly",
+            ],
+        );
+        assert_eq!(applied, printed);
+        assert!(calls.lines().all(|l| l.starts_with("-n lab ")), "{calls}");
+        if outcome == "complete" {
+            assert_eq!(out.status.code(), Some(0), "{stderr}");
+            let order: Vec<&str> = calls
+                .lines()
+                .map(|l| l.split_whitespace().nth(2).unwrap())
+                .collect();
+            assert_eq!(order[0], "apply", "{calls}");
+            let patched = order.iter().position(|c| *c == "patch").unwrap();
+            assert!(
+                calls
+                    .lines()
+                    .take(patched + 1)
+                    .filter(|l| l.contains("get job/nightly-shards"))
+                    .count()
+                    >= 2,
+                "{calls}"
+            );
+            assert!(
+                calls
+                    .lines()
+                    .skip(patched)
+                    .any(|l| l.contains("get job/nightly-assemble")),
+                "{calls}"
+            );
+            assert!(String::from_utf8_lossy(&out.stdout).contains("job/nightly-assemble complete"));
+        } else {
+            assert_eq!(out.status.code(), Some(1), "{stderr}");
+            assert!(stderr.contains("failed indexes 1"), "{stderr}");
+            assert!(
+                !calls.contains("patch"),
+                "the assemble was resumed: {calls}"
+            );
+        }
+    }
+}
