@@ -283,7 +283,8 @@ impl Remote {
         bucket.is_action()
     }
 
-    pub(super) fn trace(&self, event: Event, bucket: Bucket, key: Hash) {
+    /// Records what this host did to `key` of `bucket` in its trace (when it keeps one).
+    pub fn trace(&self, event: Event, bucket: Bucket, key: Hash) {
         if let Some(t) = &self.trace {
             t.record(event, bucket, key);
         }
