@@ -1984,6 +1984,15 @@ fn find_section_key(text: &str, section: &str, key: &str) -> Option<Range<usize>
     find_key(text, key)
 }
 
+/// The folder of Docker's own client configuration (`$DOCKER_CONFIG`, else `~/.docker`), where
+/// `docker login` keeps registry credentials, which a push or pull of `[sandbox] registry`
+/// passes to the daemon as the `docker` command does.
+pub fn docker_config_dir() -> Option<PathBuf> {
+    std::env::var_os("DOCKER_CONFIG")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker")))
+}
+
 /// Whether `R2E_LOG` asks for stage timings on stderr.
 pub fn log_timings() -> bool {
     std::env::var("R2E_LOG").is_ok_and(|v| v.split(',').any(|p| p.trim() == "timings"))

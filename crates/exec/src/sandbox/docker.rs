@@ -113,6 +113,18 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 pub fn connect() -> Result<Docker> {
     let docker = Docker::connect_with_local_defaults()
         .map_err(|e| Error::env(format!("cannot reach the Docker daemon: {e}")))?;
+    answers(docker)
+}
+
+/// Connects to the daemon listening at `socket` (`unix://PATH`, as `DOCKER_HOST` names it)
+/// and checks that it answers: another daemon than the environment's (tests).
+pub fn connect_to(socket: &str) -> Result<Docker> {
+    let docker = Docker::connect_with_unix(socket, 120, bollard::API_DEFAULT_VERSION)
+        .map_err(|e| Error::env(format!("cannot reach the Docker daemon `{socket}`: {e}")))?;
+    answers(docker)
+}
+
+fn answers(docker: Docker) -> Result<Docker> {
     runtime()
         .block_on(docker.ping())
         .map_err(|e| Error::env(format!("the Docker daemon does not answer: {e}")))?;
@@ -907,9 +919,7 @@ fn registry_host(repo: &str) -> &str {
 /// `docker login` writes it), passed to the daemon as the `docker` command passes them; none
 /// when it holds none (a credential helper's are not read). r2e writes no credential.
 fn credentials(host: &str) -> Option<bollard::auth::DockerCredentials> {
-    let dir = std::env::var_os("DOCKER_CONFIG")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker")))?;
+    let dir = r2e_core::config::docker_config_dir()?;
     let text = std::fs::read_to_string(dir.join("config.json")).ok()?;
     let config: serde_json::Value = serde_json::from_str(&text).ok()?;
     let auth = config["auths"][host]["auth"].as_str()?;
