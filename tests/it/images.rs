@@ -220,6 +220,56 @@ fn a_second_host_loads_the_first_ones_base_image_and_a_damaged_archive_is_rebuil
     let repaired = r2e_exec::image_share::verify(&remote(&store), &tag, None)
         .unwrap_or_else(|why| panic!("the entry is not repaired: {why}"));
     assert_eq!(repaired.id, id_on(&second, &tag), "it holds B's new image");
+
+    // An entry whose checksums hold but whose image is not the one it records (another ID in
+    // its header, sealed anew): loaded, found out, removed, and a miss: the image is made.
+    let key = r2e_exec::image_share::key(&tag, None);
+    let bytes = std::fs::read(&entry).unwrap();
+    let head_len = u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+    let lying = r2e_exec::image_share::Header {
+        id: format!("sha256:{}", "0".repeat(64)),
+        ..repaired
+    };
+    let sealed = r2e_core::cache::entry::seal("images-v1/archive", key, &lying);
+    let mut forged = bytes[..8].to_vec();
+    forged.extend_from_slice(&(sealed.len() as u32).to_le_bytes());
+    forged.extend_from_slice(&sealed);
+    forged.extend_from_slice(&bytes[12 + head_len..]);
+    std::fs::write(&entry, forged).unwrap();
+    second.docker(&["rmi", "--force", &tag]).unwrap();
+    let trace = w.path().join("share.trace.jsonl");
+    let share = r2e_exec::image_share::Share {
+        remote: Arc::new(
+            remote(&store).with_trace(r2e_core::cache::remote::Trace::create(&trace).unwrap()),
+        ),
+        registry: None,
+        scratch: w.path().join("scratch"),
+    };
+    let made = std::sync::atomic::AtomicU32::new(0);
+    let got = share.obtain(
+        &r2e_exec::sandbox::docker::connect_to(&second.host()).unwrap(),
+        &tag,
+        &|| {
+            made.fetch_add(1, Ordering::Relaxed);
+            Err(r2e_core::error::Error::env("not made in this test"))
+        },
+    );
+    assert!(got.is_err_and(|e| e.to_string().contains("not made in this test")));
+    assert_eq!(made.load(Ordering::Relaxed), 1, "the image is made instead");
+    let events: Vec<String> = common::jsonl(&trace)
+        .iter()
+        .map(|l| l["event"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(events, ["damaged", "started"]);
+    assert!(
+        second.docker(&["image", "inspect", &tag]).is_none(),
+        "the image of another ID is not kept under the tag"
+    );
+    assert_eq!(
+        std::fs::read_dir(w.path().join("scratch")).unwrap().count(),
+        0,
+        "the unpacked archive is removed"
+    );
 }
 
 /// Forwards `127.0.0.1:PORT` in the network namespace `netns` to `127.0.0.1:PORT` of this
