@@ -181,7 +181,7 @@ fn a_second_host_loads_the_first_ones_base_image_and_a_damaged_archive_is_rebuil
     assert_eq!(v_b, v, "the same dataset version on both hosts");
     assert!(
         said_b.contains(&format!(
-            "loaded the base image {tag} from the remote cache (loaded)"
+            "loaded the base image {tag} from the remote cache (its archive)"
         )),
         "{said_b}"
     );

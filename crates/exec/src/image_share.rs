@@ -230,7 +230,7 @@ impl Share {
             Ok(header) => {
                 let how = match &header.pushed {
                     Some(reference) => format!("pulled `{reference}`"),
-                    None => "loaded".to_owned(),
+                    None => "its archive".to_owned(),
                 };
                 r2e_core::log::timing(
                     &format!("fetch the base image {tag} ({how})"),
@@ -287,10 +287,7 @@ impl Share {
                 payload_len: len,
                 payload_blake3: hash,
             };
-            let sealed = entry::seal(&scope(), key, &header);
-            let mut head = MAGIC.to_vec();
-            head.extend_from_slice(&(sealed.len() as u32).to_le_bytes());
-            head.extend_from_slice(&sealed);
+            let head = head(key, &header);
             r2e_core::log::timing(&format!("pack the base image {tag}"), started.elapsed());
             r2e_core::log::size(
                 &format!("the base image {tag}'s entry"),
@@ -325,6 +322,16 @@ impl Share {
         }
         let _ = fs_err::remove_file(&tmp);
     }
+}
+
+/// The bytes of an entry before its payload: the magic, the header's length and the sealed
+/// header.
+fn head(key: Hash, header: &Header) -> Vec<u8> {
+    let sealed = entry::seal(&scope(), key, header);
+    let mut head = MAGIC.to_vec();
+    head.extend_from_slice(&(sealed.len() as u32).to_le_bytes());
+    head.extend_from_slice(&sealed);
+    head
 }
 
 /// Pushes the image `tag` to `registry` (`HOST/PREFIX`) as `HOST/PREFIX/r2e-base:<its tag's
@@ -513,4 +520,76 @@ pub fn verify(
         Bad::Damaged(why) => why,
         Bad::Failed(e) => e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use r2e_core::cache::{LocalStore, Store};
+
+    #[test]
+    fn an_entry_verifies_and_a_flipped_cut_or_misplaced_one_does_not() {
+        let shared = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(shared.path());
+        let remote = Remote::new(
+            Arc::new(LocalStore::new(shared.path())),
+            "file:///shared",
+            std::time::Duration::from_secs(6),
+        );
+        let tag = "r2e-base:0123456789abcdef";
+        let key = key(tag, None);
+        let payload = zstd::encode_all(&b"a docker save archive"[..], 3).unwrap();
+        let header = Header {
+            tag: tag.to_owned(),
+            id: format!("sha256:{}", "a".repeat(64)),
+            pushed: None,
+            payload_len: payload.len() as u64,
+            payload_blake3: *blake3::hash(&payload).as_bytes(),
+        };
+        let good = [head(key, &header), payload].concat();
+        let put = |bytes: &[u8]| {
+            store
+                .put_blob(
+                    Bucket::Images,
+                    key,
+                    &mut std::io::Cursor::new(bytes.to_vec()),
+                )
+                .unwrap()
+        };
+        put(&good);
+        assert_eq!(verify(&remote, tag, None), Ok(header.clone()));
+        // The entry of the same tag through a registry is another key: there is none.
+        assert!(verify(&remote, tag, Some("localhost/r2e")).is_err());
+        let last = good.len() - 1;
+        let mut flipped = good.clone();
+        flipped[last] ^= 1;
+        put(&flipped);
+        assert_eq!(
+            verify(&remote, tag, None),
+            Err("its contents do not match its checksum".to_owned())
+        );
+        put(&good[..last]);
+        assert_eq!(
+            verify(&remote, tag, None),
+            Err("its contents do not match its checksum".to_owned())
+        );
+        put(&[good.as_slice(), b"more"].concat());
+        assert_eq!(
+            verify(&remote, tag, None),
+            Err("its contents do not match its checksum".to_owned())
+        );
+        put(&good[..20]);
+        assert_eq!(
+            verify(&remote, tag, None),
+            Err("it is cut short in its header".to_owned())
+        );
+        // A good entry under another key (another tag's, moved here).
+        let other = [head(super::key("r2e-base:x", None), &header), vec![]].concat();
+        put(&other);
+        assert!(
+            verify(&remote, tag, None).is_err_and(|why| why.starts_with("its header:")),
+            "{:?}",
+            verify(&remote, tag, None)
+        );
+    }
 }
