@@ -121,7 +121,7 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
     let docker = docker::connect()?;
     let local = r2e_exec::sandbox::local::LocalSandbox::new(false);
     let tools = session.cache.dir(r2e_core::cache::Bucket::Tools)?;
-    let ((base, _), _) = r2e_exec::image::base_in(cfg, &tools, &local)?;
+    let ((base, _), _) = r2e_exec::image::base_in(cfg, &tools, &local, None)?;
     let (_, base_size) = docker::image_id(&docker, &base)?;
 
     let tmp = dir.with_extension(format!("part{}", std::process::id()));

@@ -218,7 +218,7 @@ fn root_entries(python: &std::path::Path) -> Vec<String> {
 
 /// `r2e build --json` in `dir`, offline, against the daemon at `host` (`DOCKER_HOST`), or the
 /// machine's own with `None`.
-fn build_against(dir: &std::path::Path, host: Option<&str>) -> std::process::Output {
+pub(crate) fn build_against(dir: &std::path::Path, host: Option<&str>) -> std::process::Output {
     let mut command = Command::cargo_bin("r2e").unwrap();
     command
         .args(["build", "--json"])
@@ -325,7 +325,7 @@ fn check_lines(dir: &std::path::Path, candidates: &std::path::Path) -> Vec<serde
 }
 
 /// The module of the export test: two functions with docstrings, each using the module.
-const TEXT_PY: &str = "VOWELS = \"aeiou\"\n\n\ndef join_words(words):\n    return \" \".join(words)\n\n\ndef shout(text, times):\n    \"\"\"The text in capitals, `times` times, joined by spaces.\"\"\"\n    words = [text.upper()] * times\n    return join_words(words)\n\n\ndef count_vowels(text):\n    \"\"\"How many vowels the text holds.\"\"\"\n    total = 0\n    for c in text.lower():\n        if c in VOWELS:\n            total += 1\n    return total\n";
+pub(crate) const TEXT_PY: &str = "VOWELS = \"aeiou\"\n\n\ndef join_words(words):\n    return \" \".join(words)\n\n\ndef shout(text, times):\n    \"\"\"The text in capitals, `times` times, joined by spaces.\"\"\"\n    words = [text.upper()] * times\n    return join_words(words)\n\n\ndef count_vowels(text):\n    \"\"\"How many vowels the text holds.\"\"\"\n    total = 0\n    for c in text.lower():\n        if c in VOWELS:\n            total += 1\n    return total\n";
 
 #[test]
 fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_host_path() {
@@ -567,29 +567,46 @@ fn an_export_imported_again_gives_the_same_verdicts_in_its_images_and_names_no_h
     r2e_exec::sandbox::docker::remove_image(&daemon, &tag).unwrap();
 }
 
-/// A second daemon of this machine's `dockerd` whose data root is a small tmpfs: a daemon
-/// whose disk fills up. It runs in a network namespace of its own (`unshare --net`), so that
-/// its bridge and rules touch nothing of the machine's daemon, with its own data, exec root
+/// A second daemon of this machine's `dockerd`, as another host's: a daemon whose disk fills up
+/// (its data root a small tmpfs, [`SmallDaemon::start`]), or one with a data root on the disk
+/// ([`SmallDaemon::on_disk`]). It runs in a network namespace of its own (`unshare --net`), so
+/// that its bridge and rules touch nothing of the machine's daemon, with its own data, exec root
 /// and socket. Stopped, unmounted and removed when dropped.
-struct SmallDaemon {
+pub(crate) struct SmallDaemon {
     dir: PathBuf,
     child: std::process::Child,
     disk: Option<common::Tmpfs>,
 }
 
 impl SmallDaemon {
+    /// A daemon whose data root is a tmpfs of `size` (`vfs`, no bridge).
     fn start(size: &str) -> SmallDaemon {
+        SmallDaemon::start_with(Some(size), "vfs", &["--bridge", "none"])
+    }
+
+    /// A daemon whose data root is a folder of the disk (`overlay2`), with its own bridge and
+    /// its namespace's loopback up (a registry reached at `127.0.0.1` is taken as insecure,
+    /// plain HTTP).
+    pub(crate) fn on_disk() -> SmallDaemon {
+        SmallDaemon::start_with(None, "overlay2", &[])
+    }
+
+    fn start_with(size: Option<&str>, driver: &str, args: &[&str]) -> SmallDaemon {
+        static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // A short folder: the daemon's and containerd's sockets live under it.
-        let dir = PathBuf::from(format!("/tmp/r2e-dockerd-{}", std::process::id()));
+        let dir = PathBuf::from(format!("/tmp/r2e-dockerd-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let disk = common::Tmpfs::mount(&dir.join("data"), size);
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let disk = size.map(|size| common::Tmpfs::mount(&dir.join("data"), size));
         // Its own (empty) configuration: the machine's may name the data root too.
         std::fs::write(dir.join("daemon.json"), "{}").unwrap();
         let log = std::fs::File::create(dir.join("log")).unwrap();
+        // `unshare` runs the shell, which brings the new namespace's loopback up and becomes
+        // the daemon: one pid throughout.
         let child = std::process::Command::new("unshare")
             .arg("--net")
-            .arg("dockerd")
+            .args(["sh", "-c", "ip link set lo up && exec dockerd \"$@\"", "sh"])
             .arg("--config-file")
             .arg(dir.join("daemon.json"))
             .arg("--data-root")
@@ -600,17 +617,14 @@ impl SmallDaemon {
             .arg(dir.join("pid"))
             .arg("-H")
             .arg(format!("unix://{}", dir.join("s").display()))
-            .args(["--storage-driver", "vfs", "--bridge", "none"])
+            .args(["--storage-driver", driver])
+            .args(args)
             .args(["--iptables=false", "--ip-masq=false"])
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("dockerd starts");
-        let daemon = SmallDaemon {
-            dir,
-            child,
-            disk: Some(disk),
-        };
+        let daemon = SmallDaemon { dir, child, disk };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         while daemon.docker(&["info"]).is_none() {
             assert!(
@@ -623,12 +637,18 @@ impl SmallDaemon {
         daemon
     }
 
-    fn host(&self) -> String {
+    /// Its `DOCKER_HOST`.
+    pub(crate) fn host(&self) -> String {
         format!("unix://{}", self.dir.join("s").display())
     }
 
+    /// Its network namespace.
+    pub(crate) fn netns(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/ns/net", self.child.id()))
+    }
+
     /// What `docker ARGS` against this daemon printed, when it succeeded.
-    fn docker(&self, args: &[&str]) -> Option<String> {
+    pub(crate) fn docker(&self, args: &[&str]) -> Option<String> {
         let out = std::process::Command::new("docker")
             .arg("-H")
             .arg(self.host())

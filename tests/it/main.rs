@@ -21,6 +21,7 @@ mod env;
 mod evaluate;
 mod gc;
 mod hostile;
+mod images;
 mod incremental;
 mod k8s;
 mod keys;

@@ -221,6 +221,12 @@ pub struct SandboxConfig {
     /// holds only what it needs of this machine (`sandbox::docker`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_image: Option<String>,
+    /// With `backend = "docker"` and a remote cache: the registry (`HOST[:PORT]/PREFIX`) the
+    /// base image travels through between hosts, pushed as `HOST/PREFIX/r2e-base:TAG` and
+    /// pulled by its digest. None: it travels as a `docker save` archive in the remote cache.
+    /// How it travels changes nothing a build makes (no key holds it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
 }
 
 impl Default for SandboxConfig {
@@ -232,6 +238,7 @@ impl Default for SandboxConfig {
             file_size_mib: 64,
             run_timeout_seconds: 60,
             base_image: None,
+            registry: None,
         }
     }
 }
@@ -1706,6 +1713,22 @@ fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
             ));
         }
     }
+    if let Some(registry) = &sb.registry {
+        if let Err(why) = check_registry(registry) {
+            return Err(at(
+                "sandbox",
+                "registry",
+                &format!("`registry = \"{registry}\"` is not a registry and prefix: {why}"),
+            ));
+        }
+        if sb.backend != Backend::Docker {
+            return Err(at(
+                "sandbox",
+                "registry",
+                "`registry` is for `backend = \"docker\"`: the local backend has no image to share",
+            ));
+        }
+    }
     if !(0.0..=1.0).contains(&cfg.select.min_branch_coverage) {
         return Err(at(
             "select",
@@ -2035,6 +2058,15 @@ fn find_section_key(text: &str, section: &str, key: &str) -> Option<Range<usize>
     find_key(text, key)
 }
 
+/// The folder of Docker's own client configuration (`$DOCKER_CONFIG`, else `~/.docker`), where
+/// `docker login` keeps registry credentials, which a push or pull of `[sandbox] registry`
+/// passes to the daemon as the `docker` command does.
+pub fn docker_config_dir() -> Option<PathBuf> {
+    std::env::var_os("DOCKER_CONFIG")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker")))
+}
+
 /// Whether `R2E_LOG` asks for stage timings on stderr.
 pub fn log_timings() -> bool {
     std::env::var("R2E_LOG").is_ok_and(|v| v.split(',').any(|p| p.trim() == "timings"))
@@ -2048,6 +2080,24 @@ pub fn secret_from_env(var: &str) -> Option<String> {
         .ok()
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
+}
+
+/// Checks that `registry` is `HOST[:PORT]/PREFIX`: a registry's host (a name with a dot or a
+/// port, or `localhost`, which the daemon does not take for a Docker Hub account) and a path
+/// under which `r2e-base:TAG` is an image reference.
+pub fn check_registry(registry: &str) -> std::result::Result<(), String> {
+    let Some((host, prefix)) = registry.split_once('/') else {
+        return Err("it names no prefix after the host (`HOST[:PORT]/PREFIX`)".into());
+    };
+    if host.is_empty() || !(host.contains(['.', ':']) || host == "localhost") {
+        return Err(format!(
+            "`{host}` is no registry's host: give one with a dot or a port (`registry.example.org`, `127.0.0.1:5000`) or `localhost`"
+        ));
+    }
+    if prefix.is_empty() || prefix.contains(['@', ':']) {
+        return Err("its prefix is a path, without a tag or a digest".into());
+    }
+    check_reference(&format!("{registry}/r2e-base"))
 }
 
 /// Checks that `name` is an image reference the daemon accepts: `[HOST[:PORT]/]PATH[:TAG]`
@@ -2195,6 +2245,31 @@ mod tests {
         let e = err("[[repo]]\npath = \"repo\"\n[sandbox]\nbase_image = \"debian:bookworm\"\n");
         assert!(
             e.starts_with("P:4:1: `base_image` is for `backend = \"docker\"`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_registry_that_is_no_host_and_prefix_or_without_docker_is_named() {
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[sandbox]\nbackend = \"docker\"\nregistry = \"images\"\n",
+        );
+        assert!(
+            e.starts_with("P:5:1: `registry = \"images\"` is not a registry and prefix")
+                && e.contains("HOST[:PORT]/PREFIX"),
+            "{e}"
+        );
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[sandbox]\nbackend = \"docker\"\nregistry = \"team/r2e\"\n",
+        );
+        assert!(e.contains("`team` is no registry's host"), "{e}");
+        let e = err(
+            "[[repo]]\npath = \"repo\"\n[sandbox]\nbackend = \"docker\"\nregistry = \"127.0.0.1:5000/R2E\"\n",
+        );
+        assert!(e.contains("`R2E` may hold lowercase letters"), "{e}");
+        let e = err("[[repo]]\npath = \"repo\"\n[sandbox]\nregistry = \"127.0.0.1:5000/r2e\"\n");
+        assert!(
+            e.starts_with("P:4:1: `registry` is for `backend = \"docker\"`"),
             "{e}"
         );
     }

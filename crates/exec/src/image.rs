@@ -18,7 +18,7 @@ use r2e_core::records::EnvLine;
 pub fn base(cfg: &Config, sandbox: &dyn Sandbox) -> Result<(String, bool)> {
     let cache = Cache::open(&cfg.cache)?;
     let tools = cache.dir(Bucket::Tools)?;
-    let found = base_in(cfg, &tools, sandbox);
+    let found = base_in(cfg, &tools, sandbox, None);
     if let Ok((_, dir)) = &found {
         cache.note_use(dir);
     }
@@ -26,11 +26,14 @@ pub fn base(cfg: &Config, sandbox: &dyn Sandbox) -> Result<(String, bool)> {
 }
 
 /// [`base`] with coverage.py in `tools` (the cache's tools folder, whose lock the caller
-/// holds): the tag, whether it was built, and coverage.py's folder.
+/// holds): the tag, whether it was built, and coverage.py's folder. With `share` (a remote
+/// store), an image the daemon lacks is taken from the store when another host put it there,
+/// and one built here is put there (`image_share`).
 pub fn base_in(
     cfg: &Config,
     tools: &std::path::Path,
     sandbox: &dyn Sandbox,
+    share: Option<&crate::image_share::Share>,
 ) -> Result<((String, bool), PathBuf)> {
     let interpreter = Probe::of(&cfg.env.python)?;
     let minor: Vec<&str> = interpreter.version.split('.').take(2).collect();
@@ -52,12 +55,19 @@ pub fn base_in(
     };
     let files = docker::base_files(&spec)?;
     let tag = docker::base_tag(&spec, &files.0, &tools.join("base-tag.memo"))?;
-    let built = docker::build_base(&daemon, &spec, &files, &tag)?;
-    if built && let Err(e) = runs_in(&daemon, &tag, &interpreter, &spec, tools) {
-        // An image whose interpreter cannot run is no base: the next build makes it again.
-        let _ = docker::remove_image(&daemon, &tag);
-        return Err(e);
-    }
+    let make = || -> Result<bool> {
+        let built = docker::build_base(&daemon, &spec, &files, &tag)?;
+        if built && let Err(e) = runs_in(&daemon, &tag, &interpreter, &spec, tools) {
+            // An image whose interpreter cannot run is no base: the next build makes it again.
+            let _ = docker::remove_image(&daemon, &tag);
+            return Err(e);
+        }
+        Ok(built)
+    };
+    let built = match share {
+        Some(share) => share.obtain(&daemon, &tag, &make)?,
+        None => make()?,
+    };
     Ok(((tag, built), spec.coverage_dir))
 }
 

@@ -9,6 +9,7 @@
 
 pub mod checkpath;
 pub mod image;
+pub mod image_share;
 pub mod jobs;
 pub mod llm;
 pub mod py;

@@ -28,12 +28,19 @@ impl Services {
             Backend::Local => Arc::new(LocalSandbox::new(allow_unsandboxed)),
             Backend::Docker => {
                 let cfg = cfg.clone();
-                Arc::new(DockerSandbox::lazy(Box::new(move || {
+                Arc::new(DockerSandbox::lazy(Box::new(move |remote| {
                     // coverage.py for the image installs in the local sandbox, into the
                     // cache whose lock the build holds.
                     let local = LocalSandbox::new(allow_unsandboxed);
                     let tools = cfg.cache.join(r2e_core::cache::Bucket::Tools.folder());
-                    let ((tag, built), _) = crate::image::base_in(&cfg, &tools, &local)?;
+                    // With a remote store, the image another host built is loaded instead.
+                    let share = remote.map(|remote| crate::image_share::Share {
+                        remote,
+                        registry: cfg.sandbox.registry.clone(),
+                        scratch: cfg.cache.join(r2e_core::cache::Bucket::Scratch.folder()),
+                    });
+                    let ((tag, built), _) =
+                        crate::image::base_in(&cfg, &tools, &local, share.as_ref())?;
                     if built {
                         eprintln!("built the base image {tag}");
                     }

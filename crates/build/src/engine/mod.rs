@@ -292,6 +292,9 @@ pub fn build_session(
 ) -> Result<Summary> {
     let started = std::time::Instant::now();
     let cfg = &session.cfg;
+    if let Some(remote) = session.cache.remote() {
+        services.sandbox.share_through(Arc::clone(remote));
+    }
     let fp = fingerprint(cfg, opts, &session.checkouts, &session.templates);
     // The output's lock is held from here; its files change only at the commit.
     let out = Output::open(&cfg.output)?;

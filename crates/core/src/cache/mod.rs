@@ -96,6 +96,10 @@ pub enum Bucket {
     /// interpreter and installer), which every other host must match: in a remote store only
     /// (`remote::Remote::agree`).
     Facts,
+    /// The Docker backend's base images, by tag: each one `docker save` archive (or, with
+    /// `[sandbox] registry`, the digest it was pushed under), in a remote store only
+    /// (`r2e_exec::image_share`).
+    Images,
 }
 
 /// How `r2e gc` sees a bucket's folder: what one unit of removal is.
@@ -112,7 +116,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 21] = [
+    pub const ALL: [Bucket; 22] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
@@ -134,6 +138,7 @@ impl Bucket {
         Bucket::Roots,
         Bucket::Leases,
         Bucket::Facts,
+        Bucket::Images,
     ];
 
     /// The bucket's name and version (`None`: the folder is managed by another tool, or holds
@@ -161,6 +166,7 @@ impl Bucket {
             Bucket::Roots => ("roots", Some(1)),
             Bucket::Leases => ("leases", Some(1)),
             Bucket::Facts => ("facts", Some(1)),
+            Bucket::Images => ("images", Some(1)),
         }
     }
 
@@ -181,7 +187,9 @@ impl Bucket {
                 Layout::Folders
             }
             Bucket::UvCache | Bucket::PipCache => Layout::Whole,
-            Bucket::Scratch | Bucket::Roots | Bucket::Leases | Bucket::Facts => Layout::Kept,
+            Bucket::Scratch | Bucket::Roots | Bucket::Leases | Bucket::Facts | Bucket::Images => {
+                Layout::Kept
+            }
         }
     }
 

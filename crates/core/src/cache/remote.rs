@@ -217,6 +217,16 @@ impl Remote {
         !self.read_only
     }
 
+    /// The end of a message about a remote thing built here instead: " and stored again" when
+    /// this host writes to the store.
+    pub fn stored_again(&self) -> &'static str {
+        if self.read_only {
+            ""
+        } else {
+            " and stored again"
+        }
+    }
+
     /// The parts of an entry as stored: with a signing key, its envelope first (the entry's
     /// header, the first part's first bytes, is what it signs).
     fn enveloped<'a>(
@@ -360,7 +370,8 @@ impl Remote {
         bucket.is_action()
     }
 
-    pub(super) fn trace(&self, event: Event, bucket: Bucket, key: Hash) {
+    /// Records what this host did to `key` of `bucket` in its trace (when it keeps one).
+    pub fn trace(&self, event: Event, bucket: Bucket, key: Hash) {
         if let Some(t) = &self.trace {
             t.record(event, bucket, key);
         }

@@ -113,6 +113,18 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 pub fn connect() -> Result<Docker> {
     let docker = Docker::connect_with_local_defaults()
         .map_err(|e| Error::env(format!("cannot reach the Docker daemon: {e}")))?;
+    answers(docker)
+}
+
+/// Connects to the daemon listening at `socket` (`unix://PATH`, as `DOCKER_HOST` names it)
+/// and checks that it answers: another daemon than the environment's (tests).
+pub fn connect_to(socket: &str) -> Result<Docker> {
+    let docker = Docker::connect_with_unix(socket, 120, bollard::API_DEFAULT_VERSION)
+        .map_err(|e| Error::env(format!("cannot reach the Docker daemon `{socket}`: {e}")))?;
+    answers(docker)
+}
+
+fn answers(docker: Docker) -> Result<Docker> {
     runtime()
         .block_on(docker.ping())
         .map_err(|e| Error::env(format!("the Docker daemon does not answer: {e}")))?;
@@ -820,23 +832,42 @@ pub fn save_image(docker: &Docker, tag: &str, path: &Path) -> Result<(String, u6
     let tmp = path.with_extension("tar.part");
     let mut file = std::io::BufWriter::new(fs_err::File::create(&tmp)?);
     let mut hasher = blake3::Hasher::new();
-    let mut bytes = 0u64;
-    runtime().block_on(async {
-        let mut stream = docker.export_image(tag);
-        while let Some(chunk) = stream.next().await {
-            let chunk =
-                chunk.map_err(|e| Error::env(format!("`docker save` of `{tag}` failed: {e}")))?;
-            hasher.update(&chunk);
-            bytes += chunk.len() as u64;
-            file.write_all(&chunk)?;
-        }
-        Ok::<(), Error>(())
-    })?;
+    let bytes = save_image_to(docker, tag, &mut TeeHash(&mut file, &mut hasher))?;
     file.into_inner()
         .map_err(|e| Error::from(e.into_error()))?
         .sync_all()?;
     fs_err::rename(&tmp, path)?;
     Ok((hasher.finalize().to_hex().to_string(), bytes))
+}
+
+/// Writes to a writer and hashes what it wrote.
+struct TeeHash<'a, W>(&'a mut W, &'a mut blake3::Hasher);
+
+impl<W: Write> Write for TeeHash<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.0.write(buf)?;
+        self.1.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+/// `docker save` of an image, streamed into `out`: how many bytes it wrote.
+pub fn save_image_to(docker: &Docker, tag: &str, out: &mut dyn Write) -> Result<u64> {
+    let mut bytes = 0u64;
+    runtime().block_on(async {
+        let mut stream = docker.export_image(tag);
+        while let Some(chunk) = stream.next().await {
+            let chunk =
+                chunk.map_err(|e| daemon_failed(&format!("`docker save` of `{tag}`"), e))?;
+            bytes += chunk.len() as u64;
+            out.write_all(&chunk)?;
+        }
+        Ok::<(), Error>(())
+    })?;
+    Ok(bytes)
 }
 
 /// `docker load` of an archive `docker save` wrote.
@@ -865,6 +896,92 @@ pub fn load_image(docker: &Docker, path: &Path) -> Result<()> {
             })
         },
     )
+}
+
+/// Gives image `source` the name `repo:tag` too (`docker tag`).
+pub fn tag_image(docker: &Docker, source: &str, repo: &str, tag: &str) -> Result<()> {
+    let options = bollard::query_parameters::TagImageOptions {
+        repo: Some(repo.to_owned()),
+        tag: Some(tag.to_owned()),
+    };
+    runtime()
+        .block_on(docker.tag_image(source, Some(options)))
+        .map_err(|e| Error::env(format!("cannot tag `{source}` as `{repo}:{tag}`: {e}")))
+}
+
+/// The registry's host of `repo` (`HOST[:PORT]/PATH`): its first part.
+fn registry_host(repo: &str) -> &str {
+    repo.split('/').next().unwrap_or(repo)
+}
+
+/// The credentials Docker's own configuration holds for the registry `host`
+/// (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`: `auths.HOST.auth`, as
+/// `docker login` writes it), passed to the daemon as the `docker` command passes them; none
+/// when it holds none (a credential helper's are not read). r2e writes no credential.
+fn credentials(host: &str) -> Option<bollard::auth::DockerCredentials> {
+    let dir = r2e_core::config::docker_config_dir()?;
+    let text = std::fs::read_to_string(dir.join("config.json")).ok()?;
+    let config: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let auth = config["auths"][host]["auth"].as_str()?;
+    use base64::Engine;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(auth)
+        .ok()?;
+    let (user, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+    Some(bollard::auth::DockerCredentials {
+        username: Some(user.to_owned()),
+        password: Some(password.to_owned()),
+        serveraddress: Some(host.to_owned()),
+        ..Default::default()
+    })
+}
+
+/// Pushes `repo:tag` to its registry (`docker push`).
+pub fn push_image(docker: &Docker, repo: &str, tag: &str) -> Result<()> {
+    let what = format!("`docker push` of `{repo}:{tag}`");
+    runtime().block_on(async {
+        let options = bollard::query_parameters::PushImageOptions {
+            tag: Some(tag.to_owned()),
+            ..Default::default()
+        };
+        let mut stream = docker.push_image(repo, Some(options), credentials(registry_host(repo)));
+        while let Some(step) = stream.next().await {
+            let step = step.map_err(|e| daemon_failed(&what, e))?;
+            if let Some(detail) = step.error_detail.and_then(|d| d.message) {
+                return Err(daemon_failed(&what, detail));
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Pulls `reference` (`HOST/PATH@sha256:...`) from its registry (`docker pull`).
+pub fn pull_image(docker: &Docker, reference: &str) -> Result<()> {
+    let what = format!("`docker pull` of `{reference}`");
+    runtime().block_on(async {
+        let options = CreateImageOptions {
+            from_image: Some(reference.to_owned()),
+            ..Default::default()
+        };
+        let credentials = credentials(registry_host(reference));
+        let mut stream = docker.create_image(Some(options), None, credentials);
+        while let Some(step) = stream.next().await {
+            let step = step.map_err(|e| daemon_failed(&what, e))?;
+            if let Some(detail) = step.error_detail.and_then(|d| d.message) {
+                return Err(daemon_failed(&what, detail));
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The digests under which registries hold an image (`REPO@sha256:...`, as `docker push`
+/// and `docker pull` record them).
+pub fn repo_digests(docker: &Docker, tag: &str) -> Result<Vec<String>> {
+    let inspect = runtime()
+        .block_on(docker.inspect_image(tag))
+        .map_err(|e| Error::env(format!("the daemon has no image `{tag}`: {e}")))?;
+    Ok(inspect.repo_digests.unwrap_or_default())
 }
 
 /// An image of the daemon r2e made: its ID, tags, creation time (seconds since the epoch),
@@ -937,8 +1054,13 @@ fn rel(path: &Path) -> &Path {
     path.strip_prefix("/").unwrap_or(path)
 }
 
-/// How a sandbox gets its daemon and image, the first time it runs a job.
-type Setup = Box<dyn Fn() -> Result<(Docker, String)> + Send + Sync>;
+/// How a sandbox gets its daemon and image, the first time it runs a job, given the store
+/// shared between hosts, if any.
+pub type Setup = Box<
+    dyn Fn(Option<std::sync::Arc<r2e_core::cache::remote::Remote>>) -> Result<(Docker, String)>
+        + Send
+        + Sync,
+>;
 
 /// Runs jobs in containers of one image.
 pub struct DockerSandbox {
@@ -947,6 +1069,8 @@ pub struct DockerSandbox {
     setup: Option<Setup>,
     /// The daemon alone, for jobs in environment images (they need no base image).
     daemon: OnceLock<std::result::Result<Docker, String>>,
+    /// The store shared between hosts, which `setup` takes the base image from or puts it in.
+    remote: std::sync::Mutex<Option<std::sync::Arc<r2e_core::cache::remote::Remote>>>,
 }
 
 impl DockerSandbox {
@@ -957,6 +1081,7 @@ impl DockerSandbox {
             ready,
             setup: None,
             daemon: OnceLock::new(),
+            remote: Default::default(),
         }
     }
 
@@ -968,12 +1093,20 @@ impl DockerSandbox {
             ready: OnceLock::new(),
             setup: Some(setup),
             daemon: OnceLock::new(),
+            remote: Default::default(),
         }
     }
 
     fn target(&self) -> Result<(&Docker, &str)> {
         match self.ready.get_or_init(|| match &self.setup {
-            Some(setup) => setup().map_err(|e| e.to_string()),
+            Some(setup) => {
+                let remote = self
+                    .remote
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone();
+                setup(remote).map_err(|e| e.to_string())
+            }
             None => Err("no daemon was given".into()),
         }) {
             Ok((docker, image)) => Ok((docker, image)),
@@ -1245,6 +1378,10 @@ impl Sandbox for DockerSandbox {
 
     fn isolated(&self) -> bool {
         true
+    }
+
+    fn share_through(&self, remote: std::sync::Arc<r2e_core::cache::remote::Remote>) {
+        *self.remote.lock().unwrap_or_else(|e| e.into_inner()) = Some(remote);
     }
 }
 

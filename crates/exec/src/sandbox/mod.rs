@@ -131,4 +131,8 @@ pub trait Sandbox: Send + Sync {
     fn remove_leftovers(&self) -> usize {
         0
     }
+    /// Gives the sandbox the store shared between hosts (`[cache] remote`), before its first
+    /// job: the docker backend takes its base image from there, or puts it there
+    /// (`image_share`). Other backends have nothing to share.
+    fn share_through(&self, _remote: std::sync::Arc<r2e_core::cache::remote::Remote>) {}
 }
