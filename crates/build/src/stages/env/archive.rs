@@ -213,11 +213,7 @@ pub fn fetch(
         Err(why) => {
             eprintln!(
                 "warning: remote archive `{name}` is not trusted ({why}); it is built here{}",
-                if remote.writes() {
-                    " and stored again"
-                } else {
-                    ""
-                }
+                remote.stored_again()
             );
             return Fetched::Damaged;
         }
@@ -249,11 +245,7 @@ pub fn fetch(
             let _ = fs_err::remove_dir_all(&tmp);
             eprintln!(
                 "warning: remote archive `{name}` is damaged ({why}); it is built here{}",
-                if remote.writes() {
-                    " and stored again"
-                } else {
-                    ""
-                }
+                remote.stored_again()
             );
             Fetched::Damaged
         }
