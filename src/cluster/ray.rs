@@ -56,10 +56,15 @@ pub struct RayOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum JobStatus {
+    /// Waiting for resources (or its runtime environment) to start.
     Pending,
+    /// Its entry point is running.
     Running,
+    /// Stopped through the API.
     Stopped,
+    /// Its entry point exited 0.
     Succeeded,
+    /// Its entry point exited non-zero, or its host or supervisor died.
     Failed,
 }
 
@@ -180,11 +185,7 @@ fn plan(opts: &RayOptions) -> Result<(Url, RemoteCache, Vec<Spec>, Spec)> {
         None => std::env::current_exe()
             .map_err(|e| Error::env(format!("cannot tell this executable's path: {e}")))?,
     };
-    let build = format!(
-        "{} build {}",
-        quote_path(&r2e),
-        quote_path(&cfg.file.clone())
-    );
+    let build = format!("{} build {}", quote_path(&r2e), quote_path(&cfg.file));
     let cache = format!("--cache \"{}\"", opts.local_cache);
     let given = match &opts.remote_cache {
         Some(r) => format!(" --remote-cache {}", super::quote(&r.url)),

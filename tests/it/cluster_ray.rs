@@ -80,7 +80,7 @@ impl Ray {
     /// Every node uses the same `--temp-dir` path, each host's own folder there (a mount
     /// namespace per host): a node reads some files at the head's temp-dir path, as on
     /// machines of their own. The head notices a dead node within seconds (health checks
-    /// every second).
+    /// every second, dead after five missed), not within a minute as by default.
     fn start(net: &Network, env: &[(&'static str, String)]) -> Ray {
         let dirs = tempfile::Builder::new()
             .prefix("r2e-ray-")
@@ -109,8 +109,8 @@ impl Ray {
             cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())))
                 .env("RAY_USAGE_STATS_ENABLED", "0")
                 .env("RAY_health_check_period_ms", "1000")
-                .env("RAY_health_check_timeout_ms", "1000")
-                .env("RAY_health_check_failure_threshold", "3")
+                .env("RAY_health_check_timeout_ms", "3000")
+                .env("RAY_health_check_failure_threshold", "5")
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().unwrap())
                 .stderr(log);
@@ -352,6 +352,9 @@ fn a_sharded_build_on_ray_is_the_one_machine_build_even_when_a_worker_dies() {
         "{report}\n{stderr}"
     );
     assert!(stderr.contains("submitting it again"), "{stderr}");
+    for line in stderr.lines().filter(|l| l.contains("] attempt ")) {
+        eprintln!("r2e cluster ray said: {line}");
+    }
     assert_eq!(
         version(&output),
         v,
