@@ -320,8 +320,8 @@ enum ClusterCommand {
         #[arg(long, value_name = "BYTES", value_parser = crate::cluster::ray::parse_memory)]
         memory: Option<u64>,
         /// Custom resources each job needs (`entrypoint_resources`): a JSON object, or
-        /// `KEY=VALUE` (repeatable).
-        #[arg(long, value_name = "JSON|KEY=VALUE", num_args = 1..)]
+        /// `KEY=VALUE`; repeat the option for more.
+        #[arg(long, value_name = "JSON|KEY=VALUE")]
         resources: Vec<String>,
         /// How many times a failed or stopped job is submitted again.
         #[arg(long, value_name = "K", default_value_t = 2)]

@@ -96,7 +96,7 @@ impl Ray {
                 "--head --port 6379 --dashboard-host 0.0.0.0 --dashboard-port 8265 --num-cpus 0"
                     .to_owned()
             } else {
-                format!("--address {head}:6379 --num-cpus 1")
+                format!("--address {head}:6379 --num-cpus 1 --resources '{{\"r2e_builder\": 1}}'")
             };
             let script = format!(
                 "exec python3 -m ray.scripts.scripts start {role} --node-ip-address {} \
@@ -157,6 +157,25 @@ impl Ray {
             .unwrap_or_default()
     }
 
+    /// What each job's supervisor actor (which runs its entry point) reserved, by submission
+    /// id, from Ray's state API.
+    fn job_supervisors(&self) -> BTreeMap<String, Value> {
+        let (_, body) = http_get(&self.dashboard, "/api/v0/actors?detail=true&limit=1000")
+            .expect("Ray's state API answers");
+        let body: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        body["data"]["result"]["result"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{body}"))
+            .iter()
+            .filter_map(|a| {
+                let id = a["name"]
+                    .as_str()?
+                    .strip_prefix("_ray_internal_job_actor_")?;
+                Some((id.to_owned(), a["required_resources"].clone()))
+            })
+            .collect()
+    }
+
     /// The nodes' `ray start` output, for failure messages.
     fn logs(&self) -> String {
         common::cluster::HOSTS
@@ -174,10 +193,17 @@ impl Ray {
     }
 }
 
-/// `r2e cluster ray PIPELINE --shards N --json` against `ray`, each host's local cache under
-/// `w` named after `tag` and the host, started as a child with its stdout and stderr in files
-/// under `w`. No credential in its environment.
-fn submit(ray: &Ray, w: &Path, pipeline: &Path, shards: u32, tag: &str) -> (Child, PathBuf) {
+/// `r2e cluster ray PIPELINE --shards N --json ARGS` against `ray`, each host's local cache
+/// under `w` named after `tag` and the host, started as a child with its stdout and stderr in
+/// files under `w`. No credential in its environment.
+fn submit(
+    ray: &Ray,
+    w: &Path,
+    pipeline: &Path,
+    shards: u32,
+    tag: &str,
+    args: &[&str],
+) -> (Child, PathBuf) {
     let template = format!("{}/cache-{tag}-$(hostname)", w.display());
     let out = w.join(format!("ray-{tag}.out"));
     let child = Command::new(assert_cmd::cargo::cargo_bin("r2e"))
@@ -186,6 +212,7 @@ fn submit(ray: &Ray, w: &Path, pipeline: &Path, shards: u32, tag: &str) -> (Chil
         .args(["--address", &format!("http://{}", ray.dashboard)])
         .args(["--shards", &shards.to_string(), "--json"])
         .args(["--local-cache", &template])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(std::fs::File::create(w.join(format!("ray-{tag}.err"))).unwrap())
@@ -265,7 +292,15 @@ fn a_sharded_build_on_ray_is_the_one_machine_build_even_when_a_worker_dies() {
         &model_url,
         Some("s3://r2e-cluster/ray"),
     );
-    let (child, out) = submit(&ray, w, &shared, 3, "all");
+    // Each job reserves a CPU, some memory and the workers' own resource.
+    let (child, out) = submit(
+        &ray,
+        w,
+        &shared,
+        3,
+        "all",
+        &["--memory", "64M", "--resources", "r2e_builder=1"],
+    );
     let (code, report, stderr) = finish(child, &out, Duration::from_secs(900), &ray);
     assert_eq!(code, 0, "{stderr}\n{}", ray.logs());
     assert_eq!(report["succeeded"], true, "{report}");
@@ -279,6 +314,34 @@ fn a_sharded_build_on_ray_is_the_one_machine_build_even_when_a_worker_dies() {
     }
     // The shards' logs came through, each line after its shard's name.
     assert!(stderr.contains("[shard 2/3] shard 2/3: "), "{stderr}");
+    // Ray took each job as asked: the shard's name, no runtime environment, and (its
+    // supervisor actor's) what it reserves.
+    let listed: Value = serde_json::from_str(&ray.jobs()).unwrap();
+    let ours: Vec<&Value> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|j| {
+            j["submission_id"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("r2e-"))
+        })
+        .collect();
+    assert_eq!(ours.len(), 4, "{listed}");
+    for job in &ours {
+        assert!(job["runtime_env"].is_null(), "{job}");
+        let name = job["metadata"]["r2e"].as_str().unwrap();
+        assert!(jobs.contains_key(name), "{job}");
+    }
+    let actors = ray.job_supervisors();
+    assert_eq!(actors.len(), 4, "{actors:?}");
+    for reserved in actors.values() {
+        assert_eq!(
+            reserved,
+            &serde_json::json!({"CPU": 1.0, "memory": (64u64 << 20) as f64, "r2e_builder": 1.0}),
+            "{actors:?}"
+        );
+    }
     let output = w.join("shared/out");
     assert_eq!(
         version(&output),
@@ -324,7 +387,7 @@ fn a_sharded_build_on_ray_is_the_one_machine_build_even_when_a_worker_dies() {
         &model_url,
         Some("s3://r2e-cluster/ray-kill"),
     );
-    let (child, out) = submit(&ray, w, &again, 2, "kill");
+    let (child, out) = submit(&ray, w, &again, 2, "kill", &[]);
     let output = w.join("again/out");
     let mut victim = None;
     common::cluster::wait_for(Duration::from_secs(600), "a shard asking the model", || {
