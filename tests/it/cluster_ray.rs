@@ -68,8 +68,9 @@ fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
 /// A Ray cluster on the hosts: its dashboard's address (`10.77.X.11:8265`).
 struct Ray {
     dashboard: String,
-    /// Each host's own Ray folder, bound over `at` in its mount namespace.
-    dirs: tempfile::TempDir,
+    /// Each host's own Ray folder (and its `ray start` output), bound over `DIRS/ray` in its
+    /// mount namespace.
+    dirs: PathBuf,
 }
 
 impl Ray {
@@ -81,16 +82,12 @@ impl Ray {
     /// namespace per host): a node reads some files at the head's temp-dir path, as on
     /// machines of their own. The head notices a dead node within seconds (health checks
     /// every second, dead after five missed), not within a minute as by default.
-    fn start(net: &Network, env: &[(&'static str, String)]) -> Ray {
-        let dirs = tempfile::Builder::new()
-            .prefix("r2e-ray-")
-            .tempdir()
-            .unwrap();
-        let at = dirs.path().join("ray");
+    fn start(net: &Network, dirs: &Path, env: &[(&'static str, String)]) -> Ray {
+        let at = dirs.join("ray");
         std::fs::create_dir_all(&at).unwrap();
         let head = net.addr("h1");
         for host in common::cluster::HOSTS {
-            let own = dirs.path().join(host);
+            let own = dirs.join(host);
             std::fs::create_dir_all(&own).unwrap();
             let role = if host == "h1" {
                 "--head --port 6379 --dashboard-host 0.0.0.0 --dashboard-port 8265 --num-cpus 0"
@@ -104,7 +101,7 @@ impl Ray {
                 net.addr(host),
                 at.display()
             );
-            let log = std::fs::File::create(dirs.path().join(format!("{host}.log"))).unwrap();
+            let log = std::fs::File::create(dirs.join(format!("{host}.log"))).unwrap();
             let mut cmd = net.host_shell(host, &[(&own, &at)], &script);
             cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())))
                 .env("RAY_USAGE_STATS_ENABLED", "0")
@@ -118,7 +115,7 @@ impl Ray {
         }
         let ray = Ray {
             dashboard: format!("{head}:8265"),
-            dirs,
+            dirs: dirs.to_owned(),
         };
         let deadline = Instant::now() + Duration::from_secs(120);
         while http_get(&ray.dashboard, "/api/version").is_none_or(|(c, _)| c != 200) {
@@ -181,8 +178,8 @@ impl Ray {
         common::cluster::HOSTS
             .iter()
             .map(|h| {
-                let text = std::fs::read_to_string(self.dirs.path().join(format!("{h}.log")))
-                    .unwrap_or_default();
+                let text =
+                    std::fs::read_to_string(self.dirs.join(format!("{h}.log"))).unwrap_or_default();
                 let lines: Vec<&str> = text.lines().collect();
                 format!(
                     "--- ray on {h}\n{}\n",
@@ -267,22 +264,52 @@ fn a_sharded_build_on_ray_is_the_one_machine_build_even_when_a_worker_dies() {
     if !crate::remote::have_moto() || !have_ray() {
         return;
     }
+    // Made before the hosts, so removed after them (and everything they ran) are gone.
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let ray_dirs = tempfile::Builder::new()
+        .prefix("r2e-ray-")
+        .tempdir()
+        .unwrap();
     let Some(net) = Network::start("a Ray cluster") else {
         return;
     };
     let began = Instant::now();
-    let work = tempfile::tempdir().unwrap();
-    let w = work.path();
     let gateway = net.gateway().to_string();
     // A slow model, so that a shard is caught while it asks.
     let (model_url, _, _) = common::server::serve_on(&gateway, Duration::from_millis(700), refine);
     let (_moto, _s3, env) = start_s3(&net, w);
-    let ray = Ray::start(&net, &env);
+    let ray = Ray::start(&net, ray_dirs.path(), &env);
     // One machine, no remote store: the version V (while Ray's workers join).
     let (repos, summary) = one_machine(w, &model_url, &env);
     let v = summary["dataset_version"].as_str().unwrap().to_owned();
     ray.wait_workers();
     eprintln!("one-machine build and Ray up: {:?}", began.elapsed());
+
+    // A shard that fails on every attempt: tried `1 + --retries` times, no assemble, exit 1.
+    let failing = pipeline(
+        &w.join("shared"),
+        &repos,
+        &model_url,
+        Some("s3://r2e-cluster/ray-failing"),
+    );
+    let (child, out) = submit(
+        &ray,
+        w,
+        &failing,
+        2,
+        "failing",
+        &["--r2e", "/bin/false", "--retries", "1"],
+    );
+    let (code, report, stderr) = finish(child, &out, Duration::from_secs(300), &ray);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(report["succeeded"], false, "{report}");
+    let jobs = jobs_of(&report);
+    for name in ["shard 0/2", "shard 1/2"] {
+        assert_eq!(jobs.get(name), Some(&(2, "FAILED".to_owned())), "{report}");
+    }
+    assert_eq!(jobs.get("assemble"), Some(&(0, "-".to_owned())), "{report}");
+    assert!(stderr.contains("no retries left"), "{stderr}");
 
     // Three shards on two workers (one waits for a CPU), then the assemble.
     let t0 = Instant::now();
@@ -316,16 +343,20 @@ fn a_sharded_build_on_ray_is_the_one_machine_build_even_when_a_worker_dies() {
     assert!(stderr.contains("[shard 2/3] shard 2/3: "), "{stderr}");
     // Ray took each job as asked: the shard's name, no runtime environment, and (its
     // supervisor actor's) what it reserves.
+    let ids: std::collections::BTreeSet<&str> = report["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|j| j["submission_ids"].as_array().unwrap())
+        .map(|i| i.as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 4, "{report}");
     let listed: Value = serde_json::from_str(&ray.jobs()).unwrap();
     let ours: Vec<&Value> = listed
         .as_array()
         .unwrap()
         .iter()
-        .filter(|j| {
-            j["submission_id"]
-                .as_str()
-                .is_some_and(|i| i.starts_with("r2e-"))
-        })
+        .filter(|j| j["submission_id"].as_str().is_some_and(|i| ids.contains(i)))
         .collect();
     assert_eq!(ours.len(), 4, "{listed}");
     for job in &ours {
@@ -333,7 +364,8 @@ fn a_sharded_build_on_ray_is_the_one_machine_build_even_when_a_worker_dies() {
         let name = job["metadata"]["r2e"].as_str().unwrap();
         assert!(jobs.contains_key(name), "{job}");
     }
-    let actors = ray.job_supervisors();
+    let mut actors = ray.job_supervisors();
+    actors.retain(|id, _| ids.contains(id.as_str()));
     assert_eq!(actors.len(), 4, "{actors:?}");
     for reserved in actors.values() {
         assert_eq!(
