@@ -14,8 +14,8 @@
 //! Use: `let Some(c) = Cluster::start() else { return };` (a skip, or under
 //! `R2E_TEST_STRICT=1` a failure, where this machine cannot run one), then `c.sbatch(...)`,
 //! `c.wait_done(...)`, `c.job_field(...)`, `c.command_in("h1", ...)` for a service on a host.
-//! Without Slurm: `let Some(net) = Network::start() else { return };`; a `Cluster` derefs to
-//! its `Network`.
+//! Without Slurm: `let Some(net) = Network::start("a Ray cluster") else { return };`. A
+//! `Cluster` derefs to its `Network`.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
