@@ -355,6 +355,58 @@ enum ClusterCommand {
         #[arg(long)]
         apply: bool,
     },
+    /// Build a pipeline in shards on a Ray cluster, then assemble it, through Ray's Job
+    /// Submission REST API (no Ray needed here).
+    ///
+    /// Submits one job per shard, `r2e build PIPELINE --shard I/N --cache LOCAL`, follows them
+    /// (their logs on stderr), submits a failed or stopped one again up to `--retries` times,
+    /// then submits and follows the assemble, `r2e build PIPELINE --cache LOCAL`. Prints a line
+    /// per job (attempts, final status) on stdout; exit 0 when the assemble succeeded, 1 when a
+    /// job failed for good. The workers read the pipeline and run r2e at the same paths as here
+    /// (a shared file system); the remote cache's credentials come from the environment their
+    /// `ray start` ran in, never from this command (Ray would store and show them).
+    Ray {
+        /// The pipeline file (default `pipeline.toml`); the same as `-p PIPELINE`.
+        #[arg(value_name = "PIPELINE")]
+        pipeline: Option<PathBuf>,
+        /// The pipeline file (default `pipeline.toml`); the same as the positional PIPELINE.
+        #[arg(short = 'p', long = "pipeline", value_name = "PIPELINE")]
+        pipeline_flag: Option<PathBuf>,
+        /// The Ray dashboard's address, where its job server answers (`http://HEAD:8265`).
+        #[arg(long, value_name = "URL")]
+        address: String,
+        /// Shards: one job each.
+        #[arg(long, value_name = "N")]
+        shards: u32,
+        /// The remote cache the shards store their results in and the assemble reads; default:
+        /// the pipeline's `[cache] remote` (one of them is needed). No credentials in it.
+        #[arg(long, value_name = "URL", value_parser = parse_remote)]
+        remote_cache: Option<RemoteCache>,
+        /// The local cache's folder on a worker, expanded there by the shell (inside double
+        /// quotes).
+        #[arg(long, value_name = "TEMPLATE", default_value = crate::cluster::DEFAULT_LOCAL_CACHE)]
+        local_cache: String,
+        /// CPUs Ray reserves for each job (`entrypoint_num_cpus`); the build itself uses every
+        /// core of its worker.
+        #[arg(long, value_name = "C", default_value_t = 1.0)]
+        cpus: f64,
+        /// Memory Ray reserves for each job (`entrypoint_memory`): bytes, or with K, M, G, T.
+        #[arg(long, value_name = "BYTES", value_parser = crate::cluster::ray::parse_memory)]
+        memory: Option<u64>,
+        /// Custom resources each job needs (`entrypoint_resources`): a JSON object, or
+        /// `KEY=VALUE`; repeat the option for more.
+        #[arg(long, value_name = "JSON|KEY=VALUE")]
+        resources: Vec<String>,
+        /// How many times a failed or stopped job is submitted again.
+        #[arg(long, value_name = "K", default_value_t = 2)]
+        retries: u32,
+        /// The r2e executable the workers run (default: this one).
+        #[arg(long, value_name = "PATH")]
+        r2e: Option<PathBuf>,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -809,7 +861,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     apply,
                 },
         } => {
-            let opts = crate::k8s::K8sOptions {
+            let opts = crate::cluster::k8s::K8sOptions {
                 pipeline: one_pipeline(pipeline, pipeline_flag)?,
                 shards,
                 image,
@@ -828,17 +880,60 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 pipeline_in_image,
                 privileged,
             };
-            let manifests = crate::k8s::manifests(&opts)?;
+            let manifests = crate::cluster::k8s::manifests(&opts)?;
             if apply {
-                crate::k8s::apply(&manifests)?;
+                crate::cluster::k8s::apply(&manifests)?;
                 print_text(&format!(
                     "job/{} complete\njob/{} complete\n",
                     manifests.shards_job, manifests.assemble_job
                 ))?;
             } else {
-                print_text(&crate::k8s::to_yaml(&manifests))?;
+                print_text(&crate::cluster::k8s::to_yaml(&manifests))?;
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Cluster {
+            command:
+                ClusterCommand::Ray {
+                    pipeline,
+                    pipeline_flag,
+                    address,
+                    shards,
+                    remote_cache,
+                    local_cache,
+                    cpus,
+                    memory,
+                    resources,
+                    retries,
+                    r2e,
+                    json,
+                },
+        } => {
+            let opts = crate::cluster::ray::RayOptions {
+                pipeline: one_pipeline(pipeline, pipeline_flag)?,
+                address,
+                shards,
+                remote_cache,
+                local_cache,
+                cpus,
+                memory,
+                resources: crate::cluster::ray::parse_resources(&resources)?,
+                retries,
+                r2e,
+                poll: std::time::Duration::from_secs(1),
+            };
+            let report = crate::cluster::ray::run(&opts)?;
+            if json {
+                print_json(&report)?;
+            } else {
+                print_text(&report.text())?;
+            }
+            if report.succeeded {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!("error: a job failed after its retries; the dataset was not assembled");
+                Ok(ExitCode::from(Error::env("").exit_code()))
+            }
         }
         Command::Explain { id, pipeline, json } => {
             let cfg = config::load(&pipeline)?;

@@ -8,7 +8,6 @@ mod cli;
 mod cluster;
 mod diff;
 mod export;
-mod k8s;
 mod report;
 mod serve;
 

@@ -14,12 +14,15 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{self, cluster::Cluster};
+use crate::common::{
+    self,
+    cluster::{Cluster, Network},
+};
 
-const SECRET: &str = "r2e-cluster-secret-9f2c";
+pub(crate) const SECRET: &str = "r2e-cluster-secret-9f2c";
 
 /// Six repositories of two functions each, every one distinct.
-fn write_repos(root: &Path) -> Vec<String> {
+pub(crate) fn write_repos(root: &Path) -> Vec<String> {
     (0..6)
         .map(|i| {
             let name = format!("repo{i}");
@@ -39,7 +42,12 @@ fn write_repos(root: &Path) -> Vec<String> {
 
 /// The pipeline: the six repositories, offline environments, the built-in generator, specs
 /// refined by the scripted model at `model_url`, and `remote` (if any) as the remote cache.
-fn pipeline(dir: &Path, repos: &[String], model_url: &str, remote: Option<&str>) -> PathBuf {
+pub(crate) fn pipeline(
+    dir: &Path,
+    repos: &[String],
+    model_url: &str,
+    remote: Option<&str>,
+) -> PathBuf {
     let mut text = String::from("version = 1\n[project]\nname = \"cluster\"\n\n");
     for r in repos {
         text.push_str(&format!("[[repo]]\npath = \"repos/{r}\"\n\n"));
@@ -60,7 +68,11 @@ fn pipeline(dir: &Path, repos: &[String], model_url: &str, remote: Option<&str>)
 
 /// The six repositories, written for a one-machine build (`one/`) and for a shared one
 /// (`shared/`), and the one-machine build's summary (no remote store): its version is V.
-fn one_machine(w: &Path, model_url: &str, env: &[(&'static str, String)]) -> (Vec<String>, Value) {
+pub(crate) fn one_machine(
+    w: &Path,
+    model_url: &str,
+    env: &[(&'static str, String)],
+) -> (Vec<String>, Value) {
     let repos = write_repos(&w.join("one/repos"));
     write_repos(&w.join("shared/repos"));
     let one = pipeline(&w.join("one"), &repos, model_url, None);
@@ -70,13 +82,13 @@ fn one_machine(w: &Path, model_url: &str, env: &[(&'static str, String)]) -> (Ve
 }
 
 /// The scripted model's answer: a refined docstring naming the request (stable for a prompt).
-fn refine(prompt: &str, _: usize) -> (u16, &'static str, String) {
+pub(crate) fn refine(prompt: &str, _: usize) -> (u16, &'static str, String) {
     let tag = &blake3::hash(prompt.as_bytes()).to_hex()[..8];
     (200, "", format!("```text\nRefined spec {tag}.\n```"))
 }
 
 /// The environment of every r2e process here: offline environments, the S3 server's settings.
-fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
     let mut env: Vec<(&'static str, String)> = common::offline_env().into_iter().collect();
     env.extend([
         ("AWS_ENDPOINT_URL", endpoint.to_owned()),
@@ -90,7 +102,7 @@ fn s3_env(endpoint: &str) -> Vec<(&'static str, String)> {
 
 /// `r2e build --json` of `pipeline` with the local cache `cache` and `args`: exit code, summary,
 /// stderr.
-fn build(
+pub(crate) fn build(
     pipeline: &Path,
     cache: &Path,
     env: &[(&'static str, String)],
@@ -114,7 +126,7 @@ fn build(
 }
 
 /// The action traces beside the output: per file, its lines.
-fn traces(output: &Path) -> BTreeMap<String, Vec<Value>> {
+pub(crate) fn traces(output: &Path) -> BTreeMap<String, Vec<Value>> {
     let dir = output.parent().unwrap().join(format!(
         ".{}.r2e/shards",
         output.file_name().unwrap().to_string_lossy()
@@ -136,7 +148,7 @@ fn traces(output: &Path) -> BTreeMap<String, Vec<Value>> {
 
 /// The expensive actions (environments, harnesses, validations, mutation and candidate checks,
 /// model requests), by bucket's name.
-fn expensive(bucket: &str) -> bool {
+pub(crate) fn expensive(bucket: &str) -> bool {
     [
         "envs-",
         "projects-",
@@ -150,7 +162,7 @@ fn expensive(bucket: &str) -> bool {
 }
 
 /// How many times each expensive action key was started, over `files` of the traces.
-fn started(
+pub(crate) fn started(
     traces: &BTreeMap<String, Vec<Value>>,
     files: &dyn Fn(&str) -> bool,
 ) -> BTreeMap<String, usize> {
@@ -171,7 +183,39 @@ fn started(
     count
 }
 
-fn version(output: &Path) -> String {
+/// What the shards on `host` started and did not store (nor adopt): `bucket/key`, from the
+/// traces.
+pub(crate) fn unstored_by(
+    traces: &BTreeMap<String, Vec<Value>>,
+    host: &str,
+) -> std::collections::BTreeSet<String> {
+    let mut unstored = std::collections::BTreeSet::new();
+    for (file, lines) in traces {
+        if file.split('.').nth(1) != Some(host) || !file.starts_with("shard-") {
+            continue;
+        }
+        let key = |l: &Value| {
+            format!(
+                "{}/{}",
+                l["bucket"].as_str().unwrap(),
+                l["key"].as_str().unwrap()
+            )
+        };
+        let done: std::collections::BTreeSet<String> = lines
+            .iter()
+            .filter(|l| ["stored", "adopted"].contains(&l["event"].as_str().unwrap()))
+            .map(key)
+            .collect();
+        for l in lines {
+            if l["event"] == "started" && !done.contains(&key(l)) {
+                unstored.insert(key(l));
+            }
+        }
+    }
+    unstored
+}
+
+pub(crate) fn version(output: &Path) -> String {
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(output.join("manifest.json")).unwrap()).unwrap();
     manifest["version"].as_str().unwrap().to_owned()
@@ -190,9 +234,9 @@ fn create_bucket(addr: &str, bucket: &str) {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
-/// moto's S3 server on the controller's host, reached over the bridge, with the bucket
+/// moto's S3 server on the first host (`h1`), reached over the bridge, with the bucket
 /// `r2e-cluster`: its pid, its address and the environment of r2e's processes.
-fn start_s3(c: &Cluster, w: &Path) -> (u32, String, Vec<(&'static str, String)>) {
+pub(crate) fn start_s3(c: &Network, w: &Path) -> (u32, String, Vec<(&'static str, String)>) {
     let port = crate::remote::free_port();
     let s3 = format!("{}:{port}", c.addr("h1"));
     let log = std::fs::File::create(w.join("moto.log")).unwrap();
@@ -304,30 +348,7 @@ fn a_shard_whose_host_dies_is_requeued_and_only_its_unstored_work_runs_again() {
     );
     assert_eq!(version(&output), v, "{}", job_logs(&c, &w.join("shared")));
     let t = traces(&output);
-    // What the dead host started and did not store.
-    let mut unstored = std::collections::BTreeSet::new();
-    for (file, lines) in &t {
-        if file.split('.').nth(1) != Some(victim.as_str()) || !file.starts_with("shard-") {
-            continue;
-        }
-        let key = |l: &Value| {
-            format!(
-                "{}/{}",
-                l["bucket"].as_str().unwrap(),
-                l["key"].as_str().unwrap()
-            )
-        };
-        let done: std::collections::BTreeSet<String> = lines
-            .iter()
-            .filter(|l| ["stored", "adopted"].contains(&l["event"].as_str().unwrap()))
-            .map(key)
-            .collect();
-        for l in lines {
-            if l["event"] == "started" && !done.contains(&key(l)) {
-                unstored.insert(key(l));
-            }
-        }
-    }
+    let unstored = unstored_by(&t, &victim);
     let runs = started(&t, &|_| true);
     let twice: Vec<&String> = runs
         .iter()

@@ -14,6 +14,7 @@ mod analysis;
 mod cli;
 mod cluster;
 mod cluster_build;
+mod cluster_ray;
 mod dataset;
 mod docker;
 mod durability;

@@ -1,17 +1,21 @@
-//! A real Slurm cluster on this machine, for tests: hosts `h1` (the controller), `h2` and `h3`
-//! (the compute nodes), each in its own network namespace with its own address on a bridge,
-//! and Debian's Slurm (`slurmctld`, `slurmd`) with one `munged` of its own.
+//! Hosts on this machine, for tests: `h1`, `h2` and `h3`, each in its own network namespace with
+//! its own address on a bridge ([`Network`]); and on them a real Slurm cluster ([`Cluster`]):
+//! `h1` the controller, `h2` and `h3` the compute nodes, Debian's Slurm (`slurmctld`, `slurmd`)
+//! with one `munged` of its own.
 //!
 //! The bridge lives in a namespace of its own (Docker's firewall on the root namespace drops
 //! bridged traffic there); this process reaches the hosts through a veth `r2e-brX` holding
-//! `10.77.X.1`, the hosts are `10.77.X.11` to `.13`. `X` is taken per cluster (the first free
-//! namespace name `r2e-X-net`), so that test processes do not collide. Each daemon also runs
-//! in a UTS namespace of its own, with its host's name. Dropping the cluster kills every
-//! process in the hosts' namespaces and deletes them.
+//! `10.77.X.1`, the hosts are `10.77.X.11` to `.13`. `X` is taken per network (the first free
+//! namespace name `r2e-X-net`), so that test processes do not collide. A host's service runs in
+//! its network namespace and, started with [`Network::host_shell`], in a UTS namespace of its
+//! own with the host's name (and a mount namespace where it has folders of its own). Dropping
+//! the network (or the cluster) kills every process in the hosts' namespaces and deletes them.
 //!
 //! Use: `let Some(c) = Cluster::start() else { return };` (a skip, or under
 //! `R2E_TEST_STRICT=1` a failure, where this machine cannot run one), then `c.sbatch(...)`,
 //! `c.wait_done(...)`, `c.job_field(...)`, `c.command_in("h1", ...)` for a service on a host.
+//! Without Slurm: `let Some(net) = Network::start("a Ray cluster") else { return };`. A
+//! `Cluster` derefs to its `Network`.
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -24,41 +28,57 @@ pub const HOSTS: [&str; 3] = ["h1", "h2", "h3"];
 /// The compute nodes (partition `main`).
 pub const NODES: [&str; 2] = ["h2", "h3"];
 
-/// A running cluster; dropped, it is torn down.
-pub struct Cluster {
+/// The hosts `h1` to `h3` in their network namespaces on a bridge; dropped, every process in
+/// them is killed and the namespaces are deleted.
+pub struct Network {
     /// The third byte of the hosts' addresses, `10.77.X.0/24`.
     pub subnet: u8,
+    /// The services started on the hosts ([`Network::spawn`]).
+    daemons: Mutex<Vec<(String, Child)>>,
+}
+
+/// A running cluster; dropped, it is torn down.
+pub struct Cluster {
+    /// The hosts.
+    pub net: Network,
     /// Configuration, munge key and socket, state, spool and logs.
     pub dir: tempfile::TempDir,
     /// `slurm.conf`.
     pub conf: PathBuf,
-    daemons: Mutex<Vec<(String, Child)>>,
     munged: Option<Child>,
+}
+
+impl std::ops::Deref for Cluster {
+    type Target = Network;
+    fn deref(&self) -> &Network {
+        &self.net
+    }
 }
 
 /// Why this machine cannot run a cluster, if it cannot: not root, no `ip netns`, or a program
 /// missing.
 pub fn unavailable() -> Option<String> {
+    network_unavailable().or_else(|| {
+        missing(&[
+            "munged",
+            "slurmctld",
+            "slurmd",
+            "sbatch",
+            "squeue",
+            "scontrol",
+            "sinfo",
+        ])
+    })
+}
+
+/// Why this machine cannot run the hosts' [`Network`], if it cannot: not root, no `ip netns`,
+/// or `ip`, `nsenter` or `unshare` missing.
+pub fn network_unavailable() -> Option<String> {
     if !super::is_root() {
         return Some("not root (network namespaces need it)".into());
     }
-    for program in [
-        "ip",
-        "nsenter",
-        "unshare",
-        "munged",
-        "slurmctld",
-        "slurmd",
-        "sbatch",
-        "squeue",
-        "scontrol",
-        "sinfo",
-    ] {
-        if r2e_core::fsutil::find_program(program).is_none()
-            && !Path::new("/usr/sbin").join(program).exists()
-        {
-            return Some(format!("`{program}` is missing"));
-        }
+    if let Some(why) = missing(&["ip", "nsenter", "unshare"]) {
+        return Some(why);
     }
     let ok = Command::new("ip")
         .args(["netns", "list"])
@@ -67,6 +87,16 @@ pub fn unavailable() -> Option<String> {
         .status()
         .is_ok_and(|s| s.success());
     (!ok).then(|| "`ip netns` does not work here".into())
+}
+
+/// The first of `programs` found neither on the `PATH` nor in `/usr/sbin`, said.
+fn missing(programs: &[&str]) -> Option<String> {
+    programs
+        .iter()
+        .find(|p| {
+            r2e_core::fsutil::find_program(p).is_none() && !Path::new("/usr/sbin").join(p).exists()
+        })
+        .map(|p| format!("`{p}` is missing"))
 }
 
 /// Runs `cmd`, which must succeed; its stdout.
@@ -88,31 +118,27 @@ fn sbin(program: &str) -> PathBuf {
     r2e_core::fsutil::find_program(program).unwrap_or_else(|| Path::new("/usr/sbin").join(program))
 }
 
-impl Cluster {
-    /// Starts a cluster and waits until both nodes are idle; `None` when this machine cannot
-    /// run one (said on stderr; a failure under `R2E_TEST_STRICT=1`).
-    pub fn start() -> Option<Cluster> {
-        let why = unavailable();
+impl Network {
+    /// Makes the hosts' namespaces and the bridge; `None` when this machine cannot (said on
+    /// stderr; a failure under `R2E_TEST_STRICT=1`). `needs` names what the caller runs on the
+    /// hosts, for that message.
+    pub fn start(needs: &str) -> Option<Network> {
+        let why = network_unavailable();
         if !super::require(
             why.is_none(),
-            &format!("a Slurm cluster: {}", why.as_deref().unwrap_or("")),
-            "run as root with iproute2, `apt-get install slurm-wlm munge`",
+            &format!(
+                "hosts in network namespaces for {needs}: {}",
+                why.as_deref().unwrap_or("")
+            ),
+            "run as root with iproute2 and util-linux",
         ) {
             return None;
         }
-        let mut cluster = Cluster::network();
-        cluster.start_munge();
-        cluster.write_conf();
-        cluster.spawn_daemon("h1");
-        for node in NODES {
-            cluster.spawn_daemon(node);
-        }
-        cluster.wait_nodes(&NODES, &["idle"], Duration::from_secs(60));
-        Some(cluster)
+        Some(Network::create())
     }
 
     /// The namespaces and the bridge, with a free `X`.
-    fn network() -> Cluster {
+    fn create() -> Network {
         let start = (std::process::id() % 200) as u8 + 20;
         let subnet = (0..200u16)
             .map(|i| ((start as u16 + i) % 200 + 20) as u8)
@@ -125,18 +151,11 @@ impl Cluster {
                     .is_ok_and(|s| s.success())
             })
             .expect("a free r2e-X-net namespace name");
-        let dir = tempfile::Builder::new()
-            .prefix("r2e-slurm-")
-            .tempdir()
-            .unwrap();
-        let cluster = Cluster {
+        let network = Network {
             subnet,
-            conf: dir.path().join("slurm.conf"),
-            dir,
             daemons: Mutex::new(Vec::new()),
-            munged: None,
         };
-        let net = cluster.net_ns();
+        let net = network.net_ns();
         let ip = |args: &str| {
             run(Command::new("ip").args(args.split_whitespace()));
         };
@@ -151,7 +170,7 @@ impl Cluster {
         ip(&format!("addr add 10.77.{subnet}.1/24 dev {up}"));
         ip(&format!("link set {up} up"));
         for (i, host) in HOSTS.iter().enumerate() {
-            let ns = cluster.ns(host);
+            let ns = network.ns(host);
             ip(&format!("netns add {ns}"));
             ip(&format!(
                 "-n {net} link add v{i} type veth peer name eth0 netns {ns}"
@@ -159,12 +178,12 @@ impl Cluster {
             ip(&format!("-n {net} link set v{i} master br0 up"));
             ip(&format!(
                 "-n {ns} addr add {}/24 dev eth0",
-                cluster.addr(host)
+                network.addr(host)
             ));
             ip(&format!("-n {ns} link set eth0 up"));
             ip(&format!("-n {ns} link set lo up"));
         }
-        cluster
+        network
     }
 
     /// The namespace holding the bridge.
@@ -189,6 +208,129 @@ impl Cluster {
     /// This machine's address on the bridge, `10.77.X.1`.
     pub fn gateway(&self) -> Ipv4Addr {
         Ipv4Addr::new(10, 77, self.subnet, 1)
+    }
+
+    /// A command that runs `program` in `host`'s network namespace (this machine's files,
+    /// processes and mounts otherwise): a service there listens on the host's address.
+    pub fn command_in(&self, host: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net=/run/netns/{}", self.ns(host)))
+            .arg("--")
+            .arg(program);
+        cmd
+    }
+
+    /// A command that runs the shell `script` on `host` as on a machine of its own: in its
+    /// network namespace, in a UTS namespace named after the host, and, when `own` names any,
+    /// in a mount namespace where each `(folder, at)` binds the host's own `folder` over `at`
+    /// (paths without `'`).
+    pub fn host_shell(&self, host: &str, own: &[(&Path, &Path)], script: &str) -> Command {
+        let mut setup = format!("hostname {host}");
+        for (folder, at) in own {
+            setup.push_str(&format!(
+                " && mount --bind '{}' '{}'",
+                folder.display(),
+                at.display()
+            ));
+        }
+        let mut cmd = self.command_in(host, "unshare");
+        cmd.arg("--uts");
+        if !own.is_empty() {
+            cmd.args(["--mount", "--propagation", "private"]);
+        }
+        cmd.args(["sh", "-c"]).arg(format!("{setup} && {script}"));
+        cmd
+    }
+
+    /// Starts `cmd` (from [`Network::command_in`] or [`Network::host_shell`]) as a service,
+    /// killed with the hosts.
+    pub fn spawn(&self, name: &str, cmd: &mut Command) -> u32 {
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        let pid = child.id();
+        self.daemons.lock().unwrap().push((name.to_owned(), child));
+        pid
+    }
+
+    /// Kills every process in `host`'s namespace at once (`SIGKILL`): its services and what
+    /// they started, as when the machine dies.
+    pub fn kill_host(&self, host: &str) {
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &self.ns(host)])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for pid in pids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            // SAFETY: kill takes plain integers.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        // Reap the children of ours that died.
+        let mut daemons = self.daemons.lock().unwrap();
+        for (_, child) in daemons.iter_mut() {
+            let _ = child.try_wait();
+        }
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        for host in HOSTS {
+            self.kill_host(host);
+        }
+        for (_, mut child) in self.daemons.lock().unwrap().drain(..) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        // Deleting a namespace deletes its veths, and their peers with them.
+        for ns in HOSTS.iter().map(|h| self.ns(h)).chain([self.net_ns()]) {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &ns])
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = Command::new("ip")
+            .args(["link", "del", &format!("r2e-br{}", self.subnet)])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+impl Cluster {
+    /// Starts a cluster and waits until both nodes are idle; `None` when this machine cannot
+    /// run one (said on stderr; a failure under `R2E_TEST_STRICT=1`).
+    pub fn start() -> Option<Cluster> {
+        let why = unavailable();
+        if !super::require(
+            why.is_none(),
+            &format!("a Slurm cluster: {}", why.as_deref().unwrap_or("")),
+            "run as root with iproute2, `apt-get install slurm-wlm munge`",
+        ) {
+            return None;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("r2e-slurm-")
+            .tempdir()
+            .unwrap();
+        let mut cluster = Cluster {
+            net: Network::create(),
+            conf: dir.path().join("slurm.conf"),
+            dir,
+            munged: None,
+        };
+        cluster.start_munge();
+        cluster.write_conf();
+        cluster.spawn_daemon("h1");
+        for node in NODES {
+            cluster.spawn_daemon(node);
+        }
+        cluster.wait_nodes(&NODES, &["idle"], Duration::from_secs(60));
+        Some(cluster)
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -273,24 +415,12 @@ impl Cluster {
     }
 
     /// A command that runs `program` in `host`'s network namespace (this machine's files,
-    /// processes and mounts otherwise): a service there listens on the host's address.
+    /// processes and mounts otherwise), with this cluster's `SLURM_CONF`: a service there
+    /// listens on the host's address.
     pub fn command_in(&self, host: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut cmd = Command::new("nsenter");
-        cmd.arg(format!("--net=/run/netns/{}", self.ns(host)))
-            .arg("--")
-            .arg(program)
-            .env("SLURM_CONF", &self.conf);
+        let mut cmd = self.net.command_in(host, program);
+        cmd.env("SLURM_CONF", &self.conf);
         cmd
-    }
-
-    /// Starts `cmd` (from [`Cluster::command_in`]) as a service, killed with the cluster.
-    pub fn spawn(&self, name: &str, cmd: &mut Command) -> u32 {
-        let child = cmd
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        let pid = child.id();
-        self.daemons.lock().unwrap().push((name.to_owned(), child));
-        pid
     }
 
     /// Starts `host`'s daemon: `slurmctld` on `h1`, `slurmd` on a node (in the foreground, in
@@ -307,37 +437,12 @@ impl Cluster {
             .append(true)
             .open(self.path(&format!("log/{host}.stderr")))
             .unwrap();
-        let mut cmd = self.command_in(host, "unshare");
-        cmd.args(["--uts", "sh", "-c"])
-            .arg(format!("hostname {host} && {daemon}"))
+        let mut cmd = self.host_shell(host, &[], &daemon);
+        cmd.env("SLURM_CONF", &self.conf)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
         self.spawn(host, &mut cmd);
-    }
-
-    /// Kills every process in `host`'s namespace at once (`SIGKILL`): its daemon and the jobs
-    /// running there, as when the machine dies. Its slurmd comes back with [`Cluster::spawn_daemon`].
-    pub fn kill_host(&self, host: &str) {
-        let pids = Command::new("ip")
-            .args(["netns", "pids", &self.ns(host)])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        for pid in pids
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-        {
-            // SAFETY: kill takes plain integers.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
-        }
-        // Reap the children of ours that died.
-        let mut daemons = self.daemons.lock().unwrap();
-        for (_, child) in daemons.iter_mut() {
-            let _ = child.try_wait();
-        }
     }
 
     /// A Slurm client command (`sbatch`, `squeue`, `scontrol`, `sinfo`) for this cluster.
@@ -466,28 +571,15 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // The hosts' daemons first (the network, dropped next, kills them again and deletes the
+        // namespaces), then munged.
         for host in HOSTS {
             self.kill_host(host);
-        }
-        for (_, mut child) in self.daemons.lock().unwrap().drain(..) {
-            let _ = child.kill();
-            let _ = child.wait();
         }
         if let Some(mut munged) = self.munged.take() {
             let _ = munged.kill();
             let _ = munged.wait();
         }
-        // Deleting a namespace deletes its veths, and their peers with them.
-        for ns in HOSTS.iter().map(|h| self.ns(h)).chain([self.net_ns()]) {
-            let _ = Command::new("ip")
-                .args(["netns", "del", &ns])
-                .stderr(Stdio::null())
-                .status();
-        }
-        let _ = Command::new("ip")
-            .args(["link", "del", &format!("r2e-br{}", self.subnet)])
-            .stderr(Stdio::null())
-            .status();
     }
 }
 

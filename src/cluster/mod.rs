@@ -1,7 +1,15 @@
-//! `r2e cluster slurm`: batch scripts that build a pipeline on a Slurm cluster. A job array
-//! builds one shard per task (`r2e build --shard I/N`, each host with its own local cache, the
-//! results in the remote cache); a job that depends on the whole array then assembles the
-//! dataset from the shards' stored results. Optionally submitted with `sbatch`.
+//! `r2e cluster`: a pipeline built in shards on a cluster, each host with its own local cache
+//! and the results in the remote cache, then assembled from the shards' stored results.
+//!
+//! This file is `r2e cluster slurm`: batch scripts, a job array that builds one shard per task
+//! (`r2e build --shard I/N`) and a job that depends on the whole array and assembles the
+//! dataset. Optionally submitted with `sbatch`. [`ray`] is `r2e cluster ray`: the same jobs
+//! submitted to a Ray cluster over its Job Submission REST API and followed to their end.
+//! [`k8s`] is `r2e cluster k8s`: the same as Kubernetes manifests (an Indexed Job of the
+//! shards, a suspended assemble Job), printed or applied with `kubectl` and followed.
+
+pub mod k8s;
+pub mod ray;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
