@@ -58,3 +58,62 @@ impl std::fmt::Display for Hash {
         f.write_str(&self.to_hex())
     }
 }
+
+/// Counts and hashes (blake3) what is written or read through it: an archive's payload, as it
+/// is packed and as it is unpacked.
+pub struct Hashing<T> {
+    inner: T,
+    hasher: blake3::Hasher,
+    len: u64,
+}
+
+impl<T> Hashing<T> {
+    pub fn new(inner: T) -> Self {
+        Hashing {
+            inner,
+            hasher: blake3::Hasher::new(),
+            len: 0,
+        }
+    }
+
+    /// The bytes that passed so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether no byte passed yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The blake3 hash of the bytes that passed so far.
+    pub fn hash(&self) -> [u8; 32] {
+        *self.hasher.finalize().as_bytes()
+    }
+
+    /// The reader or writer it wraps.
+    pub fn get_mut(&mut self) -> &mut T {
+        &mut self.inner
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+}

@@ -32,7 +32,7 @@ use crate::sandbox::docker::{self, Docker};
 use r2e_core::cache::remote::{Event, Remote};
 use r2e_core::cache::{Bucket, entry};
 use r2e_core::error::{Error, Result};
-use r2e_core::hash::Hash;
+use r2e_core::hash::{Hash, Hashing};
 
 const MAGIC: &[u8; 8] = b"r2e-img1";
 
@@ -109,44 +109,6 @@ impl From<Error> for Bad {
 impl From<std::io::Error> for Bad {
     fn from(e: std::io::Error) -> Self {
         Bad::Failed(e.into())
-    }
-}
-
-/// Counts and hashes what passes through it.
-struct Hashing<T> {
-    inner: T,
-    hasher: blake3::Hasher,
-    len: u64,
-}
-
-impl<T> Hashing<T> {
-    fn new(inner: T) -> Self {
-        Hashing {
-            inner,
-            hasher: blake3::Hasher::new(),
-            len: 0,
-        }
-    }
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.len += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-impl<R: Read> Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.len += n as u64;
-        Ok(n)
     }
 }
 
@@ -378,7 +340,7 @@ fn save(docker: &Docker, tag: &str, to: &Path) -> Result<(u64, [u8; 32])> {
         encoder.finish()?;
     }
     hashing.flush()?;
-    Ok((hashing.len, *hashing.hasher.finalize().as_bytes()))
+    Ok((hashing.len(), hashing.hash()))
 }
 
 /// Reads an entry's header, checks the key and tag it names.
@@ -449,12 +411,12 @@ fn read_payload(
     std::io::copy(&mut payload, &mut std::io::sink()).map_err(|e| short(e, "its payload"))?;
     let mut rest = [0u8; 1];
     let trailing = payload
-        .inner
-        .into_inner()
+        .get_mut()
+        .get_mut()
         .read(&mut rest)
         .map_err(|e| short(e, "its end"))?;
-    if payload.len != header.payload_len
-        || *payload.hasher.finalize().as_bytes() != header.payload_blake3
+    if payload.len() != header.payload_len
+        || payload.hash() != header.payload_blake3
         || trailing != 0
     {
         return Err(Bad::Damaged(

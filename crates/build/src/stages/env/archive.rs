@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use r2e_core::cache::remote::Remote;
 use r2e_core::cache::{Bucket, Cache, entry};
 use r2e_core::error::Result;
-use r2e_core::hash::Hash;
+use r2e_core::hash::{Hash, Hashing};
 
 const MAGIC: &[u8; 8] = b"r2e-arc1";
 
@@ -46,44 +46,6 @@ struct Header {
 
 fn scope(bucket: Bucket) -> String {
     format!("{}/archive", bucket.folder())
-}
-
-/// Counts and hashes what passes through it.
-struct Hashing<T> {
-    inner: T,
-    hasher: blake3::Hasher,
-    len: u64,
-}
-
-impl<T> Hashing<T> {
-    fn new(inner: T) -> Self {
-        Hashing {
-            inner,
-            hasher: blake3::Hasher::new(),
-            len: 0,
-        }
-    }
-}
-
-impl<W: Write> Write for Hashing<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.len += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
-    }
-}
-
-impl<R: Read> Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.len += n as u64;
-        Ok(n)
-    }
 }
 
 /// Packs the `parts` of `dir` (names relative to it) as the archive of `key` in `bucket`, and
@@ -176,7 +138,7 @@ fn pack(dir: &Path, parts: &[&str], to: &Path) -> Result<(u64, [u8; 32])> {
         tar.into_inner()?.finish()?;
     }
     hashing.flush()?;
-    Ok((hashing.len, *hashing.hasher.finalize().as_bytes()))
+    Ok((hashing.len(), hashing.hash()))
 }
 
 /// What looking for an archive found.
@@ -293,8 +255,8 @@ fn unpack(
     drop(archive);
     std::io::copy(&mut payload, &mut std::io::sink()).map_err(|e| e.to_string())?;
     let mut rest = [0u8; 1];
-    if payload.len != header.payload_len
-        || *payload.hasher.finalize().as_bytes() != header.payload_blake3
+    if payload.len() != header.payload_len
+        || payload.hash() != header.payload_blake3
         || blob.read(&mut rest).map_err(|e| e.to_string())? != 0
     {
         return Err("its contents do not match its checksum".into());
