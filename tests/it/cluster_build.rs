@@ -161,6 +161,23 @@ pub(crate) fn expensive(bucket: &str) -> bool {
     .any(|b| bucket.trim_start_matches("actions/").starts_with(b))
 }
 
+/// The host of the first shard seen asking the model (from the traces beside `output`), once
+/// one does: a shard in the middle of its work.
+pub(crate) fn host_asking_the_model(output: &Path) -> String {
+    let mut victim = None;
+    common::cluster::wait_for(Duration::from_secs(600), "a shard asking the model", || {
+        victim = traces(output).into_iter().find_map(|(file, lines)| {
+            let asking = lines.iter().any(|l| {
+                l["event"] == "started" && l["bucket"].as_str().unwrap().contains("llm-v")
+            });
+            (file.starts_with("shard-") && asking)
+                .then(|| file.split('.').nth(1).unwrap().to_owned())
+        });
+        victim.is_some()
+    });
+    victim.unwrap()
+}
+
 /// How many times each expensive action key was started, over `files` of the traces.
 pub(crate) fn started(
     traces: &BTreeMap<String, Vec<Value>>,
@@ -327,18 +344,7 @@ fn a_shard_whose_host_dies_is_requeued_and_only_its_unstored_work_runs_again() {
     let ids = submit(&c, w, &shared, &env);
     let output = w.join("shared/out");
     // Kill the first host seen asking the model, while it waits for answers.
-    let mut victim = None;
-    common::cluster::wait_for(Duration::from_secs(600), "a shard asking the model", || {
-        victim = traces(&output).into_iter().find_map(|(file, lines)| {
-            let asking = lines.iter().any(|l| {
-                l["event"] == "started" && l["bucket"].as_str().unwrap().contains("llm-v")
-            });
-            (file.starts_with("shard-") && asking)
-                .then(|| file.split('.').nth(1).unwrap().to_owned())
-        });
-        victim.is_some()
-    });
-    let victim = victim.unwrap();
+    let victim = host_asking_the_model(&output);
     c.kill_host(&victim);
     let states = c.wait_done(&[&ids[0], &ids[1]], Duration::from_secs(900));
     assert!(

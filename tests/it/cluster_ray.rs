@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::cluster_build::{
-    SECRET, one_machine, pipeline, refine, start_s3, started, traces, unstored_by, version,
+    SECRET, host_asking_the_model, one_machine, pipeline, refine, start_s3, started, traces,
+    unstored_by, version,
 };
 use crate::common::{self, cluster::Network};
 
@@ -421,18 +422,7 @@ fn a_sharded_build_on_ray_is_the_one_machine_build_even_when_a_worker_dies() {
     );
     let (child, out) = submit(&ray, w, &again, 2, "kill", &[]);
     let output = w.join("again/out");
-    let mut victim = None;
-    common::cluster::wait_for(Duration::from_secs(600), "a shard asking the model", || {
-        victim = traces(&output).into_iter().find_map(|(file, lines)| {
-            let asking = lines.iter().any(|l| {
-                l["event"] == "started" && l["bucket"].as_str().unwrap().contains("llm-v")
-            });
-            (file.starts_with("shard-") && asking)
-                .then(|| file.split('.').nth(1).unwrap().to_owned())
-        });
-        victim.is_some()
-    });
-    let victim = victim.unwrap();
+    let victim = host_asking_the_model(&output);
     net.kill_host(&victim);
     let (code, report, stderr) = finish(child, &out, Duration::from_secs(900), &ray);
     assert_eq!(code, 0, "{stderr}\n{}", ray.logs());
