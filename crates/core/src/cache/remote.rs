@@ -312,12 +312,12 @@ impl Remote {
         let theirs = |bytes: &[u8]| {
             self.opened(Bucket::Facts, key, bytes)
                 .and_then(|entry| super::entry::unseal::<T>(&Bucket::Facts.folder(), key, entry))
-                .ok()
-                .filter(|first| first != facts)
         };
         if self.read_only {
             return match self.store.get(Bucket::Facts, key) {
-                Ok(found) => found.and_then(|f| theirs(&f.bytes)),
+                Ok(found) => found
+                    .and_then(|f| theirs(&f.bytes).ok())
+                    .filter(|first| first != facts),
                 Err(e) => {
                     self.failed("a read", &e);
                     None
@@ -328,7 +328,23 @@ impl Remote {
         let parts = self.enveloped(Bucket::Facts, key, &[&header, &payload], &mut envelope);
         match self.store.put_if_absent(Bucket::Facts, key, &parts) {
             Ok(Created::Stored) => None,
-            Ok(Created::Exists(found)) => theirs(&found.bytes),
+            Ok(Created::Exists(found)) => match theirs(&found.bytes) {
+                Ok(first) => (first != *facts).then_some(first),
+                Err(why) => {
+                    // Facts this host cannot trust (damaged, or not signed with its key) give
+                    // way to its own, so that the hosts after it compare with them.
+                    self.damaged_entry(Bucket::Facts, key, found.version.clone(), why);
+                    match self
+                        .store
+                        .replace(Bucket::Facts, key, &found.version, &parts)
+                    {
+                        Ok(true) => self.trace(Event::Repaired, Bucket::Facts, key),
+                        Ok(false) => {}
+                        Err(e) => self.failed("a write", &e),
+                    }
+                    None
+                }
+            },
             Err(e) => {
                 self.failed("a write", &e);
                 None
@@ -535,7 +551,15 @@ impl Remote {
                 return None;
             }
         };
-        Some(self.open_blob(bucket, key, blob))
+        match self.open_blob(bucket, key, blob) {
+            Ok(opened) => Some(Ok(opened)),
+            // A read that failed is the store's failure, not a damaged blob.
+            Err(Opened::Failed(e)) => {
+                self.failed("a read", &e);
+                None
+            }
+            Err(Opened::Bad(why)) => Some(Err(why)),
+        }
     }
 
     /// A blob's reader past its envelope (checked with a signing key).
@@ -544,25 +568,31 @@ impl Remote {
         bucket: Bucket,
         key: Hash,
         mut blob: Box<dyn std::io::Read + Send>,
-    ) -> std::result::Result<Box<dyn std::io::Read + Send>, Corrupt> {
+    ) -> std::result::Result<Box<dyn std::io::Read + Send>, Opened> {
         use std::io::Read;
         let mut start = [0u8; sign::ENVELOPE];
-        let got = read_up_to(&mut blob, &mut start).map_err(|_| Corrupt::Short)?;
+        let got = read_up_to(&mut blob, &mut start).map_err(Opened::Failed)?;
         let Some(envelope) = sign::envelope_of(&start[..got]) else {
             if self.signer.is_some() {
-                return Err(Corrupt::Unsigned);
+                return Err(Opened::Bad(Corrupt::Unsigned));
             }
             return Ok(Box::new(
                 std::io::Cursor::new(start[..got].to_vec()).chain(blob),
             ));
         };
         if envelope.head_len > MAX_SIGNED_HEAD {
-            return Err(Corrupt::Short);
+            return Err(Opened::Bad(Corrupt::Magic));
         }
         let mut head = vec![0u8; envelope.head_len];
-        blob.read_exact(&mut head).map_err(|_| Corrupt::Short)?;
+        blob.read_exact(&mut head).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                Opened::Bad(Corrupt::Short)
+            } else {
+                Opened::Failed(e)
+            }
+        })?;
         if let Some(signer) = &self.signer {
-            sign::check(signer, &bucket.folder(), key, &envelope, &head)?;
+            sign::check(signer, &bucket.folder(), key, &envelope, &head).map_err(Opened::Bad)?;
         }
         Ok(Box::new(std::io::Cursor::new(head).chain(blob)))
     }
@@ -729,6 +759,12 @@ impl Remote {
     fn release(&self, lease_key: Hash) {
         self.renew(lease_key, 0);
     }
+}
+
+/// Why a blob could not be opened: its bytes, or the read.
+enum Opened {
+    Bad(Corrupt),
+    Failed(std::io::Error),
 }
 
 /// The longest signed head of a blob a reader accepts.
@@ -983,7 +1019,7 @@ mod tests {
             Some(Corrupt::Unsigned)
         );
         let (stranger, _t) = host(shared.path(), |r| {
-            r.signing(SigningKey::new("K", b"a stranger's key, sixteen+"))
+            r.signing(SigningKey::new("K", b"a stranger's key, thirty-two bytes"))
         });
         Arc::clone(stranger.remote().unwrap()).put_blob(
             Bucket::Envs,
@@ -1022,6 +1058,31 @@ mod tests {
         let guard = remote.lease(Bucket::Envs, d, &|| false).unwrap();
         assert!(guard.inner.is_some(), "the unsigned lease was taken over");
         drop(guard);
+
+        // Facts: unsigned ones give way to a signing host's, which the next signing host
+        // compares with.
+        let f = Hash::of_bytes(b"facts");
+        assert_eq!(
+            unsigned
+                .remote()
+                .unwrap()
+                .agree(f, &"python 3.9".to_string()),
+            None
+        );
+        assert_eq!(
+            remote.agree(f, &"python 3.11".to_string()),
+            None,
+            "unsigned: ignored"
+        );
+        assert_eq!(
+            other
+                .remote()
+                .unwrap()
+                .agree(f, &"python 3.12".to_string())
+                .as_deref(),
+            Some("python 3.11"),
+            "the signed facts replaced the unsigned ones"
+        );
 
         // No file holds the key.
         let needle = KEY;

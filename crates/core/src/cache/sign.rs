@@ -28,7 +28,7 @@ const MAGIC: &[u8; 8] = b"r2e-sig1";
 /// The bytes of an envelope: magic, the head's length, the HMAC.
 pub const ENVELOPE: usize = 8 + 4 + 32;
 /// The shortest key accepted, in bytes.
-pub const MIN_KEY_BYTES: usize = 16;
+pub const MIN_KEY_BYTES: usize = 32;
 
 /// The key remote entries are signed and checked with.
 #[derive(Clone)]
@@ -161,6 +161,11 @@ pub fn open<'a>(
         };
     };
     let rest = &bytes[ENVELOPE..];
+    // What an entry's envelope signs is its header: a signature of a shorter head would vouch
+    // for a part of the header only.
+    if envelope.head_len != super::entry::HEADER {
+        return Err(Corrupt::Signature);
+    }
     if rest.len() < envelope.head_len {
         return Err(Corrupt::Short);
     }
@@ -178,8 +183,8 @@ mod tests {
     #[test]
     fn only_the_keys_holder_signs_what_a_checking_reader_takes() {
         let key = Hash::of_bytes(b"k");
-        let signer = SigningKey::new("K", b"0123456789abcdef0123");
-        let other = SigningKey::new("K", b"another key of twenty");
+        let signer = SigningKey::new("K", b"0123456789abcdef0123456789abcdef");
+        let other = SigningKey::new("K", b"another key of thirty-two bytes!");
         let sealed = entry::seal_bytes("b-v1", key, b"payload");
         let head = &sealed[..entry::HEADER];
         let mut signed = signer.envelope("b-v1", key, head).to_vec();
@@ -224,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_key_is_read_from_its_variable_and_never_shown() {
-        let k = SigningKey::new("R2E_TEST_KEY", b"sixteen bytes!!!");
+        let k = SigningKey::new("R2E_TEST_KEY", b"thirty-two bytes of a test key!!");
         assert_eq!(format!("{k:?}"), "SigningKey(from $R2E_TEST_KEY)");
         let e = SigningKey::from_env("R2E_SURELY_UNSET_VARIABLE_42").unwrap_err();
         assert!(e.contains("R2E_SURELY_UNSET_VARIABLE_42"), "{e}");
