@@ -197,7 +197,7 @@ impl Share {
         ));
         let got = fs_err::create_dir_all(&self.scratch)
             .map_err(Bad::from)
-            .and_then(|()| receive(docker, blob, key, tag, &tmp));
+            .and_then(|()| receive(docker, blob, key, tag, self.registry.as_deref(), &tmp));
         let _ = fs_err::remove_file(&tmp);
         match got {
             Ok(header) => {
@@ -375,58 +375,59 @@ fn short(e: std::io::Error, what: &str) -> Bad {
     }
 }
 
-/// Reads the payload after `header`, decompressed into `to` (none with a pushed image), and
-/// checks its length and hash and that nothing follows.
+/// Reads the payload after `header` and checks its length and hash and that nothing follows;
+/// then, checked, decompresses it into `to` (none with a pushed image). The compressed payload
+/// is kept whole beside `to` until it is checked: nothing unchecked reaches the decoder.
 fn read_payload(
     blob: &mut impl Read,
     header: &Header,
     to: Option<&Path>,
 ) -> std::result::Result<(), Bad> {
     let mut payload = Hashing::new(Read::take(&mut *blob, header.payload_len));
-    let mut undecodable = None;
-    if let Some(to) = to {
-        let mut out = std::io::BufWriter::new(fs_err::File::create(to)?);
-        match zstd::Decoder::new(&mut payload) {
-            Ok(mut decoder) => {
-                let mut buf = vec![0u8; 1 << 16];
-                loop {
-                    match decoder.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => out.write_all(&buf[..n])?,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            undecodable = Some(e);
-                            break;
-                        }
-                    }
-                }
+    let packed = to.map(|to| to.with_extension("tar.zst"));
+    let kept = (|| {
+        match &packed {
+            Some(path) => {
+                let mut out = std::io::BufWriter::new(fs_err::File::create(path)?);
+                std::io::copy(&mut payload, &mut out).map_err(|e| short(e, "its payload"))?;
+                out.into_inner()
+                    .map_err(|e| Bad::Failed(e.into_error().into()))?
+                    .sync_all()?;
             }
-            Err(e) => undecodable = Some(e),
+            None => {
+                std::io::copy(&mut payload, &mut std::io::sink())
+                    .map_err(|e| short(e, "its payload"))?;
+            }
         }
-        out.into_inner()
-            .map_err(|e| Bad::Failed(e.into_error().into()))?
-            .sync_all()?;
+        let mut rest = [0u8; 1];
+        let trailing = payload
+            .get_mut()
+            .get_mut()
+            .read(&mut rest)
+            .map_err(|e| short(e, "its end"))?;
+        if payload.len() != header.payload_len
+            || payload.hash() != header.payload_blake3
+            || trailing != 0
+        {
+            return Err(Bad::Damaged(
+                "its contents do not match its checksum".into(),
+            ));
+        }
+        if let (Some(to), Some(packed)) = (to, &packed) {
+            let input = fs_err::File::open(packed)?;
+            let mut out = std::io::BufWriter::new(fs_err::File::create(to)?);
+            zstd::stream::copy_decode(input, &mut out)
+                .map_err(|e| Bad::Damaged(format!("it does not decompress: {e}")))?;
+            out.into_inner()
+                .map_err(|e| Bad::Failed(e.into_error().into()))?
+                .sync_all()?;
+        }
+        Ok(())
+    })();
+    if let Some(packed) = &packed {
+        let _ = fs_err::remove_file(packed);
     }
-    // Whatever the decoder left unread still counts for the check.
-    std::io::copy(&mut payload, &mut std::io::sink()).map_err(|e| short(e, "its payload"))?;
-    let mut rest = [0u8; 1];
-    let trailing = payload
-        .get_mut()
-        .get_mut()
-        .read(&mut rest)
-        .map_err(|e| short(e, "its end"))?;
-    if payload.len() != header.payload_len
-        || payload.hash() != header.payload_blake3
-        || trailing != 0
-    {
-        return Err(Bad::Damaged(
-            "its contents do not match its checksum".into(),
-        ));
-    }
-    if let Some(e) = undecodable {
-        return Err(Bad::Damaged(format!("it does not decompress: {e}")));
-    }
-    Ok(())
+    kept
 }
 
 /// Takes the image of the entry `blob` onto the daemon: loaded from its archive (unpacked into
@@ -436,6 +437,7 @@ fn receive(
     blob: Box<dyn Read + Send>,
     key: Hash,
     tag: &str,
+    registry: Option<&str>,
     tmp: &Path,
 ) -> std::result::Result<Header, Bad> {
     let mut blob = std::io::BufReader::with_capacity(1 << 16, blob);
@@ -443,10 +445,11 @@ fn receive(
     match &header.pushed {
         Some(reference) => {
             read_payload(&mut blob, &header, None)?;
+            // Only from the registry this host is configured with: an entry naming another
+            // (whoever wrote it) is not pulled, with this host's credentials or without.
             let repo = reference.split('@').next().unwrap_or(reference);
-            if !repo.ends_with(&format!("/{PUSHED_REPO}"))
-                || r2e_core::config::check_reference(reference).is_err()
-            {
+            let ours = registry.is_some_and(|r| repo == format!("{r}/{PUSHED_REPO}"));
+            if !ours || r2e_core::config::check_reference(reference).is_err() {
                 return Err(Bad::Damaged(format!(
                     "`{reference}` is no pushed base image"
                 )));

@@ -5,10 +5,12 @@
 //! sealed entry, [`entry::seal`], under the scope `<bucket>/archive` and the folder's key: what
 //! the folder's paths were where it was built, and the length and blake3 hash of the payload),
 //! then the payload: a tar stream of the folder's parts, compressed with zstd. An archive is
-//! streamed both ways (packed into a file of the cache's scratch, then stored; unpacked as it
-//! is read, into a temporary folder beside its place) and verified as it is unpacked: a header
-//! that does not unseal, a payload of another length or hash, or a folder whose own sealed
-//! record does not verify is a damaged archive, named on stderr, and the folder is built here.
+//! packed into a file of the cache's scratch, then stored; read back, its compressed payload is
+//! kept whole in a temporary file beside its place and checked (its length and hash, which the
+//! header names and a signature covers, and that nothing follows) before a byte of it is
+//! decompressed and unpacked into a temporary folder. A header that does not unseal, a payload
+//! of another length or hash, or a folder whose own sealed record does not verify is a damaged
+//! archive, named on stderr, and the folder is built here.
 //!
 //! A folder built on one host holds that host's absolute paths: the scripts `pip` writes into
 //! `bin/` name the environment's interpreter by its path in their shebang, and `pyvenv.cfg` and
@@ -61,6 +63,9 @@ pub fn upload(
     parts: &[&str],
     built_at: &[PathBuf],
 ) -> Option<u64> {
+    if !remote.writes() {
+        return None;
+    }
     let tmp = match cache.dir(Bucket::Scratch) {
         Ok(s) => s.join(format!(
             "env-{}-pack-{}",
@@ -187,7 +192,21 @@ pub fn fetch(
         std::process::id()
     ));
     let _ = fs_err::remove_dir_all(&tmp);
-    let unpacked = unpack(blob, bucket, key, &tmp, now_at, rewrite, record_ok);
+    // The compressed payload, kept whole until it is checked.
+    let packed = PathBuf::from(format!(
+        "{}.payload.tmp{}",
+        dir.to_string_lossy(),
+        std::process::id()
+    ));
+    let unpacked = unpack(
+        blob,
+        bucket,
+        key,
+        (&tmp, &packed),
+        now_at,
+        rewrite,
+        record_ok,
+    );
     let unpacked = unpacked.and_then(|bytes| {
         if dir.exists() {
             let _ = fs_err::remove_dir_all(&tmp);
@@ -218,7 +237,7 @@ fn unpack(
     blob: Box<dyn Read + Send>,
     bucket: Bucket,
     key: Hash,
-    tmp: &Path,
+    (tmp, packed): (&Path, &Path),
     now_at: &[PathBuf],
     rewrite: &[&str],
     record_ok: &dyn Fn(&Path) -> std::result::Result<(), String>,
@@ -242,25 +261,27 @@ fn unpack(
     if header.built_at.len() != now_at.len() {
         return Err("its header names other paths than this r2e's archives".into());
     }
-    fs_err::create_dir_all(tmp).map_err(|e| e.to_string())?;
-    let mut payload = Hashing::new((&mut blob).take(header.payload_len));
-    let decoder = zstd::Decoder::new(&mut payload).map_err(|e| e.to_string())?;
-    let mut archive = tar::Archive::new(decoder);
-    archive.set_preserve_mtime(true);
-    archive.set_overwrite(false);
-    let unpacked = archive
-        .unpack(tmp)
-        .map_err(|e| format!("it does not unpack: {e}"));
-    // Whatever the tar stream left unread still counts for the check.
-    drop(archive);
-    std::io::copy(&mut payload, &mut std::io::sink()).map_err(|e| e.to_string())?;
-    let mut rest = [0u8; 1];
-    if payload.len() != header.payload_len
-        || payload.hash() != header.payload_blake3
-        || blob.read(&mut rest).map_err(|e| e.to_string())? != 0
-    {
-        return Err("its contents do not match its checksum".into());
-    }
+    // The compressed payload is kept whole and checked (its length and hash, which the header
+    // names and a signature covers, and that nothing follows) before a byte of it is
+    // decompressed or unpacked: nothing unchecked reaches the decoder or the disk.
+    let checked = (|| {
+        let mut payload = Hashing::new((&mut blob).take(header.payload_len));
+        let mut file = std::io::BufWriter::new(fs_err::File::create(packed)?);
+        std::io::copy(&mut payload, &mut file)?;
+        file.flush()?;
+        let (len, hash) = (payload.len(), payload.hash());
+        let mut rest = [0u8; 1];
+        let trailing = blob.read(&mut rest)?;
+        Ok::<_, std::io::Error>(
+            len == header.payload_len && hash == header.payload_blake3 && trailing == 0,
+        )
+    })();
+    let unpacked = match checked {
+        Ok(true) => unpack_payload(packed, tmp),
+        Ok(false) => Err("its contents do not match its checksum".to_owned()),
+        Err(e) => Err(e.to_string()),
+    };
+    let _ = fs_err::remove_file(packed);
     unpacked?;
     record_ok(tmp)?;
     let pairs: Vec<(String, String)> = header
@@ -273,6 +294,19 @@ fn unpack(
         relocate(&tmp.join(place), &pairs).map_err(|e| e.to_string())?;
     }
     Ok(12 + u64::from(head_len) + header.payload_len)
+}
+
+/// Unpacks a checked payload (zstd over tar) into `tmp`.
+fn unpack_payload(packed: &Path, tmp: &Path) -> std::result::Result<(), String> {
+    fs_err::create_dir_all(tmp).map_err(|e| e.to_string())?;
+    let file = fs_err::File::open(packed).map_err(|e| e.to_string())?;
+    let decoder = zstd::Decoder::new(file).map_err(|e| e.to_string())?;
+    let mut archive = tar::Archive::new(decoder);
+    archive.set_preserve_mtime(true);
+    archive.set_overwrite(false);
+    archive
+        .unpack(tmp)
+        .map_err(|e| format!("it does not unpack: {e}"))
 }
 
 /// Rewrites the paths in `pairs` (old, new; longest first wins) in `place` (a file) or in the
