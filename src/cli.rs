@@ -323,9 +323,10 @@ enum ClusterCommand {
         /// The PersistentVolumeClaim the assemble writes the dataset into.
         #[arg(long, value_name = "CLAIM")]
         output_claim: Option<String>,
-        /// The Jobs' name prefix (default: `r2e-<project>-<hash of the pipeline>`).
+        /// The Jobs' name prefix (default: `r2e-<project>-<hash of the manifests>`).
         #[arg(long)]
         name: Option<String>,
+        /// The namespace of the Jobs and the ConfigMap (default: `kubectl`'s).
         #[arg(long, short = 'n')]
         namespace: Option<String>,
         /// Each pod's CPU request (`2`, `500m`).

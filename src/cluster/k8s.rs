@@ -84,6 +84,7 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
         ));
     }
     let cfg = config::load(&opts.pipeline)?;
+    super::refuse_read_only(&cfg)?;
     let remote = match &opts.remote_cache {
         Some(url) => RemoteCache::parse(url).map_err(Error::input)?,
         None => cfg.remote.clone().ok_or_else(|| {
@@ -104,11 +105,25 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
         ("--secret", &opts.secret),
         ("--store-claim", &opts.store_claim),
         ("--output-claim", &opts.output_claim),
-        ("--namespace", &opts.namespace),
     ] {
         if let Some(v) = value {
-            check_name(what, v, 253)?;
+            check_name(what, v, Name::Subdomain, 253)?;
         }
+    }
+    if let Some(ns) = &opts.namespace {
+        check_name("--namespace", ns, Name::Label, 63)?;
+    }
+    if let Some((var, _)) = cfg.remote.as_ref().and_then(|r| r.signing_key_env.as_ref())
+        && opts.secret.is_none()
+    {
+        eprintln!(
+            "warning: the pipeline signs its remote entries with the key in `{var}`, and no `--secret` gives the pods their environment: name a Secret that holds `{var}`"
+        );
+    }
+    if opts.output_claim.is_none() {
+        eprintln!(
+            "warning: without `--output-claim` the assemble writes the dataset into its pod's own folder, which goes with the pod: name a PersistentVolumeClaim to keep it"
+        );
     }
     for (what, value) in [("--cpus", &opts.cpus), ("--memory", &opts.memory)] {
         if let Some(v) = value
@@ -124,13 +139,12 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
     }
     let text = std::fs::read_to_string(&cfg.file)
         .map_err(|e| Error::input(format!("{}: {e}", cfg.file.display())))?;
-    let name = match &opts.name {
-        Some(n) => n.clone(),
-        None => default_name(&cfg.name, &text, opts.shards),
-    };
-    // The longest suffix is `-assemble`; a Job's name is a label of at most 63 characters
-    // (its pods' names and labels are made from it).
-    check_name("--name", &name, 63 - "-assemble".len())?;
+    // A pod of the Indexed Job is named and has the hostname `<name>-shards-<index>`, a label
+    // of at most 63 characters.
+    let longest = 63 - "-shards-".len() - (opts.shards - 1).to_string().len();
+    if let Some(name) = &opts.name {
+        check_name("--name", name, Name::Label, longest)?;
+    }
     if opts.pipeline_in_image.is_none() {
         let local: Vec<&str> = cfg
             .repos
@@ -151,6 +165,29 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
         }
     }
 
+    let render = |name: &str| render(opts, &text, &remote, store_path.as_deref(), name);
+    let name = match &opts.name {
+        Some(n) => n.clone(),
+        None => {
+            // The hash of what the manifests say (but their names): a change of the pipeline,
+            // the image, the resources or the store makes new Jobs, as a Job's template cannot
+            // change; the same manifests keep their names.
+            let rendered =
+                serde_json::to_string(&render("r2e-name").documents).expect("manifests serialize");
+            default_name(&cfg.name, &rendered, longest)
+        }
+    };
+    Ok(render(&name))
+}
+
+/// The manifests named `name`.
+fn render(
+    opts: &K8sOptions,
+    text: &str,
+    remote: &RemoteCache,
+    store_path: Option<&Path>,
+    name: &str,
+) -> Manifests {
     let root = &opts.mount_root;
     let pipeline_in_pod = match &opts.pipeline_in_image {
         Some(p) => p.clone(),
@@ -197,7 +234,7 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
             "readOnly": true,
         }));
     }
-    if let (Some(claim), Some(at)) = (&opts.store_claim, &store_path) {
+    if let (Some(claim), Some(at)) = (&opts.store_claim, store_path) {
         volumes.push(json!({"name": "store", "persistentVolumeClaim": {"claimName": claim}}));
         mounts.push(json!({"name": "store", "mountPath": path(at)}));
     }
@@ -259,12 +296,7 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
     });
     let out_volume = match &opts.output_claim {
         Some(claim) => json!({"name": "out", "persistentVolumeClaim": {"claimName": claim}}),
-        None => {
-            eprintln!(
-                "warning: without `--output-claim` the assemble writes the dataset into its pod's own folder, which goes with the pod: name a PersistentVolumeClaim to keep it"
-            );
-            json!({"name": "out", "emptyDir": {}})
-        }
+        None => json!({"name": "out", "emptyDir": {}}),
     };
     let assemble_job = format!("{name}-assemble");
     let assemble = json!({
@@ -296,12 +328,12 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
     }
     documents.push(shards);
     documents.push(assemble);
-    Ok(Manifests {
+    Manifests {
         documents,
         shards_job,
         assemble_job,
         namespace: opts.namespace.clone(),
-    })
+    }
 }
 
 /// The manifests as YAML documents, with how to run them by hand.
@@ -335,16 +367,29 @@ pub fn apply(m: &Manifests) -> Result<()> {
         .stdin(std::process::Stdio::piped())
         .spawn()
         .map_err(kubectl_missing)?;
-    {
+    let written = {
         use std::io::Write;
         let mut stdin = child.stdin.take().expect("piped");
-        stdin.write_all(yaml.as_bytes())?;
-    }
+        stdin.write_all(yaml.as_bytes())
+    };
     let status = child.wait()?;
+    written?;
     if !status.success() {
         return Err(Error::env(format!("`kubectl apply` failed ({status})")));
     }
-    wait_job(m, &m.shards_job)?;
+    let resume = format!(
+        "kubectl{} patch job/{} --type=merge -p '{{\"spec\":{{\"suspend\":false}}}}'",
+        m.namespace
+            .as_ref()
+            .map(|n| format!(" -n {n}"))
+            .unwrap_or_default(),
+        m.assemble_job
+    );
+    wait_job(m, &m.shards_job).map_err(|e| {
+        Error::env(format!(
+            "{e}\n(the assemble stays suspended; once the shards' Job is complete, resume it with `{resume}`)"
+        ))
+    })?;
     run_kubectl(
         m,
         &[
@@ -392,8 +437,26 @@ fn run_kubectl(m: &Manifests, args: &[&str]) -> Result<String> {
 fn wait_job(m: &Manifests, job: &str) -> Result<()> {
     let started = Instant::now();
     let mut said = String::new();
+    // Failed reads of the Job (the API server restarting, a token renewed) are waited out
+    // for this long before giving up.
+    const GRACE: Duration = Duration::from_secs(300);
+    let mut failing: Option<Instant> = None;
     loop {
-        let text = run_kubectl(m, &["get", &format!("job/{job}"), "-o", "json"])?;
+        let text = match run_kubectl(m, &["get", &format!("job/{job}"), "-o", "json"]) {
+            Ok(text) => {
+                failing = None;
+                text
+            }
+            Err(e) => {
+                let since = *failing.get_or_insert_with(Instant::now);
+                if since.elapsed() > GRACE {
+                    return Err(e);
+                }
+                eprintln!("warning: {e}; trying again");
+                std::thread::sleep(Duration::from_secs(5));
+                continue;
+            }
+        };
         let v: Value = serde_json::from_str(&text)
             .map_err(|e| Error::env(format!("`kubectl get job/{job}` printed no JSON: {e}")))?;
         let status = &v["status"];
@@ -429,18 +492,19 @@ fn wait_job(m: &Manifests, job: &str) -> Result<()> {
     }
 }
 
-/// `r2e-<project>-<8 hex>`: the hex of the pipeline's text and the shard count, so that a
-/// changed pipeline gets new Jobs (a Job's template cannot change).
-fn default_name(project: &str, text: &str, shards: u32) -> String {
+/// `r2e-<project>-<8 hex>`, at most `longest` characters: the hex of `rendered`, what the
+/// manifests say.
+fn default_name(project: &str, rendered: &str, longest: usize) -> String {
+    let hash = blake3::hash(rendered.as_bytes()).to_hex();
+    let room = longest.saturating_sub("r2e--".len() + 8);
     let mut slug: String = project
         .to_ascii_lowercase()
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     slug = slug.trim_matches('-').to_owned();
-    slug.truncate(30);
+    slug.truncate(room.min(30));
     let slug = slug.trim_end_matches('-');
-    let hash = blake3::hash(format!("{shards}\n{text}").as_bytes()).to_hex();
     if slug.is_empty() {
         format!("r2e-{}", &hash[..8])
     } else {
@@ -448,21 +512,39 @@ fn default_name(project: &str, text: &str, shards: u32) -> String {
     }
 }
 
-/// A name Kubernetes takes (an RFC 1123 label: lowercase letters, digits and `-`, starting and
-/// ending with a letter or digit), of at most `max` characters.
-fn check_name(what: &str, name: &str, max: usize) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= max
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+/// What Kubernetes takes as a name: a label (RFC 1123: lowercase letters, digits and `-`,
+/// starting and ending with a letter or digit), or a subdomain (labels joined by `.`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Name {
+    Label,
+    Subdomain,
+}
+
+/// Checks `name` as `kind`, of at most `max` characters.
+fn check_name(what: &str, name: &str, kind: Name, max: usize) -> Result<()> {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && l.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && l.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    let ok = name.len() <= max
+        && match kind {
+            Name::Label => label(name),
+            Name::Subdomain => name.split('.').all(label),
+        };
     if ok {
         Ok(())
     } else {
+        let dots = if kind == Name::Subdomain {
+            " (dot-separated parts of those)"
+        } else {
+            ""
+        };
         Err(Error::input(format!(
-            "`{what} {name}` is not a Kubernetes name: lowercase letters, digits and `-`, starting and ending with a letter or digit, at most {max} characters"
+            "`{what} {name}` is not a Kubernetes name: lowercase letters, digits and `-`, starting and ending with a letter or digit{dots}, at most {max} characters"
         )))
     }
 }
@@ -557,8 +639,26 @@ fn scalar(v: &Value) -> String {
         Value::Object(_) => "{}".into(),
         Value::Array(_) => "[]".into(),
         Value::String(s) if is_plain(s) => s.clone(),
+        Value::String(s) => quoted(s),
         other => other.to_string(),
     }
+}
+
+/// A string as a YAML double-quoted scalar: JSON's escapes, and besides them the characters
+/// YAML reads as line breaks (U+0085, U+2028, U+2029) or refuses raw (U+007F to U+009F,
+/// U+FEFF) as `\uXXXX`, so that the text reads back as it is.
+fn quoted(s: &str) -> String {
+    let json = Value::String(s.to_owned()).to_string();
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' => {
+                out.push_str(&format!("\\u{:04X}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Whether a string reads back as itself, a string, unquoted: a word of letters, digits and
@@ -574,9 +674,5 @@ fn is_plain(s: &str) -> bool {
 }
 
 fn key(k: &str) -> String {
-    if is_plain(k) {
-        k.to_owned()
-    } else {
-        Value::String(k.to_owned()).to_string()
-    }
+    if is_plain(k) { k.to_owned() } else { quoted(k) }
 }

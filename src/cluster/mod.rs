@@ -14,7 +14,7 @@ pub mod ray;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use r2e_core::config::{self, Backend};
+use r2e_core::config::{self, Backend, RemoteMode};
 use r2e_core::error::{Error, Result};
 
 /// The local cache of a node when none is given: shell-expanded on the node.
@@ -61,6 +61,7 @@ pub fn write_scripts(opts: &SlurmOptions) -> Result<Scripts> {
         return Err(Error::input("`--shards` must be at least 1"));
     }
     let cfg = config::load(&opts.pipeline)?;
+    refuse_read_only(&cfg)?;
     if cfg.sandbox.backend == Backend::Docker {
         eprintln!(
             "warning: `{}` selects the docker sandbox (`[sandbox] backend = \"docker\"`); Slurm nodes \
@@ -216,6 +217,22 @@ fn sbatch(args: &[String], script: &Path) -> Result<String> {
         )));
     }
     Ok(id.to_owned())
+}
+
+/// A pipeline whose hosts only read the remote store cannot be built in shards: a shard's
+/// results reach the assemble only through the store.
+pub fn refuse_read_only(cfg: &config::Config) -> Result<()> {
+    if cfg
+        .remote
+        .as_ref()
+        .is_some_and(|r| r.mode == RemoteMode::Read)
+    {
+        return Err(Error::input(format!(
+            "`{}` says `[cache] remote_mode = \"read\"`: its shards could store nothing for the assemble; build a cluster's shards from a pipeline that writes to the store",
+            cfg.file.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The local cache's template goes inside double quotes, where the node's shell expands it.

@@ -171,6 +171,7 @@ fn plan(opts: &RayOptions) -> Result<(Url, RemoteCache, Vec<Spec>, Spec)> {
             )));
         }
     };
+    super::refuse_read_only(&cfg)?;
     if cfg.sandbox.backend == Backend::Docker {
         eprintln!(
             "warning: `{}` selects the docker sandbox (`[sandbox] backend = \"docker\"`); the \
@@ -337,31 +338,55 @@ impl Api {
             .ok_or_else(|| Error::env(format!("{url} answered without a Ray version: {body}")))
     }
 
-    /// `POST /api/jobs/`.
+    /// `POST /api/jobs/`. A transport failure or a 5xx is tried again (up to five times,
+    /// waiting 1, 2, 4, 8 s) under the same submission id; when an earlier try may have been
+    /// taken, Ray's "already exists" for that id means it was. Another 4xx is final.
     async fn submit(&self, body: &Value) -> Result<()> {
         let url = self.url("api/jobs/");
-        let answer = self
-            .http
-            .post(url.clone())
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| Error::env(format!("cannot submit a job to {url}: {e}")))?;
-        let status = answer.status();
-        let text = answer.text().await.unwrap_or_default();
-        if status.is_success() {
-            Ok(())
-        } else if status.is_client_error() {
-            Err(Error::input(format!(
-                "Ray refused the job ({status}): {}",
+        let mut maybe_taken = false;
+        let mut wait = Duration::from_secs(1);
+        for attempt in 1..=5 {
+            let last = attempt == 5;
+            let answer = match self.http.post(url.clone()).json(body).send().await {
+                Ok(answer) => answer,
+                Err(e) if !last => {
+                    eprintln!("warning: submitting a job to {url} failed ({e}); trying again");
+                    maybe_taken = true;
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                    continue;
+                }
+                Err(e) => return Err(Error::env(format!("cannot submit a job to {url}: {e}"))),
+            };
+            let status = answer.status();
+            let text = answer.text().await.unwrap_or_default();
+            if status.is_success() {
+                return Ok(());
+            }
+            if status.is_client_error() {
+                if maybe_taken && text.contains("already exists") {
+                    return Ok(());
+                }
+                return Err(Error::input(format!(
+                    "Ray refused the job ({status}): {}",
+                    last_line(&text)
+                )));
+            }
+            if last {
+                return Err(Error::env(format!(
+                    "Ray could not take the job ({status}): {}",
+                    last_line(&text)
+                )));
+            }
+            eprintln!(
+                "warning: Ray could not take a job ({status}: {}); trying again",
                 last_line(&text)
-            )))
-        } else {
-            Err(Error::env(format!(
-                "Ray could not take the job ({status}): {}",
-                last_line(&text)
-            )))
+            );
+            maybe_taken = true;
+            tokio::time::sleep(wait).await;
+            wait *= 2;
         }
+        unreachable!("the last try returns")
     }
 
     /// `GET /api/jobs/{id}`.

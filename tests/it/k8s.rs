@@ -134,6 +134,10 @@ fn the_manifests_pass_kubernetes_schema_and_say_what_the_cluster_needs() {
     }
     let work = tempfile::tempdir().unwrap();
     let pipeline = project(work.path(), Some("s3://lab-bucket/r2e"));
+    // Characters YAML reads as line breaks or refuses raw, which the ConfigMap must keep.
+    let mut text = std::fs::read_to_string(&pipeline).unwrap();
+    text.push_str("# notes:\u{85}next \u{2028}line\u{2029} \u{9f}\u{feff} end\n");
+    std::fs::write(&pipeline, text).unwrap();
     let cases: [&[&str]; 3] = [
         &[
             "--shards",
@@ -245,6 +249,23 @@ fn the_manifests_pass_kubernetes_schema_and_say_what_the_cluster_needs() {
             }
         }
     }
+    // The default names: the same manifests keep them, another image makes new Jobs.
+    let name_of = |args: &[&str]| {
+        let (code, yaml, stderr) = k8s(&pipeline, args);
+        assert_eq!(code, 0, "{stderr}");
+        job(&documents(&yaml), "shards")["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let a = name_of(&["--shards", "3", "--image", "r2e:1"]);
+    assert_eq!(a, name_of(&["--shards", "3", "--image", "r2e:1"]));
+    assert_ne!(a, name_of(&["--shards", "3", "--image", "r2e:2"]));
+    assert!(
+        a.starts_with("r2e-kube-demo-") && a.ends_with("-shards"),
+        "{a}"
+    );
+
     // The validator is real: a property the API does not know fails it.
     let (_, yaml, _) = k8s(&pipeline, cases[2]);
     let planted = yaml.replace(
@@ -305,6 +326,21 @@ fn bad_k8s_input_is_exit_2_and_says_why() {
             "credentials",
         ),
         (&without, &["--shards", "2", "--image", "x"], "remote cache"),
+        (
+            &with_remote,
+            &["--shards", "2", "--image", "x", "--name", "a.b"],
+            "not a Kubernetes name",
+        ),
+        (
+            &with_remote,
+            &["--shards", "2", "--image", "x", "-n", "lab.team"],
+            "not a Kubernetes name",
+        ),
+        (
+            &with_remote,
+            &["--shards", "100", "--image", "x", "--name", &"n".repeat(54)],
+            "at most 53 characters",
+        ),
     ] {
         let (code, out, stderr) = k8s(pipeline, args);
         assert_eq!(code, 2, "{args:?}: {stderr}");

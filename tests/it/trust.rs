@@ -271,13 +271,24 @@ fn bad_trust_settings_are_exit_2_with_their_place() {
         "{stderr}"
     );
     let p = pipeline(&work.path().join("ro"), &url, "remote_mode = \"read\"\n");
-    let out = r2e()
-        .args(["build", "--shard", "0/2"])
-        .arg(&p)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("remote_mode"));
+    for args in [
+        &["build", "--shard", "0/2"][..],
+        &["cluster", "slurm", "--shards", "2"],
+        &["cluster", "k8s", "--shards", "2", "--image", "r2e"],
+        &[
+            "cluster",
+            "ray",
+            "--address",
+            "http://127.0.0.1:9",
+            "--shards",
+            "2",
+        ],
+    ] {
+        let out = r2e().args(args).arg(&p).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("remote_mode"), "{args:?}: {stderr}");
+    }
     // Trust settings without a store.
     let p = project(&work.path().join("none"), None);
     let mut text = std::fs::read_to_string(&p).unwrap();
