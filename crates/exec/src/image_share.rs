@@ -8,8 +8,9 @@
 //! and blake3 hash of the payload), then the payload:
 //!
 //! - without a registry, the image's `docker save` archive compressed with zstd (level 3, with
-//!   zstd's own frame checksum), unpacked into a file of the cache as it is read, checked
-//!   against the header's length and hash, then given to `docker load`;
+//!   zstd's own frame checksum), kept whole in a file of the cache as it is read and checked
+//!   against the header's length and hash before it is decompressed and given to
+//!   `docker load`;
 //! - with `[sandbox] registry = "HOST/PREFIX"`, nothing: the header names the digest the image
 //!   was pushed under (`HOST/PREFIX/r2e-base@sha256:…`), which the daemon pulls and tags with
 //!   the base image's tag.
