@@ -85,11 +85,14 @@ fn hostile_functions_in(sandbox: &str) {
     );
     std::fs::create_dir_all(dir.path().join("repo")).unwrap();
     std::fs::write(dir.path().join("repo/hostile.py"), source).unwrap();
+    // A call's time limit well above the time `hog` takes to fill the job's memory (1.3 s for
+    // 2 GiB here, idle): with 0.5 s, a loaded machine stopped it by time first, and its class
+    // was `timeout` instead of the memory limit that is under test.
     std::fs::write(
         dir.path().join("pipeline.toml"),
         format!(
             "[[repo]]\npath = \"repo\"\n\n{sandbox}[extract]\nkeywords = false\n\n[env]\ninstaller = \"pip\"\n\n\
-             [generate]\nbudget = 200\nper_call_timeout_ms = 500\ntime_limit_seconds = 30\n"
+             [generate]\nbudget = 200\nper_call_timeout_ms = 5000\ntime_limit_seconds = 30\n"
         ),
     )
     .unwrap();
