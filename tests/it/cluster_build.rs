@@ -178,6 +178,26 @@ pub(crate) fn host_asking_the_model(output: &Path) -> String {
     victim.unwrap()
 }
 
+/// After `victim` died mid-shard and the build ended: checks that every expensive action run
+/// twice is one the dead host started and never stored, and that the assemble ran none. The
+/// expensive actions run, and how many of them twice.
+pub(crate) fn only_unstored_work_ran_again(output: &Path, victim: &str) -> (usize, usize) {
+    let t = traces(output);
+    let unstored = unstored_by(&t, victim);
+    let runs = started(&t, &|_| true);
+    let twice: Vec<&String> = runs
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        twice.iter().all(|k| unstored.contains(*k)),
+        "run twice but not left unstored by the dead host: {twice:?} (unstored: {unstored:?})"
+    );
+    assert!(started(&t, &|f| f.starts_with("build.")).is_empty());
+    (runs.len(), twice.len())
+}
+
 /// How many times each expensive action key was started, over `files` of the traces.
 pub(crate) fn started(
     traces: &BTreeMap<String, Vec<Value>>,
@@ -353,25 +373,8 @@ fn a_shard_whose_host_dies_is_requeued_and_only_its_unstored_work_runs_again() {
         job_logs(&c, &w.join("shared"))
     );
     assert_eq!(version(&output), v, "{}", job_logs(&c, &w.join("shared")));
-    let t = traces(&output);
-    let unstored = unstored_by(&t, &victim);
-    let runs = started(&t, &|_| true);
-    let twice: Vec<&String> = runs
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(k, _)| k)
-        .collect();
-    eprintln!(
-        "killed {victim}: {} expensive actions, {} run twice, {} started and not stored by it",
-        runs.len(),
-        twice.len(),
-        unstored.len()
-    );
-    assert!(
-        twice.iter().all(|k| unstored.contains(*k)),
-        "run twice but not left unstored by the dead host: {twice:?} (unstored: {unstored:?})"
-    );
-    assert!(started(&t, &|f| f.starts_with("build.")).is_empty());
+    let (runs, twice) = only_unstored_work_ran_again(&output, &victim);
+    eprintln!("killed {victim}: {runs} expensive actions, {twice} run twice");
     c.spawn_daemon(&victim);
 }
 
@@ -402,43 +405,9 @@ fn a_sharded_build_on_slurm_with_an_s3_store_is_the_one_machine_build() {
         &model_url,
         Some("s3://r2e-cluster/team"),
     );
-    let template = format!(
-        "{}/cache-$SLURMD_NODENAME-${{SLURM_ARRAY_TASK_ID:-assemble}}",
-        w.display()
-    );
-    let out = assert_cmd::Command::cargo_bin("r2e")
-        .unwrap()
-        .args(["cluster", "slurm"])
-        .arg(&shared)
-        .args(["--shards", "2", "--submit", "--local-cache", &template])
-        .env("SLURM_CONF", &c.conf)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| l.split_once(' ').unwrap().1.to_owned())
-        .collect();
+    let ids = submit(&c, w, &shared, &env);
     let states = c.wait_done(&[&ids[0], &ids[1]], Duration::from_secs(900));
-    let logs = || {
-        let mut text = c.logs();
-        for e in std::fs::read_dir(w.join("shared/slurm/logs"))
-            .unwrap()
-            .flatten()
-        {
-            text.push_str(&format!(
-                "\n--- {}\n{}",
-                e.path().display(),
-                std::fs::read_to_string(e.path()).unwrap_or_default()
-            ));
-        }
-        text
-    };
+    let logs = || job_logs(&c, &w.join("shared"));
     assert!(
         states.iter().all(|s| s == "COMPLETED"),
         "{states:?}\n{}",

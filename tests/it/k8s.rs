@@ -376,19 +376,9 @@ fn shards_run_as_the_indexed_jobs_pods_would_give_the_one_machine_dataset() {
     let env: Vec<(&'static str, String)> = common::offline_env().into_iter().collect();
     // One machine, no remote store: V.
     let one = project(&w.join("one"), None);
-    let out = r2e()
-        .args(["build", "--json", "--cache"])
-        .arg(w.join("cache-one"))
-        .arg(&one)
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, summary, stderr) =
+        crate::cluster_build::build(&one, &w.join("cache-one"), &env, &[]);
+    assert_eq!(code, 0, "{stderr}");
     let v = summary["dataset_version"].as_str().unwrap().to_owned();
     assert_eq!(summary["counts"]["instances"], 3, "{summary}");
 

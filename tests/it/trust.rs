@@ -28,41 +28,27 @@ fn pipeline(dir: &Path, url: &str, extra: &str) -> PathBuf {
     path
 }
 
-/// `r2e build --json` with a fresh local cache `cache`, the signing key in the environment
-/// when `key`: exit code, dataset version (with its count of instances), stderr.
+/// `r2e build --json` with a fresh local cache `cache`, offline, the signing key in the
+/// environment when `key`: exit code, dataset version (with its count of instances), stderr.
 fn build(pipeline: &Path, cache: &Path, key: bool) -> (i32, String, String) {
-    let mut cmd = r2e();
-    cmd.args(["build", "--json", "--cache"])
-        .arg(cache)
-        .arg(pipeline)
-        .envs(common::offline_env())
-        .env_remove(KEY_VAR);
+    let mut env: Vec<(&'static str, String)> = common::offline_env().into_iter().collect();
     if key {
-        cmd.env(KEY_VAR, KEY);
+        env.push((KEY_VAR, KEY.to_owned()));
     }
-    let out = cmd.output().unwrap();
-    let summary: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{} ({} instances)",
-            summary["dataset_version"].as_str().unwrap_or(""),
-            summary["counts"]["instances"]
-        ),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (code, summary, stderr) = crate::cluster_build::build(pipeline, cache, &env, &[]);
+    let version = format!(
+        "{} ({} instances)",
+        summary["dataset_version"].as_str().unwrap_or(""),
+        summary["counts"]["instances"]
+    );
+    (code, version, stderr)
 }
 
-/// The events of a build's trace (the host's `build.*.trace.jsonl` beside `output`).
+/// The events of the builds' traces beside `output`.
 fn events(output: &Path) -> Vec<Value> {
-    let dir = output.parent().unwrap().join(format!(
-        ".{}.r2e/shards",
-        output.file_name().unwrap().to_string_lossy()
-    ));
-    std::fs::read_dir(dir)
-        .unwrap()
+    crate::cluster_build::traces(output)
+        .into_values()
         .flatten()
-        .flat_map(|e| common::jsonl(&e.path()))
         .collect()
 }
 
