@@ -527,6 +527,45 @@ fn code_never_runs_unsandboxed_unless_asked() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("--unsafe-no-sandbox"), "{err}");
+    assert!(
+        err.contains("bubblewrap (`bwrap`) is not available"),
+        "{err}"
+    );
+
+    // A `bwrap` that is there but cannot start a sandbox (as where user namespaces are off) is
+    // told apart from a missing one, with its own message, after its three tries.
+    let tries = bin.path().join("tries");
+    let fake = bin.path().join("bwrap");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho try >> {}\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n",
+            tries.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(which("sh").unwrap(), bin.path().join("sh")).unwrap();
+    let out = r2e()
+        .arg("build")
+        .arg(p.pipeline())
+        .env("PATH", bin.path())
+        .envs(common::offline_env())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is installed but cannot start a sandbox"),
+        "{err}"
+    );
+    assert!(
+        err.contains("No permissions to create new namespace"),
+        "{err}"
+    );
+    assert!(!err.contains("is not available"), "{err}");
+    let tries = std::fs::read_to_string(&tries).unwrap();
+    assert!(tries.lines().count() >= 3, "{tries}");
 }
 
 fn which(tool: &str) -> Result<std::path::PathBuf, ()> {

@@ -40,9 +40,52 @@ const OUTPUT_CAP: usize = 4 << 20;
 /// The unprivileged user code runs as when r2e runs as root.
 pub const NOBODY: u32 = 65534;
 
+/// Whether bubblewrap can start a sandbox here: `bwrap --unshare-all true`, tried three times
+/// before it is given up, because a machine under load can fail one start (a namespace or a
+/// process it cannot create for a moment). The error is the last try's own message.
+fn probe_bwrap(bwrap: &Path) -> std::result::Result<(), String> {
+    let mut last = String::new();
+    for pause in [
+        Duration::ZERO,
+        Duration::from_millis(200),
+        Duration::from_secs(1),
+    ] {
+        std::thread::sleep(pause);
+        let probe = Command::new(bwrap)
+            .args([
+                "--ro-bind",
+                "/",
+                "/",
+                "--unshare-all",
+                "--die-with-parent",
+                "true",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output();
+        match probe {
+            Ok(out) if out.status.success() => return Ok(()),
+            Ok(out) => {
+                let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+                last = if said.is_empty() {
+                    format!("it exited with {}", out.status)
+                } else {
+                    said
+                };
+            }
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(last)
+}
+
 /// Runs jobs on this machine.
 pub struct LocalSandbox {
     bwrap: Option<PathBuf>,
+    /// Why a `bwrap` found on the `PATH` is not used: it failed its probe every time. Told
+    /// apart from a missing one, so that the message says which.
+    bwrap_failure: Option<String>,
     /// `setpriv`, to drop root inside the sandbox.
     setpriv: Option<PathBuf>,
     cgroups: Option<Cgroups>,
@@ -62,28 +105,27 @@ impl LocalSandbox {
     /// Probes the machine for bubblewrap, `setpriv` and a writable cgroup. Without bubblewrap,
     /// jobs are refused unless `allow_unsandboxed`.
     pub fn new(allow_unsandboxed: bool) -> LocalSandbox {
-        let bwrap = r2e_core::fsutil::find_program("bwrap").filter(|b| {
-            Command::new(b)
-                .args([
-                    "--ro-bind",
-                    "/",
-                    "/",
-                    "--unshare-all",
-                    "--die-with-parent",
-                    "true",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        });
+        let (bwrap, bwrap_failure) = match r2e_core::fsutil::find_program("bwrap") {
+            None => (None, None),
+            Some(b) => match probe_bwrap(&b) {
+                Ok(()) => (Some(b), None),
+                Err(why) => {
+                    let failure = format!(
+                        "`{}` is installed but cannot start a sandbox: {why}",
+                        b.display()
+                    );
+                    (None, Some(failure))
+                }
+            },
+        };
         static WARN: Once = Once::new();
         if bwrap.is_none() && allow_unsandboxed {
             WARN.call_once(|| {
                 eprintln!(
-                    "WARNING: bubblewrap (`bwrap`) is not available and --unsafe-no-sandbox was given: \
+                    "WARNING: bubblewrap (`bwrap`) is not available{} and --unsafe-no-sandbox was given: \
                      untrusted code runs WITHOUT isolation (it can read this machine's files and reach \
-                     the network); only resource limits apply."
+                     the network); only resource limits apply.",
+                    bwrap_failure.as_deref().map(|f| format!(" ({f})")).unwrap_or_default()
                 )
             });
         }
@@ -96,6 +138,7 @@ impl LocalSandbox {
             }),
             etc: bwrap.as_ref().and_then(|_| Etc::create().ok()),
             bwrap,
+            bwrap_failure,
             cgroups: Cgroups::probe(),
             allow_unsandboxed,
         }
@@ -104,6 +147,13 @@ impl LocalSandbox {
     /// The command that runs a job: under bubblewrap, or bare.
     fn command(&self, job: &Job, env: &[(String, String)]) -> Result<Command> {
         let Some(bwrap) = &self.bwrap else {
+            if let (Some(failure), false) = (&self.bwrap_failure, self.allow_unsandboxed) {
+                return Err(Error::env(format!(
+                    "bubblewrap {failure}, so r2e will not run a repository's code: check that \
+                     unprivileged user namespaces are allowed, or pass `--unsafe-no-sandbox` to run \
+                     the code without isolation"
+                )));
+            }
             if !self.allow_unsandboxed {
                 return Err(Error::env(
                     "bubblewrap (`bwrap`) is not available, so r2e will not run a repository's code: \
