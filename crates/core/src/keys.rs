@@ -124,6 +124,11 @@ pub struct EnvKey {
     /// The index settings passed to installers (they decide what gets installed; certificates,
     /// proxies and timeouts do not).
     pub index: Vec<(String, String)>,
+    /// `[env] exclude_newer`: the instant resolution sees the index as of (uv's
+    /// `--exclude-newer`). Left out of the key when unset, so that keys made before it existed
+    /// still name their environments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exclude_newer: Option<String>,
 }
 
 impl ActionKey for EnvKey {
