@@ -1645,7 +1645,9 @@ fn pypi_source(src: &Source, r: &RepoOptions, spec: &Spanned<String>) -> Result<
     let (name, version) = (name.trim(), version.trim());
     // PEP 508's project names: letters and digits, with `.`, `_`, `-` inside.
     let name_ok = !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     if !name_ok {
@@ -1653,7 +1655,9 @@ fn pypi_source(src: &Source, r: &RepoOptions, spec: &Spanned<String>) -> Result<
     }
     // One version, as PEP 440 spells them (no wildcard, range or second clause).
     let version_ok = !version.is_empty()
-        && version.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+' | '!'))
+        && version
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+' | '!'))
         && version.starts_with(|c: char| c.is_ascii_alphanumeric());
     if !version_ok {
         return Err(bad(&format!("`{version}` is not one exact version")));
@@ -2455,6 +2459,90 @@ mod tests {
                 e.to_string().replace(&file.display().to_string(), "P")
             }
         }
+    }
+
+    #[test]
+    fn a_pypi_release_is_one_exact_version_alone_with_its_hash_and_index() {
+        let e = err("[[repo]]\npypi = \"isodate>=0.6\"\n");
+        assert!(
+            e.starts_with("P:2:8: `isodate>=0.6` is not a release"),
+            "{e}"
+        );
+        let e = err("[[repo]]\npypi = \"isodate==0.6.*\"\n");
+        assert!(
+            e.starts_with("P:2:8:") && e.contains("`0.6.*` is not one exact version"),
+            "{e}"
+        );
+        let e = err("[[repo]]\npypi = \"-bad==1\"\n");
+        assert!(
+            e.starts_with("P:2:8:") && e.contains("not a project name"),
+            "{e}"
+        );
+        let e = err("[[repo]]\npypi = \"isodate==0.6.1\"\nsha256 = \"abc\"\n");
+        assert!(
+            e.starts_with("P:3:10: `sha256` is the archive's SHA-256"),
+            "{e}"
+        );
+        let e = err("[[repo]]\npypi = \"isodate==0.6.1\"\ngit = \"https://h/r\"\n");
+        assert!(e.starts_with("P:3:7: a repo takes `pypi` or `git`"), "{e}");
+        let e = err("[[repo]]\npath = \"repo\"\nsha256 = \"abc\"\n");
+        assert!(e.starts_with("P:3:10: `sha256` goes with `pypi`"), "{e}");
+        let e = err("[[repo]]\npypi = \"isodate==0.6.1\"\nindex_url = \"ftp://x\"\n");
+        assert!(
+            e.starts_with("P:3:13: `index_url` is a simple index's URL"),
+            "{e}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pipeline.toml");
+        let hex = "AB".repeat(32);
+        let text = format!(
+            "[[repo]]\npypi = \"Iso.Date==0.6.1\"\nsha256 = \"{hex}\"\nindex_url = \"http://127.0.0.1:9/simple\"\n"
+        );
+        let c = parse(&text, &file).unwrap();
+        assert_eq!(c.repos[0].name, "Iso.Date");
+        let RepoSource::Pypi(r) = &c.repos[0].source else {
+            panic!("{:?}", c.repos[0].source)
+        };
+        assert_eq!(r.normalized(), "iso-date");
+        assert_eq!(r.version, "0.6.1");
+        assert_eq!(r.index_url, "http://127.0.0.1:9/simple/");
+        let pinned = r.sha256.as_ref().unwrap();
+        assert_eq!(pinned.hex, "ab".repeat(32));
+        assert_eq!(pinned.at, format!("{}:3:10", file.display()));
+        let text = "[[repo]]\npypi = \"isodate==0.6.1\"\n[[repo]]\npypi = \"ISODATE==0.6.1\"\nname = \"again\"\n";
+        let e = parse(text, &file).unwrap_err().to_string();
+        assert!(e.contains(":4:8: this repo is repo `isodate` again"), "{e}");
+    }
+
+    #[test]
+    fn exclude_newer_is_an_instant_in_utc() {
+        for (written, normalized) in [
+            ("2025-06-01", "2025-06-01T00:00:00Z"),
+            ("2024-02-29T23:59:59Z", "2024-02-29T23:59:59Z"),
+            ("2025-06-01T12:30:00.5+00:00", "2025-06-01T12:30:00.5Z"),
+        ] {
+            assert_eq!(
+                utc_instant(written).as_deref(),
+                Some(normalized),
+                "{written}"
+            );
+        }
+        for bad in [
+            "2025-6-1",
+            "2023-02-29",
+            "2025-06-01T25:00:00Z",
+            "2025-06-01T12:00:00+02:00",
+            "2025-06-01T12:00Z",
+            "soon",
+        ] {
+            assert_eq!(utc_instant(bad), None, "{bad}");
+        }
+        let e = err("[[repo]]\npath = \"repo\"\n[env]\nexclude_newer = \"2025-13-01\"\n");
+        assert!(
+            e.starts_with("P:4:17: `2025-13-01` is not an instant in UTC"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -97,14 +97,15 @@ pub fn project_files(index_url: &str, normalized: &str) -> Result<Vec<IndexFile>
             return Err(Error::env(format!("GET {page}: the index answered {s}")));
         }
         s => {
-            return Err(Error::input(format!(
-                "GET {page}: the index answered {s}"
-            )));
+            return Err(Error::input(format!("GET {page}: the index answered {s}")));
         }
     }
     let base = Url::parse(&page).map_err(|e| Error::input(format!("`{page}`: {e}")))?;
     let text = String::from_utf8_lossy(&answer.body);
-    if answer.content_type.contains("application/vnd.pypi.simple.v1+json") {
+    if answer
+        .content_type
+        .contains("application/vnd.pypi.simple.v1+json")
+    {
         parse_json(&base, &text)
     } else {
         Ok(parse_html(&base, &text))
@@ -174,8 +175,7 @@ fn parse_html(base: &Url, text: &str) -> Vec<IndexFile> {
             Some((l, f)) => (l.to_owned(), Some(f.to_owned())),
             None => (href.clone(), None),
         };
-        let sha256 = fragment
-            .and_then(|f| f.strip_prefix("sha256=").map(str::to_ascii_lowercase));
+        let sha256 = fragment.and_then(|f| f.strip_prefix("sha256=").map(str::to_ascii_lowercase));
         let Ok(url) = base.join(&link) else {
             continue;
         };

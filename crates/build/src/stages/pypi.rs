@@ -38,8 +38,8 @@ pub fn fetch(repo: &RepoConfig, release: &PypiRelease, cache: &Cache) -> Result<
     {
         return Ok(done);
     }
-    let files = project_files(&release.index_url, &release.normalized())
-        .map_err(|e| in_repo(repo, e))?;
+    let files =
+        project_files(&release.index_url, &release.normalized()).map_err(|e| in_repo(repo, e))?;
     let file = pick_sdist(&files, release).ok_or_else(|| {
         let listed: Vec<&str> = files.iter().map(|f| f.filename.as_str()).collect();
         Error::input(format!(
@@ -176,7 +176,10 @@ pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> std::result::Result<(), Strin
         if !(kind.is_file() || kind.is_dir()) {
             continue;
         }
-        if path.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir)) {
+        if path
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
             return Err(format!(
                 "the entry `{}` would be written outside the release's folder",
                 path.display()
@@ -246,7 +249,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let good = tar_gz(&[
             ("pkg-1.0/", tar::EntryType::Directory, b""),
-            ("pkg-1.0/pkg/__init__.py", tar::EntryType::Regular, b"X = 1\n"),
+            (
+                "pkg-1.0/pkg/__init__.py",
+                tar::EntryType::Regular,
+                b"X = 1\n",
+            ),
             ("pkg-1.0/escape", tar::EntryType::Symlink, b"/etc/passwd"),
         ]);
         let dest = dir.path().join("a");

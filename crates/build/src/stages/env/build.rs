@@ -108,17 +108,23 @@ impl Installer {
         {
             // Resolving without the pin would install whatever the index holds today: the
             // environments would drift from the ones the pin names, silently.
+            let why = if cfg.installer == ConfiguredInstaller::Pip {
+                "`installer = \"pip\"`: use `auto` or `uv`".to_owned()
+            } else {
+                format!(
+                    "`uv` is neither on the PATH nor installable: put uv {} on the PATH",
+                    uv_version()
+                )
+            };
             return Err(Error::env(format!(
                 "`[env] exclude_newer = \"{instant}\"` needs uv (`--exclude-newer`) or pip 26 or \
                  newer (`--uploaded-prior-to`), but environments would be built with pip {} \
-                 (`uv` is neither on the PATH nor installable): put uv {} on the PATH",
+                 ({why})",
                 installer.id.version,
-                uv_version()
             )));
         }
         Ok(installer)
     }
-
 
     /// The installer a build would use, without installing anything (`r2e status`): `None`
     /// when `installer = "uv"` and the build would first install it into the cache.
