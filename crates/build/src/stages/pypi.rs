@@ -1,7 +1,7 @@
 //! `[[repo]] pypi = "NAME==VERSION"`: a source release from a package index, as a repository.
 //!
 //! The index is asked for the project's files (`r2e_exec::pypi`), the sdist of exactly that
-//! version is picked, downloaded and checked: against the sha256 the index publishes, then
+//! version is picked (`.tar.gz`, else an old `.zip`), downloaded and checked: against the sha256 the index publishes, then
 //! against the pipeline's `sha256` when written. It is unpacked (regular files and folders
 //! only, every path inside the root, its single top folder `NAME-VERSION/` stripped) into
 //! `pypi-v1/<sha256>`, which the checkout then reads as a folder. With `sha256` written and the
@@ -43,7 +43,7 @@ pub fn fetch(repo: &RepoConfig, release: &PypiRelease, cache: &Cache) -> Result<
     let file = pick_sdist(&files, release).ok_or_else(|| {
         let listed: Vec<&str> = files.iter().map(|f| f.filename.as_str()).collect();
         Error::input(format!(
-            "repo `{}`: the index `{}` lists no source release (`.tar.gz`) of `{}` {}; it lists: {}",
+            "repo `{}`: the index `{}` lists no source release (`.tar.gz` or `.zip`) of `{}` {}; it lists: {}",
             repo.name,
             release.index_url,
             release.project,
@@ -96,7 +96,12 @@ pub fn fetch(repo: &RepoConfig, release: &PypiRelease, cache: &Cache) -> Result<
         let tmp = bucket.join(format!("{actual}.tmp{}", std::process::id()));
         let _ = fs_err::remove_dir_all(&tmp);
         fs_err::create_dir_all(&tmp)?;
-        let done = unpack_tar_gz(&bytes, &tmp)
+        let unpacked = if file.filename.ends_with(".zip") {
+            unpack_zip(&bytes, &tmp)
+        } else {
+            unpack_tar_gz(&bytes, &tmp)
+        };
+        let done = unpacked
             .map_err(|why| {
                 Error::input(format!(
                     "repo `{}`: refused `{}`: {why}",
@@ -115,12 +120,12 @@ pub fn fetch(repo: &RepoConfig, release: &PypiRelease, cache: &Cache) -> Result<
     Ok((dir, actual))
 }
 
-/// The sdist of exactly the release's version: `NAME-VERSION.tar.gz`, its name compared as
+/// The sdist of exactly the release's version: `NAME-VERSION.tar.gz` (else `.zip`), its name compared as
 /// PEP 503 normalizes names and its version as PEP 440 does case.
 fn pick_sdist<'a>(files: &'a [IndexFile], release: &PypiRelease) -> Option<&'a IndexFile> {
     let want = release.normalized();
-    files.iter().find(|f| {
-        let Some(stem) = f.filename.strip_suffix(".tar.gz") else {
+    let of_release = |f: &&IndexFile, suffix: &str| {
+        let Some(stem) = f.filename.strip_suffix(suffix) else {
             return false;
         };
         // The version follows the last `-` (a name's own `-` were `_` since PEP 625; older
@@ -129,7 +134,12 @@ fn pick_sdist<'a>(files: &'a [IndexFile], release: &PypiRelease) -> Option<&'a I
             return false;
         };
         normalize_project(name) == want && version.eq_ignore_ascii_case(&release.version)
-    })
+    };
+    // A `.tar.gz` (PEP 625's one format) before an old `.zip` of the same release.
+    files
+        .iter()
+        .find(|f| of_release(f, ".tar.gz"))
+        .or_else(|| files.iter().find(|f| of_release(f, ".zip")))
 }
 
 /// The sha256 of `bytes`, lowercase hex.
@@ -176,15 +186,7 @@ pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> std::result::Result<(), Strin
         if !(kind.is_file() || kind.is_dir()) {
             continue;
         }
-        if path
-            .components()
-            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
-        {
-            return Err(format!(
-                "the entry `{}` would be written outside the release's folder",
-                path.display()
-            ));
-        }
+        inside(&path)?;
         let to = dest.join(&path);
         if kind.is_dir() {
             fs_err::create_dir_all(&to).map_err(|e| e.to_string())?;
@@ -210,6 +212,116 @@ pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> std::result::Result<(), Strin
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755));
         }
+    }
+    Ok(())
+}
+
+/// The path of an archive's entry, checked: relative, without `..`, so that it stays in the
+/// release's folder.
+fn inside(path: &Path) -> std::result::Result<(), String> {
+    if path.as_os_str().is_empty()
+        || path
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "the entry `{}` would be written outside the release's folder",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Unpacks a zip archive (an old sdist) into `dest`, as [`unpack_tar_gz`] does: regular files
+/// (stored or deflated) and folders only, every path inside, at most [`MAX_UNPACKED`] bytes.
+/// The archive's sha256 was checked already, so its entries' CRCs are not.
+pub fn unpack_zip(bytes: &[u8], dest: &Path) -> std::result::Result<(), String> {
+    let damaged = || "a damaged zip archive".to_owned();
+    let u16_at = |at: usize| -> std::result::Result<usize, String> {
+        bytes
+            .get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+            .ok_or_else(damaged)
+    };
+    let u32_at = |at: usize| -> std::result::Result<usize, String> {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .ok_or_else(damaged)
+    };
+    // The end of central directory record: its signature, searched back from the end (a
+    // comment of up to 64 KiB may follow it).
+    let floor = bytes.len().saturating_sub(22 + 0xFFFF);
+    let end = (floor..bytes.len().saturating_sub(21))
+        .rev()
+        .find(|&i| bytes[i..i + 4] == [0x50, 0x4b, 0x05, 0x06])
+        .ok_or_else(|| "not a zip archive".to_owned())?;
+    let count = u16_at(end + 10)?;
+    let mut at = u32_at(end + 16)?;
+    if count == 0xFFFF || at == 0xFFFF_FFFF {
+        return Err("a ZIP64 archive, which r2e does not unpack".into());
+    }
+    let mut total: u64 = 0;
+    for _ in 0..count {
+        if bytes.get(at..at + 4) != Some(&[0x50, 0x4b, 0x01, 0x02][..]) {
+            return Err(damaged());
+        }
+        let method = u16_at(at + 10)?;
+        let (packed, size) = (u32_at(at + 20)?, u32_at(at + 24)?);
+        let (name_len, extra_len, comment_len) =
+            (u16_at(at + 28)?, u16_at(at + 30)?, u16_at(at + 32)?);
+        let unix_mode = u32_at(at + 38)? >> 16;
+        let local = u32_at(at + 42)?;
+        let name = bytes.get(at + 46..at + 46 + name_len).ok_or_else(damaged)?;
+        at += 46 + name_len + extra_len + comment_len;
+        let name = String::from_utf8_lossy(name).into_owned();
+        let path = PathBuf::from(&name);
+        inside(&path)?;
+        if name.ends_with('/') {
+            fs_err::create_dir_all(dest.join(&path)).map_err(|e| e.to_string())?;
+            continue;
+        }
+        // Links and other special files are left out, as from a tar.
+        let kind = unix_mode & 0o170000;
+        if kind != 0 && kind != 0o100000 {
+            continue;
+        }
+        total += size as u64;
+        if total > MAX_UNPACKED {
+            return Err(format!(
+                "it unpacks to more than {} MiB",
+                MAX_UNPACKED >> 20
+            ));
+        }
+        if bytes.get(local..local + 4) != Some(&[0x50, 0x4b, 0x03, 0x04][..]) {
+            return Err(damaged());
+        }
+        let start = local + 30 + u16_at(local + 26)? + u16_at(local + 28)?;
+        let data = bytes.get(start..start + packed).ok_or_else(damaged)?;
+        let data = match method {
+            0 => data.to_vec(),
+            8 => {
+                let mut out = Vec::with_capacity(size);
+                flate2::read::DeflateDecoder::new(data)
+                    .take(size as u64 + 1)
+                    .read_to_end(&mut out)
+                    .map_err(|e| format!("`{name}`: {e}"))?;
+                out
+            }
+            m => {
+                return Err(format!(
+                    "`{name}` is compressed with method {m}, which r2e does not unpack"
+                ));
+            }
+        };
+        if data.len() != size {
+            return Err(damaged());
+        }
+        let to = dest.join(&path);
+        if let Some(parent) = to.parent() {
+            fs_err::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        fs_err::write(&to, &data).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -276,6 +388,49 @@ mod tests {
     }
 
     #[test]
+    fn an_old_zip_release_unpacks_and_a_path_out_of_it_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let make = |name: &str, entries: &str| {
+            let path = dir.path().join(name);
+            let script = format!(
+                "import zipfile\nz = zipfile.ZipFile({:?}, 'w')\n{entries}z.close()\n",
+                path.to_string_lossy()
+            );
+            let ok = std::process::Command::new("python3")
+                .args(["-c", &script])
+                .status()
+                .unwrap();
+            assert!(ok.success());
+            std::fs::read(path).unwrap()
+        };
+        let good = make(
+            "good.zip",
+            "z.writestr('pkg-1.0/pkg/__init__.py', 'X = 1\\n' * 100, zipfile.ZIP_DEFLATED)\n\
+             z.writestr('pkg-1.0/setup.py', 'pass\\n', zipfile.ZIP_STORED)\n\
+             z.writestr('pkg-1.0/empty/', '')\n",
+        );
+        let dest = dir.path().join("a");
+        fs_err::create_dir_all(&dest).unwrap();
+        unpack_zip(&good, &dest).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dest.join("pkg-1.0/pkg/__init__.py")).unwrap(),
+            "X = 1\n".repeat(100)
+        );
+        assert_eq!(
+            std::fs::read_to_string(dest.join("pkg-1.0/setup.py")).unwrap(),
+            "pass\n"
+        );
+        assert!(dest.join("pkg-1.0/empty").is_dir());
+        let bad = make("bad.zip", "z.writestr('../outside.py', 'x')\n");
+        let dest = dir.path().join("b");
+        fs_err::create_dir_all(&dest).unwrap();
+        let why = unpack_zip(&bad, &dest).unwrap_err();
+        assert!(why.contains("outside the release's folder"), "{why}");
+        assert!(!dir.path().join("outside.py").exists());
+        assert!(unpack_zip(b"not a zip at all, just some text here", &dest).is_err());
+    }
+
+    #[test]
     fn the_sdist_of_exactly_the_version_is_picked() {
         let release = PypiRelease {
             project: "Py.Date_Util".into(),
@@ -298,6 +453,18 @@ mod tests {
             "py-date-util-2.8.2.tar.gz"
         );
         assert!(pick_sdist(&files[..2], &release).is_none());
+        let old = [
+            file("py_date_util-2.8.2.zip"),
+            file("py-date-util-2.8.2.tar.gz"),
+        ];
+        assert_eq!(
+            pick_sdist(&old, &release).unwrap().filename,
+            "py-date-util-2.8.2.tar.gz"
+        );
+        assert_eq!(
+            pick_sdist(&old[..1], &release).unwrap().filename,
+            "py_date_util-2.8.2.zip"
+        );
         assert_eq!(
             sha256_hex(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

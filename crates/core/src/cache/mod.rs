@@ -312,6 +312,7 @@ impl Cache {
             Bucket::Envs,
             Bucket::Projects,
             Bucket::Tools,
+            Bucket::Pypi,
         ] {
             let Ok(entries) = std::fs::read_dir(self.path(bucket)) else {
                 continue;
