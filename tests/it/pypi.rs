@@ -355,3 +355,87 @@ fn an_environment_rebuilt_after_a_newer_release_keeps_the_one_before_exclude_new
     let unpinned = env_lock(&p.pipeline(), &index);
     assert!(unpinned.contains(&"dep==2.0".to_owned()), "{unpinned:?}");
 }
+
+#[test]
+fn an_index_that_does_not_answer_is_environmental_and_leaves_nothing() {
+    // Nothing listens on this port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = dir.path().join("pipeline.toml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "[[repo]]\npypi = \"tinyrel==1.0\"\nindex_url = \"http://127.0.0.1:{port}/simple/\"\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("build")
+        .arg(&pipeline)
+        .args(["--until", "parse"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("repo `tinyrel`") && stderr.contains(&format!("127.0.0.1:{port}")),
+        "{stderr}"
+    );
+    let bucket = dir
+        .path()
+        .join("cache")
+        .join(r2e_core::cache::Bucket::Pypi.folder());
+    assert_eq!(
+        std::fs::read_dir(&bucket).unwrap().count(),
+        0,
+        "nothing kept"
+    );
+}
+
+#[test]
+fn exclude_newer_with_a_pip_that_cannot_pin_is_refused() {
+    let bundled = std::process::Command::new("python3")
+        .args(["-c", "import ensurepip; print(ensurepip.version())"])
+        .output()
+        .unwrap();
+    let bundled = String::from_utf8_lossy(&bundled.stdout).trim().to_owned();
+    let major: u32 = bundled.split('.').next().unwrap().parse().unwrap();
+    if major >= 26 {
+        // This pip has `--uploaded-prior-to`: nothing to refuse.
+        eprintln!("pip {bundled} pins with --uploaded-prior-to; skipped");
+        return;
+    }
+    let p = common::Project::new(
+        NEEDS_DEP,
+        "[env]\ninstaller = \"pip\"\nexclude_newer = \"2024-06-01\"\n",
+    );
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("build")
+        .arg(p.pipeline())
+        .args(["--until", "env"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`[env] exclude_newer = \"2024-06-01T00:00:00Z\"` needs uv")
+            && stderr.contains(&format!("pip {bundled}"))
+            && stderr.contains("installer = \"pip\""),
+        "{stderr}"
+    );
+    assert!(
+        !p.path().join("cache/envs-v3").exists()
+            || std::fs::read_dir(p.path().join("cache/envs-v3"))
+                .unwrap()
+                .count()
+                == 0
+    );
+}

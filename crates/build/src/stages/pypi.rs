@@ -41,18 +41,30 @@ pub fn fetch(repo: &RepoConfig, release: &PypiRelease, cache: &Cache) -> Result<
     let files =
         project_files(&release.index_url, &release.normalized()).map_err(|e| in_repo(repo, e))?;
     let file = pick_sdist(&files, release).ok_or_else(|| {
-        let listed: Vec<&str> = files.iter().map(|f| f.filename.as_str()).collect();
+        // The versions it has sources of, the last ones listed (an index lists oldest first).
+        let mut versions: Vec<&str> = files
+            .iter()
+            .filter_map(|f| {
+                let stem = f
+                    .filename
+                    .strip_suffix(".tar.gz")
+                    .or_else(|| f.filename.strip_suffix(".zip"))?;
+                let (name, version) = stem.rsplit_once('-')?;
+                (normalize_project(name) == release.normalized()).then_some(version)
+            })
+            .collect();
+        versions.dedup();
+        let shown = if versions.is_empty() {
+            "none".to_owned()
+        } else if versions.len() > 12 {
+            format!("..., {}", versions[versions.len() - 12..].join(", "))
+        } else {
+            versions.join(", ")
+        };
         Error::input(format!(
-            "repo `{}`: the index `{}` lists no source release (`.tar.gz` or `.zip`) of `{}` {}; it lists: {}",
-            repo.name,
-            release.index_url,
-            release.project,
-            release.version,
-            if listed.is_empty() {
-                "nothing".to_owned()
-            } else {
-                listed.join(", ")
-            }
+            "repo `{}`: the index `{}` lists no source release (`.tar.gz` or `.zip`) of `{}` {}; \
+             versions with one: {shown}",
+            repo.name, release.index_url, release.project, release.version,
         ))
     })?;
     let published = match (&file.sha256, &release.sha256) {
