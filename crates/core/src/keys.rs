@@ -416,6 +416,37 @@ mod tests {
         }
     }
 
+    /// `exclude_newer` names other environments when set, and leaves the keys made before it
+    /// existed (serialized without it) as they were.
+    #[test]
+    fn exclude_newer_is_in_the_environment_key_only_when_set() {
+        let key = |exclude_newer: Option<&str>| EnvKey {
+            python_version: "3.11.7".into(),
+            installer: InstallerId {
+                name: "uv".into(),
+                version: "0.13.9".into(),
+            },
+            coverage: "coverage==7.6.1",
+            declared: vec!["dep".into()],
+            inferred: Vec::new(),
+            optional: Vec::new(),
+            extra: Vec::new(),
+            system_site_packages: false,
+            index: Vec::new(),
+            exclude_newer: exclude_newer.map(str::to_owned),
+        };
+        let unset = serde_json::to_value(key(None)).unwrap();
+        assert!(unset.get("exclude_newer").is_none(), "{unset}");
+        assert_eq!(unset.as_object().unwrap().len(), 9);
+        let pinned = key(Some("2025-06-01T00:00:00Z"));
+        assert_eq!(
+            serde_json::to_value(&pinned).unwrap()["exclude_newer"],
+            "2025-06-01T00:00:00Z"
+        );
+        assert_ne!(pinned.hash(), key(None).hash());
+        assert_ne!(pinned.hash(), key(Some("2025-07-01T00:00:00Z")).hash());
+    }
+
     /// The hashes of the harness and model keys, pinned: a change of a key's shape or of how
     /// it is serialized shows here (and needs its bucket's version bumped).
     #[test]
