@@ -154,6 +154,8 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
                 RepoSource::Git { url, .. } => !["https://", "http://", "ssh://", "git://", "git@"]
                     .iter()
                     .any(|s| url.starts_with(s)),
+                // The pods ask the index themselves.
+                RepoSource::Pypi(_) => false,
             })
             .map(|r| r.name.as_str())
             .collect();

@@ -29,6 +29,7 @@ mod keys;
 mod layers;
 mod leaks;
 mod llm;
+mod pypi;
 mod python;
 mod readable;
 mod remote;

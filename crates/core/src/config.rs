@@ -519,6 +519,12 @@ struct RepoOptions {
     path: Option<Spanned<String>>,
     git: Option<Spanned<String>>,
     rev: Option<Spanned<String>>,
+    /// A source release on a package index: `NAME==VERSION`.
+    pypi: Option<Spanned<String>>,
+    /// The release's archive's sha256 (with `pypi`).
+    sha256: Option<Spanned<String>>,
+    /// The simple index (PEP 503/691) the release is asked of (with `pypi`).
+    index_url: Option<Spanned<String>>,
     include: Option<Vec<Spanned<String>>>,
     exclude: Option<Vec<Spanned<String>>>,
     default_exclude: Option<bool>,
@@ -752,6 +758,7 @@ struct EnvOptions {
     timeout_seconds: Option<u64>,
     system_site_packages: Option<bool>,
     install_project: Option<bool>,
+    exclude_newer: Option<Spanned<String>>,
 }
 
 /// How environments are created.
@@ -785,6 +792,10 @@ pub struct EnvConfig {
     /// Index and certificate settings passed to installers (`PIP_INDEX_URL`, `UV_INDEX_URL`,
     /// `PIP_EXTRA_INDEX_URL`, `UV_EXTRA_INDEX_URL`, `SSL_CERT_FILE`, proxies), by name.
     pub passthrough: Vec<(String, String)>,
+    /// Resolve as the index was at this instant (RFC 3339 UTC, `2025-06-01T00:00:00Z`): files
+    /// uploaded later are ignored (uv's `--exclude-newer`), so that a rebuild months later
+    /// installs the same versions. `[env] exclude_newer`, or a lock's curation date.
+    pub exclude_newer: Option<String>,
 }
 
 /// Environment variables that installers honour and that change what they install or reach.
@@ -833,8 +844,20 @@ impl EnvConfig {
 }
 
 impl EnvOptions {
-    fn resolve(self) -> EnvConfig {
-        EnvConfig {
+    fn resolve(self, src: &Source) -> Result<EnvConfig> {
+        let exclude_newer = match &self.exclude_newer {
+            Some(v) => Some(utc_instant(v.get_ref()).ok_or_else(|| {
+                src.at(
+                    Some(v.span()),
+                    &format!(
+                        "`{}` is not an instant in UTC: write `2025-06-01T00:00:00Z` (RFC 3339, `Z`) or a date `2025-06-01` (its midnight UTC)",
+                        v.get_ref()
+                    ),
+                )
+            })?),
+            None => None,
+        };
+        Ok(EnvConfig {
             python: self.python.unwrap_or_else(|| "python3".into()),
             installer: self.installer.unwrap_or_default(),
             extra_packages: self.extra_packages.unwrap_or_default(),
@@ -846,8 +869,65 @@ impl EnvOptions {
                 .iter()
                 .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
                 .collect(),
-        }
+            exclude_newer,
+        })
     }
+}
+
+/// An instant in UTC as RFC 3339 (`2025-06-01T12:00:00Z`, `+00:00` read as `Z`, fractions of
+/// a second kept) or a date (`2025-06-01`, its midnight), normalized to RFC 3339 with `Z`;
+/// `None` when it is neither or not a real day and time.
+pub fn utc_instant(text: &str) -> Option<String> {
+    let text = text.trim();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (date, time) = match text.split_once(['T', 't']) {
+        Some((d, t)) => (d, Some(t)),
+        None => (text, None),
+    };
+    let mut parts = date.split('-');
+    let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || y.len() != 4 || m.len() != 2 || d.len() != 2 {
+        return None;
+    }
+    if !(digits(y) && digits(m) && digits(d)) {
+        return None;
+    }
+    let (year, month, day): (u32, u32, u32) = (y.parse().ok()?, m.parse().ok()?, d.parse().ok()?);
+    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if day == 0 || day > days {
+        return None;
+    }
+    let Some(time) = time else {
+        return Some(format!("{date}T00:00:00Z"));
+    };
+    let clock = time
+        .strip_suffix(['Z', 'z'])
+        .or_else(|| time.strip_suffix("+00:00"))?;
+    let (hms, fraction) = match clock.split_once('.') {
+        Some((hms, f)) if digits(f) => (hms, Some(f)),
+        Some(_) => return None,
+        None => (clock, None),
+    };
+    let mut fields = hms.split(':');
+    let (h, mi, se) = (fields.next()?, fields.next()?, fields.next()?);
+    if fields.next().is_some() || [h, mi, se].iter().any(|f| f.len() != 2 || !digits(f)) {
+        return None;
+    }
+    let (h, mi, se): (u32, u32, u32) = (h.parse().ok()?, mi.parse().ok()?, se.parse().ok()?);
+    if h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    Some(match fraction {
+        Some(f) => format!("{date}T{hms}.{f}Z"),
+        None => format!("{date}T{hms}Z"),
+    })
 }
 
 /// Where a repository's files come from.
@@ -857,6 +937,61 @@ pub enum RepoSource {
     Path(PathBuf),
     /// A git repository (URL or path) at a revision.
     Git { url: String, rev: String },
+    /// A source release on a package index (`pypi = "NAME==VERSION"`).
+    Pypi(PypiRelease),
+}
+
+/// A source release (sdist) on a package index: its archive, checked against the hash the
+/// index publishes and the one the pipeline writes, is unpacked as the repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PypiRelease {
+    /// The project's name as written.
+    pub project: String,
+    /// The version as written (`==` pins exactly one).
+    pub version: String,
+    /// The simple index's URL, ending in `/` (`https://pypi.org/simple/` unless `index_url`).
+    pub index_url: String,
+    /// `sha256 = "..."`, lowercase, when written.
+    pub sha256: Option<PinnedHash>,
+}
+
+/// A hash the pipeline writes, with where it is written: a download that differs is refused
+/// at that place (`file:line:col`), as bad input is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PinnedHash {
+    /// Lowercase hex.
+    pub hex: String,
+    /// `file:line:col` of the value in the pipeline.
+    pub at: String,
+}
+
+/// The default package index of `[[repo]] pypi`.
+pub const PYPI_INDEX: &str = "https://pypi.org/simple/";
+
+impl PypiRelease {
+    /// The project's name normalized as PEP 503 does (runs of `-`, `_`, `.` become one `-`,
+    /// lowercase): how the index names its page and how archive names are compared.
+    pub fn normalized(&self) -> String {
+        normalize_project(&self.project)
+    }
+}
+
+/// A project name normalized as PEP 503 does.
+pub fn normalize_project(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut sep = false;
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            sep = true;
+        } else {
+            if sep && !out.is_empty() {
+                out.push('-');
+            }
+            sep = false;
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1117,8 +1252,13 @@ struct Source<'a> {
 impl Source<'_> {
     /// Bad input at `span` (the start of the file when unknown), as `file:line:col: msg`.
     fn at(&self, span: Option<Range<usize>>, msg: &str) -> Error {
+        Error::input(format!("{}: {msg}", self.place(span)))
+    }
+
+    /// `file:line:col` of `span` (the start of the file when unknown).
+    fn place(&self, span: Option<Range<usize>>) -> String {
         let (line, col) = span.map_or((1, 1), |s| line_col(self.text, s.start));
-        Error::input(format!("{}:{line}:{col}: {msg}", self.file.display()))
+        format!("{}:{line}:{col}", self.file.display())
     }
 }
 
@@ -1164,7 +1304,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         repos: repos(&src, &base, options.repo)?,
         extract: options.extract,
         context: options.context,
-        env: options.env.resolve(),
+        env: options.env.resolve(&src)?,
         generate: options.generate,
         validate: options.validate,
         select: options.select,
@@ -1252,7 +1392,12 @@ fn repos(src: &Source, base: &Path, options: Vec<RepoOptions>) -> Result<Vec<Rep
     for r in options {
         let source = repo_source(src, base, &r)?;
         if let Some(other) = repos.iter().find(|o| same_source(&o.source, &source)) {
-            let span = r.path.as_ref().or(r.git.as_ref()).map(|s| s.span());
+            let span = r
+                .path
+                .as_ref()
+                .or(r.git.as_ref())
+                .or(r.pypi.as_ref())
+                .map(|s| s.span());
             return Err(src.at(
                 span,
                 &format!(
@@ -1280,6 +1425,7 @@ fn repos(src: &Source, base: &Path, options: Vec<RepoOptions>) -> Result<Vec<Rep
                 .as_ref()
                 .or(r.path.as_ref())
                 .or(r.git.as_ref())
+                .or(r.pypi.as_ref())
                 .map(|s| s.span());
             return Err(src.at(
                 span,
@@ -1330,6 +1476,9 @@ fn same_source(a: &RepoSource, b: &RepoSource) -> bool {
         (RepoSource::Git { url: u1, rev: r1 }, RepoSource::Git { url: u2, rev: r2 }) => {
             let norm = |u: &str| u.trim_end_matches('/').trim_end_matches(".git").to_owned();
             norm(u1) == norm(u2) && r1 == r2
+        }
+        (RepoSource::Pypi(x), RepoSource::Pypi(y)) => {
+            x.normalized() == y.normalized() && x.version == y.version && x.index_url == y.index_url
         }
         _ => false,
     }
@@ -1413,6 +1562,17 @@ fn check_places(src: &Source, cfg: &Config, project: &ProjectOptions) -> Result<
 
 /// Where one `[[repo]]`'s files come from.
 fn repo_source(src: &Source, base: &Path, r: &RepoOptions) -> Result<RepoSource> {
+    if let Some(spec) = &r.pypi {
+        return pypi_source(src, r, spec);
+    }
+    for (key, value) in [("sha256", &r.sha256), ("index_url", &r.index_url)] {
+        if let Some(v) = value {
+            return Err(src.at(
+                Some(v.span()),
+                &format!("`{key}` goes with `pypi`, not with `path` or `git`"),
+            ));
+        }
+    }
     Ok(match (&r.path, &r.git) {
         (Some(p), None) => {
             if let Some(rev) = &r.rev {
@@ -1453,10 +1613,92 @@ fn repo_source(src: &Source, base: &Path, r: &RepoOptions) -> Result<RepoSource>
             let span = r.name.as_ref().map(|n| n.span());
             return Err(src.at(
                 span,
-                "a `[[repo]]` needs `path = \"...\"` or `git = \"...\"`",
+                "a `[[repo]]` needs `path = \"...\"`, `git = \"...\"` or `pypi = \"NAME==VERSION\"`",
             ));
         }
     })
+}
+
+/// A `[[repo]]` with `pypi = "NAME==VERSION"`: one exact release, alone (no `path`, `git` or
+/// `rev`), with an optional `sha256` and `index_url`.
+fn pypi_source(src: &Source, r: &RepoOptions, spec: &Spanned<String>) -> Result<RepoSource> {
+    for (key, value) in [("path", &r.path), ("git", &r.git), ("rev", &r.rev)] {
+        if let Some(v) = value {
+            return Err(src.at(
+                Some(v.span()),
+                &format!("a repo takes `pypi` or `{key}`, not both"),
+            ));
+        }
+    }
+    let bad = |why: &str| {
+        src.at(
+            Some(spec.span()),
+            &format!(
+                "`{}` is not a release: {why} (write `pypi = \"NAME==VERSION\"`, e.g. `isodate==0.6.1`)",
+                spec.get_ref()
+            ),
+        )
+    };
+    let Some((name, version)) = spec.get_ref().split_once("==") else {
+        return Err(bad("it needs `==` and one exact version"));
+    };
+    let (name, version) = (name.trim(), version.trim());
+    // PEP 508's project names: letters and digits, with `.`, `_`, `-` inside.
+    let name_ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !name_ok {
+        return Err(bad(&format!("`{name}` is not a project name")));
+    }
+    // One version, as PEP 440 spells them (no wildcard, range or second clause).
+    let version_ok = !version.is_empty()
+        && version
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '+' | '!'))
+        && version.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if !version_ok {
+        return Err(bad(&format!("`{version}` is not one exact version")));
+    }
+    let sha256 = match &r.sha256 {
+        Some(h) => {
+            let hex = h.get_ref().trim().to_ascii_lowercase();
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(src.at(
+                    Some(h.span()),
+                    "`sha256` is the archive's SHA-256: 64 hexadecimal digits",
+                ));
+            }
+            Some(PinnedHash {
+                hex,
+                at: src.place(Some(h.span())),
+            })
+        }
+        None => None,
+    };
+    let index_url = match &r.index_url {
+        Some(u) => {
+            let url = u.get_ref().trim();
+            if !(url.starts_with("http://") || url.starts_with("https://"))
+                || url.len() <= "https://".len()
+            {
+                return Err(src.at(
+                    Some(u.span()),
+                    "`index_url` is a simple index's URL (`https://...` or `http://...`)",
+                ));
+            }
+            format!("{}/", url.trim_end_matches('/'))
+        }
+        None => PYPI_INDEX.to_owned(),
+    };
+    Ok(RepoSource::Pypi(PypiRelease {
+        project: name.to_owned(),
+        version: version.to_owned(),
+        index_url,
+        sha256,
+    }))
 }
 
 /// The `[providers.NAME]` tables, with their API keys read from the environment.
@@ -1958,6 +2200,7 @@ fn default_repo_name(source: &RepoSource) -> String {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
+        RepoSource::Pypi(release) => release.project.clone(),
         RepoSource::Git { url, .. } => {
             let last = url
                 .trim_end_matches('/')
@@ -2216,6 +2459,90 @@ mod tests {
                 e.to_string().replace(&file.display().to_string(), "P")
             }
         }
+    }
+
+    #[test]
+    fn a_pypi_release_is_one_exact_version_alone_with_its_hash_and_index() {
+        let e = err("[[repo]]\npypi = \"isodate>=0.6\"\n");
+        assert!(
+            e.starts_with("P:2:8: `isodate>=0.6` is not a release"),
+            "{e}"
+        );
+        let e = err("[[repo]]\npypi = \"isodate==0.6.*\"\n");
+        assert!(
+            e.starts_with("P:2:8:") && e.contains("`0.6.*` is not one exact version"),
+            "{e}"
+        );
+        let e = err("[[repo]]\npypi = \"-bad==1\"\n");
+        assert!(
+            e.starts_with("P:2:8:") && e.contains("not a project name"),
+            "{e}"
+        );
+        let e = err("[[repo]]\npypi = \"isodate==0.6.1\"\nsha256 = \"abc\"\n");
+        assert!(
+            e.starts_with("P:3:10: `sha256` is the archive's SHA-256"),
+            "{e}"
+        );
+        let e = err("[[repo]]\npypi = \"isodate==0.6.1\"\ngit = \"https://h/r\"\n");
+        assert!(e.starts_with("P:3:7: a repo takes `pypi` or `git`"), "{e}");
+        let e = err("[[repo]]\npath = \"repo\"\nsha256 = \"abc\"\n");
+        assert!(e.starts_with("P:3:10: `sha256` goes with `pypi`"), "{e}");
+        let e = err("[[repo]]\npypi = \"isodate==0.6.1\"\nindex_url = \"ftp://x\"\n");
+        assert!(
+            e.starts_with("P:3:13: `index_url` is a simple index's URL"),
+            "{e}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pipeline.toml");
+        let hex = "AB".repeat(32);
+        let text = format!(
+            "[[repo]]\npypi = \"Iso.Date==0.6.1\"\nsha256 = \"{hex}\"\nindex_url = \"http://127.0.0.1:9/simple\"\n"
+        );
+        let c = parse(&text, &file).unwrap();
+        assert_eq!(c.repos[0].name, "Iso.Date");
+        let RepoSource::Pypi(r) = &c.repos[0].source else {
+            panic!("{:?}", c.repos[0].source)
+        };
+        assert_eq!(r.normalized(), "iso-date");
+        assert_eq!(r.version, "0.6.1");
+        assert_eq!(r.index_url, "http://127.0.0.1:9/simple/");
+        let pinned = r.sha256.as_ref().unwrap();
+        assert_eq!(pinned.hex, "ab".repeat(32));
+        assert_eq!(pinned.at, format!("{}:3:10", file.display()));
+        let text = "[[repo]]\npypi = \"isodate==0.6.1\"\n[[repo]]\npypi = \"ISODATE==0.6.1\"\nname = \"again\"\n";
+        let e = parse(text, &file).unwrap_err().to_string();
+        assert!(e.contains(":4:8: this repo is repo `isodate` again"), "{e}");
+    }
+
+    #[test]
+    fn exclude_newer_is_an_instant_in_utc() {
+        for (written, normalized) in [
+            ("2025-06-01", "2025-06-01T00:00:00Z"),
+            ("2024-02-29T23:59:59Z", "2024-02-29T23:59:59Z"),
+            ("2025-06-01T12:30:00.5+00:00", "2025-06-01T12:30:00.5Z"),
+        ] {
+            assert_eq!(
+                utc_instant(written).as_deref(),
+                Some(normalized),
+                "{written}"
+            );
+        }
+        for bad in [
+            "2025-6-1",
+            "2023-02-29",
+            "2025-06-01T25:00:00Z",
+            "2025-06-01T12:00:00+02:00",
+            "2025-06-01T12:00Z",
+            "soon",
+        ] {
+            assert_eq!(utc_instant(bad), None, "{bad}");
+        }
+        let e = err("[[repo]]\npath = \"repo\"\n[env]\nexclude_newer = \"2025-13-01\"\n");
+        assert!(
+            e.starts_with("P:4:17: `2025-13-01` is not an instant in UTC"),
+            "{e}"
+        );
     }
 
     #[test]

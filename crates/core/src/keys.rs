@@ -124,6 +124,11 @@ pub struct EnvKey {
     /// The index settings passed to installers (they decide what gets installed; certificates,
     /// proxies and timeouts do not).
     pub index: Vec<(String, String)>,
+    /// `[env] exclude_newer`: the instant resolution sees the index as of (uv's
+    /// `--exclude-newer`). Left out of the key when unset, so that keys made before it existed
+    /// still name their environments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exclude_newer: Option<String>,
 }
 
 impl ActionKey for EnvKey {
@@ -409,6 +414,37 @@ mod tests {
             file_size_mib: 64,
             base_image: base_image.map(str::to_owned),
         }
+    }
+
+    /// `exclude_newer` names other environments when set, and leaves the keys made before it
+    /// existed (serialized without it) as they were.
+    #[test]
+    fn exclude_newer_is_in_the_environment_key_only_when_set() {
+        let key = |exclude_newer: Option<&str>| EnvKey {
+            python_version: "3.11.7".into(),
+            installer: InstallerId {
+                name: "uv".into(),
+                version: "0.13.9".into(),
+            },
+            coverage: "coverage==7.6.1",
+            declared: vec!["dep".into()],
+            inferred: Vec::new(),
+            optional: Vec::new(),
+            extra: Vec::new(),
+            system_site_packages: false,
+            index: Vec::new(),
+            exclude_newer: exclude_newer.map(str::to_owned),
+        };
+        let unset = serde_json::to_value(key(None)).unwrap();
+        assert!(unset.get("exclude_newer").is_none(), "{unset}");
+        assert_eq!(unset.as_object().unwrap().len(), 9);
+        let pinned = key(Some("2025-06-01T00:00:00Z"));
+        assert_eq!(
+            serde_json::to_value(&pinned).unwrap()["exclude_newer"],
+            "2025-06-01T00:00:00Z"
+        );
+        assert_ne!(pinned.hash(), key(None).hash());
+        assert_ne!(pinned.hash(), key(Some("2025-07-01T00:00:00Z")).hash());
     }
 
     /// The hashes of the harness and model keys, pinned: a change of a key's shape or of how

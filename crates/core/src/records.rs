@@ -581,7 +581,8 @@ pub struct ExpectedTest {
 pub struct Instance {
     pub id: String,
     pub repo: String,
-    /// A commit sha; `tree:` + blake3 of the files for a folder that is not a clean checkout.
+    /// A commit sha; `tree:` + blake3 of the files for a folder that is not a clean checkout;
+    /// `sha256:` + the archive's hash for a `pypi` source release.
     pub commit: String,
     pub path: String,
     pub qualname: String,

@@ -13,6 +13,7 @@ pub mod image_share;
 pub mod jobs;
 pub mod llm;
 pub mod py;
+pub mod pypi;
 pub mod runs;
 pub mod sandbox;
 pub mod services;

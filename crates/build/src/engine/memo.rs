@@ -55,6 +55,9 @@ fn key<'a>(
         source: match &rc.source {
             RepoSource::Path(p) => format!("path:{}", p.display()),
             RepoSource::Git { url, .. } => format!("git:{url}"),
+            // As a git repo's URL without its revision: another version reuses what still
+            // hashes the same.
+            RepoSource::Pypi(r) => format!("pypi:{}{}", r.index_url, r.normalized()),
         },
         part,
         extract: settings.map(|s| s.0),

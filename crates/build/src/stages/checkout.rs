@@ -3,8 +3,10 @@
 //! A `path` repo is walked in its working tree; a stat memo (path, size, mtime, ctime, inode →
 //! content hash) in the cache spares rehashing unchanged files, as cargo and DVC do. A `git` repo
 //! is mirrored into the cache, its revision resolved to a commit (once per build), and its files
-//! listed from the commit's tree; a git blob id is already a content hash. Hidden folders (names
-//! starting with `.`) below the repository root are skipped.
+//! listed from the commit's tree; a git blob id is already a content hash. A `pypi` release is
+//! unpacked into the cache (`stages::pypi`) and walked as a folder; its identity is its
+//! archive's `sha256:<hex>`. Hidden folders (names starting with `.`) below the repository root
+//! are skipped.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -43,7 +45,8 @@ pub struct SourceEntry {
 /// A checked-out repository.
 pub struct Checkout {
     pub name: String,
-    /// The commit sha for a git repo; `tree:<blake3>` of the file list for a folder.
+    /// The commit sha for a git repo; `tree:<blake3>` of the file list for a folder;
+    /// `sha256:<hex>` of the archive for a `pypi` release.
     pub identity: String,
     /// A hash of exactly the files read (for a git repo, its commit): what decides a rebuild.
     pub tree: String,
@@ -226,6 +229,14 @@ pub fn checkout(repo: &RepoConfig, cache: &Cache) -> Result<Checkout> {
     match &repo.source {
         RepoSource::Path(root) => walk(repo, root, cache),
         RepoSource::Git { url, rev } => git(repo, url, rev, cache),
+        RepoSource::Pypi(release) => {
+            // The unpacked release is read as a folder; it is named by its archive's hash.
+            let (root, sha256) = super::pypi::fetch(repo, release, cache)?;
+            let mut checkout = walk(repo, &root, cache)?;
+            checkout.identity = format!("sha256:{sha256}");
+            checkout.tree = checkout.identity.clone();
+            Ok(checkout)
+        }
     }
 }
 

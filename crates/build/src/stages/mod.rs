@@ -18,6 +18,7 @@ pub mod hybrid;
 pub mod keyed;
 pub mod llmgen;
 pub mod mutation;
+pub mod pypi;
 pub mod refine;
 pub mod validate;
 

@@ -72,6 +72,9 @@ pub enum Bucket {
     Trees,
     /// Git mirrors, by URL.
     Git,
+    /// Source releases from a package index (`[[repo]] pypi`), each unpacked into a folder
+    /// named by its archive's sha256.
+    Pypi,
     /// Stat memos of path repositories (path, size, mtime, ctime, inode → content hash).
     Stat,
     /// The analysis stages' results of a repository, with the inputs they read
@@ -116,7 +119,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 22] = [
+    pub const ALL: [Bucket; 23] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
@@ -129,6 +132,7 @@ impl Bucket {
         Bucket::Projects,
         Bucket::Trees,
         Bucket::Git,
+        Bucket::Pypi,
         Bucket::Stat,
         Bucket::Analysis,
         Bucket::Tools,
@@ -157,6 +161,7 @@ impl Bucket {
             Bucket::Projects => ("projects", Some(1)),
             Bucket::Trees => ("trees", Some(1)),
             Bucket::Git => ("git", Some(1)),
+            Bucket::Pypi => ("pypi", Some(1)),
             Bucket::Stat => ("stat", Some(2)),
             Bucket::Analysis => ("analysis", Some(1)),
             Bucket::Tools => ("tools", Some(1)),
@@ -183,9 +188,12 @@ impl Bucket {
             | Bucket::Answer
             | Bucket::Stat
             | Bucket::Analysis => Layout::Entries,
-            Bucket::Envs | Bucket::Projects | Bucket::Trees | Bucket::Git | Bucket::Tools => {
-                Layout::Folders
-            }
+            Bucket::Envs
+            | Bucket::Projects
+            | Bucket::Trees
+            | Bucket::Git
+            | Bucket::Pypi
+            | Bucket::Tools => Layout::Folders,
             Bucket::UvCache | Bucket::PipCache => Layout::Whole,
             Bucket::Scratch | Bucket::Roots | Bucket::Leases | Bucket::Facts | Bucket::Images => {
                 Layout::Kept
@@ -304,6 +312,7 @@ impl Cache {
             Bucket::Envs,
             Bucket::Projects,
             Bucket::Tools,
+            Bucket::Pypi,
         ] {
             let Ok(entries) = std::fs::read_dir(self.path(bucket)) else {
                 continue;

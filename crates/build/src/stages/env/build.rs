@@ -101,7 +101,29 @@ impl Installer {
                 "`installer = \"uv\"` but `uv` is neither on the PATH nor installable from the package index",
             ));
         }
-        Installer::of(uv, interpreter)
+        let installer = Installer::of(uv, interpreter)?;
+        if let Some(instant) = &cfg.exclude_newer
+            && installer.uv.is_none()
+            && !pip_excludes_newer(&installer.id.version)
+        {
+            // Resolving without the pin would install whatever the index holds today: the
+            // environments would drift from the ones the pin names, silently.
+            let why = if cfg.installer == ConfiguredInstaller::Pip {
+                "`installer = \"pip\"`: use `auto` or `uv`".to_owned()
+            } else {
+                format!(
+                    "`uv` is neither on the PATH nor installable: put uv {} on the PATH",
+                    uv_version()
+                )
+            };
+            return Err(Error::env(format!(
+                "`[env] exclude_newer = \"{instant}\"` needs uv (`--exclude-newer`) or pip 26 or \
+                 newer (`--uploaded-prior-to`), but environments would be built with pip {} \
+                 ({why})",
+                installer.id.version,
+            )));
+        }
+        Ok(installer)
     }
 
     /// The installer a build would use, without installing anything (`r2e status`): `None`
@@ -144,6 +166,15 @@ impl Installer {
         };
         Ok(Installer { uv, id })
     }
+}
+
+/// Whether a pip of this version has `--uploaded-prior-to` (pip 26.0 and later).
+fn pip_excludes_newer(version: &str) -> bool {
+    version
+        .split('.')
+        .next()
+        .and_then(|major| major.parse::<u32>().ok())
+        .is_some_and(|major| major >= 26)
 }
 
 /// The `uv` environments are built with, pinned as coverage.py is: every host of a build
@@ -323,6 +354,19 @@ pub struct EnvBuilder<'a> {
     pub installer: &'a Installer,
 }
 
+impl EnvBuilder<'_> {
+    /// The arguments that make the installer resolve as the index was at `[env]
+    /// exclude_newer` (none when unset): uv's `--exclude-newer`, pip's `--uploaded-prior-to`
+    /// (`Installer::find` refuses a pip without it).
+    pub(super) fn exclude_newer_args(&self) -> Vec<String> {
+        match (&self.cfg.exclude_newer, &self.installer.uv) {
+            (None, _) => Vec::new(),
+            (Some(t), Some(_)) => vec!["--exclude-newer".into(), t.clone()],
+            (Some(t), None) => vec![format!("--uploaded-prior-to={t}")],
+        }
+    }
+}
+
 /// The record an environment's folder holds, sealed with its key.
 pub(super) const RECORD: &str = "record";
 
@@ -439,6 +483,7 @@ impl Building<'_> {
         match self.builder.installer.uv.clone() {
             Some(uv) => {
                 let mut args = vec!["pip".into(), "install".into(), "--python".into(), python];
+                args.extend(self.builder.exclude_newer_args());
                 args.extend(packages.iter().cloned());
                 self.run(&uv, args)
             }
@@ -450,6 +495,7 @@ impl Building<'_> {
                     "--disable-pip-version-check".into(),
                     "--no-input".into(),
                 ];
+                args.extend(self.builder.exclude_newer_args());
                 args.extend(packages.iter().cloned());
                 let venv_python = self.python.clone();
                 self.run(&venv_python, args)
@@ -680,6 +726,7 @@ impl EnvBuilder<'_> {
                 .filter(|(k, _)| k.contains("INDEX") || k.contains("FIND_LINKS"))
                 .cloned()
                 .collect(),
+            exclude_newer: self.cfg.exclude_newer.clone(),
         }
     }
 
@@ -1092,6 +1139,7 @@ mod tests {
                     wheels.path().to_string_lossy().into_owned(),
                 ),
             ],
+            exclude_newer: None,
         };
         let interpreter = Interpreter::probe("python3").unwrap();
         let installer = Installer {

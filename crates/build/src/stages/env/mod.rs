@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-pub use build::{EnvBuilder, Installer, find_or_install_uv};
+pub use build::{EnvBuilder, Installer, UV, find_or_install_uv};
 use declared::normalize_requirement;
 pub use declared::{Declared, declared_dependencies, distribution_for, optional_provider};
 

@@ -459,36 +459,35 @@ impl Building<'_> {
             src.to_string_lossy().into_owned(),
             dist.to_string_lossy().into_owned(),
         );
+        // The build backend is resolved into an isolated environment: as the index was at
+        // `[env] exclude_newer`, as the environment's packages were.
+        let pin = self.builder.exclude_newer_args();
         let out = match self.builder.installer.uv.clone() {
-            Some(uv) => self.run(
-                &uv,
-                vec![
+            Some(uv) => {
+                let mut args: Vec<String> = vec![
                     "build".into(),
                     "--wheel".into(),
                     "--no-python-downloads".into(),
                     "--python".into(),
                     self.python.to_string_lossy().into_owned(),
-                    "--out-dir".into(),
-                    dist_s,
-                    src_s,
-                ],
-            )?,
+                ];
+                args.extend(pin);
+                args.extend(["--out-dir".into(), dist_s, src_s]);
+                self.run(&uv, args)?
+            }
             None => {
                 let python = self.python.clone();
-                self.run(
-                    &python,
-                    vec![
-                        "-m".into(),
-                        "pip".into(),
-                        "wheel".into(),
-                        "--no-deps".into(),
-                        "--no-input".into(),
-                        "--disable-pip-version-check".into(),
-                        "--wheel-dir".into(),
-                        dist_s,
-                        src_s,
-                    ],
-                )?
+                let mut args: Vec<String> = vec![
+                    "-m".into(),
+                    "pip".into(),
+                    "wheel".into(),
+                    "--no-deps".into(),
+                    "--no-input".into(),
+                    "--disable-pip-version-check".into(),
+                ];
+                args.extend(pin);
+                args.extend(["--wheel-dir".into(), dist_s, src_s]);
+                self.run(&python, args)?
             }
         };
         if !out.success() {

@@ -1,0 +1,485 @@
+//! `[[repo]] pypi = "NAME==VERSION"`: a source release from a package index, as a repository.
+//!
+//! The index is asked for the project's files (`r2e_exec::pypi`), the sdist of exactly that
+//! version is picked (`.tar.gz`, else an old `.zip`), downloaded and checked: against the sha256 the index publishes, then
+//! against the pipeline's `sha256` when written. It is unpacked (regular files and folders
+//! only, every path inside the root, its single top folder `NAME-VERSION/` stripped) into
+//! `pypi-v1/<sha256>`, which the checkout then reads as a folder. With `sha256` written and the
+//! release unpacked already, nothing is asked of the network.
+//!
+//! A differing archive is refused as bad input (exit 2): the repository the pipeline names
+//! cannot be had as named, and nothing of it is kept, so a rerun asks again. An index that does
+//! not answer is environmental (exit 1), never stored.
+
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use r2e_core::cache::{Bucket, Cache};
+use r2e_core::config::{PypiRelease, RepoConfig, normalize_project};
+use r2e_core::error::{Error, Result};
+use r2e_exec::pypi::{IndexFile, download, project_files};
+
+/// What an archive may unpack to at most: a larger one is refused, not written.
+const MAX_UNPACKED: u64 = 2 << 30;
+
+/// The release's files, unpacked (fetched first when not in the cache), and its archive's
+/// sha256 (lowercase hex).
+pub fn fetch(repo: &RepoConfig, release: &PypiRelease, cache: &Cache) -> Result<(PathBuf, String)> {
+    let bucket = cache.dir(Bucket::Pypi)?;
+    let unpacked = |hex: &str| {
+        let dir = bucket.join(hex);
+        dir.is_dir().then(|| {
+            cache.note_use(&dir);
+            (dir, hex.to_owned())
+        })
+    };
+    if let Some(pinned) = &release.sha256
+        && let Some(done) = unpacked(&pinned.hex)
+    {
+        return Ok(done);
+    }
+    let files =
+        project_files(&release.index_url, &release.normalized()).map_err(|e| in_repo(repo, e))?;
+    let file = pick_sdist(&files, release).ok_or_else(|| {
+        // The versions it has sources of, the last ones listed (an index lists oldest first).
+        let mut versions: Vec<&str> = files
+            .iter()
+            .filter_map(|f| {
+                let stem = f
+                    .filename
+                    .strip_suffix(".tar.gz")
+                    .or_else(|| f.filename.strip_suffix(".zip"))?;
+                let (name, version) = stem.rsplit_once('-')?;
+                (normalize_project(name) == release.normalized()).then_some(version)
+            })
+            .collect();
+        versions.dedup();
+        let shown = if versions.is_empty() {
+            "none".to_owned()
+        } else if versions.len() > 12 {
+            format!("..., {}", versions[versions.len() - 12..].join(", "))
+        } else {
+            versions.join(", ")
+        };
+        Error::input(format!(
+            "repo `{}`: the index `{}` lists no source release (`.tar.gz` or `.zip`) of `{}` {}; \
+             versions with one: {shown}",
+            repo.name, release.index_url, release.project, release.version,
+        ))
+    })?;
+    let published = match (&file.sha256, &release.sha256) {
+        (Some(h), _) => h.clone(),
+        (None, Some(pinned)) => pinned.hex.clone(),
+        (None, None) => {
+            return Err(Error::input(format!(
+                "repo `{}`: the index `{}` publishes no sha256 for `{}`, so its download cannot be \
+                 checked: write the archive's `sha256 = \"...\"` beside `pypi`",
+                repo.name, release.index_url, file.filename
+            )));
+        }
+    };
+    let bytes = match unpacked(&published) {
+        Some(done) if release.sha256.as_ref().is_none_or(|p| p.hex == published) => {
+            return Ok(done);
+        }
+        _ => download(file).map_err(|e| in_repo(repo, e))?,
+    };
+    let actual = sha256_hex(&bytes);
+    if let Some(h) = &file.sha256
+        && *h != actual
+    {
+        return Err(Error::input(format!(
+            "repo `{}`: refused `{}`: its sha256 is {actual}, but the index `{}` publishes {h}; \
+             the archive is not the release the index names (nothing was kept)",
+            repo.name, file.filename, release.index_url
+        )));
+    }
+    if let Some(pinned) = &release.sha256
+        && pinned.hex != actual
+    {
+        return Err(Error::input(format!(
+            "{}: repo `{}`: refused `{}`: its sha256 is {actual}, not the `sha256` written here \
+             ({}) (nothing was kept)",
+            pinned.at, repo.name, file.filename, pinned.hex
+        )));
+    }
+    let dir = bucket.join(&actual);
+    if !dir.is_dir() {
+        let tmp = bucket.join(format!("{actual}.tmp{}", std::process::id()));
+        let _ = fs_err::remove_dir_all(&tmp);
+        fs_err::create_dir_all(&tmp)?;
+        let unpacked = if file.filename.ends_with(".zip") {
+            unpack_zip(&bytes, &tmp)
+        } else {
+            unpack_tar_gz(&bytes, &tmp)
+        };
+        let done = unpacked
+            .map_err(|why| {
+                Error::input(format!(
+                    "repo `{}`: refused `{}`: {why}",
+                    repo.name, file.filename
+                ))
+            })
+            .and_then(|()| Ok(fs_err::rename(release_root(&tmp)?, &dir)?));
+        let _ = fs_err::remove_dir_all(&tmp);
+        if let Err(e) = done
+            && !dir.is_dir()
+        {
+            return Err(e);
+        }
+    }
+    cache.note_use(&dir);
+    Ok((dir, actual))
+}
+
+/// The sdist of exactly the release's version: `NAME-VERSION.tar.gz` (else `.zip`), its name compared as
+/// PEP 503 normalizes names and its version as PEP 440 does case.
+fn pick_sdist<'a>(files: &'a [IndexFile], release: &PypiRelease) -> Option<&'a IndexFile> {
+    let want = release.normalized();
+    let of_release = |f: &&IndexFile, suffix: &str| {
+        let Some(stem) = f.filename.strip_suffix(suffix) else {
+            return false;
+        };
+        // The version follows the last `-` (a name's own `-` were `_` since PEP 625; older
+        // archives may keep them).
+        let Some((name, version)) = stem.rsplit_once('-') else {
+            return false;
+        };
+        normalize_project(name) == want && version.eq_ignore_ascii_case(&release.version)
+    };
+    // A `.tar.gz` (PEP 625's one format) before an old `.zip` of the same release.
+    files
+        .iter()
+        .find(|f| of_release(f, ".tar.gz"))
+        .or_else(|| files.iter().find(|f| of_release(f, ".zip")))
+}
+
+/// The sha256 of `bytes`, lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The folder that holds the release: the single folder at the top of what was unpacked (an
+/// sdist's `NAME-VERSION/`), else the top itself.
+fn release_root(top: &Path) -> Result<PathBuf> {
+    let entries: Vec<_> = fs_err::read_dir(top)?.flatten().collect();
+    Ok(match entries.as_slice() {
+        [only] if only.file_type().is_ok_and(|t| t.is_dir()) => only.path(),
+        _ => top.to_path_buf(),
+    })
+}
+
+/// An error of the repository's, named.
+fn in_repo(repo: &RepoConfig, e: Error) -> Error {
+    match e {
+        Error::Input(m) => Error::Input(format!("repo `{}`: {m}", repo.name)),
+        Error::Env(m) => Error::Env(format!("repo `{}`: {m}", repo.name)),
+        other => other,
+    }
+}
+
+/// Unpacks a gzipped tar into `dest`: regular files and folders only (links, devices and
+/// FIFOs are left out: none can then lead outside), every path relative and without `..`, at
+/// most [`MAX_UNPACKED`] bytes in all.
+pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> std::result::Result<(), String> {
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    let mut total: u64 = 0;
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("not a gzipped tar archive: {e}"))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| format!("a damaged archive: {e}"))?;
+        let path = entry
+            .path()
+            .map_err(|e| format!("a path that is not valid: {e}"))?
+            .into_owned();
+        let kind = entry.header().entry_type();
+        if !(kind.is_file() || kind.is_dir()) {
+            continue;
+        }
+        inside(&path)?;
+        let to = dest.join(&path);
+        if kind.is_dir() {
+            fs_err::create_dir_all(&to).map_err(|e| e.to_string())?;
+            continue;
+        }
+        total += entry.header().size().unwrap_or(0);
+        if total > MAX_UNPACKED {
+            return Err(format!(
+                "it unpacks to more than {} MiB",
+                MAX_UNPACKED >> 20
+            ));
+        }
+        if let Some(parent) = to.parent() {
+            fs_err::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        let mut data = Vec::new();
+        entry
+            .read_to_end(&mut data)
+            .map_err(|e| format!("`{}`: {e}", path.display()))?;
+        fs_err::write(&to, &data).map_err(|e| e.to_string())?;
+        let executable = entry.header().mode().is_ok_and(|m| m & 0o111 != 0);
+        if executable {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755));
+        }
+    }
+    Ok(())
+}
+
+/// The path of an archive's entry, checked: relative, without `..`, so that it stays in the
+/// release's folder.
+fn inside(path: &Path) -> std::result::Result<(), String> {
+    if path.as_os_str().is_empty()
+        || path
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "the entry `{}` would be written outside the release's folder",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Unpacks a zip archive (an old sdist) into `dest`, as [`unpack_tar_gz`] does: regular files
+/// (stored or deflated) and folders only, every path inside, at most [`MAX_UNPACKED`] bytes.
+/// The archive's sha256 was checked already, so its entries' CRCs are not.
+pub fn unpack_zip(bytes: &[u8], dest: &Path) -> std::result::Result<(), String> {
+    let damaged = || "a damaged zip archive".to_owned();
+    let u16_at = |at: usize| -> std::result::Result<usize, String> {
+        bytes
+            .get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
+            .ok_or_else(damaged)
+    };
+    let u32_at = |at: usize| -> std::result::Result<usize, String> {
+        bytes
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .ok_or_else(damaged)
+    };
+    // The end of central directory record: its signature, searched back from the end (a
+    // comment of up to 64 KiB may follow it).
+    let floor = bytes.len().saturating_sub(22 + 0xFFFF);
+    let end = (floor..bytes.len().saturating_sub(21))
+        .rev()
+        .find(|&i| bytes[i..i + 4] == [0x50, 0x4b, 0x05, 0x06])
+        .ok_or_else(|| "not a zip archive".to_owned())?;
+    let count = u16_at(end + 10)?;
+    let mut at = u32_at(end + 16)?;
+    if count == 0xFFFF || at == 0xFFFF_FFFF {
+        return Err("a ZIP64 archive, which r2e does not unpack".into());
+    }
+    let mut total: u64 = 0;
+    for _ in 0..count {
+        if bytes.get(at..at + 4) != Some(&[0x50, 0x4b, 0x01, 0x02][..]) {
+            return Err(damaged());
+        }
+        let method = u16_at(at + 10)?;
+        let (packed, size) = (u32_at(at + 20)?, u32_at(at + 24)?);
+        let (name_len, extra_len, comment_len) =
+            (u16_at(at + 28)?, u16_at(at + 30)?, u16_at(at + 32)?);
+        let unix_mode = u32_at(at + 38)? >> 16;
+        let local = u32_at(at + 42)?;
+        let name = bytes.get(at + 46..at + 46 + name_len).ok_or_else(damaged)?;
+        at += 46 + name_len + extra_len + comment_len;
+        let name = String::from_utf8_lossy(name).into_owned();
+        let path = PathBuf::from(&name);
+        inside(&path)?;
+        if name.ends_with('/') {
+            fs_err::create_dir_all(dest.join(&path)).map_err(|e| e.to_string())?;
+            continue;
+        }
+        // Links and other special files are left out, as from a tar.
+        let kind = unix_mode & 0o170000;
+        if kind != 0 && kind != 0o100000 {
+            continue;
+        }
+        total += size as u64;
+        if total > MAX_UNPACKED {
+            return Err(format!(
+                "it unpacks to more than {} MiB",
+                MAX_UNPACKED >> 20
+            ));
+        }
+        if bytes.get(local..local + 4) != Some(&[0x50, 0x4b, 0x03, 0x04][..]) {
+            return Err(damaged());
+        }
+        let start = local + 30 + u16_at(local + 26)? + u16_at(local + 28)?;
+        let data = bytes.get(start..start + packed).ok_or_else(damaged)?;
+        let data = match method {
+            0 => data.to_vec(),
+            8 => {
+                let mut out = Vec::with_capacity(size);
+                flate2::read::DeflateDecoder::new(data)
+                    .take(size as u64 + 1)
+                    .read_to_end(&mut out)
+                    .map_err(|e| format!("`{name}`: {e}"))?;
+                out
+            }
+            m => {
+                return Err(format!(
+                    "`{name}` is compressed with method {m}, which r2e does not unpack"
+                ));
+            }
+        };
+        if data.len() != size {
+            return Err(damaged());
+        }
+        let to = dest.join(&path);
+        if let Some(parent) = to.parent() {
+            fs_err::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        fs_err::write(&to, &data).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tar_gz(entries: &[(&str, tar::EntryType, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::fast(),
+        ));
+        for (path, kind, data) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_entry_type(*kind);
+            header.set_size(data.len() as u64);
+            header.set_mode(0o644);
+            if *kind == tar::EntryType::Symlink {
+                header.set_size(0);
+                builder
+                    .append_link(&mut header, path, std::str::from_utf8(data).unwrap())
+                    .unwrap();
+                continue;
+            }
+            // Written raw: `append_data` would refuse the `..` this test needs.
+            let name = path.as_bytes();
+            header.as_old_mut().name[..name.len()].copy_from_slice(name);
+            header.set_cksum();
+            builder.append(&header, *data).unwrap();
+        }
+        builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    #[test]
+    fn a_release_unpacks_without_links_and_nothing_leaves_its_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = tar_gz(&[
+            ("pkg-1.0/", tar::EntryType::Directory, b""),
+            (
+                "pkg-1.0/pkg/__init__.py",
+                tar::EntryType::Regular,
+                b"X = 1\n",
+            ),
+            ("pkg-1.0/escape", tar::EntryType::Symlink, b"/etc/passwd"),
+        ]);
+        let dest = dir.path().join("a");
+        fs_err::create_dir_all(&dest).unwrap();
+        unpack_tar_gz(&good, &dest).unwrap();
+        assert_eq!(
+            std::fs::read(dest.join("pkg-1.0/pkg/__init__.py")).unwrap(),
+            b"X = 1\n"
+        );
+        assert!(std::fs::symlink_metadata(dest.join("pkg-1.0/escape")).is_err());
+        let top = release_root(&dest).unwrap();
+        assert!(top.join("pkg/__init__.py").is_file());
+
+        let bad = tar_gz(&[("pkg-1.0/../../outside.py", tar::EntryType::Regular, b"x")]);
+        let dest = dir.path().join("b");
+        fs_err::create_dir_all(&dest).unwrap();
+        let why = unpack_tar_gz(&bad, &dest).unwrap_err();
+        assert!(why.contains("outside the release's folder"), "{why}");
+        assert!(!dir.path().join("outside.py").exists());
+    }
+
+    #[test]
+    fn an_old_zip_release_unpacks_and_a_path_out_of_it_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let make = |name: &str, entries: &str| {
+            let path = dir.path().join(name);
+            let script = format!(
+                "import zipfile\nz = zipfile.ZipFile({:?}, 'w')\n{entries}z.close()\n",
+                path.to_string_lossy()
+            );
+            let ok = std::process::Command::new("python3")
+                .args(["-c", &script])
+                .status()
+                .unwrap();
+            assert!(ok.success());
+            std::fs::read(path).unwrap()
+        };
+        let good = make(
+            "good.zip",
+            "z.writestr('pkg-1.0/pkg/__init__.py', 'X = 1\\n' * 100, zipfile.ZIP_DEFLATED)\n\
+             z.writestr('pkg-1.0/setup.py', 'pass\\n', zipfile.ZIP_STORED)\n\
+             z.writestr('pkg-1.0/empty/', '')\n",
+        );
+        let dest = dir.path().join("a");
+        fs_err::create_dir_all(&dest).unwrap();
+        unpack_zip(&good, &dest).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dest.join("pkg-1.0/pkg/__init__.py")).unwrap(),
+            "X = 1\n".repeat(100)
+        );
+        assert_eq!(
+            std::fs::read_to_string(dest.join("pkg-1.0/setup.py")).unwrap(),
+            "pass\n"
+        );
+        assert!(dest.join("pkg-1.0/empty").is_dir());
+        let bad = make("bad.zip", "z.writestr('../outside.py', 'x')\n");
+        let dest = dir.path().join("b");
+        fs_err::create_dir_all(&dest).unwrap();
+        let why = unpack_zip(&bad, &dest).unwrap_err();
+        assert!(why.contains("outside the release's folder"), "{why}");
+        assert!(!dir.path().join("outside.py").exists());
+        assert!(unpack_zip(b"not a zip at all, just some text here", &dest).is_err());
+    }
+
+    #[test]
+    fn the_sdist_of_exactly_the_version_is_picked() {
+        let release = PypiRelease {
+            project: "Py.Date_Util".into(),
+            version: "2.8.2".into(),
+            index_url: "https://i/simple/".into(),
+            sha256: None,
+        };
+        let file = |name: &str| IndexFile {
+            filename: name.into(),
+            url: format!("https://i/{name}"),
+            sha256: None,
+        };
+        let files = [
+            file("py-date-util-2.8.2-py3-none-any.whl"),
+            file("py-date-util-2.8.20.tar.gz"),
+            file("py-date-util-2.8.2.tar.gz"),
+        ];
+        assert_eq!(
+            pick_sdist(&files, &release).unwrap().filename,
+            "py-date-util-2.8.2.tar.gz"
+        );
+        assert!(pick_sdist(&files[..2], &release).is_none());
+        let old = [
+            file("py_date_util-2.8.2.zip"),
+            file("py-date-util-2.8.2.tar.gz"),
+        ];
+        assert_eq!(
+            pick_sdist(&old, &release).unwrap().filename,
+            "py-date-util-2.8.2.tar.gz"
+        );
+        assert_eq!(
+            pick_sdist(&old[..1], &release).unwrap().filename,
+            "py_date_util-2.8.2.zip"
+        );
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}

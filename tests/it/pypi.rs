@@ -1,0 +1,441 @@
+//! `[[repo]] pypi = "NAME==VERSION"`: a source release from the package index builds into a
+//! dataset named by its archive's hash; a `sha256` that differs is refused at its line, and so
+//! is an archive whose hash differs from the one the index publishes (a loopback index). And
+//! `[env] exclude_newer`: an environment rebuilt after a newer release of a dependency reached
+//! the index keeps the old one.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use assert_cmd::Command;
+
+use crate::common;
+use crate::common::index::{Index, sdist, wheel};
+
+/// isodate 0.6.1's sdist on PyPI, and the sha256 PyPI publishes for it.
+const ISODATE_SHA256: &str = "48c5881de7e8b0a0d648cb024c8062dc84e7b840ed81e864c7614fd3c127bde9";
+
+/// A folder beside the [`common::wheelhouse`] holding `six` (isodate's one dependency),
+/// downloaded once per machine from the package index.
+fn six_wheels() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wheelhouse-six");
+        std::fs::create_dir_all(&dir).unwrap();
+        let lock = std::fs::File::create(dir.join(".lock")).unwrap();
+        lock.lock().unwrap();
+        let have = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("six-1.16.0-"));
+        if !have {
+            let out = std::process::Command::new("python3")
+                .args([
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                ])
+                .arg("--dest")
+                .arg(&dir)
+                .arg("six==1.16.0")
+                .output()
+                .expect("python3 runs");
+            assert!(
+                out.status.success(),
+                "cannot provision `six` from the package index: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        dir
+    })
+}
+
+/// `r2e build --json` in `dir` with environments from the wheelhouse and `six`.
+fn r2e(dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("r2e").unwrap();
+    c.args(["build", "--json"])
+        .current_dir(dir)
+        .env("PIP_NO_INDEX", "1")
+        .env(
+            "PIP_FIND_LINKS",
+            format!(
+                "{} {}",
+                common::wheelhouse().display(),
+                six_wheels().display()
+            ),
+        )
+        .timeout(std::time::Duration::from_secs(600));
+    c
+}
+
+#[test]
+fn a_release_from_pypi_builds_into_a_dataset_named_by_its_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pipeline.toml"),
+        format!(
+            "[project]\nname = \"rel\"\n\n[[repo]]\npypi = \"isodate==0.6.1\"\nsha256 = \"{ISODATE_SHA256}\"\n\
+             include = [\"src/isodate/isotzinfo.py\"]\n\n[env]\ninstaller = \"pip\"\ninstall_project = false\n"
+        ),
+    )
+    .unwrap();
+    let out = r2e(dir.path()).assert().success().get_output().clone();
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let instances = common::jsonl(&dir.path().join("out/dataset.jsonl"));
+    assert!(!instances.is_empty(), "{summary}\n{stderr}");
+    for i in &instances {
+        assert_eq!(i["repo"], "isodate", "{i}");
+        assert!(
+            i["id"].as_str().unwrap().contains("isotzinfo"),
+            "only the included file gives instances: {i}"
+        );
+    }
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        manifest
+            .to_string()
+            .contains(&format!("sha256:{ISODATE_SHA256}")),
+        "the repository is named by its archive's hash: {manifest}"
+    );
+    let envs = common::jsonl(&dir.path().join("out/envs.jsonl"));
+    assert!(
+        envs[0]["lock"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "six==1.16.0"),
+        "the release's declared dependency is installed: {}",
+        envs[0]
+    );
+    // The release is unpacked once, under its hash, without its top folder.
+    let unpacked = dir
+        .path()
+        .join("cache")
+        .join(r2e_core::cache::Bucket::Pypi.folder())
+        .join(ISODATE_SHA256);
+    assert!(unpacked.join("setup.py").is_file());
+    assert!(unpacked.join("src/isodate/isotzinfo.py").is_file());
+}
+
+/// A loopback index holding `tinyrel` 1.0's sdist, with the hash it publishes for it
+/// (`None`: the archive's own): the index, the archive's real sha256.
+fn tinyrel_index(published: Option<&str>) -> (Index, String, tempfile::TempDir) {
+    let files = tempfile::tempdir().unwrap();
+    let archive = sdist(
+        files.path(),
+        "tinyrel",
+        "1.0",
+        "//- setup.py\nfrom setuptools import setup\nsetup(name='tinyrel', version='1.0')\n\
+         //- tinyrel/__init__.py\n\
+         //- tinyrel/core.py\ndef double(x):\n    \"\"\"Twice x.\"\"\"\n    y = x * 2\n    return y\n",
+    );
+    let real = r2e_build::stages::pypi::sha256_hex(&std::fs::read(&archive).unwrap());
+    let index = Index::start();
+    match published {
+        Some(h) => index.add_published("tinyrel", &archive, "2024-01-01T00:00:00Z", h),
+        None => index.add("tinyrel", &archive, "2024-01-01T00:00:00Z"),
+    }
+    (index, real, files)
+}
+
+/// A pipeline naming `tinyrel==1.0` on `index`, with `extra` lines in its `[[repo]]`.
+fn tinyrel_pipeline(dir: &Path, index: &Index, extra: &str) -> PathBuf {
+    let path = dir.join("pipeline.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[project]\nname = \"rel\"\n\n[[repo]]\npypi = \"tinyrel==1.0\"\nindex_url = \"{}\"\n{extra}\n",
+            index.url()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn a_sha256_that_differs_is_refused_at_its_line_and_a_pinned_release_is_not_asked_again() {
+    let (index, real, _files) = tinyrel_index(None);
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = "0".repeat(64);
+    let pipeline = tinyrel_pipeline(dir.path(), &index, &format!("sha256 = \"{wrong}\""));
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("build")
+        .arg(&pipeline)
+        .args(["--until", "parse"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // `sha256` is on line 7, its value at column 10.
+    assert!(
+        stderr.contains(&format!("{}:7:10:", pipeline.display())) && stderr.contains(&real),
+        "{stderr}"
+    );
+    let bucket = dir
+        .path()
+        .join("cache")
+        .join(r2e_core::cache::Bucket::Pypi.folder());
+    assert_eq!(
+        std::fs::read_dir(&bucket).unwrap().count(),
+        0,
+        "nothing kept"
+    );
+
+    // The right hash builds; a second build finds the release unpacked and asks nothing.
+    tinyrel_pipeline(dir.path(), &index, &format!("sha256 = \"{real}\""));
+    let first = common::build_until_slice(&pipeline);
+    assert_eq!(first["repos"][0]["repo"], "tinyrel", "{first}");
+    assert_eq!(first["repos"][0]["functions"], 1, "{first}");
+    assert!(bucket.join(&real).join("tinyrel/core.py").is_file());
+    let asked = index.requests();
+    assert!(asked >= 2, "the page and the archive: {asked}");
+    let again = common::build_until_slice(&pipeline);
+    assert_eq!(again["repos"][0]["functions"], 1, "{again}");
+    assert_eq!(
+        index.requests(),
+        asked,
+        "a pinned release in the cache needs no request"
+    );
+}
+
+#[test]
+fn an_archive_whose_hash_differs_from_the_index_is_refused() {
+    let lie = "ab".repeat(32);
+    let (index, real, _files) = tinyrel_index(Some(&lie));
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = tinyrel_pipeline(dir.path(), &index, "");
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("build")
+        .arg(&pipeline)
+        .args(["--until", "parse"])
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refused `tinyrel-1.0.tar.gz`")
+            && stderr.contains(&lie)
+            && stderr.contains(&real),
+        "{stderr}"
+    );
+    let bucket = dir
+        .path()
+        .join("cache")
+        .join(r2e_core::cache::Bucket::Pypi.folder());
+    assert_eq!(
+        std::fs::read_dir(&bucket).unwrap().count(),
+        0,
+        "nothing kept"
+    );
+    assert!(!dir.path().join("out/functions.jsonl").exists());
+}
+
+/// A folder whose `bin/uv` is the pinned uv, installed once per machine from the package
+/// index (as r2e installs it into a cache that lacks it).
+fn pinned_uv() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let pin = r2e_build::stages::env::UV;
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(pin.replace("==", "-"));
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&dir).unwrap();
+        let lock = std::fs::File::create(dir.join(".lock")).unwrap();
+        lock.lock().unwrap();
+        if !bin.join("uv").is_file() {
+            let out = std::process::Command::new("python3")
+                .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
+                .arg(dir.join("site"))
+                .arg(pin)
+                .output()
+                .expect("python3 runs");
+            assert!(
+                out.status.success(),
+                "cannot provision `{pin}` from the package index: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            std::fs::create_dir_all(&bin).unwrap();
+            std::fs::rename(dir.join("site/bin/uv"), bin.join("uv")).unwrap();
+        }
+        bin
+    })
+}
+
+const NEEDS_DEP: &str = r#"
+//- requirements.txt
+dep
+//- pkg/__init__.py
+//- pkg/core.py
+import dep
+
+def tagged(x):
+    """x with the dependency's version."""
+    v = dep.VERSION
+    return str(x) + v
+"#;
+
+/// `r2e build --until env --json` with uv (the pinned one, on the PATH) resolving from
+/// `index`: the build's lock of its one environment.
+fn env_lock(pipeline: &Path, index: &Index) -> Vec<String> {
+    let path = format!(
+        "{}:{}",
+        pinned_uv().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("build")
+        .arg(pipeline)
+        .args(["--until", "env", "--json"])
+        .env("PATH", path)
+        .env("UV_INDEX_URL", index.url())
+        .env("UV_HTTP_TIMEOUT", "10")
+        .timeout(std::time::Duration::from_secs(300))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let envs = common::jsonl(&pipeline.parent().unwrap().join("out/envs.jsonl"));
+    assert_eq!(envs.len(), 1, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(envs[0]["installer"], "uv", "{}", envs[0]);
+    envs[0]["lock"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn an_environment_rebuilt_after_a_newer_release_keeps_the_one_before_exclude_newer() {
+    let wheels = tempfile::tempdir().unwrap();
+    let index = Index::start();
+    // A stand-in for the pinned coverage.py, and `dep` 1.0, both before the pin.
+    let pinned = r2e_exec::py::COVERAGE.split("==").nth(1).unwrap();
+    let coverage = wheel(wheels.path(), "coverage", pinned, &[]);
+    index.add("coverage", &coverage, "2023-01-01T00:00:00Z");
+    let dep1 = wheel(wheels.path(), "dep", "1.0", &[]);
+    index.add("dep", &dep1, "2024-01-01T00:00:00Z");
+    let p = common::Project::new(
+        NEEDS_DEP,
+        "[env]\ninstaller = \"uv\"\ninfer_imports = false\ninstall_project = false\n\
+         exclude_newer = \"2024-06-01\"\n",
+    );
+    let first = env_lock(&p.pipeline(), &index);
+    assert!(first.contains(&"dep==1.0".to_owned()), "{first:?}");
+
+    // dep 2.0 reaches the index after the pin; the environment is built again from nothing.
+    let dep2 = wheel(wheels.path(), "dep", "2.0", &[]);
+    index.add("dep", &dep2, "2025-01-01T00:00:00Z");
+    std::fs::remove_dir_all(p.path().join("cache")).unwrap();
+    std::fs::remove_dir_all(p.path().join("out")).unwrap();
+    let again = env_lock(&p.pipeline(), &index);
+    assert_eq!(
+        again, first,
+        "the rebuilt environment resolves the same packages"
+    );
+
+    // Without the pin the same index gives 2.0: the pin, not the index, kept 1.0.
+    let text = std::fs::read_to_string(p.pipeline()).unwrap();
+    std::fs::write(
+        p.pipeline(),
+        text.replace("exclude_newer = \"2024-06-01\"\n", ""),
+    )
+    .unwrap();
+    let unpinned = env_lock(&p.pipeline(), &index);
+    assert!(unpinned.contains(&"dep==2.0".to_owned()), "{unpinned:?}");
+}
+
+#[test]
+fn an_index_that_does_not_answer_is_environmental_and_leaves_nothing() {
+    // Nothing listens on this port.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = dir.path().join("pipeline.toml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "[[repo]]\npypi = \"tinyrel==1.0\"\nindex_url = \"http://127.0.0.1:{port}/simple/\"\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("build")
+        .arg(&pipeline)
+        .args(["--until", "parse"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("repo `tinyrel`") && stderr.contains(&format!("127.0.0.1:{port}")),
+        "{stderr}"
+    );
+    let bucket = dir
+        .path()
+        .join("cache")
+        .join(r2e_core::cache::Bucket::Pypi.folder());
+    assert_eq!(
+        std::fs::read_dir(&bucket).unwrap().count(),
+        0,
+        "nothing kept"
+    );
+}
+
+#[test]
+fn exclude_newer_with_a_pip_that_cannot_pin_is_refused() {
+    let bundled = std::process::Command::new("python3")
+        .args(["-c", "import ensurepip; print(ensurepip.version())"])
+        .output()
+        .unwrap();
+    let bundled = String::from_utf8_lossy(&bundled.stdout).trim().to_owned();
+    let major: u32 = bundled.split('.').next().unwrap().parse().unwrap();
+    if major >= 26 {
+        // This pip has `--uploaded-prior-to`: nothing to refuse.
+        eprintln!("pip {bundled} pins with --uploaded-prior-to; skipped");
+        return;
+    }
+    let p = common::Project::new(
+        NEEDS_DEP,
+        "[env]\ninstaller = \"pip\"\nexclude_newer = \"2024-06-01\"\n",
+    );
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("build")
+        .arg(p.pipeline())
+        .args(["--until", "env"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`[env] exclude_newer = \"2024-06-01T00:00:00Z\"` needs uv")
+            && stderr.contains(&format!("pip {bundled}"))
+            && stderr.contains("installer = \"pip\""),
+        "{stderr}"
+    );
+    assert!(
+        !p.path().join("cache/envs-v3").exists()
+            || std::fs::read_dir(p.path().join("cache/envs-v3"))
+                .unwrap()
+                .count()
+                == 0
+    );
+}
