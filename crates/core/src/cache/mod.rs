@@ -72,6 +72,10 @@ pub enum Bucket {
     Trees,
     /// Git mirrors, by URL.
     Git,
+    /// GitHub API answers of the last curation, by URL (`keys::GithubKey`): each one's `ETag`
+    /// and body, sent back as `If-None-Match` so that an unchanged answer is a 304, which
+    /// GitHub does not count against the rate limit. Never the token.
+    Github,
     /// Stat memos of path repositories (path, size, mtime, ctime, inode → content hash).
     Stat,
     /// The analysis stages' results of a repository, with the inputs they read
@@ -116,7 +120,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 22] = [
+    pub const ALL: [Bucket; 23] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
@@ -129,6 +133,7 @@ impl Bucket {
         Bucket::Projects,
         Bucket::Trees,
         Bucket::Git,
+        Bucket::Github,
         Bucket::Stat,
         Bucket::Analysis,
         Bucket::Tools,
@@ -157,6 +162,7 @@ impl Bucket {
             Bucket::Projects => ("projects", Some(1)),
             Bucket::Trees => ("trees", Some(1)),
             Bucket::Git => ("git", Some(1)),
+            Bucket::Github => ("github", Some(1)),
             Bucket::Stat => ("stat", Some(2)),
             Bucket::Analysis => ("analysis", Some(1)),
             Bucket::Tools => ("tools", Some(1)),
@@ -182,6 +188,7 @@ impl Bucket {
             | Bucket::Check
             | Bucket::Answer
             | Bucket::Stat
+            | Bucket::Github
             | Bucket::Analysis => Layout::Entries,
             Bucket::Envs | Bucket::Projects | Bucket::Trees | Bucket::Git | Bucket::Tools => {
                 Layout::Folders

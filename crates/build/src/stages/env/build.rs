@@ -1085,6 +1085,7 @@ mod tests {
             timeout_seconds: 300,
             system_site_packages: false,
             install_project: false,
+            exclude_newer: None,
             passthrough: vec![
                 ("PIP_NO_INDEX".into(), "1".into()),
                 (
