@@ -261,6 +261,23 @@ fn curate_pins_the_search_gets_past_the_cap_waits_out_limits_and_revalidates() {
     sorted.sort();
     assert_eq!(names, sorted);
 
+    // The shards of a build on Kubernetes get the lock beside the pipeline, in its ConfigMap.
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["cluster", "k8s", "--shards", "2", "--image", "r2e:1"])
+        .args(["--remote-cache", "s3://bucket/prefix"])
+        .arg(dir.path().join("pipeline.toml"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let yaml = String::from_utf8(out).unwrap();
+    assert!(
+        yaml.contains("repos.lock") && yaml.contains(&lock.repo[0].commit),
+        "{yaml}"
+    );
+
     // `--update` with nothing changed: every request conditional, every answer a 304 (which
     // GitHub does not count against the rate limit), the lock byte-identical.
     api.reset_seen();
@@ -282,9 +299,24 @@ fn curate_pins_the_search_gets_past_the_cap_waits_out_limits_and_revalidates() {
     assert_eq!(api.seen().requests, 0);
     assert!(out.contains("kept: it matches the sources"), "{out}");
 
+    // A branch that moved: `--update` says so, as `dataset diff` does, and pins the new head.
+    let moved = "ab".repeat(20);
+    api.set_commit("bob/kept-two", &moved);
+    let (out, fourth_log) = curate(dir.path(), &["--update"]);
+    assert!(
+        out.contains(&format!(
+            "> bob__kept-two moved: {} -> abababababab\n",
+            &two[..12]
+        )) && out.contains("0 added, 0 removed, 1 moved, 1 unchanged"),
+        "{out}"
+    );
+    let relocked = read_lock(&lock_file).unwrap().unwrap();
+    assert_eq!(relocked.repo[1].commit, moved);
+    assert_eq!(relocked.left_out, lock.left_out);
+
     // The token is in no file (the lock, the cache's stored answers) and no log.
     assert_eq!(common::found_under(dir.path(), TOKEN.as_bytes()), None);
-    for log in [&first_log, &second_log, &third_log] {
+    for log in [&first_log, &second_log, &third_log, &fourth_log] {
         assert!(!log.contains(TOKEN));
     }
     assert!(dir.path().join("cache/github-v1").is_dir());

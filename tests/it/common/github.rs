@@ -77,7 +77,7 @@ pub struct Seen {
 }
 
 struct Shared {
-    repos: Vec<FakeRepo>,
+    repos: Mutex<Vec<FakeRepo>>,
     seen: Mutex<Seen>,
     /// Refuse the first `contents/` request with the primary limit, resetting this many
     /// seconds ahead.
@@ -112,7 +112,7 @@ impl FakeGithub {
         listener.set_nonblocking(true).unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let shared = Arc::new(Shared {
-            repos,
+            repos: Mutex::new(repos),
             seen: Mutex::default(),
             primary_reset_in: Mutex::new(primary_reset_in),
             secondary_retry_after: Mutex::new(secondary_retry_after),
@@ -136,6 +136,13 @@ impl FakeGithub {
 
     pub fn seen(&self) -> Seen {
         self.shared.seen.lock().unwrap().clone()
+    }
+
+    /// Moves a repository's default branch to another commit.
+    pub fn set_commit(&self, full_name: &str, commit: &str) {
+        let mut repos = self.shared.repos.lock().unwrap();
+        let r = repos.iter_mut().find(|r| r.full_name == full_name).unwrap();
+        r.commit = commit.to_owned();
     }
 
     /// Clears the counters (between two runs).
@@ -287,10 +294,13 @@ async fn search(
             "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",
         );
     }
-    let mut found: Vec<&FakeRepo> = s
+    let mut found: Vec<FakeRepo> = s
         .repos
+        .lock()
+        .unwrap()
         .iter()
         .filter(|r| matches(&q, &r.created_at))
+        .cloned()
         .collect();
     found.sort_by(|a, b| a.full_name.cmp(&b.full_name));
     let total = found.len() as u64;
@@ -345,9 +355,14 @@ async fn search(
     )
 }
 
-fn repo<'a>(s: &'a Shared, owner: &str, name: &str) -> Option<&'a FakeRepo> {
+fn repo(s: &Shared, owner: &str, name: &str) -> Option<FakeRepo> {
     let full = format!("{owner}/{name}");
-    s.repos.iter().find(|r| r.full_name == full)
+    s.repos
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|r| r.full_name == full)
+        .cloned()
 }
 
 async fn contents(
