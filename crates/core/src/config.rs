@@ -2451,6 +2451,63 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_lock_gives_git_repos_at_their_commits_and_pins_resolution_to_its_date() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pipeline.toml");
+        let text = |env: &str| {
+            format!(
+                "[[source]]\ngithub = \"language:python created:>=2025-06-01\"\nlimit = 5\n{env}"
+            )
+        };
+        let sources = parse_with(&text(""), &file, false).unwrap().sources;
+        assert_eq!(sources[0].require_files, PACKAGING_FILES);
+        assert_eq!(sources[0].api_url, "https://api.github.com");
+        assert_eq!(sources[0].token_env, "GITHUB_TOKEN");
+        let lock = crate::curation::Lock {
+            version: crate::curation::LOCK_VERSION,
+            curated_at: "2025-07-01T08:00:00Z".into(),
+            sources: sources_fingerprint(&sources),
+            source: Vec::new(),
+            repo: vec![crate::curation::LockedRepo {
+                name: "o__r".into(),
+                full_name: "o/r".into(),
+                url: "https://github.com/o/r.git".into(),
+                commit: "c".repeat(40),
+                branch: "main".into(),
+                created_at: "2025-06-02T00:00:00Z".into(),
+                pushed_at: "2025-06-03T00:00:00Z".into(),
+                stars: 41,
+                license: "MIT".into(),
+                size_kb: 12,
+                source: 0,
+                kept_because: vec!["matched the search".into()],
+            }],
+            left_out: Vec::new(),
+        };
+        std::fs::write(dir.path().join("repos.lock"), lock.render()).unwrap();
+        let cfg = parse(&text(""), &file).unwrap();
+        assert_eq!(
+            cfg.repos[0].source,
+            RepoSource::Git {
+                url: "https://github.com/o/r.git".into(),
+                rev: "c".repeat(40)
+            }
+        );
+        assert_eq!(cfg.repos[0].name, "o__r");
+        assert_eq!(cfg.env.exclude_newer.as_deref(), Some("2025-07-01T08:00:00Z"));
+        // The pipeline's own date wins.
+        let cfg = parse(&text("[env]\nexclude_newer = \"2025-01-01T00:00:00Z\"\n"), &file).unwrap();
+        assert_eq!(cfg.env.exclude_newer.as_deref(), Some("2025-01-01T00:00:00Z"));
+        // Another limit is another search: the lock is stale.
+        let stale = text("").replace("limit = 5", "limit = 6");
+        let err = parse(&stale, &file).unwrap_err().to_string();
+        assert!(err.contains("source 1 changed") && err.contains("--update"), "{err}");
+        // The token's variable is no part of what was searched.
+        let other_token = format!("{}token_env = \"OTHER\"\n", text(""));
+        assert!(parse(&other_token, &file).is_ok());
+    }
+
+    #[test]
     fn templates_are_named_as_their_files_and_serialized_so() {
         for t in Template::ALL {
             assert_eq!(Template::from_name(t.name()), Some(t));
