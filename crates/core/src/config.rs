@@ -2494,14 +2494,27 @@ mod tests {
             }
         );
         assert_eq!(cfg.repos[0].name, "o__r");
-        assert_eq!(cfg.env.exclude_newer.as_deref(), Some("2025-07-01T08:00:00Z"));
+        assert_eq!(
+            cfg.env.exclude_newer.as_deref(),
+            Some("2025-07-01T08:00:00Z")
+        );
         // The pipeline's own date wins.
-        let cfg = parse(&text("[env]\nexclude_newer = \"2025-01-01T00:00:00Z\"\n"), &file).unwrap();
-        assert_eq!(cfg.env.exclude_newer.as_deref(), Some("2025-01-01T00:00:00Z"));
+        let cfg = parse(
+            &text("[env]\nexclude_newer = \"2025-01-01T00:00:00Z\"\n"),
+            &file,
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.env.exclude_newer.as_deref(),
+            Some("2025-01-01T00:00:00Z")
+        );
         // Another limit is another search: the lock is stale.
         let stale = text("").replace("limit = 5", "limit = 6");
         let err = parse(&stale, &file).unwrap_err().to_string();
-        assert!(err.contains("source 1 changed") && err.contains("--update"), "{err}");
+        assert!(
+            err.contains("source 1 changed") && err.contains("--update"),
+            "{err}"
+        );
         // The token's variable is no part of what was searched.
         let other_token = format!("{}token_env = \"OTHER\"\n", text(""));
         assert!(parse(&other_token, &file).is_ok());

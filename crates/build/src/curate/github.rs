@@ -10,8 +10,8 @@
 //!   windows, halved until each holds at most 1,000, and each window paged through;
 //! - the primary rate limit (403 or 429 with `X-RateLimit-Remaining: 0`) waited out until
 //!   `X-RateLimit-Reset`, with a progress bar on stderr; a secondary limit (403 or 429 with
-//!   `Retry-After`) waited as long as it asks; in all at most [`MAX_WAIT`], then an
-//!   environmental failure (exit 1; nothing is written);
+//!   `Retry-After`) waited as long as it asks (a minute when it names no wait); in all at most
+//!   [`MAX_WAIT`], then an environmental failure (exit 1; nothing is written);
 //! - conditional requests: each URL's last `ETag` and body are kept in the cache
 //!   (`Bucket::Github`, `keys::GithubKey`) and sent back as `If-None-Match`; a 304 reuses the
 //!   stored body (and its `Link`), and GitHub does not count it against the rate limit.
@@ -30,6 +30,9 @@ use r2e_exec::http::{Http, Reply, backoff, snippet};
 
 /// The most a curation waits for rate limits in all before it gives up.
 pub const MAX_WAIT: Duration = Duration::from_secs(3600);
+/// The wait after a secondary rate limit that gives no `Retry-After` (GitHub: "wait for at
+/// least one minute").
+const SECONDARY_DEFAULT_WAIT: Duration = Duration::from_secs(60);
 /// Transport failures and server errors retried per request.
 const RETRIES: u32 = 4;
 /// How many results GitHub's search gives for one query, whatever its `total_count`.
@@ -427,6 +430,20 @@ impl<'a> Client<'a> {
                 format!(
                     "GitHub's secondary rate limit{anonymous}; waiting {:.0} s as it asks",
                     wait.as_secs_f64()
+                ),
+            )));
+        }
+        // A secondary limit that names no wait: GitHub asks for at least a minute.
+        if reply
+            .body
+            .to_ascii_lowercase()
+            .contains("secondary rate limit")
+        {
+            return Ok(Some((
+                SECONDARY_DEFAULT_WAIT,
+                format!(
+                    "GitHub's secondary rate limit{anonymous}, with no Retry-After; waiting {} s",
+                    SECONDARY_DEFAULT_WAIT.as_secs()
                 ),
             )));
         }

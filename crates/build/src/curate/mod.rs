@@ -330,3 +330,64 @@ pub fn diff_text(d: &LockDiff) -> String {
     ));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo(name: &str, commit: &str) -> LockedRepo {
+        LockedRepo {
+            name: name.into(),
+            full_name: name.replacen("__", "/", 1),
+            url: format!("https://github.com/{}.git", name.replacen("__", "/", 1)),
+            commit: commit.into(),
+            branch: "main".into(),
+            created_at: "2025-06-02T00:00:00Z".into(),
+            pushed_at: "2025-06-03T00:00:00Z".into(),
+            stars: 40,
+            license: "MIT".into(),
+            size_kb: 1,
+            source: 0,
+            kept_because: Vec::new(),
+        }
+    }
+
+    fn lock(repos: Vec<LockedRepo>) -> Lock {
+        Lock {
+            version: LOCK_VERSION,
+            curated_at: "2025-07-01T00:00:00Z".into(),
+            sources: "s".into(),
+            source: Vec::new(),
+            repo: repos,
+            left_out: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_diff_names_the_added_removed_and_moved() {
+        let old = lock(vec![
+            repo("a__x", "1111"),
+            repo("b__y", "2222"),
+            repo("c__z", "3333"),
+        ]);
+        let new = lock(vec![
+            repo("a__x", "1111"),
+            repo("b__y", "9999"),
+            repo("d__w", "4444"),
+        ]);
+        let d = diff(&old, &new);
+        assert_eq!(d.added, ["d__w"]);
+        assert_eq!(d.removed, ["c__z"]);
+        assert_eq!(d.moved.len(), 1);
+        assert_eq!((d.moved[0].name.as_str(), d.unchanged), ("b__y", 1));
+        assert_eq!(
+            diff_text(&d),
+            "+ d__w\n- c__z\n> b__y moved: 2222 -> 9999\n1 added, 1 removed, 1 moved, 1 unchanged\n"
+        );
+        // Only the date differs: the same result.
+        let mut later = old.clone();
+        later.curated_at = "2026-01-01T00:00:00Z".into();
+        assert!(later.same_result(&old));
+        assert!(!new.same_result(&old));
+    }
+}
