@@ -7,7 +7,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use r2e_core::curation::{Date, read_lock};
+use r2e_core::config::read_lock;
+use r2e_core::curation::Date;
 
 use crate::common;
 use crate::common::github::{FakeGithub, FakeRepo, GitDaemon, bare_repo};

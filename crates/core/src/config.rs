@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use crate::curation::{LOCK_VERSION, Lock};
 use crate::error::{Error, Result};
 
 /// The whole file, as written.
@@ -1404,6 +1405,32 @@ fn repos(
     Ok(repos)
 }
 
+/// Reads a `repos.lock` (`curation::Lock`); `Ok(None)` when there is none. A lock that does not parse is an error naming
+/// its file, line and column.
+pub fn read_lock(path: &Path) -> Result<Option<Lock>> {
+    let text = match fs_err::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::input(e.to_string())),
+    };
+    let lock: Lock = toml::from_str(&text).map_err(|e| {
+        let (line, col) = e.span().map_or((1, 1), |s| line_col(&text, s.start));
+        Error::input(format!(
+            "{}:{line}:{col}: {} (run `r2e curate --update` to write it again)",
+            path.display(),
+            e.message()
+        ))
+    })?;
+    if lock.version != LOCK_VERSION {
+        return Err(Error::input(format!(
+            "{}: lock format version {}; this r2e reads version {LOCK_VERSION} (run `r2e curate --update`)",
+            path.display(),
+            lock.version
+        )));
+    }
+    Ok(Some(lock))
+}
+
 /// The `[[source]]` tables, checked, with the span of each one's query (where messages about
 /// the source and its lock point).
 fn sources(
@@ -1514,7 +1541,7 @@ fn locked_repos(
 ) -> Result<()> {
     let path = crate::curation::lock_path(src.file);
     let at = spans.first().cloned();
-    let Some(lock) = crate::curation::read_lock(&path)? else {
+    let Some(lock) = read_lock(&path)? else {
         return Err(src.at(
             at,
             &format!(
@@ -2464,7 +2491,7 @@ mod tests {
         assert_eq!(sources[0].api_url, "https://api.github.com");
         assert_eq!(sources[0].token_env, "GITHUB_TOKEN");
         let lock = crate::curation::Lock {
-            version: crate::curation::LOCK_VERSION,
+            version: LOCK_VERSION,
             curated_at: "2025-07-01T08:00:00Z".into(),
             sources: sources_fingerprint(&sources),
             source: Vec::new(),

@@ -462,34 +462,6 @@ pub fn lock_path(pipeline: &Path) -> PathBuf {
     pipeline.parent().unwrap_or(Path::new(".")).join(LOCK_FILE)
 }
 
-/// Reads a lock; `Ok(None)` when there is none. A lock that does not parse is an error naming
-/// its file, line and column.
-pub fn read_lock(path: &Path) -> crate::error::Result<Option<Lock>> {
-    let text = match fs_err::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(crate::error::Error::input(e.to_string())),
-    };
-    let lock: Lock = toml::from_str(&text).map_err(|e| {
-        let (line, col) = e
-            .span()
-            .map_or((1, 1), |s| crate::config::line_col(&text, s.start));
-        crate::error::Error::input(format!(
-            "{}:{line}:{col}: {} (run `r2e curate --update` to write it again)",
-            path.display(),
-            e.message()
-        ))
-    })?;
-    if lock.version != LOCK_VERSION {
-        return Err(crate::error::Error::input(format!(
-            "{}: lock format version {}; this r2e reads version {LOCK_VERSION} (run `r2e curate --update`)",
-            path.display(),
-            lock.version
-        )));
-    }
-    Ok(Some(lock))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,10 +16,10 @@ pub mod github;
 use serde::Serialize;
 
 use r2e_core::cache::Cache;
-use r2e_core::config::{Config, SourceConfig, secret_from_env, sources_fingerprint};
+use r2e_core::config::{Config, SourceConfig, read_lock, secret_from_env, sources_fingerprint};
 use r2e_core::curation::{
     Date, LOCK_VERSION, LeftOut, Lock, LockedRepo, LockedSource, lock_path, now_seconds,
-    parse_query, read_lock, rfc3339,
+    parse_query, rfc3339,
 };
 use r2e_core::error::{Error, Result};
 
