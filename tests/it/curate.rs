@@ -341,6 +341,28 @@ fn a_build_from_the_lock_is_the_same_dataset_twice_on_an_empty_cache() {
         .expect("a dataset")
         .to_owned();
     assert!(first["counts"]["candidates"].as_u64() >= Some(2), "{first}");
+    // Months later: alice's branch was force-pushed, and no branch reaches the pinned commit.
+    let work = daemon_base.join("work/alice/kept-one");
+    for args in [
+        &["commit", "-q", "--amend", "-m", "rewritten"][..],
+        &[
+            "push",
+            "-q",
+            "--force",
+            "../../../alice/kept-one.git",
+            "main",
+        ][..],
+    ] {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&work)
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_DATE", "2025-09-01T00:00:00Z")
+            .status()
+            .unwrap();
+        assert!(ok.success(), "git {args:?}");
+    }
     let second = Command::cargo_bin("r2e")
         .unwrap()
         .args(["build", "--json", "--cache", "cache2", "--output", "out2"])
@@ -355,7 +377,7 @@ fn a_build_from_the_lock_is_the_same_dataset_twice_on_an_empty_cache() {
     let second: serde_json::Value = serde_json::from_slice(&second).unwrap();
     assert_eq!(second["dataset_version"].as_str(), Some(version.as_str()));
     // Cloned partially (commits and trees; the files of the pinned commit fetched at once), and
-    // at the pinned commit.
+    // at the pinned commit, fetched by its id.
     let mirrors: Vec<_> = std::fs::read_dir(dir.path().join("cache2/git-v1"))
         .unwrap()
         .flatten()

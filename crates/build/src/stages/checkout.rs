@@ -457,6 +457,15 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
             );
         }
         commit = resolve(rev)?;
+        // A pinned commit no branch reaches any more (a branch force-pushed since a lock was
+        // curated): asked for by its id, which GitHub and servers allowing it still give (a
+        // partial mirror has asked already: a missing object is fetched lazily, by id).
+        if commit.is_none() && is_full_sha {
+            let out = run_git(&["fetch", "--quiet", "origin", rev], Some(&mirror))?;
+            if out.status.success() {
+                commit = resolve(rev)?;
+            }
+        }
     }
     let commit = commit.ok_or_else(|| {
         Error::input(format!(
