@@ -452,6 +452,16 @@ fn bad_sources_and_locks_are_refused_with_their_place() {
     let err = run(&["curate"]);
     assert!(err.contains("pipeline.toml:6:13: `token_env"), "{err}");
 
+    // Nothing to curate.
+    std::fs::create_dir_all(dir.path().join("repo")).unwrap();
+    std::fs::write(
+        dir.path().join("pipeline.toml"),
+        "[project]\nname = \"bad\"\n\n[[repo]]\npath = \"repo\"\n",
+    )
+    .unwrap();
+    let err = run(&["curate"]);
+    assert!(err.contains("no `[[source]]` table"), "{err}");
+
     // No lock: a build says to curate.
     write("language:python created:>=2025-06-01", "");
     let err = run(&["build"]);

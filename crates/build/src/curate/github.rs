@@ -531,6 +531,23 @@ mod tests {
     }
 
     #[test]
+    fn the_token_is_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let secret = "ghp_neverShownAnywhere";
+        let client = Client::new(
+            "https://api.github.com/",
+            Some(secret.into()),
+            "GH_TOKEN",
+            &cache,
+        );
+        let shown = format!("{client:?}");
+        assert!(!shown.contains(secret), "{shown}");
+        assert!(shown.contains("$GH_TOKEN"), "{shown}");
+        assert_eq!(client.api, "https://api.github.com");
+    }
+
+    #[test]
     fn queries_are_percent_encoded() {
         assert_eq!(
             encode("language:python created:>=2025-06-01", false),
