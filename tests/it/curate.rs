@@ -387,6 +387,31 @@ fn a_build_from_the_lock_is_the_same_dataset_twice_on_an_empty_cache() {
         let config = std::fs::read_to_string(m.path().join("config")).unwrap();
         assert!(config.contains("promisor = true"), "{config}");
     }
+    // The shards of a build spread over hosts read the same lock: between them, its
+    // repositories, each once.
+    let store = format!("file://{}", dir.path().join("store").display());
+    let mut held = Vec::new();
+    for i in 0..2 {
+        Command::cargo_bin("r2e")
+            .unwrap()
+            .args(["build", "--until", "slice", "--cache", "cache3"])
+            .args(["--shard", &format!("{i}/2"), "--remote-cache", &store])
+            .current_dir(dir.path())
+            .envs(common::offline_env())
+            .timeout(Duration::from_secs(300))
+            .assert()
+            .success();
+        let summary = dir
+            .path()
+            .join(format!(".out.r2e/shards/shard-{i}-of-2.json"));
+        let summary: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        for r in summary["repos"].as_array().unwrap() {
+            held.push(r.as_str().unwrap().to_owned());
+        }
+    }
+    held.sort();
+    assert_eq!(held, ["alice__kept-one", "bob__kept-two"]);
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("out2/manifest.json")).unwrap())
             .unwrap();
