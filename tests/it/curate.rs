@@ -315,6 +315,30 @@ fn curate_pins_the_search_gets_past_the_cap_waits_out_limits_and_revalidates() {
     assert_eq!(relocked.repo[1].commit, moved);
     assert_eq!(relocked.left_out, lock.left_out);
 
+    // Without the variable, anonymous: no `Authorization` at all, and said so.
+    api.reset_seen();
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["curate", "--update"])
+        .current_dir(dir.path())
+        .env_remove(TOKEN_VAR)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let seen = api.seen();
+    assert!(
+        seen.requests > 0 && seen.authorizations.is_empty(),
+        "{seen:?}"
+    );
+    let anonymous_log = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        anonymous_log.contains(&format!(
+            "`{TOKEN_VAR}` is not set: searching GitHub anonymously"
+        )),
+        "{anonymous_log}"
+    );
+
     // The token is in no file (the lock, the cache's stored answers) and no log.
     assert_eq!(common::found_under(dir.path(), TOKEN.as_bytes()), None);
     for log in [&first_log, &second_log, &third_log, &fourth_log] {
