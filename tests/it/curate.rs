@@ -125,7 +125,8 @@ fn curate_pins_the_search_gets_past_the_cap_waits_out_limits_and_revalidates() {
     let daemon = GitDaemon::start(&daemon_base);
     let (repos, [one, two]) = world(dir.path(), &daemon_base, &daemon);
     // The first root listing meets the primary limit (reset 2 s ahead), the second search
-    // request a secondary limit (`Retry-After: 1`).
+    // request a secondary limit (`Retry-After: 1`), and the first branch's answer says the
+    // limit is used up (reset 2 s ahead).
     let api = FakeGithub::start(repos, Some(2), Some(1));
     pipeline(dir.path(), &api.url);
 
@@ -135,9 +136,12 @@ fn curate_pins_the_search_gets_past_the_cap_waits_out_limits_and_revalidates() {
     let seen = api.seen();
     assert_eq!(seen.primary_limited, 1, "{seen:?}");
     assert_eq!(seen.secondary_limited, 1, "{seen:?}");
+    // The first branch's answer said the limit was used up for 2 s more: nothing was sent
+    // before its reset.
+    assert_eq!(seen.before_reset, 0, "{seen:?}");
     assert!(
-        took >= Duration::from_secs(3),
-        "waited out 2 s and 1 s: {took:?}"
+        took >= Duration::from_secs(5),
+        "waited out 2 s, 1 s and 2 s: {took:?}"
     );
     assert!(first_log.contains("rate limit is used up"), "{first_log}");
     assert!(first_log.contains("secondary rate limit"), "{first_log}");

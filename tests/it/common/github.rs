@@ -74,6 +74,8 @@ pub struct Seen {
     /// Requests refused by the primary limit, and by a secondary one.
     pub primary_limited: u64,
     pub secondary_limited: u64,
+    /// Requests sent before the reset an answer announced (`X-RateLimit-Remaining: 0`).
+    pub before_reset: u64,
 }
 
 struct Shared {
@@ -84,6 +86,11 @@ struct Shared {
     primary_reset_in: Mutex<Option<u64>>,
     /// Refuse the second search request with a secondary limit, `Retry-After` this many seconds.
     secondary_retry_after: Mutex<Option<u64>>,
+    /// Announce the limit used up, resetting this many seconds ahead, on the first branch's
+    /// answer (a 200).
+    announce_reset_in: Mutex<Option<u64>>,
+    /// The reset announced.
+    announced_reset: Mutex<Option<u64>>,
     base: String,
 }
 
@@ -96,7 +103,8 @@ pub struct FakeGithub {
 
 impl FakeGithub {
     /// Serves `repos`; with `primary_reset_in`, the first root listing is refused by the
-    /// primary rate limit resetting that many seconds ahead; with `secondary_retry_after`, the
+    /// primary rate limit resetting that many seconds ahead, and the first branch's answer
+    /// says the limit is used up until as many seconds ahead; with `secondary_retry_after`, the
     /// second search request is refused by a secondary limit.
     pub fn start(
         repos: Vec<FakeRepo>,
@@ -116,6 +124,8 @@ impl FakeGithub {
             seen: Mutex::default(),
             primary_reset_in: Mutex::new(primary_reset_in),
             secondary_retry_after: Mutex::new(secondary_retry_after),
+            announce_reset_in: Mutex::new(primary_reset_in),
+            announced_reset: Mutex::new(None),
             base: url.clone(),
         });
         let app = axum::Router::new()
@@ -153,8 +163,12 @@ impl FakeGithub {
 
 /// Counts a request: its conditional header and its token.
 fn note(s: &Shared, headers: &HeaderMap) {
+    let early = s.announced_reset.lock().unwrap().is_some_and(|r| now() < r);
     let mut seen = s.seen.lock().unwrap();
     seen.requests += 1;
+    if early {
+        seen.before_reset += 1;
+    }
     if headers.contains_key("if-none-match") {
         seen.conditional += 1;
     }
@@ -401,12 +415,25 @@ async fn branch(
 ) -> Response {
     note(&s, &headers);
     match repo(&s, &owner, &name) {
-        Some(r) if r.default_branch == branch => answer(
-            &s,
-            &headers,
-            json!({"name": branch, "commit": {"sha": r.commit, "url": ""}, "protected": false}),
-            None,
-        ),
+        Some(r) if r.default_branch == branch => {
+            let mut out = answer(
+                &s,
+                &headers,
+                json!({"name": branch, "commit": {"sha": r.commit, "url": ""}, "protected": false}),
+                None,
+            );
+            if let Some(secs) = s.announce_reset_in.lock().unwrap().take() {
+                let reset = now() + secs;
+                *s.announced_reset.lock().unwrap() = Some(reset);
+                let h = out.headers_mut();
+                h.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+                h.insert(
+                    "x-ratelimit-reset",
+                    HeaderValue::from_str(&reset.to_string()).unwrap(),
+                );
+            }
+            out
+        }
         _ => refuse(StatusCode::NOT_FOUND, &[], "Branch not found"),
     }
 }

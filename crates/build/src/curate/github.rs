@@ -8,8 +8,9 @@
 //! - pagination through `Link: <…>; rel="next"`, 100 per page;
 //! - the search API's 1,000-result cap: a query that matches more is cut into `created:`
 //!   windows, halved until each holds at most 1,000, and each window paged through;
-//! - the primary rate limit (403 or 429 with `X-RateLimit-Remaining: 0`) waited out until
-//!   `X-RateLimit-Reset`, with a progress bar on stderr; a secondary limit (403 or 429 with
+//! - the primary rate limit waited out until `X-RateLimit-Reset`, with a progress bar on
+//!   stderr: before the next request when an answer says it is used up
+//!   (`X-RateLimit-Remaining: 0`), and after a 403 or 429 that says so; a secondary limit (403 or 429 with
 //!   `Retry-After`) waited as long as it asks (a minute when it names no wait); in all at most
 //!   [`MAX_WAIT`], then an environmental failure (exit 1; nothing is written);
 //! - conditional requests: each URL's last `ETag` and body are kept in the cache
@@ -138,6 +139,9 @@ pub struct Client<'a> {
     token_env: String,
     cache: &'a Cache,
     waited: Duration,
+    /// The reset of a primary limit an answer said is used up (`X-RateLimit-Remaining: 0`):
+    /// no request is sent before it.
+    exhausted_until: Option<i64>,
     pub stats: Stats,
 }
 
@@ -168,6 +172,7 @@ impl<'a> Client<'a> {
             token_env: token_env.to_owned(),
             cache,
             waited: Duration::ZERO,
+            exhausted_until: None,
             stats: Stats::default(),
         }
     }
@@ -304,6 +309,18 @@ impl<'a> Client<'a> {
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
         let mut attempt = 0u32;
         loop {
+            if let Some(reset) = self.exhausted_until.take() {
+                let secs = reset - now_seconds();
+                if secs >= 0 {
+                    self.wait(
+                        Duration::from_secs(secs as u64 + 1),
+                        &format!(
+                            "GitHub's rate limit is used up; waiting {} s for its reset before the next request",
+                            secs + 1
+                        ),
+                    )?;
+                }
+            }
             let mut headers = vec![
                 ("accept", "application/vnd.github+json"),
                 ("x-github-api-version", "2022-11-28"),
@@ -329,6 +346,13 @@ impl<'a> Client<'a> {
                     continue;
                 }
             };
+            if (200..400).contains(&reply.status)
+                && reply.header("x-ratelimit-remaining") == Some("0")
+            {
+                self.exhausted_until = reply
+                    .header("x-ratelimit-reset")
+                    .and_then(|r| r.trim().parse::<i64>().ok());
+            }
             match reply.status {
                 304 if stored.is_some() => {
                     self.stats.not_modified += 1;
