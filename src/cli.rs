@@ -76,6 +76,25 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         output: Option<PathBuf>,
     },
+    /// Resolve the pipeline's `[[source]]` searches into `repos.lock` beside it: the
+    /// repositories kept (URL, the default branch's head, dates, stars, licence, why) and the
+    /// candidates left out with their reason. A lock that matches the sources is kept as it is.
+    Curate {
+        /// The pipeline file (default `pipeline.toml`); the same as `-p PIPELINE`.
+        #[arg(value_name = "PIPELINE")]
+        pipeline: Option<PathBuf>,
+        /// The pipeline file (default `pipeline.toml`); the same as the positional PIPELINE.
+        #[arg(short = 'p', long = "pipeline", value_name = "PIPELINE")]
+        pipeline_flag: Option<PathBuf>,
+        /// Search again even when the lock matches the sources, and print the repositories
+        /// added, removed and moved (another commit); the lock is not rewritten when nothing
+        /// changed.
+        #[arg(long)]
+        update: bool,
+        /// Print what was done as JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
     /// Say what a build would run and why, without running it.
     Status {
         /// The pipeline file.
@@ -612,6 +631,40 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 ExitCode::from(1)
             })
+        }
+        Command::Curate {
+            pipeline,
+            pipeline_flag,
+            update,
+            json,
+        } => {
+            let pipeline = one_pipeline(pipeline, pipeline_flag)?;
+            let cfg = config::load_unlocked(&pipeline)?;
+            let outcome = r2e_build::curate::curate(&cfg, update)?;
+            if json {
+                print_json(&outcome)?;
+            } else {
+                let mut text = String::new();
+                if let Some(changes) = &outcome.changes {
+                    text.push_str(&r2e_build::curate::diff_text(changes));
+                }
+                text.push_str(&format!(
+                    "{}: {} repositories, {} left out, curated at {}{}\n",
+                    outcome.lock,
+                    outcome.repos,
+                    outcome.left_out,
+                    outcome.curated_at,
+                    if !outcome.searched {
+                        " (kept: it matches the sources)"
+                    } else if outcome.written {
+                        ""
+                    } else {
+                        " (unchanged)"
+                    }
+                ));
+                print_text(&text)?;
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Build {
             pipeline,

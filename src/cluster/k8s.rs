@@ -167,7 +167,27 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
         }
     }
 
-    let render = |name: &str| render(opts, &text, &remote, store_path.as_deref(), name);
+    // A pipeline whose repositories come from `[[source]]` searches needs its `repos.lock`
+    // beside it in the pods: it travels in the same ConfigMap.
+    let lock = if cfg.sources.is_empty() || opts.pipeline_in_image.is_some() {
+        None
+    } else {
+        let file = r2e_core::curation::lock_path(&cfg.file);
+        Some(
+            std::fs::read_to_string(&file)
+                .map_err(|e| Error::input(format!("{}: {e}", file.display())))?,
+        )
+    };
+    let render = |name: &str| {
+        render(
+            opts,
+            &text,
+            lock.as_deref(),
+            &remote,
+            store_path.as_deref(),
+            name,
+        )
+    };
     let name = match &opts.name {
         Some(n) => n.clone(),
         None => {
@@ -186,6 +206,7 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
 fn render(
     opts: &K8sOptions,
     text: &str,
+    lock: Option<&str>,
     remote: &RemoteCache,
     store_path: Option<&Path>,
     name: &str,
@@ -321,11 +342,15 @@ fn render(
     });
     let mut documents = Vec::new();
     if opts.pipeline_in_image.is_none() {
+        let mut data = json!({"pipeline.toml": text});
+        if let Some(lock) = lock {
+            data[r2e_core::curation::LOCK_FILE] = json!(lock);
+        }
         documents.push(json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": meta(&config_map, "pipeline"),
-            "data": {"pipeline.toml": text},
+            "data": data,
         }));
     }
     documents.push(shards);

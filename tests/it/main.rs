@@ -15,6 +15,7 @@ mod cli;
 mod cluster;
 mod cluster_build;
 mod cluster_ray;
+mod curate;
 mod dataset;
 mod docker;
 mod durability;

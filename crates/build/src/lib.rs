@@ -4,6 +4,7 @@
 //! for checking) sit below the engine, so that the engine and the front doors both use them.
 
 pub mod bench;
+pub mod curate;
 pub mod db;
 pub mod engine;
 pub mod evaluate;

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use crate::curation::{LOCK_VERSION, Lock};
 use crate::error::{Error, Result};
 
 /// The whole file, as written.
@@ -24,6 +25,8 @@ struct Options {
     project: Option<ProjectOptions>,
     #[serde(default)]
     repo: Vec<RepoOptions>,
+    #[serde(default)]
+    source: Vec<SourceOptions>,
     #[serde(default)]
     extract: ExtractConfig,
     #[serde(default)]
@@ -530,6 +533,67 @@ struct RepoOptions {
     default_exclude: Option<bool>,
 }
 
+/// A `[[source]]` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SourceOptions {
+    github: Spanned<String>,
+    limit: Option<Spanned<i64>>,
+    require_files: Option<Vec<Spanned<String>>>,
+    licenses: Option<Vec<Spanned<String>>>,
+    max_size_kb: Option<u64>,
+    min_stars: Option<u64>,
+    api_url: Option<Spanned<String>>,
+    token_env: Option<Spanned<String>>,
+}
+
+/// Where repositories come from besides `[[repo]]`: a GitHub search (`github = "QUERY"`), its
+/// candidates filtered after the search. `r2e curate` resolves the sources into `repos.lock`;
+/// the build reads the lock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SourceConfig {
+    /// The search query as written (checked by `curation::parse_query`).
+    pub github: String,
+    /// At most this many repositories kept (the most starred first).
+    pub limit: u64,
+    /// A repository is kept when its root holds any of these files.
+    pub require_files: Vec<String>,
+    /// SPDX ids of the licences allowed; empty: any licence, or none.
+    pub licenses: Vec<String>,
+    /// Repositories larger than this (GitHub's `size`, KB) are left out.
+    pub max_size_kb: Option<u64>,
+    /// Repositories with fewer stars are left out.
+    pub min_stars: Option<u64>,
+    /// The API's base URL (`https://api.github.com`; GitHub Enterprise's `https://HOST/api/v3`).
+    pub api_url: String,
+    /// The environment variable holding the token (read when searching, never stored); not
+    /// part of the fingerprint: the same search with another token finds the same.
+    #[serde(skip)]
+    pub token_env: String,
+}
+
+/// The packaging files a source's candidates must have one of, unless `require_files` says.
+pub const PACKAGING_FILES: &[&str] = &["pyproject.toml", "setup.py", "setup.cfg"];
+
+impl SourceConfig {
+    /// What the lock records of this source to tell when it changed: a hash of every setting
+    /// but the token's variable.
+    pub fn fingerprint(&self) -> String {
+        crate::hash::Hash::of_key(self).to_hex()
+    }
+}
+
+/// The fingerprint of a pipeline's sources, in order.
+pub fn sources_fingerprint(sources: &[SourceConfig]) -> String {
+    crate::hash::Hash::of_key(
+        &sources
+            .iter()
+            .map(SourceConfig::fingerprint)
+            .collect::<Vec<_>>(),
+    )
+    .to_hex()
+}
+
 /// The curation filters of the `extract` stage (R2E's rules). Each is switchable; an excluded
 /// function records the first filter that excluded it, by the name of its switch.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -789,13 +853,15 @@ pub struct EnvConfig {
     /// Build the repository as a wheel with its own build backend and install it on top of
     /// its environment (its metadata, entry points and built extensions), as its users get it.
     pub install_project: bool,
+    /// Resolve as the index was at this instant (RFC 3339 UTC, `2025-06-01T00:00:00Z`): files
+    /// uploaded later are ignored (uv's `--exclude-newer`), so that a rebuild months later
+    /// installs the same versions. `[env] exclude_newer`, or the curation date of the
+    /// `repos.lock` the repositories come from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exclude_newer: Option<String>,
     /// Index and certificate settings passed to installers (`PIP_INDEX_URL`, `UV_INDEX_URL`,
     /// `PIP_EXTRA_INDEX_URL`, `UV_EXTRA_INDEX_URL`, `SSL_CERT_FILE`, proxies), by name.
     pub passthrough: Vec<(String, String)>,
-    /// Resolve as the index was at this instant (RFC 3339 UTC, `2025-06-01T00:00:00Z`): files
-    /// uploaded later are ignored (uv's `--exclude-newer`), so that a rebuild months later
-    /// installs the same versions. `[env] exclude_newer`, or a lock's curation date.
-    pub exclude_newer: Option<String>,
 }
 
 /// Environment variables that installers honour and that change what they install or reach.
@@ -1090,6 +1156,9 @@ pub struct Config {
     pub output: PathBuf,
     pub cache: PathBuf,
     pub repos: Vec<RepoConfig>,
+    /// `[[source]]` tables: searches `r2e curate` pins in `repos.lock`, whose repositories
+    /// `repos` holds (after the `[[repo]]` ones) when the lock was read.
+    pub sources: Vec<SourceConfig>,
     pub extract: ExtractConfig,
     pub context: ContextConfig,
     pub env: EnvConfig,
@@ -1262,8 +1331,31 @@ impl Source<'_> {
     }
 }
 
-/// Parses pipeline text; `file` is its absolute path (for messages and relative paths).
+/// Reads and resolves the pipeline at `path` without its `repos.lock`: what `r2e curate`
+/// reads (its sources, to search); `repos` holds only the `[[repo]]` tables.
+pub fn load_unlocked(path: &Path) -> Result<Config> {
+    let text = fs_err::read_to_string(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::input(format!(
+                "pipeline file `{}` does not exist (pass another, or run where a `pipeline.toml` is)",
+                path.display()
+            ))
+        } else {
+            Error::input(e.to_string())
+        }
+    })?;
+    let file =
+        std::path::absolute(path).map_err(|e| Error::env(format!("{}: {e}", path.display())))?;
+    parse_with(&text, &file, false)
+}
+
+/// Parses pipeline text; `file` is its absolute path (for messages and relative paths). A
+/// pipeline with `[[source]]` tables takes their repositories from the `repos.lock` beside it.
 pub fn parse(text: &str, file: &Path) -> Result<Config> {
+    parse_with(text, file, true)
+}
+
+fn parse_with(text: &str, file: &Path, read_lock: bool) -> Result<Config> {
     let src = Source { text, file };
     let options: Options = toml::from_str(text).map_err(|e| src.at(e.span(), e.message()))?;
     if let Some(v) = &options.version
@@ -1293,6 +1385,12 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
             prompt_file(&base, pname, path.get_ref()).map_err(|m| src.at(Some(path.span()), &m))?,
         );
     }
+    let (sources, source_spans) = sources(&src, &options.source)?;
+    let mut repos = repos(&src, &base, options.repo, !sources.is_empty())?;
+    let mut env = options.env.resolve(&src)?;
+    if read_lock && !sources.is_empty() {
+        locked_repos(&src, &sources, &source_spans, &mut repos, &mut env)?;
+    }
     let cfg = Config {
         file: file.to_path_buf(),
         name: project.name.clone().unwrap_or_else(|| {
@@ -1301,10 +1399,11 @@ pub fn parse(text: &str, file: &Path) -> Result<Config> {
         }),
         output: rel(&project.output, "out"),
         cache: rel(&project.cache, "cache"),
-        repos: repos(&src, &base, options.repo)?,
+        repos,
+        sources,
         extract: options.extract,
         context: options.context,
-        env: options.env.resolve(&src)?,
+        env,
         generate: options.generate,
         validate: options.validate,
         select: options.select,
@@ -1381,11 +1480,16 @@ fn remote_cache(src: &Source, options: Option<CacheOptions>) -> Result<Option<Re
 }
 
 /// The `[[repo]]` tables: each a folder that exists or a git URL, with a unique name.
-fn repos(src: &Source, base: &Path, options: Vec<RepoOptions>) -> Result<Vec<RepoConfig>> {
-    if options.is_empty() {
+fn repos(
+    src: &Source,
+    base: &Path,
+    options: Vec<RepoOptions>,
+    has_sources: bool,
+) -> Result<Vec<RepoConfig>> {
+    if options.is_empty() && !has_sources {
         return Err(src.at(
             None,
-            "no `[[repo]]` table: name at least one repository to build",
+            "no `[[repo]]` or `[[source]]` table: name at least one repository to build, or a search to curate",
         ));
     }
     let mut repos: Vec<RepoConfig> = Vec::new();
@@ -1440,6 +1544,206 @@ fn repos(src: &Source, base: &Path, options: Vec<RepoOptions>) -> Result<Vec<Rep
         });
     }
     Ok(repos)
+}
+
+/// Reads a `repos.lock` (`curation::Lock`); `Ok(None)` when there is none. A lock that does not parse is an error naming
+/// its file, line and column.
+pub fn read_lock(path: &Path) -> Result<Option<Lock>> {
+    let text = match fs_err::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::input(e.to_string())),
+    };
+    let lock: Lock = toml::from_str(&text).map_err(|e| {
+        let (line, col) = e.span().map_or((1, 1), |s| line_col(&text, s.start));
+        Error::input(format!(
+            "{}:{line}:{col}: {} (run `r2e curate --update` to write it again)",
+            path.display(),
+            e.message()
+        ))
+    })?;
+    if lock.version != LOCK_VERSION {
+        return Err(Error::input(format!(
+            "{}: lock format version {}; this r2e reads version {LOCK_VERSION} (run `r2e curate --update`)",
+            path.display(),
+            lock.version
+        )));
+    }
+    Ok(Some(lock))
+}
+
+/// The `[[source]]` tables, checked, with the span of each one's query (where messages about
+/// the source and its lock point).
+fn sources(
+    src: &Source,
+    options: &[SourceOptions],
+) -> Result<(Vec<SourceConfig>, Vec<Range<usize>>)> {
+    let mut out = Vec::new();
+    let mut spans = Vec::new();
+    for o in options {
+        let query = o.github.get_ref();
+        let span = o.github.span();
+        // Inside a basic string without escapes, a term's offset in the query is its place in
+        // the file; otherwise the message points at the string.
+        let raw = &src.text[span.clone()];
+        let inner = raw.len() >= 2 && &raw[1..raw.len() - 1] == query.as_str();
+        if let Err(e) = crate::curation::parse_query(query) {
+            let at = if inner {
+                span.start + 1 + e.offset
+            } else {
+                span.start
+            };
+            return Err(src.at(Some(at..at), &e.message));
+        }
+        if query.trim().is_empty() {
+            return Err(src.at(Some(span), "the `github` query is empty"));
+        }
+        let limit = match &o.limit {
+            Some(l) if *l.get_ref() < 1 => {
+                return Err(src.at(Some(l.span()), "`limit` must be at least 1"));
+            }
+            Some(l) => *l.get_ref() as u64,
+            None => 100,
+        };
+        let names =
+            |list: &Option<Vec<Spanned<String>>>, what: &str| -> Result<Option<Vec<String>>> {
+                let Some(list) = list else { return Ok(None) };
+                let mut out = Vec::new();
+                for n in list {
+                    let v = n.get_ref().trim();
+                    if v.is_empty() || v.contains('/') {
+                        return Err(src.at(
+                            Some(n.span()),
+                            &format!("`{what}` holds names, non-empty and without `/`"),
+                        ));
+                    }
+                    out.push(v.to_owned());
+                }
+                Ok(Some(out))
+            };
+        let require_files = names(&o.require_files, "require_files")?
+            .unwrap_or_else(|| PACKAGING_FILES.iter().map(|f| f.to_string()).collect());
+        let licenses = names(&o.licenses, "licenses")?.unwrap_or_default();
+        let api_url = match &o.api_url {
+            Some(u) => {
+                let url = u.get_ref().trim_end_matches('/');
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    return Err(src.at(
+                        Some(u.span()),
+                        "`api_url` is an `https://` (or `http://`) URL",
+                    ));
+                }
+                url.to_owned()
+            }
+            None => "https://api.github.com".to_owned(),
+        };
+        let token_env = match &o.token_env {
+            Some(var) => {
+                let name = var.get_ref();
+                let valid = !name.is_empty()
+                    && !name.starts_with(|c: char| c.is_ascii_digit())
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                if !valid {
+                    return Err(src.at(
+                        Some(var.span()),
+                        &format!(
+                            "`token_env = {name:?}` must name an environment variable (letters, digits and `_`), not hold the token: the token never goes in a file"
+                        ),
+                    ));
+                }
+                name.clone()
+            }
+            None => "GITHUB_TOKEN".to_owned(),
+        };
+        out.push(SourceConfig {
+            github: query.clone(),
+            limit,
+            require_files,
+            licenses,
+            max_size_kb: o.max_size_kb,
+            min_stars: o.min_stars,
+            api_url,
+            token_env,
+        });
+        spans.push(span);
+    }
+    Ok((out, spans))
+}
+
+/// The repositories of the `repos.lock` beside the pipeline, added to `repos` as git
+/// repositories at their pinned commits; the lock's curation date becomes the environments'
+/// `exclude_newer` unless `[env]` sets one. No lock, or a lock of other sources, is bad input.
+fn locked_repos(
+    src: &Source,
+    sources: &[SourceConfig],
+    spans: &[Range<usize>],
+    repos: &mut Vec<RepoConfig>,
+    env: &mut EnvConfig,
+) -> Result<()> {
+    let path = crate::curation::lock_path(src.file);
+    let at = spans.first().cloned();
+    let Some(lock) = read_lock(&path)? else {
+        return Err(src.at(
+            at,
+            &format!(
+                "the pipeline has `[[source]]` tables but no lock `{}`: run `r2e curate` to search and pin their repositories",
+                path.display()
+            ),
+        ));
+    };
+    if lock.sources != sources_fingerprint(sources) {
+        let changed: Vec<String> = sources
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| {
+                lock.source
+                    .get(*i)
+                    .is_none_or(|l| l.fingerprint != s.fingerprint())
+            })
+            .map(|(i, _)| format!("source {}", i + 1))
+            .collect();
+        let at = sources
+            .iter()
+            .zip(spans)
+            .enumerate()
+            .find(|(i, (s, _))| {
+                lock.source
+                    .get(*i)
+                    .is_none_or(|l| l.fingerprint != s.fingerprint())
+            })
+            .map(|(_, (_, span))| span.clone())
+            .or(at);
+        return Err(src.at(
+            at,
+            &format!(
+                "`{}` was curated from other `[[source]]` settings than the pipeline's ({} changed, or sources were added or removed): run `r2e curate --update` to search again",
+                path.display(),
+                if changed.is_empty() { "their number".to_owned() } else { changed.join(", ") }
+            ),
+        ));
+    }
+    for r in &lock.repo {
+        if let Some(other) = repos.iter().find(|o| o.name == r.name) {
+            return Err(Error::input(format!(
+                "{}: repository `{}` has the name of repo `{}` of the pipeline; give the pipeline's one another `name`",
+                path.display(),
+                r.full_name,
+                other.name
+            )));
+        }
+        repos.push(RepoConfig {
+            name: r.name.clone(),
+            source: RepoSource::Git {
+                url: r.url.clone(),
+                rev: r.commit.clone(),
+            },
+            scope: Scope::default(),
+        });
+    }
+    if env.exclude_newer.is_none() {
+        env.exclude_newer = Some(lock.curated_at.clone());
+    }
+    Ok(())
 }
 
 /// A repo's `include`, `exclude` and `default_exclude`, every glob checked.
@@ -2410,6 +2714,76 @@ pub fn check_reference(name: &str) -> std::result::Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lock_gives_git_repos_at_their_commits_and_pins_resolution_to_its_date() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pipeline.toml");
+        let text = |env: &str| {
+            format!(
+                "[[source]]\ngithub = \"language:python created:>=2025-06-01\"\nlimit = 5\n{env}"
+            )
+        };
+        let sources = parse_with(&text(""), &file, false).unwrap().sources;
+        assert_eq!(sources[0].require_files, PACKAGING_FILES);
+        assert_eq!(sources[0].api_url, "https://api.github.com");
+        assert_eq!(sources[0].token_env, "GITHUB_TOKEN");
+        let lock = crate::curation::Lock {
+            version: LOCK_VERSION,
+            curated_at: "2025-07-01T08:00:00Z".into(),
+            sources: sources_fingerprint(&sources),
+            source: Vec::new(),
+            repo: vec![crate::curation::LockedRepo {
+                name: "o__r".into(),
+                full_name: "o/r".into(),
+                url: "https://github.com/o/r.git".into(),
+                commit: "c".repeat(40),
+                branch: "main".into(),
+                created_at: "2025-06-02T00:00:00Z".into(),
+                pushed_at: "2025-06-03T00:00:00Z".into(),
+                stars: 41,
+                license: "MIT".into(),
+                size_kb: 12,
+                source: 0,
+                kept_because: vec!["matched the search".into()],
+            }],
+            left_out: Vec::new(),
+        };
+        std::fs::write(dir.path().join("repos.lock"), lock.render()).unwrap();
+        let cfg = parse(&text(""), &file).unwrap();
+        assert_eq!(
+            cfg.repos[0].source,
+            RepoSource::Git {
+                url: "https://github.com/o/r.git".into(),
+                rev: "c".repeat(40)
+            }
+        );
+        assert_eq!(cfg.repos[0].name, "o__r");
+        assert_eq!(
+            cfg.env.exclude_newer.as_deref(),
+            Some("2025-07-01T08:00:00Z")
+        );
+        // The pipeline's own date wins.
+        let cfg = parse(
+            &text("[env]\nexclude_newer = \"2025-01-01T00:00:00Z\"\n"),
+            &file,
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.env.exclude_newer.as_deref(),
+            Some("2025-01-01T00:00:00Z")
+        );
+        // Another limit is another search: the lock is stale.
+        let stale = text("").replace("limit = 5", "limit = 6");
+        let err = parse(&stale, &file).unwrap_err().to_string();
+        assert!(
+            err.contains("source 1 changed") && err.contains("--update"),
+            "{err}"
+        );
+        // The token's variable is no part of what was searched.
+        let other_token = format!("{}token_env = \"OTHER\"\n", text(""));
+        assert!(parse(&other_token, &file).is_ok());
+    }
 
     #[test]
     fn templates_are_named_as_their_files_and_serialized_so() {

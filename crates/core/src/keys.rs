@@ -580,3 +580,16 @@ mod tests {
         );
     }
 }
+
+/// A GitHub API request of `r2e curate` (`Bucket::Github`): its URL, which holds the API's base,
+/// the path and the query (the search terms, the page). Never the token, nor any header: the
+/// entry is the answer's `ETag` and body, revalidated with `If-None-Match` on every use, so a
+/// stored answer is never used without the server saying it is current.
+#[derive(Clone, Debug, Serialize)]
+pub struct GithubKey<'a> {
+    pub url: &'a str,
+}
+
+impl ActionKey for GithubKey<'_> {
+    const BUCKET: Bucket = Bucket::Github;
+}

@@ -8,6 +8,7 @@
 //! what it is given (a [`target::Target`], a runtime, a request) and says what happened.
 
 pub mod checkpath;
+pub mod http;
 pub mod image;
 pub mod image_share;
 pub mod jobs;

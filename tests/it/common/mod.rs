@@ -12,6 +12,7 @@ use r2e_build::engine::{self, BuildOptions};
 use r2e_build::stages::Stage;
 
 pub mod cluster;
+pub mod github;
 pub mod index;
 pub mod serve;
 pub mod server;

@@ -413,7 +413,17 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
         let tmp = mirror.with_extension(format!("tmp{}", std::process::id()));
         let _ = fs_err::remove_dir_all(&tmp);
         let out = run_git(
-            &["clone", "--quiet", "--mirror", url, &tmp.to_string_lossy()],
+            // Commits and trees, no file contents: a blob is fetched when it is first read (a
+            // checkout's all at once, `fetch_missing_blobs`), and the history stays whole for
+            // what dates code. A server that cannot filter sends everything, as does a path.
+            &[
+                "clone",
+                "--quiet",
+                "--mirror",
+                "--filter=blob:none",
+                url,
+                &tmp.to_string_lossy(),
+            ],
             None,
         )?;
         if !out.status.success() {
@@ -458,6 +468,15 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
             );
         }
         commit = resolve(rev)?;
+        // A pinned commit no branch reaches any more (a branch force-pushed since a lock was
+        // curated): asked for by its id, which GitHub and servers allowing it still give (a
+        // partial mirror has asked already: a missing object is fetched lazily, by id).
+        if commit.is_none() && is_full_sha {
+            let out = run_git(&["fetch", "--quiet", "origin", rev], Some(&mirror))?;
+            if out.status.success() {
+                commit = resolve(rev)?;
+            }
+        }
     }
     let commit = commit.ok_or_else(|| {
         Error::input(format!(
@@ -479,6 +498,7 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
     let mut files = Vec::new();
     let mut oids = HashMap::new();
     let mut symlinks = std::collections::HashSet::new();
+    let mut blobs = Vec::new();
     for record in out.stdout.split(|&b| b == 0).filter(|r| !r.is_empty()) {
         let record = String::from_utf8_lossy(record);
         let Some((meta, path)) = record.split_once('\t') else {
@@ -486,6 +506,9 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
         };
         let mut parts = meta.split(' ');
         let (mode, kind, oid) = (parts.next(), parts.next(), parts.next().unwrap_or_default());
+        if kind == Some("blob") {
+            blobs.push(oid.to_owned());
+        }
         // A symlink's blob is its target's path: never a source file or a declaration.
         if mode == Some("120000") {
             symlinks.insert(path.to_owned());
@@ -504,6 +527,7 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
         oids.insert(path.to_owned(), oid.to_owned());
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
+    fetch_missing_blobs(repo, url, &mirror, &blobs)?;
     Ok(Checkout {
         name: repo.name.clone(),
         identity: commit.clone(),
@@ -515,6 +539,84 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
         masked: Vec::new(),
         reader: Reader::Git(Mutex::new(None), mirror, oids, symlinks),
     })
+}
+
+/// In a partial mirror (cloned with `--filter=blob:none`), fetches the blobs of a commit's tree
+/// that are not there yet in one request, as a checkout of a partial clone does, rather than
+/// one request per blob as they are read. A failure is a warning: each blob is then fetched
+/// when it is read.
+fn fetch_missing_blobs(
+    repo: &RepoConfig,
+    url: &str,
+    mirror: &Path,
+    blobs: &[String],
+) -> Result<()> {
+    let promisor = run_git(&["config", "--get", "remote.origin.promisor"], Some(mirror))?;
+    if blobs.is_empty() || String::from_utf8_lossy(&promisor.stdout).trim() != "true" {
+        return Ok(());
+    }
+    let with_stdin =
+        |args: &[&str], input: String, no_lazy: bool| -> Result<std::process::Output> {
+            let mut cmd = Command::new("git");
+            cmd.arg("-C")
+                .arg(mirror)
+                .args(args)
+                .env("GIT_TERMINAL_PROMPT", "0")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            if no_lazy {
+                cmd.env("GIT_NO_LAZY_FETCH", "1");
+            }
+            let mut child = cmd
+                .spawn()
+                .map_err(|e| Error::env(format!("cannot run `git`: {e} (is git installed?)")))?;
+            let mut stdin = child.stdin.take().expect("piped");
+            let writer = std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = stdin.write_all(input.as_bytes());
+            });
+            let out = child.wait_with_output()?;
+            let _ = writer.join();
+            Ok(out)
+        };
+    let check = with_stdin(
+        &["cat-file", "--batch-check"],
+        blobs.join("\n") + "\n",
+        true,
+    )?;
+    let missing: Vec<&str> = std::str::from_utf8(&check.stdout)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_suffix(" missing"))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let out = with_stdin(
+        &[
+            "-c",
+            "fetch.negotiationAlgorithm=noop",
+            "fetch",
+            "--quiet",
+            "origin",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--recurse-submodules=no",
+            "--filter=blob:none",
+            "--stdin",
+        ],
+        missing.join("\n") + "\n",
+        false,
+    )?;
+    if !out.status.success() {
+        eprintln!(
+            "warning: repo `{}`: cannot fetch the files of `{url}` at once; each is fetched when read: {}",
+            repo.name,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 /// A long-lived `git cat-file --batch` process.

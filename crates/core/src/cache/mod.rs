@@ -75,6 +75,10 @@ pub enum Bucket {
     /// Source releases from a package index (`[[repo]] pypi`), each unpacked into a folder
     /// named by its archive's sha256.
     Pypi,
+    /// GitHub API answers of the last curation, by URL (`keys::GithubKey`): each one's `ETag`
+    /// and body, sent back as `If-None-Match` so that an unchanged answer is a 304, which
+    /// GitHub does not count against the rate limit. Never the token.
+    Github,
     /// Stat memos of path repositories (path, size, mtime, ctime, inode → content hash).
     Stat,
     /// The analysis stages' results of a repository, with the inputs they read
@@ -119,7 +123,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 23] = [
+    pub const ALL: [Bucket; 24] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
@@ -133,6 +137,7 @@ impl Bucket {
         Bucket::Trees,
         Bucket::Git,
         Bucket::Pypi,
+        Bucket::Github,
         Bucket::Stat,
         Bucket::Analysis,
         Bucket::Tools,
@@ -162,6 +167,7 @@ impl Bucket {
             Bucket::Trees => ("trees", Some(1)),
             Bucket::Git => ("git", Some(1)),
             Bucket::Pypi => ("pypi", Some(1)),
+            Bucket::Github => ("github", Some(1)),
             Bucket::Stat => ("stat", Some(2)),
             Bucket::Analysis => ("analysis", Some(1)),
             Bucket::Tools => ("tools", Some(1)),
@@ -187,6 +193,7 @@ impl Bucket {
             | Bucket::Check
             | Bucket::Answer
             | Bucket::Stat
+            | Bucket::Github
             | Bucket::Analysis => Layout::Entries,
             Bucket::Envs
             | Bucket::Projects

@@ -1,14 +1,16 @@
 //! The OpenAI-compatible HTTP client (chat and plain completions) over `reqwest` and `tokio`:
 //! one client and one concurrency limit per provider; transient failures (429, 5xx, timeouts,
 //! dropped connections) are retried with exponential backoff and jitter, honouring
-//! `Retry-After`. A 400 that says the prompt exceeds the model's context window is told apart
+//! `Retry-After` (the policy and the client are `crate::http`'s, shared with the GitHub
+//! client). A 400 that says the prompt exceeds the model's context window is told apart
 //! from other refusals ([`FailureKind::PromptTooLong`]): it is final, never retried.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::{Failure, FailureKind, ModelClient, Response};
+use crate::http::{Http, backoff, describe_error as describe_http_error, snippet};
 
 use r2e_core::config::{Api, ProviderConfig};
 use r2e_core::model::Request;
@@ -16,7 +18,7 @@ use r2e_core::model::Request;
 /// Asks OpenAI-compatible servers. The runtime and the client start on the first request.
 #[derive(Default)]
 pub struct HttpClient {
-    inner: OnceLock<Result<(tokio::runtime::Runtime, reqwest::Client), String>>,
+    http: Http,
     limits: Mutex<BTreeMap<String, Arc<tokio::sync::Semaphore>>>,
 }
 
@@ -26,20 +28,9 @@ impl HttpClient {
     }
 
     fn inner(&self) -> Result<&(tokio::runtime::Runtime, reqwest::Client), Failure> {
-        self.inner
-            .get_or_init(|| {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
-                let http = reqwest::Client::builder()
-                    .build()
-                    .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-                Ok((runtime, http))
-            })
-            .as_ref()
-            .map_err(|e| Failure::new(FailureKind::Transient, e.clone()))
+        self.http
+            .inner()
+            .map_err(|e| Failure::new(FailureKind::Transient, e))
     }
 }
 
@@ -142,8 +133,7 @@ async fn ask_once(
         .headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|s| Duration::from_secs_f64(s.clamp(0.0, 300.0)));
+        .and_then(crate::http::retry_after);
     let text = response.text().await.map_err(|e| {
         transient(format!(
             "provider `{}`: the answer was cut off: {}",
@@ -201,30 +191,6 @@ async fn ask_once(
     })
 }
 
-/// The wait before retry `attempt` (0-based): the server's `Retry-After` when it gave one, else
-/// 0.5 s doubling up to 30 s; with up to 25% jitter either way.
-fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
-    let base = retry_after
-        .unwrap_or_else(|| Duration::from_millis(500u64.saturating_mul(1 << attempt.min(6))))
-        .min(Duration::from_secs(300));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    let jitter = (nanos % 1000) as f64 / 1000.0 * 0.25;
-    base.mul_f64(1.0 + jitter)
-}
-
-fn describe_http_error(e: &reqwest::Error) -> String {
-    if e.is_timeout() {
-        "timed out".into()
-    } else if e.is_connect() {
-        format!("cannot connect ({e})")
-    } else {
-        e.to_string()
-    }
-}
-
 /// Whether an error body says the prompt exceeds the model's context window: OpenAI's
 /// `context_length_exceeded` code (vLLM's and llama-cpp-python's servers answer the same way),
 /// llama.cpp's `exceed_context_size_error` type, or a message that names the context (window,
@@ -269,11 +235,6 @@ pub fn exceeds_context(body: &str) -> bool {
             || t.contains("exceed_context_size")
             || (context && exceeds)
     })
-}
-
-fn snippet(text: &str) -> String {
-    let t: String = text.chars().take(300).collect();
-    t.replace('\n', " ")
 }
 
 fn parse_answer(api: Api, body: &str) -> Result<Response, String> {
@@ -325,13 +286,5 @@ mod tests {
         ] {
             assert!(!exceeds_context(other), "{other}");
         }
-    }
-
-    #[test]
-    fn backoff_grows_and_honours_retry_after() {
-        assert!(backoff(0, None) >= Duration::from_millis(500));
-        assert!(backoff(3, None) >= Duration::from_secs(4));
-        let b = backoff(0, Some(Duration::from_secs(2)));
-        assert!(b >= Duration::from_secs(2) && b <= Duration::from_millis(2500));
     }
 }

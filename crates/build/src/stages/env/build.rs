@@ -105,6 +105,7 @@ impl Installer {
         if let Some(instant) = &cfg.exclude_newer
             && installer.uv.is_none()
             && !pip_excludes_newer(&installer.id.version)
+            && !no_index(cfg)
         {
             // Resolving without the pin would install whatever the index holds today: the
             // environments would drift from the ones the pin names, silently.
@@ -362,9 +363,21 @@ impl EnvBuilder<'_> {
         match (&self.cfg.exclude_newer, &self.installer.uv) {
             (None, _) => Vec::new(),
             (Some(t), Some(_)) => vec!["--exclude-newer".into(), t.clone()],
+            // pip with no index (`PIP_NO_INDEX`, a wheelhouse): nothing uploaded to exclude.
+            (Some(_), None) if no_index(self.cfg) => Vec::new(),
             (Some(t), None) => vec![format!("--uploaded-prior-to={t}")],
         }
     }
+}
+
+/// Whether pip is told to use no index at all (`PIP_NO_INDEX`, as an offline wheelhouse is
+/// used): then the files it can install are the folder's, and no upload date can move them,
+/// so `exclude_newer` asks nothing of it.
+fn no_index(cfg: &EnvConfig) -> bool {
+    cfg.passthrough.iter().any(|(k, v)| {
+        k == "PIP_NO_INDEX"
+            && !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no" | "off")
+    })
 }
 
 /// The record an environment's folder holds, sealed with its key.
@@ -1132,6 +1145,7 @@ mod tests {
             timeout_seconds: 300,
             system_site_packages: false,
             install_project: false,
+            exclude_newer: None,
             passthrough: vec![
                 ("PIP_NO_INDEX".into(), "1".into()),
                 (
@@ -1139,7 +1153,6 @@ mod tests {
                     wheels.path().to_string_lossy().into_owned(),
                 ),
             ],
-            exclude_newer: None,
         };
         let interpreter = Interpreter::probe("python3").unwrap();
         let installer = Installer {

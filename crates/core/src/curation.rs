@@ -1,0 +1,514 @@
+//! Curation from a search: a `[[source]]`'s GitHub query (its qualifiers and dates, checked
+//! when the pipeline is read), the calendar dates the search's `created:` windows are cut
+//! with, and `repos.lock`, the answer `r2e curate` pins beside the pipeline and `r2e build`
+//! reads instead of searching.
+//!
+//! Pure: no network, no environment. The search itself is `r2e_build::curate`'s.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The search qualifiers a `github` query may use (GitHub's repository search). Anything else
+/// before a `:` is refused: a misspelt qualifier would silently widen the search.
+pub const QUALIFIERS: &[&str] = &[
+    "language",
+    "created",
+    "pushed",
+    "stars",
+    "forks",
+    "fork",
+    "archived",
+    "topic",
+    "topics",
+    "license",
+    "size",
+    "is",
+    "user",
+    "org",
+    "in",
+    "repo",
+    "mirror",
+    "template",
+    "followers",
+    "good-first-issues",
+    "help-wanted-issues",
+    "sort",
+];
+
+/// Qualifiers whose value is a date or a range of dates.
+const DATE_QUALIFIERS: &[&str] = &["created", "pushed"];
+/// Qualifiers whose value is a number or a range of numbers.
+const NUMBER_QUALIFIERS: &[&str] = &[
+    "stars",
+    "forks",
+    "size",
+    "topics",
+    "followers",
+    "good-first-issues",
+    "help-wanted-issues",
+];
+
+/// A calendar day (proleptic Gregorian, UTC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Date {
+    pub year: i32,
+    pub month: u32,
+    pub day: u32,
+}
+
+impl Date {
+    /// `YYYY-MM-DD`, a day that exists.
+    pub fn parse(text: &str) -> Option<Date> {
+        let b = text.as_bytes();
+        if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+            return None;
+        }
+        let num = |r: std::ops::Range<usize>| -> Option<u32> {
+            let s = &text[r];
+            s.bytes()
+                .all(|c| c.is_ascii_digit())
+                .then(|| s.parse().ok())
+                .flatten()
+        };
+        let date = Date {
+            year: num(0..4)? as i32,
+            month: num(5..7)?,
+            day: num(8..10)?,
+        };
+        (date.month >= 1 && date.month <= 12 && date.day >= 1 && date.day <= date.month_days())
+            .then_some(date)
+    }
+
+    fn month_days(self) -> u32 {
+        let leap = (self.year % 4 == 0 && self.year % 100 != 0) || self.year % 400 == 0;
+        match self.month {
+            2 if leap => 29,
+            2 => 28,
+            4 | 6 | 9 | 11 => 30,
+            _ => 31,
+        }
+    }
+
+    /// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`).
+    pub fn days(self) -> i64 {
+        let y = i64::from(self.year) - i64::from(self.month <= 2);
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let m = i64::from(self.month);
+        let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(self.day) - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        era * 146_097 + doe - 719_468
+    }
+
+    /// The day `days` after 1970-01-01.
+    pub fn from_days(days: i64) -> Date {
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
+        Date { year, month, day }
+    }
+
+    /// Today, in UTC.
+    pub fn today() -> Date {
+        Date::from_days(now_seconds().div_euclid(86_400))
+    }
+}
+
+impl fmt::Display for Date {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
+    }
+}
+
+/// Seconds since the epoch, now.
+pub fn now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Epoch seconds as RFC 3339 UTC text: `2025-07-14T10:00:00Z`.
+pub fn rfc3339(seconds: i64) -> String {
+    let date = Date::from_days(seconds.div_euclid(86_400));
+    let s = seconds.rem_euclid(86_400);
+    format!(
+        "{date}T{:02}:{:02}:{:02}Z",
+        s / 3600,
+        (s % 3600) / 60,
+        s % 60
+    )
+}
+
+/// A `created:` range: either end open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DateRange {
+    pub from: Option<Date>,
+    pub to: Option<Date>,
+}
+
+/// A checked `github` query: its terms as written, and its `created:` range (the one the search
+/// cuts into windows to get past the 1,000-result cap), apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GithubQuery {
+    /// Every term but `created:`, in order.
+    pub terms: Vec<String>,
+    pub created: Option<DateRange>,
+    /// The query admits forks (`fork:true` or `fork:only`): they are not left out afterwards.
+    pub forks: bool,
+    /// The query admits archived repositories (`archived:true`).
+    pub archived: bool,
+}
+
+impl GithubQuery {
+    /// The query with its `created:` range replaced by `from..to` (both days included).
+    pub fn window(&self, from: Date, to: Date) -> String {
+        let mut terms = self.terms.clone();
+        terms.push(format!("created:{from}..{to}"));
+        terms.join(" ")
+    }
+
+    /// The query as GitHub is sent it.
+    pub fn text(&self) -> String {
+        let mut terms = self.terms.clone();
+        if let Some(r) = self.created {
+            terms.push(match (r.from, r.to) {
+                (Some(a), Some(b)) => format!("created:{a}..{b}"),
+                (Some(a), None) => format!("created:>={a}"),
+                (None, Some(b)) => format!("created:<={b}"),
+                (None, None) => String::new(),
+            });
+        }
+        terms.retain(|t| !t.is_empty());
+        terms.join(" ")
+    }
+}
+
+/// A query that GitHub would not read as meant: the byte offset of the bad term in the query,
+/// and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueryError {
+    pub offset: usize,
+    pub message: String,
+}
+
+/// Checks a `github` query: every `name:value` term names a known qualifier ([`QUALIFIERS`]),
+/// dates are `YYYY-MM-DD` days that exist (alone, after `>=`, `<=`, `>`, `<`, or in a `A..B`
+/// range with `*` for an open end), numbers likewise; `created:` may appear once.
+pub fn parse_query(query: &str) -> Result<GithubQuery, QueryError> {
+    let mut out = GithubQuery {
+        terms: Vec::new(),
+        created: None,
+        forks: false,
+        archived: false,
+    };
+    let mut offset = 0;
+    for term in query.split(' ') {
+        let at = offset;
+        offset += term.len() + 1;
+        if term.is_empty() {
+            continue;
+        }
+        let err = |message: String| QueryError {
+            offset: at,
+            message,
+        };
+        let bare = term.strip_prefix('-').unwrap_or(term);
+        let Some((name, value)) = bare.split_once(':') else {
+            out.terms.push(term.to_owned());
+            continue;
+        };
+        let name_lc = name.to_ascii_lowercase();
+        if !QUALIFIERS.contains(&name_lc.as_str()) {
+            return Err(err(format!(
+                "`{name}:` is not a GitHub repository search qualifier (known: {})",
+                QUALIFIERS.join(", ")
+            )));
+        }
+        if value.is_empty() {
+            return Err(err(format!("`{name}:` has no value")));
+        }
+        if DATE_QUALIFIERS.contains(&name_lc.as_str()) {
+            let range = range(value, Date::parse).ok_or_else(|| {
+                err(format!(
+                    "`{term}`: a date is `YYYY-MM-DD` (a day that exists), alone or as `>=D`, `<=D`, `>D`, `<D`, `A..B`, `A..*`, `*..B`"
+                ))
+            })?;
+            if name_lc == "created" && !term.starts_with('-') {
+                if out.created.is_some() {
+                    return Err(err("`created:` is given twice".into()));
+                }
+                if let (Some(a), Some(b)) = (range.from, range.to)
+                    && a > b
+                {
+                    return Err(err(format!("`{term}`: the range ends before it starts")));
+                }
+                out.created = Some(range.into());
+                continue;
+            }
+        } else if NUMBER_QUALIFIERS.contains(&name_lc.as_str()) {
+            range(value, |s| s.parse::<u64>().ok()).ok_or_else(|| {
+                err(format!(
+                    "`{term}`: a number, alone or as `>=N`, `<=N`, `>N`, `<N`, `A..B`, `A..*`, `*..B`"
+                ))
+            })?;
+        }
+        let flag = |allowed: &[&str]| -> Result<bool, QueryError> {
+            if allowed.contains(&value) {
+                Ok(value != "false")
+            } else {
+                Err(err(format!(
+                    "`{term}`: `{name}:` takes {}",
+                    allowed.join(" or ")
+                )))
+            }
+        };
+        match name_lc.as_str() {
+            "fork" => out.forks |= flag(&["true", "false", "only"])? && !term.starts_with('-'),
+            "archived" => out.archived |= flag(&["true", "false"])? && !term.starts_with('-'),
+            _ => {}
+        }
+        out.terms.push(term.to_owned());
+    }
+    Ok(out)
+}
+
+/// A value alone (`V`, read as `V..V`), bounded (`>=V`, `<=V`, `>V`, `<V`) or a range (`A..B`,
+/// `*` an open end). Strict bounds on dates are moved by a day; on numbers they are kept as
+/// written (only their syntax matters).
+fn range<T: Copy + RangeStep>(
+    value: &str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Option<GenericRange<T>> {
+    let end = |s: &str| -> Option<Option<T>> {
+        if s == "*" {
+            Some(None)
+        } else {
+            parse(s).map(Some)
+        }
+    };
+    if let Some((a, b)) = value.split_once("..") {
+        let (from, to) = (end(a)?, end(b)?);
+        return Some(GenericRange { from, to });
+    }
+    for (op, lower, strict) in [
+        (">=", true, false),
+        ("<=", false, false),
+        (">", true, true),
+        ("<", false, true),
+    ] {
+        if let Some(rest) = value.strip_prefix(op) {
+            let v = parse(rest)?;
+            let v = if strict { v.step(lower) } else { v };
+            return Some(if lower {
+                GenericRange {
+                    from: Some(v),
+                    to: None,
+                }
+            } else {
+                GenericRange {
+                    from: None,
+                    to: Some(v),
+                }
+            });
+        }
+    }
+    let v = parse(value)?;
+    Some(GenericRange {
+        from: Some(v),
+        to: Some(v),
+    })
+}
+
+/// A range of dates or numbers, either end open.
+pub struct GenericRange<T> {
+    pub from: Option<T>,
+    pub to: Option<T>,
+}
+
+impl From<GenericRange<Date>> for DateRange {
+    fn from(r: GenericRange<Date>) -> DateRange {
+        DateRange {
+            from: r.from,
+            to: r.to,
+        }
+    }
+}
+
+/// The next value up (or down) from a strict bound.
+trait RangeStep {
+    fn step(self, up: bool) -> Self;
+}
+
+impl RangeStep for Date {
+    fn step(self, up: bool) -> Date {
+        Date::from_days(self.days() + if up { 1 } else { -1 })
+    }
+}
+
+impl RangeStep for u64 {
+    fn step(self, _up: bool) -> u64 {
+        self
+    }
+}
+
+/// The file name of the lock, beside the pipeline.
+pub const LOCK_FILE: &str = "repos.lock";
+
+/// The format version of `repos.lock`.
+pub const LOCK_VERSION: u32 = 1;
+
+/// The comment `repos.lock` starts with.
+pub const LOCK_HEADER: &str = "# This file is generated by `r2e curate` from the pipeline's [[source]] tables; do not edit it.\n# `r2e build` reads it and never searches; `r2e curate --update` searches again.\n\n";
+
+/// `repos.lock`: what the pipeline's sources found, pinned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lock {
+    pub version: u32,
+    /// When the search ran, RFC 3339 UTC: the `exclude_newer` of every environment built from
+    /// this lock (unless the pipeline sets its own). Kept as it was when a new search finds
+    /// exactly the same, so that such a lock is byte-identical.
+    pub curated_at: String,
+    /// The fingerprint of the pipeline's sources (`SourceConfig::fingerprint` of each, in
+    /// order): a lock whose sources differ is stale.
+    pub sources: String,
+    #[serde(default)]
+    pub source: Vec<LockedSource>,
+    #[serde(default)]
+    pub repo: Vec<LockedRepo>,
+    #[serde(default)]
+    pub left_out: Vec<LeftOut>,
+}
+
+/// One source as it was searched.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedSource {
+    pub github: String,
+    pub fingerprint: String,
+    /// What the search reported (`total_count` of the query as written).
+    pub matched: u64,
+    /// How many of its repositories the lock holds.
+    pub kept: u64,
+}
+
+/// A repository the lock keeps, with why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedRepo {
+    /// The repository's name in the pipeline: `OWNER__NAME`.
+    pub name: String,
+    /// `OWNER/NAME` on GitHub.
+    pub full_name: String,
+    /// The clone URL.
+    pub url: String,
+    /// The default branch's head at curation time, which the build checks out.
+    pub commit: String,
+    pub branch: String,
+    pub created_at: String,
+    pub pushed_at: String,
+    pub stars: u64,
+    /// The SPDX id of its licence, `""` when GitHub names none.
+    pub license: String,
+    pub size_kb: u64,
+    /// The source (0-based, the order of the pipeline's `[[source]]` tables) that found it.
+    pub source: usize,
+    /// The filters it passed.
+    pub kept_because: Vec<String>,
+}
+
+/// A candidate the search found and a filter left out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeftOut {
+    pub full_name: String,
+    pub source: usize,
+    pub reason: String,
+}
+
+impl Lock {
+    /// The file's text: the header comment, then the lock (repositories by name, left-out
+    /// candidates by name).
+    pub fn render(&self) -> String {
+        let mut sorted = self.clone();
+        sorted.repo.sort_by(|a, b| a.name.cmp(&b.name));
+        sorted
+            .left_out
+            .sort_by(|a, b| (&a.full_name, a.source).cmp(&(&b.full_name, b.source)));
+        let body = toml::to_string(&sorted).expect("a lock serializes");
+        format!("{LOCK_HEADER}{body}")
+    }
+
+    /// Whether two locks pin the same (everything but `curated_at`).
+    pub fn same_result(&self, other: &Lock) -> bool {
+        let mut a = self.clone();
+        let mut b = other.clone();
+        a.curated_at.clear();
+        b.curated_at.clear();
+        a.render() == b.render()
+    }
+}
+
+/// Where the lock of the pipeline at `pipeline` is.
+pub fn lock_path(pipeline: &Path) -> PathBuf {
+    pipeline.parent().unwrap_or(Path::new(".")).join(LOCK_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_round_trip_and_refuse_days_that_do_not_exist() {
+        for text in ["1970-01-01", "2000-02-29", "2024-12-31", "2025-06-01"] {
+            let d = Date::parse(text).unwrap();
+            assert_eq!(d.to_string(), text);
+            assert_eq!(Date::from_days(d.days()), d);
+        }
+        assert_eq!(Date::parse("1970-01-02").unwrap().days(), 1);
+        for bad in [
+            "2025-02-29",
+            "2025-13-01",
+            "2025-6-01",
+            "25-06-01",
+            "2025-06-01T00",
+        ] {
+            assert!(Date::parse(bad).is_none(), "{bad}");
+        }
+        assert_eq!(rfc3339(86_400 + 3_661), "1970-01-02T01:01:01Z");
+    }
+
+    #[test]
+    fn queries_are_checked_and_their_created_range_kept_apart() {
+        let q = parse_query("language:python created:>=2025-06-01 stars:>=40 fork:false").unwrap();
+        assert_eq!(q.terms, ["language:python", "stars:>=40", "fork:false"]);
+        assert_eq!(
+            q.created,
+            Some(DateRange {
+                from: Date::parse("2025-06-01"),
+                to: None
+            })
+        );
+        let q = parse_query("created:>2025-06-01").unwrap();
+        assert_eq!(q.created.unwrap().from, Date::parse("2025-06-02"));
+        let q = parse_query("created:2025-01-01..2025-03-31 pushed:*..2025-05-01").unwrap();
+        assert_eq!(q.created.unwrap().to, Date::parse("2025-03-31"));
+        let e = parse_query("language:python staars:>=40").unwrap_err();
+        assert_eq!(e.offset, 16);
+        assert!(e.message.contains("`staars:`"), "{}", e.message);
+        let e = parse_query("created:>=2025-13-01").unwrap_err();
+        assert!(e.message.contains("YYYY-MM-DD"), "{}", e.message);
+        assert!(parse_query("stars:lots").is_err());
+        assert!(parse_query("fork:maybe").is_err());
+        assert!(parse_query("created:2025-03-01..2025-01-01").is_err());
+        assert!(parse_query("fork:only").unwrap().forks);
+    }
+}
