@@ -16,6 +16,7 @@ mod cluster;
 mod cluster_build;
 mod cluster_ray;
 mod dataset;
+mod dating;
 mod docker;
 mod durability;
 mod env;

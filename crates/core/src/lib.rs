@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod config;
+pub mod dates;
 pub mod error;
 pub mod fsutil;
 pub mod hash;

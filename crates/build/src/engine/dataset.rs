@@ -262,6 +262,9 @@ impl Dataset<'_> {
                 counts.specs_refined = Some(harness_out.refined);
             }
             counts.instances = Some(harness_out.instances.len() as u64);
+            if self.cfg.select.created_after.is_some() {
+                counts.created_before = Some(harness_out.too_old);
+            }
             clock.lap("harnesses");
         }
         if until >= Stage::Extract {
@@ -414,6 +417,7 @@ impl Dataset<'_> {
             instances,
             &cfg.evaluate.k,
             cfg.evaluate.repair_rounds,
+            &cfg.evaluate.model,
         );
         summary.stages.evaluate = out.samples;
         summary.evaluate = Some(r2e_core::records::EvalSummary {
@@ -421,6 +425,7 @@ impl Dataset<'_> {
             checks: out.checks,
             failed_requests: out.failed_requests.len() as u64,
             pass: tables.overall,
+            unseen: tables.by_cutoff,
             repair: tables.repair,
         });
         Ok(out)
@@ -658,6 +663,7 @@ impl Dataset<'_> {
             repos: &s.repos,
             settings: self.settings.1,
             envs: self.shared.envs,
+            dates: self.shared.dates,
         };
         let out = harnesses::run(
             &inputs,
@@ -745,12 +751,16 @@ impl Dataset<'_> {
                         .ok()?;
                     Some(memo.records[at].clone())
                 };
+            let dates_of = |db: &Database, f: &SourceFile| {
+                let repo = repos.iter().position(|&r| r == f.repo(db))?;
+                self.shared.dates.get(repo)?.as_deref()
+            };
             let mut out = open(OutputFile::Functions.name())?;
             for chunk in rows.chunks(4096) {
                 let lines: Vec<Vec<u8>> = chunk
                     .par_iter()
                     .map_with(db.clone(), |db, (f, row)| {
-                        function_line(db, *f, row, record(db, f, row))
+                        function_line(db, *f, row, record(db, f, row), dates_of(db, f))
                     })
                     .collect();
                 for line in lines {

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::db::{self, Db, Repo, Settings, SourceFile};
@@ -90,7 +91,11 @@ pub fn fingerprint(
         env: &'a r2e_core::config::EnvConfig,
         sandbox: &'a r2e_core::config::SandboxConfig,
         until: Stage,
+        /// Each repository's name, tree, identity (a clean work tree's commit, which its
+        /// instances and its functions' dates come from, as well as its files), revision and
+        /// scope.
         repos: Vec<(
+            &'a str,
             &'a str,
             &'a str,
             Option<&'a str>,
@@ -139,7 +144,15 @@ pub fn fingerprint(
         repos: checkouts
             .iter()
             .zip(&cfg.repos)
-            .map(|(c, r)| (c.name.as_str(), c.tree.as_str(), c.rev.as_deref(), &r.scope))
+            .map(|(c, r)| {
+                (
+                    c.name.as_str(),
+                    c.tree.as_str(),
+                    c.identity.as_str(),
+                    c.rev.as_deref(),
+                    &r.scope,
+                )
+            })
             .collect(),
         builds,
     })
@@ -382,6 +395,9 @@ struct Shared<'a> {
     /// Each repository's parse (its interface fingerprint), in `Session::repos` order; empty
     /// before the parse stage.
     parses: &'a [memo::RepoParse],
+    /// Each repository's function dates (`stages::dating`), in `Session::repos` order; `None`
+    /// without history; empty before the extract stage.
+    dates: &'a [Option<Arc<r2e_core::dates::Dates>>],
     /// Slices computed in this build, by repository and extract settings (the datasets with the
     /// same ones share them).
     slices:
@@ -451,6 +467,28 @@ fn run(
         (shared.stages.parse, parses) = parse(s, &files, &mut failures);
         clock.lap("parse");
     }
+    // Each repository's function dates at its commit (from the cache when it was dated before).
+    let mut dates: Vec<Option<Arc<r2e_core::dates::Dates>>> = Vec::new();
+    if opts.until >= Stage::Extract {
+        let cache = &s.cache;
+        let dated: Vec<(Option<Arc<r2e_core::dates::Dates>>, bool)> = s
+            .checkouts
+            .par_iter()
+            .map(|c| crate::stages::dating::dates(c, cache))
+            .collect::<Result<_>>()?;
+        for (d, fresh) in dated {
+            if d.is_some() {
+                let counts = &mut shared.stages.date;
+                if fresh {
+                    counts.executed += 1;
+                } else {
+                    counts.cached += 1;
+                }
+            }
+            dates.push(d);
+        }
+        clock.lap("date");
+    }
     // Environments are per repository, shared by every variant.
     let mut env_lines: Vec<EnvLine> = Vec::new();
     let mut env_transient: Vec<String> = Vec::new();
@@ -484,6 +522,7 @@ fn run(
         previous: previous.map(|p| p.outputs).unwrap_or_default(),
         current: out.current(),
         parses: &parses,
+        dates: &dates,
         slices: Default::default(),
     };
     let mut failed_requests = Vec::new();

@@ -1,6 +1,6 @@
 //! Stage `assemble`: each candidate's harness record, the selection of benchmark instances
-//! (valid harnesses whose coverage reaches `[select] min_branch_coverage`), and the dataset's
-//! manifest.
+//! (valid harnesses whose coverage reaches `[select] min_branch_coverage`, and with `[select]
+//! created_after` whose function was written after that date), and the dataset's manifest.
 
 use std::sync::Arc;
 
@@ -49,6 +49,8 @@ pub struct Done {
     pub instance: Option<Instance>,
     /// A selected candidate and its validation, for refinement.
     pub selected: Option<Box<(Candidate, Validation)>>,
+    /// Left out by `[select] created_after` alone: it met every other condition.
+    pub too_old: bool,
 }
 
 impl Done {
@@ -83,6 +85,7 @@ impl Done {
             record: Done::record(c, generator, Some(&Validation::failed(class, message))),
             instance: None,
             selected: None,
+            too_old: false,
         }
     }
 
@@ -104,6 +107,7 @@ impl Done {
             record: Done::record(c, Generator::Builtin, None),
             instance: None,
             selected: None,
+            too_old: false,
         }
     }
 }
@@ -120,7 +124,13 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
         .mutants
         .as_ref()
         .is_none_or(|m| m.score() >= cfg.select.min_mutation_score);
-    let selected = v.valid && v.coverage() >= cfg.select.min_branch_coverage && strong;
+    let recent = cfg
+        .select
+        .created_after
+        .as_ref()
+        .is_none_or(|after| after.admits(c.created_at.as_deref()));
+    let eligible = v.valid && v.coverage() >= cfg.select.min_branch_coverage && strong;
+    let selected = eligible && recent;
     let instance = selected.then(|| Instance {
         id: c.id.clone(),
         repo: c.repo.clone(),
@@ -146,11 +156,14 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
         in_file: c.in_file,
         mutants: w.mutants,
         image: None,
+        created_at: c.created_at.clone(),
+        changed_at: c.changed_at.clone(),
     });
     Done {
         record,
         instance,
         selected: selected.then(|| Box::new((c, v))),
+        too_old: eligible && !recent,
     }
 }
 

@@ -78,6 +78,9 @@ pub enum Bucket {
     /// (`keys::AnalysisKey`, `engine::memo`): reused by the next build, a new process, where
     /// those inputs still hash the same.
     Analysis,
+    /// A repository's function dates at a commit (`keys::DatingKey`, `stages::dating`): when
+    /// each function's body was first introduced and last changed.
+    Dates,
     /// Tools r2e installs for itself (`uv`).
     Tools,
     /// The installers' own download caches.
@@ -116,7 +119,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 22] = [
+    pub const ALL: [Bucket; 23] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
@@ -131,6 +134,7 @@ impl Bucket {
         Bucket::Git,
         Bucket::Stat,
         Bucket::Analysis,
+        Bucket::Dates,
         Bucket::Tools,
         Bucket::UvCache,
         Bucket::PipCache,
@@ -159,6 +163,7 @@ impl Bucket {
             Bucket::Git => ("git", Some(1)),
             Bucket::Stat => ("stat", Some(2)),
             Bucket::Analysis => ("analysis", Some(1)),
+            Bucket::Dates => ("dates", Some(1)),
             Bucket::Tools => ("tools", Some(1)),
             Bucket::UvCache => ("uv-cache", None),
             Bucket::PipCache => ("pip-cache", None),
@@ -182,7 +187,8 @@ impl Bucket {
             | Bucket::Check
             | Bucket::Answer
             | Bucket::Stat
-            | Bucket::Analysis => Layout::Entries,
+            | Bucket::Analysis
+            | Bucket::Dates => Layout::Entries,
             Bucket::Envs | Bucket::Projects | Bucket::Trees | Bucket::Git | Bucket::Tools => {
                 Layout::Folders
             }
