@@ -129,12 +129,11 @@ fn walk(dir: &Path, commit: &str) -> std::result::Result<Dates, String> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run `git log`: {e}"))?;
-    let mut blobs = CatFile::spawn(dir).map_err(|e| e.to_string())?;
-    let mut state: HashMap<String, Vec<Def>> = HashMap::new();
+    // The history first (its changes are small), then its blobs in batches of commits, each
+    // batch's parsed in parallel.
+    let mut commits: Vec<(i64, Vec<Change>)> = Vec::new();
     let mut out = BufReader::new(child.stdout.take().expect("piped"));
     let mut token = Vec::new();
-    let mut time: Option<i64> = None;
-    let mut changes: Vec<Change> = Vec::new();
     let mut pending_meta: Option<(u8, String)> = None;
     let mut paths: Vec<String> = Vec::new();
     loop {
@@ -151,15 +150,12 @@ fn walk(dir: &Path, commit: &str) -> std::result::Result<Dates, String> {
         let text = String::from_utf8_lossy(&token);
         let text = text.trim_start_matches('\n');
         if let Some(header) = text.strip_prefix('\u{1}') {
-            if let Some(t) = time {
-                apply(&mut state, &mut blobs, std::mem::take(&mut changes), t)?;
-            }
             let secs = header
                 .split_whitespace()
                 .nth(1)
                 .and_then(|s| s.parse().ok())
                 .ok_or_else(|| format!("unexpected `git log` header `{header}`"))?;
-            time = Some(secs);
+            commits.push((secs, Vec::new()));
             continue;
         }
         if let Some(meta) = text.strip_prefix(':') {
@@ -181,6 +177,9 @@ fn walk(dir: &Path, commit: &str) -> std::result::Result<Dates, String> {
         if paths.len() == wanted {
             let new = paths.pop().expect("one path");
             let old = paths.pop().unwrap_or_else(|| new.clone());
+            let Some((_, changes)) = commits.last_mut() else {
+                return Err("`git log` listed a change before a commit".into());
+            };
             changes.push(Change {
                 status: *status,
                 old,
@@ -189,9 +188,6 @@ fn walk(dir: &Path, commit: &str) -> std::result::Result<Dates, String> {
             });
             pending_meta = None;
         }
-    }
-    if let Some(t) = time {
-        apply(&mut state, &mut blobs, changes, t)?;
     }
     let status = child
         .wait()
@@ -202,6 +198,33 @@ fn walk(dir: &Path, commit: &str) -> std::result::Result<Dates, String> {
             let _ = std::io::Read::read_to_string(&mut e, &mut err);
         }
         return Err(format!("`git log` failed: {}", err.trim()));
+    }
+    let mut blobs = CatFile::spawn(dir).map_err(|e| e.to_string())?;
+    let mut state: HashMap<String, Vec<Def>> = HashMap::new();
+    for batch in commits.chunks(BATCH) {
+        let mut wanted: Vec<&str> = batch
+            .iter()
+            .flat_map(|(_, changes)| changes)
+            .filter(|c| c.status != b'D')
+            .map(|c| c.blob.as_str())
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut read = Vec::with_capacity(wanted.len());
+        for oid in wanted {
+            let bytes = blobs
+                .read(oid)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("blob `{oid}` is missing"))?;
+            read.push((oid, bytes));
+        }
+        let parsed: HashMap<&str, Option<Parsed>> = read
+            .par_iter()
+            .map(|(oid, bytes)| (*oid, parse(bytes)))
+            .collect();
+        for (t, changes) in batch {
+            apply(&mut state, &parsed, changes, *t);
+        }
     }
     let mut dates = Dates::default();
     for (path, defs) in state {
@@ -238,17 +261,21 @@ fn parse(bytes: &[u8]) -> Option<Parsed> {
     )
 }
 
-/// One commit's changes, at committer time `t`.
+/// How many commits' blobs are read and parsed at a time.
+const BATCH: usize = 256;
+
+/// One commit's changes, at committer time `t`; `parsed` holds the definitions of each blob
+/// they name.
 fn apply(
     state: &mut HashMap<String, Vec<Def>>,
-    blobs: &mut CatFile,
-    changes: Vec<Change>,
+    parsed: &HashMap<&str, Option<Parsed>>,
+    changes: &[Change],
     t: i64,
-) -> std::result::Result<(), String> {
+) {
     // Definitions that left their file in this commit (a deleted file, or a name no longer
     // in a changed one): what a new definition with the same body was moved from.
     let mut gone: Vec<Def> = Vec::new();
-    let mut changed: Vec<(String, Vec<Def>, Vec<u8>)> = Vec::new();
+    let mut changed: Vec<(String, Vec<Def>, Option<&Parsed>)> = Vec::new();
     for c in changes {
         match c.status {
             b'D' => gone.extend(state.remove(&c.old).unwrap_or_default()),
@@ -258,19 +285,15 @@ fn apply(
                 } else {
                     state.remove(&c.old).unwrap_or_default()
                 };
-                let bytes = blobs
-                    .read(&c.blob)
-                    .map_err(|e| e.to_string())?
-                    .ok_or_else(|| format!("blob `{}` of `{}` is missing", c.blob, c.new))?;
-                changed.push((c.new, prior, bytes));
+                let defs = parsed.get(c.blob.as_str()).and_then(Option::as_ref);
+                changed.push((c.new.clone(), prior, defs));
             }
         }
     }
-    let parsed: Vec<Option<Parsed>> = changed.par_iter().map(|(_, _, b)| parse(b)).collect();
     // (path, index in its new definitions) of those that matched no previous one.
     let mut unmatched: Vec<(String, usize)> = Vec::new();
-    for ((path, prior, _), parsed) in changed.into_iter().zip(parsed) {
-        let Some(defs) = parsed else {
+    for (path, prior, defs) in changed {
+        let Some(defs) = defs else {
             if !prior.is_empty() {
                 state.insert(path, prior);
             }
@@ -282,7 +305,7 @@ fn apply(
         }
         let mut taken = vec![false; prior.len()];
         let mut next: Vec<Def> = Vec::with_capacity(defs.len());
-        for (i, (qualname, kind, body)) in defs.into_iter().enumerate() {
+        for (i, (qualname, kind, body)) in defs.iter().cloned().enumerate() {
             let dated = match by_name.get_mut(qualname.as_str()).and_then(Vec::pop) {
                 Some(j) => {
                     taken[j] = true;
@@ -334,5 +357,4 @@ fn apply(
             def.dated = gone.swap_remove(at).dated;
         }
     }
-    Ok(())
 }
