@@ -158,6 +158,24 @@ fn pair(created: &str, changed: &str) -> (Value, Value) {
     (Value::from(created), Value::from(changed))
 }
 
+/// `r2e build --until slice --json` with timings and counts on stderr: the summary and stderr.
+fn build_logged(pipeline: &Path) -> (Value, String) {
+    let out = assert_cmd::Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("build")
+        .arg(pipeline)
+        .args(["--until", "slice", "--json"])
+        .env("R2E_LOG", "timings")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    (
+        serde_json::from_slice(&out.stdout).unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn functions_get_the_dates_of_their_bodies_first_and_last_commits() {
     let dir = tempfile::tempdir().unwrap();
@@ -179,7 +197,8 @@ fn functions_get_the_dates_of_their_bodies_first_and_last_commits() {
         ),
     )
     .unwrap();
-    let summary = common::build_until_slice(&pipeline);
+    let (summary, log) = build_logged(&pipeline);
+    assert!(log.contains("commits walked: 4"), "{log}");
     let date = &summary["stages"]["date"];
     // Both sources with history are dated (the same commit: one may take the other's entry);
     // the folder without history is not.
@@ -213,8 +232,17 @@ fn functions_get_the_dates_of_their_bodies_first_and_last_commits() {
         C5,
         &[("pkg/b.py", &cat(&[MOVED, "    # squares\n", FRESH]))],
     );
-    let again = common::build_until_slice(&pipeline);
+    let (again, log) = build_logged(&pipeline);
     let date = &again["stages"]["date"];
+    // Only the new commit is walked, from the state of its parent, which the cache kept.
+    let walked: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("[count] dating "))
+        .collect();
+    assert!(
+        !walked.is_empty() && walked.iter().all(|l| l.ends_with("commits walked: 1")),
+        "{log}"
+    );
     assert_eq!(
         date["executed"].as_u64().unwrap() + date["cached"].as_u64().unwrap(),
         2,

@@ -4,7 +4,7 @@
 //! `[select] created_after` and `[[evaluate.model]] cutoff`.
 //!
 //! A function's `created_at` and `changed_at` are its body's first and last commits' committer
-//! dates (`stages::dating`); [`Dates`] is a repository's, at one commit, as the cache stores it.
+//! dates (`stages::dating`); [`Dates`] is a repository's, at one commit.
 
 use std::collections::BTreeMap;
 
@@ -211,8 +211,7 @@ impl Dated {
 }
 
 /// A repository's dates at one commit: by a function's place, `path:qualname` (with `#n` for
-/// the n-th definition of a name in a file, as its id has it). A cache entry
-/// (`keys::DatingKey`).
+/// the n-th definition of a name in a file, as its id has it).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dates {
     pub by_place: BTreeMap<String, Dated>,

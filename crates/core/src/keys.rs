@@ -92,8 +92,9 @@ impl ActionKey for AnalysisKey<'_> {
 /// changes.
 pub const DATING_ALGORITHM: u32 = 1;
 
-/// A repository's function dates at one commit (`dates::Dates`, `stages::dating`): the
-/// history below a commit never changes, so the commit names them. Not in the key: the
+/// The state of `stages::dating`'s walk of a repository's history at one commit (each file's
+/// definitions with their bodies and dates, from which `dates::Dates` is read): the history
+/// below a commit never changes, so the commit names it. Not in the key: the
 /// repository's name or URL (the same commit has the same history wherever it is fetched).
 #[derive(Clone, Debug, Serialize)]
 pub struct DatingKey<'a> {

@@ -23,31 +23,71 @@
 //! changes, or without git, and a shallow clone (its history cut short) have no history: their
 //! functions' dates are `null`.
 //!
-//! The dates of a commit are one cache entry (`keys::DatingKey`, bucket `dates-v1`).
+//! The walk's state at a commit (each file's definitions with their bodies and dates) is one
+//! cache entry (`keys::DatingKey`, bucket `dates-v1`): the same commit is never walked again,
+//! and a later commit walks only the commits after its nearest first-parent ancestor that was
+//! dated before (a new commit that edits a comment walks one commit).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use super::checkout::{CatFile, Checkout};
-use r2e_core::cache::Cache;
+use r2e_core::cache::{ActionKey, Cache};
 use r2e_core::dates::{Dated, Dates};
 use r2e_core::error::{Error, Result};
 use r2e_core::keys::DatingKey;
 use r2e_python::summary::DefKind;
 
 /// One definition of a file as the walk tracks it.
-#[derive(Clone)]
+#[derive(Clone, Serialize, Deserialize)]
 struct Def {
     qualname: String,
     kind: DefKind,
     body: [u8; 32],
     dated: Dated,
 }
+
+/// The walk's state at a commit: each `.py` file's definitions, in source order, with their
+/// bodies and dates. What the cache keeps of a commit (`keys::DatingKey`), so that a later
+/// commit walks only the commits after it.
+#[derive(Default, Serialize, Deserialize)]
+struct Walked {
+    files: BTreeMap<String, Vec<Def>>,
+}
+
+impl Walked {
+    /// The functions' and methods' dates by place (`path:qualname`, `#n` for the n-th
+    /// definition of a name in a file, as ids have it).
+    fn dates(&self) -> Dates {
+        let mut dates = Dates::default();
+        for (path, defs) in &self.files {
+            let mut seen: HashMap<&str, u32> = HashMap::new();
+            for d in defs {
+                let n = seen.entry(d.qualname.as_str()).or_insert(0);
+                *n += 1;
+                if d.kind == DefKind::Class {
+                    continue;
+                }
+                let place = if *n == 1 {
+                    format!("{path}:{}", d.qualname)
+                } else {
+                    format!("{path}:{}#{n}", d.qualname)
+                };
+                dates.by_place.insert(place, d.dated);
+            }
+        }
+        dates
+    }
+}
+
+/// How far back along the first-parent line a commit whose walk is cached is looked for.
+const ANCESTORS: usize = 1000;
 
 /// A file's definitions at a commit: each one's qualname, kind and body hash, in source order.
 type Parsed = Vec<(String, DefKind, [u8; 32])>;
@@ -69,8 +109,8 @@ pub fn dates(checkout: &Checkout, cache: &Cache) -> Result<(Option<Arc<Dates>>, 
     };
     let commit = checkout.identity.as_str();
     let key = DatingKey::new(commit);
-    if let Some(dates) = cache.get_action::<_, Dates>(&key) {
-        return Ok((Some(Arc::new(dates)), false));
+    if let Some(walked) = cache.get_action::<_, Walked>(&key) {
+        return Ok((Some(Arc::new(walked.dates())), false));
     }
     // A shallow clone's history starts at its boundary: every date would be that commit's.
     if is_shallow(&dir) {
@@ -80,14 +120,61 @@ pub fn dates(checkout: &Checkout, cache: &Cache) -> Result<(Option<Arc<Dates>>, 
         );
         return Ok((None, false));
     }
-    let dates = walk(&dir, commit).map_err(|e| {
+    let fail = |e: String| {
         Error::env(format!(
             "repo `{}`: cannot date its functions from the history of {commit}: {e}",
             checkout.name
         ))
-    })?;
-    cache.put_action(&key, &dates)?;
-    Ok((Some(Arc::new(dates)), true))
+    };
+    // The nearest first-parent ancestor dated before: only the commits after it are walked.
+    let (range, walked) = match cached_ancestor(&dir, commit, cache).map_err(fail)? {
+        Some((base, walked)) => (format!("{base}..{commit}"), walked),
+        None => (commit.to_owned(), Walked::default()),
+    };
+    let (walked, commits) = walk(&dir, &range, walked).map_err(fail)?;
+    r2e_core::log::count(
+        &format!("dating {}: commits walked", checkout.name),
+        commits,
+    );
+    cache.put_action(&key, &walked)?;
+    Ok((Some(Arc::new(walked.dates())), true))
+}
+
+/// The nearest first-parent ancestor of `commit` whose walk the cache holds, with that walk.
+fn cached_ancestor(
+    dir: &Path,
+    commit: &str,
+    cache: &Cache,
+) -> std::result::Result<Option<(String, Walked)>, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "rev-list",
+            "--first-parent",
+            &format!("--max-count={ANCESTORS}"),
+            commit,
+        ])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run `git rev-list`: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`git rev-list` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let listed = String::from_utf8_lossy(&out.stdout);
+    for sha in listed.lines().skip(1) {
+        let key = DatingKey::new(sha);
+        if cache.contains(DatingKey::BUCKET, key.hash())
+            && let Some(walked) = cache.get_action::<_, Walked>(&key)
+        {
+            return Ok(Some((sha.to_owned(), walked)));
+        }
+    }
+    Ok(None)
 }
 
 /// Whether the repository at `dir` is a shallow clone.
@@ -101,9 +188,10 @@ fn is_shallow(dir: &Path) -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "true")
 }
 
-/// Walks the first-parent history of `commit` in the repository at `dir` (a bare mirror or a
-/// work tree).
-fn walk(dir: &Path, commit: &str) -> std::result::Result<Dates, String> {
+/// Walks the first-parent history `range` (a commit, or `BASE..COMMIT`) in the repository at
+/// `dir` (a bare mirror or a work tree), from `walked`, the state at its start. Returns the
+/// state at its end and how many commits that changed a `.py` file it walked.
+fn walk(dir: &Path, range: &str, walked: Walked) -> std::result::Result<(Walked, usize), String> {
     let mut child = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -119,7 +207,7 @@ fn walk(dir: &Path, commit: &str) -> std::result::Result<Dates, String> {
             "--no-abbrev",
             "-M",
             "--format=%x01%H %ct",
-            commit,
+            range,
             "--",
             "*.py",
         ])
@@ -200,7 +288,7 @@ fn walk(dir: &Path, commit: &str) -> std::result::Result<Dates, String> {
         return Err(format!("`git log` failed: {}", err.trim()));
     }
     let mut blobs = CatFile::spawn(dir).map_err(|e| e.to_string())?;
-    let mut state: HashMap<String, Vec<Def>> = HashMap::new();
+    let mut state = walked.files;
     for batch in commits.chunks(BATCH) {
         let mut wanted: Vec<&str> = batch
             .iter()
@@ -226,24 +314,7 @@ fn walk(dir: &Path, commit: &str) -> std::result::Result<Dates, String> {
             apply(&mut state, &parsed, changes, *t);
         }
     }
-    let mut dates = Dates::default();
-    for (path, defs) in state {
-        let mut seen: HashMap<&str, u32> = HashMap::new();
-        for d in &defs {
-            let n = seen.entry(d.qualname.as_str()).or_insert(0);
-            *n += 1;
-            if d.kind == DefKind::Class {
-                continue;
-            }
-            let place = if *n == 1 {
-                format!("{path}:{}", d.qualname)
-            } else {
-                format!("{path}:{}#{n}", d.qualname)
-            };
-            dates.by_place.insert(place, d.dated);
-        }
-    }
-    Ok(dates)
+    Ok((Walked { files: state }, commits.len()))
 }
 
 /// The definitions of a version of a file, or `None` when it does not decode or parse.
@@ -267,7 +338,7 @@ const BATCH: usize = 256;
 /// One commit's changes, at committer time `t`; `parsed` holds the definitions of each blob
 /// they name.
 fn apply(
-    state: &mut HashMap<String, Vec<Def>>,
+    state: &mut BTreeMap<String, Vec<Def>>,
     parsed: &HashMap<&str, Option<Parsed>>,
     changes: &[Change],
     t: i64,
