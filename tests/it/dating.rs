@@ -2,7 +2,9 @@
 //! evaluation split at each model's cutoff, on repositories whose commits have set dates: a
 //! function added, one edited later, one moved to another file, one whose file was renamed,
 //! a comment-only edit of another; a `git` source, a `path` source that is a clean work tree
-//! of the same history, and a folder without history.
+//! of the same history, and a folder without history; a new commit walked on from the cached
+//! walk of its parent; pass@k on the unseen split against a hand count, in `results.jsonl`,
+//! the summary and `r2e report`, and a cutoff changed without asking or checking anything.
 
 use std::path::Path;
 use std::process::Command;
@@ -532,5 +534,31 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
     assert_eq!(
         summary["variants"]["recent"]["counts"]["created_before"], 2,
         "{summary:#}"
+    );
+
+    // Another cutoff splits the same samples again: nothing is asked or checked anew.
+    let pipeline = dir.path().join("pipeline.toml");
+    let text = std::fs::read_to_string(&pipeline).unwrap();
+    std::fs::write(
+        &pipeline,
+        text.replace("cutoff = \"2024-07-19\"", "cutoff = \"2024-03\""),
+    )
+    .unwrap();
+    let moved = common::offline_build(dir.path());
+    let all = &moved["variants"]["all"];
+    assert_eq!(all["stages"]["evaluate"]["executed"], 0, "{moved:#}");
+    assert_eq!(all["evaluate"]["checks"]["executed"], 0, "{moved:#}");
+    assert_eq!(
+        moved["llm"]["evaluate"]["other"]["executed"]
+            .as_u64()
+            .unwrap_or(0),
+        0,
+        "{moved:#}"
+    );
+    // After 2024-03: scale, peek and wrap.
+    assert_eq!(
+        row(&all["evaluate"]["unseen"], "local/other", "unseen"),
+        (3, Some(2.0 / 3.0)),
+        "{moved:#}"
     );
 }
