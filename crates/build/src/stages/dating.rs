@@ -198,7 +198,12 @@ fn walk(dir: &Path, range: &str, walked: Walked) -> std::result::Result<(Walked,
         .args([
             "-c",
             "core.quotePath=false",
+            // The root commit's files are its additions, whatever the user's configuration.
+            "-c",
+            "log.showRoot=true",
             "log",
+            "--no-color",
+            "--no-show-signature",
             "--reverse",
             "--first-parent",
             "--diff-merges=first-parent",
