@@ -523,7 +523,12 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
     assert!(md.contains("`local/scripted` 2024-02"), "{md}");
 
     // The variant keeps the functions written after 2024-03-15: scale, peek and wrap; the two
-    // older ones are counted as left out.
+    // older ones get no harness and are counted as left out.
+    assert_eq!(
+        jsonl(&out.join("variants/recent/harnesses.jsonl")).len(),
+        3,
+        "{summary:#}"
+    );
     let recent = jsonl(&out.join("variants/recent/dataset.jsonl"));
     let mut names: Vec<&str> = recent
         .iter()

@@ -737,7 +737,7 @@ pub struct SelectConfig {
     pub min_mutation_score: f64,
     /// Only functions written after this date (a month, a day or an RFC 3339 timestamp; after
     /// a month or a day: from the next one on) by their `created_at`; a function without a
-    /// date is never kept.
+    /// date is never kept. The others get no harness at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_after: Option<crate::dates::DateBound>,
 }

@@ -176,9 +176,12 @@ impl DateBound {
     /// Whether a function created at `created_at` (RFC 3339, as records hold it) is after the
     /// bound. A function without a date never is.
     pub fn admits(&self, created_at: Option<&str>) -> bool {
-        created_at
-            .and_then(parse_rfc3339)
-            .is_some_and(|t| t >= self.from)
+        self.admits_secs(created_at.and_then(parse_rfc3339))
+    }
+
+    /// [`DateBound::admits`] of a time in seconds since the epoch.
+    pub fn admits_secs(&self, created: Option<i64>) -> bool {
+        created.is_some_and(|t| t >= self.from)
     }
 }
 

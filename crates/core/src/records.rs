@@ -912,8 +912,8 @@ pub struct Counts {
     pub specs_refined: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instances: Option<u64>,
-    /// With `[select] created_after`: functions whose harness met every other condition of
-    /// selection but that were written before that date (or have no date).
+    /// With `[select] created_after`: candidates written before that date (or without a date),
+    /// left out before any harness was made for them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_before: Option<u64>,
     pub failures: u64,

@@ -246,7 +246,9 @@ impl Dataset<'_> {
         }
         let mut harness_out = HarnessOutputs::default();
         if until >= Stage::Generate {
-            harness_out = self.harnesses(&candidates)?;
+            // `[select] created_after`: functions written before it get no harness at all.
+            let (recent, too_old) = self.created_after(&candidates);
+            harness_out = self.harnesses(&recent)?;
             let st = &mut summary.stages;
             st.generate = harness_out.generate;
             st.validate = harness_out.validate;
@@ -263,7 +265,7 @@ impl Dataset<'_> {
             }
             counts.instances = Some(harness_out.instances.len() as u64);
             if self.cfg.select.created_after.is_some() {
-                counts.created_before = Some(harness_out.too_old);
+                counts.created_before = Some(too_old);
             }
             clock.lap("harnesses");
         }
@@ -650,6 +652,36 @@ impl Dataset<'_> {
             },
             graph: None,
         }
+    }
+
+    /// The candidates `[select] created_after` keeps (all without it), and how many it left
+    /// out: those created before it, or without a date.
+    fn created_after(
+        &self,
+        candidates: &[(SourceFile, FunctionRow)],
+    ) -> (Vec<(SourceFile, FunctionRow)>, u64) {
+        let Some(after) = &self.cfg.select.created_after else {
+            return (candidates.to_vec(), 0);
+        };
+        let db = &self.s.db;
+        let kept: Vec<(SourceFile, FunctionRow)> = candidates
+            .iter()
+            .filter(|(f, row)| {
+                let repo = f.repo(db);
+                let created = self
+                    .s
+                    .repos
+                    .iter()
+                    .position(|&r| r == repo)
+                    .and_then(|i| self.shared.dates.get(i)?.as_deref())
+                    .and_then(|d| d.of(&row.id, repo.name(db)))
+                    .map(|d| d.created);
+                after.admits_secs(created)
+            })
+            .cloned()
+            .collect();
+        let left_out = (candidates.len() - kept.len()) as u64;
+        (kept, left_out)
     }
 
     /// The harness stages over the candidates.

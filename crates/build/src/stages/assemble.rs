@@ -1,6 +1,7 @@
 //! Stage `assemble`: each candidate's harness record, the selection of benchmark instances
-//! (valid harnesses whose coverage reaches `[select] min_branch_coverage`, and with `[select]
-//! created_after` whose function was written after that date), and the dataset's manifest.
+//! (valid harnesses whose coverage reaches `[select] min_branch_coverage`), and the dataset's
+//! manifest. (`[select] created_after` leaves functions out before any harness is made for
+//! them: `engine::dataset`.)
 
 use std::sync::Arc;
 
@@ -49,8 +50,6 @@ pub struct Done {
     pub instance: Option<Instance>,
     /// A selected candidate and its validation, for refinement.
     pub selected: Option<Box<(Candidate, Validation)>>,
-    /// Left out by `[select] created_after` alone: it met every other condition.
-    pub too_old: bool,
 }
 
 impl Done {
@@ -85,7 +84,6 @@ impl Done {
             record: Done::record(c, generator, Some(&Validation::failed(class, message))),
             instance: None,
             selected: None,
-            too_old: false,
         }
     }
 
@@ -107,7 +105,6 @@ impl Done {
             record: Done::record(c, Generator::Builtin, None),
             instance: None,
             selected: None,
-            too_old: false,
         }
     }
 }
@@ -124,13 +121,7 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
         .mutants
         .as_ref()
         .is_none_or(|m| m.score() >= cfg.select.min_mutation_score);
-    let recent = cfg
-        .select
-        .created_after
-        .as_ref()
-        .is_none_or(|after| after.admits(c.created_at.as_deref()));
-    let eligible = v.valid && v.coverage() >= cfg.select.min_branch_coverage && strong;
-    let selected = eligible && recent;
+    let selected = v.valid && v.coverage() >= cfg.select.min_branch_coverage && strong;
     let instance = selected.then(|| Instance {
         id: c.id.clone(),
         repo: c.repo.clone(),
@@ -163,7 +154,6 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
         record,
         instance,
         selected: selected.then(|| Box::new((c, v))),
-        too_old: eligible && !recent,
     }
 }
 

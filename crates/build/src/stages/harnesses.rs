@@ -49,8 +49,6 @@ pub struct HarnessOutputs {
     pub builtin_sufficient: u64,
     /// Instances whose `spec` is a refined docstring.
     pub refined: u64,
-    /// Harnesses good enough for an instance whose function `[select] created_after` left out.
-    pub too_old: u64,
     /// Lines of `harnesses.jsonl`, one per candidate.
     pub harnesses: Vec<HarnessRecord>,
     /// Lines of `dataset.jsonl`.
@@ -215,7 +213,6 @@ pub fn run(
     let mut out = HarnessOutputs::default();
     for done in dones {
         out.valid += u64::from(done.record.valid == Some(true));
-        out.too_old += u64::from(done.too_old);
         out.harnesses.push(done.record);
         out.instances.extend(done.instance);
     }
