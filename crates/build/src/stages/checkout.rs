@@ -158,7 +158,13 @@ impl Checkout {
     pub fn history(&self) -> Option<PathBuf> {
         match &self.reader {
             Reader::Git(_, git_dir, _, _) => Some(git_dir.clone()),
-            Reader::Dir(root) => (!self.identity.starts_with("tree:")).then(|| root.clone()),
+            // A folder is dated only when its identity is the commit of its own `.git` (not,
+            // say, an unpacked release's hash, nor a folder inside another repository).
+            Reader::Dir(root) => {
+                let sha = matches!(self.identity.len(), 40 | 64)
+                    && self.identity.bytes().all(|b| b.is_ascii_hexdigit());
+                (sha && root.join(".git").exists()).then(|| root.clone())
+            }
         }
     }
 
