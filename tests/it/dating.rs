@@ -567,3 +567,44 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
         "{moved:#}"
     );
 }
+
+#[test]
+fn a_history_that_cannot_be_read_is_no_result_and_is_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    init(&src);
+    commit(&src, C1, &[("a.py", ADDED)]);
+    let first = git(&src, C1, &["rev-parse", "HEAD:a.py"]);
+    commit(&src, C2, &[("a.py", ADDED_COMMENTED)]);
+    // The first version's blob is lost: the work tree is clean, its history unreadable.
+    std::fs::remove_file(src.join(".git/objects").join(&first[..2]).join(&first[2..])).unwrap();
+    let pipeline = dir.path().join("pipeline.toml");
+    std::fs::write(
+        &pipeline,
+        "[project]\nname = \"t\"\n\n[[repo]]\nname = \"w\"\npath = \"src\"\n",
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let out = assert_cmd::Command::cargo_bin("r2e")
+            .unwrap()
+            .arg("build")
+            .arg(&pipeline)
+            .args(["--until", "slice", "--json"])
+            .assert()
+            .code(1)
+            .get_output()
+            .clone();
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["stages"]["date"]["failed"], 1, "{summary:#}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("could not be read") && err.contains(&first),
+            "{err}"
+        );
+        let functions = jsonl(&dir.path().join("out/functions.jsonl"));
+        assert_eq!(
+            dates(&functions, "w:a.py:added"),
+            (Value::Null, Value::Null)
+        );
+    }
+}

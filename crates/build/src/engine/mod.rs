@@ -468,24 +468,35 @@ fn run(
         clock.lap("parse");
     }
     // Each repository's function dates at its commit (from the cache when it was dated before).
+    // A history that cannot be read leaves that repository's dates `null` in this build's
+    // outputs; the build exits 1 and the next one dates it again.
     let mut dates: Vec<Option<Arc<r2e_core::dates::Dates>>> = Vec::new();
+    let mut date_transient: Vec<String> = Vec::new();
     if opts.until >= Stage::Extract {
         let cache = &s.cache;
-        let dated: Vec<(Option<Arc<r2e_core::dates::Dates>>, bool)> = s
+        let dated: Vec<Result<(Option<Arc<r2e_core::dates::Dates>>, bool)>> = s
             .checkouts
             .par_iter()
             .map(|c| crate::stages::dating::dates(c, cache))
-            .collect::<Result<_>>()?;
-        for (d, fresh) in dated {
-            if d.is_some() {
-                let counts = &mut shared.stages.date;
-                if fresh {
-                    counts.executed += 1;
-                } else {
-                    counts.cached += 1;
+            .collect();
+        for d in dated {
+            let counts = &mut shared.stages.date;
+            match d {
+                Ok((Some(d), fresh)) => {
+                    if fresh {
+                        counts.executed += 1;
+                    } else {
+                        counts.cached += 1;
+                    }
+                    dates.push(Some(d));
+                }
+                Ok((None, _)) => dates.push(None),
+                Err(e) => {
+                    counts.failed += 1;
+                    date_transient.push(e.to_string());
+                    dates.push(None);
                 }
             }
-            dates.push(d);
         }
         clock.lap("date");
     }
@@ -551,7 +562,7 @@ fn run(
     parse.executed += later;
     parse.cached = parse.cached.saturating_sub(later);
     let transient = retry_later || db.env().counters.transient.load(Ordering::Relaxed);
-    if !transient && env_transient.is_empty() {
+    if !transient && env_transient.is_empty() && date_transient.is_empty() {
         // Without this, the next build runs: something may succeed next time (a model request
         // failed, a file changed while it was read, an environment could not be built).
         outputs::write_state(
@@ -602,6 +613,13 @@ fn run(
             "the outputs are written, but {} environment(s) could not be built for a reason that may pass; the next build tries again:\n  {}",
             env_transient.len(),
             env_transient.join("\n  ")
+        ));
+    }
+    if !date_transient.is_empty() {
+        summary.retry.push(format!(
+            "the outputs are written, but the history of {} repository(ies) could not be read: their functions' dates are null, and the next build dates them again:\n  {}",
+            date_transient.len(),
+            date_transient.join("\n  ")
         ));
     }
     free_in_background(session.db);

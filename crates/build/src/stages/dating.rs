@@ -21,7 +21,9 @@
 //! Sources: a `git` repository (its mirror holds the history) and a `path` repository that
 //! is a clean git work tree (its identity is a commit, its `.git` the history). A folder with
 //! changes, or without git, and a shallow clone (its history cut short) have no history: their
-//! functions' dates are `null`.
+//! functions' dates are `null`. A history that cannot be read (a missing object, a failing
+//! `git`) is no result: that repository's dates are `null` in the build's outputs, nothing is
+//! stored, and the build exits 1 (`engine`), so that the next one dates it again.
 //!
 //! The walk's state at a commit (each file's definitions with their bodies and dates) is one
 //! cache entry (`keys::DatingKey`, bucket `dates-v1`): the same commit is never walked again,
