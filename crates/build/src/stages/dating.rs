@@ -227,6 +227,14 @@ fn walk(dir: &Path, range: &str, walked: Walked) -> std::result::Result<(Walked,
     // The history first (its changes are small), then its blobs in batches of commits, each
     // batch's parsed in parallel.
     let mut commits: Vec<(i64, Vec<Change>)> = Vec::new();
+    // Its stderr is read aside, so that warnings (one per commit too large for rename
+    // detection) never fill the pipe while its stdout is read.
+    let mut stderr = child.stderr.take().expect("piped");
+    let errors = std::thread::spawn(move || {
+        let mut err = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut err);
+        err
+    });
     let mut out = BufReader::new(child.stdout.take().expect("piped"));
     let mut token = Vec::new();
     let mut pending_meta: Option<(u8, String)> = None;
@@ -287,11 +295,8 @@ fn walk(dir: &Path, range: &str, walked: Walked) -> std::result::Result<(Walked,
     let status = child
         .wait()
         .map_err(|e| format!("waiting for `git log`: {e}"))?;
+    let err = errors.join().unwrap_or_default();
     if !status.success() {
-        let mut err = String::new();
-        if let Some(mut e) = child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
         return Err(format!("`git log` failed: {}", err.trim()));
     }
     let mut blobs = CatFile::spawn(dir).map_err(|e| e.to_string())?;
