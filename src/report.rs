@@ -54,8 +54,12 @@ pub struct Row {
     /// The harnesses' strength on built-in mutants of the references (instances that carry it).
     pub mutation: Option<Mutation>,
     /// With `results.jsonl`: pass@k per model (overall, per repository, by dependencies, by
-    /// tokens, single- and multi-file) and the self-repair curves.
+    /// tokens, single- and multi-file, and split at each model's cutoff) and the self-repair
+    /// curves.
     pub evaluation: Option<EvalTables>,
+    /// The models' cutoffs (`[[evaluate.model]] cutoff`), by `PROVIDER/MODEL`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub cutoffs: BTreeMap<String, String>,
 }
 
 /// Mutation scores over a dataset's instances.
@@ -128,7 +132,13 @@ pub fn row(variant: &str, dir: &Path, cfg: &Config) -> Result<Row> {
     let instances: Vec<Instance> = read_built(&dir.join(OutputFile::Dataset.name()))?;
     let results: Option<Vec<EvalResult>> = read_jsonl(&dir.join(OutputFile::Results.name()))?;
     let evaluation = results.map(|r| {
-        r2e_build::evaluate::tables(&r, &instances, &cfg.evaluate.k, cfg.evaluate.repair_rounds)
+        r2e_build::evaluate::tables(
+            &r,
+            &instances,
+            &cfg.evaluate.k,
+            cfg.evaluate.repair_rounds,
+            &cfg.evaluate.model,
+        )
     });
     let manifest = read_manifest(&dir.join(OutputFile::Manifest.name())).ok();
     let dataset_version = manifest.as_ref().map(|m| m.version.clone());
@@ -169,6 +179,12 @@ pub fn row(variant: &str, dir: &Path, cfg: &Config) -> Result<Row> {
         repos,
         mutation: mutation(&instances),
         evaluation,
+        cutoffs: cfg
+            .evaluate
+            .model
+            .iter()
+            .filter_map(|m| Some((m.label(), m.cutoff.as_ref()?.text().to_owned())))
+            .collect(),
     })
 }
 
@@ -322,13 +338,28 @@ pub fn evaluation_markdown(rows: &[Row]) -> String {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
+        // The cutoffs the unseen split is after, as the pipeline gives them.
+        let cutoffs: Vec<String> = r
+            .cutoffs
+            .iter()
+            .map(|(model, cutoff)| format!("`{model}` {cutoff}"))
+            .collect();
+        let unseen_title = format!(
+            "on all instances and on those created after the model's cutoff (unseen; {})",
+            cutoffs.join(", ")
+        );
         for (title, table) in [
             ("overall", &t.overall),
             ("per repository", &t.by_repo),
             ("by dependencies of the reference", &t.by_deps),
             ("by tokens of the reference", &t.by_tokens),
             ("single- and multi-file", &t.by_file),
+            (unseen_title.as_str(), &t.by_cutoff),
         ] {
+            // Without a model's cutoff there is no split to show.
+            if table.is_empty() && std::ptr::eq(table, &t.by_cutoff) {
+                continue;
+            }
             out.push_str(&format!(
                 "\npass@k of `{}`, {title}:\n\n| model | group | instances | {} |\n|---|---|---|{}\n",
                 r.variant,

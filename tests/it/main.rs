@@ -17,6 +17,7 @@ mod cluster_build;
 mod cluster_ray;
 mod curate;
 mod dataset;
+mod dating;
 mod docker;
 mod durability;
 mod env;

@@ -287,7 +287,8 @@ impl<'a> Evaluator<'a> {
             }
         }
         for unit in units {
-            let model = self.models()[unit.model].label();
+            let eval_model = &self.models()[unit.model];
+            let model = eval_model.label();
             if let Some(why) = unit.failed {
                 out.samples.failed += 1;
                 out.failed_requests.push(format!(
@@ -321,6 +322,10 @@ impl<'a> Evaluator<'a> {
                 prompt_hash: unit.prompt_hash,
                 llm: unit.spent,
                 rounds: unit.rounds,
+                unseen: eval_model
+                    .cutoff
+                    .as_ref()
+                    .map(|c| c.admits(instance.created_at.as_deref())),
             });
         }
         Ok(out)
@@ -676,12 +681,14 @@ pub fn tokens_bucket(tokens: u32) -> &'static str {
     }
 }
 
-/// pass@k tables from results and the instances they are of.
+/// pass@k tables from results and the instances they are of; `models` (the pipeline's) give
+/// each model's cutoff, which splits `by_cutoff`.
 pub fn tables(
     results: &[EvalResult],
     instances: &[Instance],
     ks: &[u32],
     repair_rounds: u32,
+    models: &[EvalModel],
 ) -> EvalTables {
     let by_id: BTreeMap<&str, &Instance> = instances.iter().map(|i| (i.id.as_str(), i)).collect();
     // (model, id) → (n, c).
@@ -691,16 +698,14 @@ pub fn tables(
         e.0 += 1;
         e.1 += u32::from(r.passed);
     }
-    let rows = |group_of: &dyn Fn(&Instance) -> String| -> Vec<PassRow> {
+    // A group per model and instance, or none: the instance is not in the table.
+    let rows = |group_of: &dyn Fn(&str, &Instance) -> Option<String>| -> Vec<PassRow> {
         let mut groups: BTreeMap<(&str, String), Vec<(u32, u32)>> = BTreeMap::new();
         for (&(model, id), &nc) in &counts {
-            let Some(instance) = by_id.get(id) else {
+            let Some(group) = by_id.get(id).and_then(|i| group_of(model, i)) else {
                 continue;
             };
-            groups
-                .entry((model, group_of(instance)))
-                .or_default()
-                .push(nc);
+            groups.entry((model, group)).or_default().push(nc);
         }
         groups
             .into_iter()
@@ -726,6 +731,30 @@ pub fn tables(
             })
             .collect()
     };
+    let all = |group: fn(&Instance) -> String| move |_: &str, i: &Instance| Some(group(i));
+    let cutoffs: BTreeMap<String, &r2e_core::dates::DateBound> = models
+        .iter()
+        .filter_map(|m| Some((m.label(), m.cutoff.as_ref()?)))
+        .collect();
+    // Each model with a cutoff: all its instances, then the unseen split (a row even when
+    // it is empty, so that its count shows).
+    let mut by_cutoff = Vec::new();
+    for row in rows(&|model, _| cutoffs.contains_key(model).then(|| "all".to_owned())) {
+        let unseen = rows(&|m, i| {
+            (m == row.model && cutoffs[m].admits(i.created_at.as_deref()))
+                .then(|| "unseen".to_owned())
+        });
+        let model = row.model.clone();
+        by_cutoff.push(row);
+        by_cutoff.extend(unseen.into_iter().next().or_else(|| {
+            Some(PassRow {
+                model,
+                group: "unseen".to_owned(),
+                instances: 0,
+                pass: BTreeMap::new(),
+            })
+        }));
+    }
     let mut repair: BTreeMap<&str, (u32, Vec<u32>)> = BTreeMap::new();
     for r in results.iter().filter(|r| !r.passed) {
         let e = repair
@@ -739,17 +768,18 @@ pub fn tables(
         }
     }
     EvalTables {
-        overall: rows(&|_| "all".to_owned()),
-        by_repo: rows(&|i| i.repo.clone()),
-        by_deps: rows(&|i| deps_bucket(i.deps).to_owned()),
-        by_tokens: rows(&|i| tokens_bucket(i.tokens).to_owned()),
-        by_file: rows(&|i| {
+        overall: rows(&all(|_| "all".to_owned())),
+        by_repo: rows(&all(|i| i.repo.clone())),
+        by_deps: rows(&all(|i| deps_bucket(i.deps).to_owned())),
+        by_tokens: rows(&all(|i| tokens_bucket(i.tokens).to_owned())),
+        by_file: rows(&all(|i| {
             if i.in_file {
                 "single-file".to_owned()
             } else {
                 "multi-file".to_owned()
             }
-        }),
+        })),
+        by_cutoff,
         repair: repair
             .into_iter()
             .map(|(model, (failing, fixed))| RepairCurve {

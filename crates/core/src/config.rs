@@ -375,6 +375,11 @@ pub enum PromptStyle {
 pub struct EvalModel {
     pub provider: String,
     pub model: String,
+    /// The model's training cutoff (a month, a day or an RFC 3339 timestamp): the instances
+    /// created after it are its unseen split, reported beside all of them. It splits the
+    /// tables only; no key holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cutoff: Option<crate::dates::DateBound>,
 }
 
 /// The built-in pseudo-models of `[[evaluate.model]] provider = "builtin"`.
@@ -800,6 +805,11 @@ pub struct SelectConfig {
     pub min_branch_coverage: f64,
     /// The share of the built-in mutants of the reference its harness must kill.
     pub min_mutation_score: f64,
+    /// Only functions written after this date (a month, a day or an RFC 3339 timestamp; after
+    /// a month or a day: from the next one on) by their `created_at`; a function without a
+    /// date is never kept. The others get no harness at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_after: Option<crate::dates::DateBound>,
 }
 
 impl Default for SelectConfig {
@@ -807,6 +817,7 @@ impl Default for SelectConfig {
         SelectConfig {
             min_branch_coverage: 0.8,
             min_mutation_score: 0.0,
+            created_after: None,
         }
     }
 }

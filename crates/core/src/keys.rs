@@ -87,6 +87,41 @@ impl ActionKey for AnalysisKey<'_> {
     const BUCKET: Bucket = Bucket::Analysis;
 }
 
+/// The version of function dating (`stages::dating`): bump it when what makes a body the same
+/// (the summary's `code_hash`), how moves and renames are followed, or the history walked
+/// changes.
+pub const DATING_ALGORITHM: u32 = 1;
+
+/// The state of `stages::dating`'s walk of a repository's history at one commit (each file's
+/// definitions with their bodies and dates, from which `dates::Dates` is read): the history
+/// below a commit never changes, so the commit names it. Not in the key: the
+/// repository's name or URL (the same commit has the same history wherever it is fetched).
+#[derive(Clone, Debug, Serialize)]
+pub struct DatingKey<'a> {
+    /// `DATING_ALGORITHM`.
+    pub algorithm: u32,
+    /// What parses each version of a file and hashes its definitions' bodies.
+    pub parser: &'static str,
+    pub summary_format: u32,
+    /// The commit's full sha.
+    pub commit: &'a str,
+}
+
+impl<'a> DatingKey<'a> {
+    pub fn new(commit: &'a str) -> DatingKey<'a> {
+        DatingKey {
+            algorithm: DATING_ALGORITHM,
+            parser: PARSER,
+            summary_format: SUMMARY_FORMAT,
+            commit,
+        }
+    }
+}
+
+impl ActionKey for DatingKey<'_> {
+    const BUCKET: Bucket = Bucket::Dates;
+}
+
 /// The candidate extraction's version: bump it when what `stages::answer::candidate` takes out
 /// of an answer changes (its code, or `python::dedent`, which it uses).
 pub const EXTRACTOR: u32 = 2;

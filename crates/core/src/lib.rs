@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod config;
 pub mod curation;
+pub mod dates;
 pub mod error;
 pub mod fsutil;
 pub mod hash;

@@ -16,6 +16,13 @@ pub fn timing(what: &str, elapsed: Duration) {
     }
 }
 
+/// Prints how much work a stage did (commits walked, files read), when timings are on.
+pub fn count(what: &str, n: usize) {
+    if timings_enabled() {
+        eprintln!("[count] {what}: {n}");
+    }
+}
+
 /// Prints a size the timings explain (a persisted entry's parts), when timings are on.
 pub fn size(what: &str, bytes: usize) {
     if timings_enabled() {

@@ -284,6 +284,13 @@ pub struct FunctionRecord<'a> {
     #[serde(borrow)]
     pub docstring: Option<Cow<'a, str>>,
     pub excluded_by: Option<Filter>,
+    /// When its body was first introduced: the committer date (RFC 3339 UTC) of that commit
+    /// (`stages::dating`); `null` without history.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    /// When its body last changed (a move to another file or a renamed file is no change).
+    #[serde(default)]
+    pub changed_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slice: Option<SliceRecord>,
 }
@@ -626,6 +633,13 @@ pub struct Instance {
     /// The environment image it runs in (an export's dataset: `r2e export`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// When the reference's body was first introduced and last changed (RFC 3339 UTC, from the
+    /// repository's history; `null` without one): what splits an evaluation at a model's
+    /// cutoff.
+    #[serde(default)]
+    pub created_at: Option<String>,
+    #[serde(default)]
+    pub changed_at: Option<String>,
 }
 
 /// Mutants of the reference, how many the harness kills, and the ones that survive (a person
@@ -687,6 +701,11 @@ pub struct EvalTables {
     pub by_deps: Vec<PassRow>,
     pub by_tokens: Vec<PassRow>,
     pub by_file: Vec<PassRow>,
+    /// For each model with a `cutoff`: a row over all its instances (`all`) and one over those
+    /// created after its cutoff (`unseen`), each with its count, as SWE-rebench and
+    /// LiveCodeBench report.
+    #[serde(default)]
+    pub by_cutoff: Vec<PassRow>,
     pub repair: Vec<RepairCurve>,
 }
 
@@ -703,6 +722,10 @@ pub struct EvalSummary {
     pub failed_requests: u64,
     /// pass@k per model, over every instance.
     pub pass: Vec<PassRow>,
+    /// For the models with a `cutoff`: pass@k over all instances and over the unseen split
+    /// (`EvalTables::by_cutoff`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unseen: Vec<PassRow>,
     pub repair: Vec<RepairCurve>,
 }
 
@@ -726,6 +749,10 @@ pub struct EvalResult {
     pub prompt_hash: String,
     /// What the sample's requests cost.
     pub llm: Spent,
+    /// With the model's `cutoff`: whether the instance was created after it (its unseen
+    /// split). An instance without a date never is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unseen: Option<bool>,
 }
 
 /// `manifest.json`: the dataset's version, its repositories and each instance's hash.
@@ -804,6 +831,10 @@ pub struct StageTable {
     pub assemble: StageCounts,
     #[serde(default)]
     pub evaluate: StageCounts,
+    /// Repositories whose functions were dated from their history now (`executed`) or taken
+    /// from the cache by commit (`cached`); a repository without history counts in neither.
+    #[serde(default)]
+    pub date: StageCounts,
 }
 
 impl StageTable {
@@ -858,6 +889,8 @@ impl StageTable {
             c.cached += c.executed;
             c.executed = 0;
         }
+        self.date.cached += self.date.executed;
+        self.date.executed = 0;
     }
 }
 
@@ -880,6 +913,10 @@ pub struct Counts {
     pub specs_refined: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instances: Option<u64>,
+    /// With `[select] created_after`: candidates written before that date (or without a date),
+    /// left out before any harness was made for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_before: Option<u64>,
     pub failures: u64,
     /// With `[[variant]]` tables: how many.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1336,6 +1373,8 @@ mod tests {
             end_line: 2,
             docstring: None,
             excluded_by: Some(Filter::NoDocstring),
+            created_at: Some("2025-07-14T10:00:00Z".into()),
+            changed_at: None,
             slice: None,
         };
         let text = String::from_utf8(to_line(&f)).unwrap();

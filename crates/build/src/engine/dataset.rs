@@ -246,7 +246,9 @@ impl Dataset<'_> {
         }
         let mut harness_out = HarnessOutputs::default();
         if until >= Stage::Generate {
-            harness_out = self.harnesses(&candidates)?;
+            // `[select] created_after`: functions written before it get no harness at all.
+            let (recent, too_old) = self.created_after(&candidates);
+            harness_out = self.harnesses(&recent)?;
             let st = &mut summary.stages;
             st.generate = harness_out.generate;
             st.validate = harness_out.validate;
@@ -262,6 +264,9 @@ impl Dataset<'_> {
                 counts.specs_refined = Some(harness_out.refined);
             }
             counts.instances = Some(harness_out.instances.len() as u64);
+            if self.cfg.select.created_after.is_some() {
+                counts.created_before = Some(too_old);
+            }
             clock.lap("harnesses");
         }
         if until >= Stage::Extract {
@@ -414,6 +419,7 @@ impl Dataset<'_> {
             instances,
             &cfg.evaluate.k,
             cfg.evaluate.repair_rounds,
+            &cfg.evaluate.model,
         );
         summary.stages.evaluate = out.samples;
         summary.evaluate = Some(r2e_core::records::EvalSummary {
@@ -421,6 +427,7 @@ impl Dataset<'_> {
             checks: out.checks,
             failed_requests: out.failed_requests.len() as u64,
             pass: tables.overall,
+            unseen: tables.by_cutoff,
             repair: tables.repair,
         });
         Ok(out)
@@ -647,6 +654,36 @@ impl Dataset<'_> {
         }
     }
 
+    /// The candidates `[select] created_after` keeps (all without it), and how many it left
+    /// out: those created before it, or without a date.
+    fn created_after(
+        &self,
+        candidates: &[(SourceFile, FunctionRow)],
+    ) -> (Vec<(SourceFile, FunctionRow)>, u64) {
+        let Some(after) = &self.cfg.select.created_after else {
+            return (candidates.to_vec(), 0);
+        };
+        let db = &self.s.db;
+        let kept: Vec<(SourceFile, FunctionRow)> = candidates
+            .iter()
+            .filter(|(f, row)| {
+                let repo = f.repo(db);
+                let created = self
+                    .s
+                    .repos
+                    .iter()
+                    .position(|&r| r == repo)
+                    .and_then(|i| self.shared.dates.get(i)?.as_deref())
+                    .and_then(|d| d.of(&row.id, repo.name(db)))
+                    .map(|d| d.created);
+                after.admits_secs(created)
+            })
+            .cloned()
+            .collect();
+        let left_out = (candidates.len() - kept.len()) as u64;
+        (kept, left_out)
+    }
+
     /// The harness stages over the candidates.
     fn harnesses(&self, candidates: &[(SourceFile, FunctionRow)]) -> Result<HarnessOutputs> {
         let s = self.s;
@@ -658,6 +695,7 @@ impl Dataset<'_> {
             repos: &s.repos,
             settings: self.settings.1,
             envs: self.shared.envs,
+            dates: self.shared.dates,
         };
         let out = harnesses::run(
             &inputs,
@@ -745,12 +783,16 @@ impl Dataset<'_> {
                         .ok()?;
                     Some(memo.records[at].clone())
                 };
+            let dates_of = |db: &Database, f: &SourceFile| {
+                let repo = repos.iter().position(|&r| r == f.repo(db))?;
+                self.shared.dates.get(repo)?.as_deref()
+            };
             let mut out = open(OutputFile::Functions.name())?;
             for chunk in rows.chunks(4096) {
                 let lines: Vec<Vec<u8>> = chunk
                     .par_iter()
                     .map_with(db.clone(), |db, (f, row)| {
-                        function_line(db, *f, row, record(db, f, row))
+                        function_line(db, *f, row, record(db, f, row), dates_of(db, f))
                     })
                     .collect();
                 for line in lines {

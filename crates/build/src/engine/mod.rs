@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::db::{self, Db, Repo, Settings, SourceFile};
@@ -90,7 +91,11 @@ pub fn fingerprint(
         env: &'a r2e_core::config::EnvConfig,
         sandbox: &'a r2e_core::config::SandboxConfig,
         until: Stage,
+        /// Each repository's name, tree, identity (a clean work tree's commit, which its
+        /// instances and its functions' dates come from, as well as its files), revision and
+        /// scope.
         repos: Vec<(
+            &'a str,
             &'a str,
             &'a str,
             Option<&'a str>,
@@ -139,7 +144,15 @@ pub fn fingerprint(
         repos: checkouts
             .iter()
             .zip(&cfg.repos)
-            .map(|(c, r)| (c.name.as_str(), c.tree.as_str(), c.rev.as_deref(), &r.scope))
+            .map(|(c, r)| {
+                (
+                    c.name.as_str(),
+                    c.tree.as_str(),
+                    c.identity.as_str(),
+                    c.rev.as_deref(),
+                    &r.scope,
+                )
+            })
             .collect(),
         builds,
     })
@@ -382,6 +395,9 @@ struct Shared<'a> {
     /// Each repository's parse (its interface fingerprint), in `Session::repos` order; empty
     /// before the parse stage.
     parses: &'a [memo::RepoParse],
+    /// Each repository's function dates (`stages::dating`), in `Session::repos` order; `None`
+    /// without history; empty before the extract stage.
+    dates: &'a [Option<Arc<r2e_core::dates::Dates>>],
     /// Slices computed in this build, by repository and extract settings (the datasets with the
     /// same ones share them).
     slices:
@@ -451,6 +467,39 @@ fn run(
         (shared.stages.parse, parses) = parse(s, &files, &mut failures);
         clock.lap("parse");
     }
+    // Each repository's function dates at its commit (from the cache when it was dated before).
+    // A history that cannot be read leaves that repository's dates `null` in this build's
+    // outputs; the build exits 1 and the next one dates it again.
+    let mut dates: Vec<Option<Arc<r2e_core::dates::Dates>>> = Vec::new();
+    let mut date_transient: Vec<String> = Vec::new();
+    if opts.until >= Stage::Extract {
+        let cache = &s.cache;
+        let dated: Vec<Result<(Option<Arc<r2e_core::dates::Dates>>, bool)>> = s
+            .checkouts
+            .par_iter()
+            .map(|c| crate::stages::dating::dates(c, cache))
+            .collect();
+        for d in dated {
+            let counts = &mut shared.stages.date;
+            match d {
+                Ok((Some(d), fresh)) => {
+                    if fresh {
+                        counts.executed += 1;
+                    } else {
+                        counts.cached += 1;
+                    }
+                    dates.push(Some(d));
+                }
+                Ok((None, _)) => dates.push(None),
+                Err(e) => {
+                    counts.failed += 1;
+                    date_transient.push(e.to_string());
+                    dates.push(None);
+                }
+            }
+        }
+        clock.lap("date");
+    }
     // Environments are per repository, shared by every variant.
     let mut env_lines: Vec<EnvLine> = Vec::new();
     let mut env_transient: Vec<String> = Vec::new();
@@ -484,6 +533,7 @@ fn run(
         previous: previous.map(|p| p.outputs).unwrap_or_default(),
         current: out.current(),
         parses: &parses,
+        dates: &dates,
         slices: Default::default(),
     };
     let mut failed_requests = Vec::new();
@@ -512,7 +562,7 @@ fn run(
     parse.executed += later;
     parse.cached = parse.cached.saturating_sub(later);
     let transient = retry_later || db.env().counters.transient.load(Ordering::Relaxed);
-    if !transient && env_transient.is_empty() {
+    if !transient && env_transient.is_empty() && date_transient.is_empty() {
         // Without this, the next build runs: something may succeed next time (a model request
         // failed, a file changed while it was read, an environment could not be built).
         outputs::write_state(
@@ -563,6 +613,13 @@ fn run(
             "the outputs are written, but {} environment(s) could not be built for a reason that may pass; the next build tries again:\n  {}",
             env_transient.len(),
             env_transient.join("\n  ")
+        ));
+    }
+    if !date_transient.is_empty() {
+        summary.retry.push(format!(
+            "the outputs are written, but the history of {} repository(ies) could not be read: their functions' dates are null, and the next build dates them again:\n  {}",
+            date_transient.len(),
+            date_transient.join("\n  ")
         ));
     }
     free_in_background(session.db);

@@ -327,16 +327,21 @@ pub fn function_line(
     file: SourceFile,
     row: &FunctionRow,
     slice: Option<SliceRecord>,
+    dates: Option<&r2e_core::dates::Dates>,
 ) -> Vec<u8> {
+    let repo = file.repo(db).name(db);
+    let (created_at, changed_at) = dates.map_or((None, None), |d| d.texts(&row.id, repo));
     to_line(&FunctionRecord {
         id: row.id.as_str().into(),
-        repo: file.repo(db).name(db).as_str().into(),
+        repo: repo.as_str().into(),
         qualname: row.qualname.as_str().into(),
         kind: row.kind,
         start_line: row.start_line,
         end_line: row.end_line,
         docstring: row.docstring.as_deref().map(Into::into),
         excluded_by: row.excluded_by,
+        created_at,
+        changed_at,
         slice,
     })
 }

@@ -1,6 +1,7 @@
 //! Stage `assemble`: each candidate's harness record, the selection of benchmark instances
 //! (valid harnesses whose coverage reaches `[select] min_branch_coverage`), and the dataset's
-//! manifest.
+//! manifest. (`[select] created_after` leaves functions out before any harness is made for
+//! them: `engine::dataset`.)
 
 use std::sync::Arc;
 
@@ -146,6 +147,8 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
         in_file: c.in_file,
         mutants: w.mutants,
         image: None,
+        created_at: c.created_at.clone(),
+        changed_at: c.changed_at.clone(),
     });
     Done {
         record,

@@ -40,6 +40,10 @@ pub struct Candidate {
     pub source: Arc<str>,
     pub summary: Arc<r2e_python::summary::ModuleSummary>,
     pub def: usize,
+    /// When its body was first introduced and last changed (RFC 3339), when the repository has
+    /// history.
+    pub created_at: Option<String>,
+    pub changed_at: Option<String>,
 }
 
 /// A problem statement in parts: the context before the function and after it, and the
@@ -99,6 +103,8 @@ pub struct Inputs<'a> {
     pub repos: &'a [Repo],
     pub settings: Settings,
     pub envs: &'a Envs,
+    /// Each repository's function dates, in `repos` order (`stages::dating`).
+    pub dates: &'a [Option<Arc<r2e_core::dates::Dates>>],
 }
 
 /// Gathers one candidate from the database (`db` is this thread's handle).
@@ -154,6 +160,11 @@ pub fn prepare(
         (layout.start_line, layout.end_line),
     )
     .hiding(&checkout.masked);
+    let (created_at, changed_at) = inputs
+        .dates
+        .get(ix)
+        .and_then(|d| d.as_deref())
+        .map_or((None, None), |d| d.texts(&row.id, &checkout.name));
     target.kind = kind;
     target.call_sites = db::call_sites_for(db, file, &row.qualname, kind.is_method())
         .into_iter()
@@ -184,5 +195,7 @@ pub fn prepare(
         source,
         summary: summary.clone(),
         def: row.def as usize,
+        created_at,
+        changed_at,
     })
 }

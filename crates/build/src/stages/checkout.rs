@@ -155,6 +155,22 @@ impl Checkout {
         }
     }
 
+    /// Where the history of the checkout's commit (its `identity`) is: the mirror of a `git`
+    /// repo, or a `path` repo that is a clean git work tree; `None` for a folder without one
+    /// (`stages::dating`).
+    pub fn history(&self) -> Option<PathBuf> {
+        match &self.reader {
+            Reader::Git(_, git_dir, _, _) => Some(git_dir.clone()),
+            // A folder is dated only when its identity is the commit of its own `.git` (not,
+            // say, an unpacked release's hash, nor a folder inside another repository).
+            Reader::Dir(root) => {
+                let sha = matches!(self.identity.len(), 40 | 64)
+                    && self.identity.bytes().all(|b| b.is_ascii_hexdigit());
+                (sha && root.join(".git").exists()).then(|| root.clone())
+            }
+        }
+    }
+
     /// The folder [`Checkout::materialize`] gives, when it exists already (nothing checked out:
     /// for `r2e status`).
     pub fn root_if_present(&self, cache: &Cache) -> Option<PathBuf> {
@@ -620,14 +636,14 @@ fn fetch_missing_blobs(
 }
 
 /// A long-lived `git cat-file --batch` process.
-struct CatFile {
+pub(crate) struct CatFile {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
 }
 
 impl CatFile {
-    fn spawn(git_dir: &Path) -> Result<CatFile> {
+    pub(crate) fn spawn(git_dir: &Path) -> Result<CatFile> {
         let mut child = Command::new("git")
             .arg("-C")
             .arg(git_dir)
@@ -647,7 +663,7 @@ impl CatFile {
     }
 
     /// The object named `oid` (or `rev:path`), or `None` when it does not exist.
-    fn read(&mut self, oid: &str) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn read(&mut self, oid: &str) -> Result<Option<Vec<u8>>> {
         let fail = |e: std::io::Error| Error::env(format!("git cat-file: {e}"));
         writeln!(self.stdin, "{oid}").map_err(fail)?;
         self.stdin.flush().map_err(fail)?;

@@ -11,6 +11,7 @@ pub mod answer;
 pub mod assemble;
 pub mod candidate;
 pub mod checkout;
+pub mod dating;
 pub mod env;
 pub mod generate;
 pub mod harnesses;

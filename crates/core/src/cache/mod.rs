@@ -85,6 +85,9 @@ pub enum Bucket {
     /// (`keys::AnalysisKey`, `engine::memo`): reused by the next build, a new process, where
     /// those inputs still hash the same.
     Analysis,
+    /// A repository's function dates at a commit (`keys::DatingKey`, `stages::dating`): when
+    /// each function's body was first introduced and last changed.
+    Dates,
     /// Tools r2e installs for itself (`uv`).
     Tools,
     /// The installers' own download caches.
@@ -123,7 +126,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 24] = [
+    pub const ALL: [Bucket; 25] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
@@ -140,6 +143,7 @@ impl Bucket {
         Bucket::Github,
         Bucket::Stat,
         Bucket::Analysis,
+        Bucket::Dates,
         Bucket::Tools,
         Bucket::UvCache,
         Bucket::PipCache,
@@ -170,6 +174,7 @@ impl Bucket {
             Bucket::Github => ("github", Some(1)),
             Bucket::Stat => ("stat", Some(2)),
             Bucket::Analysis => ("analysis", Some(1)),
+            Bucket::Dates => ("dates", Some(1)),
             Bucket::Tools => ("tools", Some(1)),
             Bucket::UvCache => ("uv-cache", None),
             Bucket::PipCache => ("pip-cache", None),
@@ -194,7 +199,8 @@ impl Bucket {
             | Bucket::Answer
             | Bucket::Stat
             | Bucket::Github
-            | Bucket::Analysis => Layout::Entries,
+            | Bucket::Analysis
+            | Bucket::Dates => Layout::Entries,
             Bucket::Envs
             | Bucket::Projects
             | Bucket::Trees
