@@ -548,3 +548,75 @@ fn bad_sources_and_locks_are_refused_with_their_place() {
     let err = run(&["build"]);
     assert!(err.contains("repos.lock:2:"), "{err}");
 }
+
+/// A lock pins resolution as well as commits: its curation date is uv's `--exclude-newer` for
+/// every environment built from it, so a release that reaches the index after the curation is
+/// not installed when the lock is built again, from an empty cache.
+#[test]
+fn a_lock_rebuilt_after_a_newer_release_resolves_the_same_packages() {
+    let dir = tempfile::tempdir().unwrap();
+    let daemon_base = dir.path().join("git");
+    std::fs::create_dir_all(&daemon_base).unwrap();
+    let daemon = GitDaemon::start(&daemon_base);
+    let commit = bare_repo(
+        &daemon_base,
+        "carol/needs-dep",
+        &[
+            (
+                "pyproject.toml",
+                "[project]\nname = \"needs\"\nversion = \"0.1\"\ndependencies = [\"dep\"]\n",
+            ),
+            ("needs/__init__.py", ""),
+            (
+                "needs/core.py",
+                "import dep\n\n\ndef tagged(x):\n    \"\"\"x with the dependency's version.\"\"\"\n    v = dep.VERSION\n    return str(x) + v\n",
+            ),
+        ],
+        "2025-02-03T09:00:00Z",
+    );
+    let mut repo = FakeRepo::new("carol/needs-dep", "2025-02-03", 50);
+    repo.clone_url = format!("{}/carol/needs-dep.git", daemon.url);
+    repo.commit = commit;
+    let api = FakeGithub::start(vec![repo], None, None);
+    std::fs::write(
+        dir.path().join("pipeline.toml"),
+        format!(
+            "[project]\nname = \"pinned\"\n\n[[source]]\n\
+             github = \"language:python created:2025-01-01..2025-03-31\"\n\
+             api_url = \"{}\"\ntoken_env = \"{TOKEN_VAR}\"\n\n\
+             [env]\ninstaller = \"uv\"\ninstall_project = false\ninfer_imports = false\n",
+            api.url
+        ),
+    )
+    .unwrap();
+    // The index before the curation: a stand-in for the pinned coverage.py, and dep 1.0.
+    let wheels = tempfile::tempdir().unwrap();
+    let index = common::index::Index::start();
+    let pinned = r2e_exec::py::COVERAGE.split("==").nth(1).unwrap();
+    let coverage = common::index::wheel(wheels.path(), "coverage", pinned, &[]);
+    index.add("coverage", &coverage, "2023-01-01T00:00:00Z");
+    let dep1 = common::index::wheel(wheels.path(), "dep", "1.0", &[]);
+    index.add("dep", &dep1, "2024-01-01T00:00:00Z");
+
+    curate(dir.path(), &[]);
+    drop(api);
+    let lock = read_lock(&dir.path().join("repos.lock"))
+        .unwrap()
+        .expect("a lock");
+    let curated = r2e_core::dates::parse_rfc3339(&lock.curated_at).expect("an RFC 3339 date");
+    let pipeline = dir.path().join("pipeline.toml");
+    let first = crate::pypi::env_lock(&pipeline, &index);
+    assert!(first.contains(&"dep==1.0".to_owned()), "{first:?}");
+
+    // A minute after the curation, dep 2.0 reaches the index; the lock is built again from
+    // nothing and keeps dep 1.0.
+    let dep2 = common::index::wheel(wheels.path(), "dep", "2.0", &[]);
+    index.add("dep", &dep2, &r2e_core::dates::rfc3339(curated + 60));
+    std::fs::remove_dir_all(dir.path().join("cache")).unwrap();
+    std::fs::remove_dir_all(dir.path().join("out")).unwrap();
+    let again = crate::pypi::env_lock(&pipeline, &index);
+    assert_eq!(
+        again, first,
+        "the rebuilt environment resolves the same packages"
+    );
+}

@@ -243,7 +243,7 @@ fn an_archive_whose_hash_differs_from_the_index_is_refused() {
 
 /// A folder whose `bin/uv` is the pinned uv, installed once per machine from the package
 /// index (as r2e installs it into a cache that lacks it).
-fn pinned_uv() -> &'static Path {
+pub(crate) fn pinned_uv() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let pin = r2e_build::stages::env::UV;
@@ -286,7 +286,7 @@ def tagged(x):
 
 /// `r2e build --until env --json` with uv (the pinned one, on the PATH) resolving from
 /// `index`: the build's lock of its one environment.
-fn env_lock(pipeline: &Path, index: &Index) -> Vec<String> {
+pub(crate) fn env_lock(pipeline: &Path, index: &Index) -> Vec<String> {
     let path = format!(
         "{}:{}",
         pinned_uv().display(),
