@@ -608,3 +608,81 @@ fn a_history_that_cannot_be_read_is_no_result_and_is_read_again() {
         );
     }
 }
+
+/// A repository cloned partially (`--filter=blob:none`, as a curated one is, from a server
+/// that filters: `git daemon` on loopback) has its history's commits and trees but not its old
+/// files. Its dates are the same as a full clone's, and the old files the walk reads come in
+/// one request, not in one per file as `git cat-file` would fetch them.
+#[test]
+fn a_partial_clone_is_dated_as_a_whole_one_fetching_old_files_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    dated_repo(&src);
+    let served = dir.path().join("served");
+    std::fs::create_dir_all(served.join("o")).unwrap();
+    let bare = served.join("o/dated.git");
+    git(
+        dir.path(),
+        C1,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            &src.to_string_lossy(),
+            &bare.to_string_lossy(),
+        ],
+    );
+    let daemon = common::github::GitDaemon::start(&served);
+    let pipeline = dir.path().join("pipeline.toml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "[project]\nname = \"t\"\n\n[[repo]]\nname = \"g\"\ngit = \"{}/o/dated.git\"\nrev = \"main\"\n",
+            daemon.url
+        ),
+    )
+    .unwrap();
+    let trace = dir.path().join("git-trace");
+    let out = assert_cmd::Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("build")
+        .arg(&pipeline)
+        .args(["--until", "slice", "--json"])
+        .env("GIT_TRACE", &trace)
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["stages"]["date"]["executed"], 1, "{summary}");
+    let mirror = std::fs::read_dir(dir.path().join("cache/git-v1"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let config = std::fs::read_to_string(mirror.join("config")).unwrap();
+    assert!(
+        config.contains("promisor = true"),
+        "a partial clone: {config}"
+    );
+    let functions = jsonl(&dir.path().join("out/functions.jsonl"));
+    let at = |id: &str| dates(&functions, &format!("g:{id}"));
+    assert_eq!(at("pkg/a.py:added"), pair(C1, C1));
+    assert_eq!(at("pkg/a.py:edited"), pair(C1, C2));
+    assert_eq!(at("pkg/b.py:moved"), pair(C1, C1));
+    assert_eq!(at("pkg/new.py:in_renamed_file"), pair(C1, C1));
+    assert_eq!(at("pkg/b.py:fresh"), pair(C4, C4));
+    // The fetches of files after the clone: the checkout's (the commit's own files) and the
+    // walk's (the history's), whatever the number of old files.
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    let fetches = trace
+        .lines()
+        .filter(|l| l.contains("built-in: git fetch") && l.contains("--stdin"))
+        .count();
+    let old_files = 4;
+    assert!(
+        fetches <= 2 && fetches < old_files,
+        "{fetches} fetches:\n{trace}"
+    );
+}

@@ -543,7 +543,7 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
         oids.insert(path.to_owned(), oid.to_owned());
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    fetch_missing_blobs(repo, url, &mirror, &blobs)?;
+    fetch_missing_blobs(&format!("repo `{}` (`{url}`)", repo.name), &mirror, &blobs)?;
     Ok(Checkout {
         name: repo.name.clone(),
         identity: commit.clone(),
@@ -561,12 +561,7 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
 /// that are not there yet in one request, as a checkout of a partial clone does, rather than
 /// one request per blob as they are read. A failure is a warning: each blob is then fetched
 /// when it is read.
-fn fetch_missing_blobs(
-    repo: &RepoConfig,
-    url: &str,
-    mirror: &Path,
-    blobs: &[String],
-) -> Result<()> {
+pub(crate) fn fetch_missing_blobs(what: &str, mirror: &Path, blobs: &[String]) -> Result<()> {
     let promisor = run_git(&["config", "--get", "remote.origin.promisor"], Some(mirror))?;
     if blobs.is_empty() || String::from_utf8_lossy(&promisor.stdout).trim() != "true" {
         return Ok(());
@@ -627,8 +622,8 @@ fn fetch_missing_blobs(
     )?;
     if !out.status.success() {
         eprintln!(
-            "warning: repo `{}`: cannot fetch the files of `{url}` at once; each is fetched when read: {}",
-            repo.name,
+            "warning: {what}: cannot fetch {} files at once; each is fetched when read: {}",
+            missing.len(),
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::checkout::{CatFile, Checkout};
+use super::checkout::{CatFile, Checkout, fetch_missing_blobs};
 use r2e_core::cache::{ActionKey, Cache};
 use r2e_core::dates::{Dated, Dates};
 use r2e_core::error::{Error, Result};
@@ -133,7 +133,8 @@ pub fn dates(checkout: &Checkout, cache: &Cache) -> Result<(Option<Arc<Dates>>, 
         Some((base, walked)) => (format!("{base}..{commit}"), walked),
         None => (commit.to_owned(), Walked::default()),
     };
-    let (walked, commits) = walk(&dir, &range, walked).map_err(fail)?;
+    let label = format!("repo `{}`, dating", checkout.name);
+    let (walked, commits) = walk(&dir, &range, walked, &label).map_err(fail)?;
     r2e_core::log::count(
         &format!("dating {}: commits walked", checkout.name),
         commits,
@@ -193,7 +194,12 @@ fn is_shallow(dir: &Path) -> bool {
 /// Walks the first-parent history `range` (a commit, or `BASE..COMMIT`) in the repository at
 /// `dir` (a bare mirror or a work tree), from `walked`, the state at its start. Returns the
 /// state at its end and how many commits that changed a `.py` file it walked.
-fn walk(dir: &Path, range: &str, walked: Walked) -> std::result::Result<(Walked, usize), String> {
+fn walk(
+    dir: &Path,
+    range: &str,
+    walked: Walked,
+    label: &str,
+) -> std::result::Result<(Walked, usize), String> {
     let mut child = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -299,6 +305,18 @@ fn walk(dir: &Path, range: &str, walked: Walked) -> std::result::Result<(Walked,
     if !status.success() {
         return Err(format!("`git log` failed: {}", err.trim()));
     }
+    // A partial mirror (`--filter=blob:none`) has the history's commits and trees but not its
+    // old files: those the walk reads are fetched in one request, not one per blob as
+    // `cat-file` would.
+    let mut every: Vec<String> = commits
+        .iter()
+        .flat_map(|(_, changes)| changes)
+        .filter(|c| c.status != b'D')
+        .map(|c| c.blob.clone())
+        .collect();
+    every.sort_unstable();
+    every.dedup();
+    fetch_missing_blobs(label, dir, &every).map_err(|e| e.to_string())?;
     let mut blobs = CatFile::spawn(dir).map_err(|e| e.to_string())?;
     let mut state = walked.files;
     for batch in commits.chunks(BATCH) {
