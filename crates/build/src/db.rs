@@ -300,20 +300,10 @@ pub fn item_deps<'db>(db: &'db dyn Db, item: ItemId<'db>) -> Arc<Deps> {
 pub fn def_ids(db: &dyn Db, file: SourceFile) -> Arc<Vec<String>> {
     let iface = file_interface(db, file);
     let prefix = format!("{}:{}:", file.repo(db).name(db), file.path(db));
-    let mut seen: HashMap<&str, u32> = HashMap::new();
     Arc::new(
-        iface
-            .defs
-            .iter()
-            .map(|d| {
-                let n = seen.entry(d.qualname.as_str()).or_insert(0);
-                *n += 1;
-                if *n == 1 {
-                    format!("{prefix}{}", d.qualname)
-                } else {
-                    format!("{prefix}{}#{n}", d.qualname)
-                }
-            })
+        r2e_python::summary::numbered_places(iface.defs.iter().map(|d| d.qualname.as_str()))
+            .into_iter()
+            .map(|place| format!("{prefix}{place}"))
             .collect(),
     )
 }

@@ -28,6 +28,25 @@ pub struct ModuleInterface {
     pub star_imports: Vec<ImportFrom>,
 }
 
+/// The places of a file's definitions, in source order, as ids name them: the qualname, and
+/// for its later definitions in the same file `qualname#2`, `qualname#3`, ... The one
+/// numbering of ids (`def_ids`) and of dates by place.
+pub fn numbered_places<'a>(qualnames: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    qualnames
+        .into_iter()
+        .map(|q| {
+            let n = seen.entry(q).or_insert(0);
+            *n += 1;
+            if *n == 1 {
+                q.to_owned()
+            } else {
+                format!("{q}#{n}")
+            }
+        })
+        .collect()
+}
+
 /// What kind of definition a [`DefInterface`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DefKind {

@@ -44,7 +44,7 @@ use r2e_core::cache::{ActionKey, Cache};
 use r2e_core::dates::{Dated, Dates};
 use r2e_core::error::{Error, Result};
 use r2e_core::keys::DatingKey;
-use r2e_python::summary::DefKind;
+use r2e_python::summary::{DefKind, numbered_places};
 
 /// One definition of a file as the walk tracks it.
 #[derive(Clone, Serialize, Deserialize)]
@@ -69,19 +69,11 @@ impl Walked {
     fn dates(&self) -> Dates {
         let mut dates = Dates::default();
         for (path, defs) in &self.files {
-            let mut seen: HashMap<&str, u32> = HashMap::new();
-            for d in defs {
-                let n = seen.entry(d.qualname.as_str()).or_insert(0);
-                *n += 1;
-                if d.kind == DefKind::Class {
-                    continue;
+            let places = numbered_places(defs.iter().map(|d| d.qualname.as_str()));
+            for (d, place) in defs.iter().zip(places) {
+                if d.kind != DefKind::Class {
+                    dates.by_place.insert(format!("{path}:{place}"), d.dated);
                 }
-                let place = if *n == 1 {
-                    format!("{path}:{}", d.qualname)
-                } else {
-                    format!("{path}:{}#{n}", d.qualname)
-                };
-                dates.by_place.insert(place, d.dated);
             }
         }
         dates
