@@ -10,7 +10,9 @@
 //! of (project, version, index, archive) is written beside it (`<sha256>.release`). With
 //! `sha256` written and the release unpacked already as the release of this project, version and
 //! index, nothing is asked of the network; a folder that is another's release (a version bumped,
-//! `sha256` not) is not taken: the index is asked, as on a machine without it.
+//! `sha256` not) is not taken: the index is asked, and the archive downloaded and checked, as on
+//! a machine without it. Without `sha256`, the index is asked each build, and a folder whose
+//! record is this release's is taken for the hash the index publishes.
 //!
 //! A differing archive is refused as bad input (exit 2): the repository the pipeline names
 //! cannot be had as named, and nothing of it is kept, so a rerun asks again. An index that does
@@ -542,7 +544,14 @@ mod tests {
         let why = unpack_zip(&bad, &dest, MAX_UNPACKED).unwrap_err();
         assert!(why.contains("outside the release's folder"), "{why}");
         assert!(!dir.path().join("outside.py").exists());
-        assert!(unpack_zip(b"not a zip at all, just some text here", &dest, MAX_UNPACKED).is_err());
+        assert!(
+            unpack_zip(
+                b"not a zip at all, just some text here",
+                &dest,
+                MAX_UNPACKED
+            )
+            .is_err()
+        );
     }
 
     /// A gzipped tar whose one file's header says `said` bytes while a PAX `size` record says
@@ -609,10 +618,7 @@ mod tests {
         let dest = fresh("one");
         unpack_tar_gz(&one, &dest, 100).unwrap();
         assert_eq!(std::fs::read(dest.join("pkg-1.0/a.py")).unwrap().len(), 100);
-        assert_eq!(
-            too_large(MAX_UNPACKED),
-            "it unpacks to more than 2048 MiB"
-        );
+        assert_eq!(too_large(MAX_UNPACKED), "it unpacks to more than 2048 MiB");
     }
 
     #[test]
