@@ -128,14 +128,7 @@ fn a_release_from_pypi_builds_into_a_dataset_named_by_its_hash() {
 /// (`None`: the archive's own): the index, the archive's real sha256.
 fn tinyrel_index(published: Option<&str>) -> (Index, String, tempfile::TempDir) {
     let files = tempfile::tempdir().unwrap();
-    let archive = sdist(
-        files.path(),
-        "tinyrel",
-        "1.0",
-        "//- setup.py\nfrom setuptools import setup\nsetup(name='tinyrel', version='1.0')\n\
-         //- tinyrel/__init__.py\n\
-         //- tinyrel/core.py\ndef double(x):\n    \"\"\"Twice x.\"\"\"\n    y = x * 2\n    return y\n",
-    );
+    let archive = tinyrel_sdist(files.path(), "1.0");
     let real = r2e_build::stages::pypi::sha256_hex(&std::fs::read(&archive).unwrap());
     let index = Index::start();
     match published {
@@ -145,18 +138,180 @@ fn tinyrel_index(published: Option<&str>) -> (Index, String, tempfile::TempDir) 
     (index, real, files)
 }
 
+/// `tinyrel`'s sdist of `version` in `dir`: one function, `double`.
+fn tinyrel_sdist(dir: &Path, version: &str) -> PathBuf {
+    sdist(
+        dir,
+        "tinyrel",
+        version,
+        &format!(
+            "//- setup.py\nfrom setuptools import setup\nsetup(name='tinyrel', version='{version}')\n\
+             //- tinyrel/__init__.py\n\
+             //- tinyrel/core.py\ndef double(x):\n    \"\"\"Twice x.\"\"\"\n    y = x * 2\n    return y\n"
+        ),
+    )
+}
+
 /// A pipeline naming `tinyrel==1.0` on `index`, with `extra` lines in its `[[repo]]`.
 fn tinyrel_pipeline(dir: &Path, index: &Index, extra: &str) -> PathBuf {
+    pipeline_of(dir, index, "tinyrel==1.0", extra)
+}
+
+/// A pipeline naming the release `pin` on `index`, with `extra` lines (from line 7) in its
+/// `[[repo]]`.
+fn pipeline_of(dir: &Path, index: &Index, pin: &str, extra: &str) -> PathBuf {
     let path = dir.join("pipeline.toml");
     std::fs::write(
         &path,
         format!(
-            "[project]\nname = \"rel\"\n\n[[repo]]\npypi = \"tinyrel==1.0\"\nindex_url = \"{}\"\n{extra}\n",
+            "[project]\nname = \"rel\"\n\n[[repo]]\npypi = \"{pin}\"\nindex_url = \"{}\"\n{extra}\n",
             index.url()
         ),
     )
     .unwrap();
     path
+}
+
+/// `r2e build PIPELINE --until parse`, which must exit with `code`: its stderr.
+fn build_exits(pipeline: &Path, code: i32) -> String {
+    let out = Command::cargo_bin("r2e")
+        .unwrap()
+        .arg("build")
+        .arg(pipeline)
+        .args(["--until", "parse"])
+        .assert()
+        .code(code)
+        .get_output()
+        .clone();
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_published_sha256_that_is_not_one_is_refused_before_it_names_a_folder() {
+    // A folder the hostile index would have read as the release (named in lowercase: the
+    // index's hashes are read lowercased).
+    let victim =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("pypi-victim-{}", std::process::id()));
+    common::write_fixture(
+        &victim,
+        "//- secret/core.py\ndef private(x):\n    \"\"\"Not the release's.\"\"\"\n    y = x + 1\n    return y\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bucket = dir
+        .path()
+        .join("cache")
+        .join(r2e_core::cache::Bucket::Pypi.folder());
+    let absolute = victim.to_string_lossy().into_owned();
+    for published in [absolute.as_str(), "../..", "", "../../../../../../.."] {
+        let (index, _real, _files) = tinyrel_index(Some(published));
+        let pipeline = tinyrel_pipeline(dir.path(), &index, "");
+        let stderr = build_exits(&pipeline, 2).to_ascii_lowercase();
+        assert!(
+            stderr.contains(&format!(
+                "refused `tinyrel-1.0.tar.gz`: the index `{}` publishes {:?} as its \
+                 sha256, which is not 64 hexadecimal digits",
+                index.url(),
+                published.to_ascii_lowercase()
+            )),
+            "{published:?}: {stderr}"
+        );
+        assert_eq!(index.requests(), 1, "the page only, nothing downloaded");
+        assert_eq!(
+            std::fs::read_dir(&bucket).unwrap().count(),
+            0,
+            "nothing kept"
+        );
+        assert!(!dir.path().join("out/functions.jsonl").exists());
+    }
+    // A hash published in uppercase hex is the same hash.
+    let files = tempfile::tempdir().unwrap();
+    let archive = tinyrel_sdist(files.path(), "1.0");
+    let real = r2e_build::stages::pypi::sha256_hex(&std::fs::read(&archive).unwrap());
+    let index = Index::start();
+    index.add_published(
+        "tinyrel",
+        &archive,
+        "2024-01-01T00:00:00Z",
+        &real.to_ascii_uppercase(),
+    );
+    let pipeline = tinyrel_pipeline(dir.path(), &index, "");
+    let built = common::build_until_slice(&pipeline);
+    assert_eq!(built["repos"][0]["functions"], 1, "{built}");
+    assert!(bucket.join(&real).join("tinyrel/core.py").is_file());
+    let _ = std::fs::remove_dir_all(&victim);
+}
+
+#[test]
+fn a_pinned_sha256_of_another_version_is_refused_on_a_warm_cache_as_on_a_clean_one() {
+    let files = tempfile::tempdir().unwrap();
+    let index = Index::start();
+    let mut hashes = Vec::new();
+    for version in ["1.0", "2.0"] {
+        let archive = tinyrel_sdist(files.path(), version);
+        hashes.push(r2e_build::stages::pypi::sha256_hex(
+            &std::fs::read(&archive).unwrap(),
+        ));
+        index.add("tinyrel", &archive, "2024-01-01T00:00:00Z");
+    }
+    let (old, new) = (&hashes[0], &hashes[1]);
+    assert_ne!(old, new);
+    let dir = tempfile::tempdir().unwrap();
+    let pinned = format!("sha256 = \"{old}\"");
+    let pipeline = pipeline_of(dir.path(), &index, "tinyrel==1.0", &pinned);
+    let built = common::build_until_slice(&pipeline);
+    assert_eq!(built["repos"][0]["functions"], 1, "{built}");
+    let bucket = dir
+        .path()
+        .join("cache")
+        .join(r2e_core::cache::Bucket::Pypi.folder());
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bucket.join(format!("{old}.release"))).unwrap())
+            .unwrap();
+    assert_eq!(
+        record,
+        serde_json::json!({"project": "tinyrel", "version": "1.0", "index_url": index.url(),
+            "filename": "tinyrel-1.0.tar.gz"})
+    );
+
+    // The version bumped, `sha256` forgotten: 1.0 is in the cache, but it is not 2.0.
+    pipeline_of(dir.path(), &index, "tinyrel==2.0", &pinned);
+    let warm = build_exits(&pipeline, 2);
+    std::fs::remove_dir_all(dir.path().join("cache")).unwrap();
+    let clean = build_exits(&pipeline, 2);
+    let refusal = format!(
+        "{}:7:10: repo `tinyrel`: refused `tinyrel-2.0.tar.gz`: its sha256 is {new}, not the \
+         `sha256` written here ({old})",
+        pipeline.display()
+    );
+    for stderr in [&warm, &clean] {
+        assert!(stderr.contains(&refusal), "{stderr}");
+    }
+
+    // A record that is not this release's is also not taken without a pin: the archive is
+    // downloaded and checked, the folder kept.
+    pipeline_of(dir.path(), &index, "tinyrel==1.0", &pinned);
+    common::build_until_slice(&pipeline);
+    std::fs::write(
+        bucket.join(format!("{old}.release")),
+        br#"{"project": "other", "version": "9", "index_url": "x", "filename": "y"}"#,
+    )
+    .unwrap();
+    pipeline_of(dir.path(), &index, "tinyrel==1.0", "");
+    let asked = index.requests();
+    let again = common::build_until_slice(&pipeline);
+    assert_eq!(again["repos"][0]["functions"], 1, "{again}");
+    assert_eq!(index.requests(), asked + 2, "the page and the archive");
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bucket.join(format!("{old}.release"))).unwrap())
+            .unwrap();
+    assert_eq!(
+        record["project"], "tinyrel",
+        "the record is this release's again"
+    );
+    // Now recorded, the index's page is all a build without a pin asks.
+    let asked = index.requests();
+    common::build_until_slice(&pipeline);
+    assert_eq!(index.requests(), asked + 1, "the page only");
 }
 
 #[test]

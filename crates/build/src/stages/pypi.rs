@@ -1,42 +1,98 @@
 //! `[[repo]] pypi = "NAME==VERSION"`: a source release from a package index, as a repository.
 //!
 //! The index is asked for the project's files (`r2e_exec::pypi`), the sdist of exactly that
-//! version is picked (`.tar.gz`, else an old `.zip`), downloaded and checked: against the sha256 the index publishes, then
-//! against the pipeline's `sha256` when written. It is unpacked (regular files and folders
-//! only, every path inside the root, its single top folder `NAME-VERSION/` stripped) into
-//! `pypi-v1/<sha256>`, which the checkout then reads as a folder. With `sha256` written and the
-//! release unpacked already, nothing is asked of the network.
+//! version is picked (`.tar.gz`, else an old `.zip`), its published sha256 checked to be one (64
+//! hex digits) before any path is made of it, downloaded and checked: against the sha256 the
+//! index publishes, then against the pipeline's `sha256` when written. It is unpacked (regular
+//! files and folders only, every path inside the root, its single top folder `NAME-VERSION/`
+//! stripped, at most [`MAX_UNPACKED`] bytes however its headers size its entries) into
+//! `pypi-v1/<sha256>`, which the checkout then reads as a folder, and what it is the release
+//! of (project, version, index, archive) is written beside it (`<sha256>.release`). With
+//! `sha256` written and the release unpacked already as the release of this project, version and
+//! index, nothing is asked of the network; a folder that is another's release (a version bumped,
+//! `sha256` not) is not taken: the index is asked, and the archive downloaded and checked, as on
+//! a machine without it. Without `sha256`, the index is asked each build, and a folder whose
+//! record is this release's is taken for the hash the index publishes.
 //!
 //! A differing archive is refused as bad input (exit 2): the repository the pipeline names
 //! cannot be had as named, and nothing of it is kept, so a rerun asks again. An index that does
 //! not answer is environmental (exit 1), never stored.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 
 use r2e_core::cache::{Bucket, Cache};
 use r2e_core::config::{PypiRelease, RepoConfig, normalize_project};
 use r2e_core::error::{Error, Result};
 use r2e_exec::pypi::{IndexFile, download, project_files};
+use serde::{Deserialize, Serialize};
 
 /// What an archive may unpack to at most: a larger one is refused, not written.
 const MAX_UNPACKED: u64 = 2 << 30;
+
+/// What an unpacked release is the release of: written beside its folder as
+/// `<sha256>.release`, read before the folder is taken for a pinned `sha256` without asking
+/// the index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct ReleaseOf {
+    /// The project's PEP 503 name.
+    project: String,
+    /// The version, lowercase (versions are compared as PEP 440 does case).
+    version: String,
+    /// The simple index's URL.
+    index_url: String,
+    /// The archive's name, as the index lists it.
+    filename: String,
+}
+
+impl ReleaseOf {
+    /// Whether it is the release the pipeline names (the archive's name is not known before
+    /// the index is asked, and follows from the rest).
+    fn is(&self, release: &PypiRelease) -> bool {
+        self.project == release.normalized()
+            && self.version == release.version.to_ascii_lowercase()
+            && self.index_url == release.index_url
+    }
+}
+
+/// The record beside the unpacked folder named `hex`.
+fn record_path(bucket: &Path, hex: &str) -> PathBuf {
+    bucket.join(format!("{hex}.release"))
+}
+
+/// Whether `hex` is a sha256 as r2e names folders by: 64 lowercase hexadecimal digits (nothing
+/// else is ever joined to a path).
+fn is_sha256(hex: &str) -> bool {
+    hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
 
 /// The release's files, unpacked (fetched first when not in the cache), and its archive's
 /// sha256 (lowercase hex).
 pub fn fetch(repo: &RepoConfig, release: &PypiRelease, cache: &Cache) -> Result<(PathBuf, String)> {
     let bucket = cache.dir(Bucket::Pypi)?;
+    // The folder of an archive whose hash is `hex`, when unpacked already.
     let unpacked = |hex: &str| {
+        if !is_sha256(hex) {
+            return None;
+        }
         let dir = bucket.join(hex);
-        dir.is_dir().then(|| {
-            cache.note_use(&dir);
-            (dir, hex.to_owned())
-        })
+        dir.is_dir().then(|| (dir, hex.to_owned()))
+    };
+    // What the folder of `hex` is the release of, as written beside it.
+    let recorded = |hex: &str| -> Option<ReleaseOf> {
+        let text = std::fs::read(record_path(&bucket, hex)).ok()?;
+        serde_json::from_slice(&text).ok()
+    };
+    let used = |(dir, hex): (PathBuf, String)| {
+        cache.note_use(&dir);
+        cache.note_use(&record_path(&bucket, &hex));
+        (dir, hex)
     };
     if let Some(pinned) = &release.sha256
         && let Some(done) = unpacked(&pinned.hex)
+        && recorded(&pinned.hex).is_some_and(|of| of.is(release))
     {
-        return Ok(done);
+        return Ok(used(done));
     }
     let files =
         project_files(&release.index_url, &release.normalized()).map_err(|e| in_repo(repo, e))?;
@@ -68,7 +124,20 @@ pub fn fetch(repo: &RepoConfig, release: &PypiRelease, cache: &Cache) -> Result<
         ))
     })?;
     let published = match (&file.sha256, &release.sha256) {
-        (Some(h), _) => h.clone(),
+        (Some(h), _) => {
+            let lower = h.to_ascii_lowercase();
+            if !is_sha256(&lower) {
+                return Err(Error::input(format!(
+                    "repo `{}`: refused `{}`: the index `{}` publishes {} as its sha256, which is \
+                     not 64 hexadecimal digits (nothing was downloaded or kept)",
+                    repo.name,
+                    file.filename,
+                    release.index_url,
+                    shown(h)
+                )));
+            }
+            lower
+        }
         (None, Some(pinned)) => pinned.hex.clone(),
         (None, None) => {
             return Err(Error::input(format!(
@@ -78,19 +147,30 @@ pub fn fetch(repo: &RepoConfig, release: &PypiRelease, cache: &Cache) -> Result<
             )));
         }
     };
+    let of = ReleaseOf {
+        project: release.normalized(),
+        version: release.version.to_ascii_lowercase(),
+        index_url: release.index_url.clone(),
+        filename: file.filename.clone(),
+    };
+    // The folder is taken without a download only when the index vouches for its hash and it
+    // is already this release's: else the archive is downloaded and checked, as on a machine
+    // without it (the unpacking is what a folder there saves).
     let bytes = match unpacked(&published) {
-        Some(done) if release.sha256.as_ref().is_none_or(|p| p.hex == published) => {
-            return Ok(done);
+        Some(done)
+            if file.sha256.is_some()
+                && release.sha256.as_ref().is_none_or(|p| p.hex == published)
+                && recorded(&published).is_some_and(|had| had == of) =>
+        {
+            return Ok(used(done));
         }
         _ => download(file).map_err(|e| in_repo(repo, e))?,
     };
     let actual = sha256_hex(&bytes);
-    if let Some(h) = &file.sha256
-        && *h != actual
-    {
+    if file.sha256.is_some() && published != actual {
         return Err(Error::input(format!(
-            "repo `{}`: refused `{}`: its sha256 is {actual}, but the index `{}` publishes {h}; \
-             the archive is not the release the index names (nothing was kept)",
+            "repo `{}`: refused `{}`: its sha256 is {actual}, but the index `{}` publishes \
+             {published}; the archive is not the release the index names (nothing was kept)",
             repo.name, file.filename, release.index_url
         )));
     }
@@ -109,9 +189,9 @@ pub fn fetch(repo: &RepoConfig, release: &PypiRelease, cache: &Cache) -> Result<
         let _ = fs_err::remove_dir_all(&tmp);
         fs_err::create_dir_all(&tmp)?;
         let unpacked = if file.filename.ends_with(".zip") {
-            unpack_zip(&bytes, &tmp)
+            unpack_zip(&bytes, &tmp, MAX_UNPACKED)
         } else {
-            unpack_tar_gz(&bytes, &tmp)
+            unpack_tar_gz(&bytes, &tmp, MAX_UNPACKED)
         };
         let done = unpacked
             .map_err(|why| {
@@ -128,8 +208,21 @@ pub fn fetch(repo: &RepoConfig, release: &PypiRelease, cache: &Cache) -> Result<
             return Err(e);
         }
     }
-    cache.note_use(&dir);
-    Ok((dir, actual))
+    // After the folder (a record without its folder is never read): the archive was checked,
+    // so the folder is this release's.
+    let json = serde_json::to_vec(&of).map_err(|e| Error::Internal(e.to_string()))?;
+    r2e_core::fsutil::write_if_changed(&record_path(&bucket, &actual), &json)?;
+    Ok(used((dir, actual)))
+}
+
+/// A value an index sent, for a message: quoted and escaped, and cut when long.
+fn shown(value: &str) -> String {
+    let cut: String = value.chars().take(80).collect();
+    if cut.len() < value.len() {
+        format!("{cut:?}...")
+    } else {
+        format!("{cut:?}")
+    }
 }
 
 /// The sdist of exactly the release's version: `NAME-VERSION.tar.gz` (else `.zip`), its name compared as
@@ -181,8 +274,9 @@ fn in_repo(repo: &RepoConfig, e: Error) -> Error {
 
 /// Unpacks a gzipped tar into `dest`: regular files and folders only (links, devices and
 /// FIFOs are left out: none can then lead outside), every path relative and without `..`, at
-/// most [`MAX_UNPACKED`] bytes in all.
-pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> std::result::Result<(), String> {
+/// most `cap` bytes in all ([`MAX_UNPACKED`] for a release): what is written is counted as it is
+/// read, so the cap holds whatever sizes the headers (or PAX records) give.
+pub fn unpack_tar_gz(bytes: &[u8], dest: &Path, cap: u64) -> std::result::Result<(), String> {
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
     let mut total: u64 = 0;
     let entries = archive
@@ -204,28 +298,38 @@ pub fn unpack_tar_gz(bytes: &[u8], dest: &Path) -> std::result::Result<(), Strin
             fs_err::create_dir_all(&to).map_err(|e| e.to_string())?;
             continue;
         }
-        total += entry.header().size().unwrap_or(0);
-        if total > MAX_UNPACKED {
-            return Err(format!(
-                "it unpacks to more than {} MiB",
-                MAX_UNPACKED >> 20
-            ));
+        // The entry's size with its PAX `size` record, refused before anything is read when it
+        // is too large; the read is bounded too.
+        let remaining = cap - total;
+        if entry.size() > remaining {
+            return Err(too_large(cap));
         }
         if let Some(parent) = to.parent() {
             fs_err::create_dir_all(parent).map_err(|e| e.to_string())?;
         }
-        let mut data = Vec::new();
-        entry
-            .read_to_end(&mut data)
-            .map_err(|e| format!("`{}`: {e}", path.display()))?;
-        fs_err::write(&to, &data).map_err(|e| e.to_string())?;
         let executable = entry.header().mode().is_ok_and(|m| m & 0o111 != 0);
+        let mut out = fs_err::File::create(&to).map_err(|e| e.to_string())?;
+        let written = std::io::copy(&mut (&mut entry).take(remaining + 1), &mut out)
+            .map_err(|e| format!("`{}`: {e}", path.display()))?;
+        if written > remaining {
+            return Err(too_large(cap));
+        }
+        total += written;
         if executable {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755));
         }
     }
     Ok(())
+}
+
+/// Why an archive larger than `cap` is refused.
+fn too_large(cap: u64) -> String {
+    if cap >= 1 << 20 {
+        format!("it unpacks to more than {} MiB", cap >> 20)
+    } else {
+        format!("it unpacks to more than {cap} bytes")
+    }
 }
 
 /// The path of an archive's entry, checked: relative, without `..`, so that it stays in the
@@ -245,9 +349,10 @@ fn inside(path: &Path) -> std::result::Result<(), String> {
 }
 
 /// Unpacks a zip archive (an old sdist) into `dest`, as [`unpack_tar_gz`] does: regular files
-/// (stored or deflated) and folders only, every path inside, at most [`MAX_UNPACKED`] bytes.
+/// (stored or deflated) and folders only, every path inside, at most `cap` bytes in all: an
+/// entry is refused when its size says more, and inflated no further than its size says.
 /// The archive's sha256 was checked already, so its entries' CRCs are not.
-pub fn unpack_zip(bytes: &[u8], dest: &Path) -> std::result::Result<(), String> {
+pub fn unpack_zip(bytes: &[u8], dest: &Path, cap: u64) -> std::result::Result<(), String> {
     let damaged = || "a damaged zip archive".to_owned();
     let u16_at = |at: usize| -> std::result::Result<usize, String> {
         bytes
@@ -298,42 +403,42 @@ pub fn unpack_zip(bytes: &[u8], dest: &Path) -> std::result::Result<(), String> 
         if kind != 0 && kind != 0o100000 {
             continue;
         }
-        total += size as u64;
-        if total > MAX_UNPACKED {
-            return Err(format!(
-                "it unpacks to more than {} MiB",
-                MAX_UNPACKED >> 20
-            ));
+        if size as u64 > cap - total {
+            return Err(too_large(cap));
         }
         if bytes.get(local..local + 4) != Some(&[0x50, 0x4b, 0x03, 0x04][..]) {
             return Err(damaged());
         }
         let start = local + 30 + u16_at(local + 26)? + u16_at(local + 28)?;
         let data = bytes.get(start..start + packed).ok_or_else(damaged)?;
-        let data = match method {
-            0 => data.to_vec(),
-            8 => {
-                let mut out = Vec::with_capacity(size);
-                flate2::read::DeflateDecoder::new(data)
-                    .take(size as u64 + 1)
-                    .read_to_end(&mut out)
-                    .map_err(|e| format!("`{name}`: {e}"))?;
-                out
-            }
+        let to = dest.join(&path);
+        if let Some(parent) = to.parent() {
+            fs_err::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        let mut out = fs_err::File::create(&to).map_err(|e| e.to_string())?;
+        // Written as inflated, never more than a byte past the size the entry says (which then
+        // refuses it): nothing is held in memory whatever the headers say.
+        let written = match method {
+            0 if data.len() != size => return Err(damaged()),
+            0 => out
+                .write_all(data)
+                .map(|()| data.len() as u64)
+                .map_err(|e| e.to_string())?,
+            8 => std::io::copy(
+                &mut flate2::read::DeflateDecoder::new(data).take(size as u64 + 1),
+                &mut out,
+            )
+            .map_err(|e| format!("`{name}`: {e}"))?,
             m => {
                 return Err(format!(
                     "`{name}` is compressed with method {m}, which r2e does not unpack"
                 ));
             }
         };
-        if data.len() != size {
+        if written != size as u64 {
             return Err(damaged());
         }
-        let to = dest.join(&path);
-        if let Some(parent) = to.parent() {
-            fs_err::create_dir_all(parent).map_err(|e| e.to_string())?;
-        }
-        fs_err::write(&to, &data).map_err(|e| e.to_string())?;
+        total += written;
     }
     Ok(())
 }
@@ -382,7 +487,7 @@ mod tests {
         ]);
         let dest = dir.path().join("a");
         fs_err::create_dir_all(&dest).unwrap();
-        unpack_tar_gz(&good, &dest).unwrap();
+        unpack_tar_gz(&good, &dest, MAX_UNPACKED).unwrap();
         assert_eq!(
             std::fs::read(dest.join("pkg-1.0/pkg/__init__.py")).unwrap(),
             b"X = 1\n"
@@ -394,7 +499,7 @@ mod tests {
         let bad = tar_gz(&[("pkg-1.0/../../outside.py", tar::EntryType::Regular, b"x")]);
         let dest = dir.path().join("b");
         fs_err::create_dir_all(&dest).unwrap();
-        let why = unpack_tar_gz(&bad, &dest).unwrap_err();
+        let why = unpack_tar_gz(&bad, &dest, MAX_UNPACKED).unwrap_err();
         assert!(why.contains("outside the release's folder"), "{why}");
         assert!(!dir.path().join("outside.py").exists());
     }
@@ -423,7 +528,7 @@ mod tests {
         );
         let dest = dir.path().join("a");
         fs_err::create_dir_all(&dest).unwrap();
-        unpack_zip(&good, &dest).unwrap();
+        unpack_zip(&good, &dest, MAX_UNPACKED).unwrap();
         assert_eq!(
             std::fs::read_to_string(dest.join("pkg-1.0/pkg/__init__.py")).unwrap(),
             "X = 1\n".repeat(100)
@@ -436,10 +541,180 @@ mod tests {
         let bad = make("bad.zip", "z.writestr('../outside.py', 'x')\n");
         let dest = dir.path().join("b");
         fs_err::create_dir_all(&dest).unwrap();
-        let why = unpack_zip(&bad, &dest).unwrap_err();
+        let why = unpack_zip(&bad, &dest, MAX_UNPACKED).unwrap_err();
         assert!(why.contains("outside the release's folder"), "{why}");
         assert!(!dir.path().join("outside.py").exists());
-        assert!(unpack_zip(b"not a zip at all, just some text here", &dest).is_err());
+        assert!(
+            unpack_zip(
+                b"not a zip at all, just some text here",
+                &dest,
+                MAX_UNPACKED
+            )
+            .is_err()
+        );
+    }
+
+    /// A gzipped tar whose one file's header says `said` bytes while a PAX `size` record says
+    /// (and the archive holds) `real`.
+    fn tar_gz_with_pax_size(said: u64, real: usize) -> Vec<u8> {
+        let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::fast(),
+        ));
+        let body = format!(" size={real}\n");
+        // A PAX record's length counts its own digits.
+        let mut len = body.len() + 1;
+        while format!("{len}{body}").len() != len {
+            len += 1;
+        }
+        let record = format!("{len}{body}");
+        let mut pax = tar::Header::new_ustar();
+        pax.set_entry_type(tar::EntryType::XHeader);
+        pax.set_path("PaxHeaders/big.py").unwrap();
+        pax.set_size(record.len() as u64);
+        pax.set_mode(0o644);
+        pax.set_cksum();
+        builder.append(&pax, record.as_bytes()).unwrap();
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_path("pkg-1.0/big.py").unwrap();
+        header.set_size(said);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append(&header, &vec![b'x'; real][..]).unwrap();
+        builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    #[test]
+    fn a_tar_is_capped_whatever_its_headers_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = |name: &str| {
+            let dest = dir.path().join(name);
+            fs_err::create_dir_all(&dest).unwrap();
+            dest
+        };
+        // The header says 10 bytes, its PAX record 1000: the cap of 100 holds.
+        let lying = tar_gz_with_pax_size(10, 1000);
+        let dest = fresh("pax");
+        let why = unpack_tar_gz(&lying, &dest, 100).unwrap_err();
+        assert_eq!(why, "it unpacks to more than 100 bytes");
+        let written = std::fs::metadata(dest.join("pkg-1.0/big.py")).map_or(0, |m| m.len());
+        assert!(written <= 101, "{written} bytes written");
+        // The same archive under a cap it fits: the PAX size is the file's.
+        let dest = fresh("pax-fits");
+        unpack_tar_gz(&lying, &dest, 1000).unwrap();
+        assert_eq!(
+            std::fs::read(dest.join("pkg-1.0/big.py")).unwrap(),
+            vec![b'x'; 1000]
+        );
+        // The cap is over all the files: two of 60 exceed 100, one of 100 does not.
+        let two = tar_gz(&[
+            ("pkg-1.0/a.py", tar::EntryType::Regular, &[b'a'; 60]),
+            ("pkg-1.0/b.py", tar::EntryType::Regular, &[b'b'; 60]),
+        ]);
+        let why = unpack_tar_gz(&two, &fresh("two"), 100).unwrap_err();
+        assert_eq!(why, "it unpacks to more than 100 bytes");
+        let one = tar_gz(&[("pkg-1.0/a.py", tar::EntryType::Regular, &[b'a'; 100])]);
+        let dest = fresh("one");
+        unpack_tar_gz(&one, &dest, 100).unwrap();
+        assert_eq!(std::fs::read(dest.join("pkg-1.0/a.py")).unwrap().len(), 100);
+        assert_eq!(too_large(MAX_UNPACKED), "it unpacks to more than 2048 MiB");
+    }
+
+    #[test]
+    fn a_zip_is_capped_and_inflated_no_further_than_its_sizes_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.zip");
+        let script = format!(
+            "import zipfile\nz = zipfile.ZipFile({:?}, 'w')\n\
+             z.writestr('pkg-1.0/big.py', 'x' * 5000, zipfile.ZIP_DEFLATED)\nz.close()\n",
+            path.to_string_lossy()
+        );
+        let ok = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let honest = std::fs::read(&path).unwrap();
+        // The central directory's uncompressed size, made to say `size`.
+        let saying = |size: u32| {
+            let mut bytes = honest.clone();
+            let at = bytes
+                .windows(4)
+                .position(|w| w == [0x50, 0x4b, 0x01, 0x02])
+                .unwrap();
+            bytes[at + 24..at + 28].copy_from_slice(&size.to_le_bytes());
+            bytes
+        };
+        let fresh = |name: &str| {
+            let dest = dir.path().join(name);
+            fs_err::create_dir_all(&dest).unwrap();
+            dest
+        };
+        // Larger than the cap as it says: refused before anything is inflated.
+        let dest = fresh("honest");
+        let why = unpack_zip(&honest, &dest, 100).unwrap_err();
+        assert_eq!(why, "it unpacks to more than 100 bytes");
+        assert!(!dest.join("pkg-1.0/big.py").exists());
+        // Saying 4 GiB: refused, nothing reserved for it.
+        let why = unpack_zip(&saying(u32::MAX - 1), &fresh("huge"), MAX_UNPACKED).unwrap_err();
+        assert!(why.contains("more than 2048 MiB"), "{why}");
+        // Saying 10 bytes of what inflates to 5000: inflated no further than 11, refused.
+        let dest = fresh("small");
+        let why = unpack_zip(&saying(10), &dest, 100).unwrap_err();
+        assert_eq!(why, "a damaged zip archive");
+        let written = std::fs::metadata(dest.join("pkg-1.0/big.py")).map_or(0, |m| m.len());
+        assert!(written <= 11, "{written} bytes inflated");
+        // Under a cap it fits, it unpacks.
+        let dest = fresh("fits");
+        unpack_zip(&honest, &dest, 5000).unwrap();
+        assert_eq!(
+            std::fs::read(dest.join("pkg-1.0/big.py")).unwrap(),
+            vec![b'x'; 5000]
+        );
+    }
+
+    #[test]
+    fn only_64_lowercase_hex_digits_name_a_folder() {
+        assert!(is_sha256(&"0a".repeat(32)));
+        for bad in [
+            String::new(),
+            "../..".into(),
+            "/home/alice/work".into(),
+            "0A".repeat(32),
+            "0a".repeat(31),
+            "0a".repeat(33),
+            format!("{}/x", "0".repeat(62)),
+        ] {
+            assert!(!is_sha256(&bad), "{bad}");
+        }
+        assert_eq!(shown("a\nb"), "\"a\\nb\"");
+        assert_eq!(shown(&"y".repeat(100)), format!("{:?}...", "y".repeat(80)));
+    }
+
+    #[test]
+    fn a_record_is_of_one_project_version_and_index() {
+        let release = PypiRelease {
+            project: "Iso.Date".into(),
+            version: "0.7.2RC1".into(),
+            index_url: "https://i/simple/".into(),
+            sha256: None,
+        };
+        let of = ReleaseOf {
+            project: "iso-date".into(),
+            version: "0.7.2rc1".into(),
+            index_url: "https://i/simple/".into(),
+            filename: "iso_date-0.7.2rc1.tar.gz".into(),
+        };
+        assert!(of.is(&release));
+        let other = |f: fn(&mut ReleaseOf)| {
+            let mut o = of.clone();
+            f(&mut o);
+            o.is(&release)
+        };
+        assert!(!other(|o| o.version = "0.6.1".into()));
+        assert!(!other(|o| o.project = "isodate".into()));
+        assert!(!other(|o| o.index_url = "https://mirror/simple/".into()));
     }
 
     #[test]
