@@ -376,7 +376,10 @@ impl EnvBuilder<'_> {
 fn no_index(cfg: &EnvConfig) -> bool {
     cfg.passthrough.iter().any(|(k, v)| {
         k == "PIP_NO_INDEX"
-            && !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false" | "no" | "off")
+            && !matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "" | "0" | "false" | "no" | "off"
+            )
     })
 }
 
