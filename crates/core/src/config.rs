@@ -1415,18 +1415,7 @@ fn remote_cache(src: &Source, options: Option<CacheOptions>) -> Result<Option<Re
         remote.mode = RemoteMode::parse(m.get_ref()).map_err(|e| src.at(Some(m.span()), &e))?;
     }
     if let Some(var) = options.signing_key_env {
-        let name = var.get_ref();
-        let valid = !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
-            return Err(src.at(
-                Some(var.span()),
-                &format!(
-                    "`signing_key_env = {name:?}` must name an environment variable (letters, digits and `_`), not hold the key: the key never goes in a file"
-                ),
-            ));
-        }
+        let name = env_var_name(src, &var, "signing_key_env", "key")?;
         let (line, col) = line_col(src.text, var.span().start);
         remote.signing_key_env =
             Some((name.clone(), format!("{}:{line}:{col}", src.file.display())));
@@ -1593,21 +1582,7 @@ fn sources(
             None => "https://api.github.com".to_owned(),
         };
         let token_env = match &o.token_env {
-            Some(var) => {
-                let name = var.get_ref();
-                let valid = !name.is_empty()
-                    && !name.starts_with(|c: char| c.is_ascii_digit())
-                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                if !valid {
-                    return Err(src.at(
-                        Some(var.span()),
-                        &format!(
-                            "`token_env = {name:?}` must name an environment variable (letters, digits and `_`), not hold the token: the token never goes in a file"
-                        ),
-                    ));
-                }
-                name.clone()
-            }
+            Some(var) => env_var_name(src, var, "token_env", "token")?.clone(),
             None => "GITHUB_TOKEN".to_owned(),
         };
         out.push(SourceConfig {
@@ -2582,6 +2557,29 @@ pub fn secret_from_env(var: &str) -> Option<String> {
         .ok()
         .map(|v| v.trim().to_owned())
         .filter(|v| !v.is_empty())
+}
+
+/// The variable an `*_env` setting (`key`) names, checked to be an environment variable's name
+/// (letters, digits and `_`, not first a digit): a `secret` written there itself is refused.
+fn env_var_name<'a>(
+    src: &Source,
+    var: &'a Spanned<String>,
+    key: &str,
+    secret: &str,
+) -> Result<&'a String> {
+    let name = var.get_ref();
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(src.at(
+            Some(var.span()),
+            &format!(
+                "`{key} = {name:?}` must name an environment variable (letters, digits and `_`), not hold the {secret}: the {secret} never goes in a file"
+            ),
+        ));
+    }
+    Ok(name)
 }
 
 /// Checks that `registry` is `HOST[:PORT]/PREFIX`: a registry's host (a name with a dot or a
