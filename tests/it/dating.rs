@@ -12,6 +12,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common;
+use common::calc::{calc_add_small, calc_clamp, calc_peek, calc_scale};
 use common::jsonl;
 
 /// Runs git in `repo` with fixed names; commits get `date` as author and committer date.
@@ -326,39 +327,9 @@ fn bad_dates_in_the_pipeline_name_their_place() {
     }
 }
 
-const CALC_1: &str = r#"
-LIMIT = 100
+const CALC_1: &str = concat!("\n", calc_clamp!(), "\n", calc_add_small!());
 
-def clamp(x, lo, hi):
-    """Clamp x to the range from lo to hi."""
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
-def add_small(a, b):
-    """Add two numbers, capping the result at LIMIT."""
-    total = a + b
-    if total > LIMIT:
-        return LIMIT
-    return total
-"#;
-
-const CALC_2: &str = r#"
-def scale(a, b):
-    """The magnitude of a times b, plus a."""
-    result = a * b
-    if result < 0:
-        result = -result
-    return result + a
-
-def peek(a, b):
-    """The larger of a and b, doubled."""
-    if a > b:
-        return 2 * a
-    return 2 * b
-"#;
+const CALC_2: &str = concat!("\n", calc_scale!(), "\n", calc_peek!());
 
 const CALC_3: &str = r#"
 def wrap(a, b):

@@ -10,26 +10,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use common::Project;
-
-/// Builds a pure-Python wheel with Python's zipfile module.
-fn wheel(dir: &Path, name: &str, version: &str) -> String {
-    let file = format!("{name}-{version}-py3-none-any.whl");
-    let script = format!(
-        "import zipfile\nz = zipfile.ZipFile({path:?}, 'w')\n\
-         z.writestr('{name}/__init__.py', 'VERSION = {version:?}\\n')\n\
-         z.writestr('{name}-{version}.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n')\n\
-         z.writestr('{name}-{version}.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
-         z.writestr('{name}-{version}.dist-info/RECORD', '{name}/__init__.py,,\\n{name}-{version}.dist-info/METADATA,,\\n{name}-{version}.dist-info/WHEEL,,\\n{name}-{version}.dist-info/RECORD,,\\n')\n\
-         z.close()\n",
-        path = dir.join(&file).to_string_lossy(),
-    );
-    let ok = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    file
-}
+use common::index::wheel;
 
 /// Serves `/simple/<name>/` pages and wheel files from `dir` for at most two minutes.
 fn serve_index(dir: std::path::PathBuf) -> u16 {
@@ -125,8 +106,8 @@ fn tinydep_index() -> (tempfile::TempDir, u16) {
     let index = tempfile::tempdir().unwrap();
     // A stand-in for the pinned coverage.py: the index serves what the pin names.
     let pinned = r2e_exec::py::COVERAGE.split("==").nth(1).unwrap();
-    wheel(index.path(), "coverage", pinned);
-    wheel(index.path(), "tinydep", "1.0");
+    wheel(index.path(), "coverage", pinned, &[]);
+    wheel(index.path(), "tinydep", "1.0", &[]);
     let port = serve_index(index.path().to_path_buf());
     (index, port)
 }
@@ -268,7 +249,7 @@ fn an_environment_rebuilt_with_a_new_package_version_reruns_what_ran_in_it() {
             std::fs::copy(e.path(), index.path().join(e.file_name())).unwrap();
         }
     }
-    wheel(index.path(), "tinydep", "1.0");
+    wheel(index.path(), "tinydep", "1.0", &[]);
     let port = serve_index(index.path().to_path_buf());
     let p = Project::new(
         TAGGED,
@@ -288,7 +269,7 @@ fn an_environment_rebuilt_with_a_new_package_version_reruns_what_ran_in_it() {
 
     // The index now has tinydep 1.1, and the environment is rebuilt (it left the cache): its
     // key is the same, its packages are not. What ran in the old one runs again.
-    wheel(index.path(), "tinydep", "1.1");
+    wheel(index.path(), "tinydep", "1.1", &[]);
     std::fs::remove_dir_all(
         p.path()
             .join("cache")

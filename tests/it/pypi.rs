@@ -15,41 +15,53 @@ use crate::common::index::{Index, sdist, wheel};
 /// isodate 0.6.1's sdist on PyPI, and the sha256 PyPI publishes for it.
 const ISODATE_SHA256: &str = "48c5881de7e8b0a0d648cb024c8062dc84e7b840ed81e864c7614fd3c127bde9";
 
+/// The folder `name` in the tests' target folder, made and held locked (against other test
+/// processes) while `fill` provisions it.
+fn provisioned(name: &str, fill: impl FnOnce(&Path)) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let lock = std::fs::File::create(dir.join(".lock")).unwrap();
+    lock.lock().unwrap();
+    fill(&dir);
+    dir
+}
+
+/// `python3 -m pip COMMAND --quiet --no-deps OPTIONS… DIR PIN` (the last option names
+/// `dir`), which must provision `pin` from the package index into `dir`.
+fn pip(command: &str, options: &[&str], dir: &Path, pin: &str) {
+    let out = std::process::Command::new("python3")
+        .args(["-m", "pip", command, "--quiet", "--no-deps"])
+        .args(options)
+        .arg(dir)
+        .arg(pin)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "cannot provision `{pin}` from the package index: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A folder beside the [`common::wheelhouse`] holding `six` (isodate's one dependency),
 /// downloaded once per machine from the package index.
 fn six_wheels() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wheelhouse-six");
-        std::fs::create_dir_all(&dir).unwrap();
-        let lock = std::fs::File::create(dir.join(".lock")).unwrap();
-        lock.lock().unwrap();
-        let have = std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .any(|e| e.file_name().to_string_lossy().starts_with("six-1.16.0-"));
-        if !have {
-            let out = std::process::Command::new("python3")
-                .args([
-                    "-m",
-                    "pip",
+        provisioned("wheelhouse-six", |dir| {
+            let have = std::fs::read_dir(dir)
+                .unwrap()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("six-1.16.0-"));
+            if !have {
+                pip(
                     "download",
-                    "--quiet",
-                    "--no-deps",
-                    "--only-binary=:all:",
-                ])
-                .arg("--dest")
-                .arg(&dir)
-                .arg("six==1.16.0")
-                .output()
-                .expect("python3 runs");
-            assert!(
-                out.status.success(),
-                "cannot provision `six` from the package index: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        dir
+                    &["--only-binary=:all:", "--dest"],
+                    dir,
+                    "six==1.16.0",
+                );
+            }
+        })
     })
 }
 
@@ -159,29 +171,23 @@ fn tinyrel_pipeline(dir: &Path, index: &Index, extra: &str) -> PathBuf {
     path
 }
 
-#[test]
-fn a_sha256_that_differs_is_refused_at_its_line_and_a_pinned_release_is_not_asked_again() {
-    let (index, real, _files) = tinyrel_index(None);
-    let dir = tempfile::tempdir().unwrap();
-    let wrong = "0".repeat(64);
-    let pipeline = tinyrel_pipeline(dir.path(), &index, &format!("sha256 = \"{wrong}\""));
+/// `r2e build PIPELINE --until parse`, which must exit with `code`: its stderr.
+fn stopped_at_parse(pipeline: &Path, code: i32) -> String {
     let out = Command::cargo_bin("r2e")
         .unwrap()
         .arg("build")
-        .arg(&pipeline)
+        .arg(pipeline)
         .args(["--until", "parse"])
         .assert()
-        .code(2)
+        .code(code)
         .get_output()
         .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // `sha256` is on line 7, its value at column 10.
-    assert!(
-        stderr.contains(&format!("{}:7:10:", pipeline.display())) && stderr.contains(&real),
-        "{stderr}"
-    );
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The releases' cache folder under `dir`, which must hold nothing.
+fn nothing_kept(dir: &Path) -> PathBuf {
     let bucket = dir
-        .path()
         .join("cache")
         .join(r2e_core::cache::Bucket::Pypi.folder());
     assert_eq!(
@@ -189,6 +195,22 @@ fn a_sha256_that_differs_is_refused_at_its_line_and_a_pinned_release_is_not_aske
         0,
         "nothing kept"
     );
+    bucket
+}
+
+#[test]
+fn a_sha256_that_differs_is_refused_at_its_line_and_a_pinned_release_is_not_asked_again() {
+    let (index, real, _files) = tinyrel_index(None);
+    let dir = tempfile::tempdir().unwrap();
+    let wrong = "0".repeat(64);
+    let pipeline = tinyrel_pipeline(dir.path(), &index, &format!("sha256 = \"{wrong}\""));
+    let stderr = stopped_at_parse(&pipeline, 2);
+    // `sha256` is on line 7, its value at column 10.
+    assert!(
+        stderr.contains(&format!("{}:7:10:", pipeline.display())) && stderr.contains(&real),
+        "{stderr}"
+    );
+    let bucket = nothing_kept(dir.path());
 
     // The right hash builds; a second build finds the release unpacked and asks nothing.
     tinyrel_pipeline(dir.path(), &index, &format!("sha256 = \"{real}\""));
@@ -213,31 +235,14 @@ fn an_archive_whose_hash_differs_from_the_index_is_refused() {
     let (index, real, _files) = tinyrel_index(Some(&lie));
     let dir = tempfile::tempdir().unwrap();
     let pipeline = tinyrel_pipeline(dir.path(), &index, "");
-    let out = Command::cargo_bin("r2e")
-        .unwrap()
-        .arg("build")
-        .arg(&pipeline)
-        .args(["--until", "parse"])
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stopped_at_parse(&pipeline, 2);
     assert!(
         stderr.contains("refused `tinyrel-1.0.tar.gz`")
             && stderr.contains(&lie)
             && stderr.contains(&real),
         "{stderr}"
     );
-    let bucket = dir
-        .path()
-        .join("cache")
-        .join(r2e_core::cache::Bucket::Pypi.folder());
-    assert_eq!(
-        std::fs::read_dir(&bucket).unwrap().count(),
-        0,
-        "nothing kept"
-    );
+    nothing_kept(dir.path());
     assert!(!dir.path().join("out/functions.jsonl").exists());
 }
 
@@ -247,27 +252,15 @@ fn pinned_uv() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let pin = r2e_build::stages::env::UV;
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(pin.replace("==", "-"));
-        let bin = dir.join("bin");
-        std::fs::create_dir_all(&dir).unwrap();
-        let lock = std::fs::File::create(dir.join(".lock")).unwrap();
-        lock.lock().unwrap();
-        if !bin.join("uv").is_file() {
-            let out = std::process::Command::new("python3")
-                .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
-                .arg(dir.join("site"))
-                .arg(pin)
-                .output()
-                .expect("python3 runs");
-            assert!(
-                out.status.success(),
-                "cannot provision `{pin}` from the package index: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            std::fs::create_dir_all(&bin).unwrap();
-            std::fs::rename(dir.join("site/bin/uv"), bin.join("uv")).unwrap();
-        }
-        bin
+        provisioned(&pin.replace("==", "-"), |dir| {
+            let bin = dir.join("bin");
+            if !bin.join("uv").is_file() {
+                pip("install", &["--target"], &dir.join("site"), pin);
+                std::fs::create_dir_all(&bin).unwrap();
+                std::fs::rename(dir.join("site/bin/uv"), bin.join("uv")).unwrap();
+            }
+        })
+        .join("bin")
     })
 }
 
@@ -373,29 +366,12 @@ fn an_index_that_does_not_answer_is_environmental_and_leaves_nothing() {
         ),
     )
     .unwrap();
-    let out = Command::cargo_bin("r2e")
-        .unwrap()
-        .arg("build")
-        .arg(&pipeline)
-        .args(["--until", "parse"])
-        .assert()
-        .code(1)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stopped_at_parse(&pipeline, 1);
     assert!(
         stderr.contains("repo `tinyrel`") && stderr.contains(&format!("127.0.0.1:{port}")),
         "{stderr}"
     );
-    let bucket = dir
-        .path()
-        .join("cache")
-        .join(r2e_core::cache::Bucket::Pypi.folder());
-    assert_eq!(
-        std::fs::read_dir(&bucket).unwrap().count(),
-        0,
-        "nothing kept"
-    );
+    nothing_kept(dir.path());
 }
 
 #[test]

@@ -11,6 +11,7 @@ use r2e_build::engine::{self, BuildOptions};
 
 use r2e_build::stages::Stage;
 
+pub mod calc;
 pub mod cluster;
 pub mod github;
 pub mod index;
