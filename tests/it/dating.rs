@@ -7,7 +7,6 @@
 //! the summary and `r2e report`, and a cutoff changed without asking or checking anything.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -17,24 +16,7 @@ use common::jsonl;
 
 /// Runs git in `repo` with fixed names; commits get `date` as author and committer date.
 fn git(repo: &Path, date: &str, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .env("GIT_AUTHOR_DATE", date)
-        .env("GIT_COMMITTER_DATE", date)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    common::git(repo, Some(date), args)
 }
 
 /// Writes `files` (path, text) into `repo` and commits everything at `date`.

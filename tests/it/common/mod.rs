@@ -430,3 +430,27 @@ pub fn docker() -> Option<r2e_exec::sandbox::docker::Docker> {
     )
     .then(|| found.unwrap())
 }
+
+/// `git -C REPO ARGS…` as author and committer `t`, at `date` (both dates) when given, which
+/// must succeed: its stdout, trimmed.
+pub fn git(repo: &Path, date: Option<&str>, args: &[&str]) -> String {
+    let mut cmd = std::process::Command::new("git");
+    cmd.arg("-C")
+        .arg(repo)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t");
+    if let Some(date) = date {
+        cmd.env("GIT_AUTHOR_DATE", date)
+            .env("GIT_COMMITTER_DATE", date);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
