@@ -15,54 +15,11 @@ use crate::common::index::{Index, sdist, wheel};
 /// isodate 0.6.1's sdist on PyPI, and the sha256 PyPI publishes for it.
 const ISODATE_SHA256: &str = "48c5881de7e8b0a0d648cb024c8062dc84e7b840ed81e864c7614fd3c127bde9";
 
-/// The folder `name` in the tests' target folder, made and held locked (against other test
-/// processes) while `fill` provisions it.
-fn provisioned(name: &str, fill: impl FnOnce(&Path)) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    std::fs::create_dir_all(&dir).unwrap();
-    let lock = std::fs::File::create(dir.join(".lock")).unwrap();
-    lock.lock().unwrap();
-    fill(&dir);
-    dir
-}
-
-/// `python3 -m pip COMMAND --quiet --no-deps OPTIONS… DIR PIN` (the last option names
-/// `dir`), which must provision `pin` from the package index into `dir`.
-fn pip(command: &str, options: &[&str], dir: &Path, pin: &str) {
-    let out = std::process::Command::new("python3")
-        .args(["-m", "pip", command, "--quiet", "--no-deps"])
-        .args(options)
-        .arg(dir)
-        .arg(pin)
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "cannot provision `{pin}` from the package index: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A folder beside the [`common::wheelhouse`] holding `six` (isodate's one dependency),
 /// downloaded once per machine from the package index.
 fn six_wheels() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        provisioned("wheelhouse-six", |dir| {
-            let have = std::fs::read_dir(dir)
-                .unwrap()
-                .flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with("six-1.16.0-"));
-            if !have {
-                pip(
-                    "download",
-                    &["--only-binary=:all:", "--dest"],
-                    dir,
-                    "six==1.16.0",
-                );
-            }
-        })
-    })
+    DIR.get_or_init(|| common::wheels("wheelhouse-six", &["six==1.16.0"]))
 }
 
 /// `r2e build --json` in `dir` with environments from the wheelhouse and `six`.
@@ -252,10 +209,10 @@ fn pinned_uv() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let pin = r2e_build::stages::env::UV;
-        provisioned(&pin.replace("==", "-"), |dir| {
+        common::provisioned(&pin.replace("==", "-"), |dir| {
             let bin = dir.join("bin");
             if !bin.join("uv").is_file() {
-                pip("install", &["--target"], &dir.join("site"), pin);
+                common::pip("install", &["--target"], &dir.join("site"), pin);
                 std::fs::create_dir_all(&bin).unwrap();
                 std::fs::rename(dir.join("site/bin/uv"), bin.join("uv")).unwrap();
             }
