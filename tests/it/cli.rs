@@ -517,15 +517,20 @@ fn code_never_runs_unsandboxed_unless_asked() {
     if let Ok(git) = which("git") {
         std::os::unix::fs::symlink(git, bin.path().join("git")).unwrap();
     }
-    let out = r2e()
-        .arg("build")
-        .arg(p.pipeline())
-        .env("PATH", bin.path())
-        .envs(common::offline_env())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    // A build on that PATH: it stops at the sandbox, an environmental failure (exit 1).
+    let build = || {
+        let out = r2e()
+            .arg("build")
+            .arg(p.pipeline())
+            .env("PATH", bin.path())
+            .envs(common::offline_env())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        err
+    };
+    let err = build();
     assert!(err.contains("--unsafe-no-sandbox"), "{err}");
     assert!(
         err.contains("bubblewrap (`bwrap`) is not available"),
@@ -546,15 +551,7 @@ fn code_never_runs_unsandboxed_unless_asked() {
     .unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink(which("sh").unwrap(), bin.path().join("sh")).unwrap();
-    let out = r2e()
-        .arg("build")
-        .arg(p.pipeline())
-        .env("PATH", bin.path())
-        .envs(common::offline_env())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = build();
     assert!(
         err.contains("is installed but cannot start a sandbox"),
         "{err}"

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use r2e_core::config::read_lock;
-use r2e_core::curation::Date;
+use r2e_core::dates::Date;
 
 use crate::common;
 use crate::common::github::{FakeGithub, FakeRepo, GitDaemon, bare_repo};

@@ -7,33 +7,16 @@
 //! the summary and `r2e report`, and a cutoff changed without asking or checking anything.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
 use crate::common;
+use common::calc::{calc_add_small, calc_clamp, calc_peek, calc_scale};
 use common::jsonl;
 
 /// Runs git in `repo` with fixed names; commits get `date` as author and committer date.
 fn git(repo: &Path, date: &str, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .env("GIT_AUTHOR_DATE", date)
-        .env("GIT_COMMITTER_DATE", date)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    common::git(repo, Some(date), args)
 }
 
 /// Writes `files` (path, text) into `repo` and commits everything at `date`.
@@ -326,39 +309,9 @@ fn bad_dates_in_the_pipeline_name_their_place() {
     }
 }
 
-const CALC_1: &str = r#"
-LIMIT = 100
+const CALC_1: &str = concat!("\n", calc_clamp!(), "\n", calc_add_small!());
 
-def clamp(x, lo, hi):
-    """Clamp x to the range from lo to hi."""
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
-def add_small(a, b):
-    """Add two numbers, capping the result at LIMIT."""
-    total = a + b
-    if total > LIMIT:
-        return LIMIT
-    return total
-"#;
-
-const CALC_2: &str = r#"
-def scale(a, b):
-    """The magnitude of a times b, plus a."""
-    result = a * b
-    if result < 0:
-        result = -result
-    return result + a
-
-def peek(a, b):
-    """The larger of a and b, doubled."""
-    if a > b:
-        return 2 * a
-    return 2 * b
-"#;
+const CALC_2: &str = concat!("\n", calc_scale!(), "\n", calc_peek!());
 
 const CALC_3: &str = r#"
 def wrap(a, b):

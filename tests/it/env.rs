@@ -3,112 +3,38 @@
 //! environment is cached, and editing a function never rebuilds it.
 
 use crate::common;
-use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use common::Project;
+use common::index::{Index, wheel};
 
-/// Builds a pure-Python wheel with Python's zipfile module.
-fn wheel(dir: &Path, name: &str, version: &str) -> String {
-    let file = format!("{name}-{version}-py3-none-any.whl");
-    let script = format!(
-        "import zipfile\nz = zipfile.ZipFile({path:?}, 'w')\n\
-         z.writestr('{name}/__init__.py', 'VERSION = {version:?}\\n')\n\
-         z.writestr('{name}-{version}.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n')\n\
-         z.writestr('{name}-{version}.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
-         z.writestr('{name}-{version}.dist-info/RECORD', '{name}/__init__.py,,\\n{name}-{version}.dist-info/METADATA,,\\n{name}-{version}.dist-info/WHEEL,,\\n{name}-{version}.dist-info/RECORD,,\\n')\n\
-         z.close()\n",
-        path = dir.join(&file).to_string_lossy(),
-    );
-    let ok = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    file
+/// An index on loopback ([`common::index::Index`]) listing the wheels at `paths`, each under
+/// the project its file name starts with.
+fn index_of(paths: &[PathBuf]) -> Index {
+    let index = Index::start();
+    for path in paths {
+        list(&index, path);
+    }
+    index
 }
 
-/// Serves `/simple/<name>/` pages and wheel files from `dir` for at most two minutes.
-fn serve_index(dir: std::path::PathBuf) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    listener.set_nonblocking(true).unwrap();
-    std::thread::spawn(move || {
-        let until = Instant::now() + Duration::from_secs(120);
-        while Instant::now() < until {
-            let Ok((stream, _)) = listener.accept() else {
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            };
-            stream.set_nonblocking(false).unwrap();
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut request = String::new();
-            if reader.read_line(&mut request).is_err() {
-                continue;
-            }
-            loop {
-                let mut header = String::new();
-                if reader.read_line(&mut header).is_err() || header.trim().is_empty() {
-                    break;
-                }
-            }
-            let path = request.split_whitespace().nth(1).unwrap_or("/").to_owned();
-            let (status, kind, body) = if let Some(project) = path.strip_prefix("/simple/") {
-                let project = project
-                    .trim_end_matches('/')
-                    .to_lowercase()
-                    .replace('_', "-");
-                let links: String = std::fs::read_dir(&dir)
-                    .unwrap()
-                    .flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|f| {
-                        f.to_lowercase()
-                            .replace('_', "-")
-                            .starts_with(&format!("{project}-"))
-                    })
-                    .map(|f| format!("<a href=\"/files/{f}\">{f}</a>\n"))
-                    .collect();
-                if links.is_empty() {
-                    ("404 Not Found", "text/html", b"not found".to_vec())
-                } else {
-                    (
-                        "200 OK",
-                        "text/html",
-                        format!("<html><body>\n{links}</body></html>").into_bytes(),
-                    )
-                }
-            } else if let Some(file) = path.strip_prefix("/files/") {
-                match std::fs::read(dir.join(file)) {
-                    Ok(b) => ("200 OK", "application/octet-stream", b),
-                    Err(_) => ("404 Not Found", "text/plain", b"no".to_vec()),
-                }
-            } else {
-                ("404 Not Found", "text/plain", b"no".to_vec())
-            };
-            let mut stream = stream;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                body.len()
-            );
-            let _ = stream.write_all(&body);
-        }
-    });
-    port
+/// Lists the wheel at `path` on `index`.
+fn list(index: &Index, path: &Path) {
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    let project = name.split('-').next().unwrap();
+    index.add(project, path, "2024-01-01T00:00:00Z");
 }
 
-/// `r2e build --json` with pip pointed at the index on `port`; the build must succeed.
-fn build_with_index(pipeline: &Path, port: u16, timeout: &str) -> serde_json::Value {
+/// `r2e build --json` with pip pointed at `index`; the build must succeed.
+fn build_with_index(pipeline: &Path, index: &Index, timeout: &str) -> serde_json::Value {
     let out = Command::cargo_bin("r2e")
         .unwrap()
         .arg("build")
         .arg(pipeline)
         .arg("--json")
-        .env("PIP_INDEX_URL", format!("http://127.0.0.1:{port}/simple/"))
+        .env("PIP_INDEX_URL", index.url())
         .env("PIP_RETRIES", "0")
         .env("PIP_TIMEOUT", timeout)
         .assert()
@@ -120,15 +46,16 @@ fn build_with_index(pipeline: &Path, port: u16, timeout: &str) -> serde_json::Va
 }
 
 /// A package index on loopback serving a stand-in for the pinned coverage.py and `tinydep`
-/// 1.0: the folder (kept while the test runs) and the port.
-fn tinydep_index() -> (tempfile::TempDir, u16) {
-    let index = tempfile::tempdir().unwrap();
+/// 1.0: the folder of its files (kept while the test runs) and the index.
+fn tinydep_index() -> (tempfile::TempDir, Index) {
+    let files = tempfile::tempdir().unwrap();
     // A stand-in for the pinned coverage.py: the index serves what the pin names.
     let pinned = r2e_exec::py::COVERAGE.split("==").nth(1).unwrap();
-    wheel(index.path(), "coverage", pinned);
-    wheel(index.path(), "tinydep", "1.0");
-    let port = serve_index(index.path().to_path_buf());
-    (index, port)
+    let index = index_of(&[
+        wheel(files.path(), "coverage", pinned, &[]),
+        wheel(files.path(), "tinydep", "1.0", &[]),
+    ]);
+    (files, index)
 }
 
 const REPO: &str = r#"
@@ -147,9 +74,9 @@ def version_of(x):
 
 #[test]
 fn environments_install_from_the_configured_index_and_are_cached() {
-    let (_index, port) = tinydep_index();
+    let (_files, index) = tinydep_index();
     let p = Project::new(REPO, "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n");
-    let build = || build_with_index(&p.pipeline(), port, "5");
+    let build = || build_with_index(&p.pipeline(), &index, "5");
     let first = build();
     assert_eq!(first["stages"]["env"]["executed"], 1, "{first}");
     let envs = std::fs::read_to_string(p.path().join("out/envs.jsonl")).unwrap();
@@ -261,20 +188,21 @@ def tagged(x):
 
 #[test]
 fn an_environment_rebuilt_with_a_new_package_version_reruns_what_ran_in_it() {
-    let index = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
     // The real pinned coverage.py, from the tests' wheelhouse, and a dependency at 1.0.
-    for e in std::fs::read_dir(common::wheelhouse()).unwrap().flatten() {
-        if e.file_name().to_string_lossy().ends_with(".whl") {
-            std::fs::copy(e.path(), index.path().join(e.file_name())).unwrap();
-        }
-    }
-    wheel(index.path(), "tinydep", "1.0");
-    let port = serve_index(index.path().to_path_buf());
+    let mut wheels: Vec<PathBuf> = std::fs::read_dir(common::wheelhouse())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".whl"))
+        .collect();
+    wheels.push(wheel(files.path(), "tinydep", "1.0", &[]));
+    let index = index_of(&wheels);
     let p = Project::new(
         TAGGED,
         "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n",
     );
-    let build = || build_with_index(&p.pipeline(), port, "5");
+    let build = || build_with_index(&p.pipeline(), &index, "5");
     let first = build();
     assert_eq!(first["stages"]["generate"]["executed"], 1, "{first}");
     assert_eq!(first["stages"]["validate"]["executed"], 1, "{first}");
@@ -288,7 +216,7 @@ fn an_environment_rebuilt_with_a_new_package_version_reruns_what_ran_in_it() {
 
     // The index now has tinydep 1.1, and the environment is rebuilt (it left the cache): its
     // key is the same, its packages are not. What ran in the old one runs again.
-    wheel(index.path(), "tinydep", "1.1");
+    list(&index, &wheel(files.path(), "tinydep", "1.1", &[]));
     std::fs::remove_dir_all(
         p.path()
             .join("cache")
@@ -303,16 +231,16 @@ fn an_environment_rebuilt_with_a_new_package_version_reruns_what_ran_in_it() {
     assert_eq!(second["stages"]["parse"]["executed"], 0, "{second}");
 }
 
-/// `r2e status` with pip pointed at the index on `port` (the same settings as the build's):
-/// its JSON and its text.
-fn status_with_index(pipeline: &Path, port: u16) -> (serde_json::Value, String) {
+/// `r2e status` with pip pointed at `index` (the same settings as the build's): its JSON and
+/// its text.
+fn status_with_index(pipeline: &Path, index: &Index) -> (serde_json::Value, String) {
     let run = |json: bool| {
         let mut cmd = Command::cargo_bin("r2e").unwrap();
         cmd.arg("status").arg("-p").arg(pipeline);
         if json {
             cmd.arg("--json");
         }
-        cmd.env("PIP_INDEX_URL", format!("http://127.0.0.1:{port}/simple/"))
+        cmd.env("PIP_INDEX_URL", index.url())
             .env("PIP_RETRIES", "0")
             .env("PIP_TIMEOUT", "5")
             .assert()
@@ -329,14 +257,14 @@ fn status_with_index(pipeline: &Path, port: u16) -> (serde_json::Value, String) 
 
 #[test]
 fn status_names_the_package_version_that_changed() {
-    let (_index, port) = tinydep_index();
+    let (_files, index) = tinydep_index();
     let p = Project::new(
         &REPO.replace("tinydep\n//- pkg", "tinydep==1.0\n//- pkg"),
         "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n",
     );
-    let built = build_with_index(&p.pipeline(), port, "5");
+    let built = build_with_index(&p.pipeline(), &index, "5");
     assert_eq!(built["stages"]["env"]["executed"], 1, "{built}");
-    let (status, _) = status_with_index(&p.pipeline(), port);
+    let (status, _) = status_with_index(&p.pipeline(), &index);
     let env = &status["env"][0];
     assert_eq!(env["repo"], "r", "{status}");
     assert_eq!(env["would_build"], false, "{status}");
@@ -349,7 +277,7 @@ fn status_names_the_package_version_that_changed() {
         .join(r2e_core::cache::Bucket::Envs.folder());
     let kept = p.path().join("envs-kept");
     std::fs::rename(&envs, &kept).unwrap();
-    let (status, _) = status_with_index(&p.pipeline(), port);
+    let (status, _) = status_with_index(&p.pipeline(), &index);
     assert_eq!(status["env"][0]["would_build"], true, "{status}");
     assert_eq!(
         status["env"][0]["changed"],
@@ -360,7 +288,7 @@ fn status_names_the_package_version_that_changed() {
 
     // A new version of a declared package: a new environment, and status says which input.
     p.write("requirements.txt", "tinydep==1.1\n");
-    let (status, text) = status_with_index(&p.pipeline(), port);
+    let (status, text) = status_with_index(&p.pipeline(), &index);
     let env = &status["env"][0];
     assert_eq!(env["would_build"], true, "{status}");
     assert_eq!(
@@ -380,16 +308,16 @@ fn status_names_the_package_version_that_changed() {
 /// reads them there, and finds nothing changed right after a build.
 #[test]
 fn status_reads_the_environments_of_variants() {
-    let (_index, port) = tinydep_index();
+    let (_files, index) = tinydep_index();
     let p = Project::new(
         REPO,
         "[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n\n\
          [[variant]]\nname = \"naive\"\ncontext.strategy = \"naive\"\n\n\
          [[variant]]\nname = \"sliced\"\ncontext.strategy = \"sliced\"\n",
     );
-    let built = build_with_index(&p.pipeline(), port, "5");
+    let built = build_with_index(&p.pipeline(), &index, "5");
     assert_eq!(built["stages"]["env"]["executed"], 1, "{built}");
-    let (status, text) = status_with_index(&p.pipeline(), port);
+    let (status, text) = status_with_index(&p.pipeline(), &index);
     let env = &status["env"][0];
     assert_eq!(env["would_build"], false, "{status}");
     assert_eq!(env["changed"], serde_json::json!([]), "{status}");
@@ -401,7 +329,7 @@ fn status_reads_the_environments_of_variants() {
 /// nothing is installed or cached, so a project that then supports the interpreter is built.
 #[test]
 fn a_project_that_does_not_support_the_interpreter_is_a_recorded_failure() {
-    let (_index, port) = tinydep_index();
+    let (_files, index) = tinydep_index();
     let repo = |spec: &str| {
         REPO.replace(
             "//- pkg/__init__.py",
@@ -412,7 +340,7 @@ fn a_project_that_does_not_support_the_interpreter_is_a_recorded_failure() {
         &repo(">=3.99"),
         "[extract]\nconnectivity = false\n\n[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n",
     );
-    let first = build_with_index(&p.pipeline(), port, "5");
+    let first = build_with_index(&p.pipeline(), &index, "5");
     assert_eq!(first["stages"]["env"]["executed"], 0, "{first}");
     assert_eq!(first["stages"]["env"]["failed"], 1, "{first}");
     let out = p.path().join("out");
@@ -453,7 +381,7 @@ fn a_project_that_does_not_support_the_interpreter_is_a_recorded_failure() {
         "pyproject.toml",
         "[project]\nname = \"pkg\"\nrequires-python = \">=3.8\"\n",
     );
-    let second = build_with_index(&p.pipeline(), port, "5");
+    let second = build_with_index(&p.pipeline(), &index, "5");
     assert_eq!(second["stages"]["env"]["executed"], 1, "{second}");
     assert_eq!(second["stages"]["env"]["failed"], 0, "{second}");
 }

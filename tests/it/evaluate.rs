@@ -15,28 +15,15 @@ use serde_json::Value;
 
 use crate::common;
 
+use common::calc::{calc_add_small, calc_clamp, calc_peek, calc_scale};
 use common::server::Log;
 
-const FIXTURE: &str = r#"
-//- calc/__init__.py
-//- calc/ops.py
-LIMIT = 100
-
-def clamp(x, lo, hi):
-    """Clamp x to the range from lo to hi."""
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
-def add_small(a, b):
-    """Add two numbers, capping the result at LIMIT."""
-    total = a + b
-    if total > LIMIT:
-        return LIMIT
-    return total
-
+const FIXTURE: &str = concat!(
+    "\n//- calc/__init__.py\n//- calc/ops.py\n",
+    calc_clamp!(),
+    "\n",
+    calc_add_small!(),
+    r#"
 def describe(a, b):
     """The distance from a to b, or LIMIT when they are equal."""
     if a < b:
@@ -45,13 +32,9 @@ def describe(a, b):
         return LIMIT
     return a - b
 
-def scale(a, b):
-    """The magnitude of a times b, plus a."""
-    result = a * b
-    if result < 0:
-        result = -result
-    return result + a
-
+"#,
+    calc_scale!(),
+    r#"
 def spin(n):
     """Count down from n to zero (at most 50 steps); the steps taken."""
     steps = 0
@@ -60,12 +43,9 @@ def spin(n):
         steps += 1
     return steps
 
-def peek(a, b):
-    """The larger of a and b, doubled."""
-    if a > b:
-        return 2 * a
-    return 2 * b
-
+"#,
+    calc_peek!(),
+    r#"
 def syntax(a, b):
     """a minus b, or zero when that is negative."""
     d = a - b
@@ -78,7 +58,8 @@ def wipe(a, b):
     if b == 0:
         return a
     return a % b
-"#;
+"#
+);
 
 /// Bodies of the references that no request may hold.
 const BODIES: &[&str] = &[

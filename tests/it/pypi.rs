@@ -19,38 +19,7 @@ const ISODATE_SHA256: &str = "48c5881de7e8b0a0d648cb024c8062dc84e7b840ed81e864c7
 /// downloaded once per machine from the package index.
 fn six_wheels() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wheelhouse-six");
-        std::fs::create_dir_all(&dir).unwrap();
-        let lock = std::fs::File::create(dir.join(".lock")).unwrap();
-        lock.lock().unwrap();
-        let have = std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .any(|e| e.file_name().to_string_lossy().starts_with("six-1.16.0-"));
-        if !have {
-            let out = std::process::Command::new("python3")
-                .args([
-                    "-m",
-                    "pip",
-                    "download",
-                    "--quiet",
-                    "--no-deps",
-                    "--only-binary=:all:",
-                ])
-                .arg("--dest")
-                .arg(&dir)
-                .arg("six==1.16.0")
-                .output()
-                .expect("python3 runs");
-            assert!(
-                out.status.success(),
-                "cannot provision `six` from the package index: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        dir
-    })
+    DIR.get_or_init(|| common::wheels("wheelhouse-six", &["six==1.16.0"]))
 }
 
 /// `r2e build --json` in `dir` with environments from the wheelhouse and `six`.
@@ -402,27 +371,15 @@ pub(crate) fn pinned_uv() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let pin = r2e_build::stages::env::UV;
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(pin.replace("==", "-"));
-        let bin = dir.join("bin");
-        std::fs::create_dir_all(&dir).unwrap();
-        let lock = std::fs::File::create(dir.join(".lock")).unwrap();
-        lock.lock().unwrap();
-        if !bin.join("uv").is_file() {
-            let out = std::process::Command::new("python3")
-                .args(["-m", "pip", "install", "--quiet", "--no-deps", "--target"])
-                .arg(dir.join("site"))
-                .arg(pin)
-                .output()
-                .expect("python3 runs");
-            assert!(
-                out.status.success(),
-                "cannot provision `{pin}` from the package index: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            std::fs::create_dir_all(&bin).unwrap();
-            std::fs::rename(dir.join("site/bin/uv"), bin.join("uv")).unwrap();
-        }
-        bin
+        common::provisioned(&pin.replace("==", "-"), |dir| {
+            let bin = dir.join("bin");
+            if !bin.join("uv").is_file() {
+                common::pip("install", &["--target"], &dir.join("site"), pin);
+                std::fs::create_dir_all(&bin).unwrap();
+                std::fs::rename(dir.join("site/bin/uv"), bin.join("uv")).unwrap();
+            }
+        })
+        .join("bin")
     })
 }
 

@@ -17,28 +17,15 @@ use serde_json::{Value, json};
 
 use crate::common;
 
+use common::calc::{calc_clamp, calc_scale};
 use common::serve::{Server, http};
 
-const FIXTURE: &str = r#"
-//- calc/__init__.py
-//- calc/ops.py
-LIMIT = 100
-
-def clamp(x, lo, hi):
-    """Clamp x to the range from lo to hi."""
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
-
-def scale(a, b):
-    """The magnitude of a times b, plus a."""
-    result = a * b
-    if result < 0:
-        result = -result
-    return result + a
-"#;
+const FIXTURE: &str = concat!(
+    "\n//- calc/__init__.py\n//- calc/ops.py\n",
+    calc_clamp!(),
+    "\n",
+    calc_scale!()
+);
 
 const CLAMP: &str = "calc:calc/ops.py:clamp";
 

@@ -923,7 +923,7 @@ impl EnvConfig {
 impl EnvOptions {
     fn resolve(self, src: &Source) -> Result<EnvConfig> {
         let exclude_newer = match &self.exclude_newer {
-            Some(v) => Some(utc_instant(v.get_ref()).ok_or_else(|| {
+            Some(v) => Some(crate::dates::utc_instant(v.get_ref()).ok_or_else(|| {
                 src.at(
                     Some(v.span()),
                     &format!(
@@ -949,62 +949,6 @@ impl EnvOptions {
             exclude_newer,
         })
     }
-}
-
-/// An instant in UTC as RFC 3339 (`2025-06-01T12:00:00Z`, `+00:00` read as `Z`, fractions of
-/// a second kept) or a date (`2025-06-01`, its midnight), normalized to RFC 3339 with `Z`;
-/// `None` when it is neither or not a real day and time.
-pub fn utc_instant(text: &str) -> Option<String> {
-    let text = text.trim();
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let (date, time) = match text.split_once(['T', 't']) {
-        Some((d, t)) => (d, Some(t)),
-        None => (text, None),
-    };
-    let mut parts = date.split('-');
-    let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() || y.len() != 4 || m.len() != 2 || d.len() != 2 {
-        return None;
-    }
-    if !(digits(y) && digits(m) && digits(d)) {
-        return None;
-    }
-    let (year, month, day): (u32, u32, u32) = (y.parse().ok()?, m.parse().ok()?, d.parse().ok()?);
-    let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-    let days = match month {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return None,
-    };
-    if day == 0 || day > days {
-        return None;
-    }
-    let Some(time) = time else {
-        return Some(format!("{date}T00:00:00Z"));
-    };
-    let clock = time
-        .strip_suffix(['Z', 'z'])
-        .or_else(|| time.strip_suffix("+00:00"))?;
-    let (hms, fraction) = match clock.split_once('.') {
-        Some((hms, f)) if digits(f) => (hms, Some(f)),
-        Some(_) => return None,
-        None => (clock, None),
-    };
-    let mut fields = hms.split(':');
-    let (h, mi, se) = (fields.next()?, fields.next()?, fields.next()?);
-    if fields.next().is_some() || [h, mi, se].iter().any(|f| f.len() != 2 || !digits(f)) {
-        return None;
-    }
-    let (h, mi, se): (u32, u32, u32) = (h.parse().ok()?, mi.parse().ok()?, se.parse().ok()?);
-    if h > 23 || mi > 59 || se > 60 {
-        return None;
-    }
-    Some(match fraction {
-        Some(f) => format!("{date}T{hms}.{f}Z"),
-        None => format!("{date}T{hms}Z"),
-    })
 }
 
 /// Where a repository's files come from.
@@ -1471,18 +1415,7 @@ fn remote_cache(src: &Source, options: Option<CacheOptions>) -> Result<Option<Re
         remote.mode = RemoteMode::parse(m.get_ref()).map_err(|e| src.at(Some(m.span()), &e))?;
     }
     if let Some(var) = options.signing_key_env {
-        let name = var.get_ref();
-        let valid = !name.is_empty()
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
-            return Err(src.at(
-                Some(var.span()),
-                &format!(
-                    "`signing_key_env = {name:?}` must name an environment variable (letters, digits and `_`), not hold the key: the key never goes in a file"
-                ),
-            ));
-        }
+        let name = env_var_name(src, &var, "signing_key_env", "key")?;
         let (line, col) = line_col(src.text, var.span().start);
         remote.signing_key_env =
             Some((name.clone(), format!("{}:{line}:{col}", src.file.display())));
@@ -1649,21 +1582,7 @@ fn sources(
             None => "https://api.github.com".to_owned(),
         };
         let token_env = match &o.token_env {
-            Some(var) => {
-                let name = var.get_ref();
-                let valid = !name.is_empty()
-                    && !name.starts_with(|c: char| c.is_ascii_digit())
-                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                if !valid {
-                    return Err(src.at(
-                        Some(var.span()),
-                        &format!(
-                            "`token_env = {name:?}` must name an environment variable (letters, digits and `_`), not hold the token: the token never goes in a file"
-                        ),
-                    ));
-                }
-                name.clone()
-            }
+            Some(var) => env_var_name(src, var, "token_env", "token")?.clone(),
             None => "GITHUB_TOKEN".to_owned(),
         };
         out.push(SourceConfig {
@@ -2640,6 +2559,29 @@ pub fn secret_from_env(var: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// The variable an `*_env` setting (`key`) names, checked to be an environment variable's name
+/// (letters, digits and `_`, not first a digit): a `secret` written there itself is refused.
+fn env_var_name<'a>(
+    src: &Source,
+    var: &'a Spanned<String>,
+    key: &str,
+    secret: &str,
+) -> Result<&'a String> {
+    let name = var.get_ref();
+    let valid = !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(src.at(
+            Some(var.span()),
+            &format!(
+                "`{key} = {name:?}` must name an environment variable (letters, digits and `_`), not hold the {secret}: the {secret} never goes in a file"
+            ),
+        ));
+    }
+    Ok(name)
+}
+
 /// Checks that `registry` is `HOST[:PORT]/PREFIX`: a registry's host (a name with a dot or a
 /// port, or `localhost`, which the daemon does not take for a Docker Hub account) and a path
 /// under which `r2e-base:TAG` is an image reference.
@@ -2902,27 +2844,6 @@ mod tests {
 
     #[test]
     fn exclude_newer_is_an_instant_in_utc() {
-        for (written, normalized) in [
-            ("2025-06-01", "2025-06-01T00:00:00Z"),
-            ("2024-02-29T23:59:59Z", "2024-02-29T23:59:59Z"),
-            ("2025-06-01T12:30:00.5+00:00", "2025-06-01T12:30:00.5Z"),
-        ] {
-            assert_eq!(
-                utc_instant(written).as_deref(),
-                Some(normalized),
-                "{written}"
-            );
-        }
-        for bad in [
-            "2025-6-1",
-            "2023-02-29",
-            "2025-06-01T25:00:00Z",
-            "2025-06-01T12:00:00+02:00",
-            "2025-06-01T12:00Z",
-            "soon",
-        ] {
-            assert_eq!(utc_instant(bad), None, "{bad}");
-        }
         let e = err("[[repo]]\npath = \"repo\"\n[env]\nexclude_newer = \"2025-13-01\"\n");
         assert!(
             e.starts_with("P:4:17: `2025-13-01` is not an instant in UTC"),

@@ -5,10 +5,11 @@
 //!
 //! Pure: no network, no environment. The search itself is `r2e_build::curate`'s.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use crate::dates::Date;
 
 /// The search qualifiers a `github` query may use (GitHub's repository search). Anything else
 /// before a `:` is refused: a misspelt qualifier would silently widen the search.
@@ -49,103 +50,6 @@ const NUMBER_QUALIFIERS: &[&str] = &[
     "good-first-issues",
     "help-wanted-issues",
 ];
-
-/// A calendar day (proleptic Gregorian, UTC).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Date {
-    pub year: i32,
-    pub month: u32,
-    pub day: u32,
-}
-
-impl Date {
-    /// `YYYY-MM-DD`, a day that exists.
-    pub fn parse(text: &str) -> Option<Date> {
-        let b = text.as_bytes();
-        if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-            return None;
-        }
-        let num = |r: std::ops::Range<usize>| -> Option<u32> {
-            let s = &text[r];
-            s.bytes()
-                .all(|c| c.is_ascii_digit())
-                .then(|| s.parse().ok())
-                .flatten()
-        };
-        let date = Date {
-            year: num(0..4)? as i32,
-            month: num(5..7)?,
-            day: num(8..10)?,
-        };
-        (date.month >= 1 && date.month <= 12 && date.day >= 1 && date.day <= date.month_days())
-            .then_some(date)
-    }
-
-    fn month_days(self) -> u32 {
-        let leap = (self.year % 4 == 0 && self.year % 100 != 0) || self.year % 400 == 0;
-        match self.month {
-            2 if leap => 29,
-            2 => 28,
-            4 | 6 | 9 | 11 => 30,
-            _ => 31,
-        }
-    }
-
-    /// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`).
-    pub fn days(self) -> i64 {
-        let y = i64::from(self.year) - i64::from(self.month <= 2);
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let m = i64::from(self.month);
-        let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(self.day) - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        era * 146_097 + doe - 719_468
-    }
-
-    /// The day `days` after 1970-01-01.
-    pub fn from_days(days: i64) -> Date {
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z - era * 146_097;
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-        let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
-        Date { year, month, day }
-    }
-
-    /// Today, in UTC.
-    pub fn today() -> Date {
-        Date::from_days(now_seconds().div_euclid(86_400))
-    }
-}
-
-impl fmt::Display for Date {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
-    }
-}
-
-/// Seconds since the epoch, now.
-pub fn now_seconds() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
-/// Epoch seconds as RFC 3339 UTC text: `2025-07-14T10:00:00Z`.
-pub fn rfc3339(seconds: i64) -> String {
-    let date = Date::from_days(seconds.div_euclid(86_400));
-    let s = seconds.rem_euclid(86_400);
-    format!(
-        "{date}T{:02}:{:02}:{:02}Z",
-        s / 3600,
-        (s % 3600) / 60,
-        s % 60
-    )
-}
 
 /// A `created:` range: either end open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -465,26 +369,6 @@ pub fn lock_path(pipeline: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates_round_trip_and_refuse_days_that_do_not_exist() {
-        for text in ["1970-01-01", "2000-02-29", "2024-12-31", "2025-06-01"] {
-            let d = Date::parse(text).unwrap();
-            assert_eq!(d.to_string(), text);
-            assert_eq!(Date::from_days(d.days()), d);
-        }
-        assert_eq!(Date::parse("1970-01-02").unwrap().days(), 1);
-        for bad in [
-            "2025-02-29",
-            "2025-13-01",
-            "2025-6-01",
-            "25-06-01",
-            "2025-06-01T00",
-        ] {
-            assert!(Date::parse(bad).is_none(), "{bad}");
-        }
-        assert_eq!(rfc3339(86_400 + 3_661), "1970-01-02T01:01:01Z");
-    }
 
     #[test]
     fn queries_are_checked_and_their_created_range_kept_apart() {

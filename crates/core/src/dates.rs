@@ -1,133 +1,128 @@
-//! Dates of functions and the bounds a pipeline compares them with: RFC 3339 UTC timestamps
-//! (`2025-07-14T10:00:00Z`) to and from seconds since the epoch, with no time library (the
-//! proleptic Gregorian calendar of Howard Hinnant's `days_from_civil`), and [`DateBound`],
-//! `[select] created_after` and `[[evaluate.model]] cutoff`.
+//! Dates, the one home of their parsing and formatting (on `chrono`): calendar days
+//! ([`Date`], `YYYY-MM-DD`), RFC 3339 UTC timestamps (`2025-07-14T10:00:00Z`) to and from
+//! seconds since the epoch, `[env] exclude_newer`'s instant ([`utc_instant`]), and
+//! [`DateBound`], `[select] created_after` and `[[evaluate.model]] cutoff`.
 //!
 //! A function's `created_at` and `changed_at` are its body's first and last commits' committer
 //! dates (`stages::dating`); [`Dates`] is a repository's, at one commit.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
+use chrono::{DateTime, Months, NaiveDate, NaiveTime, SecondsFormat, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (i64::from(m) + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+/// A calendar day (proleptic Gregorian, UTC).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Date(NaiveDate);
 
-/// The date of a day number since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
-}
-
-fn days_in_month(y: i64, m: u32) -> u32 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Seconds since the epoch as RFC 3339 in UTC, to the second: `2025-07-14T10:00:00Z`.
-pub fn rfc3339(secs: i64) -> String {
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-/// `YYYY-MM` or `YYYY-MM-DD`: the year, month and day (none for a month), checked.
-fn calendar(text: &str) -> Option<(i64, u32, Option<u32>)> {
-    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
-    let mut parts = text.split('-');
-    let (y, m, d) = (parts.next()?, parts.next()?, parts.next());
-    if parts.next().is_some() || !digits(y, 4) || !digits(m, 2) {
-        return None;
-    }
-    let (y, m): (i64, u32) = (y.parse().ok()?, m.parse().ok()?);
-    if !(1..=12).contains(&m) {
-        return None;
-    }
-    let d = match d {
-        None => None,
-        Some(d) if digits(d, 2) => {
-            let d: u32 = d.parse().ok()?;
-            (1..=days_in_month(y, m)).contains(&d).then_some(d)?;
-            Some(d)
+impl Date {
+    /// The day `year-month-day`, for constants: a day that does not exist does not compile
+    /// (in a `const`) or panics.
+    pub const fn ymd(year: i32, month: u32, day: u32) -> Date {
+        match NaiveDate::from_ymd_opt(year, month, day) {
+            Some(d) => Date(d),
+            None => panic!("not a day"),
         }
-        Some(_) => return None,
-    };
-    Some((y, m, d))
+    }
+
+    /// `YYYY-MM-DD`, a day that exists.
+    pub fn parse(text: &str) -> Option<Date> {
+        let [y, m, d] = numbers::<3>(text, &[4, 2, 2])?;
+        NaiveDate::from_ymd_opt(y as i32, m, d).map(Date)
+    }
+
+    /// Days since 1970-01-01.
+    pub fn days(self) -> i64 {
+        i64::from(self.0.to_epoch_days())
+    }
+
+    /// The day `days` after 1970-01-01 (the first or last day chrono has, beyond them).
+    pub fn from_days(days: i64) -> Date {
+        let day = i32::try_from(days)
+            .ok()
+            .and_then(NaiveDate::from_epoch_days);
+        Date(day.unwrap_or(if days < 0 {
+            NaiveDate::MIN
+        } else {
+            NaiveDate::MAX
+        }))
+    }
+
+    /// Today, in UTC.
+    pub fn today() -> Date {
+        Date(Utc::now().date_naive())
+    }
+
+    /// Seconds since the epoch at the day's first second (UTC).
+    fn midnight(day: NaiveDate) -> i64 {
+        day.and_time(NaiveTime::MIN).and_utc().timestamp()
+    }
+}
+
+impl fmt::Display for Date {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0.format("%Y-%m-%d"))
+    }
+}
+
+/// `text` as `N` fields of ASCII digits of the given widths joined by `-` (`YYYY-MM-DD`,
+/// `YYYY-MM`), read as numbers; `None` for any other shape.
+fn numbers<const N: usize>(text: &str, widths: &[usize; N]) -> Option<[u32; N]> {
+    let mut out = [0; N];
+    let mut fields = text.split('-');
+    for (slot, &width) in out.iter_mut().zip(widths) {
+        let field = fields.next()?;
+        if field.len() != width || !field.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        *slot = field.parse().ok()?;
+    }
+    fields.next().is_none().then_some(out)
+}
+
+/// Seconds since the epoch, now.
+pub fn now_seconds() -> i64 {
+    Utc::now().timestamp()
+}
+
+/// Seconds since the epoch as RFC 3339 in UTC, to the second: `2025-07-14T10:00:00Z` (the
+/// first or last second chrono has, beyond them).
+pub fn rfc3339(secs: i64) -> String {
+    let at = DateTime::from_timestamp(secs, 0).unwrap_or(if secs < 0 {
+        DateTime::<Utc>::MIN_UTC
+    } else {
+        DateTime::<Utc>::MAX_UTC
+    });
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
 /// An RFC 3339 timestamp (`2024-10-15T08:30:00Z`, `2024-10-15T10:30:00+02:00`, fractions of a
-/// second allowed and dropped) as seconds since the epoch.
+/// second allowed and dropped) as seconds since the epoch. The date and the time are joined by
+/// `T` (or `t`), as RFC 3339 has it, not by the space chrono also reads.
 pub fn parse_rfc3339(text: &str) -> Option<i64> {
-    let (date, time) = text.split_once(['T', 't'])?;
-    let (y, m, Some(d)) = calendar(date)? else {
-        return None;
-    };
-    let (clock, offset) = if let Some(c) = time.strip_suffix(['Z', 'z']) {
-        (c, 0)
-    } else {
-        let at = time.rfind(['+', '-'])?;
-        let (clock, off) = time.split_at(at);
-        let sign = if off.starts_with('-') { -1 } else { 1 };
-        let (h, mi) = off[1..].split_once(':')?;
-        if h.len() != 2 || mi.len() != 2 {
-            return None;
-        }
-        let (h, mi): (i64, i64) = (h.parse().ok()?, mi.parse().ok()?);
-        if h > 23 || mi > 59 {
-            return None;
-        }
-        (clock, sign * (h * 3600 + mi * 60))
-    };
-    let clock = clock.split_once('.').map_or(clock, |(c, frac)| {
-        if frac.is_empty() || !frac.bytes().all(|b| b.is_ascii_digit()) {
-            ""
-        } else {
-            c
-        }
-    });
-    let mut hms = clock.split(':');
-    let mut field = |max: i64| -> Option<i64> {
-        let f = hms.next()?;
-        let v: i64 = (f.len() == 2).then(|| f.parse().ok()).flatten()?;
-        (v <= max).then_some(v)
-    };
-    let (h, mi, s) = (field(23)?, field(59)?, field(60)?);
-    if hms.next().is_some() {
+    if !matches!(text.as_bytes().get(10), Some(b'T' | b't')) {
         return None;
     }
-    Some(days_from_civil(y, m, d) * 86_400 + h * 3600 + mi * 60 + s - offset)
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .map(|t| t.timestamp())
+}
+
+/// An instant in UTC as RFC 3339 (`2025-06-01T12:00:00Z`, `+00:00` read as `Z`, fractions of
+/// a second kept as written) or a date (`2025-06-01`, its midnight), normalized to RFC 3339
+/// with `T` and `Z`; `None` when it is neither, not in UTC, or not a real day and time.
+pub fn utc_instant(text: &str) -> Option<String> {
+    let text = text.trim();
+    if let Some(day) = Date::parse(text) {
+        return Some(format!("{day}T00:00:00Z"));
+    }
+    let stamp = text
+        .strip_suffix(['Z', 'z'])
+        .or_else(|| text.strip_suffix("+00:00"))?;
+    parse_rfc3339(text)?;
+    // A timestamp that parsed has its date in its first ten bytes and `T` after them.
+    Some(format!("{}T{}Z", &stamp[..10], &stamp[11..]))
 }
 
 /// A date a function's `created_at` is compared with: a month (`2024-10`), a day
@@ -145,12 +140,13 @@ impl DateBound {
     pub fn parse(text: &str) -> Result<DateBound, String> {
         let from = if text.contains(['T', 't']) {
             parse_rfc3339(text).map(|t| t + 1)
+        } else if let Some(day) = Date::parse(text) {
+            day.0.succ_opt().map(Date::midnight)
         } else {
-            calendar(text).map(|(y, m, d)| match d {
-                Some(d) => (days_from_civil(y, m, d) + 1) * 86_400,
-                None if m == 12 => days_from_civil(y + 1, 1, 1) * 86_400,
-                None => days_from_civil(y, m + 1, 1) * 86_400,
-            })
+            numbers::<2>(text, &[4, 2])
+                .and_then(|[y, m]| NaiveDate::from_ymd_opt(y as i32, m, 1))
+                .and_then(|first| first.checked_add_months(Months::new(1)))
+                .map(Date::midnight)
         };
         from.map(|from| DateBound {
             text: text.to_owned(),
@@ -242,6 +238,51 @@ impl Dates {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_round_trip_and_refuse_days_that_do_not_exist() {
+        for text in ["1970-01-01", "2000-02-29", "2024-12-31", "2025-06-01"] {
+            let d = Date::parse(text).unwrap();
+            assert_eq!(d.to_string(), text);
+            assert_eq!(Date::from_days(d.days()), d);
+        }
+        assert_eq!(Date::parse("1970-01-02").unwrap().days(), 1);
+        for bad in [
+            "2025-02-29",
+            "2025-13-01",
+            "2025-6-01",
+            "25-06-01",
+            "2025-06-01T00",
+        ] {
+            assert!(Date::parse(bad).is_none(), "{bad}");
+        }
+        assert_eq!(rfc3339(86_400 + 3_661), "1970-01-02T01:01:01Z");
+    }
+
+    #[test]
+    fn utc_instants_are_normalized() {
+        for (written, normalized) in [
+            ("2025-06-01", "2025-06-01T00:00:00Z"),
+            ("2024-02-29T23:59:59Z", "2024-02-29T23:59:59Z"),
+            ("2025-06-01T12:30:00.5+00:00", "2025-06-01T12:30:00.5Z"),
+        ] {
+            assert_eq!(
+                utc_instant(written).as_deref(),
+                Some(normalized),
+                "{written}"
+            );
+        }
+        for bad in [
+            "2025-6-1",
+            "2023-02-29",
+            "2025-06-01T25:00:00Z",
+            "2025-06-01T12:00:00+02:00",
+            "2025-06-01T12:00Z",
+            "soon",
+        ] {
+            assert_eq!(utc_instant(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn timestamps_round_trip() {

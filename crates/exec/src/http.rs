@@ -1,14 +1,19 @@
-//! The small HTTP layer r2e's clients share: the model clients (`llm::http`) and `r2e curate`'s
-//! GitHub client (`r2e_build::curate::github`). One tokio runtime and one `reqwest` client,
-//! started on the first request; the retry policy (exponential backoff with jitter, the
-//! server's `Retry-After` honoured); `Retry-After` parsing; readable transport errors; and a
-//! blocking GET for callers that hold no runtime of their own.
+//! The small HTTP layer r2e's clients share: the model clients (`llm::http`), `r2e curate`'s
+//! GitHub client (`r2e_build::curate::github`) and the package index's (`pypi`). One tokio
+//! runtime and one `reqwest` client, started on the first request; the retry policy
+//! (exponential backoff with jitter, the server's `Retry-After` honoured); `Retry-After`
+//! parsing; readable transport errors; and a blocking GET (its body as text, or as bytes), safe
+//! to call from a thread that runs another runtime.
 //!
 //! Secrets: a header named `authorization` is marked sensitive (its value is hidden from
 //! `Debug`), and no message here holds a request's headers.
 
+use std::future::Future;
 use std::sync::OnceLock;
 use std::time::Duration;
+
+/// How long a connection may take to open, whatever the request's own timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The runtime and the client, made once.
 #[derive(Default)]
@@ -16,15 +21,16 @@ pub struct Http {
     inner: OnceLock<Result<(tokio::runtime::Runtime, reqwest::Client), String>>,
 }
 
-/// An answer read whole: the status, the headers (names in lower case, in order) and the body.
+/// An answer read whole: the status, the headers (names in lower case, in order) and the body
+/// (text, or bytes from [`Http::get_bytes`]).
 #[derive(Clone, Debug)]
-pub struct Reply {
+pub struct Reply<B = String> {
     pub status: u16,
     pub headers: Vec<(String, String)>,
-    pub body: String,
+    pub body: B,
 }
 
-impl Reply {
+impl<B> Reply<B> {
     /// The first value of header `name` (lower case).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -40,8 +46,11 @@ impl Reply {
 }
 
 impl Http {
-    pub fn new() -> Http {
-        Http::default()
+    /// Nothing started yet (so it may be a `static`).
+    pub const fn new() -> Http {
+        Http {
+            inner: OnceLock::new(),
+        }
     }
 
     /// The runtime (two worker threads) and the client, started on first use.
@@ -54,6 +63,7 @@ impl Http {
                     .build()
                     .map_err(|e| format!("cannot start the HTTP runtime: {e}"))?;
                 let http = reqwest::Client::builder()
+                    .connect_timeout(CONNECT_TIMEOUT)
                     .user_agent(concat!("r2e/", env!("CARGO_PKG_VERSION")))
                     .build()
                     .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
@@ -63,14 +73,44 @@ impl Http {
             .map_err(String::clone)
     }
 
-    /// A GET with `headers`, read whole, waiting at most `timeout`. An `Err` is a transport
-    /// failure (no answer, or one cut off), described without the request's headers.
+    /// A GET with `headers`, its body read whole as text, waiting at most `timeout`. An `Err`
+    /// is a transport failure (no answer, or one cut off), described without the request's
+    /// headers.
     pub fn get(
         &self,
         url: &str,
         headers: &[(&str, &str)],
         timeout: Duration,
     ) -> Result<Reply, String> {
+        self.fetch(url, headers, timeout, reqwest::Response::text)
+    }
+
+    /// [`Http::get`] with the body as bytes (an archive).
+    pub fn get_bytes(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Result<Reply<Vec<u8>>, String> {
+        self.fetch(url, headers, timeout, |response| async move {
+            response.bytes().await.map(|b| b.to_vec())
+        })
+    }
+
+    /// A GET whose body `read` reads, on the shared runtime. On a thread that runs a runtime
+    /// (where blocking on another one panics) it waits on a thread of its own.
+    fn fetch<B, F, R>(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        timeout: Duration,
+        read: R,
+    ) -> Result<Reply<B>, String>
+    where
+        B: Send,
+        F: Future<Output = reqwest::Result<B>> + Send,
+        R: FnOnce(reqwest::Response) -> F + Send,
+    {
         let (runtime, http) = self.inner()?;
         let mut map = reqwest::header::HeaderMap::new();
         for (name, value) in headers {
@@ -83,7 +123,7 @@ impl Http {
             }
             map.insert(name, value);
         }
-        runtime.block_on(async {
+        let work = async {
             let response = http
                 .get(url)
                 .headers(map)
@@ -97,8 +137,7 @@ impl Http {
                 .iter()
                 .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
                 .collect();
-            let body = response
-                .text()
+            let body = read(response)
                 .await
                 .map_err(|e| format!("the answer was cut off: {}", describe_error(&e)))?;
             Ok(Reply {
@@ -106,6 +145,15 @@ impl Http {
                 headers,
                 body,
             })
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return runtime.block_on(work);
+        }
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| runtime.block_on(work))
+                .join()
+                .unwrap_or_else(|_| Err("the HTTP thread panicked".into()))
         })
     }
 }
@@ -161,6 +209,53 @@ mod tests {
         assert!(backoff(3, None) >= Duration::from_secs(4));
         let b = backoff(0, Some(Duration::from_secs(2)));
         assert!(b >= Duration::from_secs(2) && b <= Duration::from_millis(2500));
+    }
+
+    /// A loopback server that answers one request with `body` (bytes that are not UTF-8) and
+    /// hands back the request it read.
+    fn answer_once(body: &'static [u8]) -> (String, std::thread::JoinHandle<String>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/f.bin", listener.local_addr().unwrap());
+        let server = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.ends_with(b"\r\n\r\n") {
+                let n = conn.read(&mut buf).unwrap();
+                assert!(n > 0, "the request ended early");
+                request.extend_from_slice(&buf[..n]);
+            }
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            conn.write_all(head.as_bytes()).unwrap();
+            conn.write_all(body).unwrap();
+            String::from_utf8(request).unwrap().to_ascii_lowercase()
+        });
+        (url, server)
+    }
+
+    #[test]
+    fn bytes_arrive_whole_even_from_inside_another_runtime() {
+        const BODY: &[u8] = &[0x1f, 0x8b, 0xff, 0x00, 0xfe];
+        let (url, server) = answer_once(BODY);
+        let http = Http::new();
+        let caller = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // Blocking on the shared runtime from this thread would panic: it runs `caller`.
+        let reply = caller
+            .block_on(async { http.get_bytes(&url, &[("accept", "*/*")], Duration::from_secs(30)) })
+            .unwrap();
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.body, BODY);
+        assert_eq!(
+            reply.header("content-type"),
+            Some("application/octet-stream")
+        );
+        assert!(server.join().unwrap().contains("\r\naccept: */*\r\n"));
     }
 
     #[test]

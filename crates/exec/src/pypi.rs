@@ -1,12 +1,14 @@
 //! A package index's simple API, as far as `[[repo]] pypi` needs it: the files of one project
 //! with the hashes the index publishes (PEP 691's JSON, else PEP 503's HTML with `#sha256=`
-//! fragments), and the download of one of them. Every request goes through [`get`], one small
-//! function over reqwest on a runtime of its own.
+//! fragments), and the download of one of them. Every request goes through [`get`], a GET on
+//! the shared HTTP layer (`crate::http`).
 
 use std::time::Duration;
 
 use r2e_core::error::{Error, Result};
 use reqwest::Url;
+
+use crate::http::{Http, Reply};
 
 /// PEP 691's JSON first, PEP 503's HTML when the index has no JSON.
 const ACCEPT: &str = "application/vnd.pypi.simple.v1+json, text/html;q=0.1";
@@ -21,63 +23,27 @@ pub struct IndexFile {
     pub sha256: Option<String>,
 }
 
-/// An answer of the index: its status, its `Content-Type` and its body.
-pub struct Answer {
-    pub status: u16,
-    pub content_type: String,
-    pub body: Vec<u8>,
+/// The index's client: the shared runtime and client, started on the first request.
+static HTTP: Http = Http::new();
+/// The most one request (a page or a download) may take.
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+/// One GET of `url` with `accept`, its body as bytes. An error is a failure to get any answer
+/// (the network, a timeout): environmental, never a result.
+fn get(url: &str, accept: &str) -> Result<Reply<Vec<u8>>> {
+    HTTP.get_bytes(url, &[("accept", accept)], TIMEOUT)
+        .map_err(|e| Error::env(format!("GET {url}: {e}")))
 }
 
-/// One GET of `url` with `accept`. An error is a failure to get any answer (the network, a
-/// timeout): environmental, never a result.
-pub fn get(url: &str, accept: &str) -> Result<Answer> {
-    let (url, accept) = (url.to_owned(), accept.to_owned());
-    // A thread of its own: the caller may be on a thread that runs another async runtime.
-    std::thread::scope(|scope| {
-        scope
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| Error::env(format!("cannot start an async runtime: {e}")))?;
-                runtime.block_on(async {
-                    let http = reqwest::Client::builder()
-                        .connect_timeout(Duration::from_secs(15))
-                        .timeout(Duration::from_secs(300))
-                        .user_agent(concat!("r2e/", env!("CARGO_PKG_VERSION")))
-                        .build()
-                        .map_err(|e| Error::env(format!("cannot make an HTTP client: {e}")))?;
-                    let fail = |e: reqwest::Error| Error::env(format!("GET {url}: {e}"));
-                    let resp = http
-                        .get(&url)
-                        .header(reqwest::header::ACCEPT, &accept)
-                        .send()
-                        .await
-                        .map_err(fail)?;
-                    let status = resp.status().as_u16();
-                    let content_type = resp
-                        .headers()
-                        .get(reqwest::header::CONTENT_TYPE)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_owned();
-                    let body = resp.bytes().await.map_err(fail)?.to_vec();
-                    Ok(Answer {
-                        status,
-                        content_type,
-                        body,
-                    })
-                })
-            })
-            .join()
-            .unwrap_or_else(|_| Err(Error::Internal("the HTTP thread panicked".into())))
-    })
-}
-
-/// A status that says the index could not answer now (rate limits, server errors): the
-/// request may pass later.
-fn transient(status: u16) -> bool {
-    status == 408 || status == 429 || status >= 500
+/// The error of an answer that is not a success: environmental when it may pass later (408,
+/// 429, 5xx: rate limits, server errors), else bad input.
+fn refused(url: &str, status: u16) -> Error {
+    let message = format!("GET {url}: the index answered {status}");
+    if status == 408 || status == 429 || status >= 500 {
+        Error::env(message)
+    } else {
+        Error::input(message)
+    }
 }
 
 /// The files the index at `index_url` (ending in `/`) lists for the project whose PEP 503
@@ -93,17 +59,13 @@ pub fn project_files(index_url: &str, normalized: &str) -> Result<Vec<IndexFile>
                 "the index `{index_url}` has no project `{normalized}` ({page} answered 404)"
             )));
         }
-        s if transient(s) => {
-            return Err(Error::env(format!("GET {page}: the index answered {s}")));
-        }
-        s => {
-            return Err(Error::input(format!("GET {page}: the index answered {s}")));
-        }
+        s => return Err(refused(&page, s)),
     }
     let base = Url::parse(&page).map_err(|e| Error::input(format!("`{page}`: {e}")))?;
     let text = String::from_utf8_lossy(&answer.body);
     if answer
-        .content_type
+        .header("content-type")
+        .unwrap_or_default()
         .contains("application/vnd.pypi.simple.v1+json")
     {
         parse_json(&base, &text)
@@ -117,14 +79,7 @@ pub fn download(file: &IndexFile) -> Result<Vec<u8>> {
     let answer = get(&file.url, "*/*")?;
     match answer.status {
         200..=299 => Ok(answer.body),
-        s if transient(s) => Err(Error::env(format!(
-            "GET {}: the index answered {s}",
-            file.url
-        ))),
-        s => Err(Error::input(format!(
-            "GET {}: the index answered {s}",
-            file.url
-        ))),
+        s => Err(refused(&file.url, s)),
     }
 }
 

@@ -199,11 +199,7 @@ pub fn wheel(dir: &Path, name: &str, version: &str, requires: &[&str]) -> std::p
          z.close()\n",
         path = file.to_string_lossy(),
     );
-    let ok = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    python(&script);
     file
 }
 
@@ -219,10 +215,15 @@ pub fn sdist(dir: &Path, name: &str, version: &str, spec: &str) -> std::path::Pa
         path = file.to_string_lossy(),
         src = tree.path().join(&top).to_string_lossy(),
     );
+    python(&script);
+    file
+}
+
+/// Runs `script` with `python3 -c`, which must succeed.
+fn python(script: &str) {
     let ok = std::process::Command::new("python3")
-        .args(["-c", &script])
+        .args(["-c", script])
         .status()
         .unwrap();
-    assert!(ok.success());
-    file
+    assert!(ok.success(), "python3 -c failed:\n{script}");
 }

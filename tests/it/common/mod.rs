@@ -11,6 +11,7 @@ use r2e_build::engine::{self, BuildOptions};
 
 use r2e_build::stages::Stage;
 
+pub mod calc;
 pub mod cluster;
 pub mod github;
 pub mod index;
@@ -192,37 +193,55 @@ pub fn require(available: bool, missing: &str, how: &str) -> bool {
 /// into the target folder.
 pub fn wheelhouse() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("wheelhouse");
-        std::fs::create_dir_all(&dir).unwrap();
-        let lock = std::fs::File::create(dir.join(".lock")).unwrap();
-        lock.lock().unwrap();
-        // The pinned coverage.py every environment gets, and the build backend of the
-        // examples (the project layer builds them as wheels).
-        for pin in [r2e_exec::py::COVERAGE, SETUPTOOLS] {
-        let (dist, version) = pin.split_once("==").unwrap();
-        let have = std::fs::read_dir(&dir).unwrap().flatten().any(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.starts_with(&format!("{dist}-{version}-")) && name.ends_with(".whl")
-        });
-        if !have {
-            let out = std::process::Command::new("python3")
-                .args(["-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"])
-                .arg("--dest")
-                .arg(&dir)
-                .arg(pin)
-                .output()
-                .expect("python3 runs");
-            assert!(
-                out.status.success(),
-                "cannot provision `{pin}` for the offline tests: `python3 -m pip download` failed \
-                 (install pip for python3, e.g. `apt-get install python3-pip`, and reach the package index): {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+    // The pinned coverage.py every environment gets, and the build backend of the examples
+    // (the project layer builds them as wheels).
+    DIR.get_or_init(|| wheels("wheelhouse", &[r2e_exec::py::COVERAGE, SETUPTOOLS]))
+}
+
+/// The folder `name` in the target folder holding the wheels of `pins` (`NAME==VERSION`),
+/// each downloaded once per machine from the package index.
+pub fn wheels(name: &str, pins: &[&str]) -> PathBuf {
+    provisioned(name, |dir| {
+        for pin in pins {
+            let (dist, version) = pin.split_once("==").unwrap();
+            let have = std::fs::read_dir(dir).unwrap().flatten().any(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.starts_with(&format!("{dist}-{version}-")) && name.ends_with(".whl")
+            });
+            if !have {
+                pip("download", &["--only-binary=:all:", "--dest"], dir, pin);
+            }
         }
-        }
-        dir
     })
+}
+
+/// The folder `name` in the target folder, made and held locked (against other test
+/// processes) while `fill` provisions it.
+pub fn provisioned(name: &str, fill: impl FnOnce(&Path)) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let lock = std::fs::File::create(dir.join(".lock")).unwrap();
+    lock.lock().unwrap();
+    fill(&dir);
+    dir
+}
+
+/// `python3 -m pip COMMAND --quiet --no-deps OPTIONS… DIR PIN` (the last option names `dir`),
+/// which must provision `pin` from the package index into `dir`.
+pub fn pip(command: &str, options: &[&str], dir: &Path, pin: &str) {
+    let out = std::process::Command::new("python3")
+        .args(["-m", "pip", command, "--quiet", "--no-deps"])
+        .args(options)
+        .arg(dir)
+        .arg(pin)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "cannot provision `{pin}` for the tests: `python3 -m pip {command}` failed \
+         (install pip for python3, e.g. `apt-get install python3-pip`, and reach the package index): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The setuptools the offline tests' wheelhouse holds, for projects built with it.
@@ -428,4 +447,28 @@ pub fn docker() -> Option<r2e_exec::sandbox::docker::Docker> {
         "install Docker Engine and start it; `.ci/run` does",
     )
     .then(|| found.unwrap())
+}
+
+/// `git -C REPO ARGS…` as author and committer `t`, at `date` (both dates) when given, which
+/// must succeed: its stdout, trimmed.
+pub fn git(repo: &Path, date: Option<&str>, args: &[&str]) -> String {
+    let mut cmd = std::process::Command::new("git");
+    cmd.arg("-C")
+        .arg(repo)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t");
+    if let Some(date) = date {
+        cmd.env("GIT_AUTHOR_DATE", date)
+            .env("GIT_COMMITTER_DATE", date);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use r2e_core::cache::{ActionKey, Bucket, Cache};
-use r2e_core::curation::{Date, GithubQuery, now_seconds};
+use r2e_core::curation::GithubQuery;
+use r2e_core::dates::{Date, now_seconds};
 use r2e_core::error::{Error, Result};
 use r2e_core::keys::GithubKey;
 use r2e_exec::http::{Http, Reply, backoff, snippet};
@@ -39,11 +40,7 @@ const RETRIES: u32 = 4;
 /// How many results GitHub's search gives for one query, whatever its `total_count`.
 pub const SEARCH_CAP: u64 = 1000;
 /// The first day a `created:` range without a start is cut from (GitHub opened in 2008).
-const FIRST_DAY: Date = Date {
-    year: 2007,
-    month: 10,
-    day: 1,
-};
+const FIRST_DAY: Date = Date::ymd(2007, 10, 1);
 
 /// What a client did: requests sent, how many were answered 304, rate limits met and waited.
 #[derive(Clone, Debug, Default, Serialize)]

@@ -18,9 +18,9 @@ use serde::Serialize;
 use r2e_core::cache::Cache;
 use r2e_core::config::{Config, SourceConfig, read_lock, secret_from_env, sources_fingerprint};
 use r2e_core::curation::{
-    Date, LOCK_VERSION, LeftOut, Lock, LockedRepo, LockedSource, lock_path, now_seconds,
-    parse_query, rfc3339,
+    LOCK_VERSION, LeftOut, Lock, LockedRepo, LockedSource, lock_path, parse_query,
 };
+use r2e_core::dates::{Date, now_seconds, rfc3339};
 use r2e_core::error::{Error, Result};
 
 /// What `r2e curate` did.
