@@ -381,10 +381,16 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
         &[("calc/ops.py", &cat(&[CALC_1, CALC_2]))],
     );
     commit(&src, "2024-07-20T15:30:00Z", &[("calc/more.py", CALC_3)]);
+    // The same `wrap` in a folder without history: undated, so in no model's unseen split.
+    let plain = dir.path().join("plain");
+    std::fs::create_dir_all(plain.join("calc")).unwrap();
+    std::fs::write(plain.join("calc/__init__.py"), "").unwrap();
+    std::fs::copy(src.join("calc/more.py"), plain.join("calc/more.py")).unwrap();
     std::fs::write(
         dir.path().join("pipeline.toml"),
         format!(
             "version = 1\n[project]\nname = \"cutoff\"\n\n[[repo]]\nname = \"calc\"\ngit = \"file://{}\"\n\n\
+             [[repo]]\nname = \"undated\"\npath = \"plain\"\n\n\
              [env]\ninstaller = \"pip\"\n\n[select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
              [sandbox]\nrun_timeout_seconds = 5\n\n\
              [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n\n\
@@ -399,21 +405,26 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
     let summary = common::offline_build(dir.path());
     let out = dir.path().join("out");
     let instances = jsonl(&out.join("variants/all/dataset.jsonl"));
-    assert_eq!(instances.len(), 5, "{summary:#}");
+    assert_eq!(instances.len(), 6, "{summary:#}");
     let created = |name: &str| -> Value {
         instances
             .iter()
-            .find(|i| i["qualname"] == name)
+            .find(|i| i["repo"] == "calc" && i["qualname"] == name)
             .unwrap_or_else(|| panic!("no {name}: {summary:#}"))["created_at"]
             .clone()
     };
     assert_eq!(created("clamp"), "2024-01-10T10:00:00Z");
     assert_eq!(created("peek"), "2024-04-02T09:00:00Z");
     assert_eq!(created("wrap"), "2024-07-20T15:30:00Z");
+    let undated = instances
+        .iter()
+        .find(|i| i["repo"] == "undated")
+        .unwrap_or_else(|| panic!("no undated instance: {summary:#}"));
+    assert_eq!(undated["created_at"], Value::Null);
 
-    // By hand: the scripted model passes clamp, scale and wrap of the five (3/5); after
+    // By hand: the scripted model passes clamp, scale and both wraps of the six (4/6); after
     // 2024-02 come scale, peek and wrap (2 of 3 pass); after 2024-07-19 only wrap (passes).
-    // `other` answers the same.
+    // The undated wrap passes but is in neither unseen split. `other` answers the same.
     let report = common::stdout_json(
         assert_cmd::Command::cargo_bin("r2e")
             .unwrap()
@@ -427,12 +438,15 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
         .find(|r| r["variant"] == "all")
         .unwrap_or_else(|| panic!("{report:#}"));
     let by_cutoff = &base["evaluation"]["by_cutoff"];
-    assert_eq!(row(by_cutoff, "local/scripted", "all"), (5, Some(0.6)));
+    assert_eq!(
+        row(by_cutoff, "local/scripted", "all"),
+        (6, Some(4.0 / 6.0))
+    );
     assert_eq!(
         row(by_cutoff, "local/scripted", "unseen"),
         (3, Some(2.0 / 3.0))
     );
-    assert_eq!(row(by_cutoff, "local/other", "all"), (5, Some(0.6)));
+    assert_eq!(row(by_cutoff, "local/other", "all"), (6, Some(4.0 / 6.0)));
     assert_eq!(row(by_cutoff, "local/other", "unseen"), (1, Some(1.0)));
     // The build's summary has the same split, and each results line says its side.
     let unseen = &summary["variants"]["all"]["evaluate"]["unseen"];
@@ -446,7 +460,9 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
         results
             .iter()
             .find(|r| {
-                r["model"] == model && r["id"].as_str().unwrap().ends_with(&format!(":{name}"))
+                r["model"] == model
+                    && r["id"].as_str().unwrap().starts_with("calc:")
+                    && r["id"].as_str().unwrap().ends_with(&format!(":{name}"))
             })
             .unwrap()["unseen"]
             .clone()
@@ -454,6 +470,14 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
     assert_eq!(side("local/scripted", "peek"), true);
     assert_eq!(side("local/other", "peek"), false);
     assert_eq!(side("local/other", "wrap"), true);
+    let undated_side = results
+        .iter()
+        .find(|r| r["model"] == "local/other" && r["id"].as_str().unwrap().starts_with("undated:"))
+        .unwrap();
+    assert_eq!(
+        undated_side["unseen"], false,
+        "an undated instance is never unseen"
+    );
     // `r2e report` shows both splits.
     let md = assert_cmd::Command::cargo_bin("r2e")
         .unwrap()
@@ -466,9 +490,9 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
         .clone();
     let md = String::from_utf8_lossy(&md);
     for line in [
-        "| local/scripted | all | 5 | 0.600 |",
+        "| local/scripted | all | 6 | 0.667 |",
         "| local/scripted | unseen | 3 | 0.667 |",
-        "| local/other | all | 5 | 0.600 |",
+        "| local/other | all | 6 | 0.667 |",
         "| local/other | unseen | 1 | 1.000 |",
     ] {
         assert!(md.contains(line), "no `{line}` in:\n{md}");
@@ -476,7 +500,7 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
     assert!(md.contains("`local/scripted` 2024-02"), "{md}");
 
     // The variant keeps the functions written after 2024-03-15: scale, peek and wrap; the two
-    // older ones get no harness and are counted as left out.
+    // older ones and the undated wrap get no harness and are counted as left out.
     assert_eq!(
         jsonl(&out.join("variants/recent/harnesses.jsonl")).len(),
         3,
@@ -490,7 +514,7 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
     names.sort();
     assert_eq!(names, ["peek", "scale", "wrap"]);
     assert_eq!(
-        summary["variants"]["recent"]["counts"]["created_before"], 2,
+        summary["variants"]["recent"]["counts"]["created_before"], 3,
         "{summary:#}"
     );
 
