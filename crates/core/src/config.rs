@@ -1524,11 +1524,8 @@ fn repos(
         let name = match &r.name {
             Some(n) => {
                 let n_ref = n.get_ref();
-                if n_ref.is_empty() || n_ref.contains([':', '/', '\\']) {
-                    return Err(src.at(
-                        Some(n.span()),
-                        "a repo name must be non-empty and hold no `:`, `/` or `\\`",
-                    ));
+                if let Err(why) = check_repo_name(n_ref) {
+                    return Err(src.at(Some(n.span()), &why));
                 }
                 n_ref.clone()
             }
@@ -1555,6 +1552,15 @@ fn repos(
         });
     }
     Ok(repos)
+}
+
+/// Checks a repo's name (a `[[repo]] name`, or one a lock gives): non-empty, without `:`, `/`
+/// or `\\`.
+pub fn check_repo_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() || name.contains([':', '/', '\\']) {
+        return Err("a repo name must be non-empty and hold no `:`, `/` or `\\`".into());
+    }
+    Ok(())
 }
 
 /// Reads a `repos.lock` (`curation::Lock`); `Ok(None)` when there is none. A lock that does not parse is an error naming
@@ -1638,10 +1644,19 @@ fn sources(
         let api_url = match &o.api_url {
             Some(u) => {
                 let url = u.get_ref().trim_end_matches('/');
-                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                let origin = crate::curation::Origin::of(url)
+                    .filter(|o| o.scheme == "https" || o.scheme == "http");
+                let Some(origin) = origin else {
                     return Err(src.at(
                         Some(u.span()),
                         "`api_url` is an `https://` (or `http://`) URL",
+                    ));
+                };
+                // The token goes to this URL: never in clear text over a network.
+                if origin.scheme == "http" && !origin.is_loopback() {
+                    return Err(src.at(
+                        Some(u.span()),
+                        "`api_url` is `https://`: `http://` is allowed only to this machine (`localhost`, `127.0.0.1`, `::1`), since the token would travel unencrypted",
                     ));
                 }
                 url.to_owned()
@@ -1733,7 +1748,45 @@ fn locked_repos(
             ),
         ));
     }
+    let bad = |r: &crate::curation::LockedRepo, why: &str| {
+        Error::input(format!(
+            "{}: repository `{}` (`{}`): {why} (run `r2e curate --update` to write the lock again)",
+            path.display(),
+            r.name,
+            r.full_name
+        ))
+    };
+    let Some(curated_at) = utc_instant(&lock.curated_at) else {
+        return Err(Error::input(format!(
+            "{}: `curated_at = {:?}` is not an RFC 3339 UTC instant (run `r2e curate --update` to write the lock again)",
+            path.display(),
+            lock.curated_at
+        )));
+    };
     for r in &lock.repo {
+        let Some(source) = sources.get(r.source) else {
+            return Err(bad(
+                r,
+                &format!("`source = {}` names no `[[source]]`", r.source),
+            ));
+        };
+        check_repo_name(&r.name).map_err(|why| bad(r, &why))?;
+        crate::curation::check_full_name(&r.full_name).map_err(|why| bad(r, &why))?;
+        crate::curation::check_clone_url(&r.url, &source.api_url).map_err(|why| bad(r, &why))?;
+        crate::curation::check_commit(&r.commit).map_err(|why| bad(r, &why))?;
+        let git = RepoSource::Git {
+            url: r.url.clone(),
+            rev: r.commit.clone(),
+        };
+        if let Some(other) = repos.iter().find(|o| same_source(&o.source, &git)) {
+            return Err(bad(
+                r,
+                &format!(
+                    "it is repo `{}` again (the same URL and commit): every instance would be there twice; remove one",
+                    other.name
+                ),
+            ));
+        }
         if let Some(other) = repos.iter().find(|o| o.name == r.name) {
             return Err(Error::input(format!(
                 "{}: repository `{}` has the name of repo `{}` of the pipeline; give the pipeline's one another `name`",
@@ -1752,7 +1805,7 @@ fn locked_repos(
         });
     }
     if env.exclude_newer.is_none() {
-        env.exclude_newer = Some(lock.curated_at.clone());
+        env.exclude_newer = Some(curated_at);
     }
     Ok(())
 }
@@ -2794,6 +2847,130 @@ mod tests {
         // The token's variable is no part of what was searched.
         let other_token = format!("{}token_env = \"OTHER\"\n", text(""));
         assert!(parse(&other_token, &file).is_ok());
+    }
+
+    #[test]
+    fn a_lock_from_disk_is_checked_as_the_api_answers_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pipeline.toml");
+        let text = "[[source]]\ngithub = \"language:python\"\n";
+        let sources = parse_with(text, &file, false).unwrap().sources;
+        let good = crate::curation::LockedRepo {
+            name: "o__r".into(),
+            full_name: "o/r".into(),
+            url: "https://github.com/o/r.git".into(),
+            commit: "c".repeat(40),
+            branch: "main".into(),
+            created_at: "2025-06-02T00:00:00Z".into(),
+            pushed_at: "2025-06-03T00:00:00Z".into(),
+            stars: 41,
+            license: "MIT".into(),
+            size_kb: 12,
+            source: 0,
+            kept_because: Vec::new(),
+        };
+        let lock = |repo: crate::curation::LockedRepo, curated_at: &str| crate::curation::Lock {
+            version: LOCK_VERSION,
+            curated_at: curated_at.into(),
+            sources: sources_fingerprint(&sources),
+            source: Vec::new(),
+            repo: vec![repo],
+            left_out: Vec::new(),
+        };
+        let refused = |repo: crate::curation::LockedRepo, curated_at: &str, pipeline: &str| {
+            std::fs::write(
+                dir.path().join("repos.lock"),
+                lock(repo, curated_at).render(),
+            )
+            .unwrap();
+            let e = parse(pipeline, &file).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{e}");
+            e.to_string()
+        };
+        std::fs::write(
+            dir.path().join("repos.lock"),
+            lock(good.clone(), "2025-07-01T08:00:00Z").render(),
+        )
+        .unwrap();
+        assert!(parse(text, &file).is_ok());
+        let with = |f: &dyn Fn(&mut crate::curation::LockedRepo)| {
+            let mut r = good.clone();
+            f(&mut r);
+            r
+        };
+        let e = refused(
+            with(&|r| r.name = "../o".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(
+            e.contains("repos.lock: repository `../o`") && e.contains("no `:`, `/`"),
+            "{e}"
+        );
+        let e = refused(
+            with(&|r| r.full_name = "o/..".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(e.contains("`o/..` is not a GitHub"), "{e}");
+        let e = refused(
+            with(&|r| r.url = "--upload-pack=touch x".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(e.contains("starts with `-`"), "{e}");
+        let e = refused(
+            with(&|r| r.url = "file:///etc/repo".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(e.contains("clone URL `file:///etc/repo`"), "{e}");
+        let e = refused(
+            with(&|r| r.url = "git://evil.example/o/r".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(e.contains("only from this machine"), "{e}");
+        let e = refused(
+            with(&|r| r.commit = "HEAD".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(e.contains("the commit `HEAD`"), "{e}");
+        let e = refused(with(&|r| r.source = 3), "2025-07-01T00:00:00Z", text);
+        assert!(e.contains("`source = 3` names no"), "{e}");
+        let e = refused(good.clone(), "yesterday", text);
+        assert!(e.contains("`curated_at = \"yesterday\"`"), "{e}");
+        // A lock repository that a `[[repo]]` already names, at the same commit.
+        let twice = format!(
+            "{text}[[repo]]\nname = \"mine\"\ngit = \"https://github.com/o/r\"\nrev = \"{}\"\n",
+            "c".repeat(40)
+        );
+        let e = refused(good.clone(), "2025-07-01T00:00:00Z", &twice);
+        assert!(e.contains("it is repo `mine` again"), "{e}");
+    }
+
+    #[test]
+    fn an_api_url_without_tls_is_for_this_machine_only() {
+        let file = Path::new("/nonexistent/P");
+        let src =
+            |url: &str| format!("[[source]]\ngithub = \"language:python\"\napi_url = \"{url}\"\n");
+        for ok in [
+            "https://ghe.corp/api/v3",
+            "http://127.0.0.1:8080",
+            "http://localhost",
+        ] {
+            assert!(parse_with(&src(ok), file, false).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://example.com",
+            "ftp://example.com",
+            "https://",
+            "https://u:p@h",
+        ] {
+            let e = parse_with(&src(bad), file, false).unwrap_err();
+            assert!(e.to_string().contains("P:3:11: `api_url`"), "{bad}: {e}");
+        }
     }
 
     #[test]
