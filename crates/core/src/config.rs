@@ -569,7 +569,8 @@ pub struct SourceConfig {
     pub max_size_kb: Option<u64>,
     /// Repositories with fewer stars are left out.
     pub min_stars: Option<u64>,
-    /// The API's base URL (`https://api.github.com`; GitHub Enterprise's `https://HOST/api/v3`).
+    /// The API's base URL (`https://api.github.com`; GitHub Enterprise's `https://HOST/api/v3`;
+    /// `http://` only to this machine).
     pub api_url: String,
     /// The environment variable holding the token (read when searching, never stored); not
     /// part of the fingerprint: the same search with another token finds the same.
