@@ -566,6 +566,38 @@ fn bad_sources_and_locks_are_refused_with_their_place() {
     .unwrap();
     let err = run(&["build"]);
     assert!(err.contains("repos.lock:2:"), "{err}");
+    // A lock of these sources whose repository would reach `git` as an option: refused at its
+    // line, before any clone.
+    let cfg = r2e_core::config::load_unlocked(&dir.path().join("pipeline.toml")).unwrap();
+    let evil = r2e_core::curation::LockedRepo {
+        name: "o__r".into(),
+        full_name: "o/r".into(),
+        url: "--upload-pack=touch pwned".into(),
+        commit: "c".repeat(40),
+        branch: "main".into(),
+        created_at: "2025-06-02T00:00:00Z".into(),
+        pushed_at: "2025-06-03T00:00:00Z".into(),
+        stars: 41,
+        license: "MIT".into(),
+        size_kb: 12,
+        source: 0,
+        kept_because: Vec::new(),
+    };
+    let lock = r2e_core::curation::Lock {
+        sources: r2e_core::config::sources_fingerprint(&cfg.sources),
+        repo: vec![evil],
+        ..lock
+    };
+    let text = lock.render();
+    std::fs::write(dir.path().join("repos.lock"), &text).unwrap();
+    let line = text.lines().position(|l| l.starts_with("url = ")).unwrap() + 1;
+    let err = run(&["build"]);
+    assert!(
+        err.contains(&format!("repos.lock:{line}:1: repository `o__r`"))
+            && err.contains("starts with `-`"),
+        "{err}"
+    );
+    assert!(!dir.path().join("pwned").exists());
 }
 
 /// A lock pins resolution as well as commits: its curation date is uv's `--exclude-newer` for

@@ -1749,10 +1749,13 @@ fn locked_repos(
             ),
         ));
     }
-    let bad = |r: &crate::curation::LockedRepo, why: &str| {
+    // The lock's text, to place a message at the key it is about (the lock holds no spans).
+    let text = fs_err::read_to_string(&path).unwrap_or_default();
+    let place = |table: Option<usize>, key: &str| lock_place(&path, &text, table, key);
+    let bad = |i: usize, key: &str, r: &crate::curation::LockedRepo, why: &str| {
         Error::input(format!(
             "{}: repository `{}` (`{}`): {why} (run `r2e curate --update` to write the lock again)",
-            path.display(),
+            place(Some(i), key),
             r.name,
             r.full_name
         ))
@@ -1760,27 +1763,33 @@ fn locked_repos(
     let Some(curated_at) = utc_instant(&lock.curated_at) else {
         return Err(Error::input(format!(
             "{}: `curated_at = {:?}` is not an RFC 3339 UTC instant (run `r2e curate --update` to write the lock again)",
-            path.display(),
+            place(None, "curated_at"),
             lock.curated_at
         )));
     };
-    for r in &lock.repo {
+    for (i, r) in lock.repo.iter().enumerate() {
         let Some(source) = sources.get(r.source) else {
             return Err(bad(
+                i,
+                "source",
                 r,
                 &format!("`source = {}` names no `[[source]]`", r.source),
             ));
         };
-        check_repo_name(&r.name).map_err(|why| bad(r, &why))?;
-        crate::curation::check_full_name(&r.full_name).map_err(|why| bad(r, &why))?;
-        crate::curation::check_clone_url(&r.url, &source.api_url).map_err(|why| bad(r, &why))?;
-        crate::curation::check_commit(&r.commit).map_err(|why| bad(r, &why))?;
+        check_repo_name(&r.name).map_err(|why| bad(i, "name", r, &why))?;
+        crate::curation::check_full_name(&r.full_name)
+            .map_err(|why| bad(i, "full_name", r, &why))?;
+        crate::curation::check_clone_url(&r.url, &source.api_url)
+            .map_err(|why| bad(i, "url", r, &why))?;
+        crate::curation::check_commit(&r.commit).map_err(|why| bad(i, "commit", r, &why))?;
         let git = RepoSource::Git {
             url: r.url.clone(),
             rev: r.commit.clone(),
         };
         if let Some(other) = repos.iter().find(|o| same_source(&o.source, &git)) {
             return Err(bad(
+                i,
+                "url",
                 r,
                 &format!(
                     "it is repo `{}` again (the same URL and commit): every instance would be there twice; remove one",
@@ -1809,6 +1818,30 @@ fn locked_repos(
         env.exclude_newer = Some(curated_at);
     }
     Ok(())
+}
+
+/// `FILE:LINE:COL` of `key` in a lock's text: in its `table`-th `[[repo]]` table (0-based), or
+/// before any table; `FILE` alone when it is not found.
+fn lock_place(path: &Path, text: &str, table: Option<usize>, key: &str) -> String {
+    let mut tables = 0usize;
+    let mut here = table.is_none();
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if t.starts_with('[') {
+            here = t.trim_end() == "[[repo]]" && {
+                tables += 1;
+                Some(tables - 1) == table
+            };
+            continue;
+        }
+        if here
+            && t.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        {
+            return format!("{}:{}:{}", path.display(), n + 1, line.len() - t.len() + 1);
+        }
+    }
+    path.display().to_string()
 }
 
 /// A repo's `include`, `exclude` and `default_exclude`, every glob checked.
@@ -2894,6 +2927,15 @@ mod tests {
         )
         .unwrap();
         assert!(parse(text, &file).is_ok());
+        // Where a key is in the lock's text (the same for every lock below: one line each).
+        let rendered = lock(good.clone(), "2025-07-01T08:00:00Z").render();
+        let at = |key: &str| {
+            let line = rendered
+                .lines()
+                .position(|l| l.starts_with(&format!("{key} = ")))
+                .unwrap();
+            format!("repos.lock:{}:1: ", line + 1)
+        };
         let with = |f: &dyn Fn(&mut crate::curation::LockedRepo)| {
             let mut r = good.clone();
             f(&mut r);
@@ -2905,7 +2947,7 @@ mod tests {
             text,
         );
         assert!(
-            e.contains("repos.lock: repository `../o`") && e.contains("no `:`, `/`"),
+            e.contains(&format!("{}repository `../o`", at("name"))) && e.contains("no `:`, `/`"),
             "{e}"
         );
         let e = refused(
@@ -2913,13 +2955,19 @@ mod tests {
             "2025-07-01T00:00:00Z",
             text,
         );
-        assert!(e.contains("`o/..` is not a GitHub"), "{e}");
+        assert!(
+            e.contains(&at("full_name")) && e.contains("`o/..` is not a GitHub"),
+            "{e}"
+        );
         let e = refused(
             with(&|r| r.url = "--upload-pack=touch x".into()),
             "2025-07-01T00:00:00Z",
             text,
         );
-        assert!(e.contains("starts with `-`"), "{e}");
+        assert!(
+            e.contains(&at("url")) && e.contains("starts with `-`"),
+            "{e}"
+        );
         let e = refused(
             with(&|r| r.url = "file:///etc/repo".into()),
             "2025-07-01T00:00:00Z",
@@ -2937,11 +2985,17 @@ mod tests {
             "2025-07-01T00:00:00Z",
             text,
         );
-        assert!(e.contains("the commit `HEAD`"), "{e}");
+        assert!(
+            e.contains(&at("commit")) && e.contains("the commit `HEAD`"),
+            "{e}"
+        );
         let e = refused(with(&|r| r.source = 3), "2025-07-01T00:00:00Z", text);
         assert!(e.contains("`source = 3` names no"), "{e}");
         let e = refused(good.clone(), "yesterday", text);
-        assert!(e.contains("`curated_at = \"yesterday\"`"), "{e}");
+        assert!(
+            e.contains(&format!("{}`curated_at = \"yesterday\"`", at("curated_at"))),
+            "{e}"
+        );
         // A lock repository that a `[[repo]]` already names, at the same commit.
         let twice = format!(
             "{text}[[repo]]\nname = \"mine\"\ngit = \"https://github.com/o/r\"\nrev = \"{}\"\n",
