@@ -304,6 +304,25 @@ fn curate_pins_the_search_gets_past_the_cap_waits_out_limits_and_revalidates() {
     assert_eq!(api.seen().requests, 0);
     assert!(out.contains("kept: it matches the sources"), "{out}");
 
+    // Only stars moved (as they do on GitHub all the time): the same repositories at the same
+    // commits keep the curation date, and with it every environment's `exclude_newer`; the
+    // lock holds the new count.
+    api.set_stars("alice/kept-one", 51);
+    let (out, _) = curate(dir.path(), &["--update"]);
+    assert!(
+        out.contains("0 added, 0 removed, 0 moved, 2 unchanged"),
+        "{out}"
+    );
+    let restarred = read_lock(&lock_file).unwrap().unwrap();
+    assert_eq!(restarred.curated_at, lock.curated_at);
+    assert_eq!(restarred.repo[0].stars, 51);
+    assert!(
+        restarred.repo[0]
+            .kept_because
+            .contains(&"51 stars >= 10".to_owned())
+    );
+    api.set_stars("alice/kept-one", 50);
+
     // A branch that moved: `--update` says so, as `dataset diff` does, and pins the new head.
     let moved = "ab".repeat(20);
     api.set_commit("bob/kept-two", &moved);
@@ -547,6 +566,38 @@ fn bad_sources_and_locks_are_refused_with_their_place() {
     .unwrap();
     let err = run(&["build"]);
     assert!(err.contains("repos.lock:2:"), "{err}");
+    // A lock of these sources whose repository would reach `git` as an option: refused at its
+    // line, before any clone.
+    let cfg = r2e_core::config::load_unlocked(&dir.path().join("pipeline.toml")).unwrap();
+    let evil = r2e_core::curation::LockedRepo {
+        name: "o__r".into(),
+        full_name: "o/r".into(),
+        url: "--upload-pack=touch pwned".into(),
+        commit: "c".repeat(40),
+        branch: "main".into(),
+        created_at: "2025-06-02T00:00:00Z".into(),
+        pushed_at: "2025-06-03T00:00:00Z".into(),
+        stars: 41,
+        license: "MIT".into(),
+        size_kb: 12,
+        source: 0,
+        kept_because: Vec::new(),
+    };
+    let lock = r2e_core::curation::Lock {
+        sources: r2e_core::config::sources_fingerprint(&cfg.sources),
+        repo: vec![evil],
+        ..lock
+    };
+    let text = lock.render();
+    std::fs::write(dir.path().join("repos.lock"), &text).unwrap();
+    let line = text.lines().position(|l| l.starts_with("url = ")).unwrap() + 1;
+    let err = run(&["build"]);
+    assert!(
+        err.contains(&format!("repos.lock:{line}:1: repository `o__r`"))
+            && err.contains("starts with `-`"),
+        "{err}"
+    );
+    assert!(!dir.path().join("pwned").exists());
 }
 
 /// A lock pins resolution as well as commits: its curation date is uv's `--exclude-newer` for
@@ -619,4 +670,112 @@ fn a_lock_rebuilt_after_a_newer_release_resolves_the_same_packages() {
         again, first,
         "the rebuilt environment resolves the same packages"
     );
+}
+
+/// What the API says is checked before it reaches the lock: malformed names, clone URLs that
+/// are no `https://` (nor to this machine) and commits that are no hashes are left out with
+/// the reason, as are repositories gone since the search (404, apart from empty ones, 409); an
+/// incomplete search is asked again, then fails writing nothing and keeping nothing; a `Link`
+/// to another origin is not followed (the token would go along).
+#[test]
+fn curate_checks_what_github_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut repos = Vec::new();
+    // 101 without stars (left out without a request): two pages.
+    for i in 0..101u64 {
+        repos.push(FakeRepo::new(&format!("gen/r-{i:03}"), "2025-01-05", 0));
+    }
+    let fine = FakeRepo::new("ok/fine", "2025-01-02", 30);
+    let mut gone = FakeRepo::new("ok/gone", "2025-01-02", 29);
+    gone.contents_status = Some(404);
+    let mut empty = FakeRepo::new("ok/empty", "2025-01-02", 28);
+    empty.contents_status = Some(409);
+    let dotdot = FakeRepo::new("ok/..", "2025-01-02", 27);
+    let mut local = FakeRepo::new("ok/local", "2025-01-02", 26);
+    local.clone_url = "file:///etc/repo.git".into();
+    let mut option = FakeRepo::new("ok/option", "2025-01-02", 25);
+    option.clone_url = "--upload-pack=touch /tmp/r2e-pwned".into();
+    let mut plain = FakeRepo::new("ok/plain", "2025-01-02", 24);
+    plain.clone_url = "git://git.example.org/ok/plain.git".into();
+    let mut nosha = FakeRepo::new("ok/nosha", "2025-01-02", 23);
+    nosha.commit = "main".into();
+    repos.extend([fine, gone, empty, dotdot, local, option, plain, nosha]);
+    let api = FakeGithub::start(repos, None, None);
+    std::fs::write(
+        dir.path().join("pipeline.toml"),
+        format!(
+            "[project]\nname = \"chk\"\n\n[[source]]\ngithub = \"language:python\"\n\
+             min_stars = 1\napi_url = \"{}\"\ntoken_env = \"{TOKEN_VAR}\"\n",
+            api.url
+        ),
+    )
+    .unwrap();
+    let lock_file = dir.path().join("repos.lock");
+    let failing = |args: &[&str]| {
+        let out = Command::cargo_bin("r2e")
+            .unwrap()
+            .arg("curate")
+            .args(args)
+            .current_dir(dir.path())
+            .env(TOKEN_VAR, TOKEN)
+            .timeout(Duration::from_secs(120))
+            .assert()
+            .code(1)
+            .get_output()
+            .clone();
+        String::from_utf8(out.stderr).unwrap()
+    };
+
+    // Incomplete three times in a row (the first answer and both retries): nothing written,
+    // nothing kept for the next conditional request.
+    api.set_incomplete(3);
+    let err = failing(&[]);
+    assert!(
+        err.contains("are incomplete (its search timed out) after 3 attempts"),
+        "{err}"
+    );
+    assert!(!lock_file.exists());
+    assert_eq!(
+        common::found_under(dir.path(), common::github::INCOMPLETE_MARK.as_bytes()),
+        None
+    );
+    // Incomplete once: asked again, and whole.
+    api.set_incomplete(1);
+    let (_, log) = curate(dir.path(), &[]);
+    assert!(log.contains("asking again"), "{log}");
+    let lock = read_lock(&lock_file).unwrap().unwrap();
+    let names: Vec<_> = lock.repo.iter().map(|r| r.full_name.as_str()).collect();
+    assert_eq!(names, ["ok/fine"]);
+    let reason = |name: &str| {
+        lock.left_out
+            .iter()
+            .find(|l| l.full_name == name)
+            .map(|l| l.reason.clone())
+            .unwrap_or_else(|| panic!("{name} is not left out"))
+    };
+    assert_eq!(reason("ok/gone"), "not found (deleted, renamed or private)");
+    assert_eq!(reason("ok/empty"), "empty repository");
+    assert!(reason("ok/..").contains("is not a GitHub `OWNER/NAME`"));
+    assert!(reason("ok/local").contains("`file:///etc/repo.git` is not an `https://` URL"));
+    assert!(reason("ok/option").contains("starts with `-`"));
+    assert!(reason("ok/plain").contains("only from this machine or the API's host"));
+    assert!(reason("ok/nosha").contains("the commit `main` is not 40"));
+    assert_eq!(lock.left_out.len(), 101 + 7);
+    assert_eq!(
+        common::found_under(dir.path(), common::github::INCOMPLETE_MARK.as_bytes()),
+        None
+    );
+
+    // A next page on another origin: refused, without the token; the lock as it was.
+    let text = std::fs::read_to_string(&lock_file).unwrap();
+    api.set_link_base(Some("http://127.0.0.2:9"));
+    api.set_stars("gen/r-000", 2);
+    let err = failing(&["--update"]);
+    assert!(
+        err.contains("the next page's link `http://127.0.0.2:9/search/repositories?")
+            && err.contains("is not on"),
+        "{err}"
+    );
+    assert!(!err.contains(TOKEN));
+    assert_eq!(std::fs::read_to_string(&lock_file).unwrap(), text);
 }

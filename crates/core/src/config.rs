@@ -569,7 +569,8 @@ pub struct SourceConfig {
     pub max_size_kb: Option<u64>,
     /// Repositories with fewer stars are left out.
     pub min_stars: Option<u64>,
-    /// The API's base URL (`https://api.github.com`; GitHub Enterprise's `https://HOST/api/v3`).
+    /// The API's base URL (`https://api.github.com`; GitHub Enterprise's `https://HOST/api/v3`;
+    /// `http://` only to this machine).
     pub api_url: String,
     /// The environment variable holding the token (read when searching, never stored); not
     /// part of the fingerprint: the same search with another token finds the same.
@@ -1457,11 +1458,8 @@ fn repos(
         let name = match &r.name {
             Some(n) => {
                 let n_ref = n.get_ref();
-                if n_ref.is_empty() || n_ref.contains([':', '/', '\\']) {
-                    return Err(src.at(
-                        Some(n.span()),
-                        "a repo name must be non-empty and hold no `:`, `/` or `\\`",
-                    ));
+                if let Err(why) = check_repo_name(n_ref) {
+                    return Err(src.at(Some(n.span()), &why));
                 }
                 n_ref.clone()
             }
@@ -1488,6 +1486,15 @@ fn repos(
         });
     }
     Ok(repos)
+}
+
+/// Checks a repo's name (a `[[repo]] name`, or one a lock gives): non-empty, without `:`, `/`
+/// or `\\`.
+pub fn check_repo_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() || name.contains([':', '/', '\\']) {
+        return Err("a repo name must be non-empty and hold no `:`, `/` or `\\`".into());
+    }
+    Ok(())
 }
 
 /// Reads a `repos.lock` (`curation::Lock`); `Ok(None)` when there is none. A lock that does not parse is an error naming
@@ -1571,10 +1578,19 @@ fn sources(
         let api_url = match &o.api_url {
             Some(u) => {
                 let url = u.get_ref().trim_end_matches('/');
-                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                let origin = crate::curation::Origin::of(url)
+                    .filter(|o| o.scheme == "https" || o.scheme == "http");
+                let Some(origin) = origin else {
                     return Err(src.at(
                         Some(u.span()),
                         "`api_url` is an `https://` (or `http://`) URL",
+                    ));
+                };
+                // The token goes to this URL: never in clear text over a network.
+                if origin.scheme == "http" && !origin.is_loopback() {
+                    return Err(src.at(
+                        Some(u.span()),
+                        "`api_url` is `https://`: `http://` is allowed only to this machine (`localhost`, `127.0.0.1`, `::1`), since the token would travel unencrypted",
                     ));
                 }
                 url.to_owned()
@@ -1652,7 +1668,54 @@ fn locked_repos(
             ),
         ));
     }
-    for r in &lock.repo {
+    // The lock's text, to place a message at the key it is about (the lock holds no spans).
+    let text = fs_err::read_to_string(&path).unwrap_or_default();
+    let place = |table: Option<usize>, key: &str| lock_place(&path, &text, table, key);
+    let bad = |i: usize, key: &str, r: &crate::curation::LockedRepo, why: &str| {
+        Error::input(format!(
+            "{}: repository `{}` (`{}`): {why} (run `r2e curate --update` to write the lock again)",
+            place(Some(i), key),
+            r.name,
+            r.full_name
+        ))
+    };
+    let Some(curated_at) = crate::dates::utc_instant(&lock.curated_at) else {
+        return Err(Error::input(format!(
+            "{}: `curated_at = {:?}` is not an RFC 3339 UTC instant (run `r2e curate --update` to write the lock again)",
+            place(None, "curated_at"),
+            lock.curated_at
+        )));
+    };
+    for (i, r) in lock.repo.iter().enumerate() {
+        let Some(source) = sources.get(r.source) else {
+            return Err(bad(
+                i,
+                "source",
+                r,
+                &format!("`source = {}` names no `[[source]]`", r.source),
+            ));
+        };
+        check_repo_name(&r.name).map_err(|why| bad(i, "name", r, &why))?;
+        crate::curation::check_full_name(&r.full_name)
+            .map_err(|why| bad(i, "full_name", r, &why))?;
+        crate::curation::check_clone_url(&r.url, &source.api_url)
+            .map_err(|why| bad(i, "url", r, &why))?;
+        crate::curation::check_commit(&r.commit).map_err(|why| bad(i, "commit", r, &why))?;
+        let git = RepoSource::Git {
+            url: r.url.clone(),
+            rev: r.commit.clone(),
+        };
+        if let Some(other) = repos.iter().find(|o| same_source(&o.source, &git)) {
+            return Err(bad(
+                i,
+                "url",
+                r,
+                &format!(
+                    "it is repo `{}` again (the same URL and commit): every instance would be there twice; remove one",
+                    other.name
+                ),
+            ));
+        }
         if let Some(other) = repos.iter().find(|o| o.name == r.name) {
             return Err(Error::input(format!(
                 "{}: repository `{}` has the name of repo `{}` of the pipeline; give the pipeline's one another `name`",
@@ -1671,9 +1734,33 @@ fn locked_repos(
         });
     }
     if env.exclude_newer.is_none() {
-        env.exclude_newer = Some(lock.curated_at.clone());
+        env.exclude_newer = Some(curated_at);
     }
     Ok(())
+}
+
+/// `FILE:LINE:COL` of `key` in a lock's text: in its `table`-th `[[repo]]` table (0-based), or
+/// before any table; `FILE` alone when it is not found.
+fn lock_place(path: &Path, text: &str, table: Option<usize>, key: &str) -> String {
+    let mut tables = 0usize;
+    let mut here = table.is_none();
+    for (n, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        if t.starts_with('[') {
+            here = t.trim_end() == "[[repo]]" && {
+                tables += 1;
+                Some(tables - 1) == table
+            };
+            continue;
+        }
+        if here
+            && t.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        {
+            return format!("{}:{}:{}", path.display(), n + 1, line.len() - t.len() + 1);
+        }
+    }
+    path.display().to_string()
 }
 
 /// A repo's `include`, `exclude` and `default_exclude`, every glob checked.
@@ -2736,6 +2823,151 @@ mod tests {
         // The token's variable is no part of what was searched.
         let other_token = format!("{}token_env = \"OTHER\"\n", text(""));
         assert!(parse(&other_token, &file).is_ok());
+    }
+
+    #[test]
+    fn a_lock_from_disk_is_checked_as_the_api_answers_are() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pipeline.toml");
+        let text = "[[source]]\ngithub = \"language:python\"\n";
+        let sources = parse_with(text, &file, false).unwrap().sources;
+        let good = crate::curation::LockedRepo {
+            name: "o__r".into(),
+            full_name: "o/r".into(),
+            url: "https://github.com/o/r.git".into(),
+            commit: "c".repeat(40),
+            branch: "main".into(),
+            created_at: "2025-06-02T00:00:00Z".into(),
+            pushed_at: "2025-06-03T00:00:00Z".into(),
+            stars: 41,
+            license: "MIT".into(),
+            size_kb: 12,
+            source: 0,
+            kept_because: Vec::new(),
+        };
+        let lock = |repo: crate::curation::LockedRepo, curated_at: &str| crate::curation::Lock {
+            version: LOCK_VERSION,
+            curated_at: curated_at.into(),
+            sources: sources_fingerprint(&sources),
+            source: Vec::new(),
+            repo: vec![repo],
+            left_out: Vec::new(),
+        };
+        let refused = |repo: crate::curation::LockedRepo, curated_at: &str, pipeline: &str| {
+            std::fs::write(
+                dir.path().join("repos.lock"),
+                lock(repo, curated_at).render(),
+            )
+            .unwrap();
+            let e = parse(pipeline, &file).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{e}");
+            e.to_string()
+        };
+        std::fs::write(
+            dir.path().join("repos.lock"),
+            lock(good.clone(), "2025-07-01T08:00:00Z").render(),
+        )
+        .unwrap();
+        assert!(parse(text, &file).is_ok());
+        // Where a key is in the lock's text (the same for every lock below: one line each).
+        let rendered = lock(good.clone(), "2025-07-01T08:00:00Z").render();
+        let at = |key: &str| {
+            let line = rendered
+                .lines()
+                .position(|l| l.starts_with(&format!("{key} = ")))
+                .unwrap();
+            format!("repos.lock:{}:1: ", line + 1)
+        };
+        let with = |f: &dyn Fn(&mut crate::curation::LockedRepo)| {
+            let mut r = good.clone();
+            f(&mut r);
+            r
+        };
+        let e = refused(
+            with(&|r| r.name = "../o".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(
+            e.contains(&format!("{}repository `../o`", at("name"))) && e.contains("no `:`, `/`"),
+            "{e}"
+        );
+        let e = refused(
+            with(&|r| r.full_name = "o/..".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(
+            e.contains(&at("full_name")) && e.contains("`o/..` is not a GitHub"),
+            "{e}"
+        );
+        let e = refused(
+            with(&|r| r.url = "--upload-pack=touch x".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(
+            e.contains(&at("url")) && e.contains("starts with `-`"),
+            "{e}"
+        );
+        let e = refused(
+            with(&|r| r.url = "file:///etc/repo".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(e.contains("clone URL `file:///etc/repo`"), "{e}");
+        let e = refused(
+            with(&|r| r.url = "git://evil.example/o/r".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(e.contains("only from this machine"), "{e}");
+        let e = refused(
+            with(&|r| r.commit = "HEAD".into()),
+            "2025-07-01T00:00:00Z",
+            text,
+        );
+        assert!(
+            e.contains(&at("commit")) && e.contains("the commit `HEAD`"),
+            "{e}"
+        );
+        let e = refused(with(&|r| r.source = 3), "2025-07-01T00:00:00Z", text);
+        assert!(e.contains("`source = 3` names no"), "{e}");
+        let e = refused(good.clone(), "yesterday", text);
+        assert!(
+            e.contains(&format!("{}`curated_at = \"yesterday\"`", at("curated_at"))),
+            "{e}"
+        );
+        // A lock repository that a `[[repo]]` already names, at the same commit.
+        let twice = format!(
+            "{text}[[repo]]\nname = \"mine\"\ngit = \"https://github.com/o/r\"\nrev = \"{}\"\n",
+            "c".repeat(40)
+        );
+        let e = refused(good.clone(), "2025-07-01T00:00:00Z", &twice);
+        assert!(e.contains("it is repo `mine` again"), "{e}");
+    }
+
+    #[test]
+    fn an_api_url_without_tls_is_for_this_machine_only() {
+        let file = Path::new("/nonexistent/P");
+        let src =
+            |url: &str| format!("[[source]]\ngithub = \"language:python\"\napi_url = \"{url}\"\n");
+        for ok in [
+            "https://ghe.corp/api/v3",
+            "http://127.0.0.1:8080",
+            "http://localhost",
+        ] {
+            assert!(parse_with(&src(ok), file, false).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://example.com",
+            "ftp://example.com",
+            "https://",
+            "https://u:p@h",
+        ] {
+            let e = parse_with(&src(bad), file, false).unwrap_err();
+            assert!(e.to_string().contains("P:3:11: `api_url`"), "{bad}: {e}");
+        }
     }
 
     #[test]

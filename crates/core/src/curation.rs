@@ -359,6 +359,163 @@ impl Lock {
         b.curated_at.clear();
         a.render() == b.render()
     }
+
+    /// Whether two locks pin the same repositories: each kept repository's name, URL and
+    /// commit, whatever the volatile rest (stars, sizes, counts, reasons) says. A new search
+    /// that pins the same keeps the old `curated_at`, and with it the environments'
+    /// `exclude_newer` and every build's cache keys.
+    pub fn same_pins(&self, other: &Lock) -> bool {
+        let pins = |l: &Lock| {
+            let mut p: Vec<(String, String, String)> = l
+                .repo
+                .iter()
+                .map(|r| (r.name.clone(), r.url.clone(), r.commit.clone()))
+                .collect();
+            p.sort();
+            p
+        };
+        pins(self) == pins(other)
+    }
+}
+
+/// Checks a GitHub `OWNER/NAME` (`[A-Za-z0-9-]+/[A-Za-z0-9._-]+`, the owner not starting with
+/// `-`, the name not `.` or `..`): the name `r2e curate` gives a repository comes from it, and
+/// becomes a folder name.
+pub fn check_full_name(full_name: &str) -> Result<(), String> {
+    let ok = full_name.split_once('/').is_some_and(|(owner, name)| {
+        !owner.is_empty()
+            && !owner.starts_with('-')
+            && owner
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !name.is_empty()
+            && name != "."
+            && name != ".."
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{full_name}` is not a GitHub `OWNER/NAME` (letters, digits, `-`; then `.` and `_` too)"
+        ))
+    }
+}
+
+/// Checks a pinned commit: 40 (SHA-1) or 64 (SHA-256) lowercase hexadecimal digits.
+pub fn check_commit(commit: &str) -> Result<(), String> {
+    if matches!(commit.len(), 40 | 64)
+        && commit
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "the commit `{commit}` is not 40 (or 64) lowercase hexadecimal digits"
+        ))
+    }
+}
+
+/// A URL's scheme, host (lowercase; an IPv6 address without its brackets) and port (the
+/// scheme's default when none is written).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    pub scheme: String,
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl Origin {
+    /// `SCHEME://HOST[:PORT][/...]`, without user information; `None` for anything else.
+    pub fn of(url: &str) -> Option<Origin> {
+        let (scheme, rest) = url.split_once("://")?;
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_lowercase()) {
+            return None;
+        }
+        let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+        if authority.contains('@') {
+            return None;
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (host, after) = v6.split_once(']')?;
+            if host.is_empty() || !host.bytes().all(|b| b.is_ascii_hexdigit() || b == b':') {
+                return None;
+            }
+            (host, after)
+        } else {
+            match authority.split_once(':') {
+                Some((h, _)) => (h, &authority[h.len()..]),
+                None => (authority, ""),
+            }
+        };
+        let port = match port {
+            "" => None,
+            p => Some(p.strip_prefix(':')?.parse::<u16>().ok()?),
+        };
+        let host_ok = !host.is_empty()
+            && (host.contains(':')
+                || host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-')));
+        if !host_ok || host.starts_with(['-', '.']) {
+            return None;
+        }
+        let port = port.or(match scheme.as_str() {
+            "https" => Some(443),
+            "http" => Some(80),
+            "git" => Some(9418),
+            _ => None,
+        });
+        Some(Origin {
+            scheme,
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+
+    /// Whether the host is this machine: `localhost`, `127.0.0.0/8` or `::1`.
+    pub fn is_loopback(&self) -> bool {
+        match self.host.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip.is_loopback(),
+            Err(_) => self.host == "localhost",
+        }
+    }
+}
+
+/// Checks a clone URL the GitHub API (at `api_url`) gave: `https://` always; `http://` and
+/// `git://` (no transport security) only to this machine or the API's own host; never a path,
+/// `file://`, `ssh` or anything git would read as an option.
+pub fn check_clone_url(url: &str, api_url: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("the clone URL `{url}` {why}"));
+    if url.starts_with('-') {
+        return bad("starts with `-`");
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return bad("holds a space or a control character");
+    }
+    let Some(origin) = Origin::of(url) else {
+        return bad(
+            "is not an `https://` URL with a host (nor `http://` or `git://` to this machine)",
+        );
+    };
+    match origin.scheme.as_str() {
+        "https" => Ok(()),
+        "http" | "git" => {
+            let api_host = Origin::of(api_url).map(|o| o.host);
+            if origin.is_loopback() || api_host.as_deref() == Some(origin.host.as_str()) {
+                Ok(())
+            } else {
+                bad(
+                    "is not `https://`: `http://` and `git://` are taken only from this machine or the API's host",
+                )
+            }
+        }
+        _ => bad("is not an `https://` URL (nor `http://` or `git://` to this machine)"),
+    }
 }
 
 /// Where the lock of the pipeline at `pipeline` is.
@@ -369,6 +526,113 @@ pub fn lock_path(pipeline: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_commits_and_clone_urls_from_the_api_are_checked() {
+        for good in ["alice/kept-one", "A-1/x.y_z", "o/.github"] {
+            assert_eq!(check_full_name(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "alice", "a/b/c", "../x", "a/..", "a/.", "-a/x", "/x", "a/", "a/x y", "a/x\\y",
+            "al_ice/x",
+        ] {
+            assert!(check_full_name(bad).is_err(), "{bad}");
+        }
+        assert_eq!(check_commit(&"a1".repeat(20)), Ok(()));
+        assert_eq!(check_commit(&"0f".repeat(32)), Ok(()));
+        for bad in [
+            "abc",
+            &"A1".repeat(20),
+            &"g1".repeat(20),
+            &"a".repeat(41),
+            "--upload-pack=x",
+        ] {
+            assert!(check_commit(bad).is_err(), "{bad}");
+        }
+        let api = "https://api.github.com";
+        for good in [
+            "https://github.com/a/b.git",
+            "https://GitHub.com:8443/a/b.git",
+            "git://127.0.0.1:9418/a/b.git",
+            "http://localhost:3000/a/b.git",
+            "http://[::1]:80/a/b",
+        ] {
+            assert_eq!(check_clone_url(good, api), Ok(()), "{good}");
+        }
+        // Without transport security only from the API's own host.
+        assert!(check_clone_url("http://git.corp/a/b.git", api).is_err());
+        assert_eq!(
+            check_clone_url("http://git.corp/a/b.git", "http://git.corp/api/v3"),
+            Ok(())
+        );
+        for bad in [
+            "--upload-pack=touch /tmp/x",
+            "-u",
+            "file:///etc",
+            "/etc/passwd",
+            "../x",
+            "ssh://git@github.com/a/b",
+            "git@github.com:a/b.git",
+            "git://evil.example/a/b",
+            "http://evil.example/a/b",
+            "https://user:pw@github.com/a/b",
+            "https://-x/a",
+            "https:///a",
+            "https://github.com:99999/a",
+            "ext::sh -c touch% /tmp/x",
+        ] {
+            assert!(check_clone_url(bad, api).is_err(), "{bad}");
+        }
+        let o = Origin::of("http://127.0.0.1:8080/x").unwrap();
+        assert!(o.is_loopback() && o.port == Some(8080));
+        assert_eq!(
+            Origin::of("https://API.github.com").unwrap().port,
+            Some(443)
+        );
+        assert!(!Origin::of("http://example.com").unwrap().is_loopback());
+    }
+
+    #[test]
+    fn the_same_pins_keep_the_date_whatever_the_metadata() {
+        let repo = |name: &str, commit: &str, stars: u64| LockedRepo {
+            name: name.into(),
+            full_name: name.replacen("__", "/", 1),
+            url: format!("https://github.com/{}.git", name.replacen("__", "/", 1)),
+            commit: commit.into(),
+            branch: "main".into(),
+            created_at: "2025-06-02T00:00:00Z".into(),
+            pushed_at: "2025-06-03T00:00:00Z".into(),
+            stars,
+            license: "MIT".into(),
+            size_kb: 1,
+            source: 0,
+            kept_because: vec![format!("{stars} stars >= 10")],
+        };
+        let lock = |repo: Vec<LockedRepo>, matched: u64| Lock {
+            version: LOCK_VERSION,
+            curated_at: "2025-07-01T00:00:00Z".into(),
+            sources: "s".into(),
+            source: vec![LockedSource {
+                github: "language:python".into(),
+                fingerprint: "f".into(),
+                matched,
+                kept: repo.len() as u64,
+            }],
+            repo,
+            left_out: Vec::new(),
+        };
+        let old = lock(vec![repo("a__x", "11", 40), repo("b__y", "22", 50)], 9);
+        // Stars, reasons and counts moved, in another order: the same pins.
+        let new = lock(vec![repo("b__y", "22", 51), repo("a__x", "11", 39)], 12);
+        assert!(new.same_pins(&old) && !new.same_result(&old));
+        let moved = lock(vec![repo("a__x", "11", 40), repo("b__y", "33", 50)], 9);
+        assert!(!moved.same_pins(&old));
+        let mut elsewhere = old.clone();
+        elsewhere.repo[0].url = "https://example.org/a/x.git".into();
+        assert!(!elsewhere.same_pins(&old));
+        let fewer = lock(vec![repo("a__x", "11", 40)], 9);
+        assert!(!fewer.same_pins(&old));
+    }
 
     #[test]
     fn queries_are_checked_and_their_created_range_kept_apart() {

@@ -37,6 +37,8 @@ pub struct FakeRepo {
     pub files: Vec<String>,
     /// The default branch's head.
     pub commit: String,
+    /// The status `contents/` answers instead of the listing (404: gone; 409: empty).
+    pub contents_status: Option<u16>,
 }
 
 impl FakeRepo {
@@ -55,6 +57,7 @@ impl FakeRepo {
             default_branch: "main".into(),
             files: vec!["pyproject.toml".into(), "README.md".into()],
             commit: format!("{:040x}", stars),
+            contents_status: None,
         }
     }
 }
@@ -91,6 +94,11 @@ struct Shared {
     announce_reset_in: Mutex<Option<u64>>,
     /// The reset announced.
     announced_reset: Mutex<Option<u64>>,
+    /// How many search answers from now on say `incomplete_results: true` (and carry
+    /// [`INCOMPLETE_MARK`]).
+    incomplete: Mutex<u64>,
+    /// The origin the `Link` headers point at, when not this server's.
+    link_base: Mutex<Option<String>>,
     base: String,
 }
 
@@ -126,6 +134,8 @@ impl FakeGithub {
             secondary_retry_after: Mutex::new(secondary_retry_after),
             announce_reset_in: Mutex::new(primary_reset_in),
             announced_reset: Mutex::new(None),
+            incomplete: Mutex::new(0),
+            link_base: Mutex::new(None),
             base: url.clone(),
         });
         let app = axum::Router::new()
@@ -155,11 +165,31 @@ impl FakeGithub {
         r.commit = commit.to_owned();
     }
 
+    /// Changes a repository's star count.
+    pub fn set_stars(&self, full_name: &str, stars: u64) {
+        let mut repos = self.shared.repos.lock().unwrap();
+        let r = repos.iter_mut().find(|r| r.full_name == full_name).unwrap();
+        r.stars = stars;
+    }
+
+    /// The next `count` search answers say their results are incomplete (a timed-out search).
+    pub fn set_incomplete(&self, count: u64) {
+        *self.shared.incomplete.lock().unwrap() = count;
+    }
+
+    /// `Link` headers point at `base` (another origin) instead of this server.
+    pub fn set_link_base(&self, base: Option<&str>) {
+        *self.shared.link_base.lock().unwrap() = base.map(str::to_owned);
+    }
+
     /// Clears the counters (between two runs).
     pub fn reset_seen(&self) {
         *self.shared.seen.lock().unwrap() = Seen::default();
     }
 }
+
+/// A text only an incomplete search answer holds.
+pub const INCOMPLETE_MARK: &str = "incomplete-answer-mark";
 
 /// Counts a request: its conditional header and its token.
 fn note(s: &Shared, headers: &HeaderMap) {
@@ -354,19 +384,30 @@ async fn search(
         .collect::<Vec<_>>()
         .join("&");
     let last = reachable.div_ceil(per_page).max(1);
+    let origin = s
+        .link_base
+        .lock()
+        .unwrap()
+        .clone()
+        .unwrap_or(s.base.clone());
     let link = (page < last).then(|| {
         format!(
             "<{0}/search/repositories?{base}&page={1}>; rel=\"next\", <{0}/search/repositories?{base}&page={last}>; rel=\"last\"",
-            s.base,
+            origin,
             page + 1
         )
     });
-    answer(
-        &s,
-        &headers,
-        json!({"total_count": total, "incomplete_results": false, "items": items}),
-        link,
-    )
+    let incomplete = {
+        let mut left = s.incomplete.lock().unwrap();
+        let now = *left > 0;
+        *left = left.saturating_sub(1);
+        now
+    };
+    let mut body = json!({"total_count": total, "incomplete_results": incomplete, "items": items});
+    if incomplete {
+        body["note"] = json!(INCOMPLETE_MARK);
+    }
+    answer(&s, &headers, body, link)
 }
 
 fn repo(s: &Shared, owner: &str, name: &str) -> Option<FakeRepo> {
@@ -400,6 +441,12 @@ async fn contents(
     let Some(r) = repo(&s, &owner, &name) else {
         return refuse(StatusCode::NOT_FOUND, &[], "Not Found");
     };
+    match r.contents_status {
+        Some(404) => return refuse(StatusCode::NOT_FOUND, &[], "Not Found"),
+        Some(409) => return refuse(StatusCode::CONFLICT, &[], "This repository is empty."),
+        Some(other) => panic!("contents_status {other}: 404 or 409"),
+        None => {}
+    }
     let listing: Vec<Value> = r
         .files
         .iter()

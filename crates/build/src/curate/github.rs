@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use r2e_core::cache::{ActionKey, Bucket, Cache};
-use r2e_core::curation::GithubQuery;
+use r2e_core::curation::{GithubQuery, Origin};
 use r2e_core::dates::{Date, now_seconds};
 use r2e_core::error::{Error, Result};
 use r2e_core::keys::GithubKey;
@@ -37,6 +37,8 @@ pub const MAX_WAIT: Duration = Duration::from_secs(3600);
 const SECONDARY_DEFAULT_WAIT: Duration = Duration::from_secs(60);
 /// Transport failures and server errors retried per request.
 const RETRIES: u32 = 4;
+/// Searches GitHub says are incomplete (`incomplete_results`: it timed out) asked again.
+const INCOMPLETE_RETRIES: u32 = 2;
 /// How many results GitHub's search gives for one query, whatever its `total_count`.
 pub const SEARCH_CAP: u64 = 1000;
 /// The first day a `created:` range without a start is cut from (GitHub opened in 2008).
@@ -122,10 +124,29 @@ struct Stored {
     body: String,
 }
 
-/// A page of an answer and the URL of the next one.
+/// A page of an answer and the URL of the next one; `fresh`, a new answer (not a 304) to keep
+/// for the next conditional request, once the caller has found it whole.
 struct Page {
     body: String,
     next: Option<String>,
+    fresh: Option<Stored>,
+}
+
+/// What a GET found: a page, or none (404, 409).
+enum Got {
+    Page(Page),
+    Absent(u16),
+}
+
+/// A repository's root, as `contents/` answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Root {
+    /// Its file and folder names.
+    Files(Vec<String>),
+    /// 409: a repository without a commit.
+    Empty,
+    /// 404: deleted, renamed or private since the search.
+    NotFound,
 }
 
 /// A client of one API (`api_url`) with one token (or none).
@@ -216,14 +237,17 @@ impl<'a> Client<'a> {
         Ok((total, found.into_values().collect()))
     }
 
-    /// The root's file names, `None` for an empty repository.
-    pub fn root_files(&mut self, full_name: &str) -> Result<Option<Vec<String>>> {
+    /// The root's file names; GitHub answers 409 for an empty repository, 404 for one that is
+    /// not there (any more) or not visible.
+    pub fn root_files(&mut self, full_name: &str) -> Result<Root> {
         let url = format!("{}/repos/{}/contents/", self.api, full_name);
-        let Some(page) = self.get(&url)? else {
-            return Ok(None);
+        let page = match self.get_kept(&url)? {
+            Got::Page(p) => p,
+            Got::Absent(409) => return Ok(Root::Empty),
+            Got::Absent(_) => return Ok(Root::NotFound),
         };
         let entries: Vec<ContentEntry> = parse(&url, &page.body)?;
-        Ok(Some(entries.into_iter().map(|e| e.name).collect()))
+        Ok(Root::Files(entries.into_iter().map(|e| e.name).collect()))
     }
 
     /// The head commit of `branch`, `None` when there is no such branch.
@@ -234,7 +258,7 @@ impl<'a> Client<'a> {
             full_name,
             encode(branch, true)
         );
-        let Some(page) = self.get(&url)? else {
+        let Got::Page(page) = self.get_kept(&url)? else {
             return Ok(None);
         };
         let b: Branch = parse(&url, &page.body)?;
@@ -249,15 +273,39 @@ impl<'a> Client<'a> {
         )
     }
 
+    /// A search page, asked again while GitHub says it is incomplete (its search timed out),
+    /// [`INCOMPLETE_RETRIES`] times, then an environmental failure: an incomplete answer would
+    /// leave repositories out of the lock for no reason of theirs. Such an answer is never
+    /// kept for the next conditional request.
     fn search_page(&mut self, url: &str) -> Result<(u64, Vec<Item>, Option<String>)> {
-        let page = self
-            .get(url)?
-            .ok_or_else(|| Error::env(format!("GitHub API: `{url}` is not found (404)")))?;
-        let p: SearchPage = parse(url, &page.body)?;
-        if p.incomplete_results {
+        let mut attempt = 0u32;
+        let (page, p) = loop {
+            let page = match self.get(url)? {
+                Got::Page(p) => p,
+                Got::Absent(status) => {
+                    return Err(Error::env(format!(
+                        "GitHub API: `{url}` is not found ({status})"
+                    )));
+                }
+            };
+            let p: SearchPage = parse(url, &page.body)?;
+            if !p.incomplete_results {
+                break (page, p);
+            }
+            if attempt >= INCOMPLETE_RETRIES {
+                return Err(Error::env(format!(
+                    "GitHub API: the results of `{url}` are incomplete (its search timed out) after {} attempts: nothing is written; run `r2e curate --update` again later",
+                    attempt + 1
+                )));
+            }
             eprintln!(
-                "warning: curate: GitHub says the results of `{url}` are incomplete (its search timed out); `r2e curate --update` searches again"
+                "curate: GitHub says the results of `{url}` are incomplete (its search timed out); asking again"
             );
+            std::thread::sleep(backoff(attempt, None));
+            attempt += 1;
+        };
+        if let Some(fresh) = &page.fresh {
+            self.keep(url, fresh)?;
         }
         let items = p
             .items
@@ -289,6 +337,13 @@ impl<'a> Client<'a> {
             found.entry(i.full_name.clone()).or_insert(i);
         }
         while let Some(url) = next {
+            if !same_origin(&url, &self.api) {
+                return Err(Error::env(format!(
+                    "GitHub API: the next page's link `{}` is not on `{}`: r2e follows links only to the API it was given, with its token",
+                    snippet(&url),
+                    self.api
+                )));
+            }
             let (_, items, n) = self.search_page(&url)?;
             for i in items {
                 found.entry(i.full_name.clone()).or_insert(i);
@@ -298,9 +353,37 @@ impl<'a> Client<'a> {
         Ok(())
     }
 
-    /// A GET, conditional on the stored `ETag` of the URL; `None` for 404 (and 409, GitHub's
-    /// answer for an empty repository's contents).
-    fn get(&mut self, url: &str) -> Result<Option<Page>> {
+    /// A GET whose new answer is kept at once (see [`Client::get`]).
+    fn get_kept(&mut self, url: &str) -> Result<Got> {
+        let got = self.get(url)?;
+        if let Got::Page(Page {
+            fresh: Some(fresh), ..
+        }) = &got
+        {
+            self.keep(url, fresh)?;
+        }
+        Ok(got)
+    }
+
+    /// Keeps an answer's `ETag`, `Link` and body for the next conditional request of `url`.
+    fn keep(&self, url: &str, stored: &Stored) -> Result<()> {
+        self.cache
+            .put(Bucket::Github, GithubKey { url }.hash(), stored)
+    }
+
+    /// A GET, conditional on the stored `ETag` of the URL; 404 and 409 (GitHub's answer for
+    /// an empty repository's contents) are `Absent`. A new answer is not kept: the caller keeps
+    /// it (`keep`) once it has found it whole.
+    fn get(&mut self, url: &str) -> Result<Got> {
+        if self.token.is_some()
+            && Origin::of(url).is_none_or(|o| o.scheme != "https" && !o.is_loopback())
+        {
+            return Err(Error::input(format!(
+                "GitHub API: `{}` is not `https://` (nor on this machine): the token in `{}` is not sent over it",
+                snippet(url),
+                self.token_env
+            )));
+        }
         let key = GithubKey { url }.hash();
         let stored: Option<Stored> = self.cache.get(Bucket::Github, key);
         let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
@@ -355,28 +438,27 @@ impl<'a> Client<'a> {
                     self.stats.not_modified += 1;
                     let s = stored.expect("checked");
                     let next = s.link.as_deref().and_then(next_link);
-                    return Ok(Some(Page { body: s.body, next }));
+                    return Ok(Got::Page(Page {
+                        body: s.body,
+                        next,
+                        fresh: None,
+                    }));
                 }
                 200..=299 => {
                     let link = reply.header("link").map(str::to_owned);
                     let next = link.as_deref().and_then(next_link);
-                    if let Some(etag) = reply.header("etag") {
-                        self.cache.put(
-                            Bucket::Github,
-                            key,
-                            &Stored {
-                                etag: etag.to_owned(),
-                                link,
-                                body: reply.body.clone(),
-                            },
-                        )?;
-                    }
-                    return Ok(Some(Page {
+                    let fresh = reply.header("etag").map(|etag| Stored {
+                        etag: etag.to_owned(),
+                        link,
+                        body: reply.body.clone(),
+                    });
+                    return Ok(Got::Page(Page {
                         body: reply.body,
                         next,
+                        fresh,
                     }));
                 }
-                404 | 409 => return Ok(None),
+                s @ (404 | 409) => return Ok(Got::Absent(s)),
                 401 => {
                     return Err(Error::env(format!(
                         "GitHub API: the token in `{}` was refused (401 {}): set a valid token, or unset it to search anonymously",
@@ -493,6 +575,15 @@ impl<'a> Client<'a> {
     }
 }
 
+/// Whether `url` is on the API at `api`: the same scheme, host and port (where the token may
+/// be sent).
+fn same_origin(url: &str, api: &str) -> bool {
+    match (Origin::of(url), Origin::of(api)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
 /// The `rel="next"` URL of a `Link` header.
 pub fn next_link(link: &str) -> Option<String> {
     link.split(',').find_map(|part| {
@@ -566,6 +657,56 @@ mod tests {
         assert!(!shown.contains(secret), "{shown}");
         assert!(shown.contains("$GH_TOKEN"), "{shown}");
         assert_eq!(client.api, "https://api.github.com");
+    }
+
+    #[test]
+    fn links_are_followed_only_on_the_api() {
+        let api = "https://api.github.com";
+        assert!(same_origin(
+            "https://api.github.com/search/repositories?page=2",
+            api
+        ));
+        assert!(same_origin("https://API.github.com:443/x", api));
+        for other in [
+            "https://evil.example/search?page=2",
+            "http://api.github.com/search?page=2",
+            "https://api.github.com:8443/search",
+            "https://api.github.com.evil.example/x",
+            "https://api.github.com@evil.example/x",
+            "/search?page=2",
+        ] {
+            assert!(!same_origin(other, api), "{other}");
+        }
+        assert!(same_origin(
+            "http://127.0.0.1:4000/s?page=2",
+            "http://127.0.0.1:4000"
+        ));
+        assert!(!same_origin(
+            "http://127.0.0.1:4001/s",
+            "http://127.0.0.1:4000"
+        ));
+    }
+
+    #[test]
+    fn a_token_is_never_sent_in_clear_text_over_a_network() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path()).unwrap();
+        let secret = "ghp_neverInClearText";
+        let mut client = Client::new(
+            "http://example.com",
+            Some(secret.into()),
+            "GH_TOKEN",
+            &cache,
+        );
+        let Err(e) = client.get("http://example.com/search/repositories?q=x") else {
+            panic!("a token over http:// to another host")
+        };
+        assert_eq!(e.exit_code(), 2);
+        assert!(
+            !e.to_string().contains(secret) && e.to_string().contains("GH_TOKEN"),
+            "{e}"
+        );
+        assert_eq!(client.stats.requests, 0);
     }
 
     #[test]

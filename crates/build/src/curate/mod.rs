@@ -8,8 +8,13 @@
 //! left out is recorded with its reason, every repository kept with the filters it passed.
 //!
 //! A lock whose sources are unchanged is kept as it is without `--update` (no request at all).
-//! With `--update` the search runs again; when it finds exactly what the lock holds, the lock
-//! keeps its `curated_at` and is not rewritten: byte-identical.
+//! With `--update` the search runs again; when it pins the same repositories (each kept one's
+//! name, URL and commit) the lock keeps its `curated_at`, and with it every environment's
+//! `exclude_newer`, even when volatile metadata (stars, counts, reasons) changed: the file is
+//! rewritten with the new metadata and the old date, and byte-identical when nothing changed.
+//!
+//! What the API says reaches the build only checked (`r2e_core::curation`): a candidate whose
+//! `full_name`, clone URL or head commit is malformed is left out, with the reason.
 
 pub mod github;
 
@@ -18,7 +23,8 @@ use serde::Serialize;
 use r2e_core::cache::Cache;
 use r2e_core::config::{Config, SourceConfig, read_lock, secret_from_env, sources_fingerprint};
 use r2e_core::curation::{
-    LOCK_VERSION, LeftOut, Lock, LockedRepo, LockedSource, lock_path, parse_query,
+    LOCK_VERSION, LeftOut, Lock, LockedRepo, LockedSource, check_clone_url, check_commit,
+    check_full_name, lock_path, parse_query,
 };
 use r2e_core::dates::{Date, now_seconds, rfc3339};
 use r2e_core::error::{Error, Result};
@@ -113,8 +119,10 @@ pub fn curate(cfg: &Config, update: bool) -> Result<Outcome> {
         let stats = search_source(i, source, today, &cache, &mut lock)?;
         requests.push(stats);
     }
+    // The same pins (names, URLs, commits) keep the date, however stars and counts moved: a
+    // new date would be a new `exclude_newer`, and every environment built again.
     if let Some(old) = &old
-        && old.same_result(&lock)
+        && old.same_pins(&lock)
     {
         lock.curated_at = old.curated_at.clone();
     }
@@ -159,7 +167,11 @@ fn search_source(
             continue;
         }
         let mut because = vec!["matched the search".to_owned()];
-        let reason = cheap_filters(source, query.forks, query.archived, &item, &mut because);
+        // What reaches the build (a folder name, `git clone`'s argument) is checked first.
+        let reason = check_full_name(&item.full_name)
+            .and_then(|()| check_clone_url(&item.clone_url, &source.api_url))
+            .err()
+            .or_else(|| cheap_filters(source, query.forks, query.archived, &item, &mut because));
         let left_out = |reason: String| LeftOut {
             full_name: item.full_name.clone(),
             source: index,
@@ -174,9 +186,17 @@ fn search_source(
                 .push(left_out(format!("over the limit of {}", source.limit)));
             continue;
         }
-        let Some(files) = client.root_files(&item.full_name)? else {
-            lock.left_out.push(left_out("empty repository".into()));
-            continue;
+        let files = match client.root_files(&item.full_name)? {
+            github::Root::Files(files) => files,
+            github::Root::Empty => {
+                lock.left_out.push(left_out("empty repository".into()));
+                continue;
+            }
+            github::Root::NotFound => {
+                lock.left_out
+                    .push(left_out("not found (deleted, renamed or private)".into()));
+                continue;
+            }
         };
         let Some(packaging) = source.require_files.iter().find(|f| files.contains(f)) else {
             lock.left_out.push(left_out(format!(
@@ -193,6 +213,10 @@ fn search_source(
             )));
             continue;
         };
+        if let Err(why) = check_commit(&commit) {
+            lock.left_out.push(left_out(why));
+            continue;
+        }
         kept += 1;
         lock.repo.push(LockedRepo {
             name: item.full_name.replacen('/', "__", 1),

@@ -437,6 +437,8 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
                 "--quiet",
                 "--mirror",
                 "--filter=blob:none",
+                // Neither the URL nor the folder is ever read as an option.
+                "--",
                 url,
                 &tmp.to_string_lossy(),
             ],
@@ -459,6 +461,7 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
                 "rev-parse",
                 "--verify",
                 "--quiet",
+                "--end-of-options",
                 &format!("{r}^{{commit}}"),
             ],
             Some(&mirror),
@@ -488,7 +491,7 @@ fn git(repo: &RepoConfig, url: &str, rev: &str, cache: &Cache) -> Result<Checkou
         // curated): asked for by its id, which GitHub and servers allowing it still give (a
         // partial mirror has asked already: a missing object is fetched lazily, by id).
         if commit.is_none() && is_full_sha {
-            let out = run_git(&["fetch", "--quiet", "origin", rev], Some(&mirror))?;
+            let out = run_git(&["fetch", "--quiet", "--", "origin", rev], Some(&mirror))?;
             if out.status.success() {
                 commit = resolve(rev)?;
             }
@@ -688,5 +691,69 @@ impl Drop for CatFile {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_or_rev_is_never_read_by_git_as_an_option() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(&dir.path().join("cache")).unwrap();
+        let marker = dir.path().join("ran");
+        let repo = RepoConfig {
+            name: "evil".into(),
+            source: RepoSource::Git {
+                url: format!("--upload-pack=touch {}", marker.display()),
+                rev: "main".into(),
+            },
+            scope: Default::default(),
+        };
+        let RepoSource::Git { url, rev } = &repo.source else {
+            unreachable!()
+        };
+        let Err(e) = git(&repo, url, rev, &cache) else {
+            panic!("a URL that is an option cloned")
+        };
+        assert!(e.to_string().contains("cannot clone"), "{e}");
+        assert!(!marker.exists(), "git ran the URL as an option");
+
+        // A mirror that exists: a rev that looks like an option is a rev that does not exist.
+        let origin = dir.path().join("origin");
+        let run = |args: &[&str], at: &Path| {
+            let out = Command::new("git")
+                .args(args)
+                .current_dir(at)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        fs_err::create_dir_all(&origin).unwrap();
+        run(&["init", "-q"], &origin);
+        run(
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "x",
+            ],
+            &origin,
+        );
+        let url = origin.display().to_string();
+        let Err(e) = git(&repo, &url, "--output=/tmp/x", &cache) else {
+            panic!("a rev that is an option resolved")
+        };
+        assert!(e.to_string().contains("does not exist"), "{e}");
     }
 }
