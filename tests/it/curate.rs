@@ -382,7 +382,29 @@ fn a_build_from_the_lock_is_the_same_dataset_twice_on_an_empty_cache() {
     curate(dir.path(), &[]);
     // The API is gone: a build reads the lock and never searches.
     drop(api);
-    let first = common::offline_build(dir.path());
+    // Built with the token in the environment and every log on: the token reaches no output,
+    // no cache entry and no log (the build never needs it).
+    let built = Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["build", "--json"])
+        .current_dir(dir.path())
+        .envs(common::offline_env())
+        .env(TOKEN_VAR, TOKEN)
+        .env("R2E_LOG", "timings")
+        .timeout(Duration::from_secs(900))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let first: serde_json::Value = serde_json::from_slice(&built.stdout).unwrap();
+    let log = String::from_utf8_lossy(&built.stderr);
+    assert!(
+        log.contains("[time]") || log.contains("[count]"),
+        "logs on: {log}"
+    );
+    assert!(!log.contains(TOKEN));
+    assert!(dir.path().join("out/dataset.jsonl").is_file());
+    assert_eq!(common::found_under(dir.path(), TOKEN.as_bytes()), None);
     let version = first["dataset_version"]
         .as_str()
         .expect("a dataset")
