@@ -401,7 +401,7 @@ impl EvalModel {
 #[serde(deny_unknown_fields)]
 struct ProviderOptions {
     base_url: Spanned<String>,
-    api_key_env: Option<String>,
+    api_key_env: Option<Spanned<String>>,
     api: Option<Api>,
     max_concurrency: Option<u32>,
     timeout_seconds: Option<u64>,
@@ -2042,15 +2042,18 @@ fn providers(
                 "`max_concurrency` and `timeout_seconds` must be at least 1",
             ));
         }
-        let api_key = p
-            .api_key_env
+        let api_key_env = match &p.api_key_env {
+            Some(var) => Some(env_var_name(src, var, "api_key_env", "API key")?.clone()),
+            None => None,
+        };
+        let api_key = api_key_env
             .as_ref()
             .and_then(|v| std::env::var(v).ok())
             .filter(|k| !k.is_empty());
         providers.push(ProviderConfig {
             name: pname,
             base_url: url,
-            api_key_env: p.api_key_env,
+            api_key_env,
             api_key,
             api: p.api.unwrap_or_default(),
             max_concurrency: p.max_concurrency.unwrap_or(8),
@@ -2655,18 +2658,28 @@ fn env_var_name<'a>(
     secret: &str,
 ) -> Result<&'a String> {
     let name = var.get_ref();
-    let valid = !name.is_empty()
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !valid {
+    if !is_variable_name(name) {
+        // What is written is not repeated: it may be the secret itself.
         return Err(src.at(
             Some(var.span()),
             &format!(
-                "`{key} = {name:?}` must name an environment variable (letters, digits and `_`), not hold the {secret}: the {secret} never goes in a file"
+                "`{key}` must name an environment variable (capitals, digits and `_`, as `GITHUB_TOKEN`), not hold the {secret}: the {secret} never goes in a file (what is written there is not shown)"
             ),
         ));
     }
     Ok(name)
+}
+
+/// Whether `name` is an environment variable's conventional name (`[A-Z_][A-Z0-9_]*`) that does
+/// not look like a secret: every token shape in use (`ghp_...`, `github_pat_...`, `sk-...`, a hex
+/// key) has lowercase letters or a `-`, and a long run of capitals and digits without `_` is
+/// taken for a key written in the wrong place.
+fn is_variable_name(name: &str) -> bool {
+    let conventional = name.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    conventional && !(name.len() >= 32 && !name.contains('_'))
 }
 
 /// Checks that `registry` is `HOST[:PORT]/PREFIX`: a registry's host (a name with a dot or a
@@ -3072,6 +3085,32 @@ mod tests {
         let text = "[[repo]]\npypi = \"isodate==0.6.1\"\n[[repo]]\npypi = \"ISODATE==0.6.1\"\nname = \"again\"\n";
         let e = parse(text, &file).unwrap_err().to_string();
         assert!(e.contains(":4:8: this repo is repo `isodate` again"), "{e}");
+    }
+
+    #[test]
+    fn a_secret_is_never_taken_for_a_variable_name() {
+        for name in [
+            "GITHUB_TOKEN",
+            "OPENAI_API_KEY",
+            "R2E_CACHE_KEY",
+            "_X",
+            "K2",
+        ] {
+            assert!(is_variable_name(name), "{name}");
+        }
+        for secret in [
+            "ghp_0123456789abcdefABCDEF0123456789abcd",
+            "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+            "sk-proj-abc123",
+            "3f2a9c0d4e5b6a7c8d9e0f1a2b3c4d5e",
+            "3F2A9C0D4E5B6A7C8D9E0F1A2B3C4D5E",
+            "my secret key",
+            "github_token",
+            "",
+            "9LIVES",
+        ] {
+            assert!(!is_variable_name(secret), "{secret}");
+        }
     }
 
     #[test]

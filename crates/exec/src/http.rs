@@ -85,16 +85,36 @@ impl Http {
         self.fetch(url, headers, timeout, reqwest::Response::text)
     }
 
-    /// [`Http::get`] with the body as bytes (an archive).
+    /// [`Http::get`] with the body as bytes (an archive), read as it arrives and given up past
+    /// `limit` bytes (whatever the answer says of its length): a server that sends more is an
+    /// error, and no more than `limit` bytes are ever held.
     pub fn get_bytes(
         &self,
         url: &str,
         headers: &[(&str, &str)],
         timeout: Duration,
+        limit: usize,
     ) -> Result<Reply<Vec<u8>>, String> {
-        self.fetch(url, headers, timeout, |response| async move {
-            response.bytes().await.map(|b| b.to_vec())
-        })
+        let reply = self.fetch(url, headers, timeout, move |mut response| async move {
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await? {
+                if body.len() + chunk.len() > limit {
+                    return Ok(None);
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(Some(body))
+        })?;
+        match reply.body {
+            Some(body) => Ok(Reply {
+                status: reply.status,
+                headers: reply.headers,
+                body,
+            }),
+            None => Err(format!(
+                "the answer is larger than {limit} bytes, the most taken; nothing of it is kept"
+            )),
+        }
     }
 
     /// A GET whose body `read` reads, on the shared runtime. On a thread that runs a runtime
@@ -247,7 +267,9 @@ mod tests {
             .unwrap();
         // Blocking on the shared runtime from this thread would panic: it runs `caller`.
         let reply = caller
-            .block_on(async { http.get_bytes(&url, &[("accept", "*/*")], Duration::from_secs(30)) })
+            .block_on(async {
+                http.get_bytes(&url, &[("accept", "*/*")], Duration::from_secs(30), 1 << 20)
+            })
             .unwrap();
         assert_eq!(reply.status, 200);
         assert_eq!(reply.body, BODY);
@@ -256,6 +278,19 @@ mod tests {
             Some("application/octet-stream")
         );
         assert!(server.join().unwrap().contains("\r\naccept: */*\r\n"));
+    }
+
+    #[test]
+    fn bytes_past_the_limit_are_an_error_not_a_body() {
+        let body = vec![7u8; 4096];
+        let (url, server) = answer_once(Box::leak(body.into_boxed_slice()));
+        let http = Http::new();
+        let err = http
+            .get_bytes(&url, &[], Duration::from_secs(30), 1000)
+            .err()
+            .expect("over the limit");
+        assert!(err.contains("larger than 1000 bytes"), "{err}");
+        let _ = server.join();
     }
 
     #[test]

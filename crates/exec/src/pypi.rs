@@ -28,10 +28,16 @@ static HTTP: Http = Http::new();
 /// The most one request (a page or a download) may take.
 const TIMEOUT: Duration = Duration::from_secs(300);
 
-/// One GET of `url` with `accept`, its body as bytes. An error is a failure to get any answer
-/// (the network, a timeout): environmental, never a result.
-fn get(url: &str, accept: &str) -> Result<Reply<Vec<u8>>> {
-    HTTP.get_bytes(url, &[("accept", accept)], TIMEOUT)
+/// The most bytes an index page may have.
+const MAX_PAGE: usize = 64 << 20;
+/// The most bytes a source release may have (far more than any sdist needs; held in memory).
+pub const MAX_ARCHIVE: usize = 1 << 30;
+
+/// One GET of `url` with `accept`, its body as bytes, at most `limit` of them. An error is a
+/// failure to get the answer (the network, a timeout, one larger than `limit`): environmental,
+/// never a result.
+fn get(url: &str, accept: &str, limit: usize) -> Result<Reply<Vec<u8>>> {
+    HTTP.get_bytes(url, &[("accept", accept)], TIMEOUT, limit)
         .map_err(|e| Error::env(format!("GET {url}: {e}")))
 }
 
@@ -51,7 +57,7 @@ fn refused(url: &str, status: u16) -> Error {
 /// not answer is environmental.
 pub fn project_files(index_url: &str, normalized: &str) -> Result<Vec<IndexFile>> {
     let page = format!("{index_url}{normalized}/");
-    let answer = get(&page, ACCEPT)?;
+    let answer = get(&page, ACCEPT, MAX_PAGE)?;
     match answer.status {
         200..=299 => {}
         404 => {
@@ -76,7 +82,7 @@ pub fn project_files(index_url: &str, normalized: &str) -> Result<Vec<IndexFile>
 
 /// Downloads a file the index listed. A status that may pass is environmental.
 pub fn download(file: &IndexFile) -> Result<Vec<u8>> {
-    let answer = get(&file.url, "*/*")?;
+    let answer = get(&file.url, "*/*", MAX_ARCHIVE)?;
     match answer.status {
         200..=299 => Ok(answer.body),
         s => Err(refused(&file.url, s)),

@@ -390,7 +390,7 @@ impl<'a> Client<'a> {
         let mut attempt = 0u32;
         loop {
             if let Some(reset) = self.exhausted_until.take() {
-                let secs = reset - now_seconds();
+                let secs = reset.saturating_sub(now_seconds());
                 if secs >= 0 {
                     self.wait(
                         Duration::from_secs(secs as u64 + 1),
@@ -519,7 +519,7 @@ impl<'a> Client<'a> {
                 .header("x-ratelimit-reset")
                 .and_then(|r| r.trim().parse::<i64>().ok())
         {
-            let secs = (reset - now_seconds()).max(0) as u64 + 1;
+            let secs = reset.saturating_sub(now_seconds()).max(0) as u64 + 1;
             return Ok(Some((
                 Duration::from_secs(secs),
                 format!(

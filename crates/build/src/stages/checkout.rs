@@ -594,16 +594,24 @@ pub(crate) fn fetch_missing_blobs(what: &str, mirror: &Path, blobs: &[String]) -
             let _ = writer.join();
             Ok(out)
         };
-    let check = with_stdin(
-        &["cat-file", "--batch-check"],
-        blobs.join("\n") + "\n",
-        true,
-    )?;
-    let missing: Vec<&str> = std::str::from_utf8(&check.stdout)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.strip_suffix(" missing"))
-        .collect();
+    // Which are missing, asked without fetching them (`GIT_NO_LAZY_FETCH`, git 2.44 and
+    // later). An older git would fetch each one it is asked about, one request apiece: it is
+    // asked nothing, and every blob is fetched in the one request (those already here again).
+    let check;
+    let missing: Vec<&str> = if git_ignores_lazy_fetch_switch() {
+        blobs.iter().map(String::as_str).collect()
+    } else {
+        check = with_stdin(
+            &["cat-file", "--batch-check"],
+            blobs.join("\n") + "\n",
+            true,
+        )?;
+        std::str::from_utf8(&check.stdout)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.strip_suffix(" missing"))
+            .collect()
+    };
     if missing.is_empty() {
         return Ok(());
     }
@@ -631,6 +639,33 @@ pub(crate) fn fetch_missing_blobs(what: &str, mirror: &Path, blobs: &[String]) -
         );
     }
     Ok(())
+}
+
+/// Whether this machine's git is older than 2.44, which added `GIT_NO_LAZY_FETCH`: asking it
+/// whether a blob of a partial clone is there fetches the blob.
+fn git_ignores_lazy_fetch_switch() -> bool {
+    static OLD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OLD.get_or_init(|| {
+        let out = Command::new("git").arg("--version").output();
+        let text = out
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        git_version_below(&text, (2, 44))
+    })
+}
+
+/// Whether `git --version`'s answer (`git version 2.47.3`, or with a vendor's suffix) names a
+/// version below `(major, minor)`; an answer that names none counts as below.
+fn git_version_below(answer: &str, (major, minor): (u32, u32)) -> bool {
+    let version = answer.trim().trim_start_matches("git version ");
+    let mut parts = version.split(|c: char| !c.is_ascii_digit());
+    match (
+        parts.next().and_then(|p| p.parse::<u32>().ok()),
+        parts.next().and_then(|p| p.parse::<u32>().ok()),
+    ) {
+        (Some(a), Some(b)) => (a, b) < (major, minor),
+        _ => true,
+    }
 }
 
 /// A long-lived `git cat-file --batch` process.
@@ -697,6 +732,19 @@ impl Drop for CatFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn git_versions_are_compared_by_major_and_minor() {
+        assert!(!git_version_below("git version 2.47.3\n", (2, 44)));
+        assert!(!git_version_below("git version 2.44.0", (2, 44)));
+        assert!(git_version_below("git version 2.39.5", (2, 44)));
+        assert!(git_version_below(
+            "git version 2.34.1 (Apple Git-1)",
+            (2, 44)
+        ));
+        assert!(!git_version_below("git version 3.0.0.windows.1", (2, 44)));
+        assert!(git_version_below("not git", (2, 44)));
+    }
 
     #[test]
     fn a_url_or_rev_is_never_read_by_git_as_an_option() {
