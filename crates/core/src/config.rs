@@ -2679,7 +2679,7 @@ fn is_variable_name(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-    conventional && !(name.len() >= 32 && !name.contains('_'))
+    conventional && (name.len() < 32 || name.contains('_'))
 }
 
 /// Checks that `registry` is `HOST[:PORT]/PREFIX`: a registry's host (a name with a dot or a

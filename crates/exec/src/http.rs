@@ -287,8 +287,7 @@ mod tests {
         let http = Http::new();
         let err = http
             .get_bytes(&url, &[], Duration::from_secs(30), 1000)
-            .err()
-            .expect("over the limit");
+            .expect_err("over the limit");
         assert!(err.contains("larger than 1000 bytes"), "{err}");
         let _ = server.join();
     }
