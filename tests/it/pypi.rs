@@ -155,6 +155,19 @@ fn build_exits(pipeline: &Path, code: i32) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The releases' cache folder under `dir`, which must hold nothing.
+fn nothing_kept(dir: &Path) -> PathBuf {
+    let bucket = dir
+        .join("cache")
+        .join(r2e_core::cache::Bucket::Pypi.folder());
+    assert_eq!(
+        std::fs::read_dir(&bucket).unwrap().count(),
+        0,
+        "nothing kept"
+    );
+    bucket
+}
+
 #[test]
 fn a_published_sha256_that_is_not_one_is_refused_before_it_names_a_folder() {
     // A folder the hostile index would have read as the release (named in lowercase: the
@@ -289,30 +302,13 @@ fn a_sha256_that_differs_is_refused_at_its_line_and_a_pinned_release_is_not_aske
     let dir = tempfile::tempdir().unwrap();
     let wrong = "0".repeat(64);
     let pipeline = tinyrel_pipeline(dir.path(), &index, &format!("sha256 = \"{wrong}\""));
-    let out = Command::cargo_bin("r2e")
-        .unwrap()
-        .arg("build")
-        .arg(&pipeline)
-        .args(["--until", "parse"])
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = build_exits(&pipeline, 2);
     // `sha256` is on line 7, its value at column 10.
     assert!(
         stderr.contains(&format!("{}:7:10:", pipeline.display())) && stderr.contains(&real),
         "{stderr}"
     );
-    let bucket = dir
-        .path()
-        .join("cache")
-        .join(r2e_core::cache::Bucket::Pypi.folder());
-    assert_eq!(
-        std::fs::read_dir(&bucket).unwrap().count(),
-        0,
-        "nothing kept"
-    );
+    let bucket = nothing_kept(dir.path());
 
     // The right hash builds; a second build finds the release unpacked and asks nothing.
     tinyrel_pipeline(dir.path(), &index, &format!("sha256 = \"{real}\""));
@@ -337,31 +333,14 @@ fn an_archive_whose_hash_differs_from_the_index_is_refused() {
     let (index, real, _files) = tinyrel_index(Some(&lie));
     let dir = tempfile::tempdir().unwrap();
     let pipeline = tinyrel_pipeline(dir.path(), &index, "");
-    let out = Command::cargo_bin("r2e")
-        .unwrap()
-        .arg("build")
-        .arg(&pipeline)
-        .args(["--until", "parse"])
-        .assert()
-        .code(2)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = build_exits(&pipeline, 2);
     assert!(
         stderr.contains("refused `tinyrel-1.0.tar.gz`")
             && stderr.contains(&lie)
             && stderr.contains(&real),
         "{stderr}"
     );
-    let bucket = dir
-        .path()
-        .join("cache")
-        .join(r2e_core::cache::Bucket::Pypi.folder());
-    assert_eq!(
-        std::fs::read_dir(&bucket).unwrap().count(),
-        0,
-        "nothing kept"
-    );
+    let bucket = nothing_kept(dir.path());
     assert!(!dir.path().join("out/functions.jsonl").exists());
 }
 
@@ -485,29 +464,12 @@ fn an_index_that_does_not_answer_is_environmental_and_leaves_nothing() {
         ),
     )
     .unwrap();
-    let out = Command::cargo_bin("r2e")
-        .unwrap()
-        .arg("build")
-        .arg(&pipeline)
-        .args(["--until", "parse"])
-        .assert()
-        .code(1)
-        .get_output()
-        .clone();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = build_exits(&pipeline, 1);
     assert!(
         stderr.contains("repo `tinyrel`") && stderr.contains(&format!("127.0.0.1:{port}")),
         "{stderr}"
     );
-    let bucket = dir
-        .path()
-        .join("cache")
-        .join(r2e_core::cache::Bucket::Pypi.folder());
-    assert_eq!(
-        std::fs::read_dir(&bucket).unwrap().count(),
-        0,
-        "nothing kept"
-    );
+    let bucket = nothing_kept(dir.path());
 }
 
 #[test]

@@ -18,7 +18,7 @@
 //! cannot be had as named, and nothing of it is kept, so a rerun asks again. An index that does
 //! not answer is environmental (exit 1), never stored.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use r2e_core::cache::{Bucket, Cache};
@@ -348,69 +348,33 @@ fn inside(path: &Path) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Unpacks a zip archive (an old sdist) into `dest`, as [`unpack_tar_gz`] does: regular files
-/// (stored or deflated) and folders only, every path inside, at most `cap` bytes in all: an
-/// entry is refused when its size says more, and inflated no further than its size says.
-/// The archive's sha256 was checked already, so its entries' CRCs are not.
+/// Unpacks a zip archive (an old sdist) into `dest`, as [`unpack_tar_gz`] does, read by the
+/// `zip` crate: regular files (stored or deflated) and folders only, every path inside, at most
+/// `cap` bytes in all: an entry is refused when its size says more, and inflated no further
+/// than its size says.
 pub fn unpack_zip(bytes: &[u8], dest: &Path, cap: u64) -> std::result::Result<(), String> {
-    let damaged = || "a damaged zip archive".to_owned();
-    let u16_at = |at: usize| -> std::result::Result<usize, String> {
-        bytes
-            .get(at..at + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]) as usize)
-            .ok_or_else(damaged)
-    };
-    let u32_at = |at: usize| -> std::result::Result<usize, String> {
-        bytes
-            .get(at..at + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-            .ok_or_else(damaged)
-    };
-    // The end of central directory record: its signature, searched back from the end (a
-    // comment of up to 64 KiB may follow it).
-    let floor = bytes.len().saturating_sub(22 + 0xFFFF);
-    let end = (floor..bytes.len().saturating_sub(21))
-        .rev()
-        .find(|&i| bytes[i..i + 4] == [0x50, 0x4b, 0x05, 0x06])
-        .ok_or_else(|| "not a zip archive".to_owned())?;
-    let count = u16_at(end + 10)?;
-    let mut at = u32_at(end + 16)?;
-    if count == 0xFFFF || at == 0xFFFF_FFFF {
-        return Err("a ZIP64 archive, which r2e does not unpack".into());
-    }
+    let damaged = |e: zip::result::ZipError| format!("a damaged zip archive ({e})");
+    let mut archive =
+        zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|_| "not a zip archive")?;
     let mut total: u64 = 0;
-    for _ in 0..count {
-        if bytes.get(at..at + 4) != Some(&[0x50, 0x4b, 0x01, 0x02][..]) {
-            return Err(damaged());
-        }
-        let method = u16_at(at + 10)?;
-        let (packed, size) = (u32_at(at + 20)?, u32_at(at + 24)?);
-        let (name_len, extra_len, comment_len) =
-            (u16_at(at + 28)?, u16_at(at + 30)?, u16_at(at + 32)?);
-        let unix_mode = u32_at(at + 38)? >> 16;
-        let local = u32_at(at + 42)?;
-        let name = bytes.get(at + 46..at + 46 + name_len).ok_or_else(damaged)?;
-        at += 46 + name_len + extra_len + comment_len;
-        let name = String::from_utf8_lossy(name).into_owned();
+    for i in 0..archive.len() {
+        let entry = archive.by_index(i).map_err(damaged)?;
+        let name = entry.name().map_err(damaged)?.into_owned();
         let path = PathBuf::from(&name);
         inside(&path)?;
-        if name.ends_with('/') {
+        if entry.is_dir() {
             fs_err::create_dir_all(dest.join(&path)).map_err(|e| e.to_string())?;
             continue;
         }
         // Links and other special files are left out, as from a tar.
-        let kind = unix_mode & 0o170000;
+        let kind = entry.unix_mode().unwrap_or(0) & 0o170000;
         if kind != 0 && kind != 0o100000 {
             continue;
         }
-        if size as u64 > cap - total {
+        let size = entry.size();
+        if size > cap - total {
             return Err(too_large(cap));
         }
-        if bytes.get(local..local + 4) != Some(&[0x50, 0x4b, 0x03, 0x04][..]) {
-            return Err(damaged());
-        }
-        let start = local + 30 + u16_at(local + 26)? + u16_at(local + 28)?;
-        let data = bytes.get(start..start + packed).ok_or_else(damaged)?;
         let to = dest.join(&path);
         if let Some(parent) = to.parent() {
             fs_err::create_dir_all(parent).map_err(|e| e.to_string())?;
@@ -418,25 +382,11 @@ pub fn unpack_zip(bytes: &[u8], dest: &Path, cap: u64) -> std::result::Result<()
         let mut out = fs_err::File::create(&to).map_err(|e| e.to_string())?;
         // Written as inflated, never more than a byte past the size the entry says (which then
         // refuses it): nothing is held in memory whatever the headers say.
-        let written = match method {
-            0 if data.len() != size => return Err(damaged()),
-            0 => out
-                .write_all(data)
-                .map(|()| data.len() as u64)
-                .map_err(|e| e.to_string())?,
-            8 => std::io::copy(
-                &mut flate2::read::DeflateDecoder::new(data).take(size as u64 + 1),
-                &mut out,
-            )
-            .map_err(|e| format!("`{name}`: {e}"))?,
-            m => {
-                return Err(format!(
-                    "`{name}` is compressed with method {m}, which r2e does not unpack"
-                ));
-            }
-        };
-        if written != size as u64 {
-            return Err(damaged());
+        // (The reader itself refuses to go past the declared size: either way it is damaged.)
+        let written = std::io::copy(&mut entry.take(size + 1), &mut out)
+            .map_err(|_| "a damaged zip archive".to_owned())?;
+        if written != size {
+            return Err("a damaged zip archive".into());
         }
         total += written;
     }
