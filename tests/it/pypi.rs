@@ -340,7 +340,7 @@ fn an_archive_whose_hash_differs_from_the_index_is_refused() {
             && stderr.contains(&real),
         "{stderr}"
     );
-    let bucket = nothing_kept(dir.path());
+    nothing_kept(dir.path());
     assert!(!dir.path().join("out/functions.jsonl").exists());
 }
 
@@ -469,7 +469,7 @@ fn an_index_that_does_not_answer_is_environmental_and_leaves_nothing() {
         stderr.contains("repo `tinyrel`") && stderr.contains(&format!("127.0.0.1:{port}")),
         "{stderr}"
     );
-    let bucket = nothing_kept(dir.path());
+    nothing_kept(dir.path());
 }
 
 #[test]

@@ -557,8 +557,11 @@ struct SourceOptions {
 /// the build reads the lock.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SourceConfig {
-    /// The search query as written (checked by `curation::parse_query`).
+    /// The search query as written.
     pub github: String,
+    /// The same, checked and parsed (`curation::parse_query`); the fingerprint holds `github`.
+    #[serde(skip)]
+    pub query: crate::curation::GithubQuery,
     /// At most this many repositories kept (the most starred first).
     pub limit: u64,
     /// A repository is kept when its root holds any of these files.
@@ -1538,14 +1541,14 @@ fn sources(
         // the file; otherwise the message points at the string.
         let raw = &src.text[span.clone()];
         let inner = raw.len() >= 2 && &raw[1..raw.len() - 1] == query.as_str();
-        if let Err(e) = crate::curation::parse_query(query) {
+        let parsed = crate::curation::parse_query(query).map_err(|e| {
             let at = if inner {
                 span.start + 1 + e.offset
             } else {
                 span.start
             };
-            return Err(src.at(Some(at..at), &e.message));
-        }
+            src.at(Some(at..at), &e.message)
+        })?;
         if query.trim().is_empty() {
             return Err(src.at(Some(span), "the `github` query is empty"));
         }
@@ -1603,6 +1606,7 @@ fn sources(
         };
         out.push(SourceConfig {
             github: query.clone(),
+            query: parsed,
             limit,
             require_files,
             licenses,

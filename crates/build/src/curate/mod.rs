@@ -24,7 +24,7 @@ use r2e_core::cache::Cache;
 use r2e_core::config::{Config, SourceConfig, read_lock, secret_from_env, sources_fingerprint};
 use r2e_core::curation::{
     LOCK_VERSION, LeftOut, Lock, LockedRepo, LockedSource, check_clone_url, check_commit,
-    check_full_name, lock_path, parse_query,
+    check_full_name, lock_path,
 };
 use r2e_core::dates::{Date, now_seconds, rfc3339};
 use r2e_core::error::{Error, Result};
@@ -148,8 +148,7 @@ fn search_source(
     cache: &Cache,
     lock: &mut Lock,
 ) -> Result<github::Stats> {
-    let query = parse_query(&source.github)
-        .map_err(|e| Error::internal(format!("a checked query does not parse: {}", e.message)))?;
+    let query = &source.query;
     let token = secret_from_env(&source.token_env);
     if token.is_none() {
         eprintln!(
@@ -158,7 +157,7 @@ fn search_source(
         );
     }
     let mut client = github::Client::new(&source.api_url, token, &source.token_env, cache);
-    let (matched, mut items) = client.search(&query, today)?;
+    let (matched, mut items) = client.search(query, today)?;
     items.sort_by(|a, b| b.stars.cmp(&a.stars).then(a.full_name.cmp(&b.full_name)));
     let found = items.len();
     let mut kept = 0u64;
@@ -408,10 +407,10 @@ mod tests {
             diff_text(&d),
             "+ d__w\n- c__z\n> b__y moved: 2222 -> 9999\n1 added, 1 removed, 1 moved, 1 unchanged\n"
         );
-        // Only the date differs: the same result.
+        // Only the date differs: the same pins.
         let mut later = old.clone();
         later.curated_at = "2026-01-01T00:00:00Z".into();
-        assert!(later.same_result(&old));
-        assert!(!new.same_result(&old));
+        assert!(later.same_pins(&old));
+        assert!(!new.same_pins(&old));
     }
 }
