@@ -1097,6 +1097,9 @@ fn human_summary(s: &Summary) -> String {
     for r in &s.repos {
         out.push_str(&format!("     repo {}: {}\n", r.repo, r.text()));
     }
+    for t in &s.time {
+        out.push_str(&format!("     time {}: {}\n", t.repo, t.text()));
+    }
     for (stage, models) in &s.llm {
         for (model, u) in models {
             out.push_str(&format!(

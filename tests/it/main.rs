@@ -22,6 +22,7 @@ mod docker;
 mod durability;
 mod env;
 mod evaluate;
+mod filters;
 mod gc;
 mod hostile;
 mod images;

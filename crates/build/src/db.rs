@@ -319,6 +319,9 @@ pub struct FunctionRow {
     pub end_line: u32,
     pub docstring: Option<String>,
     pub excluded_by: Option<Filter>,
+    /// The definition's code hash (its tokens, without comments or formatting: the summary's
+    /// `code_hash`), which `[select] dedup` compares.
+    pub code: Hash,
 }
 
 /// Stage `extract`: a file's in-scope functions with the filters' verdicts.
@@ -332,6 +335,7 @@ pub fn file_functions(db: &dyn Db, file: SourceFile, settings: Settings) -> Arc<
     let ids = def_ids(db, file);
     let repo = file.repo(db);
     let in_scope = file.in_scope(db);
+    let importable = is_module(db, file);
     let mut rows = Vec::new();
     for (i, (def, layout)) in summary
         .interface
@@ -347,10 +351,14 @@ pub fn file_functions(db: &dyn Db, file: SourceFile, settings: Settings) -> Arc<
             Ok(text) => text.get(layout.chunk.start as usize..layout.chunk.end as usize),
             Err(_) => None,
         };
-        let mut excluded_by = if in_scope {
-            local_filters(cfg, &def.qualname, layout, code)
-        } else {
+        let mut excluded_by = if !in_scope {
             Some(Filter::Scope)
+        } else if cfg.not_module && !importable {
+            Some(Filter::NotModule)
+        } else if cfg.platform && summary.layout.other_platform.is_some() {
+            Some(Filter::Platform)
+        } else {
+            local_filters(cfg, &def.qualname, layout, code)
         };
         if excluded_by.is_none() && cfg.connectivity {
             let item = ItemId::new(db, repo, Item::Def(file.ix(db), i as u32));
@@ -371,9 +379,44 @@ pub fn file_functions(db: &dyn Db, file: SourceFile, settings: Settings) -> Arc<
             end_line: layout.end_line,
             docstring: layout.docstring.clone(),
             excluded_by,
+            code: Hash(layout.code_hash),
         });
     }
     Arc::new(rows)
+}
+
+/// `[select] dedup`: excludes as `duplicate` each candidate of `rows` (in the pipeline's order:
+/// repository, file, definition) whose qualified name and code an earlier candidate has; the
+/// first copy stays. Run on the extraction's rows after they are read or computed, never stored
+/// in them: which copy is first depends on the other repositories.
+pub fn mark_duplicates<'a>(rows: impl IntoIterator<Item = &'a mut FunctionRow>) -> u64 {
+    let mut seen: HashSet<(&str, Hash)> = HashSet::new();
+    let mut marked = 0;
+    let mut owned: Vec<&'a mut FunctionRow> = Vec::new();
+    for row in rows {
+        if row.excluded_by.is_none() {
+            owned.push(row);
+        }
+    }
+    let mut dups = Vec::new();
+    for (i, row) in owned.iter().enumerate() {
+        if !seen.insert((row.qualname.as_str(), row.code)) {
+            dups.push(i);
+        }
+    }
+    for i in dups {
+        owned[i].excluded_by = Some(Filter::Duplicate);
+        marked += 1;
+    }
+    marked
+}
+
+/// Whether a file's path is a module name under one of its repository's import roots
+/// (`ModuleIndex::module_name`, the name every run imports it by): filter `not_module`.
+pub fn is_module(db: &dyn Db, file: SourceFile) -> bool {
+    !module_index(db, file.repo(db))
+        .module_name(file.ix(db))
+        .is_empty()
 }
 
 /// A candidate's dependency slice.

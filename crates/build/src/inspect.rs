@@ -217,7 +217,13 @@ pub fn status(cfg: &Config, until: Stage) -> Result<Status> {
         engine::memo::AnalysisPlan::default()
     } else {
         let repos: Vec<_> = session.repos.iter().copied().zip(&cfg.repos).collect();
-        engine::memo::plan(&session.db, &session.cache, &repos, session.settings)
+        engine::memo::plan(
+            &session.db,
+            &session.cache,
+            &repos,
+            session.settings,
+            cfg.select.dedup,
+        )
     };
     Ok(Status {
         env_unknown,
@@ -542,6 +548,24 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Explain> {
             known.join(", ")
         )));
     };
+    let mut row = row.clone();
+    if row.excluded_by.is_none() && cfg.select.dedup {
+        // A copy of an earlier candidate, as the build decides it: over the candidates before
+        // it in the pipeline's order.
+        let mut before: Vec<db::FunctionRow> = Vec::new();
+        'files: for &f in &s.all_files() {
+            for r in db::file_functions(db, f, s.settings).iter() {
+                if r.id == id {
+                    break 'files;
+                }
+                before.push(r.clone());
+            }
+        }
+        before.push(row.clone());
+        db::mark_duplicates(before.iter_mut());
+        row.excluded_by = before.last().and_then(|r| r.excluded_by);
+    }
+    let row = &row;
     let checkout = s
         .checkouts
         .iter()

@@ -608,6 +608,13 @@ pub fn sources_fingerprint(sources: &[SourceConfig]) -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExtractConfig {
+    /// Exclude the functions of a file whose path is not a module name (a folder or file name
+    /// that is not an identifier, as `bin/update-tables.py`): nothing can import it.
+    pub not_module: bool,
+    /// Exclude the functions of a module for another platform: one that imports a Windows-only
+    /// module at module level, unguarded, or raises at module level under a platform check
+    /// that holds on Linux.
+    pub platform: bool,
     /// Exclude functions without a docstring.
     pub no_docstring: bool,
     /// Exclude `__dunder__` names.
@@ -642,6 +649,8 @@ impl Default for ExtractConfig {
     fn default() -> Self {
         let strings = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect();
         ExtractConfig {
+            not_module: true,
+            platform: true,
             no_docstring: true,
             dunder: true,
             name_prefix: true,
@@ -814,6 +823,10 @@ pub struct SelectConfig {
     /// date is never kept. The others get no harness at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_after: Option<crate::dates::DateBound>,
+    /// Keep one candidate of each function whose qualified name and code (its tokens, without
+    /// comments or formatting) are the same: the first in the pipeline's order (repository,
+    /// file, definition); the others are excluded as `duplicate` and get no harness.
+    pub dedup: bool,
 }
 
 impl Default for SelectConfig {
@@ -822,6 +835,7 @@ impl Default for SelectConfig {
             min_branch_coverage: 0.8,
             min_mutation_score: 0.0,
             created_after: None,
+            dedup: true,
         }
     }
 }

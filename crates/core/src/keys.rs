@@ -16,7 +16,7 @@ use crate::records::FunctionKind;
 /// The parser and the summary format: bump `SUMMARY_FORMAT` when `python::summary` or what the
 /// summarizer records changes.
 pub const PARSER: &str = "ruff_python_parser=0.0.10";
-pub const SUMMARY_FORMAT: u32 = 6;
+pub const SUMMARY_FORMAT: u32 = 7;
 
 /// Stage `parse`: a module summary per source content.
 #[derive(Clone, Debug, Serialize)]
@@ -81,7 +81,7 @@ pub struct AnalysisKey<'a> {
     pub context: Option<&'a crate::config::ContextConfig>,
 }
 
-pub const ANALYSIS_FORMAT: u32 = 2;
+pub const ANALYSIS_FORMAT: u32 = 3;
 
 impl ActionKey for AnalysisKey<'_> {
     const BUCKET: Bucket = Bucket::Analysis;

@@ -42,6 +42,13 @@ impl FunctionKind {
 pub enum Filter {
     /// The file is outside the repository's scope (`[[repo]] include` / `exclude`).
     Scope,
+    /// The file's path is not a module name under any of the repository's import roots
+    /// (`bin/update-tables.py`): nothing can import it (`[extract] not_module`).
+    NotModule,
+    /// The module is for another platform: importing it on Linux fails (an unguarded
+    /// module-level import of a Windows-only module, or a module-level platform check that
+    /// raises) (`[extract] platform`).
+    Platform,
     NoDocstring,
     Dunder,
     NamePrefix,
@@ -53,11 +60,17 @@ pub enum Filter {
     LiteralReturns,
     Keywords,
     Connectivity,
+    /// Another candidate, earlier in the pipeline's order (repository, file, definition), has
+    /// the same qualified name and the same code (tokens without comments or formatting): this
+    /// one is a copy (a vendored module) and is left out (`[select] dedup`).
+    Duplicate,
 }
 
 impl Filter {
-    pub const ALL: [Filter; 12] = [
+    pub const ALL: [Filter; 15] = [
         Filter::Scope,
+        Filter::NotModule,
+        Filter::Platform,
         Filter::NoDocstring,
         Filter::Dunder,
         Filter::NamePrefix,
@@ -69,11 +82,14 @@ impl Filter {
         Filter::LiteralReturns,
         Filter::Keywords,
         Filter::Connectivity,
+        Filter::Duplicate,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
             Filter::Scope => "scope",
+            Filter::NotModule => "not_module",
+            Filter::Platform => "platform",
             Filter::NoDocstring => "no_docstring",
             Filter::Dunder => "dunder",
             Filter::NamePrefix => "name_prefix",
@@ -85,6 +101,7 @@ impl Filter {
             Filter::LiteralReturns => "literal_returns",
             Filter::Keywords => "keywords",
             Filter::Connectivity => "connectivity",
+            Filter::Duplicate => "duplicate",
         }
     }
 }
@@ -948,6 +965,12 @@ pub struct Summary {
     /// tables: each variant's summary has its own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repos: Vec<RepoCounts>,
+    /// Per repository, where this build's time went: stages `env`, `generate`, `validate` and
+    /// `mutate` (every repository, in the pipeline's order; empty before `env`, and with
+    /// `[[variant]]` tables, where each variant's summary has its own). Also written to
+    /// `<output>/.r2e/timings.json`, never to a dataset file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub time: Vec<RepoTime>,
     /// What failed for a reason that may pass (model requests, environments that could not be
     /// built): the outputs are written, the build exits 1, and the next build runs it again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -1005,6 +1028,125 @@ impl ExcludedBy {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// One repository's time in one stage of a build.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageTime {
+    /// Wall-clock seconds of the repository's work in the stage, summed over its units of work
+    /// (its environment; each candidate's harness generation; each batch of validations or of
+    /// mutants, shared evenly by the batch's items), rounded to milliseconds. Units run in
+    /// parallel, so the seconds of a build's repositories can add up to more than its wall
+    /// time. A unit taken from the cache costs its lookup: about 0.
+    pub seconds: f64,
+    /// Units computed in this build (an action run: an environment built, a harness explored,
+    /// validated or scored on its mutants), and units taken from the cache.
+    pub computed: u64,
+    pub cached: u64,
+}
+
+impl StageTime {
+    /// Adds one unit of work that took `seconds`.
+    pub fn add(&mut self, seconds: f64, fresh: bool) {
+        self.seconds += seconds;
+        if fresh {
+            self.computed += 1;
+        } else {
+            self.cached += 1;
+        }
+    }
+
+    /// The same work, as a build that took all of it from the cache (a no-op) reports it.
+    pub fn all_cached(&mut self) {
+        self.cached += self.computed;
+        self.computed = 0;
+        self.seconds = 0.0;
+    }
+
+    fn rounded(mut self) -> StageTime {
+        self.seconds = (self.seconds * 1000.0).round() / 1000.0;
+        self
+    }
+}
+
+/// Where one repository's time went in a build (`Summary::time`, `.r2e/timings.json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RepoTime {
+    pub repo: String,
+    pub env: StageTime,
+    pub generate: StageTime,
+    pub validate: StageTime,
+    pub mutate: StageTime,
+}
+
+impl RepoTime {
+    /// Its stages, by name.
+    pub fn stages(&self) -> [(&'static str, &StageTime); 4] {
+        [
+            ("env", &self.env),
+            ("generate", &self.generate),
+            ("validate", &self.validate),
+            ("mutate", &self.mutate),
+        ]
+    }
+
+    /// One line: each stage's seconds with what it computed and took from the cache, as
+    /// `env 1.2 s (1 computed, 0 cached), generate ...`.
+    pub fn text(&self) -> String {
+        self.stages()
+            .iter()
+            .map(|(name, t)| {
+                format!(
+                    "{name} {:.1} s ({} computed, {} cached)",
+                    t.seconds, t.computed, t.cached
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The same, its seconds rounded to milliseconds.
+    pub fn rounded(mut self) -> RepoTime {
+        for t in [
+            &mut self.env,
+            &mut self.generate,
+            &mut self.validate,
+            &mut self.mutate,
+        ] {
+            *t = t.rounded();
+        }
+        self
+    }
+
+    /// The same work, as a build that took all of it from the cache (a no-op) reports it.
+    pub fn all_cached(&mut self) {
+        for t in [
+            &mut self.env,
+            &mut self.generate,
+            &mut self.validate,
+            &mut self.mutate,
+        ] {
+            t.all_cached();
+        }
+    }
+}
+
+/// `<output>/.r2e/timings.json`: where the last build that ran spent its time, per dataset and
+/// repository. Beside the build's state, not a dataset file: it differs between a cold and an
+/// incremental build of the same dataset.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// The build's wall-clock seconds, from the checkout to the outputs written.
+    pub seconds: f64,
+    /// Each dataset: the pipeline's own (`variant` absent), or each variant's.
+    pub datasets: Vec<DatasetTimes>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DatasetTimes {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
+    pub repos: Vec<RepoTime>,
 }
 
 /// One repository's numbers in a dataset, as the build summary and `r2e report` list them.

@@ -55,6 +55,7 @@ pub fn summarize(source: &str) -> Result<ModuleSummary, SyntaxError> {
     };
     visitor::walk_body(&mut calls, &module.body);
     b.summary.layout.calls = calls.calls;
+    b.summary.layout.other_platform = super::platform::other_platform(&module.body);
     Ok(b.summary)
 }
 

@@ -8,6 +8,7 @@ pub mod decode;
 pub mod docstring;
 pub mod extract;
 pub mod mutate;
+pub mod platform;
 pub mod resolve;
 pub mod summary;
 pub mod tokens;

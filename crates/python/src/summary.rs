@@ -129,6 +129,9 @@ pub struct ModuleLayout {
     /// Calls anywhere in the module that pass at least one literal argument (a constant, a
     /// container of constants, or a constructor call of those): inputs for the explorer.
     pub calls: Vec<CallSite>,
+    /// Why importing the module fails on Linux, where it is for another platform
+    /// (`platform::other_platform`); `None` when nothing says so for certain.
+    pub other_platform: Option<String>,
 }
 
 /// One call `name(...)` or `x.name(...)` and the source text of its arguments.

@@ -27,7 +27,8 @@ use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};
 use r2e_core::hash::Hash;
 use r2e_core::records::{
-    ExcludedBy, Filter, RepoCounts, SliceRecord, StageCounts, Summary, Variants,
+    ExcludedBy, Filter, RepoCounts, RepoTime, SliceRecord, StageCounts, StageTime, Summary,
+    Variants,
 };
 use r2e_exec::services::Services;
 use r2e_python::resolve::Item;
@@ -214,6 +215,9 @@ impl Dataset<'_> {
         if until >= Stage::Extract {
             let (found, counts) = self.extract(&memos);
             rows = found;
+            if self.cfg.select.dedup {
+                db::mark_duplicates(rows.iter_mut().map(|(_, r)| r));
+            }
             summary.stages.extract = counts;
             summary.counts.functions = Some(rows.len() as u64);
             summary.counts.candidates =
@@ -272,6 +276,9 @@ impl Dataset<'_> {
         if until >= Stage::Extract {
             summary.repos = self.repo_counts(&rows, &harness_out);
         }
+        if let Some(env_times) = self.shared.env_times {
+            summary.time = self.repo_times(env_times, &harness_out);
+        }
         summary.counts.failures = self.shared.failures.len() as u64;
         summary.llm = harness_out.llm.clone();
         let mut results = None;
@@ -317,7 +324,12 @@ impl Dataset<'_> {
             return;
         }
         let mut by_file: HashMap<SourceFile, Vec<FunctionRow>> = HashMap::new();
-        for (f, r) in rows {
+        for (f, mut r) in rows {
+            // Which copy is a duplicate depends on the other repositories: the memo keeps the
+            // rows as extraction gave them (`db::mark_duplicates` runs on them each build).
+            if r.excluded_by == Some(Filter::Duplicate) {
+                r.excluded_by = None;
+            }
             by_file.entry(f).or_default().push(r);
         }
         for (i, (rc, (&repo, mut slices))) in self
@@ -343,6 +355,7 @@ impl Dataset<'_> {
                     path: f.path(db).clone(),
                     content: f.hash(db),
                     in_scope: f.in_scope(db),
+                    module: db::is_module(db, f),
                     rows: by_file.remove(&f).unwrap_or_default(),
                 })
                 .collect();
@@ -431,6 +444,27 @@ impl Dataset<'_> {
             repair: tables.repair,
         });
         Ok(out)
+    }
+
+    /// Per repository (every one of the pipeline, in its order): where its time went in `env`
+    /// (shared by the datasets) and in this dataset's harness stages.
+    fn repo_times(
+        &self,
+        env_times: &[(String, StageTime)],
+        harness_out: &HarnessOutputs,
+    ) -> Vec<RepoTime> {
+        self.s
+            .checkouts
+            .iter()
+            .map(|c| {
+                let mut t = harness_out.times.get(&c.name).cloned().unwrap_or_default();
+                t.repo = c.name.clone();
+                if let Some((_, env)) = env_times.iter().find(|(repo, _)| *repo == c.name) {
+                    t.env = *env;
+                }
+                t.rounded()
+            })
+            .collect()
     }
 
     /// Per repository (every one of the pipeline, in its order): functions, candidates, what

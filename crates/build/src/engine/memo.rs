@@ -233,6 +233,9 @@ pub struct ExtractedFile {
     pub path: String,
     pub content: Hash,
     pub in_scope: bool,
+    /// Whether its path was a module name (`db::is_module`), which depends on the repository's
+    /// other paths (its packages' `__init__.py` files).
+    pub module: bool,
     pub rows: Vec<FunctionRow>,
 }
 
@@ -241,11 +244,14 @@ pub struct ExtractedFile {
 pub struct StoredRows<'m>(FxHashMap<&'m str, &'m ExtractedFile>);
 
 impl<'m> StoredRows<'m> {
-    /// The functions of `f` as the memo recorded them, when its content and scope are the ones
-    /// recorded.
+    /// The functions of `f` as the memo recorded them, when its content, scope and whether its
+    /// path is a module name are the ones recorded.
     pub fn rows(&self, db: &dyn Db, f: db::SourceFile) -> Option<&'m [FunctionRow]> {
         let m = self.0.get(f.path(db).as_str())?;
-        (m.content == f.hash(db) && m.in_scope == f.in_scope(db)).then_some(m.rows.as_slice())
+        (m.content == f.hash(db)
+            && m.in_scope == f.in_scope(db)
+            && m.module == db::is_module(db, f))
+        .then_some(m.rows.as_slice())
     }
 }
 
@@ -463,10 +469,13 @@ pub fn plan(
     cache: &Arc<Cache>,
     repos: &[(Repo, &RepoConfig)],
     settings: db::Settings,
+    dedup: bool,
 ) -> AnalysisPlan {
     let mut plan = AnalysisPlan::default();
     let (extract, context) = (settings.extract(db), settings.context(db));
     let bar = ProgressBar::hidden();
+    let mut analysed = Vec::new();
+    let mut rows: Vec<(db::SourceFile, FunctionRow)> = Vec::new();
     for &(repo, rc) in repos {
         let parse = parse_repo(db, cache, rc, repo, &bar, false);
         let memo = load_dataset(cache, rc, extract, context);
@@ -474,21 +483,28 @@ pub fn plan(
             .as_ref()
             .map(|m| m.stored_rows(&parse, extract.connectivity))
             .unwrap_or_default();
-        let mut candidates = Vec::new();
         for &f in repo.files(db) {
-            let rows = match stored.rows(db, f) {
-                Some(rows) => rows.to_vec(),
+            let found = match stored.rows(db, f) {
+                Some(found) => found.to_vec(),
                 None => {
                     plan.extract += 1;
                     db::file_functions(db, f, settings).to_vec()
                 }
             };
-            candidates.extend(
-                rows.iter()
-                    .filter(|r| r.excluded_by.is_none())
-                    .map(|r| Item::Def(f.ix(db), r.def)),
-            );
+            rows.extend(found.into_iter().map(|r| (f, r)));
         }
+        analysed.push((repo, parse, memo));
+    }
+    // As the build does: the copies of earlier candidates are no candidates.
+    if dedup {
+        db::mark_duplicates(rows.iter_mut().map(|(_, r)| r));
+    }
+    for (repo, parse, memo) in analysed {
+        let mut candidates: Vec<Item> = rows
+            .iter()
+            .filter(|(f, r)| f.repo(db) == repo && r.excluded_by.is_none())
+            .map(|(f, r)| Item::Def(f.ix(db), r.def))
+            .collect();
         candidates.sort_unstable();
         match memo
             .as_ref()

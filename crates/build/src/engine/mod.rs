@@ -362,6 +362,9 @@ fn up_to_date(
             usage.cached += usage.executed;
             usage.executed = 0;
         }
+        for t in &mut s.time {
+            t.all_cached();
+        }
     };
     all_cached(&mut summary);
     for (name, v) in summary.variants.0.iter_mut() {
@@ -398,6 +401,8 @@ struct Shared<'a> {
     /// Each repository's function dates (`stages::dating`), in `Session::repos` order; `None`
     /// without history; empty before the extract stage.
     dates: &'a [Option<Arc<r2e_core::dates::Dates>>],
+    /// Each repository's time in stage `env`, when the build reached it.
+    env_times: Option<&'a Vec<(String, r2e_core::records::StageTime)>>,
     /// Slices computed in this build, by repository and extract settings (the datasets with the
     /// same ones share them).
     slices:
@@ -413,6 +418,7 @@ fn run(
     fp: Hash,
     previous: Option<State>,
 ) -> Result<Summary> {
+    let started = std::time::Instant::now();
     let s = &session;
     let output = &out.path;
     let staging = out.staging().to_path_buf();
@@ -433,6 +439,7 @@ fn run(
         variants: Default::default(),
         evaluate: None,
         repos: Vec::new(),
+        time: Vec::new(),
         retry: Vec::new(),
     };
     let changed = s
@@ -504,6 +511,7 @@ fn run(
     let mut env_lines: Vec<EnvLine> = Vec::new();
     let mut env_transient: Vec<String> = Vec::new();
     let mut envs = crate::stages::env::Envs::new();
+    let mut env_times = Vec::new();
     if opts.until >= Stage::Env {
         let repos: Vec<_> = s
             .checkouts
@@ -524,6 +532,7 @@ fn run(
         failures.extend(stage.failures);
         env_lines = stage.lines;
         envs = stage.envs;
+        env_times = stage.times;
         clock.lap("env");
     }
     let shared_outputs = Shared {
@@ -534,6 +543,7 @@ fn run(
         current: out.current(),
         parses: &parses,
         dates: &dates,
+        env_times: (opts.until >= Stage::Env).then_some(&env_times),
         slices: Default::default(),
     };
     let mut failed_requests = Vec::new();
@@ -585,6 +595,8 @@ fn run(
             },
         )?;
     }
+    // Where the time went, beside the state (never in a dataset file).
+    outputs::write_timings(&staging, &summary, started.elapsed().as_secs_f64())?;
     // What `r2e gc` keeps: every entry this build read or wrote, beside its outputs, and the
     // output registered in the cache. The parse pack written while the build went on is one.
     db.env().packs.wait();

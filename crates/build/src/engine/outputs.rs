@@ -16,7 +16,9 @@ use r2e_core::cache::entry;
 use r2e_core::error::{Error, Result};
 use r2e_core::fsutil::write_if_changed;
 use r2e_core::hash::Hash;
-use r2e_core::records::{FunctionRecord, NodeKind, SliceNode, SliceRecord, to_line};
+use r2e_core::records::{
+    DatasetTimes, FunctionRecord, NodeKind, SliceNode, SliceRecord, Summary, Timings, to_line,
+};
 use r2e_python::resolve::{Deps, Item};
 
 /// An output file as a build recorded it: its name (relative to the output), content hash,
@@ -319,6 +321,37 @@ impl Graph {
         })
     }
 }
+
+/// `<output>/.r2e/timings.json`: where the build's time went, per dataset and repository
+/// (`records::Timings`), written into the staging generation beside the state.
+pub fn write_timings(staging: &Path, summary: &Summary, seconds: f64) -> Result<()> {
+    let mut datasets = Vec::new();
+    if summary.variants.0.is_empty() {
+        datasets.push(DatasetTimes {
+            variant: None,
+            repos: summary.time.clone(),
+        });
+    }
+    for (name, v) in &summary.variants.0 {
+        datasets.push(DatasetTimes {
+            variant: Some(name.clone()),
+            repos: v.time.clone(),
+        });
+    }
+    let timings = Timings {
+        seconds: (seconds * 1000.0).round() / 1000.0,
+        datasets,
+    };
+    let dir = staging.join(".r2e");
+    fs_err::create_dir_all(&dir)?;
+    let mut bytes = serde_json::to_vec_pretty(&timings).map_err(Error::internal)?;
+    bytes.push(b'\n');
+    r2e_core::fsutil::write_atomic(&dir.join(TIMINGS), &bytes)?;
+    Ok(())
+}
+
+/// The name of the timings file in an output's `.r2e/` folder.
+pub const TIMINGS: &str = "timings.json";
 
 /// The line of `functions.jsonl` for one function, with its slice record when it is a candidate
 /// and slices were computed.

@@ -6,8 +6,10 @@
 use r2e_core::records::StageCounts;
 use r2e_exec::llm::prompts::{TemplateSets, Templates};
 use r2e_exec::py::AnswerStatus;
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rayon::prelude::*;
 
@@ -27,7 +29,7 @@ use r2e_core::error::{Error, Result};
 use r2e_core::keys::GenerateSettings;
 use r2e_core::records::{
     FailureClass, HarnessFrom, HarnessRecord, Instance, MutantCount, MutationScore, RefineRecord,
-    RefineStatus, SpecSource, UsageTable,
+    RefineStatus, RepoTime, SpecSource, UsageTable,
 };
 use r2e_core::verdict::Policy;
 use r2e_exec::jobs::Exec;
@@ -58,6 +60,8 @@ pub struct HarnessOutputs {
     /// Something failed that a later build may get (a model request, a sandbox timeout): the
     /// build must not be taken for up to date.
     pub retry_later: bool,
+    /// Each repository's time in `generate`, `validate` and `mutate` (`env` is not theirs).
+    pub times: HashMap<String, RepoTime>,
 }
 
 /// The counts of the harness stages, and whether something must run again next build.
@@ -68,11 +72,39 @@ struct Tallies {
     mutate: Tally,
     refine: Tally,
     retry_later: AtomicBool,
+    times: Mutex<HashMap<String, RepoTime>>,
+}
+
+/// The harness stages a repository's time is counted in.
+#[derive(Clone, Copy)]
+enum Timed {
+    Generate,
+    Validate,
+    Mutate,
 }
 
 impl Tallies {
     fn retry_later(&self) {
         self.retry_later.store(true, Ordering::Relaxed);
+    }
+
+    /// Counts `seconds` of `repo`'s work in `stage`: a unit of work, computed (`Some(true)`) or
+    /// taken from the cache (`Some(false)`), or time outside any unit (`None`).
+    fn time(&self, repo: &str, stage: Timed, seconds: f64, fresh: Option<bool>) {
+        let mut times = self.times.lock().unwrap_or_else(|e| e.into_inner());
+        let t = times.entry(repo.to_owned()).or_insert_with(|| RepoTime {
+            repo: repo.to_owned(),
+            ..RepoTime::default()
+        });
+        let t = match stage {
+            Timed::Generate => &mut t.generate,
+            Timed::Validate => &mut t.validate,
+            Timed::Mutate => &mut t.mutate,
+        };
+        match fresh {
+            Some(fresh) => t.add(seconds, fresh),
+            None => t.seconds += seconds,
+        }
     }
 }
 
@@ -233,6 +265,10 @@ pub fn run(
         }
     }
     out.retry_later = tallies.retry_later.load(Ordering::Relaxed);
+    out.times = tallies
+        .times
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner());
     Ok(out)
 }
 
@@ -260,7 +296,7 @@ fn generate_all(
                 prepared
                     .into_par_iter()
                     .map(|c| {
-                        let step = llm_one(exec, &llm_gen, c, tallies);
+                        let step = llm_one(exec, &llm_gen, c, tallies, Instant::now());
                         progress.inc(1);
                         step
                     })
@@ -272,8 +308,9 @@ fn generate_all(
             candidates
                 .par_iter()
                 .map_with(db.clone(), |db: &mut Database, (f, row)| {
-                    let step =
-                        generate_one(exec, &settings, prepare(inputs, db, *f, row)?, tallies);
+                    let started = Instant::now();
+                    let c = prepare(inputs, db, *f, row)?;
+                    let step = generate_one(exec, &settings, c, tallies, started);
                     progress.inc(1);
                     step
                 })
@@ -289,10 +326,17 @@ fn generate_one(
     settings: &GenerateSettings,
     c: Candidate,
     tallies: &Tallies,
+    started: Instant,
 ) -> Result<Step> {
     let env = match c.usable_env() {
         Ok(env) => env,
         Err(message) => {
+            tallies.time(
+                &c.repo,
+                Timed::Generate,
+                started.elapsed().as_secs_f64(),
+                None,
+            );
             tallies.generate.failed();
             return Ok(Step::Done(Box::new(Done::invalid(
                 &c,
@@ -305,6 +349,12 @@ fn generate_one(
     let runtime = env.runtime(&c.target.root);
     let explored = generate::generate(exec, &runtime, &c.target, &c.code, settings)?;
     tallies.generate.ran(explored.fresh);
+    tallies.time(
+        &c.repo,
+        Timed::Generate,
+        started.elapsed().as_secs_f64(),
+        Some(explored.fresh),
+    );
     if explored.transient {
         tallies.retry_later();
     }
@@ -347,7 +397,7 @@ fn validate_builtin(
         }),
         runs::workers(),
     );
-    let done: Vec<Result<Vec<(usize, validate::Checked)>>> = chunks
+    let done: Vec<Result<Vec<(usize, validate::Checked, f64)>>> = chunks
         .par_iter()
         .map(|(runtime, idx)| {
             let items: Vec<_> = idx
@@ -359,15 +409,25 @@ fn validate_builtin(
                     }
                 })
                 .collect();
+            let started = Instant::now();
             let results = validate::validate_batch(exec, runtime, &items, policy)?;
-            Ok(idx.iter().copied().zip(results).collect())
+            let each = started.elapsed().as_secs_f64() / idx.len().max(1) as f64;
+            Ok(idx
+                .iter()
+                .copied()
+                .zip(results)
+                .map(|(i, v)| (i, v, each))
+                .collect())
         })
         .collect();
     let mut checked: Vec<Option<validate::Checked>> = vec![None; steps.len()];
     for chunk in done {
-        for (i, v) in chunk? {
+        for (i, v, seconds) in chunk? {
             if v.transient {
                 tallies.retry_later();
+            }
+            if let Step::Harness(c, ..) = &steps[i] {
+                tallies.time(&c.repo, Timed::Validate, seconds, Some(v.fresh));
             }
             checked[i] = Some(v);
         }
@@ -423,7 +483,7 @@ fn mutate_all(exec: &Exec, steps: &mut [Step], policy: Policy, tallies: &Tallies
             _ => String::new(),
         })
         .collect();
-    type Scored = Vec<(usize, (MutationScore, bool))>;
+    type Scored = Vec<(usize, (MutationScore, bool), f64)>;
     let scored: Vec<Result<Scored>> = chunks
         .par_iter()
         .map(|((runtime, _), idx)| {
@@ -443,14 +503,22 @@ fn mutate_all(exec: &Exec, steps: &mut [Step], policy: Policy, tallies: &Tallies
                     _ => unreachable!("only validated harnesses are scored"),
                 })
                 .collect();
+            let started = Instant::now();
             let scores = mutation::score(exec, runtime, &subjects, policy)?;
-            Ok(idx.iter().copied().zip(scores).collect())
+            let each = started.elapsed().as_secs_f64() / idx.len().max(1) as f64;
+            Ok(idx
+                .iter()
+                .copied()
+                .zip(scores)
+                .map(|(i, s)| (i, s, each))
+                .collect())
         })
         .collect();
     for chunk in scored {
-        for (i, (score, fresh)) in chunk? {
+        for (i, (score, fresh), seconds) in chunk? {
             tallies.mutate.ran(fresh);
-            if let Step::Validated(_, _, w) = &mut steps[i] {
+            if let Step::Validated(c, _, w) = &mut steps[i] {
+                tallies.time(&c.repo, Timed::Mutate, seconds, Some(fresh));
                 w.mutants = Some(score);
             }
         }
@@ -497,11 +565,23 @@ fn ask_model(
 }
 
 /// The model-driven generator for one candidate.
-fn llm_one(exec: &Exec, generator: &LlmGenerator, c: Candidate, tallies: &Tallies) -> Result<Step> {
-    let (env, outcome) = match ask_model(exec, generator, &c, Generator::Llm, tallies)? {
+fn llm_one(
+    exec: &Exec,
+    generator: &LlmGenerator,
+    c: Candidate,
+    tallies: &Tallies,
+    started: Instant,
+) -> Result<Step> {
+    let asked = ask_model(exec, generator, &c, Generator::Llm, tallies)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let (env, outcome) = match asked {
         Ok(asked) => asked,
-        Err(done) => return Ok(Step::Done(Box::new(done))),
+        Err(done) => {
+            tallies.time(&c.repo, Timed::Generate, seconds, None);
+            return Ok(Step::Done(Box::new(done)));
+        }
     };
+    tallies.time(&c.repo, Timed::Generate, seconds, Some(outcome.fresh));
     match outcome.harness {
         Some(harness) => Ok(Step::Validated(
             Box::new(c),
@@ -563,7 +643,18 @@ fn hybrid_all(
     let replaced: Vec<(usize, Result<Step>)> = m.pool.install(|| {
         prepared
             .into_par_iter()
-            .map(|(i, c)| (i, hybrid_one(exec, &llm_gen, c, &steps[i], tallies)))
+            .map(|(i, c)| {
+                let (started, repo) = (Instant::now(), c.repo.clone());
+                let step = hybrid_one(exec, &llm_gen, c, &steps[i], tallies);
+                // The model's part of a candidate the built-in generator counted already.
+                tallies.time(
+                    &repo,
+                    Timed::Generate,
+                    started.elapsed().as_secs_f64(),
+                    None,
+                );
+                (i, step)
+            })
             .collect()
     });
     for (i, step) in replaced {

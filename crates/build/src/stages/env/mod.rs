@@ -39,7 +39,7 @@ use crate::stages::checkout::Checkout;
 use r2e_core::cache::{ActionKey, Bucket, Cache, write_atomic, write_if_changed};
 use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};
-use r2e_core::records::{EnvLine, FailureRecord, ProjectLine, StageCounts};
+use r2e_core::records::{EnvLine, FailureRecord, ProjectLine, StageCounts, StageTime};
 use r2e_exec::jobs::Runtime;
 use r2e_exec::sandbox::{Job, Limits, Sandbox};
 
@@ -172,6 +172,8 @@ pub struct EnvStage {
     /// Environments that could not be built for a reason that may pass (the network, a full
     /// disk): the build reports them and exits 1 after writing what it could.
     pub transient: Vec<String>,
+    /// Each repository's time in the stage, in the order of the repositories.
+    pub times: Vec<(String, StageTime)>,
 }
 
 /// With a remote store: this host's interpreter and installer (inputs of every `EnvKey`) are
@@ -236,9 +238,16 @@ pub fn run(
         envs: Envs::new(),
         failures: Vec::new(),
         transient: Vec::new(),
+        times: Vec::new(),
     };
     let bar = progress(repos.len() as u64, "env");
     for (checkout, imports) in repos {
+        let started = std::time::Instant::now();
+        let timed = |stage: &mut EnvStage, fresh: bool| {
+            let mut t = StageTime::default();
+            t.add(started.elapsed().as_secs_f64(), fresh);
+            stage.times.push((checkout.name.clone(), t));
+        };
         bar.set_message(checkout.name.clone());
         let (declared, inferred) =
             dependencies(cfg, cache, sandbox, &interpreter, checkout, imports);
@@ -256,10 +265,13 @@ pub fn run(
         if let Some(why) = declared.python_unmet(&interpreter.version) {
             let unmet = builder.unsupported(&declared, &inferred, why.clone());
             stage.record(&checkout.name, unmet, output, why)?;
+            timed(&mut stage, true);
             bar.inc(1);
             continue;
         }
-        match working_env(&builder, &declared, &inferred) {
+        // Whether this build made something (an environment, a project layer) rather than
+        // taking it from the cache.
+        let fresh = match working_env(&builder, &declared, &inferred) {
             Ok(mut built) => {
                 if built.record.outcome != EnvOutcome::Failed {
                     bar.set_message(format!("{} (the project)", checkout.name));
@@ -270,18 +282,22 @@ pub fn run(
                         Err(e) => stage.may_pass(&checkout.name, &e),
                     }
                 }
+                let fresh = !built.cached || built.project.as_ref().is_some_and(|p| !p.cached);
                 stage.record(
                     &checkout.name,
                     built,
                     output,
                     "the environment could not be created".into(),
-                )?
+                )?;
+                fresh
             }
             Err(e) => {
                 stage.counts.failed += 1;
                 stage.may_pass(&checkout.name, &e);
+                true
             }
-        }
+        };
+        timed(&mut stage, fresh);
         bar.inc(1);
     }
     bar.finish_and_clear();
