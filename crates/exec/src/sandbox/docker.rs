@@ -5,7 +5,9 @@
 //! so that both backends run the same Python and measure coverage alike. It is made from the
 //! machine's own interpreter folder (`sys.base_prefix`, without its `site-packages`, whose
 //! packages are this machine's), the shared libraries it and its extension modules load (their
-//! `ldd` closure), a minimal `/etc` with an unprivileged user, and coverage.py installed from the
+//! `ldd` closure), a minimal `/etc` with an unprivileged user, the wheels its `ensurepip` takes
+//! from the system where it takes them there (`WHEEL_PKG_DIR`, Debian's
+//! `/usr/share/python-wheels`: `venv` needs them), and coverage.py installed from the
 //! package index into its `site-packages`: a root filesystem given to `docker import`
 //! (`create_image` from a tar stream). The interpreter keeps its path, so environments built
 //! from it run in the image unchanged. Its tag holds a hash of what it was made from; labels
