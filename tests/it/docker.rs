@@ -171,6 +171,25 @@ fn the_base_image_is_built_once_and_its_containers_hold_jobs_in() {
         .unwrap();
     assert_eq!(out.exit, Exit::Timeout, "{out:?}");
 
+    // `venv` makes an environment with pip in the image, as environments are built: the
+    // interpreter's `ensurepip` finds its wheels there (Debian's python3 takes them from
+    // `/usr/share/python-wheels`, outside its own folders, which the image carries).
+    let out = sandbox
+        .run(&job(
+            "import os, subprocess, sys, venv\nvenv.create('v', with_pip=True)\nr = subprocess.run([os.path.join('v', 'bin', 'python'), '-m', 'pip', '--version'], capture_output=True, text=True)\nprint(r.stdout.split()[0], r.returncode)",
+            Limits {
+                wall_seconds: 120,
+                ..small.clone()
+            },
+        ))
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "pip 0",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // A hidden file reads empty and stays a regular file (Python's importer finds a module only
     // in one), as in the local backend; a shell and the common tools are there, and a job's
     // PATH is its own.

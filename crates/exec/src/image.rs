@@ -52,6 +52,7 @@ pub fn base_in(
         coverage: COVERAGE.into(),
         coverage_dir,
         userland,
+        wheels: interpreter.wheels.clone(),
     };
     let files = docker::base_files(&spec)?;
     let tag = docker::base_tag(&spec, &files.0, &tools.join("base-tag.memo"))?;
@@ -231,11 +232,15 @@ struct Probe {
     base_prefix: PathBuf,
     /// Its own packages folder (`site.getsitepackages()[0]`).
     site: PathBuf,
+    /// The folder its `ensurepip` takes pip's wheels from, when it was built to take them from
+    /// the system (`sysconfig`'s `WHEEL_PKG_DIR`: Debian's and Fedora's
+    /// `/usr/share/python-wheels`) rather than from its own `ensurepip/_bundled`.
+    wheels: Option<PathBuf>,
 }
 
 impl Probe {
     fn of(python: &str) -> Result<Probe> {
-        let script = "import site, sys\nprint(sys.executable)\nprint(sys.version.split()[0])\nprint(sys.base_prefix)\nprint(site.getsitepackages()[0])";
+        let script = "import site, sys, sysconfig\nprint(sys.executable)\nprint(sys.version.split()[0])\nprint(sys.base_prefix)\nprint(site.getsitepackages()[0])\nprint(sysconfig.get_config_var('WHEEL_PKG_DIR') or '')";
         let out = std::process::Command::new(python)
             .args(["-I", "-c", script])
             .output()
@@ -244,7 +249,7 @@ impl Probe {
             })?;
         let text = String::from_utf8_lossy(&out.stdout);
         let lines: Vec<&str> = text.lines().collect();
-        if !out.status.success() || lines.len() != 4 || !lines[3].starts_with('/') {
+        if !out.status.success() || lines.len() != 5 || !lines[3].starts_with('/') {
             return Err(Error::env(format!(
                 "the Python interpreter `{python}` does not say where it lives: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
@@ -255,6 +260,9 @@ impl Probe {
             version: lines[1].to_owned(),
             base_prefix: lines[2].into(),
             site: lines[3].into(),
+            wheels: Some(lines[4].trim())
+                .filter(|w| w.starts_with('/'))
+                .map(PathBuf::from),
         })
     }
 }

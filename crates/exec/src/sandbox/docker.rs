@@ -5,7 +5,9 @@
 //! so that both backends run the same Python and measure coverage alike. It is made from the
 //! machine's own interpreter folder (`sys.base_prefix`, without its `site-packages`, whose
 //! packages are this machine's), the shared libraries it and its extension modules load (their
-//! `ldd` closure), a minimal `/etc` with an unprivileged user, and coverage.py installed from the
+//! `ldd` closure), a minimal `/etc` with an unprivileged user, the wheels its `ensurepip` takes
+//! from the system where it takes them there (`WHEEL_PKG_DIR`, Debian's
+//! `/usr/share/python-wheels`: `venv` needs them), and coverage.py installed from the
 //! package index into its `site-packages`: a root filesystem given to `docker import`
 //! (`create_image` from a tar stream). The interpreter keeps its path, so environments built
 //! from it run in the image unchanged. Its tag holds a hash of what it was made from; labels
@@ -149,6 +151,10 @@ pub struct BaseSpec {
     /// The image whose root filesystem the base image starts from (`[sandbox] base_image`);
     /// `None`: only what it needs of this machine.
     pub userland: Option<Userland>,
+    /// The folder of wheels the interpreter's `ensurepip` installs pip from, when it is one of
+    /// the system's (`WHEEL_PKG_DIR`, Debian's `/usr/share/python-wheels`): `venv` needs them
+    /// to make an environment with pip, and they are outside the interpreter's folders.
+    pub wheels: Option<PathBuf>,
 }
 
 /// The image a base image starts from: its name as configured and the ID the daemon holds it
@@ -385,6 +391,23 @@ pub fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
         let e = e.map_err(|e| Error::env(format!("cannot read the interpreter: {e}")))?;
         if !e.file_type().is_dir() {
             files.push((e.path().to_path_buf(), e.path().to_path_buf()));
+        }
+    }
+    // The wheels its `ensurepip` installs pip from, where the interpreter takes them from a
+    // folder of the system (Debian's `/usr/share/python-wheels`, from python3-pip-whl): at
+    // their own path, as their real files. Without them, `python -m venv` fails in the image
+    // (the local backend shows the system's `/usr`, so it finds them there).
+    if let Some(dir) = &spec.wheels
+        && let Ok(entries) = std::fs::read_dir(dir)
+    {
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().is_some_and(|x| x == "whl")
+                && let Ok(real) = std::fs::canonicalize(&path)
+                && real.is_file()
+            {
+                files.push((path, real));
+            }
         }
     }
     // coverage.py, into the image's site-packages.

@@ -1031,7 +1031,23 @@ impl EnvBuilder<'_> {
                     "creating an environment failed: {cause}"
                 )));
             }
-            return Ok((EnvOutcome::Failed, Vec::new(), Vec::new(), Vec::new()));
+            // Creating it reads nothing of the repository (the interpreter, the installer and
+            // `system_site_packages` only): its failure is the machine's or the sandbox's (an
+            // interpreter whose `venv` lacks what it needs there), never stored as the
+            // environment of these dependencies, which another backend or a fixed machine
+            // builds under the same key.
+            let log = b.redacted_log();
+            let said = log
+                .lines()
+                .rev()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('['))
+                .unwrap_or("it failed");
+            return Err(Stop::Error(Error::env(format!(
+                "creating an environment with `{}` failed in the {} sandbox: {said}",
+                self.interpreter.executable.display(),
+                self.sandbox.describe(),
+            ))));
         }
         let mut failed = b.install_declared(declared)?;
         failed.extend(b.install_inferred(inferred, optional)?);
