@@ -741,7 +741,9 @@ fn a_repositorys_scope_decides_its_candidates_and_its_inferred_imports() {
     // is imported), not from tests, docs or setup.py.
     let cfg = r2e_core::config::load(&p.pipeline()).unwrap();
     let s = r2e_build::session::Session::open(&cfg).unwrap();
-    let imports = r2e_build::db::external_imports(&s.db, s.repos[0]).to_vec();
+    let imports = r2e_build::db::external_imports(&s.db, s.repos[0])
+        .required
+        .clone();
     assert_eq!(
         imports,
         vec!["numpy_like".to_owned(), "vendored_dep".to_owned()]

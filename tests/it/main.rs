@@ -21,6 +21,7 @@ mod dating;
 mod docker;
 mod durability;
 mod env;
+mod env_imports;
 mod evaluate;
 mod filters;
 mod gc;

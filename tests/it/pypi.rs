@@ -506,8 +506,8 @@ fn exclude_newer_with_a_pip_that_cannot_pin_is_refused() {
         "{stderr}"
     );
     assert!(
-        !p.path().join("cache/envs-v3").exists()
-            || std::fs::read_dir(p.path().join("cache/envs-v3"))
+        !p.path().join("cache/envs-v4").exists()
+            || std::fs::read_dir(p.path().join("cache/envs-v4"))
                 .unwrap()
                 .count()
                 == 0

@@ -879,24 +879,49 @@ pub fn render_around(
     (before, after)
 }
 
+/// The third-party modules a repository's code imports: those it needs, and those it runs
+/// without here (each with the first file importing it and why).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ExternalImports {
+    /// Top-level names, sorted.
+    pub required: Vec<String>,
+    /// Modules imported only under a guard (`python::guard`), sorted by name: never one of
+    /// `required`.
+    pub skipped: Vec<r2e_core::records::SkippedImport>,
+}
+
 /// Top-level names of the modules a repository's in-scope code imports that are not its own
 /// (absolute imports whose first component no file of the repository provides): the imports of
-/// the files in scope and of every file their import runs, sorted. The `env` stage drops the
-/// standard library's and installs the rest when no declaration names them.
+/// the files in scope and of every file their import runs. A module imported only where the
+/// code runs without it (inside a `try` that catches its `ImportError`, for another platform,
+/// for type checkers) is skipped, with the first place and reason; one imported anywhere
+/// without a guard is required. The `env` stage drops the standard library's and installs the
+/// required ones when no declaration names them.
 #[salsa::tracked(returns(ref))]
-pub fn external_imports(db: &dyn Db, repo: Repo) -> Arc<Vec<String>> {
-    use r2e_python::summary::ImportTarget;
+pub fn external_imports(db: &dyn Db, repo: Repo) -> Arc<ExternalImports> {
+    use r2e_python::summary::{ImportBinding, ImportGuard, ImportTarget};
     let index = module_index(db, repo);
-    let mut out = std::collections::BTreeSet::new();
-    let mut consider = |target: &ImportTarget| {
+    let mut required = std::collections::BTreeSet::new();
+    let mut guarded: std::collections::BTreeMap<String, (String, ImportGuard)> = Default::default();
+    let mut consider = |target: &ImportTarget, guard: Option<&ImportGuard>, path: &str| {
         let module = match target {
             ImportTarget::Module(m) => m.as_str(),
             ImportTarget::From(from, _) if from.level == 0 => from.module.as_str(),
             ImportTarget::From(..) => return,
         };
         let root = module.split('.').next().unwrap_or_default();
-        if !root.is_empty() && index.lookup(root).is_none() && !index.is_package_prefix(root) {
-            out.insert(root.to_owned());
+        if root.is_empty() || index.lookup(root).is_some() || index.is_package_prefix(root) {
+            return;
+        }
+        match guard {
+            None => {
+                required.insert(root.to_owned());
+            }
+            Some(g) => {
+                guarded
+                    .entry(root.to_owned())
+                    .or_insert_with(|| (path.to_owned(), g.clone()));
+            }
         }
     };
     // The files in scope, and every file their import runs.
@@ -907,21 +932,32 @@ pub fn external_imports(db: &dyn Db, repo: Repo) -> Arc<Vec<String>> {
     }
     for ix in needed {
         let file = files[ix as usize];
+        let path = file.path(db);
         let iface = file_interface(db, file);
-        iface.imports.iter().for_each(|b| consider(&b.target));
+        let mut binding = |b: &ImportBinding| consider(&b.target, b.guard.as_ref(), path);
+        iface.imports.iter().for_each(&mut binding);
         if file.in_scope(db) {
             for def in &iface.defs {
-                def.refs
-                    .local_imports
-                    .iter()
-                    .for_each(|b| consider(&b.target));
+                def.refs.local_imports.iter().for_each(&mut binding);
             }
         }
         for star in &iface.star_imports {
-            consider(&ImportTarget::From(star.clone(), String::new()));
+            consider(&ImportTarget::From(star.clone(), String::new()), None, path);
         }
     }
-    Arc::new(out.into_iter().collect())
+    let skipped = guarded
+        .into_iter()
+        .filter(|(module, _)| !required.contains(module))
+        .map(|(module, (path, guard))| r2e_core::records::SkippedImport {
+            module,
+            path,
+            reason: guard.reason(),
+        })
+        .collect();
+    Arc::new(ExternalImports {
+        required: required.into_iter().collect(),
+        skipped,
+    })
 }
 
 /// Every call site of a repository that passes a literal argument, by called name, in file

@@ -266,8 +266,11 @@ fn env_plans(
         .map(|(c, &repo)| {
             let known = last.iter().find(|l| l.repo == c.name).filter(|_| unchanged);
             let imports = match known {
-                Some(l) => l.inferred.clone(),
-                None => db::external_imports(&session.db, repo).to_vec(),
+                Some(l) => db::ExternalImports {
+                    required: l.inferred.clone(),
+                    skipped: l.skipped_imports.clone(),
+                },
+                None => db::external_imports(&session.db, repo).as_ref().clone(),
             };
             (c.clone(), imports)
         })

@@ -148,8 +148,17 @@ pub struct EnvKey {
     pub coverage: &'static str,
     /// The dependencies the repository declares, normalized and sorted.
     pub declared: Vec<String>,
-    /// Third-party modules its code imports that no declaration names.
+    /// Third-party modules its code imports that no declaration names (not those it imports
+    /// only where it runs without them: optional imports, other platforms' code).
     pub inferred: Vec<String>,
+    /// How inferred modules become installed distributions (`stages::env::INFERENCE`): the
+    /// check that each distribution provides its module, and the uninstalling of one that
+    /// does not.
+    pub inference: u32,
+    /// The distribution each inferred module is installed from when the environment lacks it
+    /// (`stages::env::provider`: the table of known names, the optional dependencies, else the
+    /// module's own name; empty for none), in `inferred`'s order.
+    pub providers: Vec<(String, String)>,
     /// The distributions its optional dependencies name (extras): an inferred module one of
     /// them provides is installed from it.
     pub optional: Vec<String>,
@@ -464,6 +473,8 @@ mod tests {
             coverage: "coverage==7.6.1",
             declared: vec!["dep".into()],
             inferred: Vec::new(),
+            inference: 1,
+            providers: Vec::new(),
             optional: Vec::new(),
             extra: Vec::new(),
             system_site_packages: false,
@@ -472,7 +483,7 @@ mod tests {
         };
         let unset = serde_json::to_value(key(None)).unwrap();
         assert!(unset.get("exclude_newer").is_none(), "{unset}");
-        assert_eq!(unset.as_object().unwrap().len(), 9);
+        assert_eq!(unset.as_object().unwrap().len(), 11);
         let pinned = key(Some("2025-06-01T00:00:00Z"));
         assert_eq!(
             serde_json::to_value(&pinned).unwrap()["exclude_newer"],

@@ -486,6 +486,13 @@ pub struct EnvLine {
     pub declared: Vec<String>,
     pub inferred: Vec<String>,
     pub failed_packages: Vec<String>,
+    /// Imported third-party modules not installed because the code runs without them here
+    /// (optional imports, other platforms' code, type checkers' imports).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_imports: Vec<SkippedImport>,
+    /// Distributions installed for an imported module that did not provide it, uninstalled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<RejectedDistribution>,
     pub lock_hash: String,
     pub lock: Vec<String>,
     /// The installation log, relative to the folder of this file.
@@ -502,6 +509,26 @@ pub struct EnvLine {
     /// folder are no longer a checkout of that commit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_files: Option<String>,
+}
+
+/// A third-party module the code imports that its environment does not install: the code runs
+/// without it here (`python::guard`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SkippedImport {
+    pub module: String,
+    /// The first file (in the repository's order) that imports it, relative to the repository.
+    pub path: String,
+    /// Why it is not needed: optional, for another platform, for type checkers only.
+    pub reason: String,
+}
+
+/// A distribution installed for an imported module and uninstalled again, because it does not
+/// provide that module (`stages::env`'s check after installing).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RejectedDistribution {
+    pub module: String,
+    pub distribution: String,
+    pub reason: String,
 }
 
 /// The project layer of an `envs.jsonl` line.

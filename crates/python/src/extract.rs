@@ -8,6 +8,7 @@ use ruff_python_ast::{self as ast, Expr, ExprContext, Stmt};
 use ruff_text_size::{Ranged, TextSize};
 
 use super::docstring::cleandoc;
+use super::guard::{self, PlatformNames};
 use super::summary::*;
 
 /// Why a module could not be summarized.
@@ -45,6 +46,8 @@ pub fn summarize(source: &str) -> Result<ModuleSummary, SyntaxError> {
         lines: &lines,
         tokens: parsed.tokens(),
         summary: ModuleSummary::default(),
+        guard: None,
+        platform_names: Default::default(),
     };
     b.module_body(&module.body, true);
     b.summary.layout.bytes = source.len() as u32;
@@ -254,6 +257,10 @@ struct Builder<'s> {
     lines: &'s LineIndex,
     tokens: &'s ruff_python_ast::token::Tokens,
     summary: ModuleSummary,
+    /// Why the imports of the statements being walked are not needed here, if they are not.
+    guard: Option<ImportGuard>,
+    /// The module-level names bound to platform checks so far.
+    platform_names: std::rc::Rc<PlatformNames>,
 }
 
 impl<'s> Builder<'s> {
@@ -264,7 +271,7 @@ impl<'s> Builder<'s> {
                 Stmt::FunctionDef(def) => self.function(stmt, def, None, direct),
                 Stmt::ClassDef(class) => self.class(stmt, class, direct),
                 Stmt::Import(import) => {
-                    let bindings = import_bindings(import);
+                    let bindings = import_bindings(import, &self.guard);
                     self.summary.interface.imports.extend(bindings);
                 }
                 Stmt::ImportFrom(import) => {
@@ -284,29 +291,42 @@ impl<'s> Builder<'s> {
                             self.summary.interface.imports.push(ImportBinding {
                                 name,
                                 target: ImportTarget::From(from.clone(), alias.name.id.to_string()),
+                                guard: self.guard.clone(),
                             });
                         }
                     }
                 }
                 Stmt::Assign(_) | Stmt::AnnAssign(_) | Stmt::AugAssign(_) | Stmt::TypeAlias(_) => {
-                    self.global(stmt)
+                    self.global(stmt);
+                    if let Stmt::Assign(a) = stmt
+                        && let [Expr::Name(n)] = &a.targets[..]
+                        && let Some(v) = guard::platform_value(&a.value, &self.platform_names)
+                    {
+                        std::rc::Rc::make_mut(&mut self.platform_names).insert(n.id.to_string(), v);
+                    }
                 }
                 Stmt::If(s) => {
-                    self.module_body(&s.body, false);
-                    for clause in &s.elif_else_clauses {
-                        self.module_body(&clause.body, false);
+                    let guards = guard::if_guards(s, &self.platform_names);
+                    let bodies = std::iter::once(&s.body[..])
+                        .chain(s.elif_else_clauses.iter().map(|c| &c.body[..]));
+                    for (body, g) in bodies.zip(guards) {
+                        self.guarded(g, |b| b.module_body(body, false));
                     }
                 }
                 Stmt::Try(s) => {
-                    self.module_body(&s.body, false);
+                    let g = guard::try_is_optional(s).then_some(ImportGuard::Optional);
+                    self.guarded(g.clone(), |b| b.module_body(&s.body, false));
                     for handler in &s.handlers {
                         let ast::ExceptHandler::ExceptHandler(h) = handler;
                         self.module_body(&h.body, false);
                     }
-                    self.module_body(&s.orelse, false);
+                    self.guarded(g, |b| b.module_body(&s.orelse, false));
                     self.module_body(&s.finalbody, false);
                 }
-                Stmt::With(s) => self.module_body(&s.body, false),
+                Stmt::With(s) => {
+                    let g = guard::with_is_optional(s).then_some(ImportGuard::Optional);
+                    self.guarded(g, |b| b.module_body(&s.body, false))
+                }
                 Stmt::For(s) => {
                     self.module_body(&s.body, false);
                     self.module_body(&s.orelse, false);
@@ -318,6 +338,25 @@ impl<'s> Builder<'s> {
                 _ => {}
             }
         }
+    }
+
+    /// Runs `walk` with `guard` as the reason imports are not needed, unless an enclosing
+    /// statement already gave one (the outermost reason is kept).
+    fn guarded(&mut self, guard: Option<ImportGuard>, walk: impl FnOnce(&mut Self)) {
+        if guard.is_none() || self.guard.is_some() {
+            return walk(self);
+        }
+        self.guard = guard;
+        walk(self);
+        self.guard = None;
+    }
+
+    /// A collector of references for a definition's code walked now.
+    fn collector<'a>(&self, receiver: Option<&'a str>) -> RefCollector<'a> {
+        let mut refs = RefCollector::new(receiver);
+        refs.guard = self.guard.clone();
+        refs.platform_names = self.platform_names.clone();
+        refs
     }
 
     fn global(&mut self, stmt: &Stmt) {
@@ -374,7 +413,7 @@ impl<'s> Builder<'s> {
             chunk
         };
 
-        let mut refs = RefCollector::new(None);
+        let mut refs = self.collector(None);
         let mut bases = Vec::new();
         if let Some(arguments) = &class.arguments {
             for base in arguments.args.iter() {
@@ -500,7 +539,7 @@ impl<'s> Builder<'s> {
         // One walk of the parameters and the body collects both the names the function binds
         // (parameters and every name bound anywhere in the body) and the chains it reads; the
         // chains rooted at a bound name are dropped when it ends.
-        let mut refs = RefCollector::new(receiver);
+        let mut refs = self.collector(receiver);
         for decorator in &def.decorator_list {
             refs.visit_decorator(decorator);
         }
@@ -669,7 +708,7 @@ fn merge_chunks(chunks: Vec<Chunk>) -> Vec<Chunk> {
     out
 }
 
-fn import_bindings(import: &ast::StmtImport) -> Vec<ImportBinding> {
+fn import_bindings(import: &ast::StmtImport, guard: &Option<ImportGuard>) -> Vec<ImportBinding> {
     import
         .names
         .iter()
@@ -679,12 +718,14 @@ fn import_bindings(import: &ast::StmtImport) -> Vec<ImportBinding> {
                 Some(asname) => ImportBinding {
                     name: asname.id.to_string(),
                     target: ImportTarget::Module(full),
+                    guard: guard.clone(),
                 },
                 None => {
                     let root = full.split('.').next().unwrap_or_default().to_owned();
                     ImportBinding {
                         name: root.clone(),
                         target: ImportTarget::Module(root),
+                        guard: guard.clone(),
                     }
                 }
             }
@@ -777,6 +818,10 @@ struct RefCollector<'a> {
     globals: Vec<&'a str>,
     chains: Vec<&'a Expr>,
     refs: Refs,
+    /// Why the imports of the statements being walked are not needed here, if they are not.
+    guard: Option<ImportGuard>,
+    /// The module-level names bound to platform checks.
+    platform_names: std::rc::Rc<PlatformNames>,
 }
 
 impl<'a> RefCollector<'a> {
@@ -788,7 +833,20 @@ impl<'a> RefCollector<'a> {
             globals: Vec::new(),
             chains: Vec::new(),
             refs: Refs::default(),
+            guard: None,
+            platform_names: Default::default(),
         }
+    }
+
+    /// Walks `body` with `guard` as the reason its imports are not needed (unless an
+    /// enclosing statement gave one).
+    fn guarded_body(&mut self, guard: Option<ImportGuard>, body: &'a [Stmt]) {
+        if guard.is_none() || self.guard.is_some() {
+            return visitor::walk_body(self, body);
+        }
+        self.guard = guard;
+        visitor::walk_body(self, body);
+        self.guard = None;
     }
 
     fn bind(&mut self, name: &'a str) {
@@ -862,7 +920,10 @@ fn receiver_attr(expr: &Expr) -> Option<&str> {
 impl<'a> Visitor<'a> for RefCollector<'a> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         match stmt {
-            Stmt::Import(import) => self.refs.local_imports.extend(import_bindings(import)),
+            Stmt::Import(import) => self
+                .refs
+                .local_imports
+                .extend(import_bindings(import, &self.guard)),
             Stmt::ImportFrom(import) => {
                 let from = ImportFrom {
                     level: import.level,
@@ -878,6 +939,7 @@ impl<'a> Visitor<'a> for RefCollector<'a> {
                         self.refs.local_imports.push(ImportBinding {
                             name,
                             target: ImportTarget::From(from.clone(), alias.name.id.to_string()),
+                            guard: self.guard.clone(),
                         });
                     }
                 }
@@ -894,6 +956,37 @@ impl<'a> Visitor<'a> for RefCollector<'a> {
                         self.bind(name.id.as_str());
                     }
                 }
+                if guard::try_is_optional(t) {
+                    self.guarded_body(Some(ImportGuard::Optional), &t.body);
+                    for handler in &t.handlers {
+                        self.visit_except_handler(handler);
+                    }
+                    self.guarded_body(Some(ImportGuard::Optional), &t.orelse);
+                    visitor::walk_body(self, &t.finalbody);
+                    return;
+                }
+            }
+            Stmt::If(s) => {
+                let guards = guard::if_guards(s, &self.platform_names);
+                if guards.iter().any(Option::is_some) {
+                    self.visit_expr(&s.test);
+                    let mut guards = guards.into_iter();
+                    self.guarded_body(guards.next().flatten(), &s.body);
+                    for (clause, g) in s.elif_else_clauses.iter().zip(guards) {
+                        if let Some(test) = &clause.test {
+                            self.visit_expr(test);
+                        }
+                        self.guarded_body(g, &clause.body);
+                    }
+                    return;
+                }
+            }
+            Stmt::With(w) if guard::with_is_optional(w) => {
+                for item in &w.items {
+                    self.visit_with_item(item);
+                }
+                self.guarded_body(Some(ImportGuard::Optional), &w.body);
+                return;
             }
             _ => {}
         }
@@ -1073,6 +1166,7 @@ class C(B):
                 ImportBinding {
                     name: "j2".into(),
                     target: ImportTarget::Module("json".into()),
+                    guard: None,
                 },
                 ImportBinding {
                     name: "th".into(),
@@ -1083,6 +1177,7 @@ class C(B):
                         },
                         "thing".into()
                     ),
+                    guard: None,
                 },
             ]
         );
@@ -1094,6 +1189,126 @@ class C(B):
         // A static method has no receiver: its first parameter is a local like any other.
         assert_eq!(names(s), ["staticmethod"]);
         assert!(s.self_attrs.is_empty());
+    }
+
+    /// Each import is marked with why its module runs without it here, at module level and
+    /// inside functions and classes alike: a `try` that catches its failure, a branch of
+    /// another platform (a function defined there included), `TYPE_CHECKING`. The imports of a
+    /// handler, of a branch that may run and of a `try` that raises again are required.
+    #[test]
+    fn imports_are_marked_with_why_they_are_not_needed() {
+        let source = r#"
+import sys, os
+try:
+    import icu
+    from icu_extras import thing
+except ImportError:
+    import fallback_mod
+    icu = None
+else:
+    import after_icu
+finally:
+    import always_mod
+if sys.platform == "win32":
+    import winreg_helper
+    def win_only():
+        import win_inner
+        return win_inner
+elif os.name == "posix":
+    import posix_mod
+else:
+    import other_mod
+if TYPE_CHECKING:
+    from typing_only import T
+with suppress(ImportError):
+    import suppressed
+try:
+    import needed
+except ImportError as e:
+    raise RuntimeError("install needed") from e
+
+def f():
+    try:
+        import local_optional
+    except (ImportError, AttributeError):
+        return None
+    if sys.platform.startswith("win"):
+        import local_win
+    import local_required
+    return local_optional, local_win, local_required
+
+class C:
+    if os.name == "nt":
+        import class_win
+"#;
+        let summary = summarize(source).unwrap();
+        let guard_of = |bindings: &[ImportBinding]| -> Vec<(String, Option<ImportGuard>)> {
+            bindings
+                .iter()
+                .map(|b| {
+                    let module = match &b.target {
+                        ImportTarget::Module(m) => m.clone(),
+                        ImportTarget::From(from, _) => from.module.clone(),
+                    };
+                    (module, b.guard.clone())
+                })
+                .collect()
+        };
+        let win = || Some(ImportGuard::Platform("if sys.platform == \"win32\"".into()));
+        let optional = || Some(ImportGuard::Optional);
+        assert_eq!(
+            guard_of(&summary.interface.imports),
+            [
+                ("sys".to_owned(), None),
+                ("os".to_owned(), None),
+                ("icu".to_owned(), optional()),
+                ("icu_extras".to_owned(), optional()),
+                ("fallback_mod".to_owned(), None),
+                ("after_icu".to_owned(), optional()),
+                ("always_mod".to_owned(), None),
+                ("winreg_helper".to_owned(), win()),
+                ("posix_mod".to_owned(), None),
+                (
+                    "other_mod".to_owned(),
+                    Some(ImportGuard::Platform(
+                        "else of `if os.name == \"posix\"`".into()
+                    ))
+                ),
+                ("typing_only".to_owned(), Some(ImportGuard::TypeChecking)),
+                ("suppressed".to_owned(), optional()),
+                ("needed".to_owned(), None),
+            ]
+        );
+        let def = |name: &str| {
+            let d = summary
+                .interface
+                .defs
+                .iter()
+                .find(|d| d.qualname == name)
+                .unwrap();
+            guard_of(&d.refs.local_imports)
+        };
+        assert_eq!(def("win_only"), [("win_inner".to_owned(), win())]);
+        assert_eq!(
+            def("f"),
+            [
+                ("local_optional".to_owned(), optional()),
+                (
+                    "local_win".to_owned(),
+                    Some(ImportGuard::Platform(
+                        "if sys.platform.startswith(\"win\")".into()
+                    ))
+                ),
+                ("local_required".to_owned(), None),
+            ]
+        );
+        assert_eq!(
+            def("C"),
+            [(
+                "class_win".to_owned(),
+                Some(ImportGuard::Platform("if os.name == \"nt\"".into()))
+            )]
+        );
     }
 
     /// Lines of code: not blank and not only a comment, the docstring's left out, whitespace

@@ -7,6 +7,7 @@
 pub mod decode;
 pub mod docstring;
 pub mod extract;
+pub mod guard;
 pub mod mutate;
 pub mod platform;
 pub mod resolve;

@@ -96,6 +96,41 @@ pub struct GlobalInterface {
 pub struct ImportBinding {
     pub name: String,
     pub target: ImportTarget,
+    /// Why the code expects the import may fail or never run (`None`: it must succeed).
+    pub guard: Option<ImportGuard>,
+}
+
+/// Why an import is not needed for its module to run here (on Linux, the sandbox's system).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ImportGuard {
+    /// In the body (or the `else`) of a `try` whose handler catches `ImportError` (or
+    /// `ModuleNotFoundError`, `Exception`, `BaseException`, a bare `except:`, a tuple holding
+    /// one) without raising again, or of `with suppress(ImportError)`: the code runs without it.
+    Optional,
+    /// Under a platform check that is false on Linux (`if sys.platform == "win32"`, an `else`
+    /// of `if os.name == "posix"`): the check as written, whitespace collapsed, with `else of`
+    /// before it for an `else` branch.
+    Platform(String),
+    /// Under `if TYPE_CHECKING:`: never run.
+    TypeChecking,
+}
+
+impl ImportGuard {
+    /// Why an import under this guard is not installed, for a person to read.
+    pub fn reason(&self) -> String {
+        match self {
+            ImportGuard::Optional => {
+                "optional: imported inside `try` with `except ImportError` (the code runs without it)"
+                    .to_owned()
+            }
+            ImportGuard::Platform(check) => {
+                format!("for another platform: imported under `{check}`, false on Linux")
+            }
+            ImportGuard::TypeChecking => {
+                "for type checkers only: imported under `if TYPE_CHECKING`".to_owned()
+            }
+        }
+    }
 }
 
 /// What an import binds a name to.

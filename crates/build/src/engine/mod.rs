@@ -517,7 +517,7 @@ fn run(
             .checkouts
             .iter()
             .zip(&s.repos)
-            .map(|(c, &repo)| (c.clone(), db::external_imports(db, repo).to_vec()))
+            .map(|(c, &repo)| (c.clone(), db::external_imports(db, repo).as_ref().clone()))
             .collect();
         let stage = crate::stages::env::run(
             &s.cfg,

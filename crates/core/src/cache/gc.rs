@@ -770,7 +770,7 @@ mod tests {
             std::os::unix::fs::symlink(&target, root.join(&link)).unwrap();
         }
         let r = gc_to_zero(&root, true).unwrap();
-        assert_eq!(r.links, ["actions/llm-v2", "envs-v1", "envs-v3"], "{r:?}");
+        assert_eq!(r.links, ["actions/llm-v2", "envs-v1", "envs-v4"], "{r:?}");
         assert!(r.old_buckets.is_empty(), "{r:?}");
         assert_eq!(r.evicted.entries, 1, "{r:?}");
         assert!(!root.join(format!("{check}/cc/cc01")).exists());
@@ -786,7 +786,7 @@ mod tests {
         entry(&elsewhere, &format!("{check}/cc/cc02"), 8, 100);
         std::os::unix::fs::symlink(elsewhere.join("actions"), root.join("actions")).unwrap();
         let r = gc_to_zero(&root, true).unwrap();
-        assert_eq!(r.links, ["actions", "envs-v1", "envs-v3"], "{r:?}");
+        assert_eq!(r.links, ["actions", "envs-v1", "envs-v4"], "{r:?}");
         assert!(elsewhere.join(format!("{check}/cc/cc02")).exists());
         assert!(elsewhere.join("actions/llm-v2").exists());
     }

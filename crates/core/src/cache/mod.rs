@@ -2,7 +2,7 @@
 //! state of builds (environments, git mirrors, checked-out trees, stat memos, tools, scratch).
 //!
 //! Every folder of the cache is a [`Bucket`], named with its version (`actions/validate-v4`,
-//! `envs-v3`), as uv's `CacheBucket` does: a path into the cache is never spelled out anywhere
+//! `envs-v4`), as uv's `CacheBucket` does: a path into the cache is never spelled out anywhere
 //! else. An action is looked up by its key struct ([`ActionKey`], defined in `keys.rs`): its
 //! bucket and the blake3 hash of its canonical form. Entries verify themselves ([`entry`]): a
 //! swapped, truncated or bit-flipped entry is a miss, with a warning naming the file, and is
@@ -166,7 +166,7 @@ impl Bucket {
             Bucket::Refusal => ("llm-refused", Some(1)),
             Bucket::Check => ("check", Some(3)),
             Bucket::Answer => ("answer", Some(1)),
-            Bucket::Envs => ("envs", Some(3)),
+            Bucket::Envs => ("envs", Some(4)),
             Bucket::Projects => ("projects", Some(1)),
             Bucket::Trees => ("trees", Some(1)),
             Bucket::Git => ("git", Some(1)),
@@ -229,7 +229,7 @@ impl Bucket {
         )
     }
 
-    /// The bucket's folder, relative to the cache root: `actions/validate-v4`, `envs-v3`.
+    /// The bucket's folder, relative to the cache root: `actions/validate-v4`, `envs-v4`.
     pub fn folder(self) -> String {
         let (name, version) = self.name_version();
         let base = match version {
@@ -871,6 +871,6 @@ mod tests {
             Bucket::ALL.iter().map(|b| b.folder()).collect();
         assert_eq!(folders.len(), Bucket::ALL.len());
         assert_eq!(Bucket::Validate.folder(), "actions/validate-v8");
-        assert_eq!(Bucket::Envs.folder(), "envs-v3");
+        assert_eq!(Bucket::Envs.folder(), "envs-v4");
     }
 }

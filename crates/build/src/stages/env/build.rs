@@ -7,13 +7,14 @@
 use r2e_core::records::EnvOutcome;
 use std::path::{Path, PathBuf};
 
-use super::{Env, EnvRecord, Interpreter, archive, distribution_for, optional_provider};
+use super::{Env, EnvRecord, Interpreter, archive, provider};
 use r2e_core::cache::remote::{Event, Remote};
 use r2e_core::cache::{ActionKey, Bucket, Cache, entry, write_atomic};
 use r2e_core::config::{EnvConfig, Installer as ConfiguredInstaller};
 use r2e_core::error::{Error, Result};
 use r2e_core::hash::Hash;
 use r2e_core::keys::{EnvKey, InstallerId};
+use r2e_core::records::RejectedDistribution;
 use r2e_exec::jobs::redact;
 use r2e_exec::sandbox::{Exit, Job, Limits, Outcome, Sandbox};
 
@@ -407,9 +408,15 @@ pub(super) struct Building<'a> {
     pub(super) label: &'static str,
 }
 
-/// What a finished build holds: its outcome, the packages that failed, its lock, and what its
-/// interpreter reported of itself.
-type Installed = (EnvOutcome, Vec<String>, Vec<String>, Vec<String>);
+/// What a finished build holds: its outcome, the packages that failed, its lock, what its
+/// interpreter reported of itself, and the distributions rejected after installing.
+type Installed = (
+    EnvOutcome,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Vec<RejectedDistribution>,
+);
 
 /// Why a build stopped before its end: a failure that may pass (never stored), or a finished
 /// environment (possibly failed, which is stored).
@@ -618,33 +625,192 @@ impl Building<'_> {
         Ok(failed)
     }
 
-    /// Imported but undeclared third-party modules, as pipreqs would. Returns those that failed.
-    /// A module the repository's optional dependencies provide (`optional`) is installed from
-    /// them (`railroad` from `railroad-diagrams`).
+    /// Imported but undeclared third-party modules, as pipreqs would: each module the
+    /// environment lacks is installed from its distribution (`provider`: the table of known
+    /// names, the repository's optional dependencies, else its own name). Then each distribution
+    /// so installed is checked to provide its module (`provides`); one that provides none of
+    /// the modules it was installed for is uninstalled. Returns the distributions that failed
+    /// to install, and those rejected, with why.
     fn install_inferred(
         &mut self,
         inferred: &[String],
         optional: &[String],
-    ) -> std::result::Result<Vec<String>, Stop> {
+    ) -> std::result::Result<(Vec<String>, Vec<RejectedDistribution>), Stop> {
         let mut failed = Vec::new();
+        let mut rejected = Vec::new();
         if inferred.is_empty() {
-            return Ok(failed);
+            return Ok((failed, rejected));
         }
         let probe = "import importlib.util, sys\nfor m in sys.argv[1:]:\n    try:\n        if importlib.util.find_spec(m) is None: print(m)\n    except Exception: print(m)";
         let mut args = vec!["-I".to_string(), "-c".into(), probe.into()];
         args.extend(inferred.iter().cloned());
         let python = self.python.clone();
         let missing = self.run(&python, args)?;
+        let mut installed: Vec<(String, String)> = Vec::new();
         for module in String::from_utf8_lossy(&missing.stdout).lines() {
-            let dist = distribution_for(module)
-                .map(str::to_owned)
-                .or_else(|| optional_provider(module, optional))
-                .unwrap_or_else(|| module.replace('_', "-"));
-            if !dist.is_empty() && !self.install_one(&dist)? {
+            let dist = provider(module, optional);
+            if dist.is_empty() {
+                continue;
+            }
+            if installed.iter().any(|(_, d)| *d == dist) || self.install_one(&dist)? {
+                installed.push((module.to_owned(), dist));
+            } else if !failed.contains(&dist) {
                 failed.push(dist);
             }
         }
-        Ok(failed)
+        if installed.is_empty() {
+            return Ok((failed, rejected));
+        }
+        let Some(verdicts) = self.provides(&installed)? else {
+            return Ok((failed, rejected));
+        };
+        let mut dists: Vec<&String> = installed.iter().map(|(_, d)| d).collect();
+        dists.sort();
+        dists.dedup();
+        for dist in dists {
+            let of_dist: Vec<(&String, &Option<String>)> = installed
+                .iter()
+                .zip(&verdicts)
+                .filter(|((_, d), _)| d == dist)
+                .map(|((m, _), why)| (m, why))
+                .collect();
+            // A distribution that provides one of its modules stays.
+            if of_dist.iter().any(|(_, why)| why.is_none()) {
+                continue;
+            }
+            let removed = self.uninstall(dist)?;
+            for (module, why) in of_dist {
+                let why = why.clone().unwrap_or_default();
+                let reason = if removed.success() {
+                    format!("{why}: uninstalled")
+                } else {
+                    format!("{why}: uninstalling it failed")
+                };
+                rejected.push(RejectedDistribution {
+                    module: module.clone(),
+                    distribution: dist.clone(),
+                    reason,
+                });
+            }
+        }
+        Ok((failed, rejected))
+    }
+
+    /// For each (module, distribution) installed for it, why the distribution does not provide
+    /// the module (`None` when it does), asked of the environment's own interpreter: the
+    /// module is a top-level name of the distribution's files (`RECORD`) or `top_level.txt`,
+    /// or `importlib.util.find_spec` finds it among those files or those of a distribution it
+    /// requires (a meta-distribution). `None` (no verdict, all kept)
+    /// when the check itself fails.
+    fn provides(&mut self, installed: &[(String, String)]) -> Result<Option<Vec<Option<String>>>> {
+        let probe = r#"
+import importlib.metadata as md, importlib.util, json, os, re, sys
+
+def closure(d):
+    seen, todo, out = set(), [d], []
+    while todo:
+        x = todo.pop()
+        name = (x.metadata["Name"] or "").lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        out.append(x)
+        for req in x.requires or []:
+            if ";" in req and "extra" in req.split(";", 1)[1]:
+                continue
+            m = re.match(r"[A-Za-z0-9._-]+", req.strip())
+            try:
+                todo.append(md.distribution(m.group(0)))
+            except Exception:
+                pass
+    return out
+
+def why_not(module, dist):
+    try:
+        d = md.distribution(dist)
+    except md.PackageNotFoundError:
+        return f"`{dist}` is not installed under that name"
+    tops = (d.read_text("top_level.txt") or "").split()
+    files = d.files or []
+    names = set(tops)
+    for f in files:
+        parts = f.parts
+        if not parts or parts[0] == ".." or parts[0].endswith((".dist-info", ".data", ".egg-info")):
+            continue
+        names.add(parts[0] if len(parts) > 1 else parts[0].split(".")[0])
+    if module in names:
+        return None
+    try:
+        spec = importlib.util.find_spec(module)
+    except Exception:
+        spec = None
+    if spec is not None:
+        # Its own files, or those of a distribution it requires (a meta-distribution).
+        own = set()
+        for dd in closure(d):
+            own |= {os.path.realpath(dd.locate_file(f)) for f in dd.files or []}
+        places = [spec.origin] if spec.origin else []
+        places += list(spec.submodule_search_locations or [])
+        for p in places:
+            p = os.path.realpath(p)
+            if p in own or any(o.startswith(p + os.sep) for o in own):
+                return None
+    if not files and not tops:
+        if spec is not None:
+            return None
+        return f"`{dist}` {d.version} lists no files, and module `{module}` is not found"
+    shown = sorted(n for n in names if n.isidentifier() and n != "__pycache__")
+    shown = ", ".join(f"`{n}`" for n in shown[:8]) or "no module"
+    return f"`{dist}` {d.version} does not provide module `{module}` (it provides {shown})"
+
+pairs = json.loads(sys.argv[1])
+print(json.dumps([why_not(m, d) for m, d in pairs]))
+"#;
+        let pairs = serde_json::to_string(installed).expect("strings serialize");
+        let python = self.python.clone();
+        let out = self.run(&python, vec!["-I".into(), "-c".into(), probe.into(), pairs])?;
+        let verdicts = out
+            .success()
+            .then(|| serde_json::from_slice::<Vec<Option<String>>>(&out.stdout).ok())
+            .flatten()
+            .filter(|v| v.len() == installed.len());
+        if verdicts.is_none() {
+            self.log.push_str(
+                "the check that each installed distribution provides its module could not run; all are kept\n",
+            );
+        }
+        Ok(verdicts)
+    }
+
+    /// Uninstalls a distribution from the environment.
+    fn uninstall(&mut self, dist: &str) -> Result<Outcome> {
+        let python = self.python.to_string_lossy().into_owned();
+        match self.builder.installer.uv.clone() {
+            Some(uv) => self.run(
+                &uv,
+                vec![
+                    "pip".into(),
+                    "uninstall".into(),
+                    "--python".into(),
+                    python,
+                    dist.to_owned(),
+                ],
+            ),
+            None => {
+                let venv_python = self.python.clone();
+                self.run(
+                    &venv_python,
+                    vec![
+                        "-m".into(),
+                        "pip".into(),
+                        "uninstall".into(),
+                        "--yes".into(),
+                        "--disable-pip-version-check".into(),
+                        dist.to_owned(),
+                    ],
+                )
+            }
+        }
     }
 
     /// The environment's lock: `pip freeze`.
@@ -732,6 +898,11 @@ impl EnvBuilder<'_> {
             coverage: COVERAGE,
             declared: declared.to_vec(),
             inferred: inferred.to_vec(),
+            inference: super::INFERENCE,
+            providers: inferred
+                .iter()
+                .map(|m| (m.clone(), provider(m, optional)))
+                .collect(),
             optional: optional.to_vec(),
             extra: self.cfg.extra_packages.clone(),
             system_site_packages: self.cfg.system_site_packages,
@@ -759,6 +930,7 @@ impl EnvBuilder<'_> {
                 declared: declared.requirements.clone(),
                 inferred: inferred.to_vec(),
                 failed_packages: Vec::new(),
+                rejected: Vec::new(),
                 lock: Vec::new(),
                 lock_hash: String::new(),
                 installed: Vec::new(),
@@ -950,7 +1122,7 @@ impl EnvBuilder<'_> {
             label: "<env>",
         };
         let built = self.install_all(&mut b, declared, inferred, optional);
-        let (outcome, failed, lock, installed) = match built {
+        let (outcome, failed, lock, installed, rejected) = match built {
             Ok(done) => done,
             Err(Stop::Error(e)) => {
                 let _ = fs_err::remove_dir_all(&b.tmp);
@@ -969,6 +1141,7 @@ impl EnvBuilder<'_> {
             declared: declared.to_vec(),
             inferred: inferred.to_vec(),
             failed_packages: failed,
+            rejected,
             lock_hash: Hash::of_bytes(lock.join("\n").as_bytes()).to_hex(),
             lock,
             installed,
@@ -1050,7 +1223,8 @@ impl EnvBuilder<'_> {
             ))));
         }
         let mut failed = b.install_declared(declared)?;
-        failed.extend(b.install_inferred(inferred, optional)?);
+        let (failed_inferred, rejected) = b.install_inferred(inferred, optional)?;
+        failed.extend(failed_inferred);
         let lock = b.freeze()?;
         // What the environment reports of itself, by its own interpreter (which must import
         // coverage): checked again before each build uses it.
@@ -1063,14 +1237,20 @@ impl EnvBuilder<'_> {
         )?;
         let outcome = match &installed {
             Err(_) => EnvOutcome::Failed,
-            Ok(_) if failed.is_empty() => EnvOutcome::Ok,
+            Ok(_) if failed.is_empty() && rejected.is_empty() => EnvOutcome::Ok,
             Ok(_) => EnvOutcome::Partial,
         };
         if let Err(why) = &installed {
             b.log
                 .push_str(&format!("the environment does not work: {why}\n"));
         }
-        Ok((outcome, failed, lock, installed.unwrap_or_default()))
+        Ok((
+            outcome,
+            failed,
+            lock,
+            installed.unwrap_or_default(),
+            rejected,
+        ))
     }
 }
 

@@ -302,43 +302,133 @@ fn setup_cfg_requires(text: &str) -> Vec<String> {
     out
 }
 
-/// The distribution that provides an import name, where it differs from the name.
+/// Import names and the distributions that provide them, sorted by import name.
+const KNOWN: &[(&str, &str)] = &[
+    ("AppKit", ""),
+    ("Bio", "biopython"),
+    ("BioSQL", "biopython"),
+    ("Crypto", "pycryptodome"),
+    ("Cryptodome", "pycryptodomex"),
+    ("Foundation", ""),
+    ("MySQLdb", "mysqlclient"),
+    ("OpenGL", "PyOpenGL"),
+    ("OpenSSL", "pyOpenSSL"),
+    ("PIL", "Pillow"),
+    ("Quartz", ""),
+    ("Stemmer", "PyStemmer"),
+    ("Xlib", "python-xlib"),
+    ("_winreg", ""),
+    ("absl", "absl-py"),
+    ("apiclient", "google-api-python-client"),
+    ("attr", "attrs"),
+    ("bs4", "beautifulsoup4"),
+    ("bson", "pymongo"),
+    ("cairo", "pycairo"),
+    ("consul", "python-consul"),
+    ("cups", "pycups"),
+    ("curl", "pycurl"),
+    ("cv2", "opencv-python-headless"),
+    ("daemon", "python-daemon"),
+    ("dateutil", "python-dateutil"),
+    ("dbus", "dbus-python"),
+    ("dns", "dnspython"),
+    ("docx", "python-docx"),
+    ("dotenv", "python-dotenv"),
+    ("editor", "python-editor"),
+    ("elftools", "pyelftools"),
+    ("enchant", "pyenchant"),
+    ("engineio", "python-engineio"),
+    ("faiss", "faiss-cpu"),
+    ("fitz", "PyMuPDF"),
+    ("frontmatter", "python-frontmatter"),
+    ("fuse", "fusepy"),
+    ("gi", "PyGObject"),
+    ("git", "GitPython"),
+    ("github", "PyGithub"),
+    ("google", "protobuf"),
+    ("googleapiclient", "google-api-python-client"),
+    ("gridfs", "pymongo"),
+    ("grpc", "grpcio"),
+    ("hamcrest", "PyHamcrest"),
+    ("hydra", "hydra-core"),
+    ("icu", "PyICU"),
+    ("jnius", ""),
+    ("jose", "python-jose"),
+    ("jwt", "PyJWT"),
+    ("kafka", "kafka-python"),
+    ("ldap", "python-ldap"),
+    ("magic", "python-magic"),
+    ("memcache", "python-memcached"),
+    ("mpl_toolkits", "matplotlib"),
+    ("msvcrt", ""),
+    ("multipart", "python-multipart"),
+    ("nacl", "PyNaCl"),
+    ("objc", ""),
+    ("odf", "odfpy"),
+    ("paho", "paho-mqtt"),
+    ("pdfminer", "pdfminer.six"),
+    ("pkg_resources", "setuptools"),
+    ("png", "pypng"),
+    ("pptx", "python-pptx"),
+    ("psycopg2", "psycopg2-binary"),
+    ("pydispatch", "PyDispatcher"),
+    ("pylab", "matplotlib"),
+    ("pythoncom", ""),
+    ("pythonjsonlogger", "python-json-logger"),
+    ("pywintypes", ""),
+    ("pyximport", "Cython"),
+    ("rest_framework", "djangorestframework"),
+    ("ruamel", "ruamel.yaml"),
+    ("sass", "libsass"),
+    ("serial", "pyserial"),
+    ("shapefile", "pyshp"),
+    ("skimage", "scikit-image"),
+    ("sklearn", "scikit-learn"),
+    ("slugify", "python-slugify"),
+    ("snappy", "python-snappy"),
+    ("socketio", "python-socketio"),
+    ("stdnum", "python-stdnum"),
+    ("telegram", "python-telegram-bot"),
+    ("tidylib", "pytidylib"),
+    ("umap", "umap-learn"),
+    ("usb", "pyusb"),
+    ("websocket", "websocket-client"),
+    ("win32api", ""),
+    ("win32com", ""),
+    ("win32con", ""),
+    ("win32event", ""),
+    ("win32file", ""),
+    ("win32gui", ""),
+    ("win32process", ""),
+    ("winerror", ""),
+    ("winrm", "pywinrm"),
+    ("wx", "wxPython"),
+    ("xdg", "pyxdg"),
+    ("yaml", "PyYAML"),
+    ("zmq", "pyzmq"),
+];
+
+/// The distribution that provides an import name, where it differs from the name (`""`: none
+/// to install, a module of another platform's system). The well-known mismatches, as pipreqs
+/// keeps them (its table, checked against each project's current name: `bcrypt` is `bcrypt`,
+/// not pipreqs' `python_bcrypt`). A change here changes `EnvKey::providers`, hence the keys of
+/// the environments it concerns. After installing, `Building::install_inferred` checks that each
+/// distribution provides its module and uninstalls one that does not.
 pub fn distribution_for(module: &str) -> Option<&'static str> {
-    const KNOWN: &[(&str, &str)] = &[
-        ("yaml", "PyYAML"),
-        ("sklearn", "scikit-learn"),
-        ("skimage", "scikit-image"),
-        ("PIL", "Pillow"),
-        ("cv2", "opencv-python-headless"),
-        ("bs4", "beautifulsoup4"),
-        ("dateutil", "python-dateutil"),
-        ("attr", "attrs"),
-        ("Crypto", "pycryptodome"),
-        ("OpenSSL", "pyOpenSSL"),
-        ("jwt", "PyJWT"),
-        ("dotenv", "python-dotenv"),
-        ("serial", "pyserial"),
-        ("git", "GitPython"),
-        ("fitz", "PyMuPDF"),
-        ("docx", "python-docx"),
-        ("pptx", "python-pptx"),
-        ("Levenshtein", "python-Levenshtein"),
-        ("MySQLdb", "mysqlclient"),
-        ("psycopg2", "psycopg2-binary"),
-        ("zmq", "pyzmq"),
-        ("magic", "python-magic"),
-        ("pkg_resources", "setuptools"),
-        ("google", "protobuf"),
-        ("jose", "python-jose"),
-        ("multipart", "python-multipart"),
-        ("slugify", "python-slugify"),
-        ("Bio", "biopython"),
-        ("nacl", "PyNaCl"),
-        ("win32api", ""),
-        ("win32con", ""),
-        ("_winreg", ""),
-    ];
-    KNOWN.iter().find(|(m, _)| *m == module).map(|(_, d)| *d)
+    KNOWN
+        .binary_search_by(|(m, _)| (*m).cmp(module))
+        .ok()
+        .map(|i| KNOWN[i].1)
+}
+
+/// The distribution an inferred module is installed from when the environment lacks it: the
+/// known one (`distribution_for`), else the optional dependency that provides it by name
+/// (`optional_provider`), else the module's own name (`_` read as `-`). Empty: none.
+pub fn provider(module: &str, optional: &[String]) -> String {
+    distribution_for(module)
+        .map(str::to_owned)
+        .or_else(|| optional_provider(module, optional))
+        .unwrap_or_else(|| module.replace('_', "-"))
 }
 
 #[cfg(test)]
@@ -413,6 +503,27 @@ mod tests {
         );
         assert_eq!(optional_provider("rail", &optional), None);
         assert_eq!(distribution_for("numpy"), None);
+        assert_eq!(distribution_for("icu"), Some("PyICU"));
+        assert_eq!(distribution_for("dateutil"), Some("python-dateutil"));
+        assert_eq!(distribution_for("win32api"), Some(""));
+        assert_eq!(provider("tiny_dep", &[]), "tiny-dep");
+        assert_eq!(provider("railroad", &optional), "railroad-diagrams");
+        assert_eq!(provider("yaml", &optional), "PyYAML");
+    }
+
+    /// The table is sorted (it is searched by halves) and names each module once.
+    #[test]
+    fn the_table_of_known_distributions_is_sorted() {
+        assert!(
+            KNOWN.windows(2).all(|w| w[0].0 < w[1].0),
+            "not sorted: {:?}",
+            KNOWN.windows(2).find(|w| w[0].0 >= w[1].0)
+        );
+        for (module, dist) in KNOWN {
+            assert_eq!(distribution_for(module), Some(*dist), "{module}");
+        }
+        assert_eq!(distribution_for("zzz"), None);
+        assert_eq!(distribution_for("requests"), None);
     }
 
     #[test]

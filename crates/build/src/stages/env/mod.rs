@@ -33,13 +33,23 @@ use serde::{Deserialize, Serialize};
 
 pub use build::{EnvBuilder, Installer, UV, find_or_install_uv};
 use declared::normalize_requirement;
-pub use declared::{Declared, declared_dependencies, distribution_for, optional_provider};
+pub use declared::{
+    Declared, declared_dependencies, distribution_for, optional_provider, provider,
+};
 
+/// How inferred modules become installed distributions (`EnvKey::inference`): bump it when the
+/// check after installing (`Building::install_inferred`) or what follows it changes.
+pub const INFERENCE: u32 = 1;
+
+use crate::db::ExternalImports;
 use crate::stages::checkout::Checkout;
 use r2e_core::cache::{ActionKey, Bucket, Cache, write_atomic, write_if_changed};
 use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};
-use r2e_core::records::{EnvLine, FailureRecord, ProjectLine, StageCounts, StageTime};
+use r2e_core::records::{
+    EnvLine, FailureRecord, ProjectLine, RejectedDistribution, SkippedImport, StageCounts,
+    StageTime,
+};
 use r2e_exec::jobs::Runtime;
 use r2e_exec::sandbox::{Job, Limits, Sandbox};
 
@@ -53,6 +63,8 @@ pub struct EnvRecord {
     pub declared: Vec<String>,
     pub inferred: Vec<String>,
     pub failed_packages: Vec<String>,
+    /// Distributions installed for an inferred module that did not provide it, uninstalled.
+    pub rejected: Vec<RejectedDistribution>,
     /// `pip freeze` of the environment: its lock.
     pub lock: Vec<String>,
     pub lock_hash: String,
@@ -216,7 +228,7 @@ pub fn run(
     cfg: &Config,
     cache: &Cache,
     sandbox: &dyn Sandbox,
-    repos: &[(Arc<Checkout>, Vec<String>)],
+    repos: &[(Arc<Checkout>, ExternalImports)],
     output: &Path,
     progress: impl Fn(u64, &str) -> indicatif::ProgressBar,
 ) -> Result<EnvStage> {
@@ -249,7 +261,7 @@ pub fn run(
             stage.times.push((checkout.name.clone(), t));
         };
         bar.set_message(checkout.name.clone());
-        let (declared, inferred) =
+        let (declared, inferred, skipped) =
             dependencies(cfg, cache, sandbox, &interpreter, checkout, imports);
         for (file, why) in &declared.refused {
             stage.failures.push(FailureRecord {
@@ -264,7 +276,7 @@ pub fn run(
         // again by every build (it costs nothing): nothing is installed, nothing cached.
         if let Some(why) = declared.python_unmet(&interpreter.version) {
             let unmet = builder.unsupported(&declared, &inferred, why.clone());
-            stage.record(&checkout.name, unmet, output, why)?;
+            stage.record(&checkout.name, unmet, &skipped, output, why)?;
             timed(&mut stage, true);
             bar.inc(1);
             continue;
@@ -286,6 +298,7 @@ pub fn run(
                 stage.record(
                     &checkout.name,
                     built,
+                    &skipped,
                     output,
                     "the environment could not be created".into(),
                 )?;
@@ -306,28 +319,37 @@ pub fn run(
 
 /// A repository's dependencies as its environment's key holds them: those it declares, and
 /// the third-party modules its code imports (`imports`) that its environment installs (none
-/// unless `[env] infer_imports`). One reading for the stage and for `plan`.
+/// unless `[env] infer_imports`); and the third-party modules it imports only where it runs
+/// without them, which are not installed (`imports.skipped`, with `infer_imports`). One reading
+/// for the stage and for `plan`.
 fn dependencies(
     cfg: &Config,
     cache: &Cache,
     sandbox: &dyn Sandbox,
     interpreter: &Interpreter,
     checkout: &Checkout,
-    imports: &[String],
-) -> (Declared, Vec<String>) {
+    imports: &ExternalImports,
+) -> (Declared, Vec<String>, Vec<SkippedImport>) {
     let declared = declared_dependencies(checkout, |text| {
         setup_py_requires(text, cache, sandbox, interpreter)
     });
-    let inferred = if cfg.env.infer_imports {
-        imports
-            .iter()
-            .filter(|m| !interpreter.stdlib_modules.contains(*m) && !m.starts_with('_'))
-            .cloned()
-            .collect()
-    } else {
-        Vec::new()
-    };
-    (declared, inferred)
+    if !cfg.env.infer_imports {
+        return (declared, Vec::new(), Vec::new());
+    }
+    let third_party = |m: &str| !interpreter.stdlib_modules.contains(m) && !m.starts_with('_');
+    let inferred = imports
+        .required
+        .iter()
+        .filter(|m| third_party(m))
+        .cloned()
+        .collect();
+    let skipped = imports
+        .skipped
+        .iter()
+        .filter(|s| third_party(&s.module))
+        .cloned()
+        .collect();
+    (declared, inferred, skipped)
 }
 
 /// What a build would do of one repository's environment (`r2e status`).
@@ -406,7 +428,7 @@ pub fn plan(
     cfg: &Config,
     cache: &Cache,
     sandbox: &dyn Sandbox,
-    repos: &[(Arc<Checkout>, Vec<String>)],
+    repos: &[(Arc<Checkout>, ExternalImports)],
     last: &[EnvLine],
 ) -> Result<Vec<EnvPlan>> {
     let interpreter = Interpreter::probe(&cfg.env.python)?;
@@ -434,7 +456,7 @@ pub fn plan(
     };
     let mut out = Vec::new();
     for (checkout, imports) in repos {
-        let (declared, inferred) =
+        let (declared, inferred, _) =
             dependencies(cfg, cache, sandbox, &interpreter, checkout, imports);
         let key = builder
             .key(&declared.requirements, &inferred, &declared.optional)
@@ -570,16 +592,32 @@ impl EnvStage {
         });
     }
 
-    /// Records a repository's environment: its line, its log, its failure.
-    /// Records a repository's environment; `failed`: the reason a failed one is recorded with.
-    fn record(&mut self, repo: &str, built: Env, output: &Path, failed: String) -> Result<()> {
+    /// Records a repository's environment: its line, its log (with the imports not installed,
+    /// `skipped`, and why), its failure; `failed`: the reason a failed one is recorded with.
+    fn record(
+        &mut self,
+        repo: &str,
+        built: Env,
+        skipped: &[SkippedImport],
+        output: &Path,
+        failed: String,
+    ) -> Result<()> {
         // An environment without a folder (`EnvBuilder::unsupported`) was neither built nor
         // read: it is only failed.
         let installed = !built.dir.as_os_str().is_empty();
         self.counts.executed += u64::from(!built.cached && installed);
         self.counts.cached += u64::from(built.cached);
         let log = format!("logs/env-{repo}.log");
-        write_if_changed(&output.join(&log), built.record.log.as_bytes())?;
+        // The environment's log is shared by the repositories of its key; what was not
+        // installed, and why, is this repository's.
+        let mut text = built.record.log.clone();
+        for s in skipped {
+            text.push_str(&format!(
+                "not installed: `{}` ({}): {}\n",
+                s.module, s.path, s.reason
+            ));
+        }
+        write_if_changed(&output.join(&log), text.as_bytes())?;
         if built.record.outcome == EnvOutcome::Failed {
             self.counts.failed += 1;
             self.failures.push(FailureRecord {
@@ -625,6 +663,8 @@ impl EnvStage {
             declared: r.declared.clone(),
             inferred: r.inferred.clone(),
             failed_packages: r.failed_packages.clone(),
+            skipped_imports: skipped.to_vec(),
+            rejected: r.rejected.clone(),
             lock_hash: r.lock_hash.clone(),
             lock: r.lock.clone(),
             log,
