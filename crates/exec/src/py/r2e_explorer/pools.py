@@ -14,7 +14,7 @@ import types
 import typing
 
 from .specs import OFF_TYPE_VALUES, Code, Helper, Member, New, class_path, dedupe, writable
-from .static import call_arity, compared_names, keyword_names, usage_hints
+from .static import attribute_names, call_arity, compared_names, keyword_names, usage_hints
 
 # Values per parameter pool, and elements drawn from pools to build containers.
 POOL_MAX = 48
@@ -363,6 +363,11 @@ class PoolMaker:
                     hinted += (self.for_annotation(cls, globalns) or [])[:CLASS_HINT_VALUES]
         if CALLABLE_NAME.search(param.name) and "callable" not in hints:
             hinted += called
+        attributes = attribute_names(node, param.name)
+        if attributes and self.instance_finder is not None:
+            # Used through attributes only the project's classes have (`G.nodes`): instances
+            # of those classes, from the project's factories or constructors, first.
+            hinted = self.instance_finder.with_attributes(attributes) + hinted
         if not default and is_function(param.default):
             # A function as the default (`timer=time.monotonic`): working functions taking as
             # many arguments, first (`lambda: 0`, a timer whose results repeat).

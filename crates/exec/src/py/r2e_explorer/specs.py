@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib
 import math
 import sys
 import types
@@ -23,14 +24,18 @@ class Unwritable(Exception):
 
 
 class New:
-    """reference.<path>(*args, **kwargs) — args: tuple of specs, kwargs: tuple of (name, spec)."""
+    """reference.<path>(*args, **kwargs) — args: tuple of specs, kwargs: tuple of (name, spec).
+    With `root="package"` the path is under the reference module's top-level package instead,
+    written `reference_package.<path>(...)` (a factory the package exports, such as
+    `reference_package.path_graph(4)`; the harness imports the package under that name)."""
 
-    __slots__ = ("path", "args", "kwargs")
+    __slots__ = ("path", "args", "kwargs", "root")
 
-    def __init__(self, path: str, args=(), kwargs=()):
+    def __init__(self, path: str, args=(), kwargs=(), root: str = "reference"):
         self.path = path
         self.args = tuple(args)
         self.kwargs = tuple(kwargs)
+        self.root = root
 
     def __eq__(self, other):
         return isinstance(other, New) and render(self) == render(other)
@@ -130,7 +135,8 @@ def render(v) -> str:
         return "{" + ", ".join(sorted(render(x) for x in v)) + "}"
     if t is New:
         parts = [render(a) for a in v.args] + [f"{k}={render(x)}" for k, x in v.kwargs]
-        return f"reference.{v.path}(" + ", ".join(parts) + ")"
+        prefix = PACKAGE_NAME if v.root == "package" else "reference"
+        return f"{prefix}.{v.path}(" + ", ".join(parts) + ")"
     if t is Member:
         return f"reference.{v.path}"
     if t is Helper:
@@ -138,6 +144,15 @@ def render(v) -> str:
     if t is Code:
         return v.source
     raise Unwritable(f"cannot write a {t.__name__}")
+
+
+# The harness's name of the reference module's top-level package (see New).
+PACKAGE_NAME = "reference_package"
+
+
+def package_of(reference):
+    """The top-level package of the reference module (the module itself when it is one)."""
+    return importlib.import_module(reference.__name__.partition(".")[0])
 
 
 def writable(v) -> bool:
@@ -168,7 +183,7 @@ def build(v, reference):
         # Insert in the order the harness's literal will use.
         return {build(x, reference) for x in sorted(v, key=render)}
     if t is New:
-        cls = resolve(reference, v.path)
+        cls = resolve(package_of(reference) if v.root == "package" else reference, v.path)
         return cls(
             *[build(a, reference) for a in v.args], **{k: build(x, reference) for k, x in v.kwargs}
         )

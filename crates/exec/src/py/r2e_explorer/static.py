@@ -311,6 +311,31 @@ def usage_hints(node, name: str) -> list:
     return ordered
 
 
+# Attributes of builtin values: a parameter used through these says nothing about the project's
+# own classes.
+BUILTIN_ATTRIBUTES = frozenset(
+    a
+    for t in (str, bytes, int, float, complex, list, tuple, dict, set, frozenset, object)
+    for a in dir(t)
+)
+
+
+def attribute_names(node, name: str) -> list[str]:
+    """The attributes the function reads or calls on parameter `name` (`G.nodes`,
+    `G.add_edge(...)`) that no builtin value has, sorted: the interface the argument must
+    offer. Empty when the parameter is assigned to in the body (another value by then)."""
+    if node is None:
+        return []
+    found = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name:
+            if n.attr not in BUILTIN_ATTRIBUTES:
+                found.add(n.attr)
+        elif isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
+            return []
+    return sorted(found)
+
+
 def compared_names(node, name: str) -> list[str]:
     """The names a parameter is compared with by identity, equality or membership (`p is
     MISSING`, `p == int`, `p in (str, bytes)`), in source order: the values its branches tell
