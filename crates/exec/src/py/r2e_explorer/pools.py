@@ -163,6 +163,9 @@ class PoolMaker:
         self.literals = literals
         self.own_instances = list(own_instances)
         self.instance_finder = instance_finder
+        # The syntax tree of the class whose constructor's parameters these are (set by the
+        # construction search): what its methods use on a kept parameter (`self.G.nodes`).
+        self.owner_node = None
         self.atoms = {t: self._atoms(t) for t in COMMON_ATOMS}
 
     def _atoms(self, t):
@@ -363,7 +366,7 @@ class PoolMaker:
                     hinted += (self.for_annotation(cls, globalns) or [])[:CLASS_HINT_VALUES]
         if CALLABLE_NAME.search(param.name) and "callable" not in hints:
             hinted += called
-        attributes = attribute_names(node, param.name)
+        attributes = attribute_names(node, param.name, self.owner_node)
         if attributes and self.instance_finder is not None:
             # Used through attributes only the project's classes have (`G.nodes`): instances
             # of those classes, from the project's factories or constructors, first.

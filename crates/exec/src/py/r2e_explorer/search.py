@@ -49,6 +49,7 @@ from .specs import (
 )
 from .static import (
     body_literals,
+    class_node,
     call_site_specs,
     docstring_calls,
     example_programs,
@@ -412,6 +413,7 @@ class ConstructionFinder:
         # The method's own literals (thresholds on the instance's state) help too.
         literals = dedupe(body_literals(node) + target.literals, limit=60)
         pools = PoolMaker(reference, literals, instance_finder=explorer.instances)
+        pools.owner_node = class_node(cls)
         space = InputSpace(
             sig, pools, type_hints(init), getattr(init, "__globals__", vars(reference)), node
         )

@@ -320,20 +320,56 @@ BUILTIN_ATTRIBUTES = frozenset(
 )
 
 
-def attribute_names(node, name: str) -> list[str]:
+def attribute_names(node, name: str, owner=None) -> list[str]:
     """The attributes the function reads or calls on parameter `name` (`G.nodes`,
     `G.add_edge(...)`) that no builtin value has, sorted: the interface the argument must
-    offer. Empty when the parameter is assigned to in the body (another value by then)."""
+    offer. Empty when the parameter is assigned to in the body (another value by then). For a
+    constructor (`owner`: its class's syntax tree), a parameter it keeps (`self.G = G`) counts
+    the attributes the class's methods use on what it was kept as (`self.G.nodes`)."""
     if node is None:
         return []
-    found = set()
+    found, kept = set(), set()
     for n in ast.walk(node):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name:
             if n.attr not in BUILTIN_ATTRIBUTES:
                 found.add(n.attr)
         elif isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
             return []
+        elif (
+            isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == name
+            and owner is not None
+        ):
+            kept |= {
+                t.attr
+                for t in n.targets
+                if isinstance(t, ast.Attribute)
+                and isinstance(t.value, ast.Name)
+                and t.value.id == "self"
+            }
+    if kept:
+        for n in ast.walk(owner):
+            if (
+                isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Attribute)
+                and n.value.attr in kept
+                and isinstance(n.value.value, ast.Name)
+                and n.value.value.id == "self"
+                and n.attr not in BUILTIN_ATTRIBUTES
+            ):
+                found.add(n.attr)
     return sorted(found)
+
+
+def class_node(cls):
+    """The syntax tree of a class's definition, or None."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
 
 
 def compared_names(node, name: str) -> list[str]:
