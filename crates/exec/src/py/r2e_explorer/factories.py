@@ -9,8 +9,8 @@ or docstring names the class, or whose name contains it, are called with small a
 (`()`, `(4,)`, `(3, 3)`...) in the sandboxed explorer, and the calls that return an instance of
 the class become specs (`reference.path_graph(4)`, or `reference_package.path_graph(4)` for a
 function the package exports). The order is deterministic: the functions the target's own
-docstring calls first, then by the kind of evidence, the number of required parameters and
-the name.
+docstring calls first, then by the kind of evidence, the number of required parameters (one
+first: a value of a given size, `path_graph(4)`; then none, then more) and the name.
 
 `classes_with(attributes)`: the project's classes (reachable from the reference module and its
 package) that have every attribute a parameter's uses name, most general first.
@@ -145,7 +145,10 @@ class Factories:
             required = _required(fn)
             if required is None or required > len(PROBE_ARGS[-1]):
                 continue
-            ranked.append(((name not in self.hinted, evidence, required, name), root, name, fn))
+            # One required argument first (`path_graph(4)`: a small value of a size), then none
+            # (a fixed value), then more.
+            size = (required != 1, required)
+            ranked.append(((name not in self.hinted, evidence, size, name), root, name, fn))
         ranked.sort(key=lambda r: r[0])
         return [(root, name, fn) for _k, root, name, fn in ranked]
 

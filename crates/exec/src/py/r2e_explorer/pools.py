@@ -367,10 +367,11 @@ class PoolMaker:
         if CALLABLE_NAME.search(param.name) and "callable" not in hints:
             hinted += called
         attributes = attribute_names(node, param.name, self.owner_node)
-        if attributes and self.instance_finder is not None:
+        with_attributes = getattr(self.instance_finder, "with_attributes", None)
+        if attributes and with_attributes is not None:
             # Used through attributes only the project's classes have (`G.nodes`): instances
             # of those classes, from the project's factories or constructors, first.
-            hinted = self.instance_finder.with_attributes(attributes) + hinted
+            hinted = with_attributes(attributes) + hinted
         if not default and is_function(param.default):
             # A function as the default (`timer=time.monotonic`): working functions taking as
             # many arguments, first (`lambda: 0`, a timer whose results repeat).

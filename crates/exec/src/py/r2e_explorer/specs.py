@@ -243,7 +243,10 @@ def spec_from_node(node: ast.AST, reference, depth: int = 0):
     if isinstance(node, ast.Call) and depth < 2 and reference is not None:
         path = dotted_name(node.func)
         if path is not None:
-            class_at = resolve_class(reference, path)
+            class_at, root = resolve_class(reference, path), "reference"
+            if class_at is None:
+                # A function of the project that builds the value (`nx.path_graph(4)`).
+                class_at, root = resolve_factory(reference, path)
             if class_at is not None and not any(isinstance(a, ast.Starred) for a in node.args):
                 if any(k.arg is None for k in node.keywords):
                     raise ValueError("** arguments")
@@ -251,7 +254,7 @@ def spec_from_node(node: ast.AST, reference, depth: int = 0):
                 kwargs = [
                     (k.arg, spec_from_node(k.value, reference, depth + 1)) for k in node.keywords
                 ]
-                return New(class_at, args, kwargs)
+                return New(class_at, args, kwargs, root)
     raise ValueError("not a literal")
 
 
@@ -276,6 +279,33 @@ def resolve_class(reference, path: str):
         if isinstance(obj, type):
             return class_path(reference, obj)
     return None
+
+
+def resolve_factory(reference, path: str) -> tuple:
+    """(path, root) of a public function of the reference module's own package named as
+    `path` in source (`nx.path_graph`, `path_graph`): reachable under the reference module as
+    written, else exported by the top-level package under its last name; (None, None)
+    otherwise (functions of other packages or builtins are not rebuilt)."""
+    top = reference.__name__.partition(".")[0]
+
+    def ours(obj) -> bool:
+        module = getattr(obj, "__module__", None) or ""
+        return isinstance(obj, types.FunctionType) and (
+            module == top or module.startswith(top + ".")
+        )
+
+    name = path.split(".")[-1]
+    if name.startswith("_"):
+        return None, None
+    try:
+        if ours(resolve(reference, path)):
+            return path, "reference"
+    except AttributeError:
+        pass
+    package = sys.modules.get(top)
+    if package is not None and package is not reference and ours(getattr(package, name, None)):
+        return name, "package"
+    return None, None
 
 
 def class_path(reference, cls) -> str | None:

@@ -461,12 +461,24 @@ def docstring_calls(docs, target_names, class_name, reference):
         if not doc:
             continue
         session_vars: dict = {}
+        # Specs of the session's names assigned a rebuildable value (`G = nx.path_graph(4)`).
+        values: dict = {}
         for source in doctest_sources(doc):
             try:
                 tree = ast.parse(source)
             except SyntaxError:
                 continue
             for stmt in tree.body:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                ):
+                    # `>>> G = nx.path_graph(4)`: a value later calls may pass as `G`.
+                    try:
+                        values[stmt.targets[0].id] = spec_from_node(stmt.value, reference)
+                    except ValueError:
+                        values.pop(stmt.targets[0].id, None)
                 for node in ast.walk(stmt):
                     if not isinstance(node, ast.Call):
                         continue
@@ -489,7 +501,7 @@ def docstring_calls(docs, target_names, class_name, reference):
                     )
                     if name not in target_names:
                         continue
-                    call = _call_specs(node, reference)
+                    call = _call_specs(node, reference, values)
                     if call is None:
                         continue
                     ctor = None
@@ -608,23 +620,24 @@ def doctest_sources(doc: str):
         yield "\n".join(current)
 
 
-def _call_specs(node: ast.Call, reference):
+def _call_specs(node: ast.Call, reference, values=None):
+    """(args, kwargs) specs of a call's arguments; a name the session assigned a rebuildable
+    value (`values`) stands for it."""
     if any(isinstance(a, ast.Starred) for a in node.args) or any(
         k.arg is None for k in node.keywords
     ):
         return None
-    args = []
-    for a in node.args:
+
+    def convert(expr):
+        if isinstance(expr, ast.Name) and values and expr.id in values:
+            return values[expr.id]
         try:
-            args.append(spec_from_node(a, reference))
+            return spec_from_node(expr, reference)
         except ValueError:
-            args.append(UNKNOWN)
-    kwargs = {}
-    for k in node.keywords:
-        try:
-            kwargs[k.arg] = spec_from_node(k.value, reference)
-        except ValueError:
-            kwargs[k.arg] = UNKNOWN
+            return UNKNOWN
+
+    args = [convert(a) for a in node.args]
+    kwargs = {k.arg: convert(k.value) for k in node.keywords}
     return (args, kwargs)
 
 

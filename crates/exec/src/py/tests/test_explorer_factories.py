@@ -16,8 +16,8 @@ from r2e_test_support import SampleRepo
 from r2e_explorer.factories import Factories, _args_for
 from r2e_explorer.render import render_harness
 from r2e_explorer.search import Entry
-from r2e_explorer.specs import New, build, render
-from r2e_explorer.static import attribute_names
+from r2e_explorer.specs import UNKNOWN, New, build, render, resolve_factory, spec_from_node
+from r2e_explorer.static import attribute_names, docstring_calls
 
 PACKAGE = "r2egraphpkg"
 
@@ -168,6 +168,36 @@ class FactoriesTest(unittest.TestCase):
         # Fresh values every time; a spec under the reference module differs from it.
         self.assertIsNot(build(spec, self.algorithms), graph)
         self.assertNotEqual(spec, New("path_graph", (3,)))
+
+    def test_factory_calls_in_source_become_specs(self):
+        def spec(text):
+            return render(spec_from_node(ast.parse(text, mode="eval").body, self.algorithms))
+
+        # Exported by the package (the module does not name it), or named through the module.
+        self.assertEqual(spec("path_graph(3)"), "reference_package.path_graph(3)")
+        self.assertEqual(spec("r2egraphpkg.path_graph(3)"), "reference_package.path_graph(3)")
+        self.assertEqual(resolve_factory(self.core, "path_graph"), ("path_graph", "reference"))
+        # Private functions, functions the package does not export and other packages' are not.
+        self.assertEqual(resolve_factory(self.algorithms, "broken_graph"), (None, None))
+        self.assertEqual(resolve_factory(self.algorithms, "_TOKEN"), (None, None))
+        self.assertEqual(resolve_factory(self.algorithms, "os.getcwd"), (None, None))
+        with self.assertRaises(ValueError):
+            spec_from_node(ast.parse("getcwd()", mode="eval").body, self.algorithms)
+
+    def test_a_doctest_sessions_values_reach_the_calls(self):
+        doc = """
+            >>> G = path_graph(4)
+            >>> degree_sum(G)
+            6
+            >>> H = G
+            >>> degree_sum(H, 2)
+        """
+        calls, _ = docstring_calls([textwrap.dedent(doc)], {"degree_sum"}, None, self.algorithms)
+        self.assertEqual(len(calls), 2)
+        self.assertEqual(render(calls[0][1][0][0]), "reference_package.path_graph(4)")
+        # `H = G` is no rebuildable value: the argument is unknown (it takes the base value).
+        self.assertIs(calls[1][1][0][0], UNKNOWN)
+        self.assertEqual(calls[1][1][0][1], 2)
 
     def test_classes_with_the_attributes_a_parameter_uses(self):
         factories, _ = self.factories()
