@@ -434,7 +434,7 @@ def atom_from(pool, rng):
 def shape(v) -> str:
     """What kind of value a spec is, to keep replacements within an annotation's types."""
     if type(v) is New:
-        return f"new:{v.root}:{v.path}"
+        return "new:" + ("" if v.root == "reference" else v.root + ":") + v.path
     if type(v) is Member:
         return "member:" + v.path.rpartition(".")[0]
     return type(v).__name__
