@@ -132,7 +132,7 @@ class Factories:
             if returns is not None and returns_text and word_re.search(str(returns_text)):
                 evidence = 0
             elif returns is not None and (
-                not isinstance(returns, str) or WORD.match(returns).group(0) in BUILTIN_NAMES
+                not isinstance(returns, str) or WORD.match(returns).group(0).strip() in BUILTIN_NAMES
             ):
                 # A return annotation naming something else: not a factory of cls.
                 continue
