@@ -635,3 +635,154 @@ fn a_candidate_cannot_reach_the_reference() {
         assert_fails(&p, id, label, text);
     }
 }
+
+const MYGRAPH: &str = r#"
+//- mygraph/__init__.py
+"""A tiny graph package: graphs are built only by its factories."""
+
+from mygraph.core import Graph, cycle_graph, path_graph
+from mygraph.algorithms import Walker, degree_sum, neighbors_of
+
+__all__ = ["Graph", "Walker", "cycle_graph", "degree_sum", "neighbors_of", "path_graph"]
+
+//- mygraph/core.py
+"""The graph class and its factories."""
+
+_TOKEN = object()
+
+
+class Graph:
+    """An undirected graph. Build one with `path_graph` or `cycle_graph`."""
+
+    def __init__(self, token, name=""):
+        if token is not _TOKEN:
+            raise TypeError("build a Graph with a factory such as path_graph(n)")
+        self.name = name
+        self.adj = {}
+
+    def add_node(self, n):
+        self.adj.setdefault(n, set())
+
+    def add_edge(self, u, v):
+        self.add_node(u)
+        self.add_node(v)
+        self.adj[u].add(v)
+        self.adj[v].add(u)
+
+    @property
+    def nodes(self):
+        return sorted(self.adj)
+
+    def neighbors(self, n):
+        return sorted(self.adj[n])
+
+
+def path_graph(n):
+    """Returns the path graph on `n` nodes."""
+    g = Graph(_TOKEN, name=f"path{n}")
+    for i in range(n):
+        g.add_node(i)
+    for i in range(n - 1):
+        g.add_edge(i, i + 1)
+    return g
+
+
+def cycle_graph(n):
+    """Returns the cycle graph on `n` nodes."""
+    g = path_graph(n)
+    if n > 2:
+        g.add_edge(n - 1, 0)
+    return g
+
+//- mygraph/algorithms.py
+"""Algorithms on graphs (the module does not name Graph or its factories)."""
+
+
+def degree_sum(G):
+    total = 0
+    for n in G.nodes:
+        total += len(G.neighbors(n))
+    return total
+
+
+def neighbors_of(G, n):
+    if n not in G.nodes:
+        raise KeyError(f"no node {n}")
+    out = G.neighbors(n)
+    if len(out) > 1:
+        return tuple(out)
+    return out
+
+
+class Walker:
+    def __init__(self, G):
+        self.G = G
+        self.order = list(G.nodes)
+
+    def walk(self, start, steps):
+        if start not in self.G.adj:
+            raise ValueError("start is not a node")
+        path = [start]
+        for _ in range(steps):
+            nxt = self.G.neighbors(path[-1])
+            if not nxt:
+                break
+            path.append(nxt[-1] if len(path) % 2 else nxt[0])
+        return path
+"#;
+
+/// Functions that take the package's own class (issue 36), which its constructor cannot make
+/// (it needs a private token): the explorer builds graphs through the factories the package
+/// exports (`reference_package.cycle_graph(4)`), for parameters used as `G.nodes` and for the
+/// constructor argument of a method's class. The harnesses are valid instances, tests return
+/// normally on those graphs, and a wrong candidate fails while the original passes.
+#[test]
+fn structured_arguments_are_built_through_the_packages_factories() {
+    let p = Project::new(MYGRAPH, OFFLINE);
+    let (harnesses, dataset) = build(&p);
+    for id in [
+        "r:mygraph/algorithms.py:degree_sum",
+        "r:mygraph/algorithms.py:neighbors_of",
+        "r:mygraph/algorithms.py:Walker.walk",
+    ] {
+        let row = instance(&harnesses, &dataset, id);
+        let harness = row["harness"].as_str().unwrap();
+        assert!(
+            harness.contains("import mygraph as reference_package")
+                && (harness.contains("reference_package.path_graph(")
+                    || harness.contains("reference_package.cycle_graph(")),
+            "{id} builds graphs through the factories: {harness}"
+        );
+        let returns = row["expected"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| {
+                t["records"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|r| r["outcome"].get("return").is_some())
+            })
+            .count();
+        assert!(returns >= 1, "{id} has tests that return normally: {row:#}");
+    }
+    let id = "r:mygraph/algorithms.py:degree_sum";
+    let original = def_text(&p, "mygraph/algorithms.py", "degree_sum");
+    assert_passes(&p, id, "original", &original);
+    assert_fails(
+        &p,
+        id,
+        "counts-nodes",
+        &mutant(&original, "len(G.neighbors(n))", "1"),
+    );
+    let id = "r:mygraph/algorithms.py:neighbors_of";
+    let original = def_text(&p, "mygraph/algorithms.py", "neighbors_of");
+    assert_passes(&p, id, "original", &original);
+    assert_fails(
+        &p,
+        id,
+        "always-a-list",
+        &mutant(&original, "return tuple(out)", "return out"),
+    );
+}

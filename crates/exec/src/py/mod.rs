@@ -49,6 +49,10 @@ pub const EXPLORER: &[(&str, &str)] = &[
         include_str!("r2e_explorer/pools.py"),
     ),
     (
+        "r2e_explorer/factories.py",
+        include_str!("r2e_explorer/factories.py"),
+    ),
+    (
         "r2e_explorer/inputs.py",
         include_str!("r2e_explorer/inputs.py"),
     ),

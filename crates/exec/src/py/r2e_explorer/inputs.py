@@ -308,7 +308,7 @@ def mutate_value(v, rng: random.Random, pool: list, depth: int = 0):
         else:
             name, value = kwargs[i - len(args)]
             kwargs[i - len(args)] = (name, mutate_value(value, rng, [], depth + 1))
-        return New(v.path, args, kwargs)
+        return New(v.path, args, kwargs, v.root)
     return rng.choice(pool) if pool else v
 
 
@@ -434,7 +434,7 @@ def atom_from(pool, rng):
 def shape(v) -> str:
     """What kind of value a spec is, to keep replacements within an annotation's types."""
     if type(v) is New:
-        return "new:" + v.path
+        return "new:" + ("" if v.root == "reference" else v.root + ":") + v.path
     if type(v) is Member:
         return "member:" + v.path.rpartition(".")[0]
     return type(v).__name__

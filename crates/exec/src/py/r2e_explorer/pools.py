@@ -14,7 +14,7 @@ import types
 import typing
 
 from .specs import OFF_TYPE_VALUES, Code, Helper, Member, New, class_path, dedupe, writable
-from .static import call_arity, compared_names, keyword_names, usage_hints
+from .static import attribute_names, call_arity, compared_names, keyword_names, usage_hints
 
 # Values per parameter pool, and elements drawn from pools to build containers.
 POOL_MAX = 48
@@ -163,6 +163,9 @@ class PoolMaker:
         self.literals = literals
         self.own_instances = list(own_instances)
         self.instance_finder = instance_finder
+        # The syntax tree of the class whose constructor's parameters these are (set by the
+        # construction search): what its methods use on a kept parameter (`self.G.nodes`).
+        self.owner_node = None
         self.atoms = {t: self._atoms(t) for t in COMMON_ATOMS}
 
     def _atoms(self, t):
@@ -363,6 +366,12 @@ class PoolMaker:
                     hinted += (self.for_annotation(cls, globalns) or [])[:CLASS_HINT_VALUES]
         if CALLABLE_NAME.search(param.name) and "callable" not in hints:
             hinted += called
+        attributes = attribute_names(node, param.name, self.owner_node)
+        with_attributes = getattr(self.instance_finder, "with_attributes", None)
+        if attributes and with_attributes is not None:
+            # Used through attributes only the project's classes have (`G.nodes`): instances
+            # of those classes, from the project's factories or constructors, first.
+            hinted = with_attributes(attributes) + hinted
         if not default and is_function(param.default):
             # A function as the default (`timer=time.monotonic`): working functions taking as
             # many arguments, first (`lambda: 0`, a timer whose results repeat).

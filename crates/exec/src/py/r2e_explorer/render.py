@@ -12,7 +12,7 @@ from __future__ import annotations
 import keyword
 import re
 
-from .specs import THEN_CALLS, construction_parts, render
+from .specs import PACKAGE_NAME, THEN_CALLS, construction_parts, render
 
 # Names of the harness itself, which the target's local name must not take.
 RESERVED = {
@@ -25,6 +25,7 @@ RESERVED = {
     "ctor_args",
     "ctor_kwargs",
     "self",
+    "package",
 }
 
 
@@ -103,6 +104,10 @@ def render_harness(
             lines += example_test_body(source)
             lines.append("")
     lines += ["", 'if __name__ == "__main__":', "    unittest.main()", ""]
+    if any(f"{PACKAGE_NAME}." in line for line in lines):
+        # Values built by the package's own factories (`reference_package.path_graph(4)`).
+        at = lines.index("candidate, reference = r2e_equiv.harness_modules()") + 1
+        lines.insert(at, f"import {module_name.partition('.')[0]} as {PACKAGE_NAME}")
     return "\n".join(lines)
 
 

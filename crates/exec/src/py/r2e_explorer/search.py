@@ -27,6 +27,7 @@ import sys
 import time
 
 from . import regexgen
+from .factories import Factories
 from .inputs import Input, InputSpace
 from .mutants import MutantMaker, MutationAnalysis, caches_of, installed
 from .pools import POOL_MAX, PoolMaker, callables_like, is_function
@@ -48,6 +49,7 @@ from .specs import (
 )
 from .static import (
     body_literals,
+    class_node,
     call_site_specs,
     docstring_calls,
     example_programs,
@@ -277,9 +279,24 @@ class InstanceFinder:
         self.own_constructions = own_constructions
         self.cache: dict = {}
         self.depth = 0
+        # The project's factories (factories.Factories), once the explorer has set them.
+        self.factories = None
+
+    def with_attributes(self, attributes) -> list:
+        """Instances of the project's classes that have all of `attributes` (an unannotated
+        parameter used as `G.nodes`, `G.add_edge(...)`): built by factories or constructors."""
+        if self.factories is None:
+            return []
+        out = []
+        for cls in self.factories.classes_with(attributes):
+            out += self(cls)
+        return out
 
     def __call__(self, cls) -> list:
-        path = class_path(self.reference, cls)
+        path, root = class_path(self.reference, cls), "reference"
+        if path is None and self.factories is not None and self.factories.package is not None:
+            # A class the module does not name but its package exports (`mygraph.Graph`).
+            path, root = class_path(self.factories.package, cls), "package"
         if path is None or issubclass(cls, BaseException):
             return []
         if cls is self.own_class and self.own_constructions:
@@ -292,18 +309,21 @@ class InstanceFinder:
         if cls in self.cache:
             return self.cache[cls]
         self.cache[cls] = []
-        found = [] if inspect.isabstract(cls) else self._constructions(cls, path)
-        if not found:
+        # The project's own factories first (`path_graph(4)` for a Graph), then constructors.
+        made = self.factories.for_class(cls) if self.factories is not None else []
+        found = [] if inspect.isabstract(cls) else self._constructions(cls, path, root)
+        if not found and not made and root == "reference":
             # An abstract class (or one that cannot be built from literals) in an annotation
             # stands for its subclasses: instances of the simplest that can be built.
             for sub in reachable_subclasses(self.reference, cls)[:MAX_SUBCLASSES]:
                 found += self._constructions(sub, class_path(self.reference, sub))[:2]
                 if len(found) >= 4:
                     break
+        found = made + found
         self.cache[cls] = found
         return found
 
-    def _constructions(self, cls, path) -> list:
+    def _constructions(self, cls, path, root="reference") -> list:
         """Up to 4 constructor expressions of `cls` (reachable as `path`) that build."""
         init = inspect.unwrap(getattr(cls, "__init__", object.__init__))
         try:
@@ -332,7 +352,7 @@ class InstanceFinder:
                 call = space.to_call(inp)
                 if call is None:
                     continue
-                spec = New(path, call[0], call[1].items())
+                spec = New(path, call[0], call[1].items(), root)
                 if not writable(spec):
                     continue
                 status, outcome, _ = self.executor.run(
@@ -393,6 +413,7 @@ class ConstructionFinder:
         # The method's own literals (thresholds on the instance's state) help too.
         literals = dedupe(body_literals(node) + target.literals, limit=60)
         pools = PoolMaker(reference, literals, instance_finder=explorer.instances)
+        pools.owner_node = class_node(cls)
         space = InputSpace(
             sig, pools, type_hints(init), getattr(init, "__globals__", vars(reference)), node
         )
@@ -944,6 +965,17 @@ class Explorer:
 
         return prepare, action
 
+    def probe(self, spec):
+        """The value a spec builds (a factory's call), under the per-call timer; raises
+        ValueError when building it failed or timed out. Not counted as an execution."""
+        status, outcome, _ = self.executor.run(
+            lambda: spec, lambda s: self.equiv.call_outcome(build, (s, self.reference), {})
+        )
+        self.executor.executions -= 1
+        if status != "ok" or outcome[0] != "return":
+            raise ValueError(f"{render(spec)} did not return")
+        return outcome[1]
+
     def execute(self, ctor_call, call, traced=True):
         self.active.check(final=self.finalizing)
         prepare, action = self.observe(ctor_call, call)
@@ -974,6 +1006,9 @@ class Explorer:
         docs = [inspect.getdoc(target.func) if callable(target.func) else None]
         if cls is not None:
             docs += [inspect.getdoc(cls), inspect.getdoc(getattr(cls, "__init__", None))]
+        self.instances.factories = Factories(
+            self.reference, self.probe, "\n".join(d for d in docs if d)
+        )
         self.doc_calls, self.doc_ctors = docstring_calls(
             docs,
             {self.qualname.split(".")[-1]},

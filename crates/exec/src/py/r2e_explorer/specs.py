@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib
 import math
 import sys
 import types
@@ -23,14 +24,18 @@ class Unwritable(Exception):
 
 
 class New:
-    """reference.<path>(*args, **kwargs) — args: tuple of specs, kwargs: tuple of (name, spec)."""
+    """reference.<path>(*args, **kwargs) — args: tuple of specs, kwargs: tuple of (name, spec).
+    With `root="package"` the path is under the reference module's top-level package instead,
+    written `reference_package.<path>(...)` (a factory the package exports, such as
+    `reference_package.path_graph(4)`; the harness imports the package under that name)."""
 
-    __slots__ = ("path", "args", "kwargs")
+    __slots__ = ("path", "args", "kwargs", "root")
 
-    def __init__(self, path: str, args=(), kwargs=()):
+    def __init__(self, path: str, args=(), kwargs=(), root: str = "reference"):
         self.path = path
         self.args = tuple(args)
         self.kwargs = tuple(kwargs)
+        self.root = root
 
     def __eq__(self, other):
         return isinstance(other, New) and render(self) == render(other)
@@ -130,7 +135,8 @@ def render(v) -> str:
         return "{" + ", ".join(sorted(render(x) for x in v)) + "}"
     if t is New:
         parts = [render(a) for a in v.args] + [f"{k}={render(x)}" for k, x in v.kwargs]
-        return f"reference.{v.path}(" + ", ".join(parts) + ")"
+        prefix = PACKAGE_NAME if v.root == "package" else "reference"
+        return f"{prefix}.{v.path}(" + ", ".join(parts) + ")"
     if t is Member:
         return f"reference.{v.path}"
     if t is Helper:
@@ -138,6 +144,15 @@ def render(v) -> str:
     if t is Code:
         return v.source
     raise Unwritable(f"cannot write a {t.__name__}")
+
+
+# The harness's name of the reference module's top-level package (see New).
+PACKAGE_NAME = "reference_package"
+
+
+def package_of(reference):
+    """The top-level package of the reference module (the module itself when it is one)."""
+    return importlib.import_module(reference.__name__.partition(".")[0])
 
 
 def writable(v) -> bool:
@@ -168,7 +183,7 @@ def build(v, reference):
         # Insert in the order the harness's literal will use.
         return {build(x, reference) for x in sorted(v, key=render)}
     if t is New:
-        cls = resolve(reference, v.path)
+        cls = resolve(package_of(reference) if v.root == "package" else reference, v.path)
         return cls(
             *[build(a, reference) for a in v.args], **{k: build(x, reference) for k, x in v.kwargs}
         )
@@ -228,7 +243,10 @@ def spec_from_node(node: ast.AST, reference, depth: int = 0):
     if isinstance(node, ast.Call) and depth < 2 and reference is not None:
         path = dotted_name(node.func)
         if path is not None:
-            class_at = resolve_class(reference, path)
+            class_at, root = resolve_class(reference, path), "reference"
+            if class_at is None:
+                # A function of the project that builds the value (`nx.path_graph(4)`).
+                class_at, root = resolve_factory(reference, path)
             if class_at is not None and not any(isinstance(a, ast.Starred) for a in node.args):
                 if any(k.arg is None for k in node.keywords):
                     raise ValueError("** arguments")
@@ -236,7 +254,7 @@ def spec_from_node(node: ast.AST, reference, depth: int = 0):
                 kwargs = [
                     (k.arg, spec_from_node(k.value, reference, depth + 1)) for k in node.keywords
                 ]
-                return New(class_at, args, kwargs)
+                return New(class_at, args, kwargs, root)
     raise ValueError("not a literal")
 
 
@@ -261,6 +279,33 @@ def resolve_class(reference, path: str):
         if isinstance(obj, type):
             return class_path(reference, obj)
     return None
+
+
+def resolve_factory(reference, path: str) -> tuple:
+    """(path, root) of a public function of the reference module's own package named as
+    `path` in source (`nx.path_graph`, `path_graph`): reachable under the reference module as
+    written, else exported by the top-level package under its last name; (None, None)
+    otherwise (functions of other packages or builtins are not rebuilt)."""
+    top = reference.__name__.partition(".")[0]
+
+    def ours(obj) -> bool:
+        module = getattr(obj, "__module__", None) or ""
+        return isinstance(obj, types.FunctionType) and (
+            module == top or module.startswith(top + ".")
+        )
+
+    name = path.split(".")[-1]
+    if name.startswith("_"):
+        return None, None
+    try:
+        if ours(resolve(reference, path)):
+            return path, "reference"
+    except AttributeError:
+        pass
+    package = sys.modules.get(top)
+    if package is not None and package is not reference and ours(getattr(package, name, None)):
+        return name, "package"
+    return None, None
 
 
 def class_path(reference, cls) -> str | None:

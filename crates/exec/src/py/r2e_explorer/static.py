@@ -311,6 +311,67 @@ def usage_hints(node, name: str) -> list:
     return ordered
 
 
+# Attributes of builtin values: a parameter used through these says nothing about the project's
+# own classes.
+BUILTIN_ATTRIBUTES = frozenset(
+    a
+    for t in (str, bytes, int, float, complex, list, tuple, dict, set, frozenset, object)
+    for a in dir(t)
+)
+
+
+def attribute_names(node, name: str, owner=None) -> list[str]:
+    """The attributes the function reads or calls on parameter `name` (`G.nodes`,
+    `G.add_edge(...)`) that no builtin value has, sorted: the interface the argument must
+    offer. Empty when the parameter is assigned to in the body (another value by then). For a
+    constructor (`owner`: its class's syntax tree), a parameter it keeps (`self.G = G`) counts
+    the attributes the class's methods use on what it was kept as (`self.G.nodes`)."""
+    if node is None:
+        return []
+    found, kept = set(), set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name:
+            if n.attr not in BUILTIN_ATTRIBUTES:
+                found.add(n.attr)
+        elif isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store):
+            return []
+        elif (
+            isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Name)
+            and n.value.id == name
+            and owner is not None
+        ):
+            kept |= {
+                t.attr
+                for t in n.targets
+                if isinstance(t, ast.Attribute)
+                and isinstance(t.value, ast.Name)
+                and t.value.id == "self"
+            }
+    if kept:
+        for n in ast.walk(owner):
+            if (
+                isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Attribute)
+                and n.value.attr in kept
+                and isinstance(n.value.value, ast.Name)
+                and n.value.value.id == "self"
+                and n.attr not in BUILTIN_ATTRIBUTES
+            ):
+                found.add(n.attr)
+    return sorted(found)
+
+
+def class_node(cls):
+    """The syntax tree of a class's definition, or None."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef)), None)
+
+
 def compared_names(node, name: str) -> list[str]:
     """The names a parameter is compared with by identity, equality or membership (`p is
     MISSING`, `p == int`, `p in (str, bytes)`), in source order: the values its branches tell
@@ -400,12 +461,24 @@ def docstring_calls(docs, target_names, class_name, reference):
         if not doc:
             continue
         session_vars: dict = {}
+        # Specs of the session's names assigned a rebuildable value (`G = nx.path_graph(4)`).
+        values: dict = {}
         for source in doctest_sources(doc):
             try:
                 tree = ast.parse(source)
             except SyntaxError:
                 continue
             for stmt in tree.body:
+                if (
+                    isinstance(stmt, ast.Assign)
+                    and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                ):
+                    # `>>> G = nx.path_graph(4)`: a value later calls may pass as `G`.
+                    try:
+                        values[stmt.targets[0].id] = spec_from_node(stmt.value, reference)
+                    except ValueError:
+                        values.pop(stmt.targets[0].id, None)
                 for node in ast.walk(stmt):
                     if not isinstance(node, ast.Call):
                         continue
@@ -428,7 +501,7 @@ def docstring_calls(docs, target_names, class_name, reference):
                     )
                     if name not in target_names:
                         continue
-                    call = _call_specs(node, reference)
+                    call = _call_specs(node, reference, values)
                     if call is None:
                         continue
                     ctor = None
@@ -547,23 +620,24 @@ def doctest_sources(doc: str):
         yield "\n".join(current)
 
 
-def _call_specs(node: ast.Call, reference):
+def _call_specs(node: ast.Call, reference, values=None):
+    """(args, kwargs) specs of a call's arguments; a name the session assigned a rebuildable
+    value (`values`) stands for it."""
     if any(isinstance(a, ast.Starred) for a in node.args) or any(
         k.arg is None for k in node.keywords
     ):
         return None
-    args = []
-    for a in node.args:
+
+    def convert(expr):
+        if isinstance(expr, ast.Name) and values and expr.id in values:
+            return values[expr.id]
         try:
-            args.append(spec_from_node(a, reference))
+            return spec_from_node(expr, reference)
         except ValueError:
-            args.append(UNKNOWN)
-    kwargs = {}
-    for k in node.keywords:
-        try:
-            kwargs[k.arg] = spec_from_node(k.value, reference)
-        except ValueError:
-            kwargs[k.arg] = UNKNOWN
+            return UNKNOWN
+
+    args = [convert(a) for a in node.args]
+    kwargs = {k.arg: convert(k.value) for k in node.keywords}
     return (args, kwargs)
 
 

@@ -1,0 +1,227 @@
+"""Values of the project's own classes built by the project's public factories.
+
+A parameter that takes one of the project's classes (annotated with it, or unannotated but used
+through attributes only such classes have: `G.nodes`, `G.add_edge`) is often built by a
+function rather than by its constructor, whose arguments the explorer cannot guess (networkx's
+`path_graph(4)` for a `Graph`). `Factories` finds such functions among the public module-level
+functions of the reference module and of its top-level package: those whose return annotation
+or docstring names the class, or whose name contains it, are called with small arguments
+(`()`, `(4,)`, `(3, 3)`...) in the sandboxed explorer, and the calls that return an instance of
+the class become specs (`reference.path_graph(4)`, or `reference_package.path_graph(4)` for a
+function the package exports). The order is deterministic: the functions the target's own
+docstring calls first, then by the kind of evidence, the number of required parameters (one
+first: a value of a given size, `path_graph(4)`; then none, then more) and the name.
+
+`classes_with(attributes)`: the project's classes (reachable from the reference module and its
+package) that have every attribute a parameter's uses name, most general first.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+
+from .specs import New, writable
+
+# Calls probed per class at most, and factory specs kept per class (distinct functions).
+MAX_PROBES = 24
+MAX_FACTORIES = 4
+# Arguments tried for a factory, by the number of positional arguments it takes.
+PROBE_ARGS = ((), (4,), (3, 3), (3, 2, 2))
+# Classes returned for a set of attributes at most.
+MAX_CLASSES = 2
+CALLED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
+WORD = re.compile(r"\s*[A-Za-z_0-9.]*")
+BUILTIN_NAMES = {"None", "bool", "int", "float", "str", "bytes", "list", "dict", "tuple", "set"}
+
+
+def _in_package(obj, top: str) -> bool:
+    module = getattr(obj, "__module__", None) or ""
+    return module == top or module.startswith(top + ".")
+
+
+class Factories:
+    """The project's factories of a class (`for_class`) and classes with given attributes
+    (`classes_with`), for the reference module; `hint_text` is text whose calls name the
+    factories to try first (the target's docstrings). Calls run through `probe(spec)`, which
+    returns the built value or raises (the explorer runs it under its per-call timer)."""
+
+    def __init__(self, reference, probe, hint_text: str = ""):
+        self.reference = reference
+        self.probe = probe
+        self.top = reference.__name__.partition(".")[0]
+        self.package = sys.modules.get(self.top)
+        self.hinted = {m.group(1) for m in CALLED.finditer(hint_text or "")}
+        self.cache: dict = {}
+
+    # -- where names come from ---------------------------------------------------------------
+
+    def _namespaces(self):
+        """(root, namespace) pairs: the reference module's, then its package's."""
+        out = [("reference", vars(self.reference))]
+        if self.package is not None and self.package is not self.reference:
+            out.append(("package", vars(self.package)))
+        return out
+
+    def functions(self) -> list:
+        """(root, name, function) for the public functions of the project reachable by name
+        from the reference module or its package, each function once (the reference's name
+        first)."""
+        seen, out = set(), []
+        for root, namespace in self._namespaces():
+            for name in sorted(namespace):
+                value = namespace[name]
+                if name.startswith("_") or not inspect.isfunction(value):
+                    continue
+                if not _in_package(value, self.top) or id(value) in seen:
+                    continue
+                seen.add(id(value))
+                out.append((root, name, value))
+        return out
+
+    def classes(self) -> list:
+        """(root, name, class) for the project's classes reachable by name (not exceptions)."""
+        seen, out = set(), []
+        for root, namespace in self._namespaces():
+            for name in sorted(namespace):
+                value = namespace[name]
+                if name.startswith("_") or not isinstance(value, type):
+                    continue
+                if issubclass(value, BaseException) or not _in_package(value, self.top):
+                    continue
+                if id(value) in seen:
+                    continue
+                seen.add(id(value))
+                out.append((root, name, value))
+        return out
+
+    # -- classes by attributes ---------------------------------------------------------------
+
+    def classes_with(self, attributes) -> list[type]:
+        """The project's classes that have every one of `attributes`, the most general first
+        (fewest bases, then by name); at most MAX_CLASSES, none when `attributes` is empty."""
+        attributes = sorted(set(attributes))
+        if not attributes:
+            return []
+        key = ("attrs", tuple(attributes))
+        if key not in self.cache:
+            found = [
+                cls
+                for _root, _name, cls in self.classes()
+                if all(_has_attribute(cls, a) for a in attributes)
+            ]
+            found.sort(key=lambda c: (len(c.__mro__), c.__qualname__))
+            # A subclass of a class already found adds nothing (factories of the base class
+            # return its subclasses' instances too).
+            general = [c for c in found if not any(b is not c and issubclass(c, b) for b in found)]
+            self.cache[key] = general[:MAX_CLASSES]
+        return self.cache[key]
+
+    # -- factories ---------------------------------------------------------------------------
+
+    def candidates(self, cls) -> list:
+        """(root, name, function) of the functions that may return `cls`, best first."""
+        word = cls.__name__
+        word_re = re.compile(r"\b" + re.escape(word) + r"\b")
+        lowered = word.lower()
+        ranked = []
+        for root, name, fn in self.functions():
+            returns = fn.__annotations__.get("return", None) if hasattr(fn, "__annotations__") else None
+            returns_text = returns if isinstance(returns, str) else getattr(returns, "__name__", "")
+            if returns is not None and returns_text and word_re.search(str(returns_text)):
+                evidence = 0
+            elif returns is not None and (
+                not isinstance(returns, str) or WORD.match(returns).group(0).strip() in BUILTIN_NAMES
+            ):
+                # A return annotation naming something else: not a factory of cls.
+                continue
+            elif lowered in name.lower():
+                evidence = 1
+            elif word_re.search(inspect.getdoc(fn) or ""):
+                evidence = 2
+            else:
+                continue
+            required = _required(fn)
+            if required is None or required > len(PROBE_ARGS[-1]):
+                continue
+            # One required argument first (`path_graph(4)`: a small value of a size), then none
+            # (a fixed value), then more.
+            size = (required != 1, required)
+            ranked.append(((name not in self.hinted, evidence, size, name), root, name, fn))
+        ranked.sort(key=lambda r: r[0])
+        return [(root, name, fn) for _k, root, name, fn in ranked]
+
+    def for_class(self, cls) -> list:
+        """Specs of calls of the project's factories that return an instance of `cls`."""
+        key = ("class", cls)
+        if key in self.cache:
+            return self.cache[key]
+        self.cache[key] = []
+        found, probes = [], 0
+        for root, name, fn in self.candidates(cls):
+            if len(found) >= MAX_FACTORIES or probes >= MAX_PROBES:
+                break
+            for args in _args_for(fn):
+                if probes >= MAX_PROBES:
+                    break
+                spec = New(name, args, (), root)
+                if not writable(spec):
+                    continue
+                probes += 1
+                try:
+                    value = self.probe(spec)
+                except Exception:  # noqa: BLE001 - a factory that fails is not one
+                    continue
+                if isinstance(value, cls):
+                    found.append(spec)
+                    break
+        self.cache[key] = found
+        return found
+
+
+def _has_attribute(cls, name: str) -> bool:
+    try:
+        inspect.getattr_static(cls, name)
+        return True
+    except AttributeError:
+        pass
+    # An attribute set in __init__ (`self.adj = {}`): named in the constructor's source.
+    init = getattr(cls, "__init__", None)
+    code = getattr(init, "__code__", None)
+    return code is not None and name in code.co_names
+
+
+def _required(fn) -> int | None:
+    """How many positional arguments `fn` needs, or None when it needs a keyword-only one."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    required = 0
+    for p in sig.parameters.values():
+        if p.default is not inspect.Parameter.empty:
+            continue
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            required += 1
+        elif p.kind is p.KEYWORD_ONLY:
+            return None
+    return required
+
+
+def _args_for(fn) -> list[tuple]:
+    """The probe arguments that fit `fn`: at least its required positional arguments, at most
+    the positional ones it takes (the fewest first)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return []
+    params = list(sig.parameters.values())
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = sum(1 for p in positional if p.default is inspect.Parameter.empty)
+    return [
+        args
+        for args in PROBE_ARGS
+        if required <= len(args) and (varargs or len(args) <= len(positional))
+    ][:2]
