@@ -24,7 +24,7 @@ const CATCHES_IMPORT: [&str; 4] = [
 
 /// Whether a handler's type catches `ImportError`: bare, one of [`CATCHES_IMPORT`] (or
 /// `builtins.X`), or a tuple holding one.
-fn catches_import_error(kind: Option<&Expr>) -> bool {
+pub(crate) fn catches_import_error(kind: Option<&Expr>) -> bool {
     match kind {
         None => true,
         Some(Expr::Tuple(t)) => t.elts.iter().any(|e| catches_import_error(Some(e))),

@@ -11,7 +11,9 @@
 //!
 //! A condition this cannot evaluate leaves the module in: a guess never drops a function.
 
-use ruff_python_ast::{self as ast, CmpOp, Expr, Stmt};
+use ruff_python_ast::{self as ast, Expr, Stmt};
+
+use crate::guard;
 
 /// Modules that exist only on Windows (the standard library's and pywin32's).
 const WINDOWS_ONLY: &[&str] = &[
@@ -44,11 +46,6 @@ const WINDOWS_ONLY: &[&str] = &[
     "pywintypes",
     "pythoncom",
 ];
-
-/// What Linux answers to the platform checks.
-const SYS_PLATFORM: &str = "linux";
-const OS_NAME: &str = "posix";
-const PLATFORM_SYSTEM: &str = "Linux";
 
 /// Why importing a module with these top-level statements fails on Linux, or `None` when
 /// nothing says so for certain.
@@ -96,25 +93,25 @@ fn statement(stmt: &Stmt) -> Option<String> {
             );
             // The clause that runs on Linux: the first whose test holds, once every earlier
             // one is known not to.
-            let (test, body) = loop {
+            let (check, body) = loop {
                 let (test, body) = clauses.next()?;
-                match test.map_or(Some(true), holds_on_linux) {
-                    Some(true) => break (test, body),
-                    Some(false) => continue,
-                    None => return None,
+                match test.map(holds_on_linux) {
+                    None => break (None, body),
+                    Some(Some((true, text))) => break (Some(text), body),
+                    Some(Some((false, _))) => continue,
+                    Some(None) => return None,
                 }
             };
             let raises = body.iter().any(|s| matches!(s, Stmt::Raise(_)));
-            raises.then(|| match test {
-                Some(test) if mentions_platform(test) => {
-                    "it raises at import under a platform check that holds on Linux".to_owned()
-                }
-                _ => "it raises at import when a platform check fails on Linux".to_owned(),
+            raises.then(|| match check {
+                Some(text) => format!("it raises at import under `{text}`, which holds on Linux"),
+                None => "it raises at import when a platform check fails on Linux".to_owned(),
             })
         }
-        Stmt::Assert(a) if holds_on_linux(&a.test) == Some(false) => {
-            Some("it asserts at import a platform check that fails on Linux".to_owned())
-        }
+        Stmt::Assert(a) => match holds_on_linux(&a.test) {
+            Some((false, text)) => Some(format!("it asserts `{text}` at import, false on Linux")),
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -124,135 +121,24 @@ fn windows_only(module: &str) -> bool {
     WINDOWS_ONLY.contains(&top)
 }
 
-/// Whether an `except` clause catches an `ImportError` (bare, `Exception`, `BaseException`,
-/// `ImportError`, `ModuleNotFoundError`, or a tuple holding one).
+/// Whether an `except` clause may catch an `ImportError`: [`guard`]'s reading, and a handler
+/// whose type is computed (it may catch it: a guess never drops a function).
 fn catches_import_error(handler: &ast::ExceptHandler) -> bool {
     let ast::ExceptHandler::ExceptHandler(h) = handler;
-    let Some(kind) = &h.type_ else {
-        return true;
-    };
-    let catches = |e: &Expr| {
-        let name = match e {
-            Expr::Name(n) => n.id.as_str(),
-            Expr::Attribute(a) => a.attr.id.as_str(),
-            // Something computed: it may catch it.
-            _ => return true,
-        };
-        matches!(
-            name,
-            "ImportError" | "ModuleNotFoundError" | "Exception" | "BaseException"
-        )
-    };
-    match &**kind {
-        Expr::Tuple(t) => t.elts.iter().any(catches),
-        other => catches(other),
+    match h.type_.as_deref() {
+        Some(e @ (Expr::Name(_) | Expr::Attribute(_) | Expr::Tuple(_))) => {
+            guard::catches_import_error(Some(e))
+        }
+        None => true,
+        Some(_) => true,
     }
 }
 
-/// The value a platform expression has on Linux: `sys.platform`, `os.name`,
-/// `platform.system()`.
-fn platform_value(expr: &Expr) -> Option<&'static str> {
-    match expr {
-        Expr::Attribute(a) => match (&*a.value, a.attr.id.as_str()) {
-            (Expr::Name(n), "platform") if n.id.as_str() == "sys" => Some(SYS_PLATFORM),
-            (Expr::Name(n), "name") if n.id.as_str() == "os" => Some(OS_NAME),
-            _ => None,
-        },
-        Expr::Call(c) if c.arguments.is_empty() => match &*c.func {
-            Expr::Attribute(a) => match (&*a.value, a.attr.id.as_str()) {
-                (Expr::Name(n), "system") if n.id.as_str() == "platform" => Some(PLATFORM_SYSTEM),
-                _ => None,
-            },
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-fn mentions_platform(expr: &Expr) -> bool {
-    match expr {
-        Expr::Compare(c) => {
-            platform_value(&c.left).is_some()
-                || c.comparators.iter().any(|e| platform_value(e).is_some())
-        }
-        Expr::UnaryOp(u) => mentions_platform(&u.operand),
-        Expr::BoolOp(b) => b.values.iter().any(mentions_platform),
-        Expr::Call(c) => match &*c.func {
-            Expr::Attribute(a) => platform_value(&a.value).is_some(),
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
-/// The string constants of a literal: a string, or a tuple, list or set of strings.
-fn strings(expr: &Expr) -> Option<Vec<&str>> {
-    match expr {
-        Expr::StringLiteral(s) => Some(vec![s.value.to_str()]),
-        Expr::Tuple(ast::ExprTuple { elts, .. })
-        | Expr::List(ast::ExprList { elts, .. })
-        | Expr::Set(ast::ExprSet { elts, .. }) => elts
-            .iter()
-            .map(|e| match e {
-                Expr::StringLiteral(s) => Some(s.value.to_str()),
-                _ => None,
-            })
-            .collect(),
-        _ => None,
-    }
-}
-
-/// Whether a platform check holds on Linux: `Some` only for a check this can evaluate
-/// (comparisons of a platform value with string literals, `.startswith(...)`, `not`, `and`,
-/// `or`).
-pub fn holds_on_linux(expr: &Expr) -> Option<bool> {
-    match expr {
-        Expr::Compare(c) if c.ops.len() == 1 => {
-            let (op, right) = (c.ops[0], &c.comparators[0]);
-            let (value, literal) = match (platform_value(&c.left), platform_value(right)) {
-                (Some(v), None) => (v, right),
-                (None, Some(v)) if matches!(op, CmpOp::Eq | CmpOp::NotEq) => (v, &*c.left),
-                _ => return None,
-            };
-            let options = strings(literal)?;
-            match op {
-                CmpOp::Eq if options.len() == 1 => Some(value == options[0]),
-                CmpOp::NotEq if options.len() == 1 => Some(value != options[0]),
-                CmpOp::In if !matches!(literal, Expr::StringLiteral(_)) => {
-                    Some(options.contains(&value))
-                }
-                CmpOp::NotIn if !matches!(literal, Expr::StringLiteral(_)) => {
-                    Some(!options.contains(&value))
-                }
-                _ => None,
-            }
-        }
-        Expr::Call(c) => {
-            let Expr::Attribute(a) = &*c.func else {
-                return None;
-            };
-            let value = platform_value(&a.value)?;
-            if a.attr.id.as_str() != "startswith"
-                || c.arguments.args.len() != 1
-                || !c.arguments.keywords.is_empty()
-            {
-                return None;
-            }
-            let prefixes = strings(&c.arguments.args[0])?;
-            Some(prefixes.iter().any(|p| value.starts_with(p)))
-        }
-        Expr::UnaryOp(u) if u.op == ast::UnaryOp::Not => holds_on_linux(&u.operand).map(|b| !b),
-        Expr::BoolOp(b) => {
-            let values: Vec<Option<bool>> = b.values.iter().map(holds_on_linux).collect();
-            match b.op {
-                ast::BoolOp::And if values.contains(&Some(false)) => Some(false),
-                ast::BoolOp::Or if values.contains(&Some(true)) => Some(true),
-                _ if values.iter().all(Option::is_some) => Some(matches!(b.op, ast::BoolOp::And)),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
+/// Whether a platform check holds on Linux, and its text: `Some` only for a check
+/// [`guard::platform_value`] can evaluate (the one reading of platform checks, shared with
+/// the imports' guards).
+fn holds_on_linux(expr: &Expr) -> Option<(bool, String)> {
+    guard::platform_value(expr, &guard::PlatformNames::default())
 }
 
 #[cfg(test)]
