@@ -698,17 +698,23 @@ def cycle_graph(n):
 """Algorithms on graphs (the module does not name Graph or its factories)."""
 
 
+def _neighbors(G, n):
+    return G.neighbors(n)
+
+
 def degree_sum(G):
+    """Returns the sum of the degrees of the nodes of `G`."""
     total = 0
     for n in G.nodes:
-        total += len(G.neighbors(n))
+        total += len(_neighbors(G, n))
     return total
 
 
 def neighbors_of(G, n):
+    """Returns the neighbors of node `n` of `G`: a tuple when there are several."""
     if n not in G.nodes:
         raise KeyError(f"no node {n}")
-    out = G.neighbors(n)
+    out = _neighbors(G, n)
     if len(out) > 1:
         return tuple(out)
     return out
@@ -720,11 +726,12 @@ class Walker:
         self.order = list(G.nodes)
 
     def walk(self, start, steps):
+        """Walks `steps` steps from `start`, alternating the last and the first neighbor."""
         if start not in self.G.adj:
             raise ValueError("start is not a node")
         path = [start]
         for _ in range(steps):
-            nxt = self.G.neighbors(path[-1])
+            nxt = _neighbors(self.G, path[-1])
             if not nxt:
                 break
             path.append(nxt[-1] if len(path) % 2 else nxt[0])
@@ -774,7 +781,7 @@ fn structured_arguments_are_built_through_the_packages_factories() {
         &p,
         id,
         "counts-nodes",
-        &mutant(&original, "len(G.neighbors(n))", "1"),
+        &mutant(&original, "len(_neighbors(G, n))", "1"),
     );
     let id = "r:mygraph/algorithms.py:neighbors_of";
     let original = def_text(&p, "mygraph/algorithms.py", "neighbors_of");
