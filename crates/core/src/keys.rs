@@ -16,7 +16,7 @@ use crate::records::FunctionKind;
 /// The parser and the summary format: bump `SUMMARY_FORMAT` when `python::summary` or what the
 /// summarizer records changes.
 pub const PARSER: &str = "ruff_python_parser=0.0.10";
-pub const SUMMARY_FORMAT: u32 = 7;
+pub const SUMMARY_FORMAT: u32 = 8;
 
 /// Stage `parse`: a module summary per source content.
 #[derive(Clone, Debug, Serialize)]

@@ -320,6 +320,7 @@ impl<'s> Builder<'s> {
                         let ast::ExceptHandler::ExceptHandler(h) = handler;
                         self.module_body(&h.body, false);
                     }
+                    // `else` runs only when the body's optional imports were found: optional too.
                     self.guarded(g, |b| b.module_body(&s.orelse, false));
                     self.module_body(&s.finalbody, false);
                 }
@@ -961,6 +962,7 @@ impl<'a> Visitor<'a> for RefCollector<'a> {
                     for handler in &t.handlers {
                         self.visit_except_handler(handler);
                     }
+                    // `else` runs only when the body's optional imports were found: optional too.
                     self.guarded_body(Some(ImportGuard::Optional), &t.orelse);
                     visitor::walk_body(self, &t.finalbody);
                     return;

@@ -42,12 +42,28 @@ fn last_name(expr: &Expr) -> Option<&str> {
 }
 
 /// Whether the imports of a `try`'s body (and `else`) are optional: one of its handlers
-/// catches `ImportError` and does not raise again (its last statement is not a `raise`).
+/// catches `ImportError` and goes on (its last statement neither raises again nor ends the
+/// program: `sys.exit(...)`, `exit()`, `quit()`, `os._exit(...)`).
 pub fn try_is_optional(t: &ast::StmtTry) -> bool {
     t.handlers.iter().any(|handler| {
         let ast::ExceptHandler::ExceptHandler(h) = handler;
-        catches_import_error(h.type_.as_deref()) && !matches!(h.body.last(), Some(Stmt::Raise(_)))
+        catches_import_error(h.type_.as_deref()) && !h.body.last().is_some_and(ends)
     })
+}
+
+/// Whether a statement ends the module's import: a `raise`, or a call that exits.
+fn ends(stmt: &Stmt) -> bool {
+    match stmt {
+        Stmt::Raise(_) => true,
+        Stmt::Expr(e) => match &*e.value {
+            Expr::Call(c) => matches!(
+                dotted_text(&c.func).as_deref(),
+                Some("sys.exit" | "exit" | "quit" | "os._exit" | "os.abort")
+            ),
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// Whether a `with` suppresses `ImportError` (`with suppress(ImportError):`,
@@ -340,6 +356,26 @@ mod tests {
 
     /// Each branch that never runs on Linux is named by its check, as written (quotes and
     /// spacing normalized); one that may run has no guard.
+    #[test]
+    fn a_handler_that_exits_keeps_the_import_required() {
+        let optional = |source: &str| {
+            let parsed = ruff_python_parser::parse_module(source).unwrap();
+            match &parsed.syntax().body[0] {
+                Stmt::Try(t) => try_is_optional(t),
+                other => panic!("not a try: {other:?}"),
+            }
+        };
+        assert!(optional(
+            "try:\n    import a\nexcept ImportError:\n    a = None\n"
+        ));
+        for handler in ["raise", "sys.exit(1)", "exit()", "quit()", "os._exit(2)"] {
+            let source = format!(
+                "try:\n    import a\nexcept ImportError:\n    print('no a')\n    {handler}\n"
+            );
+            assert!(!optional(&source), "{handler}");
+        }
+    }
+
     #[test]
     fn platform_checks_are_read_for_linux() {
         let cases: &[(&str, Vec<Option<ImportGuard>>)] = &[

@@ -661,8 +661,14 @@ impl Building<'_> {
         if installed.is_empty() {
             return Ok((failed, rejected));
         }
+        // A check that could not run (a timeout, a sandbox that failed) may pass next time:
+        // never stored, so a distribution that may not provide its module is not kept under
+        // a key that says the check ran.
         let Some(verdicts) = self.provides(&installed)? else {
-            return Ok((failed, rejected));
+            return Err(Stop::Transient(
+                "the check that each inferred distribution provides its module could not run"
+                    .into(),
+            ));
         };
         let mut dists: Vec<&String> = installed.iter().map(|(_, d)| d).collect();
         dists.sort();
@@ -679,17 +685,18 @@ impl Building<'_> {
                 continue;
             }
             let removed = self.uninstall(dist)?;
+            if !removed.success() {
+                // Kept, it would stay under a key that says it was removed: never stored.
+                return Err(Stop::Transient(format!(
+                    "uninstalling `{dist}`, which does not provide its module, failed"
+                )));
+            }
             for (module, why) in of_dist {
                 let why = why.clone().unwrap_or_default();
-                let reason = if removed.success() {
-                    format!("{why}: uninstalled")
-                } else {
-                    format!("{why}: uninstalling it failed")
-                };
                 rejected.push(RejectedDistribution {
                     module: module.clone(),
                     distribution: dist.clone(),
-                    reason,
+                    reason: format!("{why}: uninstalled"),
                 });
             }
         }
@@ -776,7 +783,7 @@ print(json.dumps([why_not(m, d) for m, d in pairs]))
             .filter(|v| v.len() == installed.len());
         if verdicts.is_none() {
             self.log.push_str(
-                "the check that each installed distribution provides its module could not run; all are kept\n",
+                "the check that each installed distribution provides its module could not run\n",
             );
         }
         Ok(verdicts)

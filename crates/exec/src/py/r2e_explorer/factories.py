@@ -22,7 +22,7 @@ import inspect
 import re
 import sys
 
-from .specs import New, writable
+from .specs import New, not_a_factory, writable
 
 # Calls probed per class at most, and factory specs kept per class (distinct functions).
 MAX_PROBES = 24
@@ -75,6 +75,8 @@ class Factories:
                 if name.startswith("_") or not inspect.isfunction(value):
                     continue
                 if not _in_package(value, self.top) or id(value) in seen:
+                    continue
+                if not_a_factory(value):
                     continue
                 seen.add(id(value))
                 out.append((root, name, value))

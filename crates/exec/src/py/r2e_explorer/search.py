@@ -33,6 +33,7 @@ from .mutants import MutantMaker, MutationAnalysis, caches_of, installed
 from .pools import POOL_MAX, PoolMaker, callables_like, is_function
 from .render import render_harness
 from .select import Selection
+from . import specs
 from .specs import (
     THEN_CALLS,
     UNKNOWN,
@@ -1006,6 +1007,8 @@ class Explorer:
         docs = [inspect.getdoc(target.func) if callable(target.func) else None]
         if cls is not None:
             docs += [inspect.getdoc(cls), inspect.getdoc(getattr(cls, "__init__", None))]
+        # The target builds no value of its own inputs (`specs.NOT_FACTORIES`).
+        specs.NOT_FACTORIES[:] = [target.func] if callable(target.func) else []
         self.instances.factories = Factories(
             self.reference, self.probe, "\n".join(d for d in docs if d)
         )

@@ -281,6 +281,22 @@ def resolve_class(reference, path: str):
     return None
 
 
+# Functions never used as a value's factory: the target of the explorer's current run (`Explorer`
+# sets it). A check runs the candidate in the target's place, so a value the target built would
+# be the candidate's own output, and a wrong candidate could agree with itself.
+NOT_FACTORIES: list = []
+
+
+def not_a_factory(obj) -> bool:
+    """Whether `obj` is (or wraps) a function of NOT_FACTORIES."""
+    seen = 0
+    while obj is not None and seen < 8:
+        if any(obj is f for f in NOT_FACTORIES):
+            return True
+        obj, seen = getattr(obj, "__wrapped__", None), seen + 1
+    return False
+
+
 def resolve_factory(reference, path: str) -> tuple:
     """(path, root) of a public function of the reference module's own package named as
     `path` in source (`nx.path_graph`, `path_graph`): reachable under the reference module as
@@ -290,8 +306,10 @@ def resolve_factory(reference, path: str) -> tuple:
 
     def ours(obj) -> bool:
         module = getattr(obj, "__module__", None) or ""
-        return isinstance(obj, types.FunctionType) and (
-            module == top or module.startswith(top + ".")
+        return (
+            isinstance(obj, types.FunctionType)
+            and (module == top or module.startswith(top + "."))
+            and not not_a_factory(obj)
         )
 
     name = path.split(".")[-1]

@@ -184,6 +184,24 @@ class FactoriesTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             spec_from_node(ast.parse("getcwd()", mode="eval").body, self.algorithms)
 
+    def test_the_target_is_no_factory_of_its_own_inputs(self):
+        # A check runs the candidate in the target's place: a value the target built would be
+        # the candidate's own output. With path_graph the target, it builds nothing.
+        from r2e_explorer import specs
+
+        specs.NOT_FACTORIES[:] = [self.core.path_graph]
+        try:
+            factories, probes = self.factories()
+            found = [render(s) for s in factories.for_class(self.core.Graph)]
+            self.assertNotIn("reference_package.path_graph(4)", found)
+            self.assertIn("reference_package.cycle_graph(4)", found)
+            self.assertFalse(any("path_graph" in p for p in probes), probes)
+            self.assertEqual(resolve_factory(self.core, "path_graph"), (None, None))
+            with self.assertRaises(ValueError):
+                spec_from_node(ast.parse("path_graph(3)", mode="eval").body, self.algorithms)
+        finally:
+            specs.NOT_FACTORIES[:] = []
+
     def test_a_doctest_sessions_values_reach_the_calls(self):
         doc = """
             >>> G = path_graph(4)
