@@ -391,13 +391,13 @@ fn evaluation_splits_at_each_models_cutoff_and_selection_at_a_date() {
         format!(
             "version = 1\n[project]\nname = \"cutoff\"\n\n[[repo]]\nname = \"calc\"\ngit = \"file://{}\"\n\n\
              [[repo]]\nname = \"undated\"\npath = \"plain\"\n\n\
-             [env]\ninstaller = \"pip\"\n\n[select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
+             [env]\ninstaller = \"pip\"\n\n[select]\nmin_branch_coverage = 0.0\n# The undated copy of `wrap` is kept, not a duplicate of the dated one.\ndedup = false\n\n[extract]\nconnectivity = false\n\n\
              [sandbox]\nrun_timeout_seconds = 5\n\n\
              [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n\n\
              [evaluate]\nenabled = true\nsamples = 1\nk = [1]\n\n\
              [[evaluate.model]]\nprovider = \"local\"\nmodel = \"scripted\"\ncutoff = \"2024-02\"\n\n\
              [[evaluate.model]]\nprovider = \"local\"\nmodel = \"other\"\ncutoff = \"2024-07-19\"\n\n\
-             [[variant]]\nname = \"all\"\n\n[[variant]]\nname = \"recent\"\n[variant.select]\nmin_branch_coverage = 0.0\ncreated_after = \"2024-03-15\"\n",
+             [[variant]]\nname = \"all\"\n\n[[variant]]\nname = \"recent\"\n[variant.select]\nmin_branch_coverage = 0.0\ndedup = false\ncreated_after = \"2024-03-15\"\n",
             src.display()
         ),
     )

@@ -825,7 +825,9 @@ pub struct SelectConfig {
     pub created_after: Option<crate::dates::DateBound>,
     /// Keep one candidate of each function whose qualified name and code (its tokens, without
     /// comments or formatting) are the same: the first in the pipeline's order (repository,
-    /// file, definition); the others are excluded as `duplicate` and get no harness.
+    /// file, definition); the others are excluded as `duplicate` and get no harness. Off by
+    /// default until a sharded build decides it over every repository (a shard sees its own)
+    /// and the code compared is the slice's (the function's alone now).
     pub dedup: bool,
 }
 
@@ -835,7 +837,7 @@ impl Default for SelectConfig {
             min_branch_coverage: 0.8,
             min_mutation_score: 0.0,
             created_after: None,
-            dedup: true,
+            dedup: false,
         }
     }
 }
