@@ -56,12 +56,14 @@ def main():
     pooled_classes = collections.Counter()
     stage_names = ["env", "generate", "validate", "mutate"]
     pooled_seconds = collections.Counter()
+    # The summary's `time`: per repository, each stage's seconds and units computed and cached.
+    times = {t["repo"]: t for t in summary.get("time", [])}
     for r in summary.get("repos", []):
         repo = r["repo"]
         cand = r.get("candidates", 0)
         valid = r.get("harnesses_valid") or 0
         inst = r.get("instances") or 0
-        secs = r.get("seconds") or {}
+        secs = {k: v["seconds"] for k, v in times.get(repo, {}).items() if isinstance(v, dict)}
         row = {
             "project": repo,
             "functions": r.get("functions", 0),

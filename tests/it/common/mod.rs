@@ -472,3 +472,20 @@ pub fn git(repo: &Path, date: Option<&str>, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+/// The arguments of `python3` that run moto's S3 server on `host:port` one request at a time.
+/// Its threaded server (`python3 -m moto.server`) checks `If-None-Match: *` and stores the
+/// object in two steps with no lock between them, so two racing create-only writes could both
+/// succeed there; S3 decides them atomically, and serving one request at a time does too.
+pub fn moto_server_args(host: &str, port: u16) -> Vec<String> {
+    let script = "import sys\n\
+        from werkzeug.serving import run_simple\n\
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app\n\
+        run_simple(sys.argv[1], int(sys.argv[2]), DomainDispatcherApplication(create_backend_app), threaded=False)\n";
+    vec![
+        "-c".to_owned(),
+        script.to_owned(),
+        host.to_owned(),
+        port.to_string(),
+    ]
+}
