@@ -99,11 +99,20 @@ fn a_removed_package_marker_changes_which_files_are_modules() {
 /// Two repositories vendor the same module (`vendored.py`, as a project ships `six.py`).
 const VENDORED: &str = "\"\"\"A vendored helper module.\"\"\"\n\n\ndef ensure_text(value, encoding=\"utf-8\"):\n    \"\"\"Returns value as text, decoding bytes with encoding.\"\"\"\n    if isinstance(value, bytes):\n        return value.decode(encoding)\n    return str(value)\n\n\ndef clamp(value, low, high):\n    \"\"\"Clamps value into the range from low to high.\"\"\"\n    if value < low:\n        return low\n    if value > high:\n        return high\n    return value\n";
 
+/// A module both repositories have with the same `cap` but another `LIMIT`: the same name and
+/// code, another slice, so no copy.
+fn limits(limit: u32) -> String {
+    format!(
+        "\"\"\"Limits.\"\"\"\n\nLIMIT = {limit}\n\n\ndef cap(x):\n    \"\"\"Caps x at LIMIT.\"\"\"\n    if x > LIMIT:\n        return LIMIT\n    return x\n"
+    )
+}
+
 fn vendoring_repos(dir: &Path, dedup: bool) {
     common::write_fixture(
         &dir.join("a"),
         &format!(
-            "//- alpha/__init__.py\n//- alpha/vendored.py\n{VENDORED}//- alpha/core.py\ndef double(x):\n    \"\"\"Doubles x, plus one.\"\"\"\n    y = x * 2\n    return y + 1\n"
+            "//- alpha/__init__.py\n//- alpha/vendored.py\n{VENDORED}//- alpha/limits.py\n{}//- alpha/core.py\ndef double(x):\n    \"\"\"Doubles x, plus one.\"\"\"\n    y = x * 2\n    return y + 1\n",
+            limits(10)
         ),
     );
     // The same module, reformatted and commented: the same tokens.
@@ -116,7 +125,8 @@ fn vendoring_repos(dir: &Path, dedup: bool) {
     common::write_fixture(
         &dir.join("b"),
         &format!(
-            "//- beta/__init__.py\n//- beta/vendored.py\n{reformatted}//- beta/core.py\ndef triple(x):\n    \"\"\"Triples x, minus one.\"\"\"\n    y = x * 3\n    return y - 1\n"
+            "//- beta/__init__.py\n//- beta/vendored.py\n{reformatted}//- beta/limits.py\n{}//- beta/core.py\ndef triple(x):\n    \"\"\"Triples x, minus one.\"\"\"\n    y = x * 3\n    return y - 1\n",
+            limits(20)
         ),
     );
     pipeline(dir, "pipeline.toml", "out", dedup);
@@ -134,7 +144,8 @@ fn pipeline(dir: &Path, file: &str, output: &str, dedup: bool) {
 }
 
 /// Stage `extract` alone: the second repository's copies are `duplicate`, the first's are
-/// candidates; with `[select] dedup = false`, every copy is a candidate. `r2e explain` says so
+/// candidates, and `cap`, whose `LIMIT` differs, is a candidate in both; with
+/// `[select] dedup = false`, every copy is a candidate. `r2e explain` says so
 /// too.
 #[test]
 fn copies_of_earlier_candidates_are_duplicates() {
@@ -171,7 +182,10 @@ fn copies_of_earlier_candidates_are_duplicates() {
         summary["repos"][1]["excluded_by"]["duplicate"], 2,
         "{summary}"
     );
-    assert_eq!(summary["counts"]["candidates"], 4, "{summary}");
+    for id in ["a:alpha/limits.py:cap", "b:beta/limits.py:cap"] {
+        assert_eq!(by[id], Value::Null, "{by:?}");
+    }
+    assert_eq!(summary["counts"]["candidates"], 6, "{summary}");
     let explained = common::stdout_json(
         assert_cmd::Command::cargo_bin("r2e")
             .unwrap()
@@ -183,7 +197,7 @@ fn copies_of_earlier_candidates_are_duplicates() {
     pipeline(dir.path(), "pipeline.toml", "out", false);
     let summary = common::build_until_slice(&dir.path().join("pipeline.toml"));
     assert_eq!(summary["excluded_by"]["duplicate"], 0, "{summary}");
-    assert_eq!(summary["counts"]["candidates"], 6, "{summary}");
+    assert_eq!(summary["counts"]["candidates"], 8, "{summary}");
 }
 
 /// The whole pipeline on two repositories that vendor the same module: its functions are
@@ -246,9 +260,9 @@ fn vendored_functions_are_instances_once_and_each_repository_has_its_time() {
     }
     assert_eq!(time[0]["env"]["computed"], 1, "{cold}");
     assert_eq!(time[1]["env"]["cached"], 1, "{cold}");
-    // Repository `a` has three candidates, `b` one: one generation each.
-    assert_eq!(time[0]["generate"]["computed"], 3, "{cold}");
-    assert_eq!(time[1]["generate"]["computed"], 1, "{cold}");
+    // Repository `a` has four candidates, `b` two: one generation each.
+    assert_eq!(time[0]["generate"]["computed"], 4, "{cold}");
+    assert_eq!(time[1]["generate"]["computed"], 2, "{cold}");
     let timings: Value =
         serde_json::from_slice(&std::fs::read(out.join(".r2e/timings.json")).unwrap()).unwrap();
     assert_eq!(timings["datasets"][0]["repos"], cold["time"], "{timings}");

@@ -386,27 +386,43 @@ pub fn file_functions(db: &dyn Db, file: SourceFile, settings: Settings) -> Arc<
 }
 
 /// `[select] dedup`: excludes as `duplicate` each candidate of `rows` (in the pipeline's order:
-/// repository, file, definition) whose qualified name and code an earlier candidate has; the
-/// first copy stays. Run on the extraction's rows after they are read or computed, never stored
-/// in them: which copy is first depends on the other repositories.
-pub fn mark_duplicates<'a>(rows: impl IntoIterator<Item = &'a mut FunctionRow>) -> u64 {
-    let mut seen: HashSet<(&str, Hash)> = HashSet::new();
-    let mut marked = 0;
-    let mut owned: Vec<&'a mut FunctionRow> = Vec::new();
-    for row in rows {
-        if row.excluded_by.is_none() {
-            owned.push(row);
-        }
+/// repository, file, definition) whose qualified name, code and slice an earlier candidate has;
+/// the first copy stays. The slice (`slice_code`: the code of every definition and global the
+/// function reaches) is compared only among candidates of the same name and code, so only
+/// possible copies are sliced: two copies of `add_small` reading different `LIMIT`s are two
+/// candidates. Run on the extraction's rows after they are read or computed, never stored in
+/// them: which copy is first depends on the other repositories.
+pub fn mark_duplicates<'a>(
+    db: &dyn Db,
+    rows: impl IntoIterator<Item = (SourceFile, &'a mut FunctionRow)>,
+) -> u64 {
+    let mut owned: Vec<(SourceFile, &'a mut FunctionRow)> = rows
+        .into_iter()
+        .filter(|(_, r)| r.excluded_by.is_none())
+        .collect();
+    let mut same_code: HashMap<(&str, Hash), u32> = HashMap::new();
+    for (_, row) in &owned {
+        *same_code
+            .entry((row.qualname.as_str(), row.code))
+            .or_default() += 1;
     }
+    let mut seen: HashSet<(&str, Hash, Arc<Vec<Hash>>)> = HashSet::new();
     let mut dups = Vec::new();
-    for (i, row) in owned.iter().enumerate() {
-        if !seen.insert((row.qualname.as_str(), row.code)) {
+    for (i, (file, row)) in owned.iter().enumerate() {
+        if same_code[&(row.qualname.as_str(), row.code)] < 2 {
+            continue;
+        }
+        let item = ItemId::new(db, file.repo(db), Item::Def(file.ix(db), row.def));
+        let slice = slice_code(db, item).clone();
+        if !seen.insert((row.qualname.as_str(), row.code, slice)) {
             dups.push(i);
         }
     }
+    drop(seen);
+    drop(same_code);
+    let marked = dups.len() as u64;
     for i in dups {
-        owned[i].excluded_by = Some(Filter::Duplicate);
-        marked += 1;
+        owned[i].1.excluded_by = Some(Filter::Duplicate);
     }
     marked
 }

@@ -555,18 +555,18 @@ pub fn explain(cfg: &Config, id: &str) -> Result<Explain> {
     if row.excluded_by.is_none() && cfg.select.dedup {
         // A copy of an earlier candidate, as the build decides it: over the candidates before
         // it in the pipeline's order.
-        let mut before: Vec<db::FunctionRow> = Vec::new();
+        let mut before: Vec<(db::SourceFile, db::FunctionRow)> = Vec::new();
         'files: for &f in &s.all_files() {
             for r in db::file_functions(db, f, s.settings).iter() {
                 if r.id == id {
                     break 'files;
                 }
-                before.push(r.clone());
+                before.push((f, r.clone()));
             }
         }
-        before.push(row.clone());
-        db::mark_duplicates(before.iter_mut());
-        row.excluded_by = before.last().and_then(|r| r.excluded_by);
+        before.push((file, row.clone()));
+        db::mark_duplicates(db, before.iter_mut().map(|(f, r)| (*f, r)));
+        row.excluded_by = before.last().and_then(|(_, r)| r.excluded_by);
     }
     let row = &row;
     let checkout = s

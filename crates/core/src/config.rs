@@ -823,11 +823,11 @@ pub struct SelectConfig {
     /// date is never kept. The others get no harness at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_after: Option<crate::dates::DateBound>,
-    /// Keep one candidate of each function whose qualified name and code (its tokens, without
-    /// comments or formatting) are the same: the first in the pipeline's order (repository,
-    /// file, definition); the others are excluded as `duplicate` and get no harness. Off by
-    /// default until a sharded build decides it over every repository (a shard sees its own)
-    /// and the code compared is the slice's (the function's alone now).
+    /// Keep one candidate of each function whose qualified name, code (its tokens, without
+    /// comments or formatting) and slice (the code of what it reaches) are the same: the first
+    /// in the pipeline's order (repository, file, definition); the others are excluded as
+    /// `duplicate` and get no harness. A sharded build's assemble decides it over every
+    /// repository, as one machine does.
     pub dedup: bool,
 }
 
@@ -837,7 +837,7 @@ impl Default for SelectConfig {
             min_branch_coverage: 0.8,
             min_mutation_score: 0.0,
             created_after: None,
-            dedup: false,
+            dedup: true,
         }
     }
 }

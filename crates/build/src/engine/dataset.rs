@@ -216,7 +216,7 @@ impl Dataset<'_> {
             let (found, counts) = self.extract(&memos);
             rows = found;
             if self.cfg.select.dedup {
-                db::mark_duplicates(rows.iter_mut().map(|(_, r)| r));
+                db::mark_duplicates(&self.s.db, rows.iter_mut().map(|(f, r)| (*f, r)));
             }
             summary.stages.extract = counts;
             summary.counts.functions = Some(rows.len() as u64);
@@ -616,9 +616,15 @@ impl Dataset<'_> {
         bar: &indicatif::ProgressBar,
     ) -> RepoSlices {
         let db = &self.s.db;
-        // Slices read only interfaces and the candidates, which the extract settings decide:
-        // datasets (variants) with the same ones share them, as they share salsa's queries.
-        let key = (repo, self.settings.0);
+        // Slices read only interfaces and the candidates: datasets (variants) with the same
+        // extract settings and the same candidates share them, as they share salsa's queries.
+        // The candidates are part of the key: `[select]` (`dedup`) may differ between variants
+        // of the same extract settings, and the records below pair candidates with slices.
+        let key = (
+            repo,
+            self.settings.0,
+            own.iter().map(|&(_, it)| it).collect(),
+        );
         let found = self.shared.slices.lock().unwrap().get(&key).cloned();
         let computed = match found {
             Some(c) => c,

@@ -497,7 +497,7 @@ pub fn plan(
     }
     // As the build does: the copies of earlier candidates are no candidates.
     if dedup {
-        db::mark_duplicates(rows.iter_mut().map(|(_, r)| r));
+        db::mark_duplicates(db, rows.iter_mut().map(|(f, r)| (*f, r)));
     }
     for (repo, parse, memo) in analysed {
         let mut candidates: Vec<Item> = rows

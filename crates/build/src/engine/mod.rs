@@ -403,10 +403,14 @@ struct Shared<'a> {
     dates: &'a [Option<Arc<r2e_core::dates::Dates>>],
     /// Each repository's time in stage `env`, when the build reached it.
     env_times: Option<&'a Vec<(String, r2e_core::records::StageTime)>>,
-    /// Slices computed in this build, by repository and extract settings (the datasets with the
-    /// same ones share them).
-    slices:
-        std::sync::Mutex<std::collections::HashMap<(Repo, Settings), Arc<dataset::ComputedSlices>>>,
+    /// Slices computed in this build, by repository, extract settings and candidates (the
+    /// datasets with the same ones share them).
+    slices: std::sync::Mutex<
+        std::collections::HashMap<
+            (Repo, Settings, Vec<r2e_python::resolve::Item>),
+            Arc<dataset::ComputedSlices>,
+        >,
+    >,
 }
 
 /// The shared stages (checkout, parse, env), then every dataset, then the state.
