@@ -288,6 +288,11 @@ class C:
         y = K + 1
         return y
 
+    def __private(self, x):
+        """Doc: class-private, bound as `_C__private`."""
+        y = x + K
+        return y
+
 def good(x):
     """Doc.
 
@@ -321,6 +326,7 @@ fn every_filter_excludes_by_name() {
         ("unconnected", Some("connectivity")),
         ("C.fine", None),
         ("C.method_no_params", Some("no_params")),
+        ("C.__private", Some("dunder")),
         ("good", None),
     ];
     for (name, filter) in want {

@@ -24,8 +24,14 @@ pub fn local_filters<'t>(
     {
         return Some(Filter::NoDocstring);
     }
-    if cfg.dunder && bare.len() > 4 && bare.starts_with("__") && bare.ends_with("__") {
-        return Some(Filter::Dunder);
+    if cfg.dunder && bare.starts_with("__") {
+        let dunder = bare.len() > 4 && bare.ends_with("__");
+        // A class-private method (`__name` in a class body): Python binds it as `_Class__name`,
+        // by which no harness outside the class calls it.
+        let private = !bare.ends_with("__") && name.contains('.');
+        if dunder || private {
+            return Some(Filter::Dunder);
+        }
     }
     if cfg.name_prefix {
         let lower = bare.trim_start_matches('_').to_ascii_lowercase();
