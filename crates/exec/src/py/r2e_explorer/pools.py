@@ -4,12 +4,14 @@ values; standard-library samples; lists, sets and dicts built from element value
 
 from __future__ import annotations
 
+import builtins
 import collections.abc
 import enum
 import functools
 import inspect
 import math
 import re
+import sys
 import types
 import typing
 
@@ -427,11 +429,46 @@ BUILTIN_TYPE_NAMES = ("int", "float", "str", "bytes", "bool", "list", "dict", "t
 _ABSENT = object()
 
 
+class ProjectNames(dict):
+    """The names an annotation of a module of package `top` may use beyond the module's globals
+    (the locals of its evaluation): `typing`, and, for a name the module binds only under
+    `if TYPE_CHECKING:` (`from . import blockparser`, `from markdown import Markdown`), the
+    loaded module of the package of that last name, else a class of that name defined in a
+    loaded module of the package (the first by module name)."""
+
+    def __init__(self, top: str, globalns: dict):
+        super().__init__(typing=typing)
+        self.top = top
+        self.globalns = globalns
+
+    def __missing__(self, name):
+        # Locals are read first: the module's own names and the builtins go on to be found
+        # where they are.
+        if not self.top or name in self.globalns or hasattr(builtins, name):
+            raise KeyError(name)
+        ours = sorted(
+            (m, mod)
+            for m, mod in list(sys.modules.items())
+            if mod is not None and (m == self.top or m.startswith(self.top + "."))
+        )
+        for m, mod in ours:
+            if m.rpartition(".")[2] == name:
+                return mod
+        for m, mod in ours:
+            value = vars(mod).get(name)
+            if isinstance(value, type) and getattr(value, "__module__", None) == m:
+                return value
+        raise KeyError(name)
+
+
 def eval_annotation(text: str, globalns):
-    """The annotation a string stands for in `globalns`; a builtin type by name, or the text
-    itself when it cannot be evaluated."""
+    """The annotation a string stands for in `globalns` (with `ProjectNames` for names it binds
+    only for type checkers); a builtin type by name, or the text itself when it cannot be
+    evaluated."""
+    globalns = dict(globalns or {})
+    top = str(globalns.get("__name__") or "").partition(".")[0]
     try:
-        return eval(text, dict(globalns or {}), {"typing": typing})  # noqa: S307 - annotations
+        return eval(text, globalns, ProjectNames(top, globalns))  # noqa: S307 - annotations
     except Exception:
         builtin = {
             "int": int,

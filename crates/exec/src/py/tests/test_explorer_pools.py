@@ -6,6 +6,9 @@ import collections.abc
 import datetime
 import enum
 import inspect
+import os
+import sys
+import tempfile
 import types
 import typing
 import unittest
@@ -129,6 +132,49 @@ class AnnotationTest(unittest.TestCase):
             self.values("Optional[bool]", {"Optional": typing.Optional}), [True, False, None]
         )
         self.assertIsNone(self.values("Unknown"))
+
+    def test_names_bound_only_for_type_checkers_are_the_packages(self):
+        # markdown's processors: `from . import blockparser` and `from markdown import Markdown`
+        # under `if TYPE_CHECKING:`, annotations `blockparser.BlockParser` and `Markdown | None`.
+        with tempfile.TemporaryDirectory() as root:
+            files = {
+                "tcpkg/__init__.py": "from .core import Engine\n",
+                "tcpkg/core.py": "class Engine:\n    pass\n",
+                "tcpkg/parsing.py": "class Parser:\n    pass\n",
+                "tcpkg/procs.py": (
+                    "from __future__ import annotations\n"
+                    "from typing import TYPE_CHECKING, Optional\n"
+                    "if TYPE_CHECKING:\n"
+                    "    from . import parsing\n"
+                    "    from tcpkg import Engine\n"
+                    "Parser = 'the module own Parser'\n"
+                ),
+            }
+            for rel, text in files.items():
+                os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+                with open(os.path.join(root, rel), "w", encoding="utf-8") as f:
+                    f.write(text)
+            sys.path.insert(0, root)
+            try:
+                import tcpkg.parsing
+                import tcpkg.procs
+
+                ns = vars(tcpkg.procs)
+                engine = tcpkg.core.Engine
+                self.assertIs(eval_annotation("parsing.Parser", ns), tcpkg.parsing.Parser)
+                self.assertEqual(eval_annotation("Engine | None", ns), engine | None)
+                self.assertEqual(eval_annotation("Optional[Engine]", ns), typing.Optional[engine])
+                # The module's own names come first, then the builtins.
+                self.assertEqual(eval_annotation("Parser", ns), "the module own Parser")
+                self.assertIs(eval_annotation("list", ns), list)
+                # A name the package does not have stays text.
+                self.assertEqual(eval_annotation("Missing | None", ns), "Missing | None")
+                # Outside a package, nothing is looked for.
+                self.assertEqual(eval_annotation("Engine", {}), "Engine")
+            finally:
+                sys.path.remove(root)
+                for name in [m for m in sys.modules if m == "tcpkg" or m.startswith("tcpkg.")]:
+                    del sys.modules[name]
 
     def test_enums_standard_values_and_classes_of_the_reference(self):
         self.assertEqual(self.values(Color), [Member("Color.RED"), Member("Color.GREEN")])
