@@ -405,13 +405,11 @@ struct Shared<'a> {
     env_times: Option<&'a Vec<(String, r2e_core::records::StageTime)>>,
     /// Slices computed in this build, by repository, extract settings and candidates (the
     /// datasets with the same ones share them).
-    slices: std::sync::Mutex<
-        std::collections::HashMap<
-            (Repo, Settings, Vec<r2e_python::resolve::Item>),
-            Arc<dataset::ComputedSlices>,
-        >,
-    >,
+    slices: std::sync::Mutex<std::collections::HashMap<SlicesKey, Arc<dataset::ComputedSlices>>>,
 }
+
+/// What computed slices are shared by: a repository, extract settings and candidates.
+type SlicesKey = (Repo, Settings, Vec<r2e_python::resolve::Item>);
 
 /// The shared stages (checkout, parse, env), then every dataset, then the state.
 fn run(
