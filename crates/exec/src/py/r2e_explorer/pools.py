@@ -300,40 +300,6 @@ class PoolMaker:
                 out.append(Member(ident))
         return out
 
-    def named_constants(self, name: str, globalns) -> list:
-        """Module-level constants of the function's module whose name holds the parameter's
-        (`rules` takes `DEFAULT_RULES`, packaging's table of its tokenizer's patterns): values
-        the project itself passes there, often structured beyond what pools guess. Literals as
-        themselves; others as `reference.NAME`, or `reference.MODULE.NAME` through a module
-        the reference imports, and only when reachable so. At most MAX_NAMED_CONSTANTS."""
-        want = name.strip("_").lower()
-        if len(want) < 3 or not isinstance(globalns, dict):
-            return []
-        out = []
-        for ident, value in list(globalns.items()):
-            if len(out) >= MAX_NAMED_CONSTANTS:
-                break
-            if (
-                ident.startswith("__")
-                or ident != ident.upper()
-                or want not in ident.lower()
-                or isinstance(value, (types.ModuleType, type))
-                or callable(value)
-            ):
-                continue
-            if type(value) in (int, float, str, bytes, bool) and writable(value):
-                out.append(value)
-            elif getattr(self.reference, ident, _ABSENT) is value:
-                out.append(Member(ident))
-            else:
-                for modname, module in sorted(vars(self.reference).items()):
-                    if isinstance(module, types.ModuleType) and (
-                        getattr(module, ident, _ABSENT) is value
-                    ):
-                        out.append(Member(f"{modname}.{ident}"))
-                        break
-        return out
-
     def _sequences_of(self, kind) -> list:
         """Lists of values of a builtin type (`isinstance(p[0], dict)`): one value, two, and
         the values with one of another type after them."""
@@ -365,17 +331,12 @@ class PoolMaker:
         default = []
         if param.default is not inspect.Parameter.empty and writable(param.default):
             default = [param.default]
-        named = self.named_constants(param.name, globalns)
         typed = self.for_annotation(annotation, globalns)
         if typed:
             # Literals of the body of the annotated types come with the atoms already. A few
             # values of other types come last: annotations are often narrower than the code,
             # which checks types itself (`isinstance(x, str)`, `callable(x)`, `x is None`).
-            # Constants named like the parameter after the first few: tried by the variations of
-            # an input, not in every base input.
-            typed = dedupe(
-                default + typed[:3] + named + typed[3:], limit=POOL_MAX - len(OFF_TYPE_VALUES)
-            )
+            typed = dedupe(default + typed, limit=POOL_MAX - len(OFF_TYPE_VALUES))
             return dedupe(typed + OFF_TYPE_VALUES), True
         hinted = []
         hints = usage_hints(node, param.name)
@@ -418,7 +379,6 @@ class PoolMaker:
             # many arguments, first (`lambda: 0`, a timer whose results repeat).
             hinted = callables_like(param.default) + hinted
         hinted += self.compared_values(node, param.name, globalns)
-        hinted = hinted[:3] + named + hinted[3:]
         if default and type(default[0]) in self.atoms:
             hinted = self.atoms[type(default[0])][:10] + hinted
         literal_values = [v for lit in self.literals for v in literal_variants(lit)]
@@ -464,8 +424,6 @@ class PoolMaker:
         return dedupe([(), (atoms[0],), (atoms[0], atoms[1]), (atoms[3],), tuple(atoms[:3])])
 
 
-# Module-level constants named like a parameter that join its pool at most.
-MAX_NAMED_CONSTANTS = 3
 # Builtin types a parameter may be compared with (`valtype is int`), written by their names.
 BUILTIN_TYPE_NAMES = ("int", "float", "str", "bytes", "bool", "list", "dict", "tuple", "set")
 _ABSENT = object()

@@ -237,31 +237,6 @@ class ParameterTest(unittest.TestCase):
         self.assertEqual(pool[0], [[1, -1, 0], ["a", "hello world", ""]])
         self.assertIn([[1, -1, 0]], pool)
 
-    def test_constants_named_like_a_parameter_join_its_pool(self):
-        # packaging's `Tokenizer(source, *, rules)`, whose table is the module's DEFAULT_RULES.
-        tokenizing = types.ModuleType("tokenizing")
-        tokenizing.DEFAULT_RULES = {"LPAREN": r"\(", "NAME": r"[a-z]+"}
-        tokenizing.RULES_VERSION = 2
-        reference = reference_module()
-        reference.tok = tokenizing
-        globalns = dict(
-            vars(tokenizing), MAX_RULES=8, make_rules=lambda: {}, Rules=dict, rules_seen=set()
-        )
-        pools = PoolMaker(reference, [])
-        named = pools.named_constants("rules", globalns)
-        # Literals as themselves, others through the module the reference imports; no
-        # functions, classes or lower-case names.
-        self.assertEqual(named, [Member("tok.DEFAULT_RULES"), 2, 8])
-        pool, typed = pools.for_parameter(self.param("rules"), inspect.Parameter.empty, globalns, None)
-        self.assertFalse(typed)
-        self.assertIn(Member("tok.DEFAULT_RULES"), pool)
-        pool, typed = pools.for_parameter(self.param("rules: dict"), dict, globalns, None)
-        self.assertTrue(typed)
-        self.assertEqual(pool.index(Member("tok.DEFAULT_RULES")), 3)
-        # Short names and unreachable values give nothing.
-        self.assertEqual(pools.named_constants("n", {"N_MAX": 3}), [])
-        self.assertEqual(pools.named_constants("rules", {"OTHER_RULES": object()}), [])
-
     def test_values_a_parameter_is_compared_with_join_its_pool(self):
         # tabulate's `_format(val, valtype, ...)`: `valtype is int`, `valtype in (str, bytes)`.
         import ast
