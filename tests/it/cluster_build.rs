@@ -7,7 +7,6 @@
 //! a file. Then the same with a WebDAV server (nginx) as the store.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -258,19 +257,6 @@ pub(crate) fn version(output: &Path) -> String {
     manifest["version"].as_str().unwrap().to_owned()
 }
 
-/// Creates a bucket on moto's server at `addr` (it takes an unsigned `PUT /BUCKET`).
-fn create_bucket(addr: &str, bucket: &str) {
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    assert!(answer.split_whitespace().nth(1) == Some("200"), "{answer}");
-}
-
 /// moto's S3 server on the first host (`h1`), reached over the bridge, with the bucket
 /// `r2e-cluster`: its pid, its address and the environment of r2e's processes.
 pub(crate) fn start_s3(c: &Network, w: &Path) -> (u32, String, Vec<(&'static str, String)>) {
@@ -288,7 +274,7 @@ pub(crate) fn start_s3(c: &Network, w: &Path) -> (u32, String, Vec<(&'static str
     common::cluster::wait_for(Duration::from_secs(60), "moto's S3 server", || {
         std::net::TcpStream::connect(&s3).is_ok()
     });
-    create_bucket(&s3, "r2e-cluster");
+    common::moto_create_bucket(&s3, "r2e-cluster");
     let env = s3_env(&format!("http://{s3}"));
     (moto, s3, env)
 }

@@ -4,7 +4,7 @@
 //! ends; without the server's program a test skips (fails under `R2E_TEST_STRICT=1`, as
 //! `.ci/run` sets it, which installs both).
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -165,19 +165,7 @@ fn s3_options(port: u16) -> Options {
 /// A new bucket on moto's server (moto takes an unsigned `PUT /BUCKET`), and the store of
 /// `s3://BUCKET/team/cache` on it.
 fn s3_store(server: &Server, bucket: &str) -> Arc<dyn Store> {
-    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-    write!(
-        stream,
-        "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-        server.port
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    assert!(
-        answer.split_whitespace().nth(1) == Some("200"),
-        "moto did not create the bucket `{bucket}`: {answer}"
-    );
+    crate::common::moto_create_bucket(&format!("127.0.0.1:{}", server.port), bucket);
     let url = r2e_store::parse(&format!("s3://{bucket}/team/cache")).unwrap();
     assert_eq!(url.scheme(), Scheme::S3);
     r2e_store::open_with(&url, &s3_options(server.port)).unwrap()

@@ -418,8 +418,6 @@ pub fn mark_duplicates<'a>(
             dups.push(i);
         }
     }
-    drop(seen);
-    drop(same_code);
     let marked = dups.len() as u64;
     for i in dups {
         owned[i].1.excluded_by = Some(Filter::Duplicate);

@@ -489,3 +489,21 @@ pub fn moto_server_args(host: &str, port: u16) -> Vec<String> {
         port.to_string(),
     ]
 }
+
+/// Creates `bucket` on moto's server at `addr` (`HOST:PORT`; it takes an unsigned
+/// `PUT /BUCKET`).
+pub fn moto_create_bucket(addr: &str, bucket: &str) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "PUT /{bucket} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.split_whitespace().nth(1) == Some("200"),
+        "moto did not create the bucket `{bucket}`: {answer}"
+    );
+}
