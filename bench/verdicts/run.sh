@@ -24,6 +24,10 @@ mkdir -p "$work/src"
   echo 'name = "verdict-bench"'
   echo 'output = "out"'
   echo 'cache = "cache"'
+  # pytest in every environment: the capture (`[generate] capture_tests`) runs each project's
+  # own tests with it.
+  echo '[env]'
+  echo 'extra_packages = ["pytest==8.3.5"]'
 } > "$work/pipeline.toml.new"
 for spec in "${projects[@]}"; do
   name="${spec%%==*}"

@@ -793,3 +793,138 @@ fn structured_arguments_are_built_through_the_packages_factories() {
         &mutant(&original, "return tuple(out)", "return out"),
     );
 }
+
+const TOKENS: &str = r#"
+//- tok/__init__.py
+"""Assignments read by a tokenizer that only the package's own parser sets up."""
+
+from tok.core import RULES, Tokenizer
+
+//- tok/core.py
+import re
+
+RULES = {
+    "NAME": re.compile(r"[a-z]+"),
+    "EQ": re.compile(r"="),
+    "WS": re.compile(r"[ ]*"),
+}
+
+
+class Tokenizer:
+    def __init__(self, source, *, rules):
+        self.source = source
+        self.rules = rules
+        self.position = 0
+
+    def read(self, name):
+        match = self.rules[name].match(self.source, self.position)
+        if match is None:
+            raise SyntaxError(f"expected {name} at {self.position}")
+        self.position = match.end()
+        return match.group()
+
+//- tok/parse.py
+def _spaced(tokenizer, name):
+    tokenizer.read("WS")
+    found = tokenizer.read(name)
+    tokenizer.read("WS")
+    return found
+
+
+def parse_assignment(tokenizer):
+    """Reads `name = name` from `tokenizer`: both names, or one when they are the same."""
+    left = tokenizer.read("NAME")
+    _spaced(tokenizer, "EQ")
+    right = tokenizer.read("NAME")
+    if left == right:
+        return (left,)
+    return (left, right)
+
+
+def where(folder):
+    """The folder's last part."""
+    folder = folder.rstrip("/")
+    return _spaced_name(folder.rsplit("/", 1)[-1])
+
+
+def _spaced_name(name):
+    return name.strip()
+
+//- tests/test_parse.py
+import os
+import unittest
+
+from tok.core import RULES, Tokenizer
+from tok.parse import parse_assignment, where
+
+
+class TestParse(unittest.TestCase):
+    def test_pair(self):
+        self.assertEqual(parse_assignment(Tokenizer("a = b", rules=RULES)), ("a", "b"))
+
+    def test_same(self):
+        self.assertEqual(parse_assignment(Tokenizer("x=x", rules=RULES)), ("x",))
+
+    def test_where(self):
+        self.assertEqual(where(os.path.dirname(os.path.abspath(__file__))), "tests")
+"#;
+
+/// Arguments that only the project's own tests build (issue 36): `parse_assignment` takes a
+/// `Tokenizer` with the package's rules, which nothing in the package constructs. The build
+/// runs `tests/` once, records the arguments the tests pass (`r2e_capture.py`), and the
+/// harness loads the tokenizers as they were captured: valid, with tests that return normally,
+/// passing the original and failing a wrong candidate. Without the capture
+/// (`capture_tests = false`) no input returns normally. A captured argument naming this
+/// machine's folders (`where(os.path.dirname(__file__))`) is dropped, never written.
+#[test]
+fn arguments_the_projects_tests_pass_are_captured() {
+    let p = Project::new(TOKENS, OFFLINE);
+    let (harnesses, dataset) = build(&p);
+    let id = "r:tok/parse.py:parse_assignment";
+    let row = instance(&harnesses, &dataset, id);
+    let harness = row["harness"].as_str().unwrap();
+    assert!(
+        harness.contains("r2e_equiv.loads("),
+        "the tokenizers are the captured ones: {harness}"
+    );
+    let returns = row["expected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| {
+            t["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["outcome"].get("return").is_some())
+        })
+        .count();
+    assert!(returns >= 2, "both captured calls return: {row:#}");
+    let original = def_text(&p, "tok/parse.py", "parse_assignment");
+    assert_passes(&p, id, "original", &original);
+    assert_fails(
+        &p,
+        id,
+        "always-two",
+        &mutant(&original, "return (left,)", "return (left, right)"),
+    );
+    let root = p.path().to_string_lossy().into_owned();
+    for (id, h) in &harnesses {
+        let text = h["harness"].as_str().unwrap_or_default();
+        assert!(
+            !text.contains(&root),
+            "{id}'s harness names no folder of this machine: {text}"
+        );
+    }
+
+    let off = Project::new(
+        TOKENS,
+        &format!("{OFFLINE}\n[generate]\ncapture_tests = false\n"),
+    );
+    let (harnesses, _) = build(&off);
+    let h = &harnesses[id];
+    assert_ne!(
+        h["valid"], true,
+        "without the capture no tokenizer is built: {h}"
+    );
+}

@@ -789,6 +789,12 @@ pub struct GenerateConfig {
     pub per_call_timeout_ms: u64,
     /// A safety stop for one exploration, recorded when it fires.
     pub time_limit_seconds: u64,
+    /// Run each repository's own test files once (pytest where the environment has it, else
+    /// unittest) and hand the arguments they pass to the candidates to the explorer, as call
+    /// sites (`r2e_capture.py`).
+    pub capture_tests: bool,
+    /// Seconds a repository's test suite may run for that; the calls recorded until then count.
+    pub capture_time_limit_seconds: u64,
 }
 
 impl Default for GenerateConfig {
@@ -806,6 +812,8 @@ impl Default for GenerateConfig {
             max_tests: 16,
             per_call_timeout_ms: 1000,
             time_limit_seconds: 60,
+            capture_tests: true,
+            capture_time_limit_seconds: 120,
         }
     }
 }

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::{ActionKey, Bucket};
 use crate::hash::Hash;
-use crate::records::CallSiteArgs;
 use crate::records::FunctionKind;
+use crate::records::{CallSiteArgs, CaptureTarget};
 
 /// The parser and the summary format: bump `SUMMARY_FORMAT` when `python::summary` or what the
 /// summarizer records changes.
@@ -309,6 +309,39 @@ impl GenerateSettings {
             sandbox: &self.sandbox,
         }
     }
+}
+
+/// The capture's settings (`[generate] capture_*`, and the script's fixed bounds).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct CaptureSettings {
+    /// Calls kept per function.
+    pub per_target: u32,
+    /// The longest argument text kept, in bytes.
+    pub max_bytes: u32,
+    pub time_limit_seconds: u64,
+}
+
+/// Stage `generate`'s capture (built-in): the arguments a repository's own test files pass to
+/// its candidates, recorded in one run of them (`r2e_capture.py`).
+#[derive(Clone, Debug, Serialize)]
+pub struct CaptureKey<'a> {
+    /// The embedded capture scripts (`py::CAPTURE`).
+    pub scripts: Hash,
+    /// The checkout's hash of the files read (its `tree`): the tests and the code they run.
+    pub tree: &'a str,
+    /// The environment's lock hash and the project layer's key, as in `CodeKey`.
+    pub env_lock: &'a str,
+    pub project: &'a str,
+    /// The test files run, relative to the repository's root, in order.
+    pub tests: &'a [String],
+    /// The functions whose calls are recorded, sorted.
+    pub targets: &'a [CaptureTarget],
+    pub settings: &'a CaptureSettings,
+    pub sandbox: &'a SandboxKey,
+}
+
+impl ActionKey for CaptureKey<'_> {
+    const BUCKET: Bucket = Bucket::Capture;
 }
 
 /// Stage `validate`: the raw runs of one harness in self-equivalence mode. The verdict is

@@ -1373,6 +1373,14 @@ pub enum ProjectOutcome {
     Partial,
 }
 
+/// A function whose calls the capture of a repository's test suite records (`CaptureKey`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CaptureTarget {
+    pub module: String,
+    pub qualname: String,
+    pub kind: FunctionKind,
+}
+
 /// A literal call of a function found in the repository: its arguments' source texts.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CallSiteArgs {

@@ -15,6 +15,7 @@ use rayon::prelude::*;
 
 use super::assemble::{self, Done, ExplorerNotes, Written};
 use super::candidate::{Candidate, Inputs, prepare};
+use super::capture;
 use super::env::Env;
 use super::generate;
 use super::hybrid::merge_harnesses;
@@ -305,19 +306,107 @@ fn generate_all(
         }
         _ => {
             let settings = super::keyed::explorer(&cfg.generate, exec.sandbox, exec.settings);
-            candidates
+            let prepared: Vec<Result<(Candidate, f64)>> = candidates
                 .par_iter()
                 .map_with(db.clone(), |db: &mut Database, (f, row)| {
                     let started = Instant::now();
                     let c = prepare(inputs, db, *f, row)?;
-                    let step = generate_one(exec, &settings, c, tallies, started);
-                    progress.inc(1);
-                    step
+                    Ok((c, started.elapsed().as_secs_f64()))
                 })
-                .collect()
+                .collect();
+            let prepared: Vec<(Candidate, f64)> = prepared.into_iter().collect::<Result<_>>()?;
+            // By repository (in the candidates' order): each one's capture, then its
+            // explorations, while other repositories capture or explore.
+            let mut groups: Vec<Vec<(usize, Candidate, f64)>> = Vec::new();
+            let mut group_of: HashMap<String, usize> = HashMap::new();
+            for (i, (c, prepared_in)) in prepared.into_iter().enumerate() {
+                let g = *group_of.entry(c.repo.clone()).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+                groups[g].push((i, c, prepared_in));
+            }
+            // Each repository's test files, read here (the database stays on this thread).
+            let tests: HashMap<&str, Vec<String>> = inputs
+                .checkouts
+                .iter()
+                .zip(inputs.repos)
+                .filter(|(c, _)| group_of.contains_key(&c.name))
+                .map(|(c, repo)| {
+                    let files = repo.files(db).iter().map(|f| f.path(db));
+                    let tests = files.filter(|p| capture::is_test_file(p)).cloned();
+                    (c.name.as_str(), tests.collect())
+                })
+                .collect();
+            let mut steps: Vec<(usize, Result<Step>)> = groups
+                .into_par_iter()
+                .flat_map(|mut group| {
+                    if cfg.generate.capture_tests
+                        && let Err(e) = capture_group(inputs, &tests, exec, &mut group, tallies)
+                    {
+                        return vec![(group[0].0, Err(e))];
+                    }
+                    group
+                        .into_par_iter()
+                        .map(|(i, c, prepared_in)| {
+                            let started = Instant::now()
+                                .checked_sub(std::time::Duration::from_secs_f64(prepared_in))
+                                .unwrap_or_else(Instant::now);
+                            let step = generate_one(exec, &settings, c, tallies, started);
+                            progress.inc(1);
+                            (i, step)
+                        })
+                        .collect()
+                })
+                .collect();
+            steps.sort_by_key(|(i, _)| *i);
+            steps.into_iter().map(|(_, step)| step).collect()
         }
     };
     generated.into_iter().collect()
+}
+
+/// The capture of one repository's test files (`capture`) for its candidates (`group`, all of
+/// one repository): its calls go first among each candidate's call sites, its time to the
+/// repository's `generate`.
+fn capture_group(
+    inputs: &Inputs,
+    tests: &HashMap<&str, Vec<String>>,
+    exec: &Exec,
+    group: &mut [(usize, Candidate, f64)],
+    tallies: &Tallies,
+) -> Result<()> {
+    let Some(name) = group.first().map(|(_, c, _)| c.repo.clone()) else {
+        return Ok(());
+    };
+    let Some(checkout) = inputs.checkouts.iter().find(|c| c.name == name) else {
+        return Ok(());
+    };
+    let tests = tests.get(name.as_str()).map_or(&[][..], |t| t.as_slice());
+    let settings = capture::settings(&inputs.cfg.generate);
+    let members: Vec<&Candidate> = group.iter().map(|(_, c, _)| c).collect();
+    let Some(captured) = capture::capture_repo(exec, &settings, tests, &checkout.tree, &members)?
+    else {
+        return Ok(());
+    };
+    tallies.time(&name, Timed::Generate, captured.seconds, None);
+    let recorded: usize = captured.calls.values().map(Vec::len).sum();
+    let from = if captured.fresh { "run" } else { "cached" };
+    r2e_core::log::count(
+        &format!("capture {name} ({from}): calls recorded"),
+        recorded,
+    );
+    for (_, c, _) in group.iter_mut() {
+        let key = r2e_core::records::CaptureTarget {
+            module: c.target.module.clone(),
+            qualname: c.target.qualname.clone(),
+            kind: c.target.kind,
+        };
+        if let Some(calls) = captured.calls.get(&key) {
+            capture::merge(calls, &mut c.target.call_sites);
+        }
+    }
+    Ok(())
 }
 
 /// The built-in generator for one candidate.

@@ -10,6 +10,7 @@
 pub mod answer;
 pub mod assemble;
 pub mod candidate;
+pub mod capture;
 pub mod checkout;
 pub mod dating;
 pub mod env;

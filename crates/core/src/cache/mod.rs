@@ -52,6 +52,9 @@ pub enum Bucket {
     ParsePack,
     /// Action: the built-in explorer's harness for a function (`keys::GenerateKey`).
     Generate,
+    /// Action: the arguments a repository's own tests pass to its candidates
+    /// (`keys::CaptureKey`).
+    Capture,
     /// Action: the raw runs of a harness's validation (`keys::ValidateKey`).
     Validate,
     /// Action: a model's answer to a request (`keys::LlmKey`).
@@ -126,10 +129,11 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 25] = [
+    pub const ALL: [Bucket; 26] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
+        Bucket::Capture,
         Bucket::Validate,
         Bucket::Llm,
         Bucket::Refusal,
@@ -161,6 +165,7 @@ impl Bucket {
             Bucket::Parse => ("parse", Some(3)),
             Bucket::ParsePack => ("parse-pack", Some(1)),
             Bucket::Generate => ("generate", Some(2)),
+            Bucket::Capture => ("capture", Some(1)),
             Bucket::Validate => ("validate", Some(8)),
             Bucket::Llm => ("llm", Some(2)),
             Bucket::Refusal => ("llm-refused", Some(1)),
@@ -192,6 +197,7 @@ impl Bucket {
             Bucket::Parse
             | Bucket::ParsePack
             | Bucket::Generate
+            | Bucket::Capture
             | Bucket::Validate
             | Bucket::Llm
             | Bucket::Refusal
@@ -221,6 +227,7 @@ impl Bucket {
             Bucket::Parse
                 | Bucket::ParsePack
                 | Bucket::Generate
+                | Bucket::Capture
                 | Bucket::Validate
                 | Bucket::Llm
                 | Bucket::Refusal

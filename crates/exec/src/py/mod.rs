@@ -76,6 +76,15 @@ pub const EXPLORER: &[(&str, &str)] = &[
     SNAPSHOT,
 ];
 
+/// The capture of the arguments a repository's own tests pass to its candidates: the script
+/// first, then the equivalence helper (whose `loads` and `rebuild_match` captured values name)
+/// and the snapshots it imports.
+pub const CAPTURE: &[(&str, &str)] = &[
+    ("r2e_capture.py", include_str!("r2e_capture.py")),
+    EQUIV,
+    SNAPSHOT,
+];
+
 /// The harness runner and the warm worker that runs it many times.
 pub const RUNNER: &[(&str, &str)] = &[
     ("r2e_runner.py", include_str!("r2e_runner.py")),
@@ -211,6 +220,38 @@ impl From<TestOutcome> for String {
     fn from(outcome: TestOutcome) -> String {
         outcome.as_str().to_owned()
     }
+}
+
+/// What `r2e_capture.py` reads: a repository's test files (relative to `repo_root`) to run and
+/// the functions whose calls to record.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaptureRequest<'a> {
+    pub repo_root: &'a std::path::Path,
+    pub extra_roots: &'a [PathBuf],
+    pub tests: &'a [String],
+    pub targets: &'a [r2e_core::records::CaptureTarget],
+    /// Calls kept per target (distinct argument texts).
+    pub per_target: u32,
+    /// The longest argument text kept, in bytes (a literal, or a pickle's bytes).
+    pub max_bytes: u32,
+    /// Seconds the test suite may run; the calls recorded until then are kept.
+    pub time_limit: u64,
+}
+
+/// What `r2e_capture.py` answers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CaptureAnswer {
+    /// `ok` or `error`.
+    pub status: AnswerStatus,
+    /// `pytest`, `unittest`, or `none` (no target imported, or no test files).
+    pub runner: String,
+    /// Per target of the request, in its order: the calls recorded, as call-site texts.
+    pub calls: Vec<Vec<CallSiteArgs>>,
+    pub time_limit_hit: bool,
+    pub tests_failed_to_import: u32,
+    pub seconds: f64,
+    pub error: Option<String>,
 }
 
 /// What `r2e_explore.py` answers.

@@ -255,6 +255,30 @@ class ProjectOverlay:
         return spec
 
 
+def loads(data: bytes):
+    """A value a harness writes as a pickle (`r2e_equiv.loads(b"...")`): an argument captured
+    while the project's own tests ran (`r2e_capture.py`) that no literal writes. A value it
+    holds that a module of the project holds too (or an entry of a table one holds) is named in
+    it and looked up."""
+    import pickle
+
+    class Unpickler(pickle.Unpickler):
+        def persistent_load(self, pid):
+            # ("global", module, name), or ("item", module, name, key): an entry of one.
+            if isinstance(pid, tuple) and pid[0] in ("global", "item"):
+                value = getattr(importlib.import_module(pid[1]), pid[2])
+                return value[pid[3]] if pid[0] == "item" else value
+            raise pickle.UnpicklingError(f"unknown reference {pid!r}")
+
+    return Unpickler(io.BytesIO(data)).load()
+
+
+def rebuild_match(pattern, string, pos, endpos, how):
+    """The `re.Match` a captured argument was: `pattern.search` or `pattern.match` of `string`
+    from `pos` to `endpos`."""
+    return getattr(pattern, how)(string, pos, endpos)
+
+
 def use_project_layer() -> None:
     """Puts the project layer (if the job has one) on sys.path after the environment's packages,
     its .pth files read, and the overlay of its packages in place. Idempotent."""

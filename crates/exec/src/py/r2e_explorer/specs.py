@@ -4,8 +4,9 @@ A spec is plain data: None, bool, int, float, complex, str, bytes, and list/tupl
 specs, plus markers for values that are not literals: `New` (an instance of a class of the
 reference module, written `reference.Class(args...)`), `Member` (an attribute of the reference
 module such as an enum member, written `reference.Color.RED`), `Helper` (a function of the
-equivalence helper, written `r2e_equiv.sample_function`) and `Code` (a builtin or a lambda,
-written as it is: `len`, `lambda x: -x`). `render` writes a spec as Python source
+equivalence helper, written `r2e_equiv.sample_function`), `Code` (a builtin or a lambda,
+written as it is: `len`, `lambda x: -x`) and `Loaded` (a value captured while the project's own
+tests ran that no literal writes, written `r2e_equiv.loads(b"...")`). `render` writes a spec as Python source
 (its text is also the spec's identity); `build` makes the value.
 """
 
@@ -87,6 +88,26 @@ class Code:
         return render(self)
 
 
+class Loaded:
+    """r2e_equiv.loads(<pickle>): an argument captured while the project's own tests ran
+    (`r2e_capture.py`) that no literal writes, such as an instance of the project's own class
+    in the state the tests gave it; a fresh value every time it is built."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def __eq__(self, other):
+        return isinstance(other, Loaded) and self.data == other.data
+
+    def __hash__(self):
+        return hash(("loaded", self.data))
+
+    def __repr__(self):
+        return render(self)
+
+
 class Member:
     """reference.<path>, e.g. an enum member."""
 
@@ -143,6 +164,8 @@ def render(v) -> str:
         return f"r2e_equiv.{v.name}"
     if t is Code:
         return v.source
+    if t is Loaded:
+        return f"r2e_equiv.loads({v.data!r})"
     raise Unwritable(f"cannot write a {t.__name__}")
 
 
@@ -193,6 +216,8 @@ def build(v, reference):
         return getattr(sys.modules["r2e_equiv"], v.name)
     if t is Code:
         return eval(v.source, {"__builtins__": builtins})  # noqa: S307 - the explorer's own texts
+    if t is Loaded:
+        return sys.modules["r2e_equiv"].loads(v.data)
     return v
 
 
@@ -240,6 +265,13 @@ def spec_from_node(node: ast.AST, reference, depth: int = 0):
         if writable(value):
             return value
         raise ValueError("literal cannot be written back")
+    if isinstance(node, ast.Call) and dotted_name(node.func) == "r2e_equiv.loads":
+        # A captured argument (`r2e_capture.py`).
+        if len(node.args) == 1 and not node.keywords:
+            data = node.args[0]
+            if isinstance(data, ast.Constant) and isinstance(data.value, bytes):
+                return Loaded(data.value)
+        raise ValueError("not a captured value")
     if isinstance(node, ast.Call) and depth < 2 and reference is not None:
         path = dotted_name(node.func)
         if path is not None:

@@ -1,0 +1,243 @@
+//! Stage `generate`'s capture, for the built-in generator: one run of a repository's own test
+//! files that records the arguments they pass to its candidates (`src/py/r2e_capture.py`), as
+//! a cached action (`keys::CaptureKey`). The calls recorded join each candidate's call sites,
+//! first: the explorer tries them as it tries the literal calls found in the source, and a
+//! value no literal writes reaches the harness as the pickle it was captured as.
+
+use std::collections::BTreeMap;
+
+use r2e_core::config::GenerateConfig;
+use r2e_core::error::Result;
+use r2e_core::keys::{CaptureKey, CaptureSettings};
+use r2e_core::records::{CallSiteArgs, CaptureTarget};
+use r2e_exec::jobs::{Exec, MESSAGE_CAP, redact, run_script};
+use r2e_exec::py::{self, AnswerStatus, CaptureAnswer, CaptureRequest};
+use r2e_exec::runs::describe_crash;
+use r2e_exec::sandbox::Exit;
+
+use super::candidate::Candidate;
+
+/// Calls kept per function.
+pub const PER_TARGET: u32 = 8;
+/// The longest argument text kept, in bytes (a literal's text, or a pickle).
+pub const MAX_BYTES: u32 = 8192;
+
+/// The capture's settings under `[generate]`.
+pub fn settings(generate: &GenerateConfig) -> CaptureSettings {
+    CaptureSettings {
+        per_target: PER_TARGET,
+        max_bytes: MAX_BYTES,
+        time_limit_seconds: generate.capture_time_limit_seconds,
+    }
+}
+
+/// Whether a repository's file is one of its tests: a `.py` file under a `test`, `tests` or
+/// `testing` folder, or named `test_*.py` or `*_test.py`; never a `conftest.py` (pytest reads
+/// those itself) or an `__init__.py`.
+pub fn is_test_file(path: &str) -> bool {
+    let Some(stem) = path.strip_suffix(".py") else {
+        return false;
+    };
+    let mut parts: Vec<&str> = stem.split('/').collect();
+    let name = parts.pop().unwrap_or_default();
+    if name == "conftest" || name == "__init__" {
+        return false;
+    }
+    name.starts_with("test_")
+        || name.ends_with("_test")
+        || parts
+            .iter()
+            .any(|p| matches!(*p, "test" | "tests" | "testing"))
+}
+
+/// What one repository's capture gave: the calls per target, and the time it took.
+pub struct Captured {
+    pub calls: BTreeMap<CaptureTarget, Vec<CallSiteArgs>>,
+    pub seconds: f64,
+    pub fresh: bool,
+}
+
+/// Runs (or reads from the cache) the capture of the repository `candidates` belong to (all of
+/// one repository and one environment), over `tests` (its test files, relative to its root).
+/// `None` when there is nothing to run: no test files, or no usable environment.
+pub fn capture_repo(
+    exec: &Exec,
+    settings: &CaptureSettings,
+    tests: &[String],
+    tree: &str,
+    candidates: &[&Candidate],
+) -> Result<Option<Captured>> {
+    let Some(first) = candidates.first() else {
+        return Ok(None);
+    };
+    let Ok(env) = first.usable_env() else {
+        return Ok(None);
+    };
+    if tests.is_empty() {
+        return Ok(None);
+    }
+    let mut targets: Vec<CaptureTarget> = candidates
+        .iter()
+        .filter(|c| !c.target.module.is_empty())
+        .map(|c| CaptureTarget {
+            module: c.target.module.clone(),
+            qualname: c.target.qualname.clone(),
+            kind: c.target.kind,
+        })
+        .collect();
+    targets.sort();
+    targets.dedup();
+    if targets.is_empty() {
+        return Ok(None);
+    }
+    let started = std::time::Instant::now();
+    let key = CaptureKey {
+        scripts: py::files_hash(py::CAPTURE),
+        tree,
+        env_lock: &first.code.env_lock,
+        project: &first.code.project,
+        tests,
+        targets: &targets,
+        settings,
+        sandbox: &exec.sandbox_key(),
+    };
+    let cached: Option<CaptureAnswer> = exec.cache.get_action(&key);
+    let (answer, fresh) = match cached {
+        Some(answer) => (answer, false),
+        None => {
+            let target = &first.target;
+            let runtime = env.runtime(&target.root);
+            let paths: Vec<String> = tests
+                .iter()
+                .map(|t| target.root.join(t).to_string_lossy().into_owned())
+                .collect();
+            let request = CaptureRequest {
+                repo_root: &target.import_root,
+                extra_roots: &target.extra_roots,
+                tests: &paths,
+                targets: &targets,
+                per_target: settings.per_target,
+                max_bytes: settings.max_bytes,
+                time_limit: settings.time_limit_seconds,
+            };
+            let limits = exec.limits(settings.time_limit_seconds + 60);
+            let (outcome, answer, scratch) = run_script::<_, CaptureAnswer>(
+                exec,
+                &runtime,
+                py::CAPTURE,
+                &[],
+                &request,
+                limits,
+                &target.hide,
+            )?;
+            let mut answer = answer.unwrap_or_else(|why| CaptureAnswer {
+                status: AnswerStatus::Error,
+                time_limit_hit: outcome.exit == Exit::Timeout,
+                error: Some(describe_crash(exec, &outcome, &why)),
+                ..CaptureAnswer::default()
+            });
+            // What the tests passed is untrusted and may name this machine's folders (a path
+            // made from `__file__`): such a call is dropped, never written into a harness.
+            let names = runtime.names(&scratch, exec.cache.root());
+            for calls in &mut answer.calls {
+                calls.retain(|call| !names_machine(call, &names));
+            }
+            answer.error = answer.error.map(|e| redact(&e, &names, MESSAGE_CAP));
+            // A capture the sandbox's clock stopped is not stored (a loaded machine, perhaps):
+            // the script stops the tests itself before that.
+            if outcome.exit != Exit::Timeout {
+                exec.cache.put_action(&key, &answer)?;
+            }
+            (answer, true)
+        }
+    };
+    let mut calls = BTreeMap::new();
+    if answer.status == AnswerStatus::Ok {
+        for (target, found) in targets.into_iter().zip(answer.calls) {
+            if !found.is_empty() {
+                calls.insert(target, found);
+            }
+        }
+    }
+    Ok(Some(Captured {
+        calls,
+        seconds: started.elapsed().as_secs_f64(),
+        fresh,
+    }))
+}
+
+/// Whether a captured call's texts name one of this machine's folders.
+fn names_machine(call: &CallSiteArgs, names: &[(std::path::PathBuf, &str)]) -> bool {
+    let texts = call.args.iter().chain(call.kwargs.iter().map(|(_, t)| t));
+    texts.into_iter().any(|text| {
+        names.iter().any(|(path, _)| {
+            let p = path.to_string_lossy();
+            p.len() > 1 && text.contains(p.as_ref())
+        })
+    })
+}
+
+/// The candidate's call sites with the captured calls first (without repeats).
+pub fn merge(captured: &[CallSiteArgs], sites: &mut Vec<CallSiteArgs>) {
+    let mut merged: Vec<CallSiteArgs> = captured.to_vec();
+    for site in sites.drain(..) {
+        if !merged.contains(&site) {
+            merged.push(site);
+        }
+    }
+    *sites = merged;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_files_are_told_by_folder_and_name() {
+        for path in [
+            "tests/test_a.py",
+            "test/helpers.py",
+            "pkg/testing/util.py",
+            "test_top.py",
+            "pkg/thing_test.py",
+        ] {
+            assert!(is_test_file(path), "{path}");
+        }
+        for path in [
+            "tests/conftest.py",
+            "tests/__init__.py",
+            "pkg/contest.py",
+            "pkg/tests.txt",
+            "pkg/attestation.py",
+            "testsuite/a.py",
+        ] {
+            assert!(!is_test_file(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn captured_calls_come_first_without_repeats() {
+        let call = |a: &str| CallSiteArgs {
+            args: vec![a.to_owned()],
+            kwargs: Vec::new(),
+        };
+        let mut sites = vec![call("1"), call("2")];
+        merge(&[call("3"), call("1")], &mut sites);
+        assert_eq!(sites, vec![call("3"), call("1"), call("2")]);
+    }
+
+    #[test]
+    fn a_call_naming_a_folder_of_this_machine_is_told() {
+        let names = vec![(std::path::PathBuf::from("/home/me/repo"), "<repo>")];
+        let call = CallSiteArgs {
+            args: vec!["'/home/me/repo/data.txt'".into()],
+            kwargs: Vec::new(),
+        };
+        assert!(names_machine(&call, &names));
+        let call = CallSiteArgs {
+            args: vec!["'data.txt'".into()],
+            kwargs: vec![("k".into(), "1".into())],
+        };
+        assert!(!names_machine(&call, &names));
+    }
+}

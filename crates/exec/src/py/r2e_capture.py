@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""Captures the arguments a repository's own test suite passes to the candidate functions.
+
+    python r2e_capture.py REQUEST.json OUT.json
+
+REQUEST.json: {"repo_root", "extra_roots", "tests": [test files, relative to repo_root],
+"targets": [{"module", "qualname", "kind"}], "per_target", "max_bytes", "time_limit"}.
+
+The script imports the targets, installs a profile hook that fires on entry to their code
+objects only, and runs the test files: with pytest when the environment has it, else with
+unittest (and the files' plain `test*` functions without parameters). At each entry it records
+the arguments as they are before the function runs, as source texts the explorer reads like a
+call site's (`static.call_site_specs`): a literal where `repr` round-trips
+(`ast.literal_eval(repr(v)) == v`), else `r2e_equiv.loads(b"...")`, a pickle the harness loads
+(a `re.Match` is pickled as the search or match that rebuilds it). A value that neither
+rebuilds is not used, and neither is the call. A method's receiver is left out: the explorer
+constructs it, as for any call site.
+
+OUT.json is {"status": "ok", "runner", "calls": [[{"args", "kwargs"}...] per target],
+"time_limit_hit", "tests_failed_to_import"} or {"status": "error", "error"}; the exit code is 0
+in both cases. The test suite's own failures do not matter: only the calls it made.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import io
+import json
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CO_VARARGS = 0x04
+CO_VARKEYWORDS = 0x08
+
+
+class Deadline(KeyboardInterrupt):
+    """The capture's time is up (raised by the timer into the running test; an interrupt, which
+    pytest and unittest end their run on instead of counting a failed test)."""
+
+
+def resolve(module: str, qualname: str, kind: str):
+    """(code object, whether the first argument is a receiver) of a target, or None."""
+    try:
+        obj = importlib.import_module(module)
+    except BaseException:
+        return None
+    parts = qualname.split(".")
+    owner = None
+    for part in parts:
+        owner = obj
+        raw = owner.__dict__.get(part) if isinstance(owner, type) else None
+        try:
+            obj = raw if raw is not None else getattr(owner, part)
+        except BaseException:
+            return None
+    receiver = False
+    if kind == "method":
+        if isinstance(obj, staticmethod):
+            obj = obj.__func__
+        elif isinstance(obj, classmethod):
+            obj, receiver = obj.__func__, True
+        elif isinstance(obj, property):
+            obj, receiver = obj.fget, True
+        else:
+            receiver = True
+    try:
+        obj = inspect.unwrap(obj)
+    except BaseException:
+        return None
+    code = getattr(obj, "__code__", None)
+    return (code, receiver) if code is not None else None
+
+
+class Encoder:
+    """Source texts for values, as a call site would write them; None when a value does not
+    rebuild."""
+
+    def __init__(self, max_bytes: int, packages=()):
+        self.max_bytes = max_bytes
+        self.globals = PackageGlobals(packages)
+
+    def text(self, value):
+        try:
+            text = repr(value)
+            if len(text) <= self.max_bytes:
+                back = ast.literal_eval(text)
+                if type(back) is type(value) and back == value:
+                    return text
+        except BaseException:
+            pass
+        try:
+            data = self.dumps(value)
+            if len(data) > self.max_bytes:
+                return None
+            import r2e_equiv
+
+            back = r2e_equiv.loads(data)
+            if type(back) is not type(value):
+                return None
+        except BaseException:
+            return None
+        return f"r2e_equiv.loads({data!r})"
+
+    def dumps(self, value) -> bytes:
+        out = io.BytesIO()
+        pickler = CapturePickler(out, protocol=4)
+        pickler.globals = self.globals.index()
+        pickler.dump(value)
+        return out.getvalue()
+
+
+class PackageGlobals:
+    """The values the targets' packages hold at module level (a table of rules, a default
+    configuration), by identity: a captured value that holds one of them refers to it by name
+    (`r2e_equiv.loads` looks it up) instead of copying it, smaller and the same object."""
+
+    def __init__(self, packages):
+        self.packages = sorted(set(packages))
+        self.by_id = {}
+        self.modules = -1
+
+    def index(self) -> dict:
+        if len(sys.modules) != self.modules:
+            self.modules = len(sys.modules)
+            by_id = {}
+            for name in sorted(sys.modules):
+                if not any(name == p or name.startswith(p + ".") for p in self.packages):
+                    continue
+                module = sys.modules.get(name)
+                for attr, value in sorted(getattr(module, "__dict__", {}).items()):
+                    if attr.startswith("__") or isinstance(value, SCALARS):
+                        continue
+                    by_id.setdefault(id(value), (("global", name, attr), value))
+                    # One level in: the entries of a table (a dict of compiled rules).
+                    items = ()
+                    if type(value) is dict:
+                        items = [(k, v) for k, v in value.items() if type(k) in (str, int)]
+                    elif type(value) in (list, tuple):
+                        items = enumerate(value)
+                    for key, item in items:
+                        if not isinstance(item, SCALARS):
+                            by_id.setdefault(id(item), (("item", name, attr, key), item))
+            self.by_id = by_id
+        return self.by_id
+
+
+# Values written as they are, never by reference.
+SCALARS = (type(None), bool, int, float, complex, str, bytes, type, types.ModuleType,
+           types.FunctionType, types.BuiltinFunctionType)
+
+
+class CapturePickler(pickle.Pickler):
+    """A pickler that writes a `re.Match` as the search or match that rebuilds it, and a value
+    of a module of the package by its name (`PackageGlobals`)."""
+
+    globals: dict = {}
+
+    def persistent_id(self, obj):
+        found = self.globals.get(id(obj))
+        if found is not None and found[1] is obj:
+            return found[0]
+        return None
+
+    def reducer_override(self, obj):
+        import r2e_equiv
+
+        if type(obj).__name__ == "Match" and type(obj).__module__ == "re":
+            for how, pos in (("search", obj.pos), ("match", obj.start())):
+                again = r2e_equiv.rebuild_match(obj.re, obj.string, pos, obj.endpos, how)
+                if again is not None and again.span() == obj.span() and (
+                    again.groups() == obj.groups()
+                ):
+                    return (r2e_equiv.rebuild_match, (obj.re, obj.string, pos, obj.endpos, how))
+            raise pickle.PicklingError("a match that does not rebuild")
+        return NotImplemented
+
+
+class Capture:
+    def __init__(self, request: dict):
+        self.per_target = int(request.get("per_target") or 8)
+        self.targets = request.get("targets") or []
+        packages = [str(t.get("module", "")).partition(".")[0] for t in self.targets]
+        self.encoder = Encoder(int(request.get("max_bytes") or 8192), packages)
+        self.calls = [[] for _ in self.targets]
+        self.seen = [set() for _ in self.targets]
+        self.tries = [0 for _ in self.targets]
+        self.codes = {}
+        self.busy = False
+
+    def resolve_all(self):
+        for i, t in enumerate(self.targets):
+            found = resolve(t.get("module", ""), t.get("qualname", ""), t.get("kind", ""))
+            if found is not None and found[0] not in self.codes:
+                self.codes[found[0]] = (i, found[1])
+
+    def hook(self, frame, event, arg):
+        if event != "call" or self.busy:
+            return
+        entry = self.codes.get(frame.f_code)
+        if entry is None:
+            return
+        self.busy = True
+        try:
+            self.record(entry, frame)
+        except BaseException:
+            pass
+        finally:
+            self.busy = False
+
+    def record(self, entry, frame):
+        index, receiver = entry
+        if len(self.calls[index]) >= self.per_target or self.tries[index] >= 20 * self.per_target:
+            return
+        self.tries[index] += 1
+        code = frame.f_code
+        values = frame.f_locals
+        names = code.co_varnames
+        n_pos, n_kw = code.co_argcount, code.co_kwonlyargcount
+        positional = [values[name] for name in names[:n_pos]]
+        keyword = [(name, values[name]) for name in names[n_pos : n_pos + n_kw]]
+        at = n_pos + n_kw
+        if code.co_flags & CO_VARARGS:
+            positional.extend(values[names[at]])
+            at += 1
+        if code.co_flags & CO_VARKEYWORDS:
+            keyword.extend(values[names[at]].items())
+        if receiver:
+            positional = positional[1:]
+        args = []
+        for value in positional:
+            text = self.encoder.text(value)
+            if text is None:
+                return
+            args.append(text)
+        kwargs = {}
+        for name, value in keyword:
+            text = self.encoder.text(value)
+            if text is None:
+                return
+            kwargs[str(name)] = text
+        key = (tuple(args), tuple(sorted(kwargs.items())))
+        if key not in self.seen[index]:
+            self.seen[index].add(key)
+            self.calls[index].append({"args": args, "kwargs": kwargs})
+
+    def saturated(self) -> bool:
+        return all(len(c) >= self.per_target for c in self.calls)
+
+
+def run_pytest(pytest, root: str, tests: list, scratch: str) -> str:
+    ini = os.path.join(scratch, "r2e_capture.ini")
+    with open(ini, "w", encoding="utf-8") as f:
+        f.write("[pytest]\n")
+    args = [
+        *tests,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-c",
+        ini,
+        "--rootdir",
+        root,
+        "-W",
+        "ignore",
+        "--no-header",
+        "-rN",
+        # A test file that does not import (a missing test dependency) costs its own tests only.
+        "--continue-on-collection-errors",
+    ]
+    with open(os.devnull, "w", encoding="utf-8") as null:
+        saved = sys.stdout
+        sys.stdout = null
+        try:
+            pytest.main(args)
+        finally:
+            sys.stdout = saved
+    return "pytest"
+
+
+def run_unittest(root: str, tests: list) -> tuple:
+    """Runs each file's unittest cases and its parameterless `test*` functions; the number of
+    files that did not import."""
+    import importlib.util
+    import unittest
+
+    failed = 0
+    for n, path in enumerate(tests):
+        folder = os.path.dirname(path)
+        if folder not in sys.path:
+            sys.path.insert(1, folder)
+        name = f"r2e_capture_test_{n}"
+        try:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        except Deadline:
+            raise
+        except BaseException:
+            failed += 1
+            continue
+        suite = unittest.defaultTestLoader.loadTestsFromModule(module)
+        suite.run(unittest.TestResult())
+        for attr, fn in list(vars(module).items()):
+            if not attr.startswith("test") or not inspect.isfunction(fn):
+                continue
+            try:
+                if inspect.signature(fn).parameters:
+                    continue
+                fn()
+            except Deadline:
+                raise
+            except BaseException:
+                pass
+    return "unittest", failed
+
+
+def capture(request: dict, scratch: str) -> dict:
+    repo_root = os.path.join(HERE, request["repo_root"])
+    sys.path[0:0] = [repo_root]
+    for extra in request.get("extra_roots") or []:
+        extra = os.path.join(HERE, extra)
+        if extra not in sys.path:
+            sys.path.append(extra)
+    sys.path.append(HERE)
+    sys.dont_write_bytecode = True
+    import r2e_equiv
+
+    r2e_equiv.use_project_layer()
+    cap = Capture(request)
+    cap.resolve_all()
+    tests = [os.path.join(repo_root, t) for t in request.get("tests") or []]
+    out = {"status": "ok", "runner": "none", "time_limit_hit": False, "tests_failed_to_import": 0}
+    if cap.codes and tests:
+
+        def expire(signum, frame):
+            raise Deadline()
+
+        signal.signal(signal.SIGALRM, expire)
+        # Again every second, should a test swallow the first.
+        limit = max(float(request.get("time_limit") or 60), 1.0)
+        signal.setitimer(signal.ITIMER_REAL, limit, 1.0)
+        threading.setprofile(cap.hook)
+        sys.setprofile(cap.hook)
+        try:
+            try:
+                import pytest
+            except BaseException:
+                pytest = None
+            if pytest is not None:
+                out["runner"] = run_pytest(pytest, repo_root, tests, scratch)
+            else:
+                out["runner"], out["tests_failed_to_import"] = run_unittest(repo_root, tests)
+        except (Deadline, KeyboardInterrupt):
+            out["time_limit_hit"] = True
+        except BaseException:
+            pass
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    out["calls"] = cap.calls
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: r2e_capture.py REQUEST.json OUT.json", file=sys.stderr)
+        return 2
+    out_path = os.path.abspath(argv[2])
+    with open(argv[1], encoding="utf-8") as f:
+        request = json.load(f)
+    started = time.monotonic()
+    try:
+        result = capture(request, os.path.dirname(out_path))
+    except BaseException as exc:  # the answer is written whatever the tests did
+        result = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    result["seconds"] = round(time.monotonic() - started, 3)
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    sys.stdout.flush()
+    # The tests may have left threads or handlers behind: end here.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,238 @@
+"""Tests of r2e_capture.py, run as a script (as the Rust side runs it) on a small package with its
+own unittest tests; the values it captures are read back as the explorer reads them."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+from r2e_test_support import PY_DIR
+
+CAPTURE = os.path.join(PY_DIR, "r2e_capture.py")
+
+FILES = {
+    "shop/__init__.py": "",
+    "shop/core.py": '''
+        import re
+
+        RULES = {"word": re.compile(r"[a-z]+"), "num": re.compile(r"[0-9]+")}
+        WORD = re.compile(r"(\\w+)@(\\w+)")
+
+
+        class Cart:
+            def __init__(self, owner, *, rules):
+                self.owner = owner
+                self.rules = rules
+                self.items = []
+
+            def add(self, name, count=1):
+                """Adds an item."""
+                self.items.append((name, count))
+                return len(self.items)
+
+
+        def total(cart, *extra, scale=1, **named):
+            """The number of items in a cart."""
+            return scale * (sum(c for _, c in cart.items) + sum(extra) + sum(named.values()))
+
+
+        def host(m, data):
+            """The host of a match."""
+            return m.group(2) + data[m.end():]
+
+
+        def callback(fn):
+            """Calls fn."""
+            return fn()
+
+
+        def spin(n):
+            """Loops."""
+            while n:
+                pass
+            return n
+    ''',
+    "tests/test_shop.py": '''
+        import unittest
+
+        from shop.core import RULES, WORD, Cart, callback, host, total
+
+
+        class TestShop(unittest.TestCase):
+            def test_total(self):
+                cart = Cart("ann", rules=RULES)
+                cart.add("pear", 2)
+                cart.add("fig")
+                self.assertEqual(total(cart, 1, scale=2, bonus=3), 14)
+
+            def test_host(self):
+                data = "mail bob@host rest"
+                self.assertEqual(host(WORD.search(data), data), "host rest")
+                for m in WORD.finditer("a@b c@d e"):
+                    host(m, "a@b c@d e")
+
+            def test_callback(self):
+                self.assertEqual(callback(lambda: 3), 3)
+
+
+        def test_plain():
+            total(Cart("bo", rules=RULES))
+    ''',
+    "tests/test_zzz_spin.py": '''
+        from shop.core import spin
+
+
+        def test_spin():
+            spin(1)
+    ''',
+}
+
+
+class CaptureTest(unittest.TestCase):
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="r2e-capture-")
+        self.addCleanup(shutil.rmtree, self.root, ignore_errors=True)
+        for rel, text in FILES.items():
+            path = os.path.join(self.root, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(textwrap.dedent(text).lstrip())
+        self.scratch = tempfile.mkdtemp(prefix="r2e-capture-scratch-")
+        self.addCleanup(shutil.rmtree, self.scratch, ignore_errors=True)
+        for name in ("r2e_capture.py", "r2e_equiv.py", "r2e_snapshot.py"):
+            shutil.copy(os.path.join(PY_DIR, name), self.scratch)
+
+    def capture(self, targets, tests, time_limit=20):
+        request = {
+            "repo_root": self.root,
+            "extra_roots": [],
+            "tests": [os.path.join(self.root, t) for t in tests],
+            "targets": [{"module": m, "qualname": q, "kind": k} for m, q, k in targets],
+            "per_target": 8,
+            "max_bytes": 8192,
+            "time_limit": time_limit,
+        }
+        req = os.path.join(self.scratch, "request.json")
+        out = os.path.join(self.scratch, "out.json")
+        with open(req, "w", encoding="utf-8") as f:
+            json.dump(request, f)
+        subprocess.run(
+            [sys.executable, "-I", os.path.join(self.scratch, "r2e_capture.py"), req, out],
+            check=True,
+            timeout=120,
+            stdout=subprocess.DEVNULL,
+        )
+        with open(out, encoding="utf-8") as f:
+            return json.load(f)
+
+    def load(self, text):
+        """The value of a captured text, in a fresh interpreter that imports the package (as a
+        harness does), described by `describe`."""
+        script = textwrap.dedent("""
+            import sys
+            sys.path[0:0] = [sys.argv[1], sys.argv[2]]
+            import r2e_equiv, shop.core
+            value = eval(sys.argv[3], {"r2e_equiv": r2e_equiv})
+            if isinstance(value, shop.core.Cart):
+                print(repr(("cart", value.owner, value.items, value.rules is shop.core.RULES)))
+            elif type(value).__name__ == "Match":
+                print(repr(("match", value.span(), value.groups(), value.string)))
+            else:
+                print(repr(value))
+        """)
+        out = subprocess.run(
+            [sys.executable, "-I", "-c", script, self.root, self.scratch, text],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return ast.literal_eval(out.stdout.strip())
+
+    def test_arguments_are_captured_as_they_were_on_entry(self):
+        out = self.capture(
+            [
+                ("shop.core", "total", "function"),
+                ("shop.core", "Cart.add", "method"),
+                ("shop.core", "host", "function"),
+                ("shop.core", "callback", "function"),
+            ],
+            ["tests/test_shop.py"],
+        )
+        self.assertEqual(out["status"], "ok", out)
+        self.assertEqual(out["runner"], "unittest")
+        totals, adds, hosts, callbacks = out["calls"]
+        # total(cart, 1, scale=2, bonus=3): the cart as it was, *extra spread, **named by name.
+        call = totals[0]
+        self.assertEqual(len(call["args"]), 2, call)
+        self.assertIn("r2e_equiv.loads(", call["args"][0])
+        self.assertEqual(call["args"][1], "1")
+        self.assertEqual(call["kwargs"], {"scale": "2", "bonus": "3"})
+        # The cart's rules are the module's table, by name, not a copy.
+        self.assertEqual(
+            self.load(call["args"][0]), ("cart", "ann", [("pear", 2), ("fig", 1)], True)
+        )
+        # The plain test function ran too (a cart with nothing in it).
+        self.assertEqual(self.load(totals[1]["args"][0]), ("cart", "bo", [], True))
+        # A method's receiver is left out; literals are written as literals.
+        self.assertEqual(adds[0], {"args": ["'pear'", "2"], "kwargs": {}})
+        self.assertEqual(adds[1], {"args": ["'fig'", "1"], "kwargs": {}})
+        # A match is rebuilt by the search or match that finds it again.
+        self.assertEqual(
+            [self.load(c["args"][0]) for c in hosts],
+            [
+                ("match", (5, 13), ("bob", "host"), "mail bob@host rest"),
+                ("match", (0, 3), ("a", "b"), "a@b c@d e"),
+                ("match", (4, 7), ("c", "d"), "a@b c@d e"),
+            ],
+        )
+        # A lambda does not rebuild: that call is not kept.
+        self.assertEqual(callbacks, [])
+
+    def test_the_time_limit_keeps_what_was_recorded(self):
+        out = self.capture(
+            [("shop.core", "total", "function"), ("shop.core", "spin", "function")],
+            ["tests/test_shop.py", "tests/test_zzz_spin.py"],
+            time_limit=3,
+        )
+        self.assertEqual(out["status"], "ok", out)
+        self.assertTrue(out["time_limit_hit"], out)
+        self.assertEqual(len(out["calls"][0]), 2, out)
+        self.assertEqual(out["calls"][1], [{"args": ["1"], "kwargs": {}}])
+
+    def test_no_target_imports_no_tests_run(self):
+        out = self.capture([("shop.missing", "f", "function")], ["tests/test_shop.py"])
+        self.assertEqual(out, {**out, "status": "ok", "runner": "none", "calls": [[]]})
+
+
+class ExplorerReadsCapturedValues(unittest.TestCase):
+    def test_a_loaded_text_is_a_spec_that_renders_and_builds(self):
+        sys.path.insert(0, PY_DIR)
+        import pickle
+
+        import r2e_equiv  # noqa: F401 - specs.build finds it in sys.modules
+        from r2e_explorer import specs, static
+
+        data = pickle.dumps({"a": [1, 2]}, protocol=4)
+        site = {"args": [f"r2e_equiv.loads({data!r})", "3"], "kwargs": {}}
+        args, kwargs = static.call_site_specs(site, None)
+        self.assertIsInstance(args[0], specs.Loaded)
+        self.assertEqual(args[1], 3)
+        self.assertEqual(specs.render(args[0]), f"r2e_equiv.loads({data!r})")
+        built = specs.build(args[0], None)
+        self.assertEqual(built, {"a": [1, 2]})
+        self.assertIsNot(built, specs.build(args[0], None))
+        # Anything else spelled like it is not a captured value.
+        bad = {"args": ["r2e_equiv.loads('text')"], "kwargs": {}}
+        self.assertIs(static.call_site_specs(bad, None)[0][0], specs.UNKNOWN)
+
+
+if __name__ == "__main__":
+    unittest.main()
