@@ -274,6 +274,11 @@ fn status_names_the_key_fields_an_edit_changed_after_a_whole_build() {
         named(&status()),
         ["  generate: its settings changed: `explorer.budget`: 1500 -> 99"]
     );
+    pipeline("capture_time_limit_seconds = 30\n", "");
+    assert_eq!(
+        named(&status()),
+        ["  generate: its settings changed: `capture.time_limit_seconds`: 120 -> 30"]
+    );
 
     pipeline("", "");
     let builtin = std::fs::read_to_string(

@@ -118,6 +118,9 @@ struct Generate {
     explorer: Option<GenerateSettings>,
     #[serde(flatten)]
     model: Option<Asked>,
+    /// The capture of the repositories' own tests (`[generate] capture_tests`), when on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capture: Option<r2e_core::keys::CaptureSettings>,
 }
 
 /// A model-driven stage's requests: their settings, the hashes of the templates their messages
@@ -187,6 +190,8 @@ pub fn of_pipeline(
                 repair_rounds: Some(g.repair_rounds),
                 max_examples: None,
             }),
+            capture: (g.generator != Generator::Llm && g.capture_tests)
+                .then(|| super::capture::settings(g)),
         };
         let validate = Validate {
             runs: validation(sandbox, &c.sandbox),
