@@ -52,6 +52,22 @@ fn instance<'a>(
         .unwrap_or_else(|| panic!("{id} is an instance: {h}"))
 }
 
+/// How many of an instance's tests return normally in every call they record.
+fn returning_tests(row: &Value) -> usize {
+    row["expected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| {
+            t["records"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|r| r["outcome"].get("return").is_some())
+        })
+        .count()
+}
+
 /// `r2e check ID --candidate FILE --json` on `text`: the exit code and the verdict.
 fn check(p: &Project, id: &str, label: &str, text: &str) -> (i32, Value) {
     let file = p.path().join(format!("candidate-{label}.py"));
@@ -760,19 +776,10 @@ fn structured_arguments_are_built_through_the_packages_factories() {
                     || harness.contains("reference_package.cycle_graph(")),
             "{id} builds graphs through the factories: {harness}"
         );
-        let returns = row["expected"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|t| {
-                t["records"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .all(|r| r["outcome"].get("return").is_some())
-            })
-            .count();
-        assert!(returns >= 1, "{id} has tests that return normally: {row:#}");
+        assert!(
+            returning_tests(row) >= 1,
+            "{id} has tests that return normally: {row:#}"
+        );
     }
     let id = "r:mygraph/algorithms.py:degree_sum";
     let original = def_text(&p, "mygraph/algorithms.py", "degree_sum");
@@ -887,19 +894,10 @@ fn arguments_the_projects_tests_pass_are_captured() {
         harness.contains("r2e_equiv.loads("),
         "the tokenizers are the captured ones: {harness}"
     );
-    let returns = row["expected"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| {
-            t["records"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .all(|r| r["outcome"].get("return").is_some())
-        })
-        .count();
-    assert!(returns >= 2, "both captured calls return: {row:#}");
+    assert!(
+        returning_tests(row) >= 2,
+        "both captured calls return: {row:#}"
+    );
     let original = def_text(&p, "tok/parse.py", "parse_assignment");
     assert_passes(&p, id, "original", &original);
     assert_fails(

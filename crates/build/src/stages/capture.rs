@@ -50,6 +50,15 @@ pub fn is_test_file(path: &str) -> bool {
             .any(|p| matches!(*p, "test" | "tests" | "testing"))
 }
 
+/// The function a candidate's captured calls are recorded under.
+pub fn target_of(c: &Candidate) -> CaptureTarget {
+    CaptureTarget {
+        module: c.target.module.clone(),
+        qualname: c.target.qualname.clone(),
+        kind: c.target.kind,
+    }
+}
+
 /// What one repository's capture gave: the calls per target, and the time it took.
 pub struct Captured {
     pub calls: BTreeMap<CaptureTarget, Vec<CallSiteArgs>>,
@@ -79,11 +88,7 @@ pub fn capture_repo(
     let mut targets: Vec<CaptureTarget> = candidates
         .iter()
         .filter(|c| !c.target.module.is_empty())
-        .map(|c| CaptureTarget {
-            module: c.target.module.clone(),
-            qualname: c.target.qualname.clone(),
-            kind: c.target.kind,
-        })
+        .map(|c| target_of(c))
         .collect();
     targets.sort();
     targets.dedup();

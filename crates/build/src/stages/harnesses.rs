@@ -306,15 +306,14 @@ fn generate_all(
         }
         _ => {
             let settings = super::keyed::explorer(&cfg.generate, exec.sandbox, exec.settings);
-            let prepared: Vec<Result<(Candidate, f64)>> = candidates
+            let prepared: Vec<(Candidate, f64)> = candidates
                 .par_iter()
                 .map_with(db.clone(), |db: &mut Database, (f, row)| {
                     let started = Instant::now();
                     let c = prepare(inputs, db, *f, row)?;
                     Ok((c, started.elapsed().as_secs_f64()))
                 })
-                .collect();
-            let prepared: Vec<(Candidate, f64)> = prepared.into_iter().collect::<Result<_>>()?;
+                .collect::<Result<_>>()?;
             // By repository (in the candidates' order): each one's capture, then its
             // explorations, while other repositories capture or explore.
             let mut groups: Vec<Vec<(usize, Candidate, f64)>> = Vec::new();
@@ -326,12 +325,14 @@ fn generate_all(
                 });
                 groups[g].push((i, c, prepared_in));
             }
-            // Each repository's test files, read here (the database stays on this thread).
+            // Each repository's test files, read here (the database stays on this thread), when
+            // the capture is on.
+            let capture_on = cfg.generate.capture_tests;
             let tests: HashMap<&str, Vec<String>> = inputs
                 .checkouts
                 .iter()
                 .zip(inputs.repos)
-                .filter(|(c, _)| group_of.contains_key(&c.name))
+                .filter(|(c, _)| capture_on && group_of.contains_key(&c.name))
                 .map(|(c, repo)| {
                     let files = repo.files(db).iter().map(|f| f.path(db));
                     let tests = files.filter(|p| capture::is_test_file(p)).cloned();
@@ -341,7 +342,7 @@ fn generate_all(
             let mut steps: Vec<(usize, Result<Step>)> = groups
                 .into_par_iter()
                 .flat_map(|mut group| {
-                    if cfg.generate.capture_tests
+                    if capture_on
                         && let Err(e) = capture_group(inputs, &tests, exec, &mut group, tallies)
                     {
                         return vec![(group[0].0, Err(e))];
@@ -397,12 +398,7 @@ fn capture_group(
         recorded,
     );
     for (_, c, _) in group.iter_mut() {
-        let key = r2e_core::records::CaptureTarget {
-            module: c.target.module.clone(),
-            qualname: c.target.qualname.clone(),
-            kind: c.target.kind,
-        };
-        if let Some(calls) = captured.calls.get(&key) {
+        if let Some(calls) = captured.calls.get(&capture::target_of(c)) {
             capture::merge(calls, &mut c.target.call_sites);
         }
     }

@@ -252,9 +252,6 @@ class Capture:
             self.seen[index].add(key)
             self.calls[index].append({"args": args, "kwargs": kwargs})
 
-    def saturated(self) -> bool:
-        return all(len(c) >= self.per_target for c in self.calls)
-
 
 def run_pytest(pytest, root: str, tests: list, scratch: str) -> str:
     ini = os.path.join(scratch, "r2e_capture.ini")
@@ -286,7 +283,7 @@ def run_pytest(pytest, root: str, tests: list, scratch: str) -> str:
     return "pytest"
 
 
-def run_unittest(root: str, tests: list) -> tuple:
+def run_unittest(tests: list) -> tuple:
     """Runs each file's unittest cases and its parameterless `test*` functions; the number of
     files that did not import."""
     import importlib.util
@@ -359,7 +356,7 @@ def capture(request: dict, scratch: str) -> dict:
             if pytest is not None:
                 out["runner"] = run_pytest(pytest, repo_root, tests, scratch)
             else:
-                out["runner"], out["tests_failed_to_import"] = run_unittest(repo_root, tests)
+                out["runner"], out["tests_failed_to_import"] = run_unittest(tests)
         except (Deadline, KeyboardInterrupt):
             out["time_limit_hit"] = True
         except BaseException:
