@@ -17,7 +17,7 @@ use r2e_exec::sandbox::Exit;
 
 use super::candidate::Candidate;
 
-/// Calls kept per function.
+/// Calls kept per function (the first ones, then calls that reach arcs the kept ones do not).
 pub const PER_TARGET: u32 = 8;
 /// The longest argument text kept, in bytes (a literal's text, or a pickle).
 pub const MAX_BYTES: u32 = 8192;

@@ -6,15 +6,17 @@
 REQUEST.json: {"repo_root", "extra_roots", "tests": [test files, relative to repo_root],
 "targets": [{"module", "qualname", "kind"}], "per_target", "max_bytes", "time_limit"}.
 
-The script imports the targets, installs a profile hook that fires on entry to their code
-objects only, and runs the test files: with pytest when the environment has it, else with
-unittest (and the files' plain `test*` functions without parameters). At each entry it records
-the arguments as they are before the function runs, as source texts the explorer reads like a
-call site's (`static.call_site_specs`): a literal where `repr` round-trips
+The script imports the targets, installs a trace function that traces their frames only, and
+runs the test files: with pytest when the environment has it, else with unittest (and the
+files' plain `test*` functions without parameters). At each entry it encodes the arguments as
+they are before the function runs, as source texts the explorer reads like a call site's (`static.call_site_specs`): a literal where `repr` round-trips
 (`ast.literal_eval(repr(v)) == v`), else `r2e_equiv.loads(b"...")`, a pickle the harness loads
 (a `re.Match` is pickled as the search or match that rebuilds it). A value that neither
 rebuilds is not used, and neither is the call. A method's receiver is left out: the explorer
-constructs it, as for any call site.
+constructs it, as for any call site. Which calls are kept (`per_target` of them): the first ones,
+until the slots are full; then a call that ran arcs of the target no kept call ran takes the
+place of the latest kept call that ran none new (a test suite's first calls are often alike:
+its later ones reach the other branches).
 
 OUT.json is {"status": "ok", "runner", "calls": [[{"args", "kwargs"}...] per target],
 "time_limit_hit", "tests_failed_to_import"} or {"status": "error", "error"}; the exit code is 0
@@ -40,6 +42,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 CO_VARARGS = 0x04
 CO_VARKEYWORDS = 0x08
+# Calls of a target whose arguments are encoded, per slot of `per_target`: the first calls fill
+# the slots, later ones may take a slot for arcs the kept calls did not reach.
+TRIES_PER_SLOT = 64
 
 
 class Deadline(KeyboardInterrupt):
@@ -191,6 +196,11 @@ class Capture:
         packages = [str(t.get("module", "")).partition(".")[0] for t in self.targets]
         self.encoder = Encoder(int(request.get("max_bytes") or 8192), packages)
         self.calls = [[] for _ in self.targets]
+        # Per kept call, whether it reached arcs that the calls before it had not.
+        self.adds = [[] for _ in self.targets]
+        self.covered = [set() for _ in self.targets]
+        # Calls under way, outermost first.
+        self.live: list = []
         self.seen = [set() for _ in self.targets]
         self.tries = [0 for _ in self.targets]
         self.codes = {}
@@ -202,24 +212,29 @@ class Capture:
             if found is not None and found[0] not in self.codes:
                 self.codes[found[0]] = (i, found[1])
 
-    def hook(self, frame, event, arg):
+    def trace(self, frame, event, arg):
+        """The global trace function: a call of a target whose arguments encode gets a local
+        tracer of its own (`Pending`), which sees its arcs; every other frame runs untraced."""
         if event != "call" or self.busy:
-            return
+            return None
         entry = self.codes.get(frame.f_code)
         if entry is None:
-            return
+            return None
         self.busy = True
         try:
-            self.record(entry, frame)
+            pending = self.enter(entry, frame)
         except BaseException:
-            pass
+            pending = None
         finally:
             self.busy = False
+        return pending.event if pending is not None else None
 
-    def record(self, entry, frame):
+    def enter(self, entry, frame):
+        """The call's arguments as texts, pending until it returns (None when they do not
+        encode, the call was recorded before, or the target's tries are spent)."""
         index, receiver = entry
-        if len(self.calls[index]) >= self.per_target or self.tries[index] >= 20 * self.per_target:
-            return
+        if self.tries[index] >= TRIES_PER_SLOT * self.per_target:
+            return None
         self.tries[index] += 1
         code = frame.f_code
         values = frame.f_locals
@@ -239,18 +254,71 @@ class Capture:
         for value in positional:
             text = self.encoder.text(value)
             if text is None:
-                return
+                return None
             args.append(text)
         kwargs = {}
         for name, value in keyword:
             text = self.encoder.text(value)
             if text is None:
-                return
+                return None
             kwargs[str(name)] = text
         key = (tuple(args), tuple(sorted(kwargs.items())))
-        if key not in self.seen[index]:
-            self.seen[index].add(key)
-            self.calls[index].append({"args": args, "kwargs": kwargs})
+        if key in self.seen[index]:
+            return None
+        self.seen[index].add(key)
+        pending = Pending(self, index, {"args": args, "kwargs": kwargs}, frame.f_lineno)
+        self.live.append(pending)
+        return pending
+
+    def flush(self):
+        """Keeps the calls still under way (the time limit stopped them: an exception raised
+        inside the trace function ends the tracing without their return)."""
+        live, self.live = self.live, []
+        for pending in live:
+            self.finish(pending.index, pending.call, pending.arcs)
+
+    def finish(self, index: int, call: dict, arcs: set):
+        """Keeps a call that returned (or raised): while the target has free slots, any; then
+        one that reaches arcs no kept call reached, in place of the latest kept call that
+        reached none new. The kept calls stay in the order they were made."""
+        covered = self.covered[index]
+        new = bool(arcs - covered)
+        covered |= arcs
+        kept, adds = self.calls[index], self.adds[index]
+        if len(kept) < self.per_target:
+            kept.append(call)
+            adds.append(new)
+        elif new and not all(adds):
+            at = len(adds) - 1 - adds[::-1].index(False)
+            del kept[at], adds[at]
+            kept.append(call)
+            adds.append(new)
+
+
+class Pending:
+    """A target's call under way: its encoded arguments and the arcs (pairs of lines) it
+    runs, until it returns."""
+
+    __slots__ = ("capture", "index", "call", "arcs", "last")
+
+    def __init__(self, capture: Capture, index: int, call: dict, line: int):
+        self.capture, self.index, self.call = capture, index, call
+        self.arcs: set = set()
+        self.last = -line
+
+    def event(self, frame, event, arg):
+        if event == "line":
+            line = frame.f_lineno
+            self.arcs.add((self.last, line))
+            self.last = line
+        elif event == "return":
+            self.arcs.add((self.last, -frame.f_code.co_firstlineno))
+            live = self.capture.live
+            if self in live:
+                live.remove(self)
+            self.capture.finish(self.index, self.call, self.arcs)
+            return None
+        return self.event
 
 
 def run_pytest(pytest, root: str, tests: list, scratch: str) -> str:
@@ -346,8 +414,8 @@ def capture(request: dict, scratch: str) -> dict:
         # Again every second, should a test swallow the first.
         limit = max(float(request.get("time_limit") or 60), 1.0)
         signal.setitimer(signal.ITIMER_REAL, limit, 1.0)
-        threading.setprofile(cap.hook)
-        sys.setprofile(cap.hook)
+        threading.settrace(cap.trace)
+        sys.settrace(cap.trace)
         try:
             try:
                 import pytest
@@ -362,9 +430,10 @@ def capture(request: dict, scratch: str) -> dict:
         except BaseException:
             pass
         finally:
-            sys.setprofile(None)
-            threading.setprofile(None)
+            sys.settrace(None)
+            threading.settrace(None)
             signal.setitimer(signal.ITIMER_REAL, 0)
+            cap.flush()
     out["calls"] = cap.calls
     return out
 

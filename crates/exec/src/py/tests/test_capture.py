@@ -53,6 +53,15 @@ FILES = {
             return fn()
 
 
+        def sign(n):
+            """The sign of n."""
+            if n < 0:
+                return -1
+            if n == 0:
+                return 0
+            return 1
+
+
         def spin(n):
             """Loops."""
             while n:
@@ -85,6 +94,17 @@ FILES = {
         def test_plain():
             total(Cart("bo", rules=RULES))
     ''',
+    "tests/test_signs.py": '''
+        from shop.core import sign
+
+
+        def test_signs():
+            for n in range(1, 12):
+                assert sign(n) == 1
+            assert sign(0) == 0
+            for n in range(-7, 0):
+                assert sign(n) == -1
+    ''',
     "tests/test_zzz_spin.py": '''
         from shop.core import spin
 
@@ -109,13 +129,13 @@ class CaptureTest(unittest.TestCase):
         for name in ("r2e_capture.py", "r2e_equiv.py", "r2e_snapshot.py"):
             shutil.copy(os.path.join(PY_DIR, name), self.scratch)
 
-    def capture(self, targets, tests, time_limit=20):
+    def capture(self, targets, tests, time_limit=20, per_target=8):
         request = {
             "repo_root": self.root,
             "extra_roots": [],
             "tests": [os.path.join(self.root, t) for t in tests],
             "targets": [{"module": m, "qualname": q, "kind": k} for m, q, k in targets],
-            "per_target": 8,
+            "per_target": per_target,
             "max_bytes": 8192,
             "time_limit": time_limit,
         }
@@ -195,6 +215,13 @@ class CaptureTest(unittest.TestCase):
         )
         # A lambda does not rebuild: that call is not kept.
         self.assertEqual(callbacks, [])
+
+    def test_calls_that_reach_other_branches_take_the_slots_of_alike_ones(self):
+        out = self.capture([("shop.core", "sign", "function")], ["tests/test_signs.py"], per_target=4)
+        self.assertEqual(out["status"], "ok", out)
+        # The first four calls fill the slots; 0 and the first negative number reach arcs no
+        # kept call reached and replace the latest alike ones; later negatives reach none new.
+        self.assertEqual([c["args"] for c in out["calls"][0]], [["1"], ["2"], ["0"], ["-7"]])
 
     def test_the_time_limit_keeps_what_was_recorded(self):
         out = self.capture(
