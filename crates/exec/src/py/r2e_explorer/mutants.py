@@ -13,7 +13,9 @@ assignments too), `and` <-> `or`, a negated `if`/`elif`/`while` condition, a dro
 on the inputs chosen (text already in lower case, a list already sorted) is not tested; and an
 ignored parameter (`reverse = False` as the body's first statement, for a parameter whose
 default is an expression without calls): an input that leaves every parameter at its default,
-or sets one to a value that changes nothing, does not test that parameter.
+or sets one to a value that changes nothing, does not test that parameter; and a changed
+default (a number or string default ± 1 or with a character added, as `constant`): an input
+that always passes that parameter does not test the default (`spy(iterable)` with `n=1`).
 
 A mutant is compiled from the definition's tree without its decorators, annotations and defaults
 (the function object keeps its own), in the reference module's globals, inside a factory that
@@ -21,7 +23,8 @@ gives it the same free variables (and, for a method, inside a class of the same 
 private names are mangled alike and `super()` finds its `__class__` cell). The unmutated tree
 must compile to the reference's own code, otherwise no mutant is made. A mutant runs by swapping
 the function's `__code__` (`installed`), which keeps decorators, closures, defaults and the
-method's place in its class; the original is put back in a `finally`.
+method's place in its class; the original is put back in a `finally`. A changed default keeps
+the reference's code and swaps the function's `__defaults__` or `__kwdefaults__` instead.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ KINDS = (
     "slice_bound",
     "drop_call",
     "ignore_param",
+    "default",
 )
 
 # Sites per kind and mutants in all, by default.
@@ -85,11 +89,13 @@ class Mutant:
     """One mutant: its kind, the file line of the change, what changed (`was` -> `now`) and
     its code object (None until compiled)."""
 
-    __slots__ = ("kind", "line", "was", "now", "tree", "code")
+    __slots__ = ("kind", "line", "was", "now", "tree", "code", "default")
 
     def __init__(self, kind: str, line: int, was: str, now: str, tree: ast.FunctionDef):
         self.kind, self.line, self.was, self.now, self.tree = kind, line, was, now, tree
         self.code = None
+        # A changed default: (the parameter, its value in the mutant); None for other kinds.
+        self.default = None
 
     def describe(self) -> str:
         """`flip_comparison, line 12: `a < b` -> `a >= b``."""
@@ -205,16 +211,23 @@ def find_sites(node: ast.FunctionDef) -> list[Site]:
     # `ignore_param` inserts `name = default` before the first statement (after a docstring).
     body = node.body
     first_statement = body[1] if len(body) > 1 and _is_docstring(body[0]) else body[0]
-    args = node.args
-    positional = args.posonlyargs + args.args
-    with_defaults = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
-    with_defaults += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    with_defaults = _with_defaults(node.args)
     for arg, default in with_defaults:
         if arg.arg not in ("self", "cls") and not any(
             isinstance(n, (ast.Call, ast.Lambda, ast.NamedExpr)) for n in ast.walk(default)
         ):
             add("ignore_param", (), (arg.arg, default), first_statement)
+    for arg, default in with_defaults:
+        if isinstance(default, ast.Constant) and type(default.value) in (int, float, str):
+            add("default", (), arg.arg, default)
     return sites
+
+
+def _with_defaults(args: ast.arguments) -> list:
+    """(parameter, default expression) for each parameter with a default, in order."""
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+    return pairs + [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
 
 
 def _call_operand(call: ast.Call):
@@ -269,6 +282,14 @@ def apply_site(node: ast.FunctionDef, site: Site) -> Mutant | None:
         at = 1 if _is_docstring(first) else 0
         tree.body.insert(at, ast.fix_missing_locations(ast.copy_location(assign, first)))
         return Mutant(kind, site.line, f"{name}", f"{name} = {_snippet(default)}", tree)
+    if kind == "default":
+        default = next(d for a, d in _with_defaults(tree.args) if a.arg == site.detail)
+        new = _changed_constant(default.value, default.lineno, default.col_offset)
+        was = f"{site.detail}={_snippet(default)}"
+        default.value, default.kind = new, None
+        mutant = Mutant(kind, site.line, was, f"{site.detail}={_snippet(default)}", tree)
+        mutant.default = (site.detail, new)
+        return mutant
     if kind == "remove_statement":
         (field, i) = site.path[-1]
         parent = _at(tree, site.path[:-1])
@@ -485,6 +506,8 @@ class MutantMaker:
             return []
 
         def compiles(mutant: Mutant) -> bool:
+            if mutant.default is not None:
+                return self.fits_default(mutant)
             try:
                 mutant.code = self.compile(mutant.tree)
             except Exception:  # noqa: BLE001 - a mutant that does not compile is skipped
@@ -492,6 +515,28 @@ class MutantMaker:
             return not same_code(mutant.code, self.code)
 
         return bounded(mutant_trees(self.node, seed, per_kind, accept=compiles), limit)
+
+
+    def fits_default(self, mutant: Mutant) -> bool:
+        """Whether the function object holds the parameter's default as its definition writes
+        it (a decorator may have replaced the function, or its defaults): then the mutant is
+        the reference's code with that default changed."""
+        name, _ = mutant.default
+        code, func = self.code, self.func
+        names = code.co_varnames[: code.co_argcount]
+        defaults = getattr(func, "__defaults__", None) or ()
+        kwdefaults = getattr(func, "__kwdefaults__", None) or {}
+        original = next(d.value for a, d in _with_defaults(self.node.args) if a.arg == name)
+        if name in names and names.index(name) >= len(names) - len(defaults):
+            held = defaults[names.index(name) - (len(names) - len(defaults))]
+        elif name in kwdefaults:
+            held = kwdefaults[name]
+        else:
+            return False
+        if type(held) is not type(original) or held != original:
+            return False
+        mutant.code = code
+        return True
 
 
 def _strip_arguments(args: ast.arguments):
@@ -546,17 +591,28 @@ def same_code(a, b) -> bool:
 
 
 @contextlib.contextmanager
-def installed(func, code, caches=()):
-    """Runs the block with `code` as `func`'s code (the original is put back in any case);
+def installed(func, code, caches=(), default=None):
+    """Runs the block with `code` as `func`'s code, and with `default` (a parameter and its
+    value, or None) as that parameter's default (the originals are put back in any case);
     `caches` (functools.lru_cache wrappers of the function) are cleared before and after, so
     that neither side sees results cached by the other."""
     original = func.__code__
+    defaults, kwdefaults = func.__defaults__, func.__kwdefaults__
     _clear(caches)
     func.__code__ = code
     try:
+        if default is not None:
+            name, value = default
+            names = code.co_varnames[: code.co_argcount]
+            if kwdefaults and name in kwdefaults:
+                func.__kwdefaults__ = {**kwdefaults, name: value}
+            else:
+                at = names.index(name) - (len(names) - len(defaults))
+                func.__defaults__ = defaults[:at] + (value,) + defaults[at + 1 :]
         yield
     finally:
         func.__code__ = original
+        func.__defaults__, func.__kwdefaults__ = defaults, kwdefaults
         _clear(caches)
 
 

@@ -39,6 +39,7 @@ from .specs import (
     UNKNOWN,
     Code,
     New,
+    OMIT,
     Unwritable,
     build,
     class_path,
@@ -1505,7 +1506,7 @@ class Explorer:
             self.executor.timeout, max(MUTANT_MIN_TIMEOUT, MUTANT_SLOWDOWN * entry.seconds)
         )
         prepare, action = self.observe(entry.ctor_call, entry.call)
-        with installed(self.target.func, mutant.code, self.caches):
+        with installed(self.target.func, mutant.code, self.caches, mutant.default):
             status, obs, _ = self.executor.run(prepare, action, None, timeout)
         return status, obs
 
@@ -1562,10 +1563,18 @@ class Explorer:
                     for i, p in enumerate(self.space.params)
                     if mutant.kind == "ignore_param" and p.name == mutant.was and p.pool
                 ]
+                # A changed default is told apart only by leaving its parameter out.
+                left_out = [
+                    i
+                    for i, p in enumerate(self.space.params)
+                    if mutant.default is not None and p.name == mutant.default[0]
+                ]
                 added = None
                 if named:
                     i = named[0]
                     inp = inp.replace(i, rng.choice(self.space.params[i].pool))
+                elif left_out and inp.values[left_out[0]] is not OMIT:
+                    inp = inp.replace(left_out[0], OMIT)
                 elif inp.ctor is not None and rng.random() < HUNT_CONSTRUCTION_SHARE:
                     inp, added = self.varied_construction(inp, rng)
                 elif params and rng.random() < 0.5:
@@ -1623,11 +1632,14 @@ class Explorer:
         base = space.from_call(source)
         if base is None:
             return inp, None
-        i = rng.randrange(len(space.params))
-        if space.params[i].pool and rng.random() < 0.5:
-            varied = base.replace(i, rng.choice(space.params[i].pool))
-        else:
-            varied = space.mutate(base, rng, 1)
+        varied = base
+        # One argument changed, or two (a state may need both: a text and a location).
+        for _ in range(2 if rng.random() < 0.25 else 1):
+            i = rng.randrange(len(space.params))
+            if space.params[i].pool and rng.random() < 0.5:
+                varied = varied.replace(i, rng.choice(space.params[i].pool))
+            else:
+                varied = space.mutate(varied, rng, 1)
         call = space.to_call(varied)
         if call is not None and construction_parts(source)[2]:
             # The same set-up calls on the varied construction.

@@ -126,8 +126,12 @@ class SitesTest(unittest.TestCase):
         node = definition()
         sites = find_sites(node)
         self.assertEqual({s.kind for s in sites}, set(KINDS))
-        # The docstring (line 4), the decorator and the parameters' defaults are never mutated.
-        self.assertTrue(all(s.line > 4 for s in sites), [(s.kind, s.line) for s in sites])
+        # The docstring (line 4) and the decorator are never mutated; the parameters' defaults
+        # (line 3) only by `default`, its number and string defaults (not `strict=False`).
+        self.assertTrue(
+            all(s.line > 4 or s.kind == "default" for s in sites), [(s.kind, s.line) for s in sites]
+        )
+        self.assertEqual([s.detail for s in sites if s.kind == "default"], ["lo", "hi"])
 
     def test_mutant_descriptions(self):
         every = descriptions(mutant_trees(definition(), 0, per_kind=100))
@@ -166,7 +170,12 @@ class SitesTest(unittest.TestCase):
         for m in mutant_trees(node, 0):
             text = ast.unparse(m.tree)
             self.assertNotEqual(text, original)
-            self.assertTrue(text.startswith("@decorator\ndef clip(items, lo=0, hi=10, strict=False):"))
+            head = "def clip(items, lo=0, hi=10, strict=False):"
+            if m.kind == "default":
+                head = "def clip(items, lo=1, hi=10, strict=False):" if m.was == "lo=0" else (
+                    "def clip(items, lo=0, hi=11, strict=False):"
+                )
+            self.assertTrue(text.startswith("@decorator\n" + head), text)
             compile(text, "<mutant>", "exec")
         self.assertEqual(ast.unparse(node), original, "the definition itself is not changed")
 
@@ -273,6 +282,28 @@ class MakerTest(unittest.TestCase):
         with installed(func, mutant.code):
             self.assertEqual(double(8), 4)
         self.assertEqual(double(8), 16)
+
+    def test_a_changed_default_runs_the_reference_code_with_that_default(self):
+        classify = self.mod.classify
+        mutant = next(m for m in self.maker(classify).make(0) if m.kind == "default")
+        self.assertEqual(mutant.describe(), "default, line 8: `limit=10` -> `limit=11`")
+        self.assertIs(mutant.code, classify.__code__)
+        self.assertEqual(classify(10), "big/20")
+        with installed(classify, mutant.code, (), mutant.default):
+            self.assertEqual(classify(10), "small")  # only a call that leaves `limit` out
+            self.assertEqual(classify(10, 10), "big/20")  # tells them apart
+        self.assertEqual(classify.__defaults__, (10,))
+        # A keyword-only default, and one the function object no longer holds (no mutant).
+        def f(a, *, b="x"):
+            return a + b
+
+        node = definition("def f(a, *, b='x'):\n    return a + b\n")
+        kw = next(m for m in MutantMaker(f, node).make(0) if m.kind == "default")
+        with installed(f, kw.code, (), kw.default):
+            self.assertEqual(f("a"), "axX")
+        self.assertEqual((f("a"), f.__kwdefaults__), ("ax", {"b": "x"}))
+        f.__kwdefaults__ = {"b": "y"}
+        self.assertFalse([m for m in MutantMaker(f, node).make(0) if m.kind == "default"])
 
     def test_caches_are_cleared_around_a_mutant(self):
         cached = self.mod.cached
