@@ -26,6 +26,7 @@ in both cases. The test suite's own failures do not matter: only the calls it ma
 from __future__ import annotations
 
 import ast
+import builtins
 import importlib
 import inspect
 import io
@@ -94,6 +95,8 @@ class Encoder:
         self.globals = PackageGlobals(packages)
 
     def text(self, value):
+        if isinstance(value, type) and getattr(builtins, value.__name__, None) is value:
+            return value.__name__  # a builtin class by its name (`int`)
         try:
             text = repr(value)
             if len(text) <= self.max_bytes:

@@ -51,8 +51,10 @@ KINDS = (
     "default",
 )
 
-# Sites per kind and mutants in all, by default.
-PER_KIND = 3
+# Sites per kind and mutants in all, by default: a small function gets a mutant at most of its
+# sites (peekable.peek's `raise` among them), a large one MAX_MUTANTS taken round-robin over the
+# kinds in each kind's seeded order.
+PER_KIND = 8
 # Sites of `ignore_param` (one per parameter with a default): each is a mistake of its own,
 # which only an input that sets that parameter to something that matters can tell.
 PER_PARAMETER_KIND = 6
@@ -89,13 +91,15 @@ class Mutant:
     """One mutant: its kind, the file line of the change, what changed (`was` -> `now`) and
     its code object (None until compiled)."""
 
-    __slots__ = ("kind", "line", "was", "now", "tree", "code", "default")
+    __slots__ = ("kind", "line", "was", "now", "tree", "code", "default", "rank")
 
     def __init__(self, kind: str, line: int, was: str, now: str, tree: ast.FunctionDef):
         self.kind, self.line, self.was, self.now, self.tree = kind, line, was, now, tree
         self.code = None
         # A changed default: (the parameter, its value in the mutant); None for other kinds.
         self.default = None
+        # Its place in its kind's seeded order (`bounded` takes the first ones).
+        self.rank = 0
 
     def describe(self) -> str:
         """`flip_comparison, line 12: `a < b` -> `a >= b``."""
@@ -145,6 +149,11 @@ def find_sites(node: ast.FunctionDef) -> list[Site]:
     """Every site of the definition's body (not its docstring, decorators, parameters'
     defaults or annotations), in source order."""
     sites: list[Site] = []
+    # The constants of a raised exception (its message): a harness compares exceptions by type
+    # and arguments but not by message, so changing one makes no mutant a test can kill.
+    in_raise = {
+        id(c) for r in ast.walk(node) if isinstance(r, ast.Raise) for c in ast.walk(r)
+    }
 
     def add(kind, path, detail, at):
         sites.append(Site(kind, path, detail, getattr(at, "lineno", node.lineno)))
@@ -172,7 +181,7 @@ def find_sites(node: ast.FunctionDef) -> list[Site]:
                     add("flip_comparison", path, i, n)
         elif isinstance(n, ast.Constant):
             v = n.value
-            if type(v) in (int, float, str):
+            if type(v) in (int, float, str) and id(n) not in in_raise:
                 add("constant", path, None, n)
         elif isinstance(n, (ast.BinOp, ast.AugAssign)):
             kind = {ast.Add: "add_sub", ast.Sub: "add_sub", ast.Mult: "mul_div"}.get(type(n.op))
@@ -369,6 +378,7 @@ def mutant_trees(node: ast.FunctionDef, seed, per_kind: int = PER_KIND, accept=N
             if accept is not None and not accept(mutant):
                 continue
             seen.add(dump)
+            mutant.rank = len(taken)
             taken.append(mutant)
         taken.sort(key=lambda m: m.line)
         out.extend(taken)
@@ -376,10 +386,10 @@ def mutant_trees(node: ast.FunctionDef, seed, per_kind: int = PER_KIND, accept=N
 
 
 def bounded(mutants: list, limit: int) -> list:
-    """At most `limit` mutants, taken round-robin over the kinds (the first of each kind, then
-    the second...), in their original order."""
+    """At most `limit` mutants, taken round-robin over the kinds (the first of each kind in its
+    seeded order, then the second...), in their original order."""
     by_kind: dict = {}
-    for m in mutants:
+    for m in sorted(mutants, key=lambda m: m.rank):
         by_kind.setdefault(m.kind, []).append(m)
     kept: set = set()
     rank = 0

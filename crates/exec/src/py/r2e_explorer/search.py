@@ -1038,6 +1038,8 @@ class Explorer:
         self.corpus: list[Entry] = []
         self.tried_log: list[Entry] = []
         self.tried_keys: set = set()
+        # The keys of the inputs kept or remembered (corpus, tried log, kill candidates).
+        self.remembered: set = set()
         self.tried_signatures: dict = {}
         self.covered: set = set()
         # Arcs reached by kept inputs that are not interpreter errors on ill-typed input.
@@ -1228,10 +1230,12 @@ class Explorer:
         )
         return ctor_call, call
 
-    def try_input(self, inp: Input | None) -> bool:
+    def try_input(self, inp: Input | None, again: bool = False) -> bool:
         """Runs an input once (if new) and keeps it when it reaches new arcs or a new kind of
         outcome (or, when it is not ill-typed, arcs only ill-typed inputs reached) and behaves
-        deterministically. Returns False for an input already tried."""
+        deterministically. Returns False for an input already tried; with `again`, only for
+        one still remembered (the hunt runs a forgotten one again: `n = 9` was tried, like
+        `n = 5` and forgotten, and is what tells `n < 10` from `n < 9`)."""
         if inp is None:
             return True
         calls = self._calls_of(inp)
@@ -1242,7 +1246,7 @@ class Explorer:
             key = render((ctor_call, call))
         except (Unwritable, RecursionError):
             return True
-        if key in self.tried_keys:
+        if key in self.tried_keys and (not again or key in self.remembered):
             return False
         self.tried_keys.add(key)
         self.last_entry = None
@@ -1283,6 +1287,7 @@ class Explorer:
         if new and self.is_deterministic(ctor_call, call, obs):
             entry.verified = True
             self.corpus.append(entry)
+            self.remembered.add(key)
             self.covered |= arcs
             if not entry.ill_typed:
                 self.covered_typed |= arcs
@@ -1294,6 +1299,7 @@ class Explorer:
             if seen < MAX_ALIKE:
                 self.tried_signatures[signature] = seen + 1
                 self.tried_log.append(entry)
+                self.remembered.add(key)
         return True
 
     def examples_for(self, chosen: list[Entry]) -> list[Entry]:
@@ -1569,12 +1575,17 @@ class Explorer:
                     for i, p in enumerate(self.space.params)
                     if mutant.default is not None and p.name == mutant.default[0]
                 ]
+                # A changed number is told apart by its old or new value (`n < 10` -> `n < 9`
+                # by 9), most often.
+                bounds = _numbers(mutant) if mutant.kind == "constant" else []
                 added = None
                 if named:
                     i = named[0]
                     inp = inp.replace(i, rng.choice(self.space.params[i].pool))
                 elif left_out and inp.values[left_out[0]] is not OMIT:
                     inp = inp.replace(left_out[0], OMIT)
+                elif bounds and params and rng.random() < 0.5:
+                    inp = inp.replace(rng.randrange(params), rng.choice(bounds))
                 elif inp.ctor is not None and rng.random() < HUNT_CONSTRUCTION_SHARE:
                     inp, added = self.varied_construction(inp, rng)
                 elif params and rng.random() < 0.5:
@@ -1595,7 +1606,7 @@ class Explorer:
                 else:
                     inp = self.space.mutate(inp, rng, ctor_count)
             self.last_entry = None
-            if not self.try_input(inp) or self.last_entry is None:
+            if not self.try_input(inp, again=True) or self.last_entry is None:
                 self.drop_construction(added)
                 misses += 1
                 continue
@@ -1607,6 +1618,7 @@ class Explorer:
                 entry.verified = True
                 if entry not in self.corpus:
                     self.kill_candidates.append(entry)
+                    self.remembered.add(entry.key)
                 if not entry.ill_typed:
                     survivors = [i for i in survivors if i not in killed]
                     misses = 0
@@ -1662,6 +1674,15 @@ class Explorer:
         the last one: the hunt adds one at a time)."""
         if index is not None and index == len(self.constructions) - 1:
             self.constructions.pop()
+
+
+def _numbers(mutant) -> list:
+    """The old and new values of a changed number (`10` -> `9`), [] for other constants."""
+    try:
+        values = [ast.literal_eval(mutant.was), ast.literal_eval(mutant.now)]
+    except (ValueError, SyntaxError, TypeError):
+        return []
+    return values if all(type(v) in (int, float) for v in values) else []
 
 
 def is_library_file(filename: str) -> bool:

@@ -265,6 +265,9 @@ def spec_from_node(node: ast.AST, reference, depth: int = 0):
         if writable(value):
             return value
         raise ValueError("literal cannot be written back")
+    if isinstance(node, ast.Name) and isinstance(getattr(builtins, node.id, None), type):
+        # A builtin class as a value (`str`, `int`: a converter, a type to check against).
+        return Code(node.id)
     if isinstance(node, ast.Call) and dotted_name(node.func) == "r2e_equiv.loads":
         # A captured argument (`r2e_capture.py`).
         if len(node.args) == 1 and not node.keywords:

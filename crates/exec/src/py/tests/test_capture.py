@@ -260,6 +260,18 @@ class ExplorerReadsCapturedValues(unittest.TestCase):
         bad = {"args": ["r2e_equiv.loads('text')"], "kwargs": {}}
         self.assertIs(static.call_site_specs(bad, None)[0][0], specs.UNKNOWN)
 
+    def test_a_builtin_class_is_written_by_its_name(self):
+        sys.path.insert(0, PY_DIR)
+        import r2e_capture
+        from r2e_explorer import specs, static
+
+        encoder = r2e_capture.Encoder(8192)
+        self.assertEqual([encoder.text(t) for t in (int, str, bytes)], ["int", "str", "bytes"])
+        (arg, name), _ = static.call_site_specs({"args": ["int", "print"], "kwargs": {}}, None)
+        self.assertEqual((specs.render(arg), specs.build(arg, None)), ("int", int))
+        # Only a class: a builtin function is not a value a call site is read as.
+        self.assertIs(name, specs.UNKNOWN)
+
 
 if __name__ == "__main__":
     unittest.main()
