@@ -9,7 +9,8 @@ REQUEST.json: {"repo_root", "extra_roots", "tests": [test files, relative to rep
 The script imports the targets, installs a trace function that traces their frames only, and
 runs the test files: with pytest when the environment has it, else with unittest (and the
 files' plain `test*` functions without parameters). At each entry it encodes the arguments as
-they are before the function runs, as source texts the explorer reads like a call site's (`static.call_site_specs`): a literal where `repr` round-trips
+they are before the function runs, as source texts the explorer reads like a call site's
+(`static.call_site_specs`): a builtin class by its name, a literal where `repr` round-trips
 (`ast.literal_eval(repr(v)) == v`), else `r2e_equiv.loads(b"...")`, a pickle the harness loads
 (a `re.Match` is pickled as the search or match that rebuilds it). A value that neither
 rebuilds is not used, and neither is the call. A method's receiver is left out: the explorer

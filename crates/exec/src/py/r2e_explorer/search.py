@@ -1550,6 +1550,12 @@ class Explorer:
             [e for e in self.corpus + self.kill_candidates if not e.ill_typed]
         )
         params = len(self.space.params)
+        # The parameters that take one value (not `*args` or `**kwargs`).
+        singles = [
+            i
+            for i, p in enumerate(self.space.params)
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
         misses = turn = 0
         patience = min(HUNT_PATIENCE, max(20, self.budget // 5))
         while survivors and misses < patience and (self.corpus or params):
@@ -1584,8 +1590,8 @@ class Explorer:
                     inp = inp.replace(i, rng.choice(self.space.params[i].pool))
                 elif left_out and inp.values[left_out[0]] is not OMIT:
                     inp = inp.replace(left_out[0], OMIT)
-                elif bounds and params and rng.random() < 0.5:
-                    inp = inp.replace(rng.randrange(params), rng.choice(bounds))
+                elif bounds and singles and rng.random() < 0.5:
+                    inp = inp.replace(rng.choice(singles), rng.choice(bounds))
                 elif inp.ctor is not None and rng.random() < HUNT_CONSTRUCTION_SHARE:
                     inp, added = self.varied_construction(inp, rng)
                 elif params and rng.random() < 0.5:

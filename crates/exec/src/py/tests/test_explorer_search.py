@@ -340,6 +340,13 @@ def scaled(factor: int, text: str):
     return factor * int(match.group("m"))
 
 
+def unpacked(*items):
+    """The items, or the items of a single list or tuple given alone."""
+    if len(items) == 1 and isinstance(items[0], (list, tuple)):
+        items = tuple(items[0])
+    return items
+
+
 def stamp_seconds(text):
     match = _stamp_pattern().match(text)
     if not match:
@@ -781,6 +788,14 @@ class ExplorerTest(SearchCase):
         finally:
             r2e_equiv._THEN_NESTED_LAST = saved
         self.assertGreater(out["arcs"], first_only["arcs"])
+
+    def test_the_hunt_gives_a_changed_number_to_a_parameter_of_one_value(self):
+        # `len(items) == 1` -> `== 2` survives until the hunt, which gives changed numbers to
+        # the parameters of one value only: never in place of `*items` (that failed the
+        # explorer: `to_call` extends the arguments with them).
+        out = self.explore("unpacked", budget=2000, max_tests=8)
+        self.assertEqual(out["status"], "ok", out)
+        self.assertIn("return:tuple", out["outcomes"])
 
     def test_strings_matching_the_patterns_the_function_uses_are_tried(self):
         # No pool holds "12h30m15s", and the body names no pattern (a helper makes it): strings
