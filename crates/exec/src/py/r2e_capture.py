@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import importlib
 import inspect
 import io
@@ -317,9 +318,8 @@ class Pending:
             self.last = line
         elif event == "return":
             self.arcs.add((self.last, -frame.f_code.co_firstlineno))
-            live = self.capture.live
-            if self in live:
-                live.remove(self)
+            with contextlib.suppress(ValueError):  # flushed already
+                self.capture.live.remove(self)
             self.capture.finish(self.index, self.call, self.arcs)
             return None
         return self.event

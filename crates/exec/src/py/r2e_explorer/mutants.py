@@ -526,27 +526,33 @@ class MutantMaker:
 
         return bounded(mutant_trees(self.node, seed, per_kind, accept=compiles), limit)
 
-
     def fits_default(self, mutant: Mutant) -> bool:
         """Whether the function object holds the parameter's default as its definition writes
         it (a decorator may have replaced the function, or its defaults): then the mutant is
         the reference's code with that default changed."""
         name, _ = mutant.default
-        code, func = self.code, self.func
-        names = code.co_varnames[: code.co_argcount]
-        defaults = getattr(func, "__defaults__", None) or ()
-        kwdefaults = getattr(func, "__kwdefaults__", None) or {}
-        original = next(d.value for a, d in _with_defaults(self.node.args) if a.arg == name)
-        if name in names and names.index(name) >= len(names) - len(defaults):
-            held = defaults[names.index(name) - (len(names) - len(defaults))]
-        elif name in kwdefaults:
-            held = kwdefaults[name]
-        else:
+        slot = _default_slot(self.func, self.code, name)
+        if slot is None:
             return False
+        original = next(d.value for a, d in _with_defaults(self.node.args) if a.arg == name)
+        func = self.func
+        held = func.__defaults__[slot] if isinstance(slot, int) else func.__kwdefaults__[name]
         if type(held) is not type(original) or held != original:
             return False
-        mutant.code = code
+        mutant.code = self.code
         return True
+
+
+def _default_slot(func, code, name: str):
+    """Where a function object holds a parameter's default: its index in `__defaults__`, the
+    name for `__kwdefaults__`, or None when it holds none."""
+    names = code.co_varnames[: code.co_argcount]
+    defaults = getattr(func, "__defaults__", None) or ()
+    if name in names and names.index(name) >= len(names) - len(defaults):
+        return names.index(name) - (len(names) - len(defaults))
+    if name in (getattr(func, "__kwdefaults__", None) or {}):
+        return name
+    return None
 
 
 def _strip_arguments(args: ast.arguments):
@@ -613,12 +619,11 @@ def installed(func, code, caches=(), default=None):
     try:
         if default is not None:
             name, value = default
-            names = code.co_varnames[: code.co_argcount]
-            if kwdefaults and name in kwdefaults:
-                func.__kwdefaults__ = {**kwdefaults, name: value}
-            else:
-                at = names.index(name) - (len(names) - len(defaults))
+            at = _default_slot(func, code, name)
+            if isinstance(at, int):
                 func.__defaults__ = defaults[:at] + (value,) + defaults[at + 1 :]
+            elif at is not None:
+                func.__kwdefaults__ = {**kwdefaults, name: value}
         yield
     finally:
         func.__code__ = original
