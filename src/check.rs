@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use r2e_build::bench::Bench;
 use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};
-use r2e_core::records::read_jsonl;
+use r2e_core::records::{CheckOutcome, FailureClass, read_jsonl};
 use r2e_exec::checkpath::{TestVerdict, Verdict};
 use r2e_exec::services::Services;
 
@@ -44,11 +44,32 @@ pub fn check_with(cfg: &Config, id: &str, candidate: &Path, services: &Services)
         ))
     })?;
     let bench = Bench::open(cfg, services)?;
+    let verdict = match bench.check_one(id, &text) {
+        Ok(v) => v,
+        // The instance cannot be checked here (its environment is gone, its repository
+        // changed): not the candidate's doing.
+        Err(Error::Unrunnable(why)) => Verdict::error(why),
+        Err(e) => return Err(e),
+    };
     Ok(Report {
         id: id.to_owned(),
         label: None,
-        verdict: bench.check_one(id, &text)?,
+        verdict,
     })
+}
+
+/// The exit status of checked candidates: 0 when all pass, 3 when a check could not judge one
+/// (outcome `error`), else 1 (one failed).
+pub fn exit_status<'a>(reports: impl IntoIterator<Item = &'a Report>) -> u8 {
+    let mut status = 0;
+    for r in reports {
+        match r.verdict.outcome {
+            CheckOutcome::Pass => {}
+            CheckOutcome::Fail => status = status.max(1),
+            CheckOutcome::Error => status = 3,
+        }
+    }
+    status
 }
 
 /// Checks every candidate of a `--candidates` file (JSON lines of [`CandidateLine`]), all in
@@ -65,18 +86,17 @@ pub fn check_file(cfg: &Config, file: &Path, services: &Services) -> Result<Vec<
     let mut ready = Vec::new();
     let mut slots = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let prepared = bench
-            .prepare(&line.id, &line.candidate)
-            .map_err(|e| match e {
-                Error::Input(m) => Error::input(format!("{}:{}: {m}", file.display(), i + 1)),
-                other => other,
-            })?;
-        match prepared {
-            Ok(p) => {
+        match bench.prepare(&line.id, &line.candidate) {
+            Ok(Ok(p)) => {
                 ready.push(p);
                 slots.push(i);
             }
-            Err(v) => verdicts[i] = Some(v),
+            Ok(Err(v)) => verdicts[i] = Some(v),
+            Err(Error::Input(m)) => {
+                return Err(Error::input(format!("{}:{}: {m}", file.display(), i + 1)));
+            }
+            Err(Error::Unrunnable(why)) => verdicts[i] = Some(Verdict::error(why)),
+            Err(e) => return Err(e),
         }
     }
     for (i, c) in slots.into_iter().zip(bench.check(&ready)?) {
@@ -99,6 +119,14 @@ pub fn report_text(r: &Report) -> String {
     let v = &r.verdict;
     if v.passed {
         return format!("PASS {}: all {} tests pass\n", r.id, v.tests.len());
+    }
+    if v.outcome == CheckOutcome::Error {
+        return format!(
+            "ERROR {}: not judged ({}): {}\n",
+            r.id,
+            FailureClass::Infrastructure,
+            v.error.as_deref().unwrap_or("the check could not run")
+        );
     }
     let mut out = format!("FAIL {}", r.id);
     if let Some(e) = &v.error {

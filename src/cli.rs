@@ -107,8 +107,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run an instance's harness on a candidate implementation: exit 0 when every test passes,
-    /// 1 when one fails or the candidate does not compile, 2 for bad input, 3 when it cannot run.
+    /// Run an instance's harness on a candidate implementation. Its `outcome` is `pass`, `fail`
+    /// (the candidate's doing) or `error` (not judged: the sandbox, a worker, the disk).
+    /// Exit 0: pass; 1: fail (a test fails, or the candidate does not compile); 2: bad input;
+    /// 3: error.
     Check {
         /// An instance id from `dataset.jsonl` (with `--candidate`).
         #[arg(required_unless_present = "candidates")]
@@ -117,7 +119,8 @@ enum Command {
         #[arg(long, requires = "id", required_unless_present = "candidates")]
         candidate: Option<PathBuf>,
         /// Many candidates at once: a JSON-lines file of `{"id", "candidate" (the source text),
-        /// "label" (optional)}`. Prints one JSON verdict per line, in order; exit 0 when all pass.
+        /// "label" (optional)}`. Prints one JSON verdict per line, in order; exit 0 when all pass,
+        /// 3 when one is `error`, else 1.
         #[arg(long, conflicts_with_all = ["id", "candidate"])]
         candidates: Option<PathBuf>,
         /// The pipeline file whose built dataset holds the instance.
@@ -610,11 +613,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     out.push('\n');
                 }
                 print_text(&out)?;
-                return Ok(if reports.iter().all(|r| r.verdict.passed) {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
-                });
+                return Ok(ExitCode::from(crate::check::exit_status(&reports)));
             }
             let (id, candidate) = (
                 id.expect("clap requires it"),
@@ -626,11 +625,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 print_text(&crate::check::report_text(&report))?;
             }
-            Ok(if report.verdict.passed {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+            Ok(ExitCode::from(crate::check::exit_status([&report])))
         }
         Command::Curate {
             pipeline,

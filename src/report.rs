@@ -53,6 +53,8 @@ pub struct Row {
     pub repos: Vec<RepoCounts>,
     /// The harnesses' strength on built-in mutants of the references (instances that carry it).
     pub mutation: Option<Mutation>,
+    /// How stable the instances' tests were when validated (instances that carry it).
+    pub stability: Option<StabilitySummary>,
     /// With `results.jsonl`: pass@k per model (overall, per repository, by dependencies, by
     /// tokens, single- and multi-file, and split at each model's cutoff) and the self-repair
     /// curves.
@@ -72,6 +74,85 @@ pub struct Mutation {
     pub killed: u64,
     /// Surviving mutants, for a person to look at (some are equivalent to the reference).
     pub survivors: Vec<Survivor>,
+}
+
+/// The distribution of the instances' test stability: how many tests were dropped as unstable.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct StabilitySummary {
+    pub instances: u64,
+    /// The tests validated, and those dropped as unstable.
+    pub tests: u64,
+    pub dropped: u64,
+    /// Instances by how many of their tests were dropped: `0`, `1`, `2`, `3+`.
+    pub instances_by_dropped: BTreeMap<String, u64>,
+    /// The instances that lost tests, with how many.
+    pub unstable: Vec<(String, u64)>,
+}
+
+fn stability(instances: &[Instance]) -> Option<StabilitySummary> {
+    let mut out = StabilitySummary::default();
+    for i in instances {
+        let Some(st) = &i.stability else { continue };
+        out.instances += 1;
+        out.tests += st.tests.len() as u64;
+        let dropped = st.dropped.len() as u64;
+        out.dropped += dropped;
+        let bucket = if dropped >= 3 {
+            "3+".to_owned()
+        } else {
+            dropped.to_string()
+        };
+        *out.instances_by_dropped.entry(bucket).or_default() += 1;
+        if dropped > 0 {
+            out.unstable.push((i.id.clone(), dropped));
+        }
+    }
+    (out.instances > 0).then_some(out)
+}
+
+/// The stability of the instances' tests per dataset.
+pub fn stability_markdown(rows: &[Row]) -> String {
+    let with: Vec<(&Row, &StabilitySummary)> = rows
+        .iter()
+        .filter_map(|r| r.stability.as_ref().map(|s| (r, s)))
+        .collect();
+    if with.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\n| variant | instances | tests | dropped as unstable | instances by tests dropped (0 / 1 / 2 / 3+) |\n|---|---|---|---|---|\n",
+    );
+    for (r, s) in &with {
+        let n = |k: &str| s.instances_by_dropped.get(k).copied().unwrap_or(0);
+        out.push_str(&format!(
+            "| {} | {} | {} | {} ({:.1}%) | {} / {} / {} / {} |\n",
+            r.variant,
+            s.instances,
+            s.tests,
+            s.dropped,
+            100.0 * s.dropped as f64 / s.tests.max(1) as f64,
+            n("0"),
+            n("1"),
+            n("2"),
+            n("3+")
+        ));
+    }
+    for (r, s) in &with {
+        if s.unstable.is_empty() {
+            continue;
+        }
+        out.push_str(&format!(
+            "\nInstances of `{}` with unstable tests (dropped; `[validate] unstable`):\n\n",
+            r.variant
+        ));
+        for (id, dropped) in s.unstable.iter().take(SURVIVORS_SHOWN) {
+            out.push_str(&format!("- `{id}`: {dropped}\n"));
+        }
+        if s.unstable.len() > SURVIVORS_SHOWN {
+            out.push_str("- ... (all of them in `report.json`)\n");
+        }
+    }
+    out
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -178,6 +259,7 @@ pub fn row(variant: &str, dir: &Path, cfg: &Config) -> Result<Row> {
         completion_tokens: spent.completion_tokens,
         repos,
         mutation: mutation(&instances),
+        stability: stability(&instances),
         evaluation,
         cutoffs: cfg
             .evaluate
@@ -282,6 +364,7 @@ pub fn markdown(rows: &[Row]) -> String {
     }
     out.push_str(&repos_markdown(rows));
     out.push_str(&mutation_markdown(rows));
+    out.push_str(&stability_markdown(rows));
     out.push_str(&evaluation_markdown(rows));
     out
 }

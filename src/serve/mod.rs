@@ -40,6 +40,7 @@ use serde_json::{Value, json};
 use r2e_build::bench::Bench;
 use r2e_core::config::{Config, SandboxConfig, ServeConfig};
 use r2e_core::error::{Error, Result};
+use r2e_core::records::CheckOutcome;
 use r2e_core::records::Feedback;
 use r2e_exec::checkpath::{TestVerdict, Verdict};
 use r2e_exec::sandbox::Sandbox;
@@ -782,9 +783,18 @@ fn check_workspace(server: &Server, live: &Live) -> ApiResult<Verdict> {
         }
         Err(e) => return Err(e),
     };
-    match server.bench.prepare(&instance.id, &text)? {
-        Err(verdict) => Ok(verdict),
-        Ok(prepared) => Ok(server.checker.check(prepared)?.verdict),
+    let prepared = match server.bench.prepare(&instance.id, &text) {
+        Ok(Ok(prepared)) => prepared,
+        Ok(Err(verdict)) => return Ok(verdict),
+        // The instance cannot be checked here any more (its environment is gone): not the
+        // candidate's doing.
+        Err(Error::Unrunnable(why)) => return Ok(Verdict::error(why)),
+        Err(e) => return Err(e.into()),
+    };
+    match server.checker.check(prepared) {
+        Ok(checked) => Ok(checked.verdict),
+        Err(Error::Env(why)) => Ok(Verdict::error(why)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -830,6 +840,7 @@ async fn test(
             _ => visible.iter().map(|t| test_view(t, feedback)).collect(),
         };
         let observation = json!({
+            "outcome": verdict.outcome,
             "passed": visible.iter().filter(|t| t.passed).count(),
             "total": total,
             "error": verdict.error,
@@ -865,12 +876,27 @@ async fn submit(
             let instance = &owner.bench.instances()[live.ix];
             let total = instance.expected.len();
             let passed = verdict.passed_tests();
+            if verdict.outcome == CheckOutcome::Error {
+                // Nothing was judged: no reward (a trainer masks it), the reason, and the
+                // session stays open for a retry.
+                let observation = json!({
+                    "outcome": verdict.outcome,
+                    "reward": null,
+                    "passed_all": false,
+                    "passed": passed,
+                    "total": total,
+                    "error": verdict.error,
+                });
+                live.record("submit", json!({}), &observation, started, false)?;
+                return Ok((observation, false));
+            }
             let reward = if total == 0 {
                 0.0
             } else {
                 passed as f64 / total as f64
             };
             let observation = json!({
+                "outcome": verdict.outcome,
                 "reward": reward,
                 "passed_all": verdict.passed,
                 "passed": passed,
@@ -887,25 +913,31 @@ async fn submit(
             let mut traced = observation.clone();
             traced["tests"] = Value::Array(full);
             live.record("submit", json!({}), &traced, started, true)?;
-            Ok(observation)
+            Ok((observation, true))
         });
+        let reopen = |guard: &mut bool| {
+            *guard = false;
+            live.touch();
+            owner
+                .sessions
+                .lock()
+                .expect("sessions")
+                .insert(live.id.clone(), live.clone());
+        };
         match judged {
-            Ok(observation) => {
+            Ok((observation, true)) => {
                 if let Err(e) = finish(&live, CloseReason::Submitted) {
                     eprintln!("session {}: {}", live.id, e.message);
                 }
                 Ok(observation)
             }
+            Ok((observation, false)) => {
+                reopen(&mut guard);
+                Ok(observation)
+            }
             Err(e) => {
-                // Nothing was judged (the sandbox failed): the session stays open for a retry.
-                *guard = false;
-                drop(guard);
-                live.touch();
-                owner
-                    .sessions
-                    .lock()
-                    .expect("sessions")
-                    .insert(live.id.clone(), live.clone());
+                // Nothing was judged (the server failed): the session stays open for a retry.
+                reopen(&mut guard);
                 Err(e)
             }
         }

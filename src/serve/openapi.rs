@@ -148,19 +148,24 @@ pub fn document(instances: &[&str]) -> Value {
                 "operationId": "test",
                 "summary": "Run the instance's tests (those not held out) against the workspace's function",
                 "parameters": [sid()],
-                "responses": with(json!({"200": ok("The visible tests' outcomes", json!({"type": "object", "required": ["passed", "total", "tests"], "properties": {
+                "responses": with(json!({"200": ok("The visible tests' outcomes", json!({"type": "object", "required": ["outcome", "passed", "total", "tests"], "properties": {
+                    "outcome": {"enum": ["pass", "fail", "error"], "description": "`error`: the check could not judge the function (not its doing); retry"},
                     "passed": {"type": "integer"}, "total": {"type": "integer"},
                     "error": {"type": ["string", "null"]},
+                    "failure_class": {"type": ["string", "null"]},
                     "tests": {"type": "array", "items": {"$ref": "#/components/schemas/Test"}}
                 }}))}), errors(&["401", "404", "500"]))
             }},
             "/v1/sessions/{sid}/submit": {"post": {
                 "operationId": "submit",
-                "summary": "Check the workspace's function on all tests; the session then closes",
+                "summary": "Check the workspace's function on all tests; the session then closes (on outcome `error` it stays open: submit again)",
                 "parameters": [sid()],
-                "responses": with(json!({"200": ok("The reward", json!({"type": "object", "required": ["reward", "passed_all"], "properties": {
-                    "reward": {"type": "number", "minimum": 0, "maximum": 1}, "passed_all": {"type": "boolean"},
-                    "passed": {"type": "integer"}, "total": {"type": "integer"}
+                "responses": with(json!({"200": ok("The reward", json!({"type": "object", "required": ["outcome", "reward", "passed_all"], "properties": {
+                    "outcome": {"enum": ["pass", "fail", "error"]},
+                    "reward": {"type": ["number", "null"], "minimum": 0, "maximum": 1, "description": "null on outcome `error`"},
+                    "passed_all": {"type": "boolean"},
+                    "passed": {"type": "integer"}, "total": {"type": "integer"},
+                    "error": {"type": ["string", "null"]}
                 }}))}), errors(&["401", "404", "500"]))
             }},
             "/openapi.json": {"get": {"operationId": "openapi", "summary": "This document", "responses": {"200": ok("The document", json!({"type": "object"}))}}}

@@ -33,6 +33,7 @@ mod keys;
 mod layers;
 mod leaks;
 mod llm;
+mod outcomes;
 mod pypi;
 mod python;
 mod readable;

@@ -19,7 +19,7 @@
 //! (it must pass everything) and `builtin/mutants` answers sample i with the i-th mutant.
 
 use r2e_core::config::Template;
-use r2e_core::records::ModelUse;
+use r2e_core::records::{CheckOutcome, ModelUse};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -101,6 +101,9 @@ pub struct EvalOutputs {
     pub checks: StageCounts,
     /// Requests that failed, with why: the build exits 1, and the next build asks again.
     pub failed_requests: Vec<String>,
+    /// Samples a check could not judge (outcome `error`), with why: in `results.jsonl`, left
+    /// out of the tables, and checked again by the next build.
+    pub errors: Vec<String>,
 }
 
 /// One sample while it is evaluated.
@@ -274,7 +277,8 @@ impl<'a> Evaluator<'a> {
                     unit.failed.is_none()
                         && !self.models()[unit.model].is_builtin()
                         && unit.last.as_ref().is_some_and(|(_, v)| {
-                            !v.passed && v.failure_class != Some(FailureClass::PromptTooLong)
+                            v.outcome == CheckOutcome::Fail
+                                && v.failure_class != Some(FailureClass::PromptTooLong)
                         })
                 })
                 .collect();
@@ -304,10 +308,25 @@ impl<'a> Evaluator<'a> {
                 out.samples.cached += 1;
             }
             let instance = &self.bench.instances()[unit.instance];
+            let errored = unit.last.as_ref().and_then(|(_, v)| {
+                (v.outcome == CheckOutcome::Error).then(|| v.error.clone().unwrap_or_default())
+            });
+            let outcome = match (&errored, unit.rounds.first()) {
+                (Some(why), _) => {
+                    out.errors.push(format!(
+                        "{model}, sample {} of `{}`: {why}",
+                        unit.sample, instance.id
+                    ));
+                    CheckOutcome::Error
+                }
+                (None, Some(r)) if r.passed => CheckOutcome::Pass,
+                (None, _) => CheckOutcome::Fail,
+            };
             out.results.push(EvalResult {
                 id: instance.id.clone(),
                 model,
                 sample: unit.sample,
+                outcome,
                 passed: unit.rounds.first().is_some_and(|r| r.passed),
                 repaired_at: unit
                     .rounds
@@ -388,6 +407,7 @@ impl<'a> Evaluator<'a> {
                 }
                 Answered::TooLong(why) => {
                     verdicts[n] = Some(Verdict {
+                        outcome: CheckOutcome::Fail,
                         passed: false,
                         error: Some(why),
                         failure_class: Some(FailureClass::PromptTooLong),
@@ -413,6 +433,7 @@ impl<'a> Evaluator<'a> {
                 match &code {
                     None => {
                         verdicts[n] = Some(Verdict {
+                            outcome: CheckOutcome::Fail,
                             passed: false,
                             error: Some("the answer holds no `def` of the function".into()),
                             failure_class: Some(FailureClass::NoCode),
@@ -452,6 +473,7 @@ impl<'a> Evaluator<'a> {
                 unit.candidate_hash = hash.clone();
             }
             unit.rounds.push(EvalRound {
+                outcome: verdict.outcome,
                 passed: verdict.passed,
                 failure_class: verdict.failure_class,
                 failed_tests: verdict
@@ -693,7 +715,9 @@ pub fn tables(
     let by_id: BTreeMap<&str, &Instance> = instances.iter().map(|i| (i.id.as_str(), i)).collect();
     // (model, id) → (n, c).
     let mut counts: BTreeMap<(&str, &str), (u32, u32)> = BTreeMap::new();
-    for r in results {
+    // A sample no check could judge says nothing of the model.
+    let judged = || results.iter().filter(|r| r.outcome != CheckOutcome::Error);
+    for r in judged() {
         let e = counts.entry((&r.model, &r.id)).or_default();
         e.0 += 1;
         e.1 += u32::from(r.passed);
@@ -756,7 +780,7 @@ pub fn tables(
         }));
     }
     let mut repair: BTreeMap<&str, (u32, Vec<u32>)> = BTreeMap::new();
-    for r in results.iter().filter(|r| !r.passed) {
+    for r in judged().filter(|r| !r.passed) {
         let e = repair
             .entry(&r.model)
             .or_insert_with(|| (0, vec![0; repair_rounds as usize]));
@@ -806,6 +830,51 @@ mod tests {
         // 1 - C(3,2)/C(5,2) = 1 - 3/10.
         assert!((pass_at_k(5, 2, 2).unwrap() - 0.7).abs() < 1e-12);
         assert_eq!(pass_at_k(3, 1, 5), None);
+    }
+
+    #[test]
+    fn samples_no_check_could_judge_are_left_out_of_pass_at_k_and_repair() {
+        let instance: Instance = serde_json::from_value(serde_json::json!({
+            "id": "r:m.py:f", "repo": "r", "commit": "c", "path": "m.py", "qualname": "f",
+            "docstring": "Doc.", "spec": "Doc.", "spec_source": "docstring", "context": "",
+            "harness": "", "tests": 3, "branch_coverage": null, "line_coverage": null,
+            "harness_hash": "", "env_lock": "", "expected": []
+        }))
+        .unwrap();
+        let result = |sample: u32, outcome: CheckOutcome| EvalResult {
+            id: instance.id.clone(),
+            model: "m/x".into(),
+            sample,
+            outcome,
+            passed: outcome == CheckOutcome::Pass,
+            repaired_at: None,
+            rounds: Vec::new(),
+            candidate_hash: None,
+            harness_hash: String::new(),
+            env_lock: String::new(),
+            prompt_hash: String::new(),
+            llm: Default::default(),
+            unseen: None,
+        };
+        let results = [
+            result(0, CheckOutcome::Pass),
+            result(1, CheckOutcome::Error),
+            result(2, CheckOutcome::Fail),
+            result(3, CheckOutcome::Error),
+        ];
+        let t = tables(&results, std::slice::from_ref(&instance), &[1], 1, &[]);
+        // 2 judged samples, 1 correct: pass@1 = 1/2 (with the errors counted as failures it
+        // would be 1/4).
+        assert_eq!(t.overall.len(), 1);
+        assert!(
+            (t.overall[0].pass["pass@1"] - 0.5).abs() < 1e-12,
+            "{:?}",
+            t.overall
+        );
+        assert_eq!(
+            t.repair[0].failing, 1,
+            "only the judged failure awaits repair"
+        );
     }
 
     #[test]

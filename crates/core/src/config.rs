@@ -36,7 +36,7 @@ struct Options {
     #[serde(default)]
     generate: GenerateConfig,
     #[serde(default)]
-    validate: crate::verdict::Policy,
+    validate: ValidateConfig,
     #[serde(default)]
     select: SelectConfig,
     #[serde(default)]
@@ -818,6 +818,52 @@ impl Default for GenerateConfig {
     }
 }
 
+/// `[validate]`: what a correct candidate may change and still pass (the instance's
+/// [`Policy`](crate::verdict::Policy)), and the reference's repeated runs.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ValidateConfig {
+    /// Compare exception messages too (by default only their types).
+    pub compare_exception_messages: bool,
+    /// How many times the reference runs its harness, each in a fresh process (the first in
+    /// the tests' natural order, the others shuffled); at least 2. Each test records how many
+    /// of its runs (these, and the original's two checked as a candidate) agreed.
+    pub repeats: u32,
+    /// A test whose runs disagree: dropped from the harness (`drop`: its calls are no longer
+    /// compared), or the harness is invalid (`invalid`: `nondeterministic`).
+    pub unstable: Unstable,
+}
+
+impl Default for ValidateConfig {
+    fn default() -> Self {
+        ValidateConfig {
+            compare_exception_messages: false,
+            repeats: 3,
+            unstable: Unstable::Drop,
+        }
+    }
+}
+
+impl ValidateConfig {
+    /// What a correct candidate may change and still pass: recorded in every instance.
+    pub fn policy(&self) -> crate::verdict::Policy {
+        crate::verdict::Policy {
+            compare_exception_messages: self.compare_exception_messages,
+        }
+    }
+}
+
+/// `[validate] unstable`: what becomes of a test whose runs disagree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unstable {
+    /// The test is dropped from the harness; the rest must still make a valid harness.
+    #[default]
+    Drop,
+    /// The harness is invalid (`nondeterministic`).
+    Invalid,
+}
+
 /// `[select]`: which validated harnesses make benchmark instances.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -1146,8 +1192,9 @@ pub struct Config {
     pub context: ContextConfig,
     pub env: EnvConfig,
     pub generate: GenerateConfig,
-    /// `[validate]`: what a correct candidate may change and still pass (`docs/harness.md`).
-    pub validate: crate::verdict::Policy,
+    /// `[validate]`: what a correct candidate may change and still pass (`docs/harness.md`),
+    /// how many times the reference runs, and what becomes of a test whose runs disagree.
+    pub validate: ValidateConfig,
     pub select: SelectConfig,
     pub providers: Vec<ProviderConfig>,
     /// Prompt template files named in `[prompts]`, absolute; the others come from the
@@ -2347,6 +2394,13 @@ fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
             "generate",
             key,
             "`budget` and `max_tests` must be at least 1",
+        ));
+    }
+    if cfg.validate.repeats < 2 {
+        return Err(at(
+            "validate",
+            "repeats",
+            "`repeats` must be at least 2: a test's stability is its runs agreeing",
         ));
     }
     if cfg.context.max_tokens == 0 {

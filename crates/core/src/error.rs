@@ -50,6 +50,9 @@ impl Error {
 impl From<std::io::Error> for Error {
     /// `fs_err` errors already name their path; a full disk says so first.
     fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::StorageFull {
+            return Error::Env(format!("the disk is full: {e}"));
+        }
         match e.raw_os_error().or_else(|| {
             e.get_ref()
                 .and_then(|inner| inner.downcast_ref::<std::io::Error>())

@@ -149,6 +149,9 @@ pub enum FailureClass {
     /// A model request its server refused as longer than the model's context window: the
     /// sample has no answer, and no repair round (its prompt would be longer still).
     PromptTooLong,
+    /// Not the candidate's doing (outcome `error`): the sandbox could not start, a worker was
+    /// killed or gave no answer, the disk filled up, the daemon went away. Never cached.
+    Infrastructure,
     Other,
 }
 
@@ -168,12 +171,41 @@ impl FailureClass {
             FailureClass::Unrunnable => "unrunnable",
             FailureClass::NoCode => "no_code",
             FailureClass::PromptTooLong => "prompt_too_long",
+            FailureClass::Infrastructure => "infrastructure",
             FailureClass::Other => "other",
         }
     }
 }
 
 impl std::fmt::Display for FailureClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a candidate's check came out, wherever one is judged (`check`, `evaluate`, `serve`,
+/// validation): it passed; it failed by its own doing (a wrong value or exception, its own
+/// timeout or memory blow-up, code that does not compile or import); or the check could not
+/// judge it (`error`: [`FailureClass::Infrastructure`], never cached, tried again next time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckOutcome {
+    Pass,
+    Fail,
+    Error,
+}
+
+impl CheckOutcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckOutcome::Pass => "pass",
+            CheckOutcome::Fail => "fail",
+            CheckOutcome::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for CheckOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
@@ -674,6 +706,10 @@ pub struct Instance {
     /// The harness's strength: built-in mutants of the reference that it kills.
     #[serde(default)]
     pub mutants: Option<MutationScore>,
+    /// How stable its tests were when it was validated: the reference's runs, and per test how
+    /// many agreed (a test dropped as unstable is in `dropped`, not in `expected`).
+    #[serde(default)]
+    pub stability: Option<Stability>,
     /// The environment image it runs in (an export's dataset: `r2e export`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
@@ -684,6 +720,39 @@ pub struct Instance {
     pub created_at: Option<String>,
     #[serde(default)]
     pub changed_at: Option<String>,
+}
+
+/// How stable a harness's tests are: the reference ran it `runs` times (`[validate] repeats`
+/// recorded in fresh processes, the first in natural order, the others shuffled; then twice
+/// checked as a candidate), and each test's runs that agreed with the first. A test that ever
+/// disagreed is unstable: dropped from the harness (`dropped`) or the harness is invalid, as
+/// `[validate] unstable` says.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stability {
+    pub runs: u32,
+    /// Per test (by name, in the harness's order), how many of the runs agreed.
+    pub tests: Vec<TestStability>,
+    /// The unstable tests dropped from the harness: their calls are not compared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestStability {
+    pub name: String,
+    pub agreed: u32,
+}
+
+impl Stability {
+    /// Whether every test agreed in every run.
+    pub fn all_stable(&self) -> bool {
+        self.tests.iter().all(|t| t.agreed == self.runs)
+    }
+
+    /// The tests whose runs disagreed.
+    pub fn unstable(&self) -> impl Iterator<Item = &TestStability> {
+        self.tests.iter().filter(|t| t.agreed < self.runs)
+    }
 }
 
 /// Mutants of the reference, how many the harness kills, and the ones that survive (a person
@@ -710,6 +779,8 @@ impl MutationScore {
 /// repair.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EvalRound {
+    /// `pass`, `fail`, or `error` (the check could not judge the candidate).
+    pub outcome: CheckOutcome,
     pub passed: bool,
     pub failure_class: Option<FailureClass>,
     /// Names of the tests that failed.
@@ -764,6 +835,10 @@ pub struct EvalSummary {
     pub checks: StageCounts,
     /// Requests that failed (not samples; the next build asks again).
     pub failed_requests: u64,
+    /// Samples whose check could not judge them (outcome `error`): left out of pass@k and the
+    /// repair curves; the next build checks them again.
+    #[serde(default)]
+    pub errors: u64,
     /// pass@k per model, over every instance.
     pub pass: Vec<PassRow>,
     /// For the models with a `cutoff`: pass@k over all instances and over the unseen split
@@ -780,6 +855,10 @@ pub struct EvalResult {
     /// `PROVIDER/MODEL`, e.g. `builtin/reference`.
     pub model: String,
     pub sample: u32,
+    /// `error` when a round's check could not judge its candidate (the sample is left out of
+    /// pass@k and the repair curve, and the next build checks it again); else round 0's
+    /// verdict, `pass` or `fail`.
+    pub outcome: CheckOutcome,
     /// Round 0's verdict: the one pass@k uses.
     pub passed: bool,
     /// The first repair round that passed.

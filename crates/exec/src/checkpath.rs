@@ -14,7 +14,7 @@ use r2e_core::cache::ActionKey;
 use r2e_core::error::Result;
 use r2e_core::hash::Hash;
 use r2e_core::keys::{CheckKey, SandboxKey};
-use r2e_core::records::{ExpectedTest, FailureClass};
+use r2e_core::records::{CheckOutcome, ExpectedTest, FailureClass};
 use r2e_core::verdict::{self, Policy};
 
 /// One test's verdict, with what a person (or an agent) needs to see why.
@@ -35,6 +35,10 @@ pub struct TestVerdict {
 /// The verdict on a candidate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
+    /// `pass`, `fail` (the candidate's doing) or `error` (the check's: the candidate was not
+    /// judged, and nothing of it is cached).
+    pub outcome: CheckOutcome,
+    /// `outcome == pass`.
     pub passed: bool,
     /// Why no test could run (the candidate did not import, the process died, a limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -47,6 +51,11 @@ pub struct Verdict {
 impl Verdict {
     fn broken(class: FailureClass, error: String) -> Verdict {
         Verdict {
+            outcome: if class == FailureClass::Infrastructure {
+                CheckOutcome::Error
+            } else {
+                CheckOutcome::Fail
+            },
             passed: false,
             error: Some(error),
             failure_class: Some(class),
@@ -57,6 +66,11 @@ impl Verdict {
     /// A candidate that cannot run at all, for this reason.
     pub fn unrunnable(error: String) -> Verdict {
         Verdict::broken(FailureClass::Unrunnable, error)
+    }
+
+    /// A candidate the check could not judge, for a reason not its own (outcome `error`).
+    pub fn error(error: String) -> Verdict {
+        Verdict::broken(FailureClass::Infrastructure, error)
     }
 
     /// How many tests passed.
@@ -128,7 +142,7 @@ pub fn check(exec: &Exec, runtime: &Runtime, candidates: &[Candidate]) -> Result
         let runs = runs::run_batch(exec, runtime, &items, Mode::Candidate, 1)?;
         for (&i, mut runs) in misses.iter().zip(runs) {
             let run = runs.remove(0);
-            if !run.no_answer() {
+            if !run.is_error() {
                 exec.cache.put_action(&keys[i], &run)?;
             }
             got[i] = Some((run, true));
@@ -177,6 +191,7 @@ pub fn judge(expected: &[ExpectedTest], run: &RawRun, policy: Policy) -> Verdict
                 format!("the candidate's process died: {how}"),
             );
         }
+        RawRun::Error(why) => return Verdict::error(why.clone()),
         RawRun::Answered(a) => a,
     };
     if answer.status != AnswerStatus::Ok {
@@ -217,9 +232,57 @@ pub fn judge(expected: &[ExpectedTest], run: &RawRun, policy: Policy) -> Verdict
         .collect();
     let passed = !tests.is_empty() && tests.iter().all(|t| t.passed);
     Verdict {
+        outcome: if passed {
+            CheckOutcome::Pass
+        } else {
+            CheckOutcome::Fail
+        },
         passed,
         error: None,
         failure_class: (!passed).then_some(FailureClass::Assertion),
         tests,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_that_says_nothing_of_the_candidate_is_an_error_and_its_own_death_a_fail() {
+        let v = judge(
+            &[],
+            &RawRun::Error("the candidate's worker died".into()),
+            Policy::default(),
+        );
+        assert_eq!(v.outcome, CheckOutcome::Error);
+        assert!(!v.passed);
+        assert_eq!(v.failure_class, Some(FailureClass::Infrastructure));
+        for (run, class) in [
+            (RawRun::TimedOut(5), FailureClass::Timeout),
+            (
+                RawRun::Died {
+                    how: "signal 9".into(),
+                    limit: Some("memory limit (512 MiB)".into()),
+                },
+                FailureClass::ResourceLimit,
+            ),
+            (
+                RawRun::Died {
+                    how: "signal 11".into(),
+                    limit: None,
+                },
+                FailureClass::Crash,
+            ),
+        ] {
+            let v = judge(&[], &run, Policy::default());
+            assert_eq!(
+                (v.outcome, v.failure_class),
+                (CheckOutcome::Fail, Some(class))
+            );
+        }
+        let json = serde_json::to_value(Verdict::error("gone".into())).unwrap();
+        assert_eq!(json["outcome"], "error");
+        assert_eq!(json["failure_class"], "infrastructure");
     }
 }

@@ -12,7 +12,7 @@ use super::jobs::{Exec, MESSAGE_CAP, NoAnswer, Runtime, redact, run_script};
 use crate::py::{self, AnswerStatus, BatchAnswer, BatchRequest, Mode, RunAnswer, RunRequest};
 use crate::sandbox::{Exit, Outcome};
 use crate::target::Target;
-use r2e_core::error::Result;
+use r2e_core::error::{Error, Result};
 
 /// What a run is when the warm worker answered nothing for it.
 const NO_ANSWER: &str = "the warm worker gave no answer for this harness";
@@ -28,12 +28,16 @@ pub enum RawRun {
     /// It died without answering: how, and the limit that killed it (`memory limit (2048
     /// MiB)`), when one did.
     Died { how: String, limit: Option<String> },
+    /// The run says nothing about the code it ran (outcome `error`): the sandbox could not
+    /// start, the disk filled up, a candidate's worker died or answered nothing, none of it the
+    /// code's doing. Never stored: the next check runs it again.
+    Error(String),
 }
 
 impl RawRun {
-    /// The warm worker answered nothing for this item: the run says nothing about it.
-    pub fn no_answer(&self) -> bool {
-        matches!(self, RawRun::Died { how, .. } if how == NO_ANSWER)
+    /// Not the code's doing: the run must not be stored ([`RawRun::Error`]).
+    pub fn is_error(&self) -> bool {
+        matches!(self, RawRun::Error(_))
     }
 
     pub fn timed_out(&self) -> bool {
@@ -179,6 +183,36 @@ pub fn run_batch(
     mode: Mode,
     runs: u32,
 ) -> Result<Vec<Vec<RawRun>>> {
+    run_batch_from(
+        exec,
+        runtime,
+        items,
+        mode,
+        Runs {
+            first: 0,
+            count: runs,
+        },
+    )
+}
+
+/// Which runs of each item a batch makes: `count` of them, numbered from `first` (run 0 in the
+/// tests' natural order, with coverage in a record; run n shuffled with seed n).
+#[derive(Clone, Copy, Debug)]
+pub struct Runs {
+    pub first: u32,
+    pub count: u32,
+}
+
+/// [`run_batch`] with runs numbered from `runs.first`: a validation's later records run in a
+/// worker process of their own, a fresh interpreter (its own hash seed, its own import-time
+/// state), numbered after the first.
+pub fn run_batch_from(
+    exec: &Exec,
+    runtime: &Runtime,
+    items: &[Item],
+    mode: Mode,
+    runs: Runs,
+) -> Result<Vec<Vec<RawRun>>> {
     if mode == Mode::Record {
         return run_group(exec, runtime, items, mode, runs);
     }
@@ -209,17 +243,9 @@ fn run_group(
     runtime: &Runtime,
     items: &[Item],
     mode: Mode,
-    runs: u32,
+    runs: Runs,
 ) -> Result<Vec<Vec<RawRun>>> {
-    let missing = || {
-        vec![
-            RawRun::Died {
-                how: NO_ANSWER.into(),
-                limit: None,
-            };
-            runs as usize
-        ]
-    };
+    let missing = || vec![RawRun::Error(NO_ANSWER.into()); runs.count as usize];
     let first = run_worker(exec, runtime, items, mode, runs)?;
     if items.len() <= 1 || first.iter().any(|r| r.is_some()) {
         return Ok(first
@@ -243,8 +269,9 @@ fn run_worker(
     runtime: &Runtime,
     items: &[Item],
     mode: Mode,
-    runs: u32,
+    batch: Runs,
 ) -> Result<Vec<Option<Vec<RawRun>>>> {
+    let runs = batch.count;
     let harness_names: Vec<String> = (0..items.len())
         .map(|i| format!("harness_{i}.py"))
         .collect();
@@ -254,6 +281,7 @@ fn run_worker(
     let timeout = exec.settings.run_timeout_seconds;
     let request = BatchRequest {
         runs,
+        first_run: batch.first,
         timeout,
         memory_mib: exec.settings.memory_mib,
         jobs: items
@@ -323,7 +351,7 @@ fn run_worker(
             }
         }
     }
-    let (outcome, answer, scratch) = run_script::<_, BatchAnswer>(
+    let ran = run_script::<_, BatchAnswer>(
         exec,
         runtime,
         &worker,
@@ -331,7 +359,26 @@ fn run_worker(
         &request,
         exec.limits(wall),
         &hidden,
-    )?;
+    );
+    let (outcome, answer, scratch) = match ran {
+        Ok(ran) => ran,
+        // The machine's failure (the sandbox did not start, the scratch disk is full, the
+        // daemon is gone): every item's run says nothing about its code.
+        Err(Error::Env(why)) => {
+            let mut names = runtime.own_names();
+            names.push((exec.cache.root().to_path_buf(), "<cache>"));
+            let why = redact(
+                &format!("the sandbox could not run the harness: {why}"),
+                &names,
+                MESSAGE_CAP,
+            );
+            return Ok(vec![
+                Some(vec![RawRun::Error(why); runs as usize]);
+                items.len()
+            ]);
+        }
+        Err(e) => return Err(e),
+    };
     let names = runtime.names(&scratch, exec.cache.root());
     let limit = limit_of(exec, outcome.limit_hit);
     let answer = match answer {
@@ -341,10 +388,18 @@ fn run_worker(
                 start_line: items[0].target.start_line,
                 names: &names,
             };
+            let how = clean.text(&describe_crash(exec, &outcome, &why));
             let died = match outcome.exit {
                 Exit::Timeout => RawRun::TimedOut(outcome.duration.as_secs()),
+                // A candidate runs in a child the worker forks, which reports the child's
+                // death: a candidate's worker that died without answering, with no limit hit,
+                // was killed or could not start, which is not the candidate's doing. A record's
+                // worker holds the repository's own code, whose crash it may be.
+                _ if mode == Mode::Candidate && limit.is_none() => {
+                    RawRun::Error(format!("the candidate's worker died: {how}"))
+                }
                 _ => RawRun::Died {
-                    how: clean.text(&describe_crash(exec, &outcome, &why)),
+                    how,
                     limit: limit.clone(),
                 },
             };
@@ -443,6 +498,7 @@ pub mod fake {
             let request: serde_json::Value =
                 serde_json::from_slice(&std::fs::read(&job.args[2]).unwrap()).unwrap();
             let runs = request["runs"].as_u64().unwrap() as u32;
+            let first = request["first_run"].as_u64().unwrap_or(0) as u32;
             let results: Vec<Vec<RunAnswer>> = request["jobs"]
                 .as_array()
                 .unwrap()
@@ -451,7 +507,9 @@ pub mod fake {
                     let file = j["harness_file"].as_str().unwrap();
                     let harness = std::fs::read_to_string(job.scratch.join(file)).unwrap();
                     let mode = j["mode"].as_str().unwrap().to_owned();
-                    (0..runs).map(|n| answers(&harness, &mode, n)).collect()
+                    (first..first + runs)
+                        .map(|n| answers(&harness, &mode, n))
+                        .collect()
                 })
                 .collect();
             let out = job.args.last().expect("an answer path");

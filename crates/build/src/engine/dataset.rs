@@ -282,9 +282,14 @@ impl Dataset<'_> {
         summary.counts.failures = self.shared.failures.len() as u64;
         summary.llm = harness_out.llm.clone();
         let mut results = None;
+        let mut retry_errors = false;
         if until >= Stage::Evaluate && self.cfg.evaluate.enabled {
             let ev = self.evaluate(&harness_out.instances, summary)?;
             failed_requests.extend(ev.failed_requests);
+            if !ev.errors.is_empty() {
+                summary.retry.push(errors_note(&ev.errors));
+                retry_errors = true;
+            }
             results = Some(ev.results);
             clock.lap("evaluate");
         }
@@ -292,7 +297,7 @@ impl Dataset<'_> {
         if until >= Stage::Slice {
             self.store_memos(rows, slices, &recorded);
         }
-        Ok((recorded, harness_out.retry_later))
+        Ok((recorded, harness_out.retry_later || retry_errors))
     }
 
     /// Each repository's persisted analysis under this dataset's settings (`memo`), when it
@@ -439,6 +444,7 @@ impl Dataset<'_> {
             extractions: out.extractions,
             checks: out.checks,
             failed_requests: out.failed_requests.len() as u64,
+            errors: out.errors.len() as u64,
             pass: tables.overall,
             unseen: tables.by_cutoff,
             repair: tables.repair,
@@ -897,4 +903,19 @@ impl Dataset<'_> {
         recorded.push(out.finish(previous, current)?);
         Ok(recorded)
     }
+}
+
+/// The summary's note on samples of `evaluate` that no check could judge (outcome `error`).
+fn errors_note(errors: &[String]) -> String {
+    let shown: Vec<&str> = errors.iter().take(10).map(String::as_str).collect();
+    format!(
+        "{} sample(s) of `evaluate` could not be checked (outcome `error`, not the candidates' doing); they are in `results.jsonl`, left out of pass@k, and the next build checks them again:\n  {}{}",
+        errors.len(),
+        shown.join("\n  "),
+        if errors.len() > shown.len() {
+            "\n  ..."
+        } else {
+            ""
+        }
+    )
 }

@@ -78,7 +78,7 @@ pub fn fingerprint(
         extract: &'a r2e_core::config::ExtractConfig,
         context: &'a r2e_core::config::ContextConfig,
         generate: &'a r2e_core::config::GenerateConfig,
-        validate: &'a r2e_core::verdict::Policy,
+        validate: &'a r2e_core::config::ValidateConfig,
         select: &'a r2e_core::config::SelectConfig,
         refine: &'a r2e_core::config::RefineConfig,
         evaluate: &'a r2e_core::config::EvaluateConfig,

@@ -25,12 +25,12 @@ use super::refine::{RefineFailure, Refiner, Subject};
 use super::validate::{self};
 use super::{Stage, Tally};
 use crate::db::{Database, FunctionRow, SourceFile};
-use r2e_core::config::{Config, Generator, ProviderConfig};
+use r2e_core::config::{Config, Generator, ProviderConfig, ValidateConfig};
 use r2e_core::error::{Error, Result};
 use r2e_core::keys::GenerateSettings;
 use r2e_core::records::{
-    FailureClass, HarnessFrom, HarnessRecord, Instance, MutantCount, MutationScore, RefineRecord,
-    RefineStatus, RepoTime, SpecSource, UsageTable,
+    FailureClass, HarnessFrom, HarnessRecord, Instance, MutantCount, RefineRecord, RefineStatus,
+    RepoTime, SpecSource, UsageTable,
 };
 use r2e_core::verdict::Policy;
 use r2e_exec::jobs::Exec;
@@ -163,7 +163,7 @@ impl Model {
             settings: &cfg.generate,
             request: super::keyed::harness_request(provider.api, &cfg.generate),
             min_coverage: cfg.select.min_branch_coverage,
-            policy: cfg.validate,
+            validate: cfg.validate.clone(),
         })
     }
 }
@@ -211,7 +211,7 @@ pub fn run(
         progress,
     )?;
     let mut steps = if validate {
-        validate_builtin(&exec, steps, cfg.validate, &tallies)?
+        validate_builtin(&exec, steps, &cfg.validate, &tallies)?
     } else {
         steps
     };
@@ -233,7 +233,7 @@ pub fn run(
             settings: &settings,
             ..exec
         };
-        mutate_all(&exec, &mut steps, cfg.validate, &tallies)?;
+        mutate_all(&exec, &mut steps, cfg.validate.policy(), &tallies)?;
     }
     let mut dones: Vec<Done> = steps
         .into_iter()
@@ -472,7 +472,7 @@ fn generate_one(
 fn validate_builtin(
     exec: &Exec,
     steps: Vec<Step>,
-    policy: Policy,
+    validate: &ValidateConfig,
     tallies: &Tallies,
 ) -> Result<Vec<Step>> {
     let chunks = runs::chunks_by_env(
@@ -495,7 +495,7 @@ fn validate_builtin(
                 })
                 .collect();
             let started = Instant::now();
-            let results = validate::validate_batch(exec, runtime, &items, policy)?;
+            let results = validate::validate_batch(exec, runtime, &items, validate)?;
             let each = started.elapsed().as_secs_f64() / idx.len().max(1) as f64;
             Ok(idx
                 .iter()
@@ -568,7 +568,7 @@ fn mutate_all(exec: &Exec, steps: &mut [Step], policy: Policy, tallies: &Tallies
             _ => String::new(),
         })
         .collect();
-    type Scored = Vec<(usize, (MutationScore, bool), f64)>;
+    type Scored = Vec<(usize, mutation::Scored, f64)>;
     let scored: Vec<Result<Scored>> = chunks
         .par_iter()
         .map(|((runtime, _), idx)| {
@@ -600,8 +600,20 @@ fn mutate_all(exec: &Exec, steps: &mut [Step], policy: Policy, tallies: &Tallies
         })
         .collect();
     for chunk in scored {
-        for (i, (score, fresh), seconds) in chunk? {
+        for (
+            i,
+            mutation::Scored {
+                score,
+                fresh,
+                errors,
+            },
+            seconds,
+        ) in chunk?
+        {
             tallies.mutate.ran(fresh);
+            if errors > 0 {
+                tallies.retry_later();
+            }
             if let Step::Validated(c, _, w) = &mut steps[i] {
                 tallies.time(&c.repo, Timed::Mutate, seconds, Some(fresh));
                 w.mutants = Some(score);
@@ -785,7 +797,7 @@ fn hybrid_one(
                 &c.target,
                 &c.code,
                 &merged,
-                generator.policy,
+                &generator.validate,
             )?;
             let v = checked.validation;
             let best = b.validation.coverage().max(outcome.validation.coverage());

@@ -48,14 +48,19 @@ pub fn explorer_settings(generate: &GenerateConfig) -> ExplorerSettings {
     }
 }
 
-/// Runs of a harness per side (the reference recorded, the original checked as a candidate).
+/// Runs of the original checked as a candidate (natural order, then shuffled) in a validation.
 pub const RUNS: u32 = 2;
 
-/// A validation's settings, as its `ValidateKey`s hold them.
-pub fn validation(sandbox: &dyn Sandbox, settings: &SandboxConfig) -> ValidateSettings {
+/// A validation's settings, as its `ValidateKey`s hold them: `repeats` records of the
+/// reference (`[validate] repeats`).
+pub fn validation(
+    sandbox: &dyn Sandbox,
+    settings: &SandboxConfig,
+    repeats: u32,
+) -> ValidateSettings {
     ValidateSettings {
         scripts: py::files_hash(py::RUNNER),
-        runs: RUNS,
+        runs: repeats,
         run_timeout_seconds: settings.run_timeout_seconds,
         sandbox: sandbox_key(sandbox, settings),
     }
@@ -145,6 +150,7 @@ struct Validate {
     #[serde(flatten)]
     runs: ValidateSettings,
     policy: Policy,
+    unstable: r2e_core::config::Unstable,
 }
 
 /// Each stage's settings, as the stages key their actions with them, for every dataset the
@@ -194,8 +200,9 @@ pub fn of_pipeline(
                 .then(|| super::capture::settings(g)),
         };
         let validate = Validate {
-            runs: validation(sandbox, &c.sandbox),
-            policy: c.validate,
+            runs: validation(sandbox, &c.sandbox, c.validate.repeats),
+            policy: c.validate.policy(),
+            unstable: c.validate.unstable,
         };
         let refine = c.refine.enabled.then(|| Asked {
             request: spec_request(

@@ -29,8 +29,8 @@ pub struct LlmGenerator<'a> {
     /// The requests' settings (`stages::keyed::harness_request`).
     pub request: RequestSettings,
     pub min_coverage: f64,
-    /// How candidates are judged (`[validate]`).
-    pub policy: r2e_core::verdict::Policy,
+    /// How harnesses are validated and candidates judged (`[validate]`).
+    pub validate: r2e_core::config::ValidateConfig,
 }
 
 /// What the generator made of one function.
@@ -258,7 +258,8 @@ impl LlmGenerator<'_> {
                 .and_then(|c| shape(&c, target));
             let (harness, validation) = match shaped {
                 Ok(h) => {
-                    let checked = validate::validate(exec, runtime, target, code, &h, self.policy)?;
+                    let checked =
+                        validate::validate(exec, runtime, target, code, &h, &self.validate)?;
                     fresh |= checked.fresh;
                     transient |= checked.transient;
                     (Some(h), checked.validation)
@@ -495,7 +496,7 @@ mod tests {
             settings: &cfg.generate,
             request: keyed::harness_request(cfg.generate_provider().unwrap().api, &cfg.generate),
             min_coverage: 0.8,
-            policy: Default::default(),
+            validate: Default::default(),
         };
         let code = CodeKey {
             module: "pkg.ops".into(),

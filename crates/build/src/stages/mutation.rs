@@ -5,7 +5,7 @@
 //! these.
 
 use r2e_core::error::Result;
-use r2e_core::records::{ExpectedTest, MutationScore};
+use r2e_core::records::{CheckOutcome, ExpectedTest, MutationScore};
 use r2e_core::verdict::Policy;
 use r2e_exec::checkpath::{self, Candidate};
 use r2e_exec::jobs::{Exec, Runtime};
@@ -54,14 +54,22 @@ pub struct Subject<'a> {
     pub definition: &'a str,
 }
 
-/// Scores harnesses of one environment: all their mutants checked together. Per subject, its
-/// score and whether any check ran now.
+/// A subject's score, whether any of its checks ran now, and how many of its mutants the
+/// checks could not judge (outcome `error`: left out of the score, and the build runs again).
+#[derive(Clone, Debug, Default)]
+pub struct Scored {
+    pub score: MutationScore,
+    pub fresh: bool,
+    pub errors: usize,
+}
+
+/// Scores harnesses of one environment: all their mutants checked together, per subject.
 pub fn score(
     exec: &Exec,
     runtime: &Runtime,
     subjects: &[Subject],
     policy: Policy,
-) -> Result<Vec<(MutationScore, bool)>> {
+) -> Result<Vec<Scored>> {
     let mut modules: Vec<(usize, String, String)> = Vec::new();
     for (i, s) in subjects.iter().enumerate() {
         for m in of(s.definition) {
@@ -85,11 +93,21 @@ pub fn score(
         })
         .collect();
     let checked = checkpath::check(exec, runtime, &candidates)?;
-    let mut out: Vec<(MutationScore, bool)> = vec![Default::default(); subjects.len()];
+    let mut out: Vec<Scored> = vec![Default::default(); subjects.len()];
     for ((i, description, _), c) in modules.iter().zip(checked) {
-        let (score, fresh) = &mut out[*i];
+        let Scored {
+            score,
+            fresh,
+            errors,
+        } = &mut out[*i];
         *fresh |= c.fresh;
-        score.total += 1;
+        match c.verdict.outcome {
+            CheckOutcome::Error => {
+                *errors += 1;
+                continue;
+            }
+            CheckOutcome::Pass | CheckOutcome::Fail => score.total += 1,
+        }
         if c.verdict.passed {
             if score.survivors.len() < SURVIVORS_LISTED {
                 score.survivors.push(description.clone());

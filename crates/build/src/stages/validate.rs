@@ -15,11 +15,12 @@ use r2e_exec::py::{AnswerStatus, TestOutcome};
 use serde::{Deserialize, Serialize};
 
 use super::keyed;
+use r2e_core::config::{Unstable, ValidateConfig};
 use r2e_core::error::Result;
 use r2e_core::hash::Hash;
 use r2e_core::keys::{CodeKey, ValidateKey};
-use r2e_core::records::{ExpectedTest, FailureClass};
-use r2e_core::verdict::{self, Policy};
+use r2e_core::records::{ExpectedTest, FailureClass, Stability, TestStability};
+use r2e_core::verdict;
 use r2e_exec::checkpath;
 use r2e_exec::jobs::{Exec, Runtime};
 use r2e_exec::py::{Mode, RunAnswer};
@@ -29,7 +30,8 @@ use r2e_exec::target::Target;
 /// The stored runs of a validation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Runs {
-    /// The original recorded: natural order (with coverage), then shuffled.
+    /// The original recorded `[validate] repeats` times: natural order (with coverage) in one
+    /// worker, then shuffled in another.
     pub record: Vec<RawRun>,
     /// The original checked as a candidate: natural order, then shuffled.
     pub candidate: Vec<RawRun>,
@@ -63,8 +65,10 @@ pub struct Validation {
     pub arg_types: Vec<(String, Vec<String>)>,
     pub return_types: Vec<String>,
     /// The reference's calls in each test (the first record): what candidates are checked
-    /// against.
+    /// against. Tests dropped as unstable are not among them.
     pub expected: Vec<ExpectedTest>,
+    /// How the tests agreed over the runs (none when a run failed before any test was judged).
+    pub stability: Option<Stability>,
 }
 
 impl Validation {
@@ -103,9 +107,9 @@ pub fn validate_batch(
     exec: &Exec,
     runtime: &Runtime,
     items: &[(&Target, &CodeKey, &str)],
-    policy: Policy,
+    cfg: &ValidateConfig,
 ) -> Result<Vec<Checked>> {
-    let settings = keyed::validation(exec.sandbox, exec.settings);
+    let settings = keyed::validation(exec.sandbox, exec.settings, cfg.repeats);
     let keys: Vec<ValidateKey> = items
         .iter()
         .map(|(_, c, h)| settings.key(c, Hash::of_bytes(h.as_bytes())))
@@ -114,7 +118,7 @@ pub fn validate_batch(
         .iter()
         .map(|k| {
             exec.cache.get_action::<_, Runs>(k).map(|runs| Checked {
-                validation: classify(&runs, policy),
+                validation: classify(&runs, cfg),
                 fresh: false,
                 transient: false,
             })
@@ -157,16 +161,39 @@ pub fn validate_batch(
             candidate: Some(original),
         })
         .collect();
-    let record = runs::run_batch(exec, runtime, &recorded, Mode::Record, keyed::RUNS)?;
+    // The first record (natural order, coverage) in one worker, the others in another: a
+    // fresh interpreter, whose hash seed and import-time state are its own, as a candidate's
+    // will be.
+    let first = runs::run_batch(exec, runtime, &recorded, Mode::Record, 1)?;
+    let again = runs::run_batch_from(
+        exec,
+        runtime,
+        &recorded,
+        Mode::Record,
+        runs::Runs {
+            first: 1,
+            count: cfg.repeats - 1,
+        },
+    )?;
+    let record: Vec<Vec<RawRun>> = first
+        .into_iter()
+        .zip(again)
+        .map(|(mut first, again)| {
+            first.extend(again);
+            first
+        })
+        .collect();
     let candidate = runs::run_batch(exec, runtime, &as_candidates, Mode::Candidate, keyed::RUNS)?;
     for ((&i, record), candidate) in misses.iter().zip(record).zip(candidate) {
         let runs = Runs { record, candidate };
-        let transient = runs.all().any(RawRun::timed_out);
+        // A wall-clock timeout may be the machine's load, an error the machine's failure:
+        // neither is stored, and the next build runs the harness again.
+        let transient = runs.all().any(|r| r.timed_out() || r.is_error());
         if !transient {
             exec.cache.put_action(&keys[i], &runs)?;
         }
         out[i] = Some(Checked {
-            validation: classify(&runs, policy),
+            validation: classify(&runs, cfg),
             fresh: true,
             transient,
         });
@@ -181,15 +208,16 @@ pub fn validate(
     target: &Target,
     code: &CodeKey,
     harness: &str,
-    policy: Policy,
+    cfg: &ValidateConfig,
 ) -> Result<Checked> {
-    let mut one = validate_batch(exec, runtime, &[(target, code, harness)], policy)?;
+    let mut one = validate_batch(exec, runtime, &[(target, code, harness)], cfg)?;
     Ok(one.remove(0))
 }
 
-/// The verdict on a harness from its runs: every test passes in every run, the same way; at
-/// least 3 tests; one of them returns normally.
-pub fn classify(runs: &Runs, policy: Policy) -> Validation {
+/// The verdict on a harness from its runs: every test passes, the same way in every run (or,
+/// with `unstable = "drop"`, the tests that do not are dropped); at least 3 tests; one of them
+/// returns normally.
+pub fn classify(runs: &Runs, cfg: &ValidateConfig) -> Validation {
     let mut v = Validation::default();
     let fail = |v: &mut Validation, class: FailureClass, message: String| {
         if v.failure_class.is_none() {
@@ -213,6 +241,7 @@ pub fn classify(runs: &Runs, policy: Policy) -> Validation {
                 format!("the {limit} was hit: {how}"),
             ),
             RawRun::Died { how, limit: None } => fail(&mut v, FailureClass::Crash, how.clone()),
+            RawRun::Error(why) => fail(&mut v, FailureClass::Infrastructure, why.clone()),
             RawRun::Answered(_) => {}
         }
     }
@@ -234,61 +263,25 @@ pub fn classify(runs: &Runs, policy: Policy) -> Validation {
             };
             fail(&mut v, class, message);
         }
-        for t in &a.tests {
-            if t.outcome != TestOutcome::Pass {
-                let message = t.message.as_deref().unwrap_or_default();
-                fail(
-                    &mut v,
-                    classify_message(message),
-                    format!("{}: {message}", t.name),
-                );
-            }
-        }
     }
-    // The reference must do the same in another order, and the original, checked as any
-    // candidate is, must pass its own harness in both orders.
-    if let [first, second] = recorded[..] {
-        for t in &first.tests {
-            let again = second.tests.iter().find(|u| u.name == t.name);
-            let differs = match again {
-                None => Some("it did not run".to_owned()),
-                Some(u) => verdict::test_differs(&t.records, &u.records, policy),
-            };
-            if let Some(d) = differs {
-                fail(
-                    &mut v,
-                    FailureClass::Nondeterministic,
-                    format!(
-                        "{}: the reference does otherwise when the tests run in another order: {d}",
-                        t.name
-                    ),
-                );
-            }
+    // A test that fails in the first run fails the harness; one that passes there is judged by
+    // its agreement with the first run in every other.
+    if let Some(first) = recorded.first() {
+        for t in first
+            .tests
+            .iter()
+            .filter(|t| t.outcome != TestOutcome::Pass)
+        {
+            let message = t.message.as_deref().unwrap_or_default();
+            fail(
+                &mut v,
+                classify_message(message),
+                format!("{}: {message}", t.name),
+            );
         }
     }
     if v.failure_class.is_none() {
-        for run in &runs.candidate {
-            let verdict = checkpath::judge(&v.expected, run, policy);
-            if let Some(error) = verdict.error {
-                fail(
-                    &mut v,
-                    verdict.failure_class.unwrap_or(FailureClass::Other),
-                    format!(
-                        "the original, checked as a candidate (its lines moved apart), fails: {error}"
-                    ),
-                );
-            } else if let Some(t) = verdict.tests.iter().find(|t| !t.passed) {
-                fail(
-                    &mut v,
-                    FailureClass::Nondeterministic,
-                    format!(
-                        "{}: the original, checked as a candidate (its lines moved apart), fails its own test: {}",
-                        t.name,
-                        t.message.as_deref().unwrap_or_default()
-                    ),
-                );
-            }
-        }
+        stability(&mut v, runs, &recorded, cfg);
     }
     if v.failure_class.is_none() && v.tests < 3 {
         let message = format!("{} tests; at least 3 are needed", v.tests);
@@ -303,6 +296,100 @@ pub fn classify(runs: &Runs, policy: Policy) -> Validation {
     }
     v.valid = v.failure_class.is_none();
     v
+}
+
+/// Each test's agreement over the runs: the reference recorded again (in another order, in a
+/// fresh process) does what it did in the first run, and the original, checked as any candidate
+/// is (its lines moved apart), passes the test. A test that ever disagrees is dropped (its
+/// expectations removed, the harness measured without it) or makes the harness
+/// `nondeterministic`, as `[validate] unstable` says. Fills `v.stability`.
+fn stability(v: &mut Validation, runs: &Runs, recorded: &[&RunAnswer], cfg: &ValidateConfig) {
+    let policy = cfg.policy();
+    let names: Vec<String> = v.expected.iter().map(|t| t.name.clone()).collect();
+    let mut agreed: Vec<u32> = vec![u32::from(!recorded.is_empty()); names.len()];
+    // Why each test first disagreed.
+    let mut why: Vec<Option<String>> = vec![None; names.len()];
+    for again in recorded.iter().skip(1) {
+        for (i, want) in v.expected.iter().enumerate() {
+            let differs = match again.tests.iter().find(|u| u.name == want.name) {
+                None => Some("it did not run".to_owned()),
+                Some(u) if u.outcome != TestOutcome::Pass => Some(
+                    u.message
+                        .clone()
+                        .unwrap_or_else(|| format!("it ended with `{}`", u.outcome)),
+                ),
+                Some(u) => verdict::test_differs(&want.records, &u.records, policy),
+            };
+            match differs {
+                None => agreed[i] += 1,
+                Some(d) => {
+                    why[i].get_or_insert_with(|| {
+                        format!("the reference does otherwise when the tests run in another order, in a fresh process: {d}")
+                    });
+                }
+            }
+        }
+    }
+    for run in &runs.candidate {
+        let verdict = checkpath::judge(&v.expected, run, policy);
+        if let Some(error) = verdict.error {
+            // The whole run failed (the original does not import as a candidate): no test
+            // ran, which says nothing of one test's stability.
+            let class = verdict.failure_class.unwrap_or(FailureClass::Other);
+            if v.failure_class.is_none() {
+                v.failure_class = Some(class);
+                v.failure_message = Some(format!(
+                    "the original, checked as a candidate (its lines moved apart), fails: {error}"
+                ));
+            }
+            return;
+        }
+        for (i, t) in verdict.tests.iter().enumerate() {
+            if t.passed {
+                agreed[i] += 1;
+            } else {
+                why[i].get_or_insert_with(|| {
+                    format!(
+                        "the original, checked as a candidate (its lines moved apart), fails its own test: {}",
+                        t.message.as_deref().unwrap_or_default()
+                    )
+                });
+            }
+        }
+    }
+    let total = (recorded.len() + runs.candidate.len()) as u32;
+    let mut stability = Stability {
+        runs: total,
+        tests: names
+            .iter()
+            .zip(&agreed)
+            .map(|(name, &agreed)| TestStability {
+                name: name.clone(),
+                agreed,
+            })
+            .collect(),
+        dropped: Vec::new(),
+    };
+    let unstable: Vec<usize> = (0..names.len()).filter(|&i| agreed[i] < total).collect();
+    if let Some(&i) = unstable.first() {
+        match cfg.unstable {
+            Unstable::Invalid => {
+                v.failure_class = Some(FailureClass::Nondeterministic);
+                v.failure_message = Some(format!(
+                    "{}: {}",
+                    names[i],
+                    why[i].clone().unwrap_or_default()
+                ));
+            }
+            Unstable::Drop => {
+                stability.dropped = unstable.iter().map(|&i| names[i].clone()).collect();
+                v.expected.retain(|t| !stability.dropped.contains(&t.name));
+                v.tests = v.expected.len() as u32;
+                v.normal_returns = v.expected.iter().filter(|t| t.returned_normally).count() as u32;
+            }
+        }
+    }
+    v.stability = Some(stability);
 }
 
 /// What the first record measured: coverage, tests, calls of the reference, expectations.
@@ -476,7 +563,7 @@ mod tests {
             &target(),
             &code(),
             "h",
-            Policy::default(),
+            &ValidateConfig::default(),
         )
         .unwrap()
     }
@@ -493,12 +580,16 @@ mod tests {
             assert_eq!(v.failure_class, Some(FailureClass::ResourceLimit), "{v:?}");
             assert!(v.failure_message.as_deref().unwrap().contains("memory"));
             assert!(first.fresh && !first.transient && !v.valid);
-            assert_eq!(sandbox.jobs().len(), 2, "one worker per side");
+            assert_eq!(
+                sandbox.jobs().len(),
+                3,
+                "a worker for the first record, one for the others, one for the candidate"
+            );
             // The runs were stored: the second time, nothing runs.
             let again = one(exec);
             assert!(!again.fresh);
             assert_eq!(again.validation, first.validation);
-            assert_eq!(sandbox.jobs().len(), 2);
+            assert_eq!(sandbox.jobs().len(), 3);
         });
     }
 
@@ -512,6 +603,14 @@ mod tests {
             let again = one(exec);
             assert!(again.fresh, "a timeout is never a cached verdict");
         });
+    }
+
+    /// `[validate] unstable = "invalid"`: a test whose runs disagree makes the harness invalid.
+    fn invalid() -> ValidateConfig {
+        ValidateConfig {
+            unstable: Unstable::Invalid,
+            ..ValidateConfig::default()
+        }
     }
 
     #[test]
@@ -540,7 +639,7 @@ mod tests {
                 exec,
                 &r2e_exec::jobs::Runtime::for_tests(),
                 &[(&t, &c, "a"), (&t, &c, "b"), (&t, &c, "c")],
-                Policy::default(),
+                &invalid(),
             )
             .unwrap();
             let a = &checked[0].validation;
@@ -577,20 +676,84 @@ mod tests {
             );
             assert_eq!(
                 sandbox.jobs().len(),
-                2,
-                "one warm worker per side for all three"
+                3,
+                "three warm workers (two records, a candidate) for all three"
             );
             // Stored, snapshots of every kind of value included: the second time nothing runs.
             let again = validate_batch(
                 exec,
                 &r2e_exec::jobs::Runtime::for_tests(),
                 &[(&t, &c, "a"), (&t, &c, "b"), (&t, &c, "c")],
-                Policy::default(),
+                &invalid(),
             )
             .unwrap();
             assert!(again.iter().all(|c| !c.fresh));
             assert_eq!(again[1].validation, checked[1].validation);
-            assert_eq!(sandbox.jobs().len(), 2);
+            assert_eq!(sandbox.jobs().len(), 3);
+        });
+    }
+
+    #[test]
+    fn an_unstable_test_is_dropped_and_its_agreement_recorded() {
+        // `t1` differs in the third record (a fresh worker's second run); `t3` fails in the
+        // original's second check as a candidate. The others agree everywhere.
+        let sandbox = warm_worker(|_, mode, n| {
+            let t1 = if (mode, n) == ("record", 2) { 7 } else { 1 };
+            let t3 = if (mode, n) == ("candidate", 1) { 9 } else { 3 };
+            answer(
+                vec![
+                    test("t0", 0, true),
+                    test("t1", t1, true),
+                    test("t2", 2, false),
+                    test("t3", t3, true),
+                    test("t4", 4, true),
+                ],
+                mode == "record" && n == 0,
+            )
+        });
+        with_exec(&sandbox, |exec| {
+            let (t, c) = (target(), code());
+            let runtime = r2e_exec::jobs::Runtime::for_tests();
+            let v = validate(exec, &runtime, &t, &c, "h", &ValidateConfig::default())
+                .unwrap()
+                .validation;
+            assert!(v.valid, "{v:?}");
+            let stability = v.stability.clone().unwrap();
+            assert_eq!(stability.runs, 5, "3 records and 2 checks as a candidate");
+            let agreed: Vec<(&str, u32)> = stability
+                .tests
+                .iter()
+                .map(|t| (t.name.as_str(), t.agreed))
+                .collect();
+            assert_eq!(
+                agreed,
+                [("t0", 5), ("t1", 4), ("t2", 5), ("t3", 4), ("t4", 5)]
+            );
+            assert_eq!(stability.dropped, ["t1", "t3"]);
+            let kept: Vec<&str> = v.expected.iter().map(|t| t.name.as_str()).collect();
+            assert_eq!(kept, ["t0", "t2", "t4"]);
+            assert_eq!((v.tests, v.normal_returns), (3, 2));
+            // By policy the same runs make the harness invalid.
+            let v = validate(exec, &runtime, &t, &c, "h", &invalid())
+                .unwrap()
+                .validation;
+            assert_eq!(
+                v.failure_class,
+                Some(FailureClass::Nondeterministic),
+                "{v:?}"
+            );
+            assert!(v.failure_message.unwrap().starts_with("t1: "));
+            // More repeats: another key, the runs made again.
+            let jobs = sandbox.jobs().len();
+            let five = ValidateConfig {
+                repeats: 5,
+                ..ValidateConfig::default()
+            };
+            let v = validate(exec, &runtime, &t, &c, "h", &five)
+                .unwrap()
+                .validation;
+            assert!(sandbox.jobs().len() > jobs);
+            assert_eq!(v.stability.unwrap().runs, 7);
         });
     }
 
@@ -614,12 +777,13 @@ mod tests {
             record: vec![run("bad value 3"), run("bad value 3")],
             candidate: vec![run("value 3 is bad"), run("value 3 is bad")],
         };
-        assert!(classify(&runs, Policy::default()).valid);
-        let strict = Policy {
+        assert!(classify(&runs, &ValidateConfig::default()).valid);
+        let strict = ValidateConfig {
             compare_exception_messages: true,
+            ..invalid()
         };
         assert_eq!(
-            classify(&runs, strict).failure_class,
+            classify(&runs, &strict).failure_class,
             Some(FailureClass::Nondeterministic)
         );
     }
@@ -630,7 +794,7 @@ mod tests {
             record: vec![RawRun::Answered(a.clone()), RawRun::Answered(a.clone())],
             candidate: vec![RawRun::Answered(a.clone()), RawRun::Answered(a)],
         };
-        let class = |a: RunAnswer| classify(&runs(a), Policy::default()).failure_class;
+        let class = |a: RunAnswer| classify(&runs(a), &ValidateConfig::default()).failure_class;
         let import_error = RunAnswer {
             status: AnswerStatus::Error,
             error: Some("harness import failed: ModuleNotFoundError: No module named 'x'".into()),

@@ -312,6 +312,9 @@ pub enum Mode {
 #[derive(Clone, Debug, Serialize)]
 pub struct BatchRequest<'a> {
     pub runs: u32,
+    /// The number of the first run: run 0 is in the tests' natural order (with coverage when
+    /// asked), run n shuffled with seed n.
+    pub first_run: u32,
     /// Seconds one run may take.
     pub timeout: u64,
     /// Memory one run may use, in MiB (each forked child's own limit, under the job's).

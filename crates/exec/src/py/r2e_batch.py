@@ -3,12 +3,12 @@
 
     python r2e_batch.py REQUEST.json OUT.json
 
-REQUEST.json: {"jobs": [<r2e_runner request>, ...], "runs": 2, "timeout": seconds per run,
-"memory_mib": each run's memory limit (optional)}.
+REQUEST.json: {"jobs": [<r2e_runner request>, ...], "runs": 2, "first_run": 0, "timeout":
+seconds per run, "memory_mib": each run's memory limit (optional)}.
 The worker imports coverage and every target module once (not for jobs in candidate mode: their
 processes must never hold the original), then runs each harness `runs` times, each time in a
-child forked from this warm parent: the first run in the tests' natural order (and with coverage,
-when asked), run n shuffled with seed n. Nothing of the function under test has run in
+child forked from this warm parent, numbered from `first_run`: run 0 in the tests' natural order
+(and with coverage, when asked), run n shuffled with seed n. Nothing of the function under test has run in
 the parent, so each child is a fresh process as far as the harness is concerned; the imports are
 paid once. A child that runs past `timeout` is killed and reported as {"status": "timeout"}.
 Each child works in a folder of its own, with its own copies of its harness and candidate (read by
@@ -198,6 +198,7 @@ def answer(request_path: str, out_path: str) -> None:
     prepared = _warm(jobs)
     timeout = float(request.get("timeout", 60))
     runs = int(request.get("runs", 2))
+    first = int(request.get("first_run", 0))
     memory_mib = request.get("memory_mib")
     texts = _read_files(jobs)
     # Coverage is measured in the first run only; the later runs check that the tests come out
@@ -211,7 +212,7 @@ def answer(request_path: str, out_path: str) -> None:
                 memory_mib,
                 texts,
             )
-            for n in range(runs)
+            for n in range(first, first + runs)
         ]
         for job in jobs
     ]

@@ -1,0 +1,619 @@
+//! Three outcomes wherever a candidate is judged (`r2e check --json`, `results.jsonl`, `serve`'s
+//! test and submit): `pass`, `fail` (the candidate's own doing) and `error` (not its doing),
+//! with real faults made on this machine: a sandbox that cannot start (a `bwrap` on the `PATH`
+//! that fails every job running harnesses while a flag file exists), a candidate's worker killed from outside
+//! (every `r2e_batch.py` process under the r2e process under test, killed as it appears), and a
+//! full scratch disk (a 4 KiB tmpfs on the cache's scratch folder; root only). Each fault gives
+//! `error`, and nothing of it is cached: the same check without the fault is judged. A
+//! candidate's own crash, endless loop and memory blow-up give `fail`.
+//!
+//! And the stability of tests: a function that reads a random number drawn when its module is
+//! imported gives tests whose runs disagree (each worker is a fresh interpreter), which are
+//! dropped from its harness and counted in `stability`.
+//!
+//! One dataset is built once (offline) into a shared cache; the faults are made one test at a
+//! time (a lock), since the cache's scratch folder and the workers are shared.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common;
+
+use common::calc::{calc_clamp, calc_scale};
+use common::serve::Server;
+
+const FIXTURE: &str = concat!(
+    "\n//- calc/__init__.py\n//- calc/ops.py\n",
+    calc_clamp!(),
+    "\n",
+    calc_scale!(),
+    r#"
+//- calc/tags.py
+import random
+
+# Drawn when the module is imported: the same in every call of one process, another in the
+# next process.
+_SALT = random.randrange(1 << 30)
+
+
+def tag(name, salted=False):
+    """The name as a tag: stripped and lowercased; with a salt of this process when salted."""
+    if not isinstance(name, str):
+        raise TypeError("the name must be a string")
+    base = name.strip().lower()
+    if salted:
+        return f"{base}-{_SALT}"
+    return base
+"#
+);
+
+const CLAMP: &str = "calc:calc/ops.py:clamp";
+
+/// A right `clamp`, told apart from every other candidate by `nonce` (a new check each time).
+fn right(nonce: &str) -> String {
+    format!(
+        "def clamp(x, lo, hi):\n    # {nonce}\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n"
+    )
+}
+
+/// A right `clamp` that first waits a second (once per process): long enough for a worker to
+/// be seen and killed.
+fn slow(nonce: &str) -> String {
+    format!(
+        "def clamp(x, lo, hi):\n    # {nonce}\n    import time\n    if not getattr(clamp, 'slept', False):\n        time.sleep(1)\n        clamp.slept = True\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n"
+    )
+}
+
+/// The folder with the repository, the shared cache, a `bwrap` that fails while `broken`
+/// exists, and the dataset built once.
+fn built() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("outcomes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        common::write_fixture(&dir.join("repo"), FIXTURE);
+        let real = r2e_core::fsutil::find_program("bwrap");
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        if let Some(real) = real {
+            // Only the jobs that run harnesses (the warm worker `r2e_batch.py`) fail, as a
+            // sandbox that cannot create its namespaces does: bubblewrap's probe passes, so
+            // that r2e starts, and so does the interpreter's probe of a cached environment.
+            let script = format!(
+                "#!/bin/sh\ncase \"$*\" in *r2e_batch*)\n  if [ -e '{flag}' ]; then\n    echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2\n    exit 1\n  fi\nesac\nexec '{real}' \"$@\"\n",
+                flag = dir.join("broken").display(),
+                real = real.display()
+            );
+            let fake = bin.join("bwrap");
+            std::fs::write(&fake, script).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        pipeline(&dir, "base", "");
+        build(&dir, "base", true);
+        dir
+    })
+}
+
+/// One fault at a time: they share the cache's scratch folder and the machine's workers.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `NAME.toml` over the shared repository and cache, with `more` tables.
+fn pipeline(dir: &Path, name: &str, more: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "version = 1\n[project]\nname = \"outcomes\"\noutput = \"out-{name}\"\ncache = \"cache\"\n\n\
+             [[repo]]\npath = \"repo\"\nname = \"calc\"\n\n[env]\ninstaller = \"pip\"\n\n\
+             [select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
+             [sandbox]\nrun_timeout_seconds = 5\nmemory_mib = 512\n\n{more}"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// `PATH` with the flag-driven `bwrap` first.
+fn path_env(dir: &Path) -> String {
+    format!(
+        "{}:{}",
+        dir.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// Builds `NAME.toml` (its summary); `ok`: the build must succeed.
+fn build(dir: &Path, name: &str, ok: bool) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_r2e"))
+        .args(["build", "--json", "-p"])
+        .arg(dir.join(format!("{name}.toml")))
+        .envs(common::offline_env())
+        .env("PATH", path_env(dir))
+        .output()
+        .unwrap();
+    assert!(
+        !ok || out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("no summary: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// `r2e check ID --candidate FILE --json` on `text`, with `more` done while it runs.
+fn check_with(text: &str, during: impl FnOnce(u32) -> Box<dyn FnOnce()>) -> (Option<i32>, Value) {
+    let dir = built();
+    let file = dir.join(format!(
+        "candidate-{}.py",
+        blake3::hash(text.as_bytes()).to_hex()
+    ));
+    std::fs::write(&file, text).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_r2e"))
+        .args(["check", CLAMP, "--json", "--candidate"])
+        .arg(&file)
+        .arg("-p")
+        .arg(dir.join("base.toml"))
+        .envs(common::offline_env())
+        .env("PATH", path_env(dir))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stop = during(child.id());
+    let out: Output = child.wait_with_output().unwrap();
+    stop();
+    let verdict = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "no verdict: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), verdict)
+}
+
+fn check(text: &str) -> (Option<i32>, Value) {
+    check_with(text, |_| Box::new(|| {}))
+}
+
+/// The processes under `pid` (its children, theirs, ...).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of: Vec<(u32, u32)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: comm may hold spaces, so read after its last `)`.
+        if let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+        {
+            parent_of.push((p, ppid));
+        }
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            parent_of
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Kills every warm worker (`r2e_batch.py`) under `pid` as soon as it appears, until the
+/// returned function is called: how many it killed, then.
+fn kill_workers_under(pid: u32) -> (Arc<AtomicBool>, std::thread::JoinHandle<usize>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = stop.clone();
+    let killer = std::thread::spawn(move || {
+        let mut killed = 0;
+        while !done.load(Ordering::Relaxed) {
+            for p in descendants(pid) {
+                let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                if String::from_utf8_lossy(&cmdline).contains("r2e_batch") {
+                    // SAFETY: a process of this test's r2e, found just now.
+                    if unsafe { libc::kill(p as i32, libc::SIGKILL) } == 0 {
+                        killed += 1;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        killed
+    });
+    (stop, killer)
+}
+
+/// The verdict's parts every test reads.
+fn outcome(v: &Value) -> (&str, &str) {
+    (
+        v["outcome"].as_str().unwrap_or("?"),
+        v["failure_class"].as_str().unwrap_or(""),
+    )
+}
+
+#[test]
+fn a_candidates_own_crash_endless_loop_and_memory_blow_up_fail() {
+    let _one = one_at_a_time();
+    let (code, v) = check(&right("own"));
+    assert_eq!((code, outcome(&v).0), (Some(0), "pass"), "{v}");
+    for (what, body, class) in [
+        (
+            "crash",
+            "import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)",
+            "crash",
+        ),
+        ("loop", "while True:\n        pass", "timeout"),
+        (
+            "memory",
+            "hog = []\n    while True:\n        hog.append(bytearray(64 * 2**20))",
+            "",
+        ),
+    ] {
+        let text = format!("def clamp(x, lo, hi):\n    {body}\n");
+        let (code, v) = check(&text);
+        let (got, got_class) = outcome(&v);
+        assert_eq!((code, got), (Some(1), "fail"), "{what}: {v}");
+        if !class.is_empty() {
+            assert_eq!(got_class, class, "{what}: {v}");
+        } else {
+            // Its own limit, or the MemoryError it raised: either way its doing.
+            assert!(
+                ["resource_limit", "assertion", "crash"].contains(&got_class),
+                "{what}: {v}"
+            );
+        }
+        assert_ne!(got_class, "infrastructure", "{what}: {v}");
+    }
+}
+
+#[test]
+fn a_sandbox_that_cannot_start_is_an_error_in_check_and_evaluate_and_is_not_cached() {
+    let dir = built();
+    if !common::require(
+        dir.join("bin/bwrap").exists(),
+        "bubblewrap (bwrap)",
+        "apt-get install bubblewrap",
+    ) {
+        return;
+    }
+    let _one = one_at_a_time();
+    let flag = dir.join("broken");
+    // check --json: error, exit 3; then, the sandbox mended, the same candidate is judged.
+    std::fs::write(&flag, "").unwrap();
+    let (code, v) = check(&right("no-sandbox"));
+    std::fs::remove_file(&flag).unwrap();
+    assert_eq!(code, Some(3), "{v}");
+    assert_eq!(outcome(&v), ("error", "infrastructure"), "{v}");
+    let why = v["error"].as_str().unwrap();
+    assert!(why.contains("namespace"), "the reason is told: {v}");
+    assert!(
+        !why.contains(dir.to_str().unwrap()),
+        "no path of this machine: {v}"
+    );
+    let (code, v) = check(&right("no-sandbox"));
+    assert_eq!((code, outcome(&v).0), (Some(0), "pass"), "not cached: {v}");
+
+    // evaluate: the sample is `error` in results.jsonl, out of pass@k, and the next build
+    // (mended) checks it again.
+    let (url, _, _) = common::server::serve(Duration::ZERO, |_, _| {
+        (
+            200,
+            "",
+            format!("```python\n{}```\n", right("evaluate-no-sandbox")),
+        )
+    });
+    evaluate_pipeline(dir, "eval-sandbox", &url);
+    std::fs::write(&flag, "").unwrap();
+    let summary = build(dir, "eval-sandbox", false);
+    std::fs::remove_file(&flag).unwrap();
+    let results = common::jsonl(&dir.join("out-eval-sandbox/results.jsonl"));
+    let line = results.iter().find(|r| r["id"] == CLAMP).unwrap();
+    assert_eq!(line["outcome"], "error", "{line}");
+    assert_eq!(line["rounds"][0]["outcome"], "error", "{line}");
+    assert_eq!(
+        line["rounds"][0]["failure_class"], "infrastructure",
+        "{line}"
+    );
+    assert!(
+        summary["evaluate"]["errors"].as_u64() >= Some(1),
+        "{summary}"
+    );
+    // The other instances are answered with no `def` of theirs (plain fails); `clamp`'s
+    // sample is left out.
+    let instances = common::jsonl(&dir.join("out-eval-sandbox/dataset.jsonl")).len();
+    assert_eq!(
+        summary["evaluate"]["pass"][0]["instances"],
+        instances - 1,
+        "an errored sample is left out of pass@k: {summary}"
+    );
+    assert!(
+        summary["retry"]
+            .to_string()
+            .contains("could not be checked"),
+        "{summary}"
+    );
+    let summary = build(dir, "eval-sandbox", true);
+    let results = common::jsonl(&dir.join("out-eval-sandbox/results.jsonl"));
+    let line = results.iter().find(|r| r["id"] == CLAMP).unwrap();
+    assert_eq!(line["outcome"], "pass", "checked again: {line}");
+    assert_eq!(summary["evaluate"]["errors"], 0, "{summary}");
+}
+
+/// An `[evaluate]` pipeline `NAME.toml` asking the model at `url`, named `NAME` (model answers
+/// are cached by model and prompt: each test's model has a name of its own).
+fn evaluate_pipeline(dir: &Path, name: &str, url: &str) -> PathBuf {
+    let _ = std::fs::remove_dir_all(dir.join(format!("out-{name}")));
+    pipeline(
+        dir,
+        name,
+        &format!(
+            "[providers.local]\nbase_url = \"{url}\"\n\n\
+             [evaluate]\nenabled = true\nsamples = 1\nk = [1]\nrepair_rounds = 0\n\n\
+             [[evaluate.model]]\nprovider = \"local\"\nmodel = \"{name}\"\n"
+        ),
+    )
+}
+
+#[test]
+fn a_killed_worker_is_an_error_in_check_and_evaluate_and_is_not_cached() {
+    let dir = built();
+    let _one = one_at_a_time();
+    let text = slow("killed");
+    let (code, v) = check_with(&text, |pid| {
+        let (stop, killer) = kill_workers_under(pid);
+        Box::new(move || {
+            stop.store(true, Ordering::Relaxed);
+            assert!(killer.join().unwrap() > 0, "a worker was killed");
+        })
+    });
+    assert_eq!(code, Some(3), "{v}");
+    assert_eq!(outcome(&v), ("error", "infrastructure"), "{v}");
+    let (code, v) = check(&text);
+    assert_eq!((code, outcome(&v).0), (Some(0), "pass"), "not cached: {v}");
+
+    // evaluate, its workers killed while it builds.
+    let (url, _, _) = common::server::serve(Duration::ZERO, |_, _| {
+        (
+            200,
+            "",
+            format!("```python\n{}```\n", slow("evaluate-killed")),
+        )
+    });
+    evaluate_pipeline(dir, "eval-killed", &url);
+    let child = Command::new(env!("CARGO_BIN_EXE_r2e"))
+        .args(["build", "--json", "-p"])
+        .arg(dir.join("eval-killed.toml"))
+        .envs(common::offline_env())
+        .env("PATH", path_env(dir))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (stop, killer) = kill_workers_under(child.id());
+    let out = child.wait_with_output().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    assert!(killer.join().unwrap() > 0, "a worker was killed");
+    let summary: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    let results = common::jsonl(&dir.join("out-eval-killed/results.jsonl"));
+    let line = results.iter().find(|r| r["id"] == CLAMP).unwrap();
+    assert_eq!(line["outcome"], "error", "{line}");
+    assert!(
+        summary["evaluate"]["errors"].as_u64() >= Some(1),
+        "{summary}"
+    );
+    build(dir, "eval-killed", true);
+    let results = common::jsonl(&dir.join("out-eval-killed/results.jsonl"));
+    let line = results.iter().find(|r| r["id"] == CLAMP).unwrap();
+    assert_eq!(line["outcome"], "pass", "checked again: {line}");
+}
+
+#[test]
+fn a_full_scratch_disk_is_an_error_and_is_not_cached() {
+    if !common::require(
+        common::is_root(),
+        "root (to mount a tmpfs)",
+        "run the tests as root",
+    ) {
+        return;
+    }
+    let dir = built();
+    let _one = one_at_a_time();
+    let scratch = dir.join("cache").join("scratch");
+    let text = right("full-disk");
+    let (code, v) = {
+        let _disk = common::Tmpfs::mount(&scratch, "4k");
+        check(&text)
+    };
+    assert_eq!(code, Some(3), "{v}");
+    assert_eq!(outcome(&v), ("error", "infrastructure"), "{v}");
+    assert!(v["error"].as_str().unwrap().contains("disk is full"), "{v}");
+    let (code, v) = check(&text);
+    assert_eq!((code, outcome(&v).0), (Some(0), "pass"), "not cached: {v}");
+}
+
+/// A server of `base.toml`'s dataset, its own output, with the flag-driven `bwrap` first on its
+/// `PATH`.
+fn server(name: &str) -> Server {
+    let dir = built();
+    let pipeline = pipeline(dir, name, "");
+    let _ = std::fs::remove_dir_all(dir.join(format!("out-{name}")));
+    build(dir, name, true);
+    let path = path_env(dir);
+    let mut env: Vec<(&str, String)> = common::offline_env().into_iter().collect();
+    env.push(("PATH", path));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    Server::start_with(&pipeline, &dir.join(format!("out-{name}")), &[], &env)
+}
+
+/// A session on `clamp` whose function file holds `text` as clamp's definition.
+fn session_with(server: &Server, text: &str) -> String {
+    let sid = server.open(CLAMP);
+    let file = std::fs::read_to_string(built().join("repo/calc/ops.py")).unwrap();
+    let start = file.find("def clamp").unwrap();
+    let end = file.find("def scale").unwrap();
+    let edited = format!("{}{}\n\n{}", &file[..start], text, &file[end..]);
+    let put = server.call(
+        "PUT",
+        &format!("/v1/sessions/{sid}/files/calc/ops.py"),
+        Some(edited.as_bytes()),
+    );
+    assert_eq!(put.status, 200, "{}", put.body);
+    sid
+}
+
+#[test]
+fn serves_answers_say_error_with_a_null_reward_and_the_session_stays_open() {
+    let dir = built();
+    let _one = one_at_a_time();
+    let server = server("serve-faults");
+    let flag = dir.join("broken");
+    let has_bwrap = dir.join("bin/bwrap").exists();
+
+    // A sandbox that cannot start (the local backend's bwrap).
+    if common::require(
+        has_bwrap,
+        "bubblewrap (bwrap)",
+        "apt-get install bubblewrap",
+    ) {
+        let sid = session_with(&server, &right("serve-no-sandbox"));
+        std::fs::write(&flag, "").unwrap();
+        let test = server.json("POST", &format!("/v1/sessions/{sid}/test"), json!({}));
+        let submit = server.json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}));
+        std::fs::remove_file(&flag).unwrap();
+        let (test, submit) = (test.json(), submit.json());
+        assert_eq!(test["outcome"], "error", "{test}");
+        assert_eq!(test["failure_class"], "infrastructure", "{test}");
+        assert_eq!(submit["outcome"], "error", "{submit}");
+        assert_eq!(submit["reward"], Value::Null, "{submit}");
+        assert!(
+            submit["error"].as_str().unwrap().contains("namespace"),
+            "{submit}"
+        );
+        // The session is still open: mended, its submission is judged.
+        let submit = server
+            .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+            .json();
+        assert_eq!(
+            (submit["outcome"].as_str(), submit["reward"].as_f64()),
+            (Some("pass"), Some(1.0)),
+            "{submit}"
+        );
+        let trace = server.trace(&sid);
+        let submits: Vec<&Value> = trace.iter().filter(|l| l["op"] == "submit").collect();
+        assert_eq!(submits.len(), 2, "both submissions are traced: {trace:?}");
+    }
+
+    // Its workers killed as they appear, while a test and a submission run.
+    let sid = session_with(&server, &slow("serve-killed"));
+    let (stop, killer) = kill_workers_under(server.pid());
+    let test = server
+        .json("POST", &format!("/v1/sessions/{sid}/test"), json!({}))
+        .json();
+    let submit = server
+        .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+        .json();
+    stop.store(true, Ordering::Relaxed);
+    assert!(killer.join().unwrap() > 0, "a worker was killed");
+    assert_eq!(test["outcome"], "error", "{test}");
+    assert_eq!(submit["outcome"], "error", "{submit}");
+    assert_eq!(submit["reward"], Value::Null, "{submit}");
+    let submit = server
+        .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+        .json();
+    assert_eq!(submit["outcome"], "pass", "not cached: {submit}");
+
+    // A full scratch disk.
+    if common::is_root() {
+        let sid = session_with(&server, &right("serve-full-disk"));
+        let (test, submit) = {
+            let _disk = common::Tmpfs::mount(&dir.join("cache").join("scratch"), "4k");
+            (
+                server
+                    .json("POST", &format!("/v1/sessions/{sid}/test"), json!({}))
+                    .json(),
+                server
+                    .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+                    .json(),
+            )
+        };
+        assert_eq!(test["outcome"], "error", "{test}");
+        assert_eq!(submit["outcome"], "error", "{submit}");
+        assert_eq!(submit["reward"], Value::Null, "{submit}");
+        let submit = server
+            .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+            .json();
+        assert_eq!(submit["outcome"], "pass", "not cached: {submit}");
+    }
+
+    // And a wrong answer is a plain `fail`.
+    let sid = session_with(&server, "def clamp(x, lo, hi):\n    return lo\n");
+    let submit = server
+        .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+        .json();
+    assert_eq!(submit["outcome"], "fail", "{submit}");
+    assert!(submit["reward"].as_f64().unwrap() < 1.0, "{submit}");
+}
+
+#[test]
+fn a_test_of_a_value_drawn_at_import_is_unstable_and_dropped() {
+    let dir = built();
+    let instances = common::jsonl(&dir.join("out-base/dataset.jsonl"));
+    let tag = instances
+        .iter()
+        .find(|i| i["id"] == "calc:calc/tags.py:tag")
+        .unwrap_or_else(|| panic!("tag is an instance: {instances:#?}"));
+    let stability = &tag["stability"];
+    assert_eq!(stability["runs"], 5, "3 records and 2 checks: {stability}");
+    let tests = stability["tests"].as_array().unwrap();
+    let dropped: Vec<&str> = stability["dropped"]
+        .as_array()
+        .map(|d| d.iter().map(|t| t.as_str().unwrap()).collect())
+        .unwrap_or_default();
+    assert!(
+        !dropped.is_empty(),
+        "a salted test is unstable: {stability}"
+    );
+    for t in tests {
+        let name = t["name"].as_str().unwrap();
+        let stable = t["agreed"] == 5;
+        assert_eq!(stable, !dropped.contains(&name), "{stability}");
+    }
+    // The expectations hold the stable tests only.
+    let expected: Vec<&str> = tag["expected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(expected.iter().all(|n| !dropped.contains(n)), "{tag}");
+    assert_eq!(tag["tests"], expected.len());
+    // Every instance says how stable its tests were; clamp's are all stable.
+    for i in &instances {
+        assert_eq!(i["stability"]["runs"], 5, "{}", i["id"]);
+    }
+    let clamp = instances.iter().find(|i| i["id"] == CLAMP).unwrap();
+    assert!(clamp["stability"].get("dropped").is_none(), "{clamp}");
+}
