@@ -8,94 +8,17 @@
 //! test serves its own output of it (a build that only reads the cache), so that servers never
 //! share traces or workspaces.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::common;
 
-use common::calc::{calc_clamp, calc_scale};
-use common::serve::{Server, http};
-
-const FIXTURE: &str = concat!(
-    "\n//- calc/__init__.py\n//- calc/ops.py\n",
-    calc_clamp!(),
-    "\n",
-    calc_scale!()
-);
-
-const CLAMP: &str = "calc:calc/ops.py:clamp";
-
-/// The folder holding the repository and the shared cache, built once.
-fn built() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir =
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        common::write_fixture(&dir.join("repo"), FIXTURE);
-        write_pipeline(&dir, "base", "");
-        build(&dir, "base");
-        dir
-    })
-}
-
-/// A pipeline `NAME.toml` over the shared repository and cache; `serve` is more tables (a
-/// `[sandbox]` of its own replaces the default one).
-fn write_pipeline(dir: &Path, name: &str, serve: &str) -> PathBuf {
-    let path = dir.join(format!("{name}.toml"));
-    let sandbox = if serve.contains("[sandbox]") {
-        ""
-    } else {
-        "[sandbox]\nrun_timeout_seconds = 5\n\n"
-    };
-    std::fs::write(
-        &path,
-        format!(
-            "version = 1\n[project]\nname = \"serve-test\"\noutput = \"out-{name}\"\ncache = \"cache\"\n\n\
-             [[repo]]\npath = \"repo\"\nname = \"calc\"\n\n[env]\ninstaller = \"pip\"\n\n\
-             [select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
-             {sandbox}{serve}"
-        ),
-    )
-    .unwrap();
-    path
-}
-
-fn build(dir: &Path, name: &str) {
-    assert_cmd::Command::cargo_bin("r2e")
-        .unwrap()
-        .args(["build", "--json", "-p"])
-        .arg(dir.join(format!("{name}.toml")))
-        .envs(common::offline_env())
-        .timeout(Duration::from_secs(900))
-        .assert()
-        .success();
-}
-
-/// A pipeline of its own for one test (its output built from the shared cache), with `serve`
-/// as its `[serve]` table.
-fn dataset(name: &str, serve: &str) -> PathBuf {
-    let dir = built();
-    let pipeline = write_pipeline(dir, name, serve);
-    let _ = std::fs::remove_dir_all(dir.join(format!("out-{name}")));
-    build(dir, name);
-    pipeline
-}
-
-/// A server of one of this file's pipelines (its output `out-NAME` beside it).
-fn start(pipeline: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
-    let name = pipeline.file_stem().unwrap().to_string_lossy().into_owned();
-    let output = pipeline.parent().unwrap().join(format!("out-{name}"));
-    Server::start_with(pipeline, &output, args, env)
-}
-
-fn original(rel: &str) -> String {
-    std::fs::read_to_string(built().join("repo").join(rel)).unwrap()
-}
+use common::serve::{
+    CLAMP, FIXTURE, build, built, dataset, http, original, python, start, write_pipeline,
+};
 
 /// The module with `clamp`'s body made wrong (lo and hi swapped in the first test).
 fn wrong_clamp() -> String {
@@ -700,21 +623,6 @@ fn serving_beyond_loopback_needs_a_token_and_bad_settings_say_where() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("R2E_UNSET_TOKEN_VAR"));
-}
-
-/// `python3` runs a script of the repository's Python client against a server.
-fn python(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new("python3")
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .expect("python3 runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// `examples/agent_loop.py` on `clamp` against the server at `url` and the model server at
