@@ -655,17 +655,17 @@ fn the_gym_wrapper_solves_an_instance_with_the_reference_and_with_a_repairing_mo
     let reference = r#"
 import json, sys
 sys.path.insert(0, "clients/python")
-from r2e_client import Client, R2EEnv
-env = R2EEnv(Client(sys.argv[1]))
-obs = env.reset(sys.argv[2])
-assert "raise NotImplementedError" in obs["file"], obs
-obs, reward, done, info = env.step({"op": "write", "path": obs["path"], "text": open(sys.argv[3]).read()})
-assert reward == 0.0 and not done
-obs, reward, done, info = env.step({"op": "test"})
-assert not done
-tests = info
-obs, reward, done, info = env.step({"op": "submit"})
-print(json.dumps({"reward": reward, "done": done, "tests": tests}))
+from r2e_client import Client, R2EEnvBase
+env = R2EEnvBase(Client(sys.argv[1]))
+obs, info = env.reset(options={"instance": sys.argv[2]})
+assert "raise NotImplementedError" in obs["output"] and obs["output"] == info["file"], obs
+obs, reward, terminated, truncated, info = env.step({"op": "write", "path": obs["path"], "text": open(sys.argv[3]).read()})
+assert reward == 0.0 and not terminated and not truncated and not obs["error"], obs
+obs, reward, terminated, truncated, info = env.step({"op": "test"})
+assert not terminated and not truncated and info["outcome"] == "pass", info
+tests = info["answer"]
+obs, reward, terminated, truncated, info = env.step({"op": "submit"})
+print(json.dumps({"reward": reward, "done": terminated, "truncated": truncated, "outcome": info["outcome"], "tests": tests}))
 "#;
     let ops = built().join("repo").join("calc").join("ops.py");
     let (code, stdout, stderr) = python(&["-c", reference, &url, CLAMP, ops.to_str().unwrap()]);
@@ -673,6 +673,8 @@ print(json.dumps({"reward": reward, "done": done, "tests": tests}))
     let got: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(got["reward"], 1.0, "{got}");
     assert_eq!(got["done"], true);
+    assert_eq!(got["truncated"], false);
+    assert_eq!(got["outcome"], "pass");
 
     // A scripted model: wrong at first, right once it is shown the failing tests.
     let right = "def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n";
