@@ -6,7 +6,7 @@
     python3 examples/agent_loop.py --server URL --token-env R2E_TOKEN \\
         --model-url https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY --all
 
-For each instance: open a session (`R2EEnv.reset`), ask the model (an OpenAI-compatible
+For each instance: open a session (`R2EEnvBase.reset`, Gymnasium's API without gymnasium), ask the model (an OpenAI-compatible
 `/chat/completions`) for the complete function given its spec and its file, write it in place
 of the stub (`write_function`), run the tests; while some fail and repairs are left, ask again
 in a fresh conversation with the previous code and the failing tests (`format_feedback`); then
@@ -27,7 +27,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "clients", "python"))
 
-from r2e_client import Client, R2EEnv, R2EError, extract_code, format_feedback  # noqa: E402
+from r2e_client import Client, R2EEnvBase, R2EError, extract_code, format_feedback  # noqa: E402
 
 SYSTEM = (
     "You are an expert Python programmer. You implement one function of a repository so that it "
@@ -36,42 +36,43 @@ SYSTEM = (
 )
 
 
-def first_prompt(obs: dict, with_context: bool) -> str:
-    """The first request: the spec, the function's file (the stub in place), the task."""
+def first_prompt(task: dict, with_context: bool) -> str:
+    """The first request: the spec, the function's file (the stub in place), the task. `task` is
+    the reset's `info` (its `file` is the file's exact text)."""
     parts = [
-        f"Implement the function `{obs['qualname']}` in the file `{obs['path']}`.",
+        f"Implement the function `{task['qualname']}` in the file `{task['path']}`.",
         "",
         "Specification:",
-        obs.get("spec") or "(none: see the docstring in the file)",
+        task.get("spec") or "(none: see the docstring in the file)",
         "",
-        f"The file `{obs['path']}`, where the function's body is `raise NotImplementedError`:",
+        f"The file `{task['path']}`, where the function's body is `raise NotImplementedError`:",
         "```python",
-        obs["file"].rstrip("\n"),
+        task["file"].rstrip("\n"),
         "```",
     ]
-    if with_context and obs.get("problem"):
-        parts += ["", "The code it depends on:", "```python", obs["problem"].rstrip("\n"), "```"]
+    if with_context and task.get("problem"):
+        parts += ["", "The code it depends on:", "```python", task["problem"].rstrip("\n"), "```"]
     parts += [
         "",
-        f"Reply with the complete function `{obs['qualname'].split('.')[-1]}` in one ```python "
+        f"Reply with the complete function `{task['qualname'].split('.')[-1]}` in one ```python "
         "block. Do not change its signature.",
     ]
     return "\n".join(parts)
 
 
-def repair_prompt(obs: dict, code: str, feedback: str) -> str:
+def repair_prompt(task: dict, code: str, feedback: str) -> str:
     """A repair request (a fresh conversation): the spec, the file, the previous code and what
     its failing tests observed."""
     return "\n".join(
         [
-            f"Your implementation of `{obs['qualname']}` in `{obs['path']}` fails some tests.",
+            f"Your implementation of `{task['qualname']}` in `{task['path']}` fails some tests.",
             "",
             "Specification:",
-            obs.get("spec") or "(none: see the docstring in the file)",
+            task.get("spec") or "(none: see the docstring in the file)",
             "",
-            f"The file `{obs['path']}` (the function stubbed):",
+            f"The file `{task['path']}` (the function stubbed):",
             "```python",
-            obs["file"].rstrip("\n"),
+            task["file"].rstrip("\n"),
             "```",
             "",
             "Your previous code:",
@@ -134,31 +135,38 @@ def failing(result: dict) -> bool:
     return bool(result.get("error")) or result.get("passed", 0) < result.get("total", 0)
 
 
-def run_instance(env: R2EEnv, args: argparse.Namespace, instance: str) -> dict:
+def run_instance(env: R2EEnvBase, args: argparse.Namespace, instance: str) -> dict:
     """The loop on one instance; its JSON line (with `error` when it stopped early)."""
     line = {"instance": instance, "reward": 0.0, "passed_all": False, "attempts": 0}
     try:
-        obs = env.reset(instance)
-        code = extract_code(ask_model(args, first_prompt(obs, args.context)))
+        _, task = env.reset(options={"instance": instance})
+        code = extract_code(ask_model(args, first_prompt(task, args.context)))
         line["attempts"] += 1
         while True:
-            written, _, _, _ = env.step({"op": "write_function", "code": code})
-            if "error" in written:
+            written, _, _, truncated, info = env.step({"op": "write_function", "code": code})
+            if truncated:
+                raise RuntimeError(f"the episode ended: {written['error'] or info.get('limit')}")
+            if written["error"]:
                 # Nothing usable was written (no such function in the answer, a path refused):
                 # the stub stays, and the model is told why.
                 result = {"passed": 0, "total": 0, "error": written["error"], "tests": []}
             else:
-                result, _, _, _ = env.step({"op": "test"})
+                tested, _, _, truncated, info = env.step({"op": "test"})
+                if truncated:
+                    raise RuntimeError(f"the episode ended: {tested['error'] or info.get('limit')}")
+                result = info["answer"]
             log(f"{instance}: attempt {line['attempts']}: "
                 f"{result.get('passed')}/{result.get('total')} tests passed")
             if not failing(result) or line["attempts"] > args.repairs:
                 break
-            prompt = repair_prompt(obs, code, format_feedback(result))
+            prompt = repair_prompt(task, code, format_feedback(result))
             code = extract_code(ask_model(args, prompt))
             line["attempts"] += 1
-        final, reward, _, _ = env.step({"op": "submit"})
+        final, reward, _, truncated, info = env.step({"op": "submit"})
+        if truncated:
+            raise RuntimeError(f"the submission was not judged: {final['error']}")
         line["reward"] = reward
-        line["passed_all"] = bool(final.get("passed_all"))
+        line["passed_all"] = bool(info["answer"].get("passed_all"))
     except (R2EError, RuntimeError, ValueError) as e:
         log(f"{instance}: {e}")
         line["error"] = str(e)
@@ -205,7 +213,8 @@ def main(argv=None) -> int:
     if args.api_key_env and not os.environ.get(args.api_key_env):
         p.error(f"--api-key-env {args.api_key_env}: the variable is not set")
     client = Client(args.server, token=token, retries_on_429=10)
-    env = R2EEnv(client)
+    # One step per model answer and test run, and the submission.
+    env = R2EEnvBase(client, max_steps=2 * (args.repairs + 1) + 1)
     instances = [i["id"] for i in client.instances()] if args.all else args.instance
 
     errors = 0

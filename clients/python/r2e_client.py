@@ -3,7 +3,7 @@
 Standard library only (urllib), Python 3.8+. One file: copy it next to an agent, or put this
 folder on `sys.path`.
 
-    from r2e_client import Client, R2EEnv
+    from r2e_client import Client
 
     client = Client("http://127.0.0.1:8080", token=os.environ.get("R2E_TOKEN"))
     with client.open(client.instances()[0]["id"]) as session:
@@ -21,7 +21,13 @@ Public API:
 - `Session`: `id`, `instance`, `path`, `qualname`, `closed`; `read(path)`, `write(path, text)`,
   `exec(command, timeout_s=10)`, `test()`, `submit()`, `close()`; a context manager that closes
   it.
-- `R2EEnv(client)`: a gym-style wrapper, `reset(instance)`, `step(action)`, `close()`.
+- `R2EEnvBase(client, max_steps=50, max_seconds=None)`: the environment with Gymnasium's API
+  (`reset(seed=None, options=None) -> (obs, info)`, `step(action) -> (obs, reward, terminated,
+  truncated, info)`, `render()`, `close()`), standard library only. `R2EEnv` (from `r2e_gym`,
+  which needs gymnasium; also reachable here as `r2e_client.R2EEnv`) is the same as a
+  `gymnasium.Env` with its observation and action spaces.
+- `outcome_of(op, answer)`: `pass`, `fail` or `error` of a test or submit answer;
+  `fit_text(text)`: a string as an observation holds it.
 - Pure helpers: `replace_function(source, qualname, new_code)`, `find_function(source,
   qualname)`, `extract_code(reply)`, `format_feedback(test_result)`.
 """
@@ -31,6 +37,8 @@ from __future__ import annotations
 import ast
 import io
 import json
+import numbers
+import random
 import re
 import textwrap
 import time
@@ -44,7 +52,14 @@ __all__ = [
     "R2EError",
     "Client",
     "Session",
-    "R2EEnv",
+    "R2EEnvBase",
+    "OPS",
+    "OUTCOMES",
+    "OBS_KEYS",
+    "MAX_OBS_CHARS",
+    "obs_char_allowed",
+    "fit_text",
+    "outcome_of",
     "replace_function",
     "find_function",
     "extract_code",
@@ -529,40 +544,163 @@ def format_feedback(test_result: Dict[str, Any], max_tests: int = 5, max_chars: 
 
 
 # ---------------------------------------------------------------------------------------------
-# Gym-style environment
+# Gymnasium-style environment (the standard-library part; `r2e_gym.R2EEnv` is the gymnasium.Env)
 # ---------------------------------------------------------------------------------------------
 
+OPS: Tuple[str, ...] = ("read", "write", "exec", "test", "submit", "write_function")
+"""The actions' ops; an action's `op` is one of them or its index (`r2e_gym`'s `Discrete`)."""
 
-class R2EEnv:
-    """A gym-style environment over a `Client`: one session at a time.
+OUTCOMES: Tuple[str, ...] = ("pass", "fail", "error")
+"""The outcomes of a test or a submission: `error` is not the candidate's doing (the sandbox or a
+worker crashed, the disk is full, the server is gone)."""
 
-    `reset(instance)` opens a session (closing the previous one) and returns the observation
-    `{"instance", "path", "qualname", "spec", "problem", "file"}` (`file`: the text of the
-    function's file, the stub in place). `step(action)` returns `(observation, reward, done,
-    info)`; actions are dicts:
+OBS_KEYS: Tuple[str, ...] = ("instance", "path", "qualname", "spec", "problem", "output", "error")
+"""The keys of every observation, each a string."""
 
-    - `{"op": "read", "path"}` -> `{"op", "path", "text"}`
-    - `{"op": "write", "path", "text"}` -> `{"op", "path", "bytes"}`
-    - `{"op": "exec", "command", "timeout_s"}` -> the server's answer and `op`
-    - `{"op": "test"}` -> the server's answer (`passed`, `total`, `error`, `tests`) and `op`
-    - `{"op": "submit"}` -> the server's answer (`reward`, `passed_all`, ...) and `op`
-    - `{"op": "write_function", "code"}`: `replace_function` of the function's file with `code`
-      (a bare def or a model's reply code), written -> `{"op", "path", "bytes"}`
+MAX_OBS_CHARS = 1 << 21
+"""The longest string of an observation: longer ones are cut (`fit_text`)."""
 
-    The reward is 0.0 except on submit (the server's reward); `done` is true after submit.
-    `info["answer"]` is the server's raw answer. An error the server answers for an action
-    (status 400, 404, 409 or 413: a missing file, a body too large, ...) or a `write_function`
-    whose code does not fit comes back as an observation `{"op", "error", "status"}`, unless
-    `raise_errors` is true; others raise `R2EError`."""
+# Statuses the server answers for an action the agent got wrong (a missing file, a path outside
+# the workspace, a body too large): an observation with the error, not the end of the episode.
+_SOFT = (400, 404, 409, 413)
 
-    _SOFT = (400, 404, 409, 413)
 
-    def __init__(self, client: Client, raise_errors: bool = False):
+def obs_char_allowed(c: str) -> bool:
+    """Whether the character `c` appears as itself in an observation: tab, newline, carriage
+    return and every character of Unicode's Basic Multilingual Plane but the control characters
+    and the surrogates. Others are escaped (`fit_text`)."""
+    n = ord(c)
+    if n < 0x20:
+        return c in "\t\n\r"
+    if 0x7F <= n < 0xA0 or 0xD800 <= n < 0xE000:
+        return False
+    return n <= 0xFFFF
+
+
+def fit_text(text: Optional[str], max_chars: int = MAX_OBS_CHARS) -> str:
+    """`text` as an observation's string: each character outside `obs_char_allowed` written as
+    its escape (`\\x1b`, `\\U0001f600`), and the whole cut to `max_chars` with a last line
+    saying how much was left out. None is the empty string. The exact text is in the step's
+    `info`."""
+    if not text:
+        return ""
+    if not all(obs_char_allowed(c) for c in text):
+        text = "".join(
+            c if obs_char_allowed(c) else ("\\x%02x" % ord(c) if ord(c) < 0x100 else "\\U%08x" % ord(c))
+            for c in text
+        )
+    if len(text) > max_chars:
+        note = "\n[... %d characters cut ...]\n"
+        keep = max_chars - len(note % len(text))
+        while keep + len(note % (len(text) - keep)) < max_chars:
+            keep += 1  # the count has fewer digits than the length
+        text = text[:keep] + note % (len(text) - keep)
+    return text
+
+
+def outcome_of(op: str, answer: Dict[str, Any]) -> str:
+    """The outcome (`pass`, `fail` or `error`) of a `test` or `submit` answer: the server's
+    `outcome` when it gives one; else, for a test, `pass` when every test ran and passed, and
+    for a submission `pass` when it passed all tests."""
+    given = answer.get("outcome")
+    if given in OUTCOMES:
+        return given
+    if op == "test":
+        total = answer.get("total") or 0
+        return "pass" if total > 0 and answer.get("passed") == total else "fail"
+    return "pass" if answer.get("passed_all") else "fail"
+
+
+def _exec_text(answer: Dict[str, Any]) -> str:
+    """An `exec` answer as text: the exit code (or why it ended), stdout, stderr."""
+    if answer.get("timed_out"):
+        head = "timed out"
+    elif answer.get("exit_code") is None:
+        head = "killed" + (f" ({answer['limit']})" if answer.get("limit") else "")
+    else:
+        head = f"exit code {answer['exit_code']}"
+    return f"{head}\n--- stdout ---\n{answer.get('stdout') or ''}\n--- stderr ---\n{answer.get('stderr') or ''}"
+
+
+class R2EEnvBase:
+    """The environment of `r2e serve` with Gymnasium's API, standard library only: no declared
+    spaces, and a `random.Random` where `r2e_gym.R2EEnv` (the `gymnasium.Env`, which adds the
+    spaces) uses gymnasium's `np_random`. One session at a time.
+
+    `R2EEnvBase(client, max_steps=50, max_seconds=None, exec_timeout_s=10, raise_errors=False,
+    render_mode=None)`; `client` is a `Client` or the server's URL.
+
+    `reset(seed=None, options=None) -> (obs, info)` opens a session (closing the previous one) on
+    `options["instance"]`, else on one of the served instances chosen with the environment's
+    random generator (seeded by `seed`). `info`: `instance`, `session`, `path`, `qualname`,
+    `spec`, `problem`, `tests` and `file` (the exact text of the function's file).
+
+    Observations are dicts of strings (`OBS_KEYS`): the instance's `instance`, `path`,
+    `qualname`, `spec`, `problem`, the action's `output` (the function's file after a reset) and
+    its `error` ("" when none), each passed through `fit_text`.
+
+    `step(action) -> (obs, reward, terminated, truncated, info)`; an action is a dict with an
+    `op` (a name of `OPS`, or its index) and the fields it uses:
+
+    - `read`: `path` -> `output`: the file's text
+    - `write`: `path`, `text` -> `output`: the bytes written
+    - `exec`: `command` (and `timeout_s`, else `exec_timeout_s`) -> `output`: the exit code,
+      stdout and stderr
+    - `test` -> `output`: `format_feedback` of the tests' results
+    - `submit` -> `output`: the reward and the count; `terminated` is true
+    - `write_function`: `code` -> the function replaced in its file by `code` (a bare def or a
+      model's reply, `replace_function`), written
+
+    `info`: `op`, `outcome` (`pass`, `fail` or `error` after `test` and `submit`, `error` when the
+    server failed; None otherwise), `answer` (the server's exact answer; None when none came),
+    `steps`; with `status` and `error` after an error. The reward is 0.0 except on a judged
+    submission (the server's reward). `truncated` is true after `max_steps` steps, after
+    `max_seconds` seconds from the reset, and on outcome `error`, whose reward is 0.0: a trainer
+    masks those episodes. An error the agent caused (status 400, 404, 409 or 413 on `read`,
+    `write`, `exec`; code that does not fit in `write_function`) is an observation with `error`,
+    and the episode goes on. With `raise_errors=True`, every error raises (`R2EError` or
+    `ValueError`) instead. A 401, 403 or 429 always raises, and so does `reset` when it fails.
+    """
+
+    metadata: Dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        client: Any,
+        max_steps: int = 50,
+        max_seconds: Optional[float] = None,
+        exec_timeout_s: float = 10,
+        raise_errors: bool = False,
+        render_mode: Optional[str] = None,
+    ):
+        if isinstance(client, str):
+            client = Client(client)
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']}")
+        if max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
         self.client = client
+        self.max_steps = max_steps
+        self.max_seconds = max_seconds
+        self.exec_timeout_s = exec_timeout_s
         self.raise_errors = raise_errors
+        self.render_mode = render_mode
         self.session: Optional[Session] = None
-        self.done = False
+        self._over = True
+        self._steps = 0
+        self._started = 0.0
+        self._static: Dict[str, str] = {}
+        self._last: Optional[Dict[str, str]] = None
         self._instances: Optional[Dict[str, Dict[str, Any]]] = None
+        self._rng = random.Random()
+
+    # The random generator: `r2e_gym.R2EEnv` replaces these two with gymnasium's.
+    def _seed(self, seed: Optional[int]) -> None:
+        if seed is not None:
+            self._rng.seed(seed)
+
+    def _choose(self, n: int) -> int:
+        return self._rng.randrange(n)
 
     def instance_info(self, instance: str) -> Dict[str, Any]:
         """The `instances()` entry of `instance` (fetched once)."""
@@ -572,68 +710,178 @@ class R2EEnv:
             raise R2EError(404, f"no instance `{instance}` is served")
         return self._instances[instance]
 
-    def reset(self, instance: str) -> Dict[str, Any]:
+    def reset(
+        self, *, seed: Optional[int] = None, options: Optional[Dict[str, Any]] = None
+    ) -> Tuple[Dict[str, str], Dict[str, Any]]:
+        self._seed(seed)
         try:
             self.close()
         except R2EError:
             pass  # the previous session is gone or the server lost it: start afresh anyway
-        info = self.instance_info(instance)
+        instance = (options or {}).get("instance")
+        if instance is None:
+            if self._instances is None:
+                self._instances = {i["id"]: i for i in self.client.instances()}
+            ids = sorted(self._instances)
+            if not ids:
+                raise R2EError(404, "the server serves no instance")
+            instance = ids[self._choose(len(ids))]
+        entry = self.instance_info(instance)
         self.session = self.client.open(instance)
-        self.done = False
-        return {
+        file = self.session.read(self.session.path)
+        self._over = False
+        self._steps = 0
+        self._started = time.monotonic()
+        self._static = {
             "instance": instance,
             "path": self.session.path,
             "qualname": self.session.qualname,
-            "spec": info.get("spec"),
-            "problem": info.get("problem"),
-            "file": self.session.read(self.session.path),
+            "spec": entry.get("spec") or "",
+            "problem": entry.get("problem") or "",
         }
+        info = {
+            "instance": instance,
+            "session": self.session.id,
+            "path": self.session.path,
+            "qualname": self.session.qualname,
+            "spec": entry.get("spec"),
+            "problem": entry.get("problem"),
+            "tests": entry.get("tests"),
+            "file": file,
+        }
+        return self._observe(file, ""), info
 
-    def step(self, action: Dict[str, Any]) -> Tuple[Dict[str, Any], float, bool, Dict[str, Any]]:
-        if self.session is None or self.done:
-            raise RuntimeError("no open session: call reset() first")
+    def _observe(self, output: str, error: str) -> Dict[str, str]:
+        obs = {k: fit_text(v) for k, v in self._static.items()}
+        obs["output"] = fit_text(output)
+        obs["error"] = fit_text(error)
+        self._last = obs
+        return dict(obs)
+
+    def step(
+        self, action: Dict[str, Any]
+    ) -> Tuple[Dict[str, str], float, bool, bool, Dict[str, Any]]:
+        if self.session is None or self._over:
+            raise RuntimeError("the episode is over (or never began): call reset()")
         op = action.get("op")
+        if isinstance(op, numbers.Integral) and not isinstance(op, bool) and 0 <= op < len(OPS):
+            op = OPS[int(op)]
+        if op not in OPS:
+            raise ValueError(f"unknown action op {op!r} (one of {OPS} or its index)")
         s = self.session
+        self._steps += 1
+        reward, terminated, truncated = 0.0, False, False
+        output, error = "", ""
+        info: Dict[str, Any] = {"op": op, "outcome": None, "answer": None, "steps": self._steps}
         try:
             if op == "read":
-                text = s.read(action["path"])
-                return {"op": op, "path": action["path"], "text": text}, 0.0, False, {"answer": text}
-            if op == "write":
-                answer = s.write(action["path"], action["text"])
-                return {"op": op, **answer}, 0.0, False, {"answer": answer}
-            if op == "exec":
-                answer = s.exec(action["command"], action.get("timeout_s", 10))
-                return {"op": op, **answer}, 0.0, False, {"answer": answer}
-            if op == "test":
+                output = s.read(str(action["path"]))
+                info["answer"] = output
+            elif op == "write":
+                answer = s.write(str(action["path"]), str(action.get("text", "")))
+                info["answer"] = answer
+                output = f"Wrote {answer.get('bytes')} bytes to {answer.get('path')}."
+            elif op == "exec":
+                answer = s.exec(str(action["command"]), action.get("timeout_s", self.exec_timeout_s))
+                info["answer"] = answer
+                output = _exec_text(answer)
+            elif op == "test":
                 answer = s.test()
-                return {"op": op, **answer}, 0.0, False, {"answer": answer}
-            if op == "submit":
+                info["answer"] = answer
+                info["outcome"] = outcome_of(op, answer)
+                output = format_feedback(answer)
+                if info["outcome"] == "error":
+                    error = str(answer.get("error") or "the server could not run the tests")
+                    truncated = True
+            elif op == "submit":
                 answer = s.submit()
-                self.done = True
-                self.session = None
-                reward = float(answer.get("reward", 0.0))
-                return {"op": op, **answer}, reward, True, {"answer": answer}
-            if op == "write_function":
+                info["answer"] = answer
+                info["outcome"] = outcome_of(op, answer)
+                if info["outcome"] == "error":
+                    error = str(answer.get("error") or "the server could not judge the submission")
+                    truncated = True
+                else:
+                    reward = float(answer.get("reward") or 0.0)
+                    terminated = True
+                output = (
+                    f"Submitted: reward {reward}, {answer.get('passed')} of {answer.get('total')} "
+                    f"tests passed ({info['outcome']})."
+                )
+            else:  # write_function
                 current = s.read(s.path)
                 try:
-                    text = replace_function(current, s.qualname, action["code"])
+                    text = replace_function(current, s.qualname, str(action["code"]))
                 except ValueError as e:
                     if self.raise_errors:
                         raise
-                    return {"op": op, "error": str(e), "status": None}, 0.0, False, {"error": str(e)}
-                answer = s.write(s.path, text)
-                return {"op": op, **answer}, 0.0, False, {"answer": answer, "text": text}
+                    error = str(e)
+                    info.update(status=None, error=error)
+                else:
+                    answer = s.write(s.path, text)
+                    info["answer"] = answer
+                    info["text"] = text
+                    output = f"Wrote {answer.get('bytes')} bytes to {answer.get('path')}."
         except R2EError as e:
-            if self.raise_errors or e.status not in self._SOFT:
+            if self.raise_errors or e.status in (401, 403, 429):
                 raise
-            obs = {"op": op, "error": e.message, "status": e.status}
-            return obs, 0.0, False, {"error": e.message, "status": e.status}
-        raise ValueError(f"unknown action op {op!r}")
+            error = e.message
+            info.update(status=e.status, error=e.message)
+            if e.status in _SOFT and op not in ("test", "submit"):
+                pass  # the agent's mistake: it sees the error and goes on
+            elif e.status is None or e.status >= 500 or e.status in _SOFT:
+                # Not the candidate's doing (a 404 on test or submit: the session is gone).
+                info["outcome"] = "error"
+                truncated = True
+            else:
+                raise
+        if not (terminated or truncated):
+            if self._steps >= self.max_steps:
+                truncated = True
+                info["limit"] = "steps"
+            elif (
+                self.max_seconds is not None
+                and time.monotonic() - self._started >= self.max_seconds
+            ):
+                truncated = True
+                info["limit"] = "seconds"
+        if terminated or truncated:
+            self._over = True
+            try:
+                self.close()  # a submitted session is closed already
+            except R2EError:
+                pass
+        return self._observe(output, error), reward, terminated, truncated, info
+
+    def render(self) -> Optional[str]:
+        """With `render_mode="ansi"`, the last observation as text (None before a reset)."""
+        if self.render_mode != "ansi" or self._last is None:
+            return None
+        o = self._last
+        text = f"[{o['instance']}] {o['path']}::{o['qualname']} (step {self._steps})\n{o['output']}"
+        if o["error"]:
+            text += f"\nerror: {o['error']}"
+        return text
 
     def close(self) -> None:
-        """Closes the open session, if any (a session already gone is no error)."""
+        """Closes the open session, if any (a session already gone is no error). Calling it
+        again does nothing."""
         if self.session is not None:
             try:
                 self.session.close()
             finally:
                 self.session = None
+
+
+def __getattr__(name: str) -> Any:
+    """`R2EEnv`, the `gymnasium.Env`, from `r2e_gym` (imported on first use: it needs
+    gymnasium and numpy; everything else here is the standard library)."""
+    if name == "R2EEnv":
+        try:
+            from r2e_gym import R2EEnv
+        except ImportError as e:
+            raise ImportError(
+                f"r2e_client.R2EEnv is r2e_gym.R2EEnv, a gymnasium.Env: it needs gymnasium ({e}); "
+                "R2EEnvBase is the same environment without it"
+            ) from e
+        return R2EEnv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

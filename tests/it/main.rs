@@ -25,6 +25,7 @@ mod env_imports;
 mod evaluate;
 mod filters;
 mod gc;
+mod gym;
 mod hostile;
 mod images;
 mod incremental;

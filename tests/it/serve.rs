@@ -8,94 +8,17 @@
 //! test serves its own output of it (a build that only reads the cache), so that servers never
 //! share traces or workspaces.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use crate::common;
 
-use common::calc::{calc_clamp, calc_scale};
-use common::serve::{Server, http};
-
-const FIXTURE: &str = concat!(
-    "\n//- calc/__init__.py\n//- calc/ops.py\n",
-    calc_clamp!(),
-    "\n",
-    calc_scale!()
-);
-
-const CLAMP: &str = "calc:calc/ops.py:clamp";
-
-/// The folder holding the repository and the shared cache, built once.
-fn built() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir =
-            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        common::write_fixture(&dir.join("repo"), FIXTURE);
-        write_pipeline(&dir, "base", "");
-        build(&dir, "base");
-        dir
-    })
-}
-
-/// A pipeline `NAME.toml` over the shared repository and cache; `serve` is more tables (a
-/// `[sandbox]` of its own replaces the default one).
-fn write_pipeline(dir: &Path, name: &str, serve: &str) -> PathBuf {
-    let path = dir.join(format!("{name}.toml"));
-    let sandbox = if serve.contains("[sandbox]") {
-        ""
-    } else {
-        "[sandbox]\nrun_timeout_seconds = 5\n\n"
-    };
-    std::fs::write(
-        &path,
-        format!(
-            "version = 1\n[project]\nname = \"serve-test\"\noutput = \"out-{name}\"\ncache = \"cache\"\n\n\
-             [[repo]]\npath = \"repo\"\nname = \"calc\"\n\n[env]\ninstaller = \"pip\"\n\n\
-             [select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
-             {sandbox}{serve}"
-        ),
-    )
-    .unwrap();
-    path
-}
-
-fn build(dir: &Path, name: &str) {
-    assert_cmd::Command::cargo_bin("r2e")
-        .unwrap()
-        .args(["build", "--json", "-p"])
-        .arg(dir.join(format!("{name}.toml")))
-        .envs(common::offline_env())
-        .timeout(Duration::from_secs(900))
-        .assert()
-        .success();
-}
-
-/// A pipeline of its own for one test (its output built from the shared cache), with `serve`
-/// as its `[serve]` table.
-fn dataset(name: &str, serve: &str) -> PathBuf {
-    let dir = built();
-    let pipeline = write_pipeline(dir, name, serve);
-    let _ = std::fs::remove_dir_all(dir.join(format!("out-{name}")));
-    build(dir, name);
-    pipeline
-}
-
-/// A server of one of this file's pipelines (its output `out-NAME` beside it).
-fn start(pipeline: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
-    let name = pipeline.file_stem().unwrap().to_string_lossy().into_owned();
-    let output = pipeline.parent().unwrap().join(format!("out-{name}"));
-    Server::start_with(pipeline, &output, args, env)
-}
-
-fn original(rel: &str) -> String {
-    std::fs::read_to_string(built().join("repo").join(rel)).unwrap()
-}
+use common::serve::{
+    CLAMP, FIXTURE, build, built, dataset, http, original, python, start, write_pipeline,
+};
 
 /// The module with `clamp`'s body made wrong (lo and hi swapped in the first test).
 fn wrong_clamp() -> String {
@@ -702,21 +625,6 @@ fn serving_beyond_loopback_needs_a_token_and_bad_settings_say_where() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("R2E_UNSET_TOKEN_VAR"));
 }
 
-/// `python3` runs a script of the repository's Python client against a server.
-fn python(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new("python3")
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .expect("python3 runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// `examples/agent_loop.py` on `clamp` against the server at `url` and the model server at
 /// `model`, with more arguments; it must exit 0: its last JSON line, and what it said.
 fn agent_loop(url: &str, model: &str, more: &[&str]) -> (Value, String) {
@@ -747,17 +655,17 @@ fn the_gym_wrapper_solves_an_instance_with_the_reference_and_with_a_repairing_mo
     let reference = r#"
 import json, sys
 sys.path.insert(0, "clients/python")
-from r2e_client import Client, R2EEnv
-env = R2EEnv(Client(sys.argv[1]))
-obs = env.reset(sys.argv[2])
-assert "raise NotImplementedError" in obs["file"], obs
-obs, reward, done, info = env.step({"op": "write", "path": obs["path"], "text": open(sys.argv[3]).read()})
-assert reward == 0.0 and not done
-obs, reward, done, info = env.step({"op": "test"})
-assert not done
-tests = info
-obs, reward, done, info = env.step({"op": "submit"})
-print(json.dumps({"reward": reward, "done": done, "tests": tests}))
+from r2e_client import Client, R2EEnvBase
+env = R2EEnvBase(Client(sys.argv[1]))
+obs, info = env.reset(options={"instance": sys.argv[2]})
+assert "raise NotImplementedError" in obs["output"] and obs["output"] == info["file"], obs
+obs, reward, terminated, truncated, info = env.step({"op": "write", "path": obs["path"], "text": open(sys.argv[3]).read()})
+assert reward == 0.0 and not terminated and not truncated and not obs["error"], obs
+obs, reward, terminated, truncated, info = env.step({"op": "test"})
+assert not terminated and not truncated and info["outcome"] == "pass", info
+tests = info["answer"]
+obs, reward, terminated, truncated, info = env.step({"op": "submit"})
+print(json.dumps({"reward": reward, "done": terminated, "truncated": truncated, "outcome": info["outcome"], "tests": tests}))
 "#;
     let ops = built().join("repo").join("calc").join("ops.py");
     let (code, stdout, stderr) = python(&["-c", reference, &url, CLAMP, ops.to_str().unwrap()]);
@@ -765,6 +673,8 @@ print(json.dumps({"reward": reward, "done": done, "tests": tests}))
     let got: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(got["reward"], 1.0, "{got}");
     assert_eq!(got["done"], true);
+    assert_eq!(got["truncated"], false);
+    assert_eq!(got["outcome"], "pass");
 
     // A scripted model: wrong at first, right once it is shown the failing tests.
     let right = "def clamp(x, lo, hi):\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n";

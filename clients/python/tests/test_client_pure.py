@@ -1,4 +1,4 @@
-"""Tests of the client's pure helpers, of `R2EEnv` over a fake client, and of `Client` over a
+"""Tests of the client's pure helpers, of `R2EEnvBase` over a fake client, and of `Client` over a
 tiny in-process HTTP server (no r2e needed).
 
     python3 -m unittest discover -s clients/python/tests
@@ -14,13 +14,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import r2e_client  # noqa: E402
 from r2e_client import (  # noqa: E402
+    OBS_KEYS,
+    OPS,
     Client,
-    R2EEnv,
+    R2EEnvBase,
     R2EError,
     extract_code,
     find_function,
+    fit_text,
     format_feedback,
+    obs_char_allowed,
+    outcome_of,
     replace_function,
 )
 
@@ -235,9 +241,15 @@ class FormatFeedbackTest(unittest.TestCase):
 
 
 class FakeSession:
-    def __init__(self, files):
-        self.id, self.instance, self.path, self.qualname = "s1", "i1", "m.py", "f"
+    def __init__(self, files, instance="i1"):
+        self.id, self.instance, self.path, self.qualname = "s1", instance, "m.py", "f"
         self.files, self.closed, self.calls = files, False, []
+        self.fail = {}  # op -> the R2EError it raises
+        self.answers = {}  # op -> the answer it gives instead of its own
+
+    def _maybe_fail(self, op):
+        if op in self.fail:
+            raise self.fail[op]
 
     def read(self, path):
         if path not in self.files:
@@ -249,14 +261,21 @@ class FakeSession:
         return {"path": path, "bytes": len(text.encode())}
 
     def exec(self, command, timeout_s=10):
+        self._maybe_fail("exec")
         self.calls.append(("exec", command, timeout_s))
         return {"stdout": "hi\n", "stderr": "", "exit_code": 0, "timed_out": False}
 
     def test(self):
+        self._maybe_fail("test")
+        if "test" in self.answers:
+            return self.answers["test"]
         ok = "return x + 1" in self.files["m.py"]
         return {"passed": 2 if ok else 0, "total": 2, "error": None, "tests": []}
 
     def submit(self):
+        self._maybe_fail("submit")
+        if "submit" in self.answers:
+            return self.answers["submit"]
         self.closed = True
         ok = "return x + 1" in self.files["m.py"]
         return {"reward": 1.0 if ok else 0.0, "passed_all": ok, "passed": 2 if ok else 0, "total": 2}
@@ -266,71 +285,204 @@ class FakeSession:
 
 
 class FakeClient:
-    def __init__(self):
+    def __init__(self, ids=("i1",)):
         self.opened = []
+        self.ids = ids
 
     def instances(self):
-        return [{"id": "i1", "repo": "r", "path": "m.py", "qualname": "f", "spec": "Add one.",
-                 "problem": "def f(x): ...", "tests": 2}]
+        return [{"id": i, "repo": "r", "path": "m.py", "qualname": "f", "spec": "Add one.",
+                 "problem": "def f(x): ...", "tests": 2} for i in self.ids]
 
     def open(self, instance):
-        if instance != "i1":
+        if instance not in self.ids:
             raise R2EError(404, "no such instance")
-        s = FakeSession({"m.py": "def f(x):\n    raise NotImplementedError\n"})
+        s = FakeSession({"m.py": "def f(x):\n    raise NotImplementedError\n"}, instance)
         self.opened.append(s)
         return s
+
+
+STUB = "def f(x):\n    raise NotImplementedError\n"
 
 
 class EnvTest(unittest.TestCase):
     def test_episode(self):
         client = FakeClient()
-        env = R2EEnv(client)
-        obs = env.reset("i1")
+        env = R2EEnvBase(client)
+        obs, info = env.reset(options={"instance": "i1"})
         self.assertEqual(obs, {"instance": "i1", "path": "m.py", "qualname": "f", "spec": "Add one.",
-                               "problem": "def f(x): ...",
-                               "file": "def f(x):\n    raise NotImplementedError\n"})
-        obs, reward, done, info = env.step({"op": "write_function", "code": "```python\ndef f(x):\n    return x + 1\n```"})
-        self.assertEqual((obs["op"], obs["path"], reward, done), ("write_function", "m.py", 0.0, False))
+                               "problem": "def f(x): ...", "output": STUB, "error": ""})
+        self.assertEqual(set(obs), set(OBS_KEYS))
+        self.assertEqual((info["instance"], info["session"], info["file"], info["tests"]), ("i1", "s1", STUB, 2))
+        obs, reward, terminated, truncated, info = env.step(
+            {"op": "write_function", "code": "```python\ndef f(x):\n    return x + 1\n```"})
+        self.assertEqual((info["op"], reward, terminated, truncated, info["outcome"]),
+                         ("write_function", 0.0, False, False, None))
         self.assertEqual(info["text"], "def f(x):\n    return x + 1\n")
-        obs, reward, done, _ = env.step({"op": "read", "path": "m.py"})
-        self.assertEqual(obs["text"], "def f(x):\n    return x + 1\n")
-        obs, reward, done, _ = env.step({"op": "exec", "command": "echo hi", "timeout_s": 3})
-        self.assertEqual((obs["stdout"], obs["exit_code"]), ("hi\n", 0))
+        self.assertIn("bytes to m.py", obs["output"])
+        obs, *_ = env.step({"op": "read", "path": "m.py"})
+        self.assertEqual(obs["output"], "def f(x):\n    return x + 1\n")
+        obs, _, _, _, info = env.step({"op": "exec", "command": "echo hi", "timeout_s": 3})
+        self.assertEqual(info["answer"]["stdout"], "hi\n")
+        self.assertIn("exit code 0\n--- stdout ---\nhi\n", obs["output"])
         self.assertEqual(client.opened[0].calls, [("exec", "echo hi", 3)])
-        obs, reward, done, _ = env.step({"op": "test"})
-        self.assertEqual((obs["passed"], obs["total"], reward, done), (2, 2, 0.0, False))
-        obs, reward, done, info = env.step({"op": "submit"})
-        self.assertEqual((reward, done, obs["passed_all"]), (1.0, True, True))
+        obs, reward, terminated, truncated, info = env.step({"op": OPS.index("test")})  # by index
+        self.assertEqual((info["op"], info["outcome"], reward, terminated, truncated),
+                         ("test", "pass", 0.0, False, False))
+        self.assertIn("2 of 2 tests passed", obs["output"])
+        obs, reward, terminated, truncated, info = env.step({"op": "submit"})
+        self.assertEqual((reward, terminated, truncated, info["outcome"]), (1.0, True, False, "pass"))
         self.assertEqual(info["answer"]["reward"], 1.0)
+        self.assertEqual(info["steps"], 5)
         with self.assertRaises(RuntimeError):
             env.step({"op": "test"})
 
+    def test_a_wrong_answer_fails(self):
+        env = R2EEnvBase(FakeClient())
+        env.reset(options={"instance": "i1"})
+        _, _, _, _, info = env.step({"op": "test"})
+        self.assertEqual(info["outcome"], "fail")
+        _, reward, terminated, truncated, info = env.step({"op": "submit"})
+        self.assertEqual((reward, terminated, truncated, info["outcome"]), (0.0, True, False, "fail"))
+
     def test_errors_come_back_as_observations(self):
-        env = R2EEnv(FakeClient())
-        env.reset("i1")
-        obs, reward, done, info = env.step({"op": "read", "path": "nope.py"})
-        self.assertEqual((obs["status"], reward, done), (404, 0.0, False))
+        env = R2EEnvBase(FakeClient())
+        env.reset(options={"instance": "i1"})
+        obs, reward, terminated, truncated, info = env.step({"op": "read", "path": "nope.py"})
+        self.assertEqual((info["status"], reward, terminated, truncated), (404, 0.0, False, False))
         self.assertIn("no file", obs["error"])
+        self.assertEqual(obs["output"], "")
         env.step({"op": "write", "path": "m.py", "text": "x = 1\n"})
-        obs, _, _, _ = env.step({"op": "write_function", "code": "def f(x):\n    return 1\n"})
-        self.assertIn("error", obs)  # the file no longer defines f
-        with self.assertRaises(ValueError):
-            env.step({"op": "dance"})
-        strict = R2EEnv(FakeClient(), raise_errors=True)
-        strict.reset("i1")
+        obs, _, _, truncated, _ = env.step({"op": "write_function", "code": "def f(x):\n    return 1\n"})
+        self.assertIn("no function", obs["error"])  # the file no longer defines f
+        self.assertFalse(truncated)
+        for bad in ({"op": "dance"}, {"op": len(OPS)}, {"op": True}):
+            with self.assertRaises(ValueError):
+                env.step(bad)
+        strict = R2EEnvBase(FakeClient(), raise_errors=True)
+        strict.reset(options={"instance": "i1"})
         with self.assertRaises(R2EError):
             strict.step({"op": "read", "path": "nope.py"})
 
+    def test_a_server_failure_is_outcome_error_and_truncates(self):
+        for op, status in (("test", 500), ("submit", 503), ("submit", None), ("test", 404), ("exec", 500)):
+            client = FakeClient()
+            env = R2EEnvBase(client)
+            env.reset(options={"instance": "i1"})
+            env.step({"op": "write", "path": "m.py", "text": "def f(x):\n    return x + 1\n"})
+            client.opened[0].fail[op] = R2EError(status, "the sandbox failed")
+            obs, reward, terminated, truncated, info = env.step({"op": op, "command": "true"})
+            self.assertEqual((reward, terminated, truncated, info["outcome"], info["status"]),
+                             (0.0, False, True, "error", status), (op, status))
+            self.assertEqual(obs["error"], "the sandbox failed")
+            self.assertTrue(client.opened[0].closed, "the session is closed at the episode's end")
+            with self.assertRaises(RuntimeError):
+                env.step({"op": "test"})
+        # A configuration error is no outcome: it raises.
+        client = FakeClient()
+        env = R2EEnvBase(client)
+        env.reset(options={"instance": "i1"})
+        client.opened[0].fail["test"] = R2EError(401, "no token")
+        with self.assertRaises(R2EError):
+            env.step({"op": "test"})
+
+    def test_the_server_s_outcome_wins(self):
+        client = FakeClient()
+        env = R2EEnvBase(client)
+        env.reset(options={"instance": "i1"})
+        client.opened[0].answers["submit"] = {"reward": None, "passed_all": False, "passed": 0,
+                                              "total": 2, "outcome": "error", "error": "disk full"}
+        obs, reward, terminated, truncated, info = env.step({"op": "submit"})
+        self.assertEqual((reward, terminated, truncated, info["outcome"], obs["error"]),
+                         (0.0, False, True, "error", "disk full"))
+        env.reset(options={"instance": "i1"})
+        client.opened[1].answers["test"] = {"passed": 0, "total": 0, "error": "worker died",
+                                            "tests": [], "outcome": "error"}
+        obs, reward, terminated, truncated, info = env.step({"op": "test"})
+        self.assertEqual((truncated, info["outcome"], obs["error"]), (True, "error", "worker died"))
+
+    def test_step_and_time_limits_truncate(self):
+        env = R2EEnvBase(FakeClient(), max_steps=2)
+        env.reset(options={"instance": "i1"})
+        self.assertFalse(env.step({"op": "test"})[3])
+        _, _, terminated, truncated, info = env.step({"op": "test"})
+        self.assertEqual((terminated, truncated, info["limit"]), (False, True, "steps"))
+        env = R2EEnvBase(FakeClient(), max_seconds=0)
+        env.reset(options={"instance": "i1"})
+        _, _, terminated, truncated, info = env.step({"op": "read", "path": "m.py"})
+        self.assertEqual((terminated, truncated, info["limit"]), (False, True, "seconds"))
+        # A submission on the last step ends the episode by termination, not truncation.
+        env = R2EEnvBase(FakeClient(), max_steps=1)
+        env.reset(options={"instance": "i1"})
+        self.assertEqual(env.step({"op": "submit"})[2:4], (True, False))
+
+    def test_reset_draws_the_instance_with_its_seed(self):
+        ids = tuple(f"i{n}" for n in range(20))
+        env = R2EEnvBase(FakeClient(ids))
+        first = [env.reset(seed=7)[0]["instance"]] + [env.reset()[0]["instance"] for _ in range(5)]
+        again = [env.reset(seed=7)[0]["instance"]] + [env.reset()[0]["instance"] for _ in range(5)]
+        self.assertEqual(first, again)
+        self.assertGreater(len(set(first)), 1)
+        self.assertEqual(env.reset(seed=7, options={"instance": "i3"})[0]["instance"], "i3")
+        self.assertEqual(env.reset(options={})[1]["tests"], 2)
+
     def test_reset_closes_the_previous_session(self):
         client = FakeClient()
-        env = R2EEnv(client)
-        env.reset("i1")
-        env.reset("i1")
+        env = R2EEnvBase(client)
+        env.reset(options={"instance": "i1"})
+        env.reset(options={"instance": "i1"})
         self.assertEqual([s.closed for s in client.opened], [True, False])
         env.close()
         self.assertTrue(client.opened[1].closed)
+        env.close()  # twice is no error
         with self.assertRaises(R2EError):
-            env.reset("unknown")
+            env.reset(options={"instance": "unknown"})
+
+    def test_render(self):
+        self.assertIsNone(R2EEnvBase(FakeClient()).render())
+        env = R2EEnvBase(FakeClient(), render_mode="ansi")
+        self.assertIsNone(env.render())
+        env.reset(options={"instance": "i1"})
+        self.assertIn("[i1] m.py::f (step 0)\ndef f(x)", env.render())
+        with self.assertRaises(ValueError):
+            R2EEnvBase(FakeClient(), render_mode="human")
+
+    def test_the_gymnasium_env_is_loaded_on_demand(self):
+        try:
+            import gymnasium  # noqa: F401
+        except ImportError:
+            with self.assertRaisesRegex(ImportError, "needs gymnasium"):
+                r2e_client.R2EEnv
+        else:
+            self.assertEqual(r2e_client.R2EEnv.__name__, "R2EEnv")
+        with self.assertRaises(AttributeError):
+            r2e_client.NoSuchName
+
+
+class OutcomeAndTextTest(unittest.TestCase):
+    def test_outcome_of(self):
+        self.assertEqual(outcome_of("test", {"passed": 3, "total": 3}), "pass")
+        self.assertEqual(outcome_of("test", {"passed": 2, "total": 3}), "fail")
+        self.assertEqual(outcome_of("test", {"passed": 0, "total": 0, "error": "SyntaxError"}), "fail")
+        self.assertEqual(outcome_of("test", {"passed": 3, "total": 3, "outcome": "error"}), "error")
+        self.assertEqual(outcome_of("submit", {"passed_all": True, "reward": 1.0}), "pass")
+        self.assertEqual(outcome_of("submit", {"passed_all": False, "reward": 0.5}), "fail")
+        self.assertEqual(outcome_of("submit", {"reward": None, "outcome": "error"}), "error")
+        self.assertEqual(outcome_of("submit", {"passed_all": True, "outcome": "odd"}), "pass")
+
+    def test_fit_text(self):
+        self.assertEqual(fit_text(None), "")
+        plain = "déjà vu — 東京\tcol\r\n\\x1b stays"
+        self.assertEqual(fit_text(plain), plain)
+        self.assertEqual(fit_text("a\x1b[0mb\x00c\x85\U0001f600"), "a\\x1b[0mb\\x00c\\x85\\U0001f600")
+        self.assertEqual(fit_text("\ud800"), "\\U0000d800")
+        cut = fit_text("x" * 1000, 100)
+        self.assertEqual(len(cut), 100)
+        self.assertTrue(cut.endswith(" characters cut ...]\n"), cut)
+        self.assertEqual(cut, "x" * 70 + "\n[... 930 characters cut ...]\n")
+        for c in "\t\n\r a~\xa0\uffff":
+            self.assertTrue(obs_char_allowed(c), repr(c))
+        for c in "\x00\x0b\x7f\x9f\ud800\U00010000":
+            self.assertFalse(obs_char_allowed(c), repr(c))
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -1,14 +1,18 @@
-//! `r2e serve` driven over HTTP on loopback, for the tests of the server: a started server
-//! (killed when dropped) and a one-request HTTP/1.1 client.
+//! `r2e serve` driven over HTTP on loopback, for the tests of the server and of its Python
+//! client: a started server (killed when dropped), a one-request HTTP/1.1 client, the fixture
+//! dataset they serve (built once per test process into a shared cache; each test serves its
+//! own output of it) and `python` running the client's scripts.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+use super::calc::{calc_clamp, calc_scale};
 
 /// A running `r2e serve`, killed when dropped.
 pub struct Server {
@@ -198,4 +202,111 @@ pub fn try_http(
         headers: head.to_owned(),
         body: body.to_owned(),
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The served fixture dataset
+// ---------------------------------------------------------------------------------------------
+
+/// The repository served: `calc/ops.py` with `clamp` and `scale`.
+pub const FIXTURE: &str = concat!(
+    "\n//- calc/__init__.py\n//- calc/ops.py\n",
+    calc_clamp!(),
+    "\n",
+    calc_scale!()
+);
+
+/// The instance of `clamp`.
+pub const CLAMP: &str = "calc:calc/ops.py:clamp";
+
+/// The folder holding the repository and the shared cache, built once per test process (the
+/// tests of `serve` and `gym` share it; each names its own pipelines).
+pub fn built() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        super::write_fixture(&dir.join("repo"), FIXTURE);
+        write_pipeline(&dir, "base", "");
+        build(&dir, "base");
+        dir
+    })
+}
+
+/// A pipeline `NAME.toml` over the shared repository and cache; `serve` is more tables (a
+/// `[sandbox]` of its own replaces the default one).
+pub fn write_pipeline(dir: &Path, name: &str, serve: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    let sandbox = if serve.contains("[sandbox]") {
+        ""
+    } else {
+        "[sandbox]\nrun_timeout_seconds = 5\n\n"
+    };
+    std::fs::write(
+        &path,
+        format!(
+            "version = 1\n[project]\nname = \"serve-test\"\noutput = \"out-{name}\"\ncache = \"cache\"\n\n\
+             [[repo]]\npath = \"repo\"\nname = \"calc\"\n\n[env]\ninstaller = \"pip\"\n\n\
+             [select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
+             {sandbox}{serve}"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// `r2e build` of the pipeline `NAME.toml` in `dir`, offline; it must succeed.
+pub fn build(dir: &Path, name: &str) {
+    assert_cmd::Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["build", "--json", "-p"])
+        .arg(dir.join(format!("{name}.toml")))
+        .envs(super::offline_env())
+        .timeout(Duration::from_secs(900))
+        .assert()
+        .success();
+}
+
+/// A pipeline of its own for one test (its output built from the shared cache), with `serve`
+/// as its `[serve]` table.
+pub fn dataset(name: &str, serve: &str) -> PathBuf {
+    let dir = built();
+    let pipeline = write_pipeline(dir, name, serve);
+    let _ = std::fs::remove_dir_all(dir.join(format!("out-{name}")));
+    build(dir, name);
+    pipeline
+}
+
+/// A server of a pipeline of [`dataset`] (its output `out-NAME` beside it).
+pub fn start(pipeline: &Path, args: &[&str], env: &[(&str, &str)]) -> Server {
+    let name = pipeline.file_stem().unwrap().to_string_lossy().into_owned();
+    let output = pipeline.parent().unwrap().join(format!("out-{name}"));
+    Server::start_with(pipeline, &output, args, env)
+}
+
+/// The text of the repository's file `rel`: the reference.
+pub fn original(rel: &str) -> String {
+    std::fs::read_to_string(built().join("repo").join(rel)).unwrap()
+}
+
+/// `python3` runs a script of the repository's Python client against a server.
+pub fn python(args: &[&str]) -> (i32, String, String) {
+    python_with(Path::new("python3"), args)
+}
+
+/// The interpreter `interpreter` runs `args` in the repository's folder: its exit code, stdout
+/// and stderr.
+pub fn python_with(interpreter: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(interpreter)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("{} runs: {e}", interpreter.display()));
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
