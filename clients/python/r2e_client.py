@@ -258,14 +258,17 @@ class Session:
         )
 
     def test(self) -> Dict[str, Any]:
-        """Runs the instance's tests on the workspace: `{"passed", "total", "error", "tests"}`."""
+        """Runs the instance's tests on the workspace: `{"outcome", "passed", "total", "error",
+        "failure_class", "tests"}`; `outcome` is `pass`, `fail` or `error` (the check could not
+        judge the function: not its doing; test again)."""
         return self.client.request("POST", self._route("/test"))
 
     def submit(self) -> Dict[str, Any]:
-        """Submits the workspace: `{"reward", "passed_all", "passed", "total"}`. The session is
-        closed afterwards."""
+        """Submits the workspace: `{"outcome", "reward", "passed_all", "passed", "total",
+        "error"}`. The session is closed afterwards, unless the outcome is `error` (then the
+        reward is None, `error` says why, and the session stays open to submit again)."""
         answer = self.client.request("POST", self._route("/submit"))
-        self.closed = True
+        self.closed = answer.get("outcome") != "error"
         return answer
 
     def close(self) -> None:

@@ -34,6 +34,7 @@ mod keys;
 mod layers;
 mod leaks;
 mod llm;
+mod load;
 mod outcomes;
 mod pypi;
 mod python;

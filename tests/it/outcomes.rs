@@ -317,19 +317,15 @@ fn a_sandbox_that_cannot_start_is_an_error_in_check_and_evaluate_and_is_not_cach
 
     // evaluate: the sample is `error` in results.jsonl, out of pass@k, and the next build
     // (mended) checks it again.
-    let (url, _, _) = common::server::serve(Duration::ZERO, |_, _| {
-        (
-            200,
-            "",
-            format!("```python\n{}```\n", right("evaluate-no-sandbox")),
-        )
-    });
-    evaluate_pipeline(dir, "eval-sandbox", &url);
+    evaluate_pipeline(
+        dir,
+        "eval-sandbox",
+        &model_answering(right("evaluate-no-sandbox")),
+    );
     std::fs::write(&flag, "").unwrap();
     let summary = build(dir, "eval-sandbox", false);
     std::fs::remove_file(&flag).unwrap();
-    let results = common::jsonl(&dir.join("out-eval-sandbox/results.jsonl"));
-    let line = results.iter().find(|r| r["id"] == CLAMP).unwrap();
+    let line = clamp_result(dir, "eval-sandbox");
     assert_eq!(line["outcome"], "error", "{line}");
     assert_eq!(line["rounds"][0]["outcome"], "error", "{line}");
     assert_eq!(
@@ -355,10 +351,26 @@ fn a_sandbox_that_cannot_start_is_an_error_in_check_and_evaluate_and_is_not_cach
         "{summary}"
     );
     let summary = build(dir, "eval-sandbox", true);
-    let results = common::jsonl(&dir.join("out-eval-sandbox/results.jsonl"));
-    let line = results.iter().find(|r| r["id"] == CLAMP).unwrap();
+    let line = clamp_result(dir, "eval-sandbox");
     assert_eq!(line["outcome"], "pass", "checked again: {line}");
     assert_eq!(summary["evaluate"]["errors"], 0, "{summary}");
+}
+
+/// A model server answering every prompt with `code` in a fenced block: its URL.
+fn model_answering(code: String) -> String {
+    let (url, _, _) = common::server::serve(Duration::ZERO, move |_, _| {
+        (200, "", format!("```python\n{code}```\n"))
+    });
+    url
+}
+
+/// `clamp`'s line of `results.jsonl` in the output of `NAME.toml`.
+fn clamp_result(dir: &Path, name: &str) -> Value {
+    let results = common::jsonl(&dir.join(format!("out-{name}/results.jsonl")));
+    results
+        .into_iter()
+        .find(|r| r["id"] == CLAMP)
+        .unwrap_or_else(|| panic!("no result of clamp in out-{name}"))
 }
 
 /// An `[evaluate]` pipeline `NAME.toml` asking the model at `url`, named `NAME` (model answers
@@ -394,14 +406,11 @@ fn a_killed_worker_is_an_error_in_check_and_evaluate_and_is_not_cached() {
     assert_eq!((code, outcome(&v).0), (Some(0), "pass"), "not cached: {v}");
 
     // evaluate, its workers killed while it builds.
-    let (url, _, _) = common::server::serve(Duration::ZERO, |_, _| {
-        (
-            200,
-            "",
-            format!("```python\n{}```\n", slow("evaluate-killed")),
-        )
-    });
-    evaluate_pipeline(dir, "eval-killed", &url);
+    evaluate_pipeline(
+        dir,
+        "eval-killed",
+        &model_answering(slow("evaluate-killed")),
+    );
     let child = Command::new(env!("CARGO_BIN_EXE_r2e"))
         .args(["build", "--json", "-p"])
         .arg(dir.join("eval-killed.toml"))
@@ -417,16 +426,14 @@ fn a_killed_worker_is_an_error_in_check_and_evaluate_and_is_not_cached() {
     assert!(killer.join().unwrap() > 0, "a worker was killed");
     let summary: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
-    let results = common::jsonl(&dir.join("out-eval-killed/results.jsonl"));
-    let line = results.iter().find(|r| r["id"] == CLAMP).unwrap();
+    let line = clamp_result(dir, "eval-killed");
     assert_eq!(line["outcome"], "error", "{line}");
     assert!(
         summary["evaluate"]["errors"].as_u64() >= Some(1),
         "{summary}"
     );
     build(dir, "eval-killed", true);
-    let results = common::jsonl(&dir.join("out-eval-killed/results.jsonl"));
-    let line = results.iter().find(|r| r["id"] == CLAMP).unwrap();
+    let line = clamp_result(dir, "eval-killed");
     assert_eq!(line["outcome"], "pass", "checked again: {line}");
 }
 
@@ -616,4 +623,165 @@ fn a_test_of_a_value_drawn_at_import_is_unstable_and_dropped() {
     }
     let clamp = instances.iter().find(|i| i["id"] == CLAMP).unwrap();
     assert!(clamp["stability"].get("dropped").is_none(), "{clamp}");
+}
+
+/// A proxy of the Docker daemon's socket at `path`, forwarding every connection to `daemon`;
+/// with `cut_at`, the daemon goes away (every connection closed, the socket removed) the
+/// moment a request holding those bytes comes: a daemon gone during a check, without touching
+/// the machine's own.
+struct DaemonProxy {
+    gone: Arc<AtomicBool>,
+    accept: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DaemonProxy {
+    fn start(path: &Path, daemon: PathBuf, cut_at: Option<&'static [u8]>) -> DaemonProxy {
+        use std::io::{Read, Write};
+        use std::os::unix::net::{UnixListener, UnixStream};
+        let _ = std::fs::remove_file(path);
+        let listener = UnixListener::bind(path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let gone = Arc::new(AtomicBool::new(false));
+        let open: Arc<Mutex<Vec<UnixStream>>> = Arc::default();
+        let (flag, path) = (gone.clone(), path.to_path_buf());
+        let accept = std::thread::spawn(move || {
+            let cut = |open: &Mutex<Vec<UnixStream>>, flag: &AtomicBool| {
+                flag.store(true, Ordering::SeqCst);
+                for s in open.lock().unwrap().iter() {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                }
+            };
+            while !flag.load(Ordering::SeqCst) {
+                let client = match listener.accept() {
+                    Ok((c, _)) => c,
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                };
+                client.set_nonblocking(false).unwrap();
+                let Ok(server) = UnixStream::connect(&daemon) else {
+                    continue;
+                };
+                open.lock()
+                    .unwrap()
+                    .extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
+                let (mut from_client, mut to_server) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (open_up, flag_up) = (open.clone(), flag.clone());
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 1 << 16];
+                    while let Ok(n) = from_client.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        if let Some(needle) = cut_at
+                            && buf[..n].windows(needle.len()).any(|w| w == needle)
+                        {
+                            cut(&open_up, &flag_up);
+                            break;
+                        }
+                        if to_server.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to_server.shutdown(std::net::Shutdown::Write);
+                });
+                let (mut from_server, mut to_client) = (server, client);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_server, &mut to_client);
+                    let _ = to_client.shutdown(std::net::Shutdown::Write);
+                });
+            }
+            drop(listener);
+            let _ = std::fs::remove_file(&path);
+        });
+        DaemonProxy {
+            gone,
+            accept: Some(accept),
+        }
+    }
+
+    /// Whether the daemon went away.
+    fn gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for DaemonProxy {
+    fn drop(&mut self) {
+        self.gone.store(true, Ordering::SeqCst);
+        if let Some(a) = self.accept.take() {
+            let _ = a.join();
+        }
+    }
+}
+
+/// The machine's Docker daemon socket (`DOCKER_HOST`'s `unix://` path, else the default).
+fn daemon_socket() -> PathBuf {
+    std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("/var/run/docker.sock"))
+}
+
+#[test]
+fn a_docker_daemon_gone_during_a_check_is_an_error_and_is_not_cached() {
+    if common::docker().is_none() {
+        return;
+    }
+    let p = common::Project::new(
+        &format!(
+            "//- pkg/__init__.py\n//- pkg/text.py\n{}",
+            crate::docker::TEXT_PY
+        ),
+        "[env]\ninstaller = \"pip\"\n\n[sandbox]\nbackend = \"docker\"\n",
+    );
+    let socket = p.path().join("daemon.sock");
+    let host = format!("unix://{}", socket.display());
+    {
+        let _proxy = DaemonProxy::start(&socket, daemon_socket(), None);
+        let out = crate::docker::build_against(p.path(), Some(&host));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let candidate = p.path().join("candidate.py");
+    std::fs::write(
+        &candidate,
+        "def count_vowels(text):\n    # checked while the daemon goes away\n    return sum(1 for c in text.lower() if c in VOWELS)\n",
+    )
+    .unwrap();
+    let check = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_r2e"))
+            .args([
+                "check",
+                "r:pkg/text.py:count_vowels",
+                "--json",
+                "--candidate",
+            ])
+            .arg(&candidate)
+            .current_dir(p.path())
+            .env("DOCKER_HOST", &host)
+            .output()
+            .unwrap();
+        let verdict: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("no verdict: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), verdict)
+    };
+    // The daemon goes away when the check asks it for the candidate's container.
+    let (code, v) = {
+        let proxy = DaemonProxy::start(&socket, daemon_socket(), Some(b"/containers/create"));
+        let got = check();
+        assert!(proxy.gone(), "the check asked for a container: {}", got.1);
+        got
+    };
+    assert_eq!(code, Some(3), "{v}");
+    assert_eq!(outcome(&v), ("error", "infrastructure"), "{v}");
+    // The daemon back: the same candidate is judged.
+    let _proxy = DaemonProxy::start(&socket, daemon_socket(), None);
+    let (code, v) = check();
+    assert_eq!((code, outcome(&v).0), (Some(0), "pass"), "not cached: {v}");
 }

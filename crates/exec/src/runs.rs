@@ -325,7 +325,10 @@ fn run_worker(
         hidden.sort();
         hidden.dedup();
     }
-    let wall = timeout * u64::from(runs) * items.len() as u64 + 60;
+    // A run's limit is `timeout` seconds of its CPU time, with a wall-clock backstop of three
+    // times that and 5 s (`r2e_batch.py`'s WALL_FACTOR and WALL_SLACK); the job's own wall
+    // clock only stops a worker that hangs.
+    let wall = (3 * timeout + 5) * u64::from(runs) * items.len() as u64 + 60;
     let worker = py::batch_worker();
     // A worker that lives across requests answers a candidate's check when it can; a run of it
     // that crashed is told apart from a limit hit only by a job's own limit counters, so such

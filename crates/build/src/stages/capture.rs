@@ -125,7 +125,8 @@ pub fn capture_repo(
                 max_bytes: settings.max_bytes,
                 time_limit: settings.time_limit_seconds,
             };
-            let limits = exec.limits(settings.time_limit_seconds + 60);
+            // CPU time, with a wall-clock backstop three times as long (`r2e_capture.py`).
+            let limits = exec.limits(3 * settings.time_limit_seconds + 60);
             let (outcome, answer, scratch) = run_script::<_, CaptureAnswer>(
                 exec,
                 &runtime,

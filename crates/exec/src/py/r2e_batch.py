@@ -10,7 +10,8 @@ processes must never hold the original), then runs each harness `runs` times, ea
 child forked from this warm parent, numbered from `first_run`: run 0 in the tests' natural order
 (and with coverage, when asked), run n shuffled with seed n. Nothing of the function under test has run in
 the parent, so each child is a fresh process as far as the harness is concerned; the imports are
-paid once. A child that runs past `timeout` is killed and reported as {"status": "timeout"}.
+paid once. A child that runs past `timeout` seconds of CPU time (or WALL_FACTOR times as long of
+wall-clock time) is killed and reported as {"status": "timeout"}.
 Each child works in a folder of its own, with its own copies of its harness and candidate (read by
 the parent before any child ran): what one run deletes or writes in its working folder reaches no
 other run.
@@ -97,6 +98,27 @@ def _limit_memory(memory_mib) -> None:
         pass
 
 
+# A run's limit is `timeout` seconds of its CPU time (RLIMIT_CPU: what the harness did, whatever
+# else the machine runs), with a wall-clock backstop WALL_FACTOR times as long (plus
+# WALL_SLACK seconds) for a run that waits instead of computing: a machine up to WALL_FACTOR
+# times oversubscribed times a run out where an idle one does.
+WALL_FACTOR = 3.0
+WALL_SLACK = 5.0
+
+
+def _limit_cpu(timeout: float) -> None:
+    """The child's CPU-time limit: SIGXCPU at `timeout` seconds (rounded up), SIGKILL a second
+    later."""
+    import math
+    import resource
+
+    soft = max(1, math.ceil(timeout))
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
+    except (ValueError, OSError):
+        pass
+
+
 _RUNS = iter(range(1 << 62))
 
 FILES = ("harness_file", "candidate_file")
@@ -145,6 +167,7 @@ def _run_in_child(job: dict, timeout: float, prepared=None, memory_mib=None, tex
     if pid == 0:
         os.close(read_end)
         _limit_memory(memory_mib)
+        _limit_cpu(timeout)
         try:
             if work is not None:
                 os.chdir(work)
@@ -157,7 +180,7 @@ def _run_in_child(job: dict, timeout: float, prepared=None, memory_mib=None, tex
         os._exit(0)
     os.close(write_end)
     chunks = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout * WALL_FACTOR + WALL_SLACK
     timed_out = False
     with os.fdopen(read_end, "rb") as pipe:
         while True:
@@ -174,12 +197,17 @@ def _run_in_child(job: dict, timeout: float, prepared=None, memory_mib=None, tex
             chunks.append(chunk)
     if timed_out:
         os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
+    _, status, usage = os.wait4(pid, 0)
+    # Past its CPU limit: SIGXCPU, or the SIGKILL a second later for a run that ignored it.
+    over_cpu = os.WIFSIGNALED(status) and (
+        os.WTERMSIG(status) == signal.SIGXCPU
+        or (os.WTERMSIG(status) == signal.SIGKILL and usage.ru_utime + usage.ru_stime >= timeout)
+    )
     if work is not None:
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)
-    if timed_out:
+    if timed_out or over_cpu:
         return r2e_runner.empty_result("timeout", f"the harness ran past {timeout:.0f}s")
     try:
         return json.loads(b"".join(chunks))

@@ -59,7 +59,7 @@ from .static import (
     global_literals,
     type_hints,
 )
-from .tracing import ArcTracer, Budget, Executor, NullWriter, Stop, tracer_for
+from .tracing import ArcTracer, Budget, Executor, NullWriter, Stop, cpu_seconds, tracer_for
 
 # How many constructions of a method's class are kept to explore the method on.
 MAX_CONSTRUCTIONS = 6
@@ -94,8 +94,9 @@ MAX_ALIKE = 3
 ANALYSIS_EXECUTIONS = 4
 ANALYSIS_SHARE = 0.8
 VERIFY_RESERVE = 40
-# A mutant's call may take MUTANT_SLOWDOWN times the reference's (at least MUTANT_MIN_TIMEOUT
-# seconds, at most the per-call timeout) before it counts as a timeout, which kills it.
+# A mutant's call may take MUTANT_SLOWDOWN times the reference's CPU time (at least
+# MUTANT_MIN_TIMEOUT seconds, at most the per-call timeout) before it counts as a timeout,
+# which kills it.
 MUTANT_SLOWDOWN = 10.0
 MUTANT_MIN_TIMEOUT = 0.1
 # The search for inputs that kill surviving mutants gives up after this many inputs in a row
@@ -1250,9 +1251,9 @@ class Explorer:
             return False
         self.tried_keys.add(key)
         self.last_entry = None
-        started = time.perf_counter()
+        started = cpu_seconds()
         status, obs, arcs = self.execute(ctor_call, call)
-        seconds = time.perf_counter() - started
+        seconds = cpu_seconds() - started
         if status != "ok":
             return True
         key_of_value, address = observation_key(self.equiv, obs)
@@ -1333,9 +1334,9 @@ class Explorer:
         call = ExampleCall(source)
         if not self.same_after(call, entries):
             return None
-        started = time.perf_counter()
+        started = cpu_seconds()
         status, obs, arcs = self.execute(None, call)
-        seconds = time.perf_counter() - started
+        seconds = cpu_seconds() - started
         if status != "ok" or not obs.returned or not arcs:
             return None
         if not obs.outcome[1]["printed"] and not obs.outcome[1]["values"]:
@@ -1463,8 +1464,7 @@ class Explorer:
         if not mutants:
             return
         self.caches = caches_of(target.callable)
-        elapsed = time.monotonic() - self.limits.started
-        seconds = ANALYSIS_SHARE * (self.time_limit - elapsed)
+        seconds = ANALYSIS_SHARE * (self.time_limit - self.limits.elapsed())
         started = self.executor.executions
         self.active = self.phase = Budget(
             self.executor,

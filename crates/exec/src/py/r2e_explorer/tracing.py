@@ -135,9 +135,23 @@ class NullWriter(io.TextIOBase):
         return True
 
 
+# A limit is on the process's CPU time (`ITIMER_PROF`: what the code did, whatever else the
+# machine runs), with a wall-clock backstop WALL_FACTOR times as long (plus WALL_SLACK seconds)
+# for code that waits instead of computing (a sleep). A machine up to WALL_FACTOR times
+# oversubscribed stops a call where an idle one does.
+WALL_FACTOR = 3.0
+WALL_SLACK = 0.5
+
+
+def cpu_seconds() -> float:
+    """The process's CPU time (user and system), the clock every limit here runs on."""
+    return time.process_time()
+
+
 class Executor:
-    """Runs calls with a per-call timer (SIGALRM raising r2e_equiv.Timeout), output suppressed,
-    an empty stdin, and the working directory restored; counts executions."""
+    """Runs calls with a per-call timer (SIGPROF on CPU time, SIGALRM as the wall-clock
+    backstop, each raising r2e_equiv.Timeout), output suppressed, an empty stdin, and the
+    working directory restored; counts executions."""
 
     def __init__(self, equiv, timeout: float):
         self.equiv = equiv
@@ -145,20 +159,27 @@ class Executor:
         self.executions = 0
         self.timeouts = 0
         self._armed = False
+        self._install()
+
+    def _install(self):
         signal.signal(signal.SIGALRM, self._on_alarm)
+        signal.signal(signal.SIGPROF, self._on_alarm)
 
     def _on_alarm(self, signum, frame):
         if self._armed:
             raise self.equiv.Timeout()
 
     def arm(self, seconds: float, interval: float):
-        """Starts the timer: r2e_equiv.Timeout is raised after `seconds`, then every `interval`
-        seconds (so that code swallowing the first Timeout is interrupted again)."""
+        """Starts the timers: r2e_equiv.Timeout is raised after `seconds` of CPU time (or
+        WALL_FACTOR times as many of wall-clock time), then every `interval` seconds (so that
+        code swallowing the first Timeout is interrupted again)."""
         self._armed = True
-        signal.setitimer(signal.ITIMER_REAL, seconds, interval)
+        signal.setitimer(signal.ITIMER_PROF, seconds, interval)
+        signal.setitimer(signal.ITIMER_REAL, seconds * WALL_FACTOR + WALL_SLACK, interval)
 
     def disarm(self):
         self._armed = False
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
         signal.setitimer(signal.ITIMER_REAL, 0, 0)
 
     def run(self, prepare, action, tracer=None, timeout=None):
@@ -167,8 +188,8 @@ class Executor:
         per-call timeout for this call."""
         self.executions += 1
         timeout = self.timeout if timeout is None else max(float(timeout), 0.001)
-        # Reinstalled every time: the code under test may have replaced it.
-        signal.signal(signal.SIGALRM, self._on_alarm)
+        # Reinstalled every time: the code under test may have replaced them.
+        self._install()
         try:
             cwd = os.getcwd()
         except OSError:
@@ -215,19 +236,26 @@ class Executor:
 class Budget:
     """The bounds of one exploration: `executions` calls of the executor, of which `reserve`
     are kept back for the end (`check(final=True)` may use them), and a safety time limit in
-    seconds (`time_limit_hit` records that it fired)."""
+    seconds of CPU time, with a wall-clock backstop WALL_FACTOR times as long
+    (`time_limit_hit` records that either fired)."""
 
     def __init__(self, executor: Executor, executions: int, reserve: int, time_limit: float):
         self.executor = executor
         self.executions = executions
         self.reserve = reserve
         self.time_limit = time_limit
-        self.started = time.monotonic()
+        self.started = cpu_seconds()
+        self.started_wall = time.monotonic()
         self.time_limit_hit = False
+
+    def elapsed(self) -> float:
+        """CPU seconds since the start."""
+        return cpu_seconds() - self.started
 
     def check(self, final=False):
         """Raises Stop when the time limit or the budget is exhausted."""
-        if time.monotonic() - self.started > self.time_limit:
+        wall = time.monotonic() - self.started_wall
+        if self.elapsed() > self.time_limit or wall > self.time_limit * WALL_FACTOR + WALL_SLACK:
             self.time_limit_hit = True
             raise Stop()
         limit = self.executions if final else self.executions - self.reserve
