@@ -459,10 +459,12 @@ def banner(name):
 #[test]
 fn a_function_that_reads_its_own_line_numbers_has_no_valid_harness() {
     // Neither function calls another definition of the repository: the connectivity filter
-    // would leave both out.
+    // would leave both out. `unstable = "invalid"`: a test whose runs disagree (here, the
+    // original with its lines moved apart) fails the harness instead of being dropped.
     let p = Project::new(
         PLACES,
-        "[env]\ninstaller = \"pip\"\n\n[extract]\nconnectivity = false\n",
+        "[env]\ninstaller = \"pip\"\n\n[extract]\nconnectivity = false\n\n\
+         [validate]\nunstable = \"invalid\"\n",
     );
     let (harnesses, dataset) = build(&p);
     let gap = &harnesses["r:places.py:gap"];

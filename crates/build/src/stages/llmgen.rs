@@ -528,8 +528,8 @@ mod tests {
             repair.contains("broken_helper"),
             "the repair prompt shows the failure"
         );
-        // Two validations of a worker per side each, all answered by the fake: no process
-        // started.
-        assert_eq!(sandbox.jobs().len(), 4);
+        // Two validations of three workers each (the first record, the later records, the
+        // original as a candidate), all answered by the fake: no process started.
+        assert_eq!(sandbox.jobs().len(), 6);
     }
 }
