@@ -637,11 +637,45 @@ def heavier(a, b):
     return None
 "##,
     ),
+    (
+        "proc",
+        r##"
+import ctypes
+import os
+import sys
+
+def heavier(a, b):
+    # CANDIDATE
+    # The module's file where the import path says it is, straight, after undoing the mounts
+    # over it, and through every process's root (the worker's, the sandbox's first process).
+    files = [os.path.join(entry or ".", "peek.py") for entry in sys.path]
+    libc = ctypes.CDLL(None, use_errno=True)
+    for path in files:
+        libc.umount2(path.encode(), 2)
+    pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    paths = files + [f"/proc/{pid}/root{os.path.abspath(f)}" for pid in pids for f in files]
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+        except Exception:
+            continue
+        if "def heavier(" in source and "# CANDIDATE" not in source:
+            scope = {"__name__": "found"}
+            try:
+                exec(source, scope)
+                return scope["heavier"](a, b)
+            except Exception:
+                continue
+    return None
+"##,
+    ),
 ];
 
 /// A candidate never shares a process with the reference, nor sees its file: candidates that
 /// walk `sys.modules`, the garbage collector or `inspect`'s frames and sources, or read the
-/// original file, find only themselves, return None, and fail.
+/// original file (straight, after unmounting what covers it, or through another process's
+/// `/proc/<pid>/root`), find only themselves, return None, and fail.
 #[test]
 fn a_candidate_cannot_reach_the_reference() {
     let p = Project::new(PEEK, OFFLINE);

@@ -211,36 +211,39 @@ impl Bench {
             settings: &self.settings,
             warm: self.warm.as_ref().map(|w| w as &dyn r2e_exec::jobs::Warm),
         };
-        // Each chunk is one module's (a candidate's worker hides its module's file), and the
-        // chunks of every environment and module run side by side in the pool.
+        // A chunk is one environment's, and one module's where a worker's children cannot
+        // each hide their own module's file (`runs::worker_module`); the chunks run side by
+        // side in the pool.
         let chunks = runs::chunks_by_env(
             prepared.iter().enumerate().map(|(i, p)| {
                 let r = self.resolved[p.instance].as_ref().expect("prepared");
-                (i, (&r.runtime, &r.target.source_file))
+                (i, (&r.runtime, runs::worker_module(&exec, &r.target)))
             }),
             runs::workers(),
         );
         let done: Vec<Result<Vec<(usize, Checked)>>> = chunks
             .par_iter()
-            .map(|((runtime, _), idx)| {
-                let candidates: Vec<Candidate> = idx
-                    .iter()
-                    .map(|&i| {
-                        let p = &prepared[i];
-                        let instance = &self.instances[p.instance];
-                        let r = self.resolved[p.instance].as_ref().expect("prepared");
-                        Candidate {
-                            target: &r.target,
-                            harness: &instance.harness,
-                            expected: &instance.expected,
-                            module: &p.module,
-                            policy: instance.policy,
-                            code: &instance.code_hash,
-                        }
-                    })
-                    .collect();
-                let verdicts = checkpath::check(&exec, runtime, &candidates)?;
-                Ok(idx.iter().copied().zip(verdicts).collect())
+            .flat_map_iter(|bin| {
+                bin.iter().map(|((runtime, _), idx)| {
+                    let candidates: Vec<Candidate> = idx
+                        .iter()
+                        .map(|&i| {
+                            let p = &prepared[i];
+                            let instance = &self.instances[p.instance];
+                            let r = self.resolved[p.instance].as_ref().expect("prepared");
+                            Candidate {
+                                target: &r.target,
+                                harness: &instance.harness,
+                                expected: &instance.expected,
+                                module: &p.module,
+                                policy: instance.policy,
+                                code: &instance.code_hash,
+                            }
+                        })
+                        .collect();
+                    let verdicts = checkpath::check(&exec, runtime, &candidates)?;
+                    Ok(idx.iter().copied().zip(verdicts).collect())
+                })
             })
             .collect();
         let mut out: Vec<Option<Checked>> = vec![None; prepared.len()];

@@ -140,16 +140,18 @@ pub struct Item<'a> {
     pub candidate: Option<&'a str>,
 }
 
-/// Cuts work into chunks for the worker pool, one warm worker each: items are grouped by `key`
-/// (an environment, and for candidates their module, since a candidate's worker hides its
-/// module's file), and a group larger than its share of the pool (the items over `workers`) is
-/// cut into pieces of about that share. Groups are never merged: each chunk has one key, its
-/// items in their order. The largest chunks come first, so that a pool that takes them in order
-/// ends together.
+/// Cuts work into chunks for the worker pool, one warm worker each, laid out in `workers`
+/// bins of about equal size that run side by side, each bin's chunks one after another. Items
+/// are grouped by `key` (an environment, and for candidates their module where a worker's
+/// children cannot each hide their own: `worker_module`), and groups are never merged: each
+/// chunk has one key, its items in their order. The groups, largest first, fill the bins in
+/// turn, and a group is cut only where a bin is full, so the bins end together (a pool that
+/// took chunks as they come would leave a thread idle while another works through two large
+/// ones).
 pub fn chunks_by_env<K: Ord + Clone>(
     items: impl IntoIterator<Item = (usize, K)>,
     workers: usize,
-) -> Vec<(K, Vec<usize>)> {
+) -> Vec<Vec<(K, Vec<usize>)>> {
     let mut groups: std::collections::BTreeMap<K, Vec<usize>> = Default::default();
     let mut total = 0usize;
     for (i, key) in items {
@@ -157,14 +159,27 @@ pub fn chunks_by_env<K: Ord + Clone>(
         total += 1;
     }
     let share = total.div_ceil(workers.max(1)).max(1);
-    let mut chunks: Vec<(K, Vec<usize>)> = Vec::new();
+    let mut groups: Vec<(K, Vec<usize>)> = groups.into_iter().collect();
+    // Largest first; among equals, in key order (a stable sort of the key-ordered groups).
+    groups.sort_by_key(|(_, idx)| std::cmp::Reverse(idx.len()));
+    let mut bins: Vec<Vec<(K, Vec<usize>)>> = Vec::new();
+    let mut room = 0usize;
     for (key, idx) in groups {
-        let pieces = idx.len().div_ceil(share);
-        let size = idx.len().div_ceil(pieces.max(1)).max(1);
-        chunks.extend(idx.chunks(size).map(|c| (key.clone(), c.to_vec())));
+        let mut rest: &[usize] = &idx;
+        while !rest.is_empty() {
+            if room == 0 {
+                bins.push(Vec::new());
+                room = share;
+            }
+            let (piece, after) = rest.split_at(room.min(rest.len()));
+            bins.last_mut()
+                .expect("a bin")
+                .push((key.clone(), piece.to_vec()));
+            room -= piece.len();
+            rest = after;
+        }
     }
-    chunks.sort_by_key(|(_, idx)| std::cmp::Reverse(idx.len()));
-    chunks
+    bins
 }
 
 /// How many warm workers run at once: the threads of the pool the caller runs in.
@@ -173,9 +188,10 @@ pub fn workers() -> usize {
 }
 
 /// Runs each item `runs` times in warm workers, in `mode` (coverage in the first run of a
-/// record): per item, its runs. A record runs every item in one worker; candidates share a
-/// worker only with candidates for the same module, since a worker's job hides the module's
-/// file (and a candidate for another module may import it).
+/// record): per item, its runs. A record runs every item in one worker. Candidates share a
+/// worker whose children each hide their own module's file when the sandbox can
+/// ([`per_child`]); otherwise only candidates for the same module share one, its job hiding
+/// the module's file (a candidate for another module may import it).
 pub fn run_batch(
     exec: &Exec,
     runtime: &Runtime,
@@ -203,6 +219,22 @@ pub struct Runs {
     pub count: u32,
 }
 
+/// Set once a worker's child could not hide its module's file in this process: from then on,
+/// candidates run in a worker per module.
+static UNHIDDEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether one worker serves candidates of several modules, each child hiding its own
+/// module's file: the sandbox says it can, and no child of this process has failed to.
+pub fn per_child(exec: &Exec) -> bool {
+    exec.sandbox.hides_per_child() && !UNHIDDEN.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// What a worker for candidates is kept apart by: nothing more than its environment when its
+/// children hide their own modules, otherwise also the module's file.
+pub fn worker_module<'a>(exec: &Exec, target: &'a Target) -> Option<&'a Path> {
+    (!per_child(exec)).then_some(target.source_file.as_path())
+}
+
 /// [`run_batch`] with runs numbered from `runs.first`: a validation's later records run in a
 /// worker process of their own, a fresh interpreter (its own hash seed, its own import-time
 /// state), numbered after the first.
@@ -214,7 +246,17 @@ pub fn run_batch_from(
     runs: Runs,
 ) -> Result<Vec<Vec<RawRun>>> {
     if mode == Mode::Record {
-        return run_group(exec, runtime, items, mode, runs);
+        return Ok(run_group(exec, runtime, items, mode, runs, false)?.expect("nothing to hide"));
+    }
+    if per_child(exec) {
+        if let Some(out) = run_group(exec, runtime, items, mode, runs, true)? {
+            return Ok(out);
+        }
+        UNHIDDEN.store(true, std::sync::atomic::Ordering::SeqCst);
+        eprintln!(
+            "warning: the sandbox's workers cannot hide a module's file per candidate here (no \
+             user namespaces inside the sandbox?): candidates run in a worker per module"
+        );
     }
     let mut groups: std::collections::BTreeMap<&Path, Vec<usize>> = Default::default();
     for (i, item) in items.iter().enumerate() {
@@ -223,10 +265,8 @@ pub fn run_batch_from(
     let mut out: Vec<Option<Vec<RawRun>>> = vec![None; items.len()];
     for idx in groups.into_values() {
         let group: Vec<Item> = idx.iter().map(|&i| items[i]).collect();
-        for (i, r) in idx
-            .into_iter()
-            .zip(run_group(exec, runtime, &group, mode, runs)?)
-        {
+        let ran = run_group(exec, runtime, &group, mode, runs, false)?.expect("hidden per job");
+        for (i, r) in idx.into_iter().zip(ran) {
             out[i] = Some(r);
         }
     }
@@ -237,40 +277,57 @@ pub fn run_batch_from(
 }
 
 /// Runs items in one warm worker. When the worker answers nothing at all, each item gets a
-/// worker of its own once.
+/// worker of its own once. `None` when `per_child` and a child could not hide its module.
 fn run_group(
     exec: &Exec,
     runtime: &Runtime,
     items: &[Item],
     mode: Mode,
     runs: Runs,
-) -> Result<Vec<Vec<RawRun>>> {
+    per_child: bool,
+) -> Result<Option<Vec<Vec<RawRun>>>> {
     let missing = || vec![RawRun::Error(NO_ANSWER.into()); runs.count as usize];
-    let first = run_worker(exec, runtime, items, mode, runs)?;
+    let Some(first) = run_worker(exec, runtime, items, mode, runs, per_child)? else {
+        return Ok(None);
+    };
     if items.len() <= 1 || first.iter().any(|r| r.is_some()) {
-        return Ok(first
-            .into_iter()
-            .map(|r| r.unwrap_or_else(missing))
-            .collect());
+        return Ok(Some(
+            first
+                .into_iter()
+                .map(|r| r.unwrap_or_else(missing))
+                .collect(),
+        ));
     }
-    items
-        .iter()
-        .map(|item| {
-            let alone = run_worker(exec, runtime, std::slice::from_ref(item), mode, runs)?;
-            Ok(alone.into_iter().next().flatten().unwrap_or_else(missing))
-        })
-        .collect()
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let Some(alone) = run_worker(
+            exec,
+            runtime,
+            std::slice::from_ref(item),
+            mode,
+            runs,
+            per_child,
+        )?
+        else {
+            return Ok(None);
+        };
+        out.push(alone.into_iter().next().flatten().unwrap_or_else(missing));
+    }
+    Ok(Some(out))
 }
 
 /// One worker job: per item, its runs, or `None` when the worker did not answer for it (it
-/// then gets a `Died` run per run when alone).
+/// then gets a `Died` run per run when alone). With `per_child`, each candidate's child hides
+/// its module's file (the job hides only what every candidate must not see); `None` when a
+/// child could not.
 fn run_worker(
     exec: &Exec,
     runtime: &Runtime,
     items: &[Item],
     mode: Mode,
     batch: Runs,
-) -> Result<Vec<Option<Vec<RawRun>>>> {
+    per_child: bool,
+) -> Result<Option<Vec<Option<Vec<RawRun>>>>> {
     let runs = batch.count;
     let harness_names: Vec<String> = (0..items.len())
         .map(|i| format!("harness_{i}.py"))
@@ -298,6 +355,11 @@ fn run_worker(
                 end_line: item.target.end_line,
                 candidate_file: item.candidate.map(|_| candidate_names[i].as_str()),
                 coverage: mode == Mode::Record,
+                hide: if per_child && mode == Mode::Candidate {
+                    std::slice::from_ref(&item.target.source_file)
+                } else {
+                    &[]
+                },
                 mode,
             })
             .collect(),
@@ -314,12 +376,15 @@ fn run_worker(
             files.push((&candidate_names[i], c));
         }
     }
-    // A candidate's job never sees the original: its module's file is hidden, and so are the
-    // repository's compiled caches and version control.
+    // A candidate's job never sees the original: its module's file is hidden (by the job, or
+    // by each child for its own module), and so are the repository's compiled caches and
+    // version control.
     let mut hidden: Vec<PathBuf> = Vec::new();
     if mode == Mode::Candidate {
         for item in items {
-            hidden.push(item.target.source_file.clone());
+            if !per_child {
+                hidden.push(item.target.source_file.clone());
+            }
             hidden.extend(item.target.hide.iter().cloned());
         }
         hidden.sort();
@@ -343,6 +408,9 @@ fn run_worker(
             std::time::Duration::from_secs(wall),
         );
         if let Some((answer, scratch)) = warm {
+            if unhidden(&answer) {
+                return Ok(None);
+            }
             let crashed = answer
                 .results
                 .iter()
@@ -350,7 +418,7 @@ fn run_worker(
                 .any(|r| r.status == AnswerStatus::Crash);
             if !crashed && answer.results.len() == items.len() {
                 let names = runtime.names(&scratch, exec.cache.root());
-                return Ok(runs_of(answer, items, runs, timeout, &names, None));
+                return Ok(Some(runs_of(answer, items, runs, timeout, &names, None)));
             }
         }
     }
@@ -375,10 +443,10 @@ fn run_worker(
                 &names,
                 MESSAGE_CAP,
             );
-            return Ok(vec![
+            return Ok(Some(vec![
                 Some(vec![RawRun::Error(why); runs as usize]);
                 items.len()
-            ]);
+            ]));
         }
         Err(e) => return Err(e),
     };
@@ -406,18 +474,30 @@ fn run_worker(
                     limit: limit.clone(),
                 },
             };
-            return Ok(vec![Some(vec![died; runs as usize])]);
+            return Ok(Some(vec![Some(vec![died; runs as usize])]));
         }
-        Err(_) => return Ok(vec![None; items.len()]),
+        Err(_) => return Ok(Some(vec![None; items.len()])),
     };
-    Ok(runs_of(
+    if unhidden(&answer) {
+        return Ok(None);
+    }
+    Ok(Some(runs_of(
         answer,
         items,
         runs,
         timeout,
         &names,
         limit.as_ref(),
-    ))
+    )))
+}
+
+/// Whether a child of the worker could not hide its module's file (and ran nothing).
+fn unhidden(answer: &BatchAnswer) -> bool {
+    answer
+        .results
+        .iter()
+        .flatten()
+        .any(|r| r.status == AnswerStatus::Unhidden)
 }
 
 /// A worker's answer as each item's runs (`None` for an item it did not answer in full), its
@@ -455,30 +535,47 @@ mod tests {
     use super::chunks_by_env;
 
     #[test]
-    fn chunks_keep_a_key_apart_and_split_only_what_exceeds_a_share() {
-        // 10 items over 2 workers: a share is 5. Key `a` (7 items) is cut in two pieces of 4
-        // and 3; `b` (2) and `c` (1) stay whole.
+    fn chunks_keep_a_key_apart_and_fill_even_bins() {
+        // 10 items over 2 workers: a bin holds 5. Key `a` (7 items) fills the first bin and
+        // its last 2 go to the second, with `b` (2) and `c` (1).
         let keys = ["a", "b", "a", "a", "c", "a", "b", "a", "a", "a"];
-        let chunks = chunks_by_env(keys.iter().copied().enumerate(), 2);
+        let bins = chunks_by_env(keys.iter().copied().enumerate(), 2);
         assert_eq!(
-            chunks,
+            bins,
             vec![
-                ("a", vec![0, 2, 3, 5]),
-                ("a", vec![7, 8, 9]),
-                ("b", vec![1, 6]),
-                ("c", vec![4]),
+                vec![("a", vec![0, 2, 3, 5, 7])],
+                vec![("a", vec![8, 9]), ("b", vec![1, 6]), ("c", vec![4])],
             ]
         );
-        // One worker: one chunk per key.
-        assert_eq!(chunks_by_env(keys.iter().copied().enumerate(), 1).len(), 3);
-        // Every item once, whatever the pool.
+        // Three environments of 70, 70 and 68 over 2 workers: two bins of 104, the second
+        // environment cut where the first bin is full.
+        let keys: Vec<u8> = (0..208).map(|i| (i / 70) as u8).collect();
+        let bins = chunks_by_env(keys.iter().copied().enumerate(), 2);
+        let sizes: Vec<Vec<(u8, usize)>> = bins
+            .iter()
+            .map(|b| b.iter().map(|(k, idx)| (*k, idx.len())).collect())
+            .collect();
+        assert_eq!(sizes, vec![vec![(0, 70), (1, 34)], vec![(1, 36), (2, 68)]]);
+        // One worker: one bin, one chunk per key.
+        let one = chunks_by_env(["a", "b", "a"].iter().copied().enumerate(), 1);
+        assert_eq!(one, vec![vec![("a", vec![0, 2]), ("b", vec![1])]]);
+        // Every item once, whatever the pool; never more bins than workers.
         for workers in 0..12 {
-            let mut all: Vec<usize> = chunks_by_env(keys.iter().copied().enumerate(), workers)
+            let bins = chunks_by_env(
+                ["a", "b", "a", "a", "c", "a", "b", "a", "a", "a"]
+                    .iter()
+                    .copied()
+                    .enumerate(),
+                workers,
+            );
+            assert!(bins.len() <= workers.max(1));
+            let mut all: Vec<usize> = bins
                 .into_iter()
+                .flatten()
                 .flat_map(|(_, idx)| idx)
                 .collect();
             all.sort();
-            assert_eq!(all, (0..keys.len()).collect::<Vec<_>>());
+            assert_eq!(all, (0..10).collect::<Vec<_>>());
         }
         assert!(chunks_by_env(std::iter::empty::<(usize, u8)>(), 2).is_empty());
     }

@@ -2,9 +2,10 @@
 //! forked child of a worker that is already running, not a new sandbox job.
 //!
 //! A worker is the batch worker (`r2e_batch.py --serve`) started as a sandbox job like any
-//! other: the same runtime, limits and hidden files as a one-shot worker for the same module
+//! other: the same runtime, limits and hidden files as a one-shot worker for the same requests
 //! (the hidden files are fixed when it starts, so a worker serves one runtime and one set of
-//! hidden files: one module's candidates). It reads requests from a FIFO in its scratch folder
+//! hidden files: every module's candidates when each child hides its own module's file,
+//! `runs::per_child`, otherwise one module's). It reads requests from a FIFO in its scratch folder
 //! and answers each into a file there, as a one-shot worker answers its one request, so an
 //! answer is the same either way (`r2e_batch`'s tests compare them).
 //!

@@ -484,25 +484,27 @@ fn validate_builtin(
     );
     let done: Vec<Result<Vec<(usize, validate::Checked, f64)>>> = chunks
         .par_iter()
-        .map(|(runtime, idx)| {
-            let items: Vec<_> = idx
-                .iter()
-                .map(|&i| match &steps[i] {
-                    Step::Harness(c, _, h, _) => (&c.target, &c.code, h.as_str()),
-                    Step::Done(_) | Step::Validated(..) => {
-                        unreachable!("only harnesses are validated")
-                    }
-                })
-                .collect();
-            let started = Instant::now();
-            let results = validate::validate_batch(exec, runtime, &items, validate)?;
-            let each = started.elapsed().as_secs_f64() / idx.len().max(1) as f64;
-            Ok(idx
-                .iter()
-                .copied()
-                .zip(results)
-                .map(|(i, v)| (i, v, each))
-                .collect())
+        .flat_map_iter(|bin| {
+            bin.iter().map(|(runtime, idx)| {
+                let items: Vec<_> = idx
+                    .iter()
+                    .map(|&i| match &steps[i] {
+                        Step::Harness(c, _, h, _) => (&c.target, &c.code, h.as_str()),
+                        Step::Done(_) | Step::Validated(..) => {
+                            unreachable!("only harnesses are validated")
+                        }
+                    })
+                    .collect();
+                let started = Instant::now();
+                let results = validate::validate_batch(exec, runtime, &items, validate)?;
+                let each = started.elapsed().as_secs_f64() / idx.len().max(1) as f64;
+                Ok(idx
+                    .iter()
+                    .copied()
+                    .zip(results)
+                    .map(|(i, v)| (i, v, each))
+                    .collect())
+            })
         })
         .collect();
     let mut checked: Vec<Option<validate::Checked>> = vec![None; steps.len()];
@@ -543,12 +545,16 @@ fn validate_builtin(
 /// Stage `mutate`: the mutation score of every valid harness, the harnesses of an environment
 /// checked together.
 fn mutate_all(exec: &Exec, steps: &mut [Step], policy: Policy, tallies: &Tallies) -> Result<()> {
-    // Each chunk is one module's: a candidate's worker hides its module's file.
+    // A chunk is one environment's, and one module's where a worker's children cannot each
+    // hide their own module's file (`runs::worker_module`).
     let chunks = runs::chunks_by_env(
         steps.iter().enumerate().filter_map(|(i, step)| match step {
             Step::Validated(c, env, w) if w.validation.valid => Some((
                 i,
-                (env.runtime(&c.target.root), c.target.source_file.clone()),
+                (
+                    env.runtime(&c.target.root),
+                    runs::worker_module(exec, &c.target).map(std::path::Path::to_path_buf),
+                ),
             )),
             _ => None,
         }),
@@ -571,32 +577,34 @@ fn mutate_all(exec: &Exec, steps: &mut [Step], policy: Policy, tallies: &Tallies
     type Scored = Vec<(usize, mutation::Scored, f64)>;
     let scored: Vec<Result<Scored>> = chunks
         .par_iter()
-        .map(|((runtime, _), idx)| {
-            let subjects: Vec<mutation::Subject> = idx
-                .iter()
-                .map(|&i| match &steps[i] {
-                    Step::Validated(c, _, w) => mutation::Subject {
-                        target: &c.target,
-                        harness: &w.harness,
-                        expected: &w.validation.expected,
-                        code: &codes[i],
-                        source: &c.source,
-                        summary: &c.summary,
-                        def: c.def,
-                        definition: &definitions[i],
-                    },
-                    _ => unreachable!("only validated harnesses are scored"),
-                })
-                .collect();
-            let started = Instant::now();
-            let scores = mutation::score(exec, runtime, &subjects, policy)?;
-            let each = started.elapsed().as_secs_f64() / idx.len().max(1) as f64;
-            Ok(idx
-                .iter()
-                .copied()
-                .zip(scores)
-                .map(|(i, s)| (i, s, each))
-                .collect())
+        .flat_map_iter(|bin| {
+            bin.iter().map(|((runtime, _), idx)| {
+                let subjects: Vec<mutation::Subject> = idx
+                    .iter()
+                    .map(|&i| match &steps[i] {
+                        Step::Validated(c, _, w) => mutation::Subject {
+                            target: &c.target,
+                            harness: &w.harness,
+                            expected: &w.validation.expected,
+                            code: &codes[i],
+                            source: &c.source,
+                            summary: &c.summary,
+                            def: c.def,
+                            definition: &definitions[i],
+                        },
+                        _ => unreachable!("only validated harnesses are scored"),
+                    })
+                    .collect();
+                let started = Instant::now();
+                let scores = mutation::score(exec, runtime, &subjects, policy)?;
+                let each = started.elapsed().as_secs_f64() / idx.len().max(1) as f64;
+                Ok(idx
+                    .iter()
+                    .copied()
+                    .zip(scores)
+                    .map(|(i, s)| (i, s, each))
+                    .collect())
+            })
         })
         .collect();
     for chunk in scored {

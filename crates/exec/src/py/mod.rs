@@ -145,6 +145,8 @@ pub enum AnswerStatus {
     Timeout,
     /// The warm worker's child died without answering.
     Crash,
+    /// The warm worker's child could not hide the files it was to hide, and ran nothing.
+    Unhidden,
 }
 
 impl AnswerStatus {
@@ -154,6 +156,7 @@ impl AnswerStatus {
             AnswerStatus::Error => "error",
             AnswerStatus::Timeout => "timeout",
             AnswerStatus::Crash => "crash",
+            AnswerStatus::Unhidden => "unhidden",
         }
     }
 }
@@ -164,6 +167,7 @@ impl From<String> for AnswerStatus {
             "ok" => AnswerStatus::Ok,
             "timeout" => AnswerStatus::Timeout,
             "crash" => AnswerStatus::Crash,
+            "unhidden" => AnswerStatus::Unhidden,
             _ => AnswerStatus::Error,
         }
     }
@@ -295,6 +299,11 @@ pub struct RunRequest<'a> {
     pub end_line: u32,
     pub candidate_file: Option<&'a str>,
     pub coverage: bool,
+    /// Files the run's own child must not see (a candidate's module, when the worker serves
+    /// candidates of several modules): `r2e_batch.py` hides them in a mount namespace of the
+    /// child's own.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub hide: &'a [PathBuf],
     /// `record`: the process holds the original and records its calls; `candidate`: it holds
     /// the candidate only (imported under the module's name) and records its calls.
     pub mode: Mode,

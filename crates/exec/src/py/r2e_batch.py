@@ -16,6 +16,13 @@ Each child works in a folder of its own, with its own copies of its harness and 
 the parent before any child ran): what one run deletes or writes in its working folder reaches no
 other run.
 
+A job may name files its child must not see ("hide": the module's own file, for a candidate):
+the child makes a mount namespace of its own (in a user namespace of its own) where each shows an
+empty, read-only file, then enters a further user namespace that has no power over those mounts,
+so that its code cannot undo them. The parent is not dumpable, so that no child reads the files
+through `/proc/<parent>/root`. One worker thus serves the candidates of every module of an
+environment. A child that cannot hide them runs nothing and answers {"status": "unhidden"}.
+
 OUT.json: {"results": [[<r2e_runner result>, ...runs], ...jobs]}.
 
     python r2e_batch.py --serve IN.fifo OUT.fifo IDLE_SECONDS
@@ -30,6 +37,7 @@ request is answered as a worker of its own would answer it (its runs' folders ar
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import json
 import os
 import select
@@ -121,7 +129,134 @@ def _limit_cpu(timeout: float) -> None:
 
 _RUNS = iter(range(1 << 62))
 
+# Linux's flags for unshare(2), mount(2) and prctl(2), and statvfs(3)'s for a mount's own.
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER = 0x10000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_NOATIME, _MS_NODIRATIME = 32, 4096, 1024, 2048
+_MS_REC, _MS_PRIVATE, _MS_RELATIME = 16384, 1 << 18, 1 << 21
+_ST_RELATIME = 4096
+_PR_SET_DUMPABLE = 4
+_LIBC = None
+
+
+def _libc():
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+def _call(result: int, what: str) -> None:
+    if result != 0:
+        import ctypes
+
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _own_user_namespace(flags: int) -> None:
+    """Enters a new user namespace (and whatever else `flags` asks), as the same user."""
+    uid, gid = os.geteuid(), os.getegid()
+    _call(_libc().unshare(_CLONE_NEWUSER | flags), "unshare")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+
+
+def _read_only(path: str) -> None:
+    """Makes the bind mount at `path` read-only, keeping the flags the mount under it is locked
+    with."""
+    flags = os.statvfs(path).f_flag
+    keep = flags & (_MS_NOSUID | _MS_NODEV | _MS_NOEXEC | _MS_NOATIME | _MS_NODIRATIME)
+    keep |= _MS_RELATIME if flags & _ST_RELATIME else 0
+    _call(
+        _libc().mount(None, os.fsencode(path), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | keep, None),
+        f"making {path} read-only",
+    )
+
+
+def _hide(paths: list[str], folder: str) -> None:
+    """Hides `paths` from this process and its children, for good (see the module's text), and
+    their bytecode under PYCACHE, which it makes read-only. A hidden file shows an empty file
+    of this child's own, made in `folder` (a regular file: a hidden module stays importable
+    when its candidate is loaded in its place; an empty bytecode file is ignored)."""
+    import importlib.util
+
+    libc = _libc()
+    sys.pycache_prefix = PYCACHE
+    paths = list(paths) + [importlib.util.cache_from_source(p) for p in paths if p.endswith(".py")]
+    empty = os.path.join(folder, f".r2e-empty-{os.getpid()}")
+    open(empty, "w").close()
+    # Dumpable again, to write its own namespace's maps (a non-dumpable process's /proc files
+    # are root's); what it holds is its own.
+    libc.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+    _own_user_namespace(_CLONE_NEWNS)
+    _call(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "making mounts private")
+    for path in paths:
+        target = os.fsencode(path)
+        if os.path.isdir(path):
+            _call(
+                libc.mount(b"tmpfs", target, b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV, b"size=4k"),
+                f"hiding {path}",
+            )
+            continue
+        if not os.path.exists(path):
+            continue
+        _call(libc.mount(os.fsencode(empty), target, None, _MS_BIND, None), f"hiding {path}")
+        _read_only(path)
+    # The children's bytecode, read-only: no child leaves bytecode for the next ones to run.
+    os.makedirs(PYCACHE, exist_ok=True)
+    _call(libc.mount(os.fsencode(PYCACHE), os.fsencode(PYCACHE), None, _MS_BIND | _MS_REC, None), "binding pycache")
+    _read_only(PYCACHE)
+    # No power over those mounts from here on.
+    _own_user_namespace(0)
+
 FILES = ("harness_file", "candidate_file")
+
+
+# Bytecode for the children (when each child hides its own module's files): sandboxed code writes
+# no bytecode, and a candidate's job sees no `__pycache__`, so each child would compile every
+# module its harness imports. A child names the modules it compiled; a process forked for the
+# purpose (never this one, which must hold nothing of a hidden module, nor leave it in memory
+# its children inherit) writes their bytecode under `pycache/` here, Python's
+# `sys.pycache_prefix`, which the next children read. Each child sees that folder read-only, and
+# its own module's bytecode hidden like its source.
+PYCACHE = os.path.join(HERE, "pycache")
+# At most this many files compiled per worker: a bound on the folder.
+_PYCACHE_CAP = 5000
+_COMPILED: set = set()
+
+
+def _compile_for_children(paths: list) -> None:
+    """Writes the bytecode of `paths` (files of the environment, never a run's own files)
+    under PYCACHE, in a process of its own."""
+    todo = []
+    for path in paths:
+        if not isinstance(path, str) or not path.endswith(".py") or path in _COMPILED:
+            continue
+        if path.startswith(HERE + os.sep) or len(_COMPILED) >= _PYCACHE_CAP:
+            continue
+        _COMPILED.add(path)
+        todo.append(path)
+    if not todo:
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import py_compile
+
+            sys.pycache_prefix = PYCACHE
+            for path in todo:
+                try:
+                    py_compile.compile(path, doraise=False, quiet=2)
+                except BaseException:  # noqa: BLE001 - the children compile it themselves
+                    pass
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
 
 
 def _read_files(jobs: list[dict]) -> dict:
@@ -155,25 +290,59 @@ def _own_folder(job: dict, texts: dict) -> tuple[dict, str]:
     return job, work
 
 
-def _run_in_child(job: dict, timeout: float, prepared=None, memory_mib=None, texts=None) -> dict:
+def _compiled_here(known: set) -> list:
+    """The files of the modules this process imported from source (no bytecode read) but
+    those named in `known`."""
+    out = []
+    for name, module in list(sys.modules.items()):
+        if name in known:
+            continue
+        spec = getattr(module, "__spec__", None)
+        origin = getattr(spec, "origin", None)
+        cached = getattr(spec, "cached", None)
+        if origin and origin.endswith(".py") and not (cached and os.path.exists(cached)):
+            out.append(origin)
+    return out
+
+
+def _run_in_child(
+    job: dict, timeout: float, prepared=None, memory_mib=None, texts=None, isolate=False, learn=False
+) -> dict:
+    """Runs a job in a forked child. With `isolate` (some job of the request hides files), the
+    child hides its job's files and sees the children's bytecode read-only, whatever its job
+    hides; with `learn` too (more children are to come), what it compiled is compiled for
+    them."""
+    hide = job.get("hide") or []
     work = None
     if texts is not None:
         try:
             job, work = _own_folder(job, texts)
         except OSError:
             work = None
+    _reap(block=False)
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
-        _limit_memory(memory_mib)
-        _limit_cpu(timeout)
         try:
-            if work is not None:
-                os.chdir(work)
-            result = r2e_runner.run(job, prepared)
-        except BaseException as exc:  # noqa: BLE001
-            result = r2e_runner.empty_result("error", f"runner crashed: {type(exc).__name__}: {exc}")
+            if isolate:
+                _hide(hide, work or HERE)
+            hidden = True
+        except BaseException as exc:  # noqa: BLE001 - nothing of the job runs
+            hidden = False
+            result = r2e_runner.empty_result("unhidden", f"the worker could not hide the module's file: {exc}")
+        if hidden:
+            _limit_memory(memory_mib)
+            _limit_cpu(timeout)
+            try:
+                if work is not None:
+                    os.chdir(work)
+                known = set(sys.modules)
+                result = r2e_runner.run(job, prepared)
+                if isolate:
+                    result["compiled"] = _compiled_here(known)
+            except BaseException as exc:  # noqa: BLE001
+                result = r2e_runner.empty_result("error", f"runner crashed: {type(exc).__name__}: {exc}")
         data = json.dumps(result).encode()
         with os.fdopen(write_end, "wb") as out:
             out.write(data)
@@ -195,6 +364,23 @@ def _run_in_child(job: dict, timeout: float, prepared=None, memory_mib=None, tex
             if not chunk:
                 break
             chunks.append(chunk)
+    if not timed_out:
+        try:
+            result = json.loads(b"".join(chunks))
+        except ValueError:
+            result = None
+        if isinstance(result, dict):
+            # It answered, and is exiting (tearing down its namespaces takes a while): the
+            # next child need not wait for that.
+            _EXITING.append(pid)
+            if work is not None:
+                import shutil
+
+                shutil.rmtree(work, ignore_errors=True)
+            compiled = result.pop("compiled", None)
+            if compiled and learn:
+                _compile_for_children(compiled)
+            return result
     if timed_out:
         os.kill(pid, signal.SIGKILL)
     _, status, usage = os.wait4(pid, 0)
@@ -209,20 +395,44 @@ def _run_in_child(job: dict, timeout: float, prepared=None, memory_mib=None, tex
         shutil.rmtree(work, ignore_errors=True)
     if timed_out or over_cpu:
         return r2e_runner.empty_result("timeout", f"the harness ran past {timeout:.0f}s")
-    try:
-        return json.loads(b"".join(chunks))
-    except ValueError:
-        how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
-        return r2e_runner.empty_result("crash", f"the harness process died ({how})")
+    how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
+    return r2e_runner.empty_result("crash", f"the harness process died ({how})")
 
 
-def answer(request_path: str, out_path: str) -> None:
-    """Answers one request file into `out_path`."""
+# Children that answered and are exiting: reaped before each fork when gone, and at the end of
+# a request for good (one still running after its answer is killed: what it does no longer
+# counts).
+_EXITING: list = []
+
+
+def _reap(block: bool) -> None:
+    for pid in list(_EXITING):
+        if block:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            done, _ = os.waitpid(pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _EXITING.remove(pid)
+
+
+def answer(request_path: str, out_path: str, serving: bool = False) -> None:
+    """Answers one request file into `out_path` (`serving`: more requests may come)."""
     global _RUNS
     _RUNS = iter(range(1 << 62))
     with open(request_path) as f:
         request = json.load(f)
     jobs = request["jobs"]
+    isolate = any(job.get("hide") for job in jobs)
+    if isolate:
+        # No child reads what it hides through this process's root (`/proc/<pid>/root`). (The
+        # C library is loaded here once, not in each child.)
+        _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        import importlib.util  # noqa: F401 - each child's `_hide` uses it
     prepared = _warm(jobs)
     timeout = float(request.get("timeout", 60))
     runs = int(request.get("runs", 2))
@@ -239,11 +449,14 @@ def answer(request_path: str, out_path: str) -> None:
                 prepared,
                 memory_mib,
                 texts,
+                isolate,
+                learn=serving or (i, n) != (len(jobs) - 1, first + runs - 1),
             )
             for n in range(first, first + runs)
         ]
-        for job in jobs
+        for i, job in enumerate(jobs)
     ]
+    _reap(block=True)
     with open(out_path, "w") as f:
         json.dump({"results": results}, f)
 
@@ -267,7 +480,7 @@ def serve(in_fifo: str, out_fifo: str, idle: float) -> int:
             pending += chunk
         line, pending = pending.split(b"\n", 1)
         request_path, out_path = line.decode().split(" ", 1)
-        answer(request_path, out_path)
+        answer(request_path, out_path, serving=True)
         os.write(out, b"done\n")
 
 

@@ -121,12 +121,30 @@ pub trait Sandbox: Send + Sync {
     /// Runs a job to completion (or to its limits). `Err` only when the sandbox itself fails
     /// (cannot start the program); what the job does is in the [`Outcome`].
     fn run(&self, job: &Job) -> r2e_core::error::Result<Outcome>;
+    /// [`Sandbox::run`], ending the job early (killed, as by its wall clock, but reported as
+    /// `Exit::Signal(9)` with `limit_hit` "`stopped`") once `stop` is set: `r2e serve`'s
+    /// watch on a command's writes. A backend that cannot stop a job early runs it to its
+    /// limits (the docker backend; the caller still judges what it did afterwards).
+    fn run_until(
+        &self,
+        job: &Job,
+        _stop: &std::sync::atomic::AtomicBool,
+    ) -> r2e_core::error::Result<Outcome> {
+        self.run(job)
+    }
     /// A one-line description for logs and `r2e explain`.
     fn describe(&self) -> String;
     /// The backend's name, for action keys (`local`, `docker`, `fake`).
     fn backend(&self) -> r2e_core::keys::SandboxBackend;
     /// Whether code runs isolated from the machine (it shapes what code can do).
     fn isolated(&self) -> bool;
+    /// Whether a job's forked children can each hide files of their own (a mount namespace
+    /// in a user namespace per child, `r2e_batch.py`), so that one worker serves candidates of
+    /// several modules. A backend that cannot (Docker's default seccomp profile refuses
+    /// unprivileged namespaces) runs a worker per module instead, each job hiding its module.
+    fn hides_per_child(&self) -> bool {
+        false
+    }
     /// Removes what jobs of builds that died left behind (cgroups, containers); returns how many.
     fn remove_leftovers(&self) -> usize {
         0

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
+import textwrap
 import unittest
 
 from r2e_test_support import BATCH, SampleRepo, read_text
@@ -192,6 +194,89 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual([t["outcome"] for t in out["tests"]], ["pass"] * 5, out["tests"])
         self.assertEqual(out["tests"][0]["records"][0]["outcome"], {"return": {"str": "ZERO"}})
         self.assertEqual(out["tests"][4]["records"], [])
+
+    def test_each_child_hides_its_own_module_for_good(self):
+        # One worker, two candidate jobs: the first hides its module's file from its child
+        # alone; that child sees an empty file, cannot read it through the worker's
+        # `/proc/<pid>/root`, cannot unmount what covers it, and cannot write the bytecode the
+        # next children read. The second job hides nothing, and its child sees the file whole
+        # (nothing of the first child's hiding reached the worker), and cannot write the
+        # bytecode either.
+        probe = textwrap.dedent(
+            f"""
+            def classify(n):
+                import ctypes, os
+                core = {self.sample.core!r}
+                seen = []
+                try:
+                    with open(core) as f:
+                        seen.append("file:%d" % len(f.read()))
+                except Exception as e:
+                    seen.append("file:" + type(e).__name__)
+                try:
+                    with open("/proc/%d/root%s" % (os.getppid(), core)) as f:
+                        seen.append("proc:%d" % len(f.read()))
+                except Exception as e:
+                    seen.append("proc:" + type(e).__name__)
+                libc = ctypes.CDLL(None, use_errno=True)
+                seen.append("umount:%d" % libc.umount2(core.encode(), 2))
+                try:
+                    with open(core) as f:
+                        seen.append("after:%d" % len(f.read()))
+                except Exception as e:
+                    seen.append("after:" + type(e).__name__)
+                pycache = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pycache")
+                try:
+                    with open(os.path.join(os.getcwd(), "..", "pycache", "planted.pyc"), "w") as f:
+                        f.write("x")
+                    seen.append("pycache:written")
+                except Exception as e:
+                    seen.append("pycache:" + type(e).__name__)
+                return ";".join(seen)
+            """
+        )
+        candidate = self.source + "\n" + probe
+        harness = classify_harness([0])
+        scratch = self.sample.scratch("perchild")
+        shutil.copy(BATCH, scratch)
+        hiding = self.sample.runner_request(
+            harness, "classify", candidate_source=candidate, coverage=False, name="perchild_hide",
+            mode="candidate", hide=[self.sample.core],
+        )
+        open_ = self.sample.runner_request(
+            harness, "classify", candidate_source=candidate, coverage=False, name="perchild_open",
+            mode="candidate",
+        )
+        req_path, out_path = self.sample.path("perchild.json"), self.sample.path("perchild.out.json")
+        with open(req_path, "w", encoding="utf-8") as f:
+            json.dump({"jobs": [hiding, open_], "runs": 1, "timeout": 60}, f)
+        subprocess.run(
+            [sys.executable, os.path.join(scratch, "r2e_batch.py"), req_path, out_path],
+            check=True, timeout=120, cwd=self.sample.root,
+            env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+        )
+        with open(out_path, encoding="utf-8") as f:
+            results = json.load(f)["results"]
+        seen = [r[0]["tests"][0]["records"][0]["outcome"]["return"]["str"] for r in results]
+        size = len(self.source.encode())
+        self.assertEqual(
+            seen[0], "file:0;proc:PermissionError;umount:-1;after:0;pycache:OSError", results[0]
+        )
+        self.assertEqual(seen[1].split(";")[0], f"file:{size}", results[1])
+        self.assertEqual(seen[1].split(";")[-1], "pycache:OSError", results[1])
+        # The worker compiled, for its next children, the modules the first child compiled:
+        # never into the repository, only under its own folder.
+        self.assertFalse(os.path.exists(os.path.join(scratch, "pycache", "planted.pyc")))
+        compiled = [
+            os.path.relpath(os.path.join(d, f), os.path.join(scratch, "pycache"))
+            for d, _, files in os.walk(os.path.join(scratch, "pycache"))
+            for f in files
+        ]
+        self.assertIn(
+            os.path.relpath(self.sample.core, "/")[: -len(".py")] + f".{sys.implementation.cache_tag}.pyc",
+            compiled,
+        )
+        self.assertFalse(os.path.exists(os.path.join(self.sample.repo, "samplepkg", "__pycache__")))
 
     def test_a_shuffled_run_reports_in_natural_order(self):
         out = self.sample.run_harness(

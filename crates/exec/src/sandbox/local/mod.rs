@@ -299,26 +299,42 @@ impl PreExec {
 }
 
 /// How a started job ended: its status, or the wall clock.
+/// Why a job was killed before it ended by itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    ByItself,
+    Timeout,
+    Stopped,
+}
+
 fn wait(
     child: &mut Child,
     pid: i32,
     deadline: Instant,
     cgroup: Option<&JobCgroup>,
-) -> (Option<ExitStatus>, bool) {
+    stop: &std::sync::atomic::AtomicBool,
+) -> (Option<ExitStatus>, Ended) {
     loop {
+        let why = if Instant::now() >= deadline {
+            Ended::Timeout
+        } else if stop.load(std::sync::atomic::Ordering::SeqCst) {
+            Ended::Stopped
+        } else {
+            Ended::ByItself
+        };
         match child.try_wait() {
-            Ok(Some(status)) => return (Some(status), false),
-            Ok(None) if Instant::now() >= deadline => {
+            Ok(Some(status)) => return (Some(status), Ended::ByItself),
+            Ok(None) if why != Ended::ByItself => {
                 // SAFETY: kills the job's own process group (it called setsid).
                 unsafe { libc::kill(-pid, libc::SIGKILL) };
                 let _ = child.kill();
                 if let Some(cg) = cgroup {
                     cg.kill_all();
                 }
-                return (child.wait().ok(), true);
+                return (child.wait().ok(), why);
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(_) => return (None, false),
+            Err(_) => return (None, Ended::ByItself),
         }
     }
 }
@@ -334,6 +350,11 @@ impl Sandbox for LocalSandbox {
     }
 
     fn isolated(&self) -> bool {
+        self.bwrap.is_some()
+    }
+
+    fn hides_per_child(&self) -> bool {
+        // Without bubblewrap nothing is hidden at all.
         self.bwrap.is_some()
     }
 
@@ -354,6 +375,10 @@ impl Sandbox for LocalSandbox {
     }
 
     fn run(&self, job: &Job) -> Result<Outcome> {
+        self.run_until(job, &std::sync::atomic::AtomicBool::new(false))
+    }
+
+    fn run_until(&self, job: &Job, stop: &std::sync::atomic::AtomicBool) -> Result<Outcome> {
         if let Some(image) = &job.image {
             return Err(Error::input(format!(
                 "the environment image `{}` runs only in the docker sandbox: set `[sandbox] backend = \"docker\"`",
@@ -410,7 +435,7 @@ impl Sandbox for LocalSandbox {
         let out = spawn_reader(child.stdout.take().expect("piped"));
         let err = spawn_reader(child.stderr.take().expect("piped"));
         let deadline = start + Duration::from_secs(limits.wall_seconds);
-        let (status, timed_out) = wait(&mut child, pid, deadline, cgroup.as_ref());
+        let (status, ended) = wait(&mut child, pid, deadline, cgroup.as_ref(), stop);
         // Whatever the job left running dies with it.
         // SAFETY: as above.
         unsafe { libc::kill(-pid, libc::SIGKILL) };
@@ -424,10 +449,10 @@ impl Sandbox for LocalSandbox {
         if let Some(cg) = cgroup {
             cg.remove();
         }
-        let exit = if timed_out {
-            Exit::Timeout
-        } else {
-            self.exit_of(status)
+        let (exit, limit_hit) = match ended {
+            Ended::Timeout => (Exit::Timeout, limit_hit),
+            Ended::Stopped => (Exit::Signal(libc::SIGKILL), Some("stopped")),
+            Ended::ByItself => (self.exit_of(status), limit_hit),
         };
         if let Some(why) = self.setup_failure(&exit, &stderr) {
             return Err(Error::env(format!(
