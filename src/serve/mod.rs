@@ -129,6 +129,8 @@ struct Live {
     /// The instance's place in the bench.
     ix: usize,
     workspace: PathBuf,
+    /// What its workspace may hold (`[serve] workspace_limit` and the rest).
+    quota: workspace::Quota,
     trace: Trace,
     /// Taken by each operation in turn; `true` once the session is closed.
     state: Arc<tokio::sync::Mutex<bool>>,
@@ -536,16 +538,17 @@ async fn open_session(
         .filter_map(|h| h.strip_prefix(&target.root).ok())
         .map(|rel| root.join(rel))
         .collect();
-    {
+    let copy = {
         let (root, workspace, path) =
             (root.to_path_buf(), workspace.clone(), instance.path.clone());
         tokio::task::spawn_blocking(move || {
             workspace::create(&root, &hide, &workspace, &path, &stub)
+                .map(|()| workspace::usage(&workspace))
         })
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?
-        .map_err(|e| ApiError::internal(format!("cannot make the session's workspace: {e}")))?;
-    }
+        .map_err(|e| ApiError::internal(format!("cannot make the session's workspace: {e}")))?
+    };
     let trace = Trace::create(
         &server.traces,
         &sid,
@@ -574,6 +577,7 @@ async fn open_session(
         id: sid.clone(),
         ix,
         workspace,
+        quota: workspace::Quota::over(copy, &server.settings),
         trace,
         state: Arc::new(tokio::sync::Mutex::new(false)),
         last_used: Mutex::new(Instant::now()),
@@ -687,6 +691,7 @@ async fn write_file(
             &path,
             &bytes,
             server.settings.max_file_bytes,
+            &live.quota,
         );
         let observation = match &written {
             Ok(n) => json!({"path": path, "bytes": n}),
@@ -739,6 +744,7 @@ async fn exec(
             runtime,
             &request.command,
             server.settings.max_output_bytes as usize,
+            &live.quota,
         )
         .map_err(|e| ApiError::internal(format!("the sandbox failed: {e}")))?;
         let observation =
@@ -750,6 +756,9 @@ async fn exec(
             started,
             false,
         )?;
+        if let Some(why) = result.refused {
+            return Err(ApiError::too_large(why));
+        }
         Ok(axum::Json(observation))
     })
     .await

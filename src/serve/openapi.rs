@@ -135,14 +135,14 @@ pub fn document(instances: &[&str]) -> Value {
             },
             "/v1/sessions/{sid}/exec": {"post": {
                 "operationId": "exec",
-                "summary": "Run `sh -c command` in the workspace, in the sandbox (no network; the workspace is the only writable folder)",
+                "summary": "Run `sh -c command` in the workspace, in the sandbox (no network; the workspace is the only writable folder). A command that writes past the session's quota is stopped, what it added is taken back, and the answer is 413",
                 "parameters": [sid()],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["command"], "additionalProperties": false, "properties": {"command": {"type": "string"}, "timeout_s": {"type": "number", "exclusiveMinimum": 0, "default": 10}}}}}},
                 "responses": with(json!({"200": ok("What the command did", json!({"type": "object", "required": ["stdout", "stderr", "exit_code", "timed_out"], "properties": {
                     "stdout": {"type": "string"}, "stderr": {"type": "string"},
                     "exit_code": {"type": ["integer", "null"]}, "timed_out": {"type": "boolean"},
                     "signal": {"type": "integer"}, "limit": {"type": "string"}
-                }}))}), errors(&["400", "401", "404", "500"]))
+                }}))}), errors(&["400", "401", "404", "413", "500"]))
             }},
             "/v1/sessions/{sid}/test": {"post": {
                 "operationId": "test",

@@ -143,8 +143,86 @@ pub fn read(dir: &Path, rel: &str, max: u64) -> Result<String, ApiError> {
     String::from_utf8(bytes).map_err(|_| ApiError::bad(format!("`{rel}` is not UTF-8 text")))
 }
 
-/// Writes a file (its folders made as needed), at most `max` bytes; never through a link.
-pub fn write(dir: &Path, rel: &str, text: &[u8], max: u64) -> Result<usize, ApiError> {
+/// What a workspace holds: its bytes (a file's size, or the disk blocks it takes when more:
+/// a sparse file counts whole) and its entries (files, folders and links).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub bytes: u64,
+    pub entries: u64,
+}
+
+/// A file's bytes as [`Usage`] counts them.
+fn bytes_of(meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    if meta.is_file() {
+        meta.len().max(meta.blocks() * 512)
+    } else {
+        0
+    }
+}
+
+/// What `dir` holds (never following a link).
+pub fn usage(dir: &Path) -> Usage {
+    let mut u = Usage::default();
+    for entry in walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .flatten()
+    {
+        u.entries += 1;
+        if let Ok(meta) = entry.metadata() {
+            u.bytes += bytes_of(&meta);
+        }
+    }
+    u
+}
+
+/// A session's quota: the most its workspace may hold (its copy's usage plus
+/// `[serve] workspace_limit` and `workspace_files`), and what one command may add.
+#[derive(Clone, Copy, Debug)]
+pub struct Quota {
+    pub bytes: u64,
+    pub entries: u64,
+    pub command_bytes: u64,
+}
+
+impl Quota {
+    /// The quota of a workspace whose copy holds `copy`.
+    pub fn over(copy: Usage, settings: &r2e_core::config::ServeConfig) -> Quota {
+        Quota {
+            bytes: copy.bytes.saturating_add(settings.workspace_limit),
+            entries: copy.entries.saturating_add(settings.workspace_files),
+            command_bytes: settings.command_write_limit,
+        }
+    }
+
+    /// Why a workspace holding `now` is past the quota, if it is.
+    fn exceeded(&self, now: Usage) -> Option<String> {
+        if now.bytes > self.bytes {
+            Some(format!(
+                "the workspace would hold {} bytes; the session's quota is {} (`[serve] workspace_limit` beyond the repository's copy)",
+                now.bytes, self.bytes
+            ))
+        } else if now.entries > self.entries {
+            Some(format!(
+                "the workspace would hold {} files and folders; the session's quota is {} (`[serve] workspace_files` beyond the repository's copy)",
+                now.entries, self.entries
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// Writes a file (its folders made as needed), at most `max` bytes, within the session's
+/// `quota` (refused with 413, nothing written, past it); never through a link.
+pub fn write(
+    dir: &Path,
+    rel: &str,
+    text: &[u8],
+    max: u64,
+    quota: &Quota,
+) -> Result<usize, ApiError> {
     if text.len() as u64 > max {
         return Err(ApiError::too_large(format!(
             "the body has {} bytes; files written through the API have at most {max}",
@@ -152,6 +230,25 @@ pub fn write(dir: &Path, rel: &str, text: &[u8], max: u64) -> Result<usize, ApiE
         )));
     }
     let path = confined(dir, rel)?;
+    // What the workspace holds after the write: this file's bytes in place of the old ones,
+    // and the file and the folders made for it if new.
+    let mut after = usage(dir);
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) => after.bytes = after.bytes.saturating_sub(bytes_of(&meta)),
+        Err(_) => {
+            let mut missing = path.as_path();
+            while !missing.exists() && missing != dir {
+                after.entries += 1;
+                missing = missing.parent().unwrap_or(dir);
+            }
+        }
+    }
+    after.bytes += text.len() as u64;
+    if let Some(why) = quota.exceeded(after) {
+        return Err(ApiError::too_large(format!(
+            "`{rel}` is not written: {why}"
+        )));
+    }
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)
             .map_err(|e| ApiError::bad(format!("cannot make the folder of `{rel}`: {e}")))?;
@@ -174,16 +271,21 @@ pub fn write(dir: &Path, rel: &str, text: &[u8], max: u64) -> Result<usize, ApiE
 }
 
 /// What a command did, as the API answers it.
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, Clone)]
 pub struct ExecResult {
     pub stdout: String,
     pub stderr: String,
     /// `None` when a signal or the timeout ended it.
     pub exit_code: Option<i32>,
     pub timed_out: bool,
-    /// The limit that killed it, when one did (`memory limit`, `process limit`).
+    /// The limit that killed it, when one did (`memory limit`, `process limit`, `workspace
+    /// quota`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<&'static str>,
+    /// Why what it wrote was taken back (it went past the session's quota or the command's
+    /// write limit); the API then answers 413.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
 }
@@ -198,19 +300,93 @@ fn import_roots(dir: &Path, target: &Target) -> Vec<PathBuf> {
         .collect()
 }
 
+/// How often a running command's writes are measured.
+const WATCH: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// What a workspace held before a command: per entry, whether a folder, and a file's size.
+fn snapshot(dir: &Path) -> std::collections::HashMap<PathBuf, (bool, u64)> {
+    walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let meta = e.metadata().ok()?;
+            Some((e.path().to_path_buf(), (meta.is_dir(), meta.len())))
+        })
+        .collect()
+}
+
+/// Takes back what a command added to the workspace: the entries it made are removed, and the
+/// files it grew are cut back to their size before it (what it changed in place stays).
+fn take_back(dir: &Path, before: &std::collections::HashMap<PathBuf, (bool, u64)>) {
+    let mut added: Vec<PathBuf> = Vec::new();
+    let mut walk = walkdir::WalkDir::new(dir).min_depth(1).into_iter();
+    while let Some(Ok(entry)) = walk.next() {
+        let path = entry.path();
+        let Ok(meta) = entry.metadata() else { continue };
+        match before.get(path) {
+            Some((true, _)) if meta.is_dir() => {}
+            Some((false, len)) if meta.is_file() => {
+                if meta.len() > *len
+                    && let Ok(f) = std::fs::OpenOptions::new()
+                        .write(true)
+                        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                        .open(path)
+                {
+                    let _ = f.set_len(*len);
+                }
+            }
+            _ => {
+                added.push(path.to_path_buf());
+                if meta.is_dir() {
+                    walk.skip_current_dir();
+                }
+            }
+        }
+    }
+    for path in added {
+        let removed = match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+        drop(removed);
+    }
+}
+
 /// Runs `sh -c command` in the workspace, in the sandbox: no network, the workspace its only
 /// writable folder, the environment and interpreter readable, the repository's own checkout
 /// not (the workspace stands for it), the sandbox's limits with `seconds` of wall-clock time.
+/// Its writes are held to the session's `quota`: no file grows past what is left of it (nor
+/// past what one command may add), the workspace is measured every [`WATCH`] while it runs and
+/// the command stopped once past either limit; then what it added is taken back, and the
+/// result says why (`refused`).
 #[allow(clippy::too_many_arguments)]
 pub fn exec(
     sandbox: &dyn Sandbox,
-    limits: Limits,
+    mut limits: Limits,
     dir: &Path,
     target: &Target,
     runtime: &Runtime,
     command: &str,
     max_output: usize,
+    quota: &Quota,
 ) -> r2e_core::error::Result<ExecResult> {
+    let before = snapshot(dir);
+    let start = usage(dir);
+    let room = quota
+        .bytes
+        .saturating_sub(start.bytes)
+        .min(quota.command_bytes);
+    // RLIMIT_FSIZE counts MiB here: at least one (a limit of 0 would refuse every write),
+    // the rest is the watch's.
+    limits.file_size_mib = limits.file_size_mib.min((room >> 20).max(1));
+    let command_quota = Quota {
+        bytes: quota
+            .bytes
+            .min(start.bytes.saturating_add(quota.command_bytes)),
+        entries: quota.entries,
+        command_bytes: quota.command_bytes,
+    };
     // What a run reads but the repository's checkout: the workspace stands for it.
     let readonly: Vec<PathBuf> = runtime
         .readonly()
@@ -251,7 +427,30 @@ pub fn exec(
         limits,
         image: runtime.image.clone(),
     };
-    let outcome = sandbox.run(&job)?;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (outcome, past) = std::thread::scope(|scope| {
+        let watch = scope.spawn(|| {
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if let Some(why) = command_quota.exceeded(usage(dir)) {
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                    return Some(why);
+                }
+                std::thread::sleep(WATCH);
+            }
+            None
+        });
+        let outcome = sandbox.run_until(&job, &stop);
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let past = watch.join().unwrap_or(None);
+        (outcome, past)
+    });
+    let outcome = outcome?;
+    // Measured once more when it has ended: what it wrote after the last look counts too.
+    let refused = past.or_else(|| command_quota.exceeded(usage(dir)));
+    if refused.is_some() {
+        take_back(dir, &before);
+    }
     let mut names: Vec<(PathBuf, &str)> = vec![(dir.to_path_buf(), "<workspace>")];
     names.extend(runtime.own_names());
     let text = |bytes: &[u8]| redact(&String::from_utf8_lossy(bytes), &names, max_output);
@@ -260,12 +459,23 @@ pub fn exec(
         Exit::Signal(s) => (None, Some(s), false),
         Exit::Timeout => (None, None, true),
     };
+    let stopped = outcome.limit_hit == Some("stopped");
     Ok(ExecResult {
         stdout: text(&outcome.stdout),
         stderr: text(&outcome.stderr),
         exit_code,
         timed_out,
-        limit: outcome.limit_hit,
+        limit: if stopped {
+            Some("workspace quota")
+        } else {
+            outcome.limit_hit
+        },
         signal,
+        refused: refused.map(|why| {
+            format!(
+                "what the command wrote is taken back: {why} (one command adds at most {} bytes)",
+                quota.command_bytes
+            )
+        }),
     })
 }

@@ -774,3 +774,129 @@ fn sessions_run_in_docker_when_the_pipeline_says_so() {
         "{said}"
     );
 }
+
+/// The bytes and entries under `dir` (a file's size, or its blocks when more), as the server
+/// counts a workspace.
+fn disk_use(dir: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let (mut bytes, mut entries) = (0, 0);
+    for e in walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .flatten()
+    {
+        entries += 1;
+        if let Ok(m) = e.metadata()
+            && m.is_file()
+        {
+            bytes += m.len().max(m.blocks() * 512);
+        }
+    }
+    (bytes, entries)
+}
+
+/// A session that writes past its quota, through the API and by commands (one that writes a
+/// big file, one that writes many small ones, one that makes files without end), is refused
+/// with 413, what its commands added is taken back, and it goes on; another session's tests
+/// run meanwhile; the server's disk holds no more than the copies and the quotas.
+#[test]
+fn a_session_past_its_quota_is_refused_and_the_others_go_on() {
+    const LIMIT: u64 = 256 << 10;
+    const FILES: u64 = 40;
+    const COMMAND: u64 = 128 << 10;
+    let pipeline = dataset(
+        "quota",
+        &format!(
+            "[serve]\nworkspace_limit = {LIMIT}\nworkspace_files = {FILES}\ncommand_write_limit = {COMMAND}\n"
+        ),
+    );
+    let server = start(&pipeline, &[], &[]);
+    let (hog, calm) = (server.open(CLAMP), server.open(CLAMP));
+    let store = server
+        .output
+        .with_file_name(".out-quota.r2e")
+        .join("sessions");
+    let copy = disk_use(&store.join(&calm));
+    let put = |sid: &str, rel: &str, text: &[u8]| {
+        server.call(
+            "PUT",
+            &format!("/v1/sessions/{sid}/files/{rel}"),
+            Some(text),
+        )
+    };
+    let exec = |sid: &str, command: &str| {
+        server.json(
+            "POST",
+            &format!("/v1/sessions/{sid}/exec"),
+            json!({"command": command, "timeout_s": 60}),
+        )
+    };
+    // Through the API: 200 KiB fits, 100 KiB more does not (nothing of it is written).
+    assert_eq!(put(&hog, "data/a.bin", &vec![b'a'; 200 << 10]).status, 200);
+    let refused = put(&hog, "data/b.bin", &vec![b'b'; 100 << 10]);
+    assert_eq!(refused.status, 413, "{}", refused.body);
+    assert!(
+        refused.json()["error"].as_str().unwrap().contains("quota"),
+        "{}",
+        refused.body
+    );
+    assert!(!store.join(&hog).join("data/b.bin").exists());
+    // Rewriting a file counts its new size in place of the old one.
+    assert_eq!(put(&hog, "data/a.bin", &vec![b'a'; 100 << 10]).status, 200);
+    // A command that writes one file past what it may add (128 KiB): stopped, taken back.
+    let big = exec(&hog, "head -c 1000000 /dev/zero > big.bin; echo done");
+    assert_eq!(big.status, 413, "{}", big.body);
+    assert!(!store.join(&hog).join("big.bin").exists());
+    // Many small files, past what one command may add: taken back, every one.
+    let many = exec(
+        &hog,
+        "mkdir -p out && for i in $(seq 1 30); do head -c 8192 /dev/zero > out/f$i; done",
+    );
+    assert_eq!(many.status, 413, "{}", many.body);
+    assert!(!store.join(&hog).join("out").exists());
+    // Files without end (past the session's 40 entries): stopped long before its 60 s.
+    let started = Instant::now();
+    let endless = exec(&hog, "i=0; while true; do i=$((i+1)); : > e$i; done");
+    assert_eq!(endless.status, 413, "{}", endless.body);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!store.join(&hog).join("e1").exists());
+    // A command within the quota writes as always; the hog's session goes on.
+    let fine = exec(
+        &hog,
+        "head -c 1000 /dev/zero > small.bin && wc -c < small.bin",
+    );
+    assert_eq!(fine.status, 200, "{}", fine.body);
+    assert_eq!(fine.json()["stdout"].as_str().unwrap().trim(), "1000");
+    // The trace holds the refused command, with why.
+    let refusals = server
+        .trace(&hog)
+        .into_iter()
+        .filter(|l| l["op"] == "exec" && l["observation"]["refused"].is_string())
+        .count();
+    assert_eq!(refusals, 3);
+    // The other session's tests run, and the reference passes.
+    assert_eq!(
+        put(&calm, "calc/ops.py", original("calc/ops.py").as_bytes()).status,
+        200
+    );
+    let tested = server
+        .call("POST", &format!("/v1/sessions/{calm}/test"), None)
+        .json();
+    assert_eq!(tested["outcome"], "pass", "{tested}");
+    let tested = server
+        .call("POST", &format!("/v1/sessions/{hog}/test"), None)
+        .json();
+    assert_ne!(tested["outcome"], "error", "{tested}");
+    // The disk holds no more than two copies and two quotas.
+    let (bytes, entries) = disk_use(&store);
+    assert!(
+        bytes <= 2 * (copy.0 + LIMIT),
+        "{bytes} bytes for 2 sessions of {} + {LIMIT}",
+        copy.0
+    );
+    assert!(entries <= 2 * (copy.1 + FILES) + 2, "{entries} entries");
+}

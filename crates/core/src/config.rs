@@ -264,6 +264,16 @@ pub struct ServeConfig {
     pub max_file_bytes: u64,
     /// The most output of an `exec` returned per stream, in bytes (the rest is cut, and said).
     pub max_output_bytes: u64,
+    /// The most bytes a session may add to its workspace beyond the repository's copy it
+    /// starts with (files it writes, and what its commands write): a write past it is refused
+    /// with 413, and the session goes on.
+    pub workspace_limit: u64,
+    /// The most files and folders a session may add to its workspace beyond the copy.
+    pub workspace_files: u64,
+    /// The most bytes one command may add to the workspace (and the largest file it may
+    /// write); a command past it is stopped, what it added is taken back, and it is refused
+    /// with 413.
+    pub command_write_limit: u64,
 }
 
 impl Default for ServeConfig {
@@ -274,6 +284,9 @@ impl Default for ServeConfig {
             max_exec_seconds: 120,
             max_file_bytes: 1 << 20,
             max_output_bytes: 64 << 10,
+            workspace_limit: 64 << 20,
+            workspace_files: 10_000,
+            command_write_limit: 32 << 20,
         }
     }
 }
@@ -2438,6 +2451,9 @@ fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
         ("max_exec_seconds", serve.max_exec_seconds),
         ("max_file_bytes", serve.max_file_bytes),
         ("max_output_bytes", serve.max_output_bytes),
+        ("workspace_limit", serve.workspace_limit),
+        ("workspace_files", serve.workspace_files),
+        ("command_write_limit", serve.command_write_limit),
     ] {
         if value == 0 {
             return Err(at("serve", key, &format!("`{key}` must be at least 1")));
