@@ -139,7 +139,7 @@ class Client:
     first, where requests go that name no server.
 
     With several servers, `open()` spreads the sessions: it picks the server where this client
-    has the fewest sessions open (ties in turn, round robin), and when that server answers 429,
+    has the fewest sessions open or being opened (ties in turn, round robin), and when that server answers 429,
     gives no answer, answers 5xx or an `outcome` of `error`, it tries the next one, each server
     at most once per round. When every server refused and at least one answered 429, it waits
     the shortest `Retry-After` they gave (1 s without one) and tries another round, up to
@@ -308,6 +308,10 @@ class Client:
         while True:
             tried: List[Tuple[str, R2EError]] = []
             for url in self._order():
+                # Counted while it is being opened, so that opens at once from several threads
+                # spread too.
+                with self._lock:
+                    self._open[url] = self._open.get(url, 0) + 1
                 try:
                     answer = self.request(
                         "POST", "/v1/sessions", body={"instance": instance}, server=url,
@@ -316,15 +320,14 @@ class Client:
                     if isinstance(answer, dict) and answer.get("outcome") == "error":
                         raise R2EError(None, f"POST {url}/v1/sessions answered outcome `error`: "
                                              f"{answer.get('error')}")
-                except R2EError as e:
-                    if not _unavailable(e):
+                except BaseException as e:
+                    self._session_closed(url)
+                    if not isinstance(e, R2EError) or not _unavailable(e):
                         raise
                     self._mark(url, e)
                     tried.append((url, e))
                     continue
                 self._mark(url, None)
-                with self._lock:
-                    self._open[url] = self._open.get(url, 0) + 1
                 return Session(self, answer, server=url)
             waits = [e.retry_after if e.retry_after is not None else 1.0
                      for _, e in tried if e.status == 429]

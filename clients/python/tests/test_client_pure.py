@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import threading
+import time
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -596,6 +597,8 @@ class _Tiny:
 
     def __init__(self, name):
         self.name, self.mode, self.seen, self.count = name, "ok", [], 0
+        self.delay = 0.0  # seconds an open takes
+        lock = threading.Lock()
         self.submit_outcome = "pass"
         tiny = self
 
@@ -638,8 +641,10 @@ class _Tiny:
                         return self._send(200, {"outcome": "error", "error": "no sandbox"})
                     if tiny.mode == "404":
                         return self._send(404, {"error": "no instance"})
-                    tiny.count += 1
-                    sid = f"{tiny.name}{tiny.count}"
+                    time.sleep(tiny.delay)
+                    with lock:
+                        tiny.count += 1
+                        sid = f"{tiny.name}{tiny.count}"
                     return self._send(201, {"session": sid, "instance": json.loads(body)["instance"],
                                             "path": "m.py", "qualname": "f"})
                 if self.path == "/v1/sessions" and self.command == "GET":
@@ -713,11 +718,25 @@ class SeveralServersTest(unittest.TestCase):
         self.assertEqual([(x["session"], x["server"]) for x in client.sessions()],
                          [("A1", self.a.url), ("B1", self.b.url)])
 
+    def test_opens_at_once_from_threads_spread_evenly(self):
+        self.a.delay = self.b.delay = 0.05
+        client = Client([self.a.url, self.b.url])
+        got = []
+        threads = [threading.Thread(target=lambda: got.append(client.open("i").server))
+                   for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual((got.count(self.a.url), got.count(self.b.url)), (10, 10))
+        self.assertEqual(client.open_counts(), {self.a.url: 10, self.b.url: 10})
+
     def test_a_full_server_is_passed_over(self):
         self.a.mode = "429"
         client = Client(f"{self.a.url},{self.b.url}")
         sessions = [client.open("i") for _ in range(4)]
         self.assertEqual({s.server for s in sessions}, {self.b.url})
+        self.assertEqual(client.open_counts(), {self.a.url: 0, self.b.url: 4})
         # A full server is asked again (it is not down): tried at most once per open.
         self.assertEqual(self.a.opens(), 4)
         self.assertEqual(self.b.opens(), 4)
