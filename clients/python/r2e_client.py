@@ -16,9 +16,12 @@ Public API:
 
 - `R2EError(status, message, retry_after=None)`: an error answer of the server (or, with
   `status` None, no answer at all: the server could not be reached).
-- `Client(base_url, token=None, timeout=120, retries_on_429=0)`: `instances()`,
-  `open(instance) -> Session`, `sessions()`, `openapi()`, and `request(...)` for any route.
-- `Session`: `id`, `instance`, `path`, `qualname`, `closed`; `read(path)`, `write(path, text)`,
+- `Client(base_url, token=None, timeout=120, retries_on_429=0, down_seconds=10)`:
+  `instances()`, `open(instance) -> Session`, `sessions()`, `openapi()`, and `request(...)` for
+  any route. `base_url` is one server's URL, or several servers' (a list, or separated by
+  commas): `open` spreads the sessions over them and tries another server when one answers
+  429, 5xx or not at all.
+- `Session`: `id`, `instance`, `path`, `qualname`, `server`, `closed`; `read(path)`, `write(path, text)`,
   `exec(command, timeout_s=10)`, `test()`, `submit()`, `close()`; a context manager that closes
   it.
 - `R2EEnvBase(client, max_steps=50, max_seconds=None)`: the environment with Gymnasium's API
@@ -41,6 +44,7 @@ import numbers
 import random
 import re
 import textwrap
+import threading
 import time
 import tokenize
 import urllib.error
@@ -98,28 +102,81 @@ def _retry_after(value: Optional[str]) -> Optional[float]:
         return None
 
 
-class Client:
-    """The server at `base_url` (e.g. `http://127.0.0.1:8080`).
+def _split_urls(base_url: Any) -> List[str]:
+    """The servers' URLs of `Client(base_url)`: one URL, several separated by commas, or a
+    list (or tuple) of URLs; without trailing `/`, each once, in the order given."""
+    if isinstance(base_url, str):
+        parts = base_url.split(",")
+    elif isinstance(base_url, (list, tuple)):
+        parts = []
+        for u in base_url:
+            if not isinstance(u, str):
+                raise TypeError(f"a server's URL is a string, not {type(u).__name__}")
+            parts.extend(u.split(","))
+    else:
+        raise TypeError(f"base_url is a URL, URLs separated by commas or a list of URLs, "
+                        f"not {type(base_url).__name__}")
+    urls: List[str] = []
+    for part in parts:
+        url = part.strip().rstrip("/")
+        if url and url not in urls:
+            urls.append(url)
+    if not urls:
+        raise ValueError("no server URL given")
+    return urls
 
-    `token`: sent as `Authorization: Bearer TOKEN` (a server started with `--token-env`).
-    `timeout`: seconds to wait for each answer. `retries_on_429`: how many times a request
-    answered 429 (too many requests) is sent again, after the `Retry-After` the server gives
-    (1 s without one); 0 raises the 429 as an `R2EError` at once."""
+
+def _unavailable(e: R2EError) -> bool:
+    """Whether an error says the server, not the request, was the trouble: no answer, a 429
+    (full) or a 5xx. Another server may answer the same request."""
+    return e.status is None or e.status == 429 or e.status >= 500
+
+
+class Client:
+    """The server at `base_url` (e.g. `http://127.0.0.1:8080`), or several servers serving the
+    same dataset: `base_url` a list of URLs, or URLs separated by commas
+    (`"http://10.0.0.2:8080,http://10.0.0.3:8080"`). `base_urls` is the list; `base_url` its
+    first, where requests go that name no server.
+
+    With several servers, `open()` spreads the sessions: it picks the server where this client
+    has the fewest sessions open or being opened (ties in turn, round robin), and when that server answers 429,
+    gives no answer, answers 5xx or an `outcome` of `error`, it tries the next one, each server
+    at most once per round. When every server refused and at least one answered 429, it waits
+    the shortest `Retry-After` they gave (1 s without one) and tries another round, up to
+    `retries_on_429` rounds; then it raises the 429 (`retry_after` set). A server that gave no
+    answer or a 5xx is tried last for `down_seconds`. A `Session` stays bound to the server
+    that opened it (sessions live in their server). `instances()` and `openapi()` ask the first
+    server that answers; `sessions()` lists every server's.
+
+    `token`: sent as `Authorization: Bearer TOKEN` (a server started with `--token-env`; the
+    same for every server). `timeout`: seconds to wait for each answer. `retries_on_429`: how
+    many times a request answered 429 (too many requests) is sent again, after the
+    `Retry-After` the server gives (1 s without one); 0 raises the 429 as an `R2EError` at
+    once. Thread-safe: threads may share one client."""
 
     def __init__(
         self,
-        base_url: str,
+        base_url: Any,
         token: Optional[str] = None,
         timeout: float = 120,
         retries_on_429: int = 0,
+        down_seconds: float = 10.0,
     ):
-        self.base_url = base_url.rstrip("/")
+        self.base_urls: List[str] = _split_urls(base_url)
+        self.base_url = self.base_urls[0]
         self.token = token
         self.timeout = timeout
         self.retries_on_429 = retries_on_429
+        self.down_seconds = down_seconds
+        self._lock = threading.Lock()
+        self._turn = 0  # round robin among the servers with as few sessions
+        self._open: Dict[str, int] = {u: 0 for u in self.base_urls}
+        self._down_until: Dict[str, float] = {u: 0.0 for u in self.base_urls}
 
     def __repr__(self) -> str:
-        return f"Client({self.base_url!r})"
+        if len(self.base_urls) == 1:
+            return f"Client({self.base_url!r})"
+        return f"Client({self.base_urls!r})"
 
     # The one place requests are made.
     def request(
@@ -130,12 +187,16 @@ class Client:
         raw: Optional[bytes] = None,
         text: bool = False,
         timeout: Optional[float] = None,
+        server: Optional[str] = None,
+        retries_on_429: Optional[int] = None,
     ) -> Any:
-        """Sends `method route` (`route` starts with `/`, already quoted) and returns the answer:
-        parsed JSON, or with `text=True` the body decoded as UTF-8.
+        """Sends `method route` (`route` starts with `/`, already quoted) to `server` (a base
+        URL; default `base_url`) and returns the answer: parsed JSON, or with `text=True` the
+        body decoded as UTF-8.
 
         `body` is sent as JSON; `raw` as the body itself (`text/plain; charset=utf-8`). Raises
-        `R2EError` on an error status or when no answer comes."""
+        `R2EError` on an error status or when no answer comes. `retries_on_429`: this request's,
+        in place of the client's."""
         headers = {"Accept": "application/json"}
         data = None
         if raw is not None:
@@ -146,7 +207,8 @@ class Client:
             headers["Content-Type"] = "application/json"
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        url = self.base_url + route
+        url = (server.rstrip("/") if server else self.base_url) + route
+        allowed = self.retries_on_429 if retries_on_429 is None else retries_on_429
         retries = 0
         while True:
             req = urllib.request.Request(url, data=data, method=method, headers=headers)
@@ -155,7 +217,7 @@ class Client:
                     payload = resp.read()
             except urllib.error.HTTPError as e:
                 err = _http_error(e)
-                if err.status == 429 and retries < self.retries_on_429:
+                if err.status == 429 and retries < allowed:
                     retries += 1
                     time.sleep(err.retry_after if err.retry_after is not None else 1.0)
                     continue
@@ -173,24 +235,146 @@ class Client:
             except ValueError:
                 raise R2EError(None, f"{method} {url}: the answer is not JSON: {payload[:200]!r}")
 
+    # The servers.
+    def _order(self) -> List[str]:
+        """The servers in the order an open tries them: those not marked down first, then by
+        this client's sessions open there, ties in turn."""
+        with self._lock:
+            n = len(self.base_urls)
+            turn = self._turn
+            self._turn = (turn + 1) % n
+            now = time.monotonic()
+            ranked = sorted(
+                range(n),
+                key=lambda i: (
+                    self._down_until[self.base_urls[i]] > now,
+                    self._open[self.base_urls[i]],
+                    (i - turn) % n,
+                ),
+            )
+            return [self.base_urls[i] for i in ranked]
+
+    def _mark(self, server: str, error: Optional[R2EError]) -> None:
+        """Notes how `server` answered: down for `down_seconds` after no answer or a 5xx."""
+        with self._lock:
+            if server not in self._down_until:
+                return
+            if error is None:
+                self._down_until[server] = 0.0
+            elif error.status is None or error.status >= 500:
+                self._down_until[server] = time.monotonic() + self.down_seconds
+
+    def _session_closed(self, server: str) -> None:
+        with self._lock:
+            if self._open.get(server, 0) > 0:
+                self._open[server] -= 1
+
+    def open_counts(self) -> Dict[str, int]:
+        """The sessions this client opened and has not seen closed, by server."""
+        with self._lock:
+            return dict(self._open)
+
+    def _each_server(self, what: str, fn: Any) -> Any:
+        """`fn(server)` on the servers in turn until one answers; an error other than no answer,
+        a 429 or a 5xx is raised at once."""
+        tried: List[Tuple[str, R2EError]] = []
+        for url in self._order():
+            try:
+                result = fn(url)
+            except R2EError as e:
+                if not _unavailable(e):
+                    raise
+                self._mark(url, e)
+                tried.append((url, e))
+                continue
+            self._mark(url, None)
+            return result
+        raise _all_refused(what, tried)
+
     # Routes.
     def instances(self) -> List[Dict[str, Any]]:
         """The instances served: dicts with `id`, `repo`, `path`, `qualname`, `spec`,
-        `problem` and `tests` (the number of tests)."""
-        return self.request("GET", "/v1/instances")["instances"]
+        `problem` and `tests` (the number of tests). From the first server that answers."""
+        return self._each_server(
+            "GET /v1/instances",
+            lambda url: self.request("GET", "/v1/instances", server=url)["instances"],
+        )
 
     def open(self, instance: str) -> "Session":
-        """Opens a session on `instance` (an id): a fresh workspace with the function stubbed."""
-        answer = self.request("POST", "/v1/sessions", body={"instance": instance})
-        return Session(self, answer)
+        """Opens a session on `instance` (an id): a fresh workspace with the function stubbed.
+        With several servers, on the one where this client has the fewest sessions open, or the
+        next one that accepts it (see the class)."""
+        rounds = 0
+        while True:
+            tried: List[Tuple[str, R2EError]] = []
+            for url in self._order():
+                # Counted while it is being opened, so that opens at once from several threads
+                # spread too.
+                with self._lock:
+                    self._open[url] = self._open.get(url, 0) + 1
+                try:
+                    answer = self.request(
+                        "POST", "/v1/sessions", body={"instance": instance}, server=url,
+                        retries_on_429=0 if len(self.base_urls) > 1 else None,
+                    )
+                    if isinstance(answer, dict) and answer.get("outcome") == "error":
+                        raise R2EError(None, f"POST {url}/v1/sessions answered outcome `error`: "
+                                             f"{answer.get('error')}")
+                except BaseException as e:
+                    self._session_closed(url)
+                    if not isinstance(e, R2EError) or not _unavailable(e):
+                        raise
+                    self._mark(url, e)
+                    tried.append((url, e))
+                    continue
+                self._mark(url, None)
+                return Session(self, answer, server=url)
+            waits = [e.retry_after if e.retry_after is not None else 1.0
+                     for _, e in tried if e.status == 429]
+            # One server: `request` waited its 429s out already.
+            if waits and len(self.base_urls) > 1 and rounds < self.retries_on_429:
+                rounds += 1
+                time.sleep(min(waits))
+                continue
+            raise _all_refused(f"POST /v1/sessions ({instance})", tried)
 
-    def sessions(self) -> List[Dict[str, Any]]:
-        """The open sessions: dicts with `session`, `instance` and `idle_seconds`."""
-        return self.request("GET", "/v1/sessions")["sessions"]
+    def sessions(self, server: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The open sessions: dicts with `session`, `instance` and `idle_seconds`, and with
+        several servers `server` (the URL of the one holding it). Every server's, or `server`'s
+        alone."""
+        servers = [server.rstrip("/")] if server else self.base_urls
+        found: List[Dict[str, Any]] = []
+        for url in servers:
+            listed = self.request("GET", "/v1/sessions", server=url)["sessions"]
+            if len(self.base_urls) > 1 or server:
+                for entry in listed:
+                    entry["server"] = url
+            found.extend(listed)
+        return found
 
     def openapi(self) -> Dict[str, Any]:
-        """The server's OpenAPI description."""
-        return self.request("GET", "/openapi.json")
+        """The server's OpenAPI description (the first server's that answers)."""
+        return self._each_server(
+            "GET /openapi.json", lambda url: self.request("GET", "/openapi.json", server=url)
+        )
+
+
+def _all_refused(what: str, tried: List[Tuple[str, R2EError]]) -> R2EError:
+    """The error when no server took a request: the one error of a lone server; else one that
+    names each server's, with the status of a 429 among them (and the shortest `Retry-After`),
+    else of the last. `tried` lists (server, error)."""
+    if len(tried) == 1:
+        return tried[0][1]
+    full = [e for _, e in tried if e.status == 429]
+    if full:
+        waits = [e.retry_after for e in full if e.retry_after is not None]
+        status, retry = 429, (min(waits) if waits else None)
+    else:
+        status, retry = tried[-1][1].status, None
+    detail = "; ".join(f"{url}: {e}" for url, e in tried)
+    err = R2EError(status, f"{what}: no server took it ({detail})", retry)
+    err.tried = tried  # type: ignore[attr-defined]
+    return err
 
 
 def _http_error(e: urllib.error.HTTPError) -> R2EError:
@@ -217,57 +401,70 @@ def _quote(part: str) -> str:
 
 class Session:
     """An open session: its `id`, `instance` (id), `path` (the function's file, relative to the
-    workspace) and `qualname`. `closed` turns true after `submit()` or `close()`.
+    workspace), `qualname`, and `server` (the base URL of the server holding it: every request
+    of the session goes there). `closed` turns true after `submit()` or `close()`.
 
     Used as a context manager, it is closed on exit (a session already gone is no error)."""
 
-    def __init__(self, client: Client, answer: Dict[str, Any]):
+    def __init__(self, client: Client, answer: Dict[str, Any], server: Optional[str] = None):
         self.client = client
+        self.server: str = (server or client.base_url).rstrip("/")
         self.id: str = answer["session"]
         self.instance: str = answer.get("instance", "")
         self.path: str = answer.get("path", "")
         self.qualname: str = answer.get("qualname", "")
-        self.closed = False
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        if value and not self._closed:
+            closed = getattr(self.client, "_session_closed", None)
+            if closed is not None:
+                closed(self.server)
+        self._closed = bool(value)
 
     def __repr__(self) -> str:
-        return f"Session({self.id!r}, instance={self.instance!r})"
+        return f"Session({self.id!r}, instance={self.instance!r}, server={self.server!r})"
 
     def _route(self, tail: str = "") -> str:
         return f"/v1/sessions/{_quote(self.id)}{tail}"
 
+    def _request(self, method: str, tail: str, **kwargs: Any) -> Any:
+        return self.client.request(method, self._route(tail), server=self.server, **kwargs)
+
     def read(self, path: str) -> str:
         """The text of the workspace's file `path` (relative to the workspace)."""
-        return self.client.request("GET", self._route("/files/" + _quote(path)), text=True)
+        return self._request("GET", "/files/" + _quote(path), text=True)
 
     def write(self, path: str, text: str) -> Dict[str, Any]:
         """Writes `text` to the workspace's file `path`: `{"path", "bytes"}`."""
-        return self.client.request(
-            "PUT", self._route("/files/" + _quote(path)), raw=text.encode("utf-8")
-        )
+        return self._request("PUT", "/files/" + _quote(path), raw=text.encode("utf-8"))
 
     def exec(self, command: str, timeout_s: float = 10) -> Dict[str, Any]:
         """Runs `command` in the workspace: `{"stdout", "stderr", "exit_code", "timed_out"}`
         (`exit_code` None when it was killed)."""
         # Wait for the server a little longer than it lets the command run.
         wait = max(self.client.timeout, float(timeout_s) + 30)
-        return self.client.request(
-            "POST",
-            self._route("/exec"),
-            body={"command": command, "timeout_s": timeout_s},
-            timeout=wait,
+        return self._request(
+            "POST", "/exec", body={"command": command, "timeout_s": timeout_s}, timeout=wait
         )
 
     def test(self) -> Dict[str, Any]:
         """Runs the instance's tests on the workspace: `{"outcome", "passed", "total", "error",
         "failure_class", "tests"}`; `outcome` is `pass`, `fail` or `error` (the check could not
         judge the function: not its doing; test again)."""
-        return self.client.request("POST", self._route("/test"))
+        return self._request("POST", "/test")
 
     def submit(self) -> Dict[str, Any]:
         """Submits the workspace: `{"outcome", "reward", "passed_all", "passed", "total",
         "error"}`. The session is closed afterwards, unless the outcome is `error` (then the
-        reward is None, `error` says why, and the session stays open to submit again)."""
-        answer = self.client.request("POST", self._route("/submit"))
+        reward is None, `error` says why, and the session stays open to submit again, on the
+        same server)."""
+        answer = self._request("POST", "/submit")
         self.closed = answer.get("outcome") != "error"
         return answer
 
@@ -276,7 +473,7 @@ class Session:
         if self.closed:
             return
         try:
-            self.client.request("DELETE", self._route())
+            self._request("DELETE", "")
         except R2EError as e:
             if e.status != 404:
                 raise
@@ -631,7 +828,8 @@ class R2EEnvBase:
     spaces) uses gymnasium's `np_random`. One session at a time.
 
     `R2EEnvBase(client, max_steps=50, max_seconds=None, exec_timeout_s=10, raise_errors=False,
-    render_mode=None)`; `client` is a `Client` or the server's URL.
+    render_mode=None)`; `client` is a `Client` or what `Client` takes (a server's URL, or
+    several).
 
     `reset(seed=None, options=None) -> (obs, info)` opens a session (closing the previous one) on
     `options["instance"]`, else on one of the served instances chosen with the environment's
@@ -676,7 +874,7 @@ class R2EEnvBase:
         raise_errors: bool = False,
         render_mode: Optional[str] = None,
     ):
-        if isinstance(client, str):
+        if isinstance(client, (str, list, tuple)):
             client = Client(client)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']}")

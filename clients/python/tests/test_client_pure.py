@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import threading
+import time
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -586,6 +587,240 @@ class ClientOverHttpTest(unittest.TestCase):
         _Handler.busy["left"] = 2
         self.assertEqual(len(Client(self.url, token="tok", retries_on_429=2).instances()), 1)
         _Handler.busy["left"] = 0
+
+
+
+class _Tiny:
+    """A tiny server on loopback in a thread, like `r2e serve` in what a session needs: `mode`
+    says how it answers an open (`ok`, `429`, `500`, `drop`: the connection closed without an
+    answer, `error`: 200 with outcome `error`); every request is noted in `seen`."""
+
+    def __init__(self, name):
+        self.name, self.mode, self.seen, self.count = name, "ok", [], 0
+        self.delay = 0.0  # seconds an open takes
+        lock = threading.Lock()
+        self.submit_outcome = "pass"
+        tiny = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status, body, headers=()):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _handle(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                tiny.seen.append((self.command, self.path))
+                if self.path == "/v1/instances":
+                    if tiny.mode == "drop":
+                        self.close_connection = True
+                        return
+                    if tiny.mode == "500":
+                        return self._send(500, {"error": "broken"})
+                    return self._send(200, {"instances": [{"id": "i", "from": tiny.name}]})
+                if self.path == "/v1/sessions" and self.command == "POST":
+                    if tiny.mode == "drop":
+                        self.close_connection = True  # no answer at all
+                        return
+                    if tiny.mode == "429":
+                        return self._send(429, {"error": "full"}, [("Retry-After", "0")])
+                    if tiny.mode == "500":
+                        return self._send(500, {"error": "broken"})
+                    if tiny.mode == "error":
+                        return self._send(200, {"outcome": "error", "error": "no sandbox"})
+                    if tiny.mode == "404":
+                        return self._send(404, {"error": "no instance"})
+                    time.sleep(tiny.delay)
+                    with lock:
+                        tiny.count += 1
+                        sid = f"{tiny.name}{tiny.count}"
+                    return self._send(201, {"session": sid, "instance": json.loads(body)["instance"],
+                                            "path": "m.py", "qualname": "f"})
+                if self.path == "/v1/sessions" and self.command == "GET":
+                    return self._send(200, {"sessions": [{"session": f"{tiny.name}1"}]})
+                parts = self.path.split("/")  # /v1/sessions/SID[/...]
+                if len(parts) >= 4 and parts[3].startswith(tiny.name):
+                    if parts[-1] == "submit":
+                        if tiny.submit_outcome == "error":
+                            return self._send(200, {"outcome": "error", "reward": None,
+                                                    "error": "the worker crashed"})
+                        return self._send(200, {"outcome": "pass", "reward": 1.0})
+                    if self.command == "PUT":
+                        return self._send(200, {"path": "m.py", "bytes": len(body)})
+                    if self.command == "DELETE":
+                        return self._send(200, {"session": parts[3], "closed": True})
+                return self._send(404, {"error": f"no session here: {self.path}"})
+
+            do_GET = do_POST = do_PUT = do_DELETE = _handle
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def opens(self):
+        return sum(1 for m, p in self.seen if m == "POST" and p == "/v1/sessions")
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class SeveralServersTest(unittest.TestCase):
+    def setUp(self):
+        self.a, self.b = _Tiny("A"), _Tiny("B")
+
+    def tearDown(self):
+        self.a.stop()
+        self.b.stop()
+
+    def test_the_forms_of_base_url(self):
+        one = Client("http://h:1/")
+        self.assertEqual((one.base_urls, one.base_url, repr(one)),
+                         (["http://h:1"], "http://h:1", "Client('http://h:1')"))
+        two = Client(" http://h:1/, http://h:2 ,")
+        self.assertEqual((two.base_urls, two.base_url), (["http://h:1", "http://h:2"], "http://h:1"))
+        self.assertEqual(Client(["http://h:1", "http://h:2/", "http://h:1"]).base_urls,
+                         ["http://h:1", "http://h:2"])
+        with self.assertRaises(ValueError):
+            Client(" , ")
+        with self.assertRaises(TypeError):
+            Client(8080)
+
+    def test_sessions_are_spread_and_stay_on_their_server(self):
+        client = Client([self.a.url, self.b.url])
+        sessions = [client.open("i") for _ in range(6)]
+        self.assertEqual([s.server for s in sessions], [self.a.url, self.b.url] * 3)
+        self.assertEqual([s.id for s in sessions], ["A1", "B1", "A2", "B2", "A3", "B3"])
+        self.assertEqual(client.open_counts(), {self.a.url: 3, self.b.url: 3})
+        # Each session's requests go to its server alone.
+        sessions[1].write("m.py", "x = 1\n")
+        self.assertEqual(self.b.seen[-1], ("PUT", "/v1/sessions/B1/files/m.py"))
+        self.assertNotIn("PUT", [m for m, _ in self.a.seen])
+        # Fewest open sessions first: after two closes on B, the next two go to B.
+        sessions[1].close()
+        self.assertEqual(sessions[3].submit()["reward"], 1.0)
+        self.assertEqual(client.open_counts(), {self.a.url: 3, self.b.url: 1})
+        self.assertEqual([client.open("i").server for _ in range(3)],
+                         [self.b.url, self.b.url, self.a.url])
+        # Every server's sessions, each with its server.
+        self.assertEqual([(x["session"], x["server"]) for x in client.sessions()],
+                         [("A1", self.a.url), ("B1", self.b.url)])
+
+    def test_opens_at_once_from_threads_spread_evenly(self):
+        self.a.delay = self.b.delay = 0.05
+        client = Client([self.a.url, self.b.url])
+        got = []
+        threads = [threading.Thread(target=lambda: got.append(client.open("i").server))
+                   for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual((got.count(self.a.url), got.count(self.b.url)), (10, 10))
+        self.assertEqual(client.open_counts(), {self.a.url: 10, self.b.url: 10})
+
+    def test_a_full_server_is_passed_over(self):
+        self.a.mode = "429"
+        client = Client(f"{self.a.url},{self.b.url}")
+        sessions = [client.open("i") for _ in range(4)]
+        self.assertEqual({s.server for s in sessions}, {self.b.url})
+        self.assertEqual(client.open_counts(), {self.a.url: 0, self.b.url: 4})
+        # A full server is asked again (it is not down): tried at most once per open.
+        self.assertEqual(self.a.opens(), 4)
+        self.assertEqual(self.b.opens(), 4)
+
+    def test_a_server_that_does_not_answer_is_passed_over_then_tried_last(self):
+        for mode in ("drop", "500", "error"):
+            with self.subTest(mode=mode):
+                self.a.mode, self.a.seen, self.b.seen = mode, [], []
+                client = Client([self.a.url, self.b.url], timeout=5)
+                sessions = [client.open("i") for _ in range(4)]
+                self.assertEqual({s.server for s in sessions}, {self.b.url})
+                # Tried once, then last for `down_seconds`: B took the rest at once.
+                self.assertEqual((self.a.opens(), self.b.opens()), (1, 4))
+                self.assertEqual(client.instances()[0]["from"], "B")
+
+    def test_a_server_gone_for_good(self):
+        port = self.a.httpd.server_address[1]
+        self.a.stop()  # nothing listens there: refused
+        client = Client([f"http://127.0.0.1:{port}", self.b.url], timeout=5, down_seconds=0)
+        self.assertEqual([client.open("i").server for _ in range(3)], [self.b.url] * 3)
+        self.assertEqual(client.instances()[0]["from"], "B")
+        self.a = _Tiny("A")  # for tearDown
+
+    def test_when_every_server_refuses(self):
+        self.a.mode = self.b.mode = "429"
+        with self.assertRaises(R2EError) as e:
+            Client([self.a.url, self.b.url]).open("i")
+        self.assertEqual((e.exception.status, e.exception.retry_after), (429, 0.0))
+        self.assertIn(self.a.url, e.exception.message)
+        self.assertIn(self.b.url, e.exception.message)
+        self.assertEqual((self.a.opens(), self.b.opens()), (1, 1))
+        # Rounds after the Retry-After: each server once per round.
+        with self.assertRaises(R2EError) as e:
+            Client([self.a.url, self.b.url], retries_on_429=2).open("i")
+        self.assertEqual(e.exception.status, 429)
+        self.assertEqual((self.a.opens(), self.b.opens()), (4, 4))
+        # A full server and a dead one: the 429 is what is raised (it can be waited out).
+        self.b.mode = "drop"
+        with self.assertRaises(R2EError) as e:
+            Client([self.a.url, self.b.url], timeout=5).open("i")
+        self.assertEqual(e.exception.status, 429)
+        # Every server dead: no answer (status None), at once.
+        self.a.mode = "drop"
+        with self.assertRaises(R2EError) as e:
+            Client([self.a.url, self.b.url], timeout=5, retries_on_429=3).open("i")
+        self.assertIsNone(e.exception.status)
+
+    def test_a_room_freed_between_rounds(self):
+        self.a.mode = self.b.mode = "429"
+        client = Client([self.a.url, self.b.url], retries_on_429=5)
+        # The first round refused; A frees a room before the second.
+        original = client.request
+
+        def request(*args, **kwargs):
+            if self.a.opens() + self.b.opens() == 2:
+                self.a.mode = "ok"
+            return original(*args, **kwargs)
+
+        client.request = request
+        self.assertEqual(client.open("i").server, self.a.url)
+
+    def test_an_error_of_the_request_is_not_retried_elsewhere(self):
+        self.a.mode = self.b.mode = "404"
+        with self.assertRaises(R2EError) as e:
+            Client([self.a.url, self.b.url]).open("nowhere")
+        self.assertEqual(e.exception.status, 404)
+        self.assertEqual(self.a.opens() + self.b.opens(), 1)
+
+    def test_a_submit_of_outcome_error_keeps_the_session_on_its_server(self):
+        client = Client([self.a.url, self.b.url])
+        client.open("i")
+        s = client.open("i")
+        self.assertEqual(s.server, self.b.url)
+        self.b.submit_outcome = "error"
+        self.assertEqual(s.submit()["outcome"], "error")
+        self.assertFalse(s.closed)
+        self.assertEqual(client.open_counts()[self.b.url], 1)
+        self.b.submit_outcome = "pass"
+        self.assertEqual(s.submit()["reward"], 1.0)  # again, on B
+        self.assertTrue(s.closed)
+        self.assertEqual([p for m, p in self.b.seen if p.endswith("/submit")],
+                         ["/v1/sessions/B1/submit"] * 2)
+        self.assertFalse([p for m, p in self.a.seen if p.endswith("/submit")])
+        self.assertEqual(client.open_counts(), {self.a.url: 1, self.b.url: 0})
 
 
 if __name__ == "__main__":
