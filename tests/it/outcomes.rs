@@ -459,6 +459,30 @@ fn a_full_scratch_disk_is_an_error_and_is_not_cached() {
     assert!(v["error"].as_str().unwrap().contains("disk is full"), "{v}");
     let (code, v) = check(&text);
     assert_eq!((code, outcome(&v).0), (Some(0), "pass"), "not cached: {v}");
+
+    // evaluate: the sample is `error` in results.jsonl, and the next build checks it again.
+    evaluate_pipeline(
+        dir,
+        "eval-full-disk",
+        &model_answering(right("evaluate-full-disk")),
+    );
+    let summary = {
+        let _disk = common::Tmpfs::mount(&scratch, "4k");
+        build(dir, "eval-full-disk", false)
+    };
+    let line = clamp_result(dir, "eval-full-disk");
+    assert_eq!(line["outcome"], "error", "{line}");
+    assert_eq!(
+        line["rounds"][0]["failure_class"], "infrastructure",
+        "{line}"
+    );
+    assert!(
+        summary["evaluate"]["errors"].as_u64() >= Some(1),
+        "{summary}"
+    );
+    build(dir, "eval-full-disk", true);
+    let line = clamp_result(dir, "eval-full-disk");
+    assert_eq!(line["outcome"], "pass", "checked again: {line}");
 }
 
 /// A server of `base.toml`'s dataset, its own output, with the flag-driven `bwrap` first on its
@@ -726,7 +750,7 @@ fn daemon_socket() -> PathBuf {
 }
 
 #[test]
-fn a_docker_daemon_gone_during_a_check_is_an_error_and_is_not_cached() {
+fn a_docker_daemon_gone_is_an_error_in_check_evaluate_and_serve_and_is_not_cached() {
     if common::docker().is_none() {
         return;
     }
@@ -781,7 +805,91 @@ fn a_docker_daemon_gone_during_a_check_is_an_error_and_is_not_cached() {
     assert_eq!(code, Some(3), "{v}");
     assert_eq!(outcome(&v), ("error", "infrastructure"), "{v}");
     // The daemon back: the same candidate is judged.
+    {
+        let _proxy = DaemonProxy::start(&socket, daemon_socket(), None);
+        let (code, v) = check();
+        assert_eq!((code, outcome(&v).0), (Some(0), "pass"), "not cached: {v}");
+    }
+
+    // evaluate: a model's sample checked while the daemon goes away (when it is asked for the
+    // checking worker's container, after the environment's own) is `error` in results.jsonl;
+    // the next build, the daemon back, checks it again.
+    let url = model_answering(
+        "def count_vowels(text):\n    # the model's, while the daemon goes away\n    return sum(1 for c in text.lower() if c in VOWELS)\n".into(),
+    );
+    let toml = p.path().join("pipeline.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str(&format!(
+        "\n[providers.local]\nbase_url = \"{url}\"\n\n\
+         [evaluate]\nenabled = true\nsamples = 1\nk = [1]\nrepair_rounds = 0\n\n\
+         [[evaluate.model]]\nprovider = \"local\"\nmodel = \"daemon-gone\"\n"
+    ));
+    std::fs::write(&toml, text).unwrap();
+    let result = || {
+        common::jsonl(&p.path().join("out/results.jsonl"))
+            .into_iter()
+            .find(|r| r["id"] == "r:pkg/text.py:count_vowels")
+            .expect("a result of count_vowels")
+    };
+    {
+        let proxy = DaemonProxy::start(&socket, daemon_socket(), Some(b"r2e_batch"));
+        let out = crate::docker::build_against(p.path(), Some(&host));
+        assert!(proxy.gone(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(!out.status.success(), "an error is retried, the build says so");
+    }
+    let line = result();
+    assert_eq!(line["outcome"], "error", "{line}");
+    assert_eq!(
+        line["rounds"][0]["failure_class"], "infrastructure",
+        "{line}"
+    );
+    {
+        let _proxy = DaemonProxy::start(&socket, daemon_socket(), None);
+        let out = crate::docker::build_against(p.path(), Some(&host));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let line = result();
+    assert_eq!(line["outcome"], "pass", "checked again: {line}");
+
+    // serve: a test asked while the daemon goes away is `error`, a submission too, with a
+    // null reward; the session stays open, and with the daemon back its submission is judged.
+    let proxy = DaemonProxy::start(&socket, daemon_socket(), None);
+    let env: Vec<(&str, &str)> = vec![("DOCKER_HOST", host.as_str())];
+    let server = Server::start_with(&toml, &p.path().join("out"), &[], &env);
+    let sid = server.open("r:pkg/text.py:count_vowels");
+    let original = std::fs::read_to_string(p.path().join("repo/pkg/text.py")).unwrap();
+    let put = server.call(
+        "PUT",
+        &format!("/v1/sessions/{sid}/files/pkg/text.py"),
+        Some(original.as_bytes()),
+    );
+    assert_eq!(put.status, 200, "{}", put.body);
+    drop(proxy);
+    let (test, submit) = {
+        let proxy = DaemonProxy::start(&socket, daemon_socket(), Some(b"r2e_batch"));
+        let test = server
+            .json("POST", &format!("/v1/sessions/{sid}/test"), json!({}))
+            .json();
+        let submit = server
+            .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+            .json();
+        assert!(proxy.gone(), "{test} {submit}");
+        (test, submit)
+    };
+    assert_eq!(test["outcome"], "error", "{test}");
+    assert_eq!(submit["outcome"], "error", "{submit}");
+    assert_eq!(submit["reward"], Value::Null, "{submit}");
     let _proxy = DaemonProxy::start(&socket, daemon_socket(), None);
-    let (code, v) = check();
-    assert_eq!((code, outcome(&v).0), (Some(0), "pass"), "not cached: {v}");
+    let submit = server
+        .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+        .json();
+    assert_eq!(
+        (submit["outcome"].as_str(), submit["reward"].as_f64()),
+        (Some("pass"), Some(1.0)),
+        "not cached: {submit}"
+    );
 }
