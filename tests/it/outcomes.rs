@@ -835,7 +835,10 @@ fn a_docker_daemon_gone_is_an_error_in_check_evaluate_and_serve_and_is_not_cache
         let proxy = DaemonProxy::start(&socket, daemon_socket(), Some(b"r2e_batch"));
         let out = crate::docker::build_against(p.path(), Some(&host));
         assert!(proxy.gone(), "{}", String::from_utf8_lossy(&out.stderr));
-        assert!(!out.status.success(), "an error is retried, the build says so");
+        assert!(
+            !out.status.success(),
+            "an error is retried, the build says so"
+        );
     }
     let line = result();
     assert_eq!(line["outcome"], "error", "{line}");
