@@ -178,16 +178,31 @@ def _read_only(path: str) -> None:
     )
 
 
+def _bytecode_of(paths: list) -> list:
+    """The files under PYCACHE holding bytecode of `paths`, under whatever name the import path
+    found them (compared by their real paths: a folder reached through a link names the same
+    module otherwise)."""
+    real = {os.path.realpath(p) for p in paths}
+    tail = f".{sys.implementation.cache_tag}.pyc"
+    found = []
+    for folder, _, files in os.walk(PYCACHE):
+        for name in files:
+            if not name.endswith(tail):
+                continue
+            source = os.path.join(folder[len(PYCACHE) :] or os.sep, name[: -len(tail)] + ".py")
+            if os.path.realpath(source) in real:
+                found.append(os.path.join(folder, name))
+    return found
+
+
 def _hide(paths: list[str], folder: str) -> None:
     """Hides `paths` from this process and its children, for good (see the module's text), and
     their bytecode under PYCACHE, which it makes read-only. A hidden file shows an empty file
     of this child's own, made in `folder` (a regular file: a hidden module stays importable
     when its candidate is loaded in its place; an empty bytecode file is ignored)."""
-    import importlib.util
-
     libc = _libc()
     sys.pycache_prefix = PYCACHE
-    paths = list(paths) + [importlib.util.cache_from_source(p) for p in paths if p.endswith(".py")]
+    paths = list(paths) + _bytecode_of(paths)
     empty = os.path.join(folder, f".r2e-empty-{os.getpid()}")
     open(empty, "w").close()
     # Dumpable again, to write its own namespace's maps (a non-dumpable process's /proc files
@@ -432,7 +447,6 @@ def answer(request_path: str, out_path: str, serving: bool = False) -> None:
         # No child reads what it hides through this process's root (`/proc/<pid>/root`). (The
         # C library is loaded here once, not in each child.)
         _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-        import importlib.util  # noqa: F401 - each child's `_hide` uses it
     prepared = _warm(jobs)
     timeout = float(request.get("timeout", 60))
     runs = int(request.get("runs", 2))

@@ -11,7 +11,7 @@ import sys
 import textwrap
 import unittest
 
-from r2e_test_support import BATCH, SampleRepo, read_text
+from r2e_test_support import BATCH, PY_DIR, SampleRepo, read_text
 
 HEADER = """
 import unittest
@@ -196,9 +196,9 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(out["tests"][4]["records"], [])
 
     def test_each_child_hides_its_own_module_for_good(self):
-        # One worker, two candidate jobs: the first hides its module's file from its child
-        # alone; that child sees an empty file, cannot read it through the worker's
-        # `/proc/<pid>/root`, cannot unmount what covers it, and cannot write the bytecode the
+        # One worker, two candidate jobs (two runs each): the first hides its module's file from its child
+        # alone; that child sees an empty file, cannot read it through any process's
+        # `/proc/<pid>/root` (the worker's, or any other's), cannot unmount what covers it, and cannot write the bytecode the
         # next children read. The second job hides nothing, and its child sees the file whole
         # (nothing of the first child's hiding reached the worker), and cannot write the
         # bytecode either.
@@ -213,11 +213,15 @@ class RunnerTest(unittest.TestCase):
                         seen.append("file:%d" % len(f.read()))
                 except Exception as e:
                     seen.append("file:" + type(e).__name__)
-                try:
-                    with open("/proc/%d/root%s" % (os.getppid(), core)) as f:
-                        seen.append("proc:%d" % len(f.read()))
-                except Exception as e:
-                    seen.append("proc:" + type(e).__name__)
+                # Through every process's root (the worker's among them): the most it read.
+                most = 0
+                for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+                    try:
+                        with open("/proc/%s/root%s" % (pid, core)) as f:
+                            most = max(most, len(f.read()))
+                    except Exception:
+                        pass
+                seen.append("proc:%d" % most)
                 libc = ctypes.CDLL(None, use_errno=True)
                 seen.append("umount:%d" % libc.umount2(core.encode(), 2))
                 try:
@@ -249,7 +253,7 @@ class RunnerTest(unittest.TestCase):
         )
         req_path, out_path = self.sample.path("perchild.json"), self.sample.path("perchild.out.json")
         with open(req_path, "w", encoding="utf-8") as f:
-            json.dump({"jobs": [hiding, open_], "runs": 1, "timeout": 60}, f)
+            json.dump({"jobs": [hiding, open_], "runs": 2, "timeout": 60}, f)
         subprocess.run(
             [sys.executable, os.path.join(scratch, "r2e_batch.py"), req_path, out_path],
             check=True, timeout=120, cwd=self.sample.root,
@@ -257,10 +261,13 @@ class RunnerTest(unittest.TestCase):
         )
         with open(out_path, encoding="utf-8") as f:
             results = json.load(f)["results"]
-        seen = [r[0]["tests"][0]["records"][0]["outcome"]["return"]["str"] for r in results]
+        # Two runs of each job, each in a child of its own: both see the same.
+        runs = [[run["tests"][0]["records"][0]["outcome"]["return"]["str"] for run in r] for r in results]
+        self.assertEqual([len(set(r)) for r in runs], [1, 1], runs)
+        seen = [r[0] for r in runs]
         size = len(self.source.encode())
         self.assertEqual(
-            seen[0], "file:0;proc:PermissionError;umount:-1;after:0;pycache:OSError", results[0]
+            seen[0], "file:0;proc:0;umount:-1;after:0;pycache:OSError", results[0]
         )
         self.assertEqual(seen[1].split(";")[0], f"file:{size}", results[1])
         self.assertEqual(seen[1].split(";")[-1], "pycache:OSError", results[1])
@@ -277,6 +284,38 @@ class RunnerTest(unittest.TestCase):
             compiled,
         )
         self.assertFalse(os.path.exists(os.path.join(self.sample.repo, "samplepkg", "__pycache__")))
+
+    def test_a_hidden_modules_bytecode_is_found_under_any_name_of_it(self):
+        # The bytecode a child must not see is found by the module's real path, whatever name
+        # the import path gave it (here, a folder reached through a symbolic link).
+        import tempfile
+
+        sys.path.insert(0, PY_DIR)
+        try:
+            import r2e_batch
+        finally:
+            sys.path.remove(PY_DIR)
+        with tempfile.TemporaryDirectory() as tmp:
+            real = os.path.join(tmp, "real")
+            os.makedirs(real)
+            self.sample.write(os.path.join(real, "a.py"), "X = 1\n")
+            self.sample.write(os.path.join(real, "b.py"), "Y = 1\n")
+            os.symlink(real, os.path.join(tmp, "link"))
+            pycache = os.path.join(tmp, "pycache")
+            tag = sys.implementation.cache_tag
+            found = []
+            for folder in ("link", "real"):
+                for name in ("a", "b"):
+                    pyc = os.path.join(pycache + tmp, folder, f"{name}.{tag}.pyc")
+                    os.makedirs(os.path.dirname(pyc), exist_ok=True)
+                    self.sample.write(pyc, "")
+                    if name == "a":
+                        found.append(pyc)
+            saved, r2e_batch.PYCACHE = r2e_batch.PYCACHE, pycache
+            try:
+                self.assertEqual(sorted(r2e_batch._bytecode_of([os.path.join(real, "a.py")])), sorted(found))
+            finally:
+                r2e_batch.PYCACHE = saved
 
     def test_a_shuffled_run_reports_in_natural_order(self):
         out = self.sample.run_harness(
