@@ -477,6 +477,12 @@ fn a_full_scratch_disk_is_an_error_and_is_not_cached() {
         "{line}"
     );
     assert!(
+        line["rounds"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("disk is full")),
+        "the reason is told: {line}"
+    );
+    assert!(
         summary["evaluate"]["errors"].as_u64() >= Some(1),
         "{summary}"
     );

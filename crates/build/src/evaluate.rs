@@ -483,6 +483,9 @@ impl<'a> Evaluator<'a> {
                     .map(|t| t.name.clone())
                     .collect(),
                 candidate_hash: hash,
+                error: (verdict.outcome == CheckOutcome::Error)
+                    .then(|| verdict.error.clone())
+                    .flatten(),
             });
             unit.last = Some((code, verdict));
         }

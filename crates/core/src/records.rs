@@ -787,6 +787,10 @@ pub struct EvalRound {
     pub failed_tests: Vec<String>,
     /// The hash of the candidate's code checked in this round (none: no code).
     pub candidate_hash: Option<String>,
+    /// Why the check could not judge the candidate (outcome `error` only; this machine's paths
+    /// named, as every message a run gives).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One row of a pass@k table: a model, a group of instances, how many, and pass@k per k.
