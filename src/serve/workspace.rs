@@ -271,7 +271,7 @@ pub fn write(
 }
 
 /// What a command did, as the API answers it.
-#[derive(serde::Serialize, Clone)]
+#[derive(serde::Serialize)]
 pub struct ExecResult {
     pub stdout: String,
     pub stderr: String,
@@ -303,17 +303,23 @@ fn import_roots(dir: &Path, target: &Target) -> Vec<PathBuf> {
 /// How often a running command's writes are measured.
 const WATCH: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// What a workspace held before a command: per entry, whether a folder, and a file's size.
-fn snapshot(dir: &Path) -> std::collections::HashMap<PathBuf, (bool, u64)> {
-    walkdir::WalkDir::new(dir)
+/// What a workspace held before a command: per entry, whether a folder, and a file's size; and
+/// its [`Usage`], from the same walk.
+fn snapshot(dir: &Path) -> (std::collections::HashMap<PathBuf, (bool, u64)>, Usage) {
+    let mut usage = Usage::default();
+    let mut entries = std::collections::HashMap::new();
+    for e in walkdir::WalkDir::new(dir)
         .min_depth(1)
         .into_iter()
         .flatten()
-        .filter_map(|e| {
-            let meta = e.metadata().ok()?;
-            Some((e.path().to_path_buf(), (meta.is_dir(), meta.len())))
-        })
-        .collect()
+    {
+        usage.entries += 1;
+        if let Ok(meta) = e.metadata() {
+            usage.bytes += bytes_of(&meta);
+            entries.insert(e.path().to_path_buf(), (meta.is_dir(), meta.len()));
+        }
+    }
+    (entries, usage)
 }
 
 /// Takes back what a command added to the workspace: the entries it made are removed, and the
@@ -345,11 +351,11 @@ fn take_back(dir: &Path, before: &std::collections::HashMap<PathBuf, (bool, u64)
         }
     }
     for path in added {
-        let removed = match std::fs::symlink_metadata(&path) {
+        // What cannot be removed stays; the quota still counts it.
+        let _ = match std::fs::symlink_metadata(&path) {
             Ok(m) if m.is_dir() => std::fs::remove_dir_all(&path),
             _ => std::fs::remove_file(&path),
         };
-        drop(removed);
     }
 }
 
@@ -371,8 +377,7 @@ pub fn exec(
     max_output: usize,
     quota: &Quota,
 ) -> r2e_core::error::Result<ExecResult> {
-    let before = snapshot(dir);
-    let start = usage(dir);
+    let (before, start) = snapshot(dir);
     let room = quota
         .bytes
         .saturating_sub(start.bytes)
