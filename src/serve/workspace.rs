@@ -184,6 +184,8 @@ pub struct Quota {
     pub bytes: u64,
     pub entries: u64,
     pub command_bytes: u64,
+    /// The setting that sets `bytes`: named when it is past.
+    bytes_setting: &'static str,
 }
 
 impl Quota {
@@ -193,6 +195,7 @@ impl Quota {
             bytes: copy.bytes.saturating_add(settings.workspace_limit),
             entries: copy.entries.saturating_add(settings.workspace_files),
             command_bytes: settings.command_write_limit,
+            bytes_setting: "`[serve] workspace_limit` beyond the repository's copy",
         }
     }
 
@@ -200,8 +203,8 @@ impl Quota {
     fn exceeded(&self, now: Usage) -> Option<String> {
         if now.bytes > self.bytes {
             Some(format!(
-                "the workspace would hold {} bytes; the session's quota is {} (`[serve] workspace_limit` beyond the repository's copy)",
-                now.bytes, self.bytes
+                "the workspace would hold {} bytes; the most it may hold is {} ({})",
+                now.bytes, self.bytes, self.bytes_setting
             ))
         } else if now.entries > self.entries {
             Some(format!(
@@ -385,12 +388,16 @@ pub fn exec(
     // RLIMIT_FSIZE counts MiB here: at least one (a limit of 0 would refuse every write),
     // the rest is the watch's.
     limits.file_size_mib = limits.file_size_mib.min((room >> 20).max(1));
+    let by_command = start.bytes.saturating_add(quota.command_bytes);
     let command_quota = Quota {
-        bytes: quota
-            .bytes
-            .min(start.bytes.saturating_add(quota.command_bytes)),
+        bytes: quota.bytes.min(by_command),
         entries: quota.entries,
         command_bytes: quota.command_bytes,
+        bytes_setting: if by_command < quota.bytes {
+            "what one command may add, `[serve] command_write_limit`"
+        } else {
+            quota.bytes_setting
+        },
     };
     // What a run reads but the repository's checkout: the workspace stands for it.
     let readonly: Vec<PathBuf> = runtime

@@ -37,7 +37,6 @@ request is answered as a worker of its own would answer it (its runs' folders ar
 from __future__ import annotations
 
 import importlib
-import importlib.machinery
 import json
 import os
 import select
