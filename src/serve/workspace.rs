@@ -203,7 +203,7 @@ impl Quota {
     fn exceeded(&self, now: Usage) -> Option<String> {
         if now.bytes > self.bytes {
             Some(format!(
-                "the workspace would hold {} bytes; the most it may hold is {} ({})",
+                "the workspace would hold {} bytes; its quota is {} ({})",
                 now.bytes, self.bytes, self.bytes_setting
             ))
         } else if now.entries > self.entries {

@@ -846,6 +846,11 @@ fn a_session_past_its_quota_is_refused_and_the_others_go_on() {
     // A command that writes one file past what it may add (128 KiB): stopped, taken back.
     let big = exec(&hog, "head -c 1000000 /dev/zero > big.bin; echo done");
     assert_eq!(big.status, 413, "{}", big.body);
+    assert!(
+        big.body.contains("command_write_limit"),
+        "the limit it hit is named: {}",
+        big.body
+    );
     assert!(!store.join(&hog).join("big.bin").exists());
     // Many small files, past what one command may add: taken back, every one.
     let many = exec(
