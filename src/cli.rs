@@ -24,6 +24,8 @@ use r2e_core::records::Summary;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Run untrusted code without bubblewrap: NO isolation from this machine
+    ///
     /// Run repositories' and models' code even without bubblewrap, with NO isolation from this
     /// machine (only resource limits). Never on a machine with anything to protect.
     #[arg(long, global = true)]
@@ -32,6 +34,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Write a commented `pipeline.toml` for folders, git URLs or PyPI releases
+    ///
+    /// Write a commented `pipeline.toml` with a `[[repo]]` per argument: a folder (`path`), a
+    /// git URL (`git`: `https://`, `ssh://`, `git@host:path`, `file://`, or ending in `.git`)
+    /// or `pypi:NAME==VERSION` (`pypi`), with the main settings and their defaults. The file is
+    /// checked as `r2e build` reads it before it is written, and an existing one is never
+    /// overwritten (exit 2).
+    Init {
+        /// The repositories: folders, git URLs, `pypi:NAME==VERSION`.
+        #[arg(value_name = "PATH|URL|pypi:NAME==VERSION", required = true)]
+        repos: Vec<String>,
+        /// The pipeline file to write.
+        #[arg(short, long, default_value = "pipeline.toml")]
+        pipeline: PathBuf,
+    },
+    /// Build a pipeline's datasets; only what changed is recomputed
+    ///
     /// Build a pipeline (`r2e build [PIPELINE]` or `r2e build -p PIPELINE`): every stage,
     /// memoized; only what changed is recomputed.
     Build {
@@ -76,6 +95,8 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         output: Option<PathBuf>,
     },
+    /// Resolve the pipeline's `[[source]]` searches into `repos.lock`
+    ///
     /// Resolve the pipeline's `[[source]]` searches into `repos.lock` beside it: the
     /// repositories kept (URL, the default branch's head, dates, stars, licence, why) and the
     /// candidates left out with their reason. A lock that matches the sources is kept as it is.
@@ -107,6 +128,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check a candidate implementation against an instance's harness
+    ///
     /// Run an instance's harness on a candidate implementation. Its `outcome` is `pass`, `fail`
     /// (the candidate's doing) or `error` (not judged: the sandbox, a worker, the disk).
     /// Exit 0: pass; 1: fail (a test fails, or the candidate does not compile); 2: bad input;
@@ -133,11 +156,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Report the built datasets: tables, charts and a dataset card
+    ///
     /// A table with a row per variant (or one for the pipeline): candidates, valid harnesses,
     /// coverage, the in-file / out-of-file split, failure classes, model requests and tokens;
     /// and a table with a row per repository: functions, candidates, what the filters excluded,
-    /// valid harnesses, instances. Prints Markdown (or JSON) and writes `report.md` and
-    /// `report.json` into the output.
+    /// valid harnesses, instances; with `results.jsonl`, pass@k and the self-repair curves.
+    /// Prints Markdown (or JSON) and writes `report.md`, `report.json`, `report.html` (the
+    /// same numbers as charts, one self-contained file) and the dataset card `README.md` (with
+    /// `LICENSES.md`) into the output.
     Report {
         /// The pipeline file.
         #[arg(short, long, default_value = "pipeline.toml")]
@@ -146,6 +173,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Shrink the cache to what recent builds use, or to a size
+    ///
     /// Shrink the cache: remove its buckets of other versions, then its least recently used
     /// entries until it fits `--max-size`. What the last builds use is kept unless `--all`.
     /// Takes the cache's lock: a build started meanwhile waits for it.
@@ -178,6 +207,8 @@ enum Command {
         #[arg(long, value_name = "AGE", value_parser = crate::export::parse_age)]
         images_older_than: Option<u64>,
     },
+    /// Write the built dataset with its environments as Docker images into a folder
+    ///
     /// Write the built dataset with its environments as Docker images into DIR, a new folder:
     /// one `docker save` archive per repository's environment image, the repositories' files
     /// at their commits, `export.json` (each image's tag, ID, archive hash and sizes) and a
@@ -192,6 +223,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Load an export's images into the Docker daemon
+    ///
     /// Load an export's images into the Docker daemon, each archive checked against its hash
     /// and each image against the ID the export recorded.
     Import {
@@ -211,6 +244,8 @@ enum Command {
         #[command(subcommand)]
         command: DatasetCommand,
     },
+    /// Serve the built dataset to programming agents over HTTP/JSON
+    ///
     /// Serve the built dataset to programming agents over HTTP/JSON: sessions on instances with
     /// a workspace (the repository, the function stubbed), files, commands in the sandbox, test
     /// feedback and a reward on submission; every action traced to `<output>/traces/`. Stops on
@@ -241,6 +276,18 @@ enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Print a shell's completion script: bash, zsh, fish, elvish or powershell
+    ///
+    /// Print the completion script of a shell on stdout: bash (save it as
+    /// `~/.local/share/bash-completion/completions/r2e`), zsh (as `_r2e` in a folder of
+    /// `$fpath`), fish (as `~/.config/fish/completions/r2e.fish`), elvish or powershell.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Show the inputs behind one function's results and whether each is cached
+    ///
     /// Show the inputs behind one function's results, whether each is cached, and its harness's
     /// verdict in the last build (valid, or the failure class and message).
     Explain {
@@ -257,6 +304,8 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ImageCommand {
+    /// Build the docker backend's base image unless the daemon has it; print its tag
+    ///
     /// Build the base image (the configured interpreter and the pinned coverage.py, from this
     /// machine's interpreter folder), unless the Docker daemon has it; print its tag.
     Base {
@@ -315,6 +364,8 @@ enum ClusterCommand {
         #[arg(long, value_name = "PATH")]
         r2e: Option<PathBuf>,
     },
+    /// Print, or apply and follow, the Kubernetes manifests of a sharded build
+    ///
     /// Print the Kubernetes manifests of a sharded build (an Indexed Job of N shards, a
     /// suspended assemble Job, a ConfigMap of the pipeline), or apply and follow them.
     K8s {
@@ -378,6 +429,8 @@ enum ClusterCommand {
         #[arg(long)]
         apply: bool,
     },
+    /// Build a pipeline in shards on a Ray cluster, then assemble it
+    ///
     /// Build a pipeline in shards on a Ray cluster, then assemble it, through Ray's Job
     /// Submission REST API (no Ray needed here).
     ///
@@ -434,6 +487,8 @@ enum ClusterCommand {
 
 #[derive(Subcommand)]
 enum DatasetCommand {
+    /// List the instances added, removed and changed between two manifests
+    ///
     /// List the instances added, removed and changed between two manifests (`manifest.json`),
     /// the fields that changed for each, and apart the instances where only the commit moved.
     Diff {
@@ -743,6 +798,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
             } else {
                 ExitCode::from(Error::env("").exit_code())
             })
+        }
+        Command::Init { repos, pipeline } => {
+            crate::init::init(&pipeline, &repos)?;
+            eprintln!(
+                "wrote {}; build it with `r2e build {}`",
+                pipeline.display(),
+                pipeline.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions { shell } => {
+            let mut out = Vec::new();
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "r2e",
+                &mut out,
+            );
+            print_text(&String::from_utf8_lossy(&out))?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Status {
             pipeline,

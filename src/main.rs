@@ -8,6 +8,7 @@ mod cli;
 mod cluster;
 mod diff;
 mod export;
+mod init;
 mod report;
 mod serve;
 

@@ -7,6 +7,10 @@
 //! pass@k tables and self-repair curves of the evaluated models.
 
 use r2e_core::records::OutputFile;
+
+mod card;
+mod html;
+mod svg;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -41,7 +45,12 @@ pub struct Row {
     pub in_file: Group,
     pub out_of_file: Group,
     pub instances: u64,
+    /// The mean number of tests per instance (R2E's benchmark: 11.5).
+    pub mean_tests: Option<f64>,
     pub specs_refined: u64,
+    /// The valid harnesses by their coverage (as `mean_coverage` counts it), in ten bins of
+    /// 10 points: `[0, 0.1)`, ..., `[0.9, 1.0]`.
+    pub coverage_bins: Vec<u64>,
     /// Invalid candidates by failure class.
     pub failure_classes: BTreeMap<String, u64>,
     /// Model requests the dataset needed (cached or not) and their tokens.
@@ -62,6 +71,26 @@ pub struct Row {
     /// The models' cutoffs (`[[evaluate.model]] cutoff`), by `PROVIDER/MODEL`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub cutoffs: BTreeMap<String, String>,
+    /// The settings that made the dataset (`[extract]`, `[context]`, `[generate]`,
+    /// `[validate]`, `[select]`, `[sandbox] backend`), as `section.key` → value.
+    pub settings: BTreeMap<String, String>,
+    /// Each repository's licence (an SPDX id; `null` when its files do not tell), from the
+    /// manifest.
+    pub licenses: BTreeMap<String, Option<String>>,
+    /// Where the last build that ran spent its time per repository (`.r2e/timings.json`);
+    /// absent before one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub times: Option<Vec<r2e_core::records::RepoTime>>,
+}
+
+/// Ten bins of 10 points over `[0, 1]`: how many of `values` fall in each (1.0 in the last).
+pub fn bins(values: impl IntoIterator<Item = f64>) -> Vec<u64> {
+    let mut out = vec![0u64; 10];
+    for v in values {
+        let i = ((v.clamp(0.0, 1.0) * 10.0).floor() as usize).min(9);
+        out[i] += 1;
+    }
+    out
 }
 
 /// Mutation scores over a dataset's instances.
@@ -72,6 +101,8 @@ pub struct Mutation {
     pub mean_score: f64,
     pub total: u64,
     pub killed: u64,
+    /// The instances by their mutation score, in ten bins of 0.1 (as [`bins`]).
+    pub score_bins: Vec<u64>,
     /// Surviving mutants, for a person to look at (some are equivalent to the reference).
     pub survivors: Vec<Survivor>,
 }
@@ -174,6 +205,7 @@ fn mutation(instances: &[Instance]) -> Option<Mutation> {
         mean_score: scored.iter().map(|m| m.score()).sum::<f64>() / scored.len() as f64,
         total: scored.iter().map(|m| u64::from(m.total)).sum(),
         killed: scored.iter().map(|m| u64::from(m.killed)).sum(),
+        score_bins: bins(scored.iter().map(|m| m.score())),
         survivors: instances
             .iter()
             .flat_map(|i| {
@@ -208,7 +240,12 @@ impl Sums {
 }
 
 /// The row of the dataset in `dir`.
-pub fn row(variant: &str, dir: &Path, cfg: &Config) -> Result<Row> {
+pub fn row(
+    variant: &str,
+    dir: &Path,
+    cfg: &Config,
+    times: Option<Vec<r2e_core::records::RepoTime>>,
+) -> Result<Row> {
     let harnesses: Vec<HarnessRecord> = read_built(&dir.join(OutputFile::Harnesses.name()))?;
     let instances: Vec<Instance> = read_built(&dir.join(OutputFile::Dataset.name()))?;
     let results: Option<Vec<EvalResult>> = read_jsonl(&dir.join(OutputFile::Results.name()))?;
@@ -227,6 +264,7 @@ pub fn row(variant: &str, dir: &Path, cfg: &Config) -> Result<Row> {
     let (mut all, mut inside, mut outside) = (Sums::default(), Sums::default(), Sums::default());
     let mut failure_classes = BTreeMap::new();
     let mut spent = Spent::default();
+    let mut coverages = Vec::new();
     for h in &harnesses {
         let valid = h.valid == Some(true);
         let group = if h.in_file { &mut inside } else { &mut outside };
@@ -236,6 +274,9 @@ pub fn row(variant: &str, dir: &Path, cfg: &Config) -> Result<Row> {
                 sums.valid += 1;
                 sums.coverage += h.coverage();
             }
+        }
+        if valid {
+            coverages.push(h.coverage());
         }
         if !valid && let Some(class) = h.failure_class {
             *failure_classes.entry(class.name().to_owned()).or_default() += 1;
@@ -249,10 +290,14 @@ pub fn row(variant: &str, dir: &Path, cfg: &Config) -> Result<Row> {
         in_file: inside.group(),
         out_of_file: outside.group(),
         instances: instances.len() as u64,
+        mean_tests: (!instances.is_empty()).then(|| {
+            instances.iter().map(|i| f64::from(i.tests)).sum::<f64>() / instances.len() as f64
+        }),
         specs_refined: instances
             .iter()
             .filter(|i| i.spec_source == SpecSource::Refined)
             .count() as u64,
+        coverage_bins: bins(coverages),
         failure_classes,
         model_requests: spent.requests,
         prompt_tokens: spent.prompt_tokens,
@@ -267,7 +312,46 @@ pub fn row(variant: &str, dir: &Path, cfg: &Config) -> Result<Row> {
             .iter()
             .filter_map(|m| Some((m.label(), m.cutoff.as_ref()?.text().to_owned())))
             .collect(),
+        settings: settings(cfg),
+        licenses: manifest
+            .iter()
+            .flat_map(|m| m.repos.iter().map(|r| (r.name.clone(), r.license.clone())))
+            .collect(),
+        times,
     })
+}
+
+/// The settings that made a dataset, flattened: `generate.budget` → `1500`.
+fn settings(cfg: &Config) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let sections = [
+        ("extract", serde_json::to_value(&cfg.extract)),
+        ("context", serde_json::to_value(&cfg.context)),
+        ("generate", serde_json::to_value(&cfg.generate)),
+        ("validate", serde_json::to_value(&cfg.validate)),
+        ("select", serde_json::to_value(&cfg.select)),
+    ];
+    for (name, value) in sections {
+        let Ok(serde_json::Value::Object(map)) = value else {
+            continue;
+        };
+        for (k, v) in map {
+            let text = match v {
+                serde_json::Value::String(s) => s,
+                serde_json::Value::Null => continue,
+                v => v.to_string(),
+            };
+            out.insert(format!("{name}.{k}"), text);
+        }
+    }
+    out.insert(
+        "sandbox.backend".to_owned(),
+        serde_json::to_value(cfg.sandbox.backend)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+    );
+    out
 }
 
 /// The per-repository rows of the dataset in `dir`, from `functions.jsonl` and the records read
@@ -305,13 +389,28 @@ fn repo_rows(
 
 /// The rows of every dataset the pipeline builds.
 pub fn report(cfg: &Config) -> Result<Vec<Row>> {
+    // Where the last build spent its time, beside the pipeline's own output.
+    let timings: Option<r2e_core::records::Timings> = std::fs::read(
+        r2e_build::engine::outputs::resolve(&cfg.output)
+            .join(".r2e")
+            .join(r2e_build::engine::outputs::TIMINGS),
+    )
+    .ok()
+    .and_then(|bytes| serde_json::from_slice(&bytes).ok());
     cfg.builds()
         .into_iter()
         .map(|(name, c)| {
+            let times = timings.as_ref().and_then(|t| {
+                t.datasets
+                    .iter()
+                    .find(|d| d.variant.as_deref() == name)
+                    .map(|d| d.repos.clone())
+            });
             row(
                 name.unwrap_or(&cfg.name),
                 &r2e_build::engine::outputs::resolve(&c.output),
                 c,
+                times,
             )
         })
         .collect()
@@ -520,12 +619,25 @@ pub fn repos_markdown(rows: &[Row]) -> String {
     out
 }
 
-/// Writes `report.md` and `report.json` into the output folder; returns the Markdown.
+/// Writes `report.md`, `report.json`, `report.html` and the dataset card (`README.md`, with
+/// `LICENSES.md`) into the output folder; returns the Markdown.
 pub fn write(cfg: &Config, rows: &[Row]) -> Result<String> {
     let md = markdown(rows);
     let json = serde_json::to_vec_pretty(rows).map_err(Error::internal)?;
+    let html = html::render(rows)?;
+    let card = card::render(cfg, rows);
     fs_err::create_dir_all(&cfg.output)?;
-    write_if_changed(&cfg.output.join(OutputFile::ReportMd.name()), md.as_bytes())?;
-    write_if_changed(&cfg.output.join(OutputFile::ReportJson.name()), &json)?;
+    for (file, bytes) in [
+        (OutputFile::ReportMd.name(), md.as_bytes()),
+        (OutputFile::ReportJson.name(), &json),
+        (OutputFile::ReportHtml.name(), html.as_bytes()),
+        (OutputFile::Card.name(), card.as_bytes()),
+        (
+            OutputFile::Licenses.name(),
+            card::licenses_page(rows).as_bytes(),
+        ),
+    ] {
+        write_if_changed(&cfg.output.join(file), bytes)?;
+    }
     Ok(md)
 }

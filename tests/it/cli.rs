@@ -3,6 +3,7 @@
 use crate::common;
 use assert_cmd::Command;
 use common::Project;
+use serde_json::Value;
 
 fn r2e() -> Command {
     Command::cargo_bin("r2e").unwrap()
@@ -741,4 +742,162 @@ fn build_takes_its_pipeline_either_way_but_not_two() {
     // Two different ones: refused, as bad input.
     let err = run(&["a.toml", "-p", "b.toml"]);
     assert!(err.contains("two pipelines given"), "{err}");
+}
+
+#[test]
+fn help_lists_each_command_on_one_short_line_and_keeps_the_detail_for_its_own_help() {
+    let out = r2e().arg("--help").assert().success();
+    let help = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+    let long: Vec<&str> = help.lines().filter(|l| l.chars().count() > 100).collect();
+    assert!(
+        long.is_empty(),
+        "lines over 100 characters:\n{}",
+        long.join("\n")
+    );
+    // One line per command: the line after a command's is the next command's (or blank).
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(commands.len() >= 15, "{help}");
+    for line in &commands {
+        assert!(
+            line.starts_with("  ") && !line.starts_with("   "),
+            "a command's text runs onto a second line: {line:?}\n{help}"
+        );
+    }
+    for c in ["init", "completions", "build", "report"] {
+        assert!(
+            commands.iter().any(|l| l.trim_start().starts_with(c)),
+            "{c}: {help}"
+        );
+    }
+    // The detail is under the command's own help.
+    let own = r2e().args(["report", "--help"]).assert().success();
+    let own = String::from_utf8_lossy(&own.get_output().stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(own.contains("report.html"), "{own}");
+    assert!(own.contains("a row per repository"), "{own}");
+}
+
+#[test]
+fn completions_are_printed_for_each_shell() {
+    for (shell, mark) in [
+        ("bash", "complete -F"),
+        ("zsh", "#compdef r2e"),
+        ("fish", "complete -c r2e"),
+    ] {
+        let out = r2e().args(["completions", shell]).assert().success();
+        let text = String::from_utf8_lossy(&out.get_output().stdout).into_owned();
+        assert!(text.contains(mark), "{shell}: {text}");
+        for c in ["build", "report", "init", "serve"] {
+            assert!(text.contains(c), "{shell} misses `{c}`");
+        }
+    }
+    let bash = r2e().args(["completions", "bash"]).assert().success();
+    let script = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(script.path(), &bash.get_output().stdout).unwrap();
+    // bash reads it without an error, and the completion function is defined.
+    let check = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source {} && complete -p r2e",
+            script.path().display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    r2e().args(["completions", "tcsh"]).assert().code(2);
+}
+
+#[test]
+fn init_writes_a_pipeline_the_build_accepts_and_never_overwrites_one() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, code) in [
+        (
+            "alpha",
+            "def double(x):\n    \"\"\"Twice x.\"\"\"\n    return 2 * x\n",
+        ),
+        (
+            "beta",
+            "def half(x):\n    \"\"\"Half of x.\"\"\"\n    return x / 2\n",
+        ),
+    ] {
+        std::fs::create_dir_all(dir.path().join(name)).unwrap();
+        std::fs::write(dir.path().join(name).join("m.py"), code).unwrap();
+    }
+    let init = |args: &[&str]| {
+        r2e()
+            .current_dir(dir.path())
+            .arg("init")
+            .args(args)
+            .assert()
+    };
+    init(&["alpha", "beta", "pypi:isodate==0.6.1"]).success();
+    let text = std::fs::read_to_string(dir.path().join("pipeline.toml")).unwrap();
+    assert!(
+        text.contains("path = \"alpha\"") && text.contains("path = \"beta\""),
+        "{text}"
+    );
+    assert!(text.contains("pypi = \"isodate==0.6.1\""), "{text}");
+    assert!(
+        text.lines()
+            .filter(|l| l.trim_start().starts_with('#'))
+            .count()
+            >= 10,
+        "commented: {text}"
+    );
+    // The build reads it: the two folders and the release (from the package index) are
+    // checked out and their functions extracted.
+    let out = r2e()
+        .current_dir(dir.path())
+        .args(["build", "--json", "--until", "extract"])
+        .timeout(std::time::Duration::from_secs(300))
+        .assert()
+        .success();
+    let summary: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let repos: Vec<&str> = summary["repos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["repo"].as_str().unwrap())
+        .collect();
+    assert_eq!(repos, ["alpha", "beta", "isodate"], "{summary}");
+    for r in summary["repos"].as_array().unwrap() {
+        assert!(r["functions"].as_u64() > Some(0), "{r}");
+    }
+
+    // An existing pipeline is never overwritten: exit 2, the file as it was.
+    let again = init(&["alpha"]).code(2);
+    let said = String::from_utf8_lossy(&again.get_output().stderr).into_owned();
+    assert!(
+        said.contains("pipeline.toml") && said.contains("never overwrites"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("pipeline.toml")).unwrap(),
+        text
+    );
+    // Another file beside it, and arguments that name nothing or a bad release.
+    init(&["-p", "other.toml", "nowhere"]).code(2);
+    assert!(!dir.path().join("other.toml").exists());
+    let bad = init(&["-p", "other.toml", "pypi:isodate>=1"]).code(2);
+    let said = String::from_utf8_lossy(&bad.get_output().stderr).into_owned();
+    assert!(said.contains("isodate>=1"), "{said}");
+    assert!(!dir.path().join("other.toml").exists());
+    init(&["-p", "other.toml", "alpha", "https://example.org/x/y.git"]).success();
+    let other = std::fs::read_to_string(dir.path().join("other.toml")).unwrap();
+    assert!(
+        other.contains("git = \"https://example.org/x/y.git\""),
+        "{other}"
+    );
 }

@@ -242,6 +242,19 @@ fn examples_build_into_a_checked_dataset() {
         }
         let def = lines[start - 1..end].join("\n") + "\n";
         let source = r2e_python::dedent(&def, &r2e_python::strings_in(&def));
+        // The dataset's reference is that source, and it passes (below).
+        assert_eq!(
+            instance["reference"].as_str(),
+            Some(source.as_str()),
+            "{id}"
+        );
+        assert!(
+            !instance["problem"]
+                .as_str()
+                .unwrap()
+                .contains(source.trim_end()),
+            "{id}: the problem holds the reference"
+        );
         let original = scratch.path().join("original.py");
         std::fs::write(&original, &source).unwrap();
         let out = ex

@@ -40,6 +40,7 @@ mod pypi;
 mod python;
 mod readable;
 mod remote;
+mod report;
 mod sandbox;
 mod serve;
 mod trust;

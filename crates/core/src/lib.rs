@@ -14,6 +14,7 @@ pub mod error;
 pub mod fsutil;
 pub mod hash;
 pub mod keys;
+pub mod license;
 pub mod log;
 pub mod model;
 pub mod records;

@@ -679,6 +679,12 @@ pub struct Instance {
     /// `spec` in its place. What a model or agent is shown; never the solution.
     #[serde(default)]
     pub problem: String,
+    /// The reference solution: the function's source as it stands in the commit, from its
+    /// first decorator to its last line (a method's dedented to column 0), as `r2e check
+    /// --candidate` takes it. For people and for training on solutions; never in `problem`, a
+    /// prompt, `serve`'s answers or a session's workspace.
+    #[serde(default)]
+    pub reference: String,
     pub harness: String,
     pub tests: u32,
     pub branch_coverage: Option<f64>,
@@ -901,6 +907,10 @@ pub struct ManifestRepo {
     pub name: String,
     pub commit: String,
     pub rev: Option<String>,
+    /// Its licence, an SPDX id from its own files (`license::detect`); absent when they do
+    /// not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -1584,9 +1594,14 @@ pub enum OutputFile {
     Manifest,
     /// Stage `evaluate`'s samples and verdicts.
     Results,
-    /// `r2e report`'s tables, as Markdown and as JSON.
+    /// `r2e report`'s tables, as Markdown and as JSON, and as one page of charts.
     ReportMd,
     ReportJson,
+    ReportHtml,
+    /// `r2e report`'s dataset card (the Hugging Face Hub's `README.md`) and the repositories'
+    /// licences it links to.
+    Card,
+    Licenses,
 }
 
 impl OutputFile {
@@ -1602,6 +1617,9 @@ impl OutputFile {
             OutputFile::Results => "results.jsonl",
             OutputFile::ReportMd => "report.md",
             OutputFile::ReportJson => "report.json",
+            OutputFile::ReportHtml => "report.html",
+            OutputFile::Card => "README.md",
+            OutputFile::Licenses => "LICENSES.md",
         }
     }
 }

@@ -133,6 +133,7 @@ pub fn select(cfg: &Config, c: Candidate, env: &Arc<Env>, w: Written) -> Done {
         spec_source: SpecSource::Docstring,
         context: c.context.clone(),
         problem: c.problem.render(c.docstring.as_deref()),
+        reference: c.problem.reference(),
         harness_hash: Hash::of_bytes(w.harness.as_bytes()).to_hex(),
         harness: w.harness,
         tests: v.tests,
@@ -201,6 +202,10 @@ pub fn manifest(
                 name: c.name.clone(),
                 commit: c.identity.clone(),
                 rev: c.rev.clone(),
+                license: r2e_core::license::detect(|path| {
+                    let bytes = c.read_declaration(path).ok()??;
+                    String::from_utf8(bytes).ok()
+                }),
             })
             .collect(),
         instances: listed,
