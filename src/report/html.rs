@@ -260,15 +260,17 @@ fn sections(rows: &[Row]) -> Vec<Section> {
             });
         }
     }
-    let timed: Vec<&Row> = rows.iter().filter(|r| r.times.is_some()).collect();
-    for r in timed {
+    for r in rows {
+        if r.times.is_none() && r.env_bytes.is_empty() {
+            continue;
+        }
+        let mut figures = Vec::new();
         let times = r.times.as_deref().unwrap_or_default();
         let id = chart_id("time", &r.variant);
         let title = format!("Where the last build's time went in `{}`", r.variant);
         let stages = ["env", "generate", "validate", "mutate"];
-        out.push(Section {
-            title: format!("Build time of `{}`", r.variant),
-            figures: vec![figure(
+        if !times.is_empty() {
+            figures.push(figure(
                 &Chart {
                     id: &id,
                     title: &title,
@@ -291,7 +293,36 @@ fn sections(rows: &[Row]) -> Vec<Section> {
                 false,
                 "Seconds of each repository's work per stage in the last build that ran \
                  (`.r2e/timings.json`); work taken from the cache costs about 0.",
-            )],
+            ));
+        }
+        if !r.env_bytes.is_empty() {
+            let id = chart_id("envsize", &r.variant);
+            let title = format!("Environment size per repository ({})", r.variant);
+            figures.push(figure(
+                &Chart {
+                    id: &id,
+                    title: &title,
+                    x_label: "repository",
+                    y_label: "MiB",
+                    categories: r.env_bytes.keys().cloned().collect(),
+                    series: vec![Series {
+                        name: "environment".into(),
+                        values: r
+                            .env_bytes
+                            .values()
+                            .map(|&b| Some(b as f64 / f64::from(1u32 << 20)))
+                            .collect(),
+                    }],
+                    scale: Scale::Count,
+                },
+                false,
+                "Each repository's environment on the disk (its folder in the cache, which \
+                 the local and the Docker backend both run).",
+            ));
+        }
+        out.push(Section {
+            title: format!("Environments and build time of `{}`", r.variant),
+            figures,
         });
     }
     out

@@ -81,6 +81,42 @@ pub struct Row {
     /// absent before one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub times: Option<Vec<r2e_core::records::RepoTime>>,
+    /// Each repository's environment: its size on the disk (its folder in the local cache,
+    /// which both sandbox backends run), by repository; absent where the folder is not there
+    /// (collected, or on another host).
+    pub env_bytes: BTreeMap<String, u64>,
+}
+
+/// The bytes of the files under `dir` (links not followed), or `None` when it is not a folder.
+fn folder_bytes(dir: &Path) -> Option<u64> {
+    if !dir.is_dir() {
+        return None;
+    }
+    Some(
+        walkdir::WalkDir::new(dir)
+            .follow_links(false)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.file_type().is_file())
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum(),
+    )
+}
+
+/// The sizes of the environments `envs.jsonl` in `dir` names, from their folders in `cache`.
+fn env_sizes(dir: &Path, cache: &Path) -> BTreeMap<String, u64> {
+    let lines: Vec<r2e_core::records::EnvLine> = read_jsonl(&dir.join(OutputFile::Envs.name()))
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    // A folder per environment, named by its key (`cache::Layout::Folders`).
+    let envs = cache.join(r2e_core::cache::Bucket::Envs.folder());
+    lines
+        .iter()
+        .filter(|l| r2e_core::hash::Hash::from_hex(&l.env_key).is_some())
+        .filter_map(|l| Some((l.repo.clone(), folder_bytes(&envs.join(&l.env_key))?)))
+        .collect()
 }
 
 /// Ten bins of 10 points over `[0, 1]`: how many of `values` fall in each (1.0 in the last).
@@ -318,6 +354,7 @@ pub fn row(
             .flat_map(|m| m.repos.iter().map(|r| (r.name.clone(), r.license.clone())))
             .collect(),
         times,
+        env_bytes: env_sizes(dir, &cfg.cache),
     })
 }
 

@@ -269,6 +269,30 @@ fn report_html_draws_the_numbers_of_report_json() {
             assert_eq!(drawn, json, "{model}");
         }
     }
+    // Each environment's size, drawn in MiB: `calc`'s holds at least coverage.py.
+    for row in &rows {
+        let variant = row["variant"].as_str().unwrap();
+        let sizes = row["env_bytes"].as_object().unwrap();
+        assert!(sizes["calc"].as_u64() > Some(1 << 20), "{sizes:?}");
+        let drawn = marks(&html, &format!("envsize-{variant}"));
+        assert_eq!(drawn.len(), sizes.len());
+        for (repo, bytes) in sizes {
+            let d = drawn.iter().find(|(_, c, _)| c == repo).unwrap();
+            assert_eq!(d.2, bytes.as_u64().unwrap() as f64 / f64::from(1u32 << 20));
+        }
+        // And each repository's seconds per stage, from `.r2e/timings.json`.
+        let times = row["times"].as_array().unwrap();
+        let drawn = marks(&html, &format!("time-{variant}"));
+        for t in times {
+            for stage in ["env", "generate", "validate", "mutate"] {
+                let d = drawn
+                    .iter()
+                    .find(|(s, c, _)| s == stage && c == t["repo"].as_str().unwrap())
+                    .unwrap();
+                assert_eq!(d.2, t[stage]["seconds"].as_f64().unwrap());
+            }
+        }
+    }
     // The scripted model's curve: `scale` is fixed at round 2 of 2.
     let sliced = &rows[0]["evaluation"]["repair"];
     let scripted = sliced
