@@ -41,6 +41,9 @@ fn the_full_loop_rewards_the_reference_and_not_a_wrong_answer() {
     assert_eq!(clamp["path"], "calc/ops.py");
     assert!(clamp["tests"].as_u64().unwrap() >= 2, "{clamp}");
     assert!(clamp["problem"].as_str().unwrap().contains("def clamp"));
+    // The dataset's `reference` (the solution) is not among what agents are shown.
+    assert!(clamp.get("reference").is_none(), "{clamp}");
+    assert!(!instances.to_string().contains("return lo"), "{instances}");
     let doc = server.call("GET", "/openapi.json", None).json();
     assert!(doc["paths"]["/v1/sessions/{sid}/submit"]["post"].is_object());
 
