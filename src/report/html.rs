@@ -332,18 +332,7 @@ fn sections(rows: &[Row]) -> Vec<Section> {
 fn evaluation(r: &Row, t: &r2e_core::records::EvalTables) -> Vec<Figure> {
     let mut figures = Vec::new();
     let models: Vec<String> = t.overall.iter().map(|p| p.model.clone()).collect();
-    let mut ks: Vec<String> = t
-        .overall
-        .iter()
-        .flat_map(|p| p.pass.keys().cloned())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    ks.sort_by_key(|k| {
-        k.trim_start_matches("pass@")
-            .parse::<u32>()
-            .unwrap_or(u32::MAX)
-    });
+    let ks = super::pass_ks(t);
     let id = chart_id("passk", &r.variant);
     let title = format!("pass@k per model ({})", r.variant);
     figures.push(figure(

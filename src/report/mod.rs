@@ -12,7 +12,7 @@ mod card;
 mod html;
 mod svg;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -104,8 +104,11 @@ fn folder_bytes(dir: &Path) -> Option<u64> {
     )
 }
 
+/// Environment folders' sizes, each measured once: variants share their environments.
+pub type EnvSizes = BTreeMap<PathBuf, Option<u64>>;
+
 /// The sizes of the environments `envs.jsonl` in `dir` names, from their folders in `cache`.
-fn env_sizes(dir: &Path, cache: &Path) -> BTreeMap<String, u64> {
+fn env_sizes(dir: &Path, cache: &Path, measured: &mut EnvSizes) -> BTreeMap<String, u64> {
     let lines: Vec<r2e_core::records::EnvLine> = read_jsonl(&dir.join(OutputFile::Envs.name()))
         .ok()
         .flatten()
@@ -115,7 +118,13 @@ fn env_sizes(dir: &Path, cache: &Path) -> BTreeMap<String, u64> {
     lines
         .iter()
         .filter(|l| r2e_core::hash::Hash::from_hex(&l.env_key).is_some())
-        .filter_map(|l| Some((l.repo.clone(), folder_bytes(&envs.join(&l.env_key))?)))
+        .filter_map(|l| {
+            let folder = envs.join(&l.env_key);
+            let bytes = *measured
+                .entry(folder)
+                .or_insert_with_key(|f| folder_bytes(f));
+            Some((l.repo.clone(), bytes?))
+        })
         .collect()
 }
 
@@ -281,6 +290,7 @@ pub fn row(
     dir: &Path,
     cfg: &Config,
     times: Option<Vec<r2e_core::records::RepoTime>>,
+    measured: &mut EnvSizes,
 ) -> Result<Row> {
     let harnesses: Vec<HarnessRecord> = read_built(&dir.join(OutputFile::Harnesses.name()))?;
     let instances: Vec<Instance> = read_built(&dir.join(OutputFile::Dataset.name()))?;
@@ -354,7 +364,7 @@ pub fn row(
             .flat_map(|m| m.repos.iter().map(|r| (r.name.clone(), r.license.clone())))
             .collect(),
         times,
-        env_bytes: env_sizes(dir, &cfg.cache),
+        env_bytes: env_sizes(dir, &cfg.cache, measured),
     })
 }
 
@@ -434,6 +444,7 @@ pub fn report(cfg: &Config) -> Result<Vec<Row>> {
     )
     .ok()
     .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let mut measured = EnvSizes::new();
     cfg.builds()
         .into_iter()
         .map(|(name, c)| {
@@ -448,6 +459,7 @@ pub fn report(cfg: &Config) -> Result<Vec<Row>> {
                 &r2e_build::engine::outputs::resolve(&c.output),
                 c,
                 times,
+                &mut measured,
             )
         })
         .collect()
@@ -545,18 +557,29 @@ pub fn mutation_markdown(rows: &[Row]) -> String {
 /// Survivors listed per dataset in the Markdown report.
 const SURVIVORS_SHOWN: usize = 20;
 
+/// The `pass@K` columns of an evaluation's tables, by K (`pass@2` before `pass@10`).
+pub fn pass_ks(t: &EvalTables) -> Vec<String> {
+    let mut ks: Vec<String> = t
+        .overall
+        .iter()
+        .flat_map(|p| p.pass.keys().cloned())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    ks.sort_by_key(|k| {
+        k.trim_start_matches("pass@")
+            .parse::<u32>()
+            .unwrap_or(u32::MAX)
+    });
+    ks
+}
+
 /// pass@k tables and self-repair curves.
 pub fn evaluation_markdown(rows: &[Row]) -> String {
     let mut out = String::new();
     for r in rows {
         let Some(t) = &r.evaluation else { continue };
-        let ks: Vec<String> = t
-            .overall
-            .iter()
-            .flat_map(|p| p.pass.keys().cloned())
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let ks = pass_ks(t);
         // The cutoffs the unseen split is after, as the pipeline gives them.
         let cutoffs: Vec<String> = r
             .cutoffs

@@ -93,17 +93,15 @@ impl Chart<'_> {
         }
     }
 
-    fn top(&self) -> f64 {
-        self.axis().0
-    }
-
-    fn y(&self, v: f64) -> f64 {
+    /// Where `v` stands on an axis whose top is `top`.
+    fn y(v: f64, top: f64) -> f64 {
         let h = H - TOP - BOTTOM;
-        TOP + h - (v / self.top()).clamp(0.0, 1.0) * h
+        TOP + h - (v / top).clamp(0.0, 1.0) * h
     }
 
-    /// The frame: title, legend, y grid with its ticks, axis labels and the categories.
-    fn frame(&self, out: &mut String, kind: &str) {
+    /// The frame: title, legend, y grid with its ticks, axis labels and the categories;
+    /// returns the axis's top, which places the marks.
+    fn frame(&self, out: &mut String, kind: &str) -> f64 {
         let _ = write!(
             out,
             r#"<svg class="chart {kind}" id="{id}" data-chart="{id}" viewBox="0 0 {W} {H}" role="img" aria-labelledby="{id}-title" xmlns="http://www.w3.org/2000/svg"><title id="{id}-title">{title}</title><text class="chart-title" x="{LEFT}" y="16">{title}</text>"#,
@@ -126,7 +124,7 @@ impl Chart<'_> {
         let ticks = (top / step).round() as u32;
         for i in 0..=ticks {
             let v = step * f64::from(i);
-            let y = self.y(v);
+            let y = Chart::y(v, top);
             let _ = write!(
                 out,
                 r#"<line class="grid" x1="{LEFT}" x2="{x2}" y1="{y}" y2="{y}"/><text class="tick" x="{tx}" y="{ty}" text-anchor="end">{label}</text>"#,
@@ -162,12 +160,13 @@ impl Chart<'_> {
                 label = esc(&label)
             );
         }
+        top
     }
 
     /// Grouped bars: a group per category, a bar per series in it.
     pub fn bars(&self) -> String {
         let mut out = String::new();
-        self.frame(&mut out, "bars");
+        let top = self.frame(&mut out, "bars");
         let n = self.categories.len().max(1) as f64;
         let band = (W - LEFT - RIGHT) / n;
         let per = self.series.len().max(1) as f64;
@@ -178,7 +177,7 @@ impl Chart<'_> {
                 let Some(v) = s.values.get(ci).copied().flatten() else {
                     continue;
                 };
-                let y = self.y(v);
+                let y = Chart::y(v, top);
                 let _ = write!(
                     out,
                     r#"<rect class="bar" data-series="{sn}" data-category="{cn}" data-value="{v}" x="{x:.2}" y="{y:.2}" width="{w:.2}" height="{h:.2}" fill="{c}"><title>{cn}, {sn}: {text}</title></rect>"#,
@@ -186,7 +185,7 @@ impl Chart<'_> {
                     cn = esc(category),
                     x = start + bar * si as f64,
                     w = (bar - 2.0).max(1.0),
-                    h = (self.y(0.0) - y).max(0.5),
+                    h = (Chart::y(0.0, top) - y).max(0.5),
                     c = COLORS[si % COLORS.len()],
                     text = esc(&self.scale.text(v)),
                 );
@@ -199,7 +198,7 @@ impl Chart<'_> {
     /// Lines with a point at each category along x, a line per series.
     pub fn lines(&self) -> String {
         let mut out = String::new();
-        self.frame(&mut out, "lines");
+        let top = self.frame(&mut out, "lines");
         let n = self.categories.len().max(1) as f64;
         let band = (W - LEFT - RIGHT) / n;
         for (si, s) in self.series.iter().enumerate() {
@@ -210,7 +209,12 @@ impl Chart<'_> {
                 .enumerate()
                 .filter_map(|(ci, cat)| {
                     let v = s.values.get(ci).copied().flatten()?;
-                    Some((LEFT + band * (ci as f64 + 0.5), self.y(v), cat.as_str(), v))
+                    Some((
+                        LEFT + band * (ci as f64 + 0.5),
+                        Chart::y(v, top),
+                        cat.as_str(),
+                        v,
+                    ))
                 })
                 .collect();
             let path: Vec<String> = points

@@ -4,11 +4,9 @@
 //! metadata's free text and classifiers. `None` when nothing tells; the dataset card then says
 //! "unknown" rather than guess.
 
-/// The files read, in the order they are asked for.
-pub const FILES: &[&str] = &[
-    "pyproject.toml",
-    "PKG-INFO",
-    "setup.cfg",
+/// The licence files read, in this order, after the metadata (`pyproject.toml`, `PKG-INFO`)
+/// and before `setup.cfg`.
+const LICENSE_FILES: &[&str] = &[
     "LICENSE",
     "LICENSE.txt",
     "LICENSE.md",
@@ -34,7 +32,7 @@ pub fn detect(read: impl Fn(&str) -> Option<String>) -> Option<String> {
     {
         return Some(id);
     }
-    for name in &FILES[3..] {
+    for name in LICENSE_FILES {
         if let Some(id) = read(name).as_deref().and_then(from_text) {
             return Some(id);
         }
