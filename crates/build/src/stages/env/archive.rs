@@ -19,6 +19,15 @@
 //! the key) and from the `pyvenv.cfg` beside it, never from those paths; runs are
 //! `python -I ...`. Still, the unpacking host rewrites the paths the header lists in the small
 //! text files of `bin/` and in `pyvenv.cfg` to its own, so that the folder is as if built there.
+//!
+//! An archive is data, never a say over the host: whoever can write an unsigned store can forge
+//! one, so what it unpacks is checked before it is used. Every entry of the unpacked folder is a
+//! folder, a regular file or a link; a link resolves (following every link, for real) inside the
+//! folder, or to a regular file inside one of the folders the caller names (an environment's
+//! `bin/python` leads to the base interpreter's installation). Anything else is a damaged
+//! archive, refused and named. The rewrite then works only on regular files inside the
+//! unpacked folder: a place whose path passes through a link is refused, and a file is replaced
+//! by a new one beside it (a rename), never written through a link.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -161,7 +170,10 @@ pub enum Fetched {
 /// remote store has one that verifies: its header, its payload's length and hash, and the
 /// folder's own sealed record (`record_ok`). `now_at`: this host's paths for the archive's
 /// `built_at`, in the same order; `rewrite`: the files and folders (relative to `dir`) whose
-/// small text files may name them. A damaged archive is named on stderr.
+/// small text files may name them; `links_out`: the folders of this host a link in the archive
+/// may lead to (a regular file in one of them), besides the archive's own folder. A damaged
+/// archive is named on stderr.
+#[allow(clippy::too_many_arguments)]
 pub fn fetch(
     remote: &Remote,
     bucket: Bucket,
@@ -169,6 +181,7 @@ pub fn fetch(
     dir: &Path,
     now_at: &[PathBuf],
     rewrite: &[&str],
+    links_out: &[PathBuf],
     record_ok: &dyn Fn(&Path) -> std::result::Result<(), String>,
 ) -> Fetched {
     let Some(blob) = remote.get_blob(bucket, key) else {
@@ -204,7 +217,7 @@ pub fn fetch(
         key,
         (&tmp, &packed),
         now_at,
-        rewrite,
+        (rewrite, links_out),
         record_ok,
     );
     let unpacked = unpacked.and_then(|bytes| {
@@ -239,7 +252,7 @@ fn unpack(
     key: Hash,
     (tmp, packed): (&Path, &Path),
     now_at: &[PathBuf],
-    rewrite: &[&str],
+    (rewrite, links_out): (&[&str], &[PathBuf]),
     record_ok: &dyn Fn(&Path) -> std::result::Result<(), String>,
 ) -> std::result::Result<u64, String> {
     let mut blob = std::io::BufReader::new(blob);
@@ -283,7 +296,8 @@ fn unpack(
     };
     let _ = fs_err::remove_file(packed);
     unpacked?;
-    record_ok(tmp)?;
+    let root = contained(tmp, links_out)?;
+    record_ok(&root)?;
     let pairs: Vec<(String, String)> = header
         .built_at
         .iter()
@@ -291,7 +305,7 @@ fn unpack(
         .map(|(old, new)| (old.clone(), new.to_string_lossy().into_owned()))
         .collect();
     for place in rewrite {
-        relocate(&tmp.join(place), &pairs).map_err(|e| e.to_string())?;
+        relocate(&root, place, &pairs)?;
     }
     Ok(12 + u64::from(head_len) + header.payload_len)
 }
@@ -309,45 +323,114 @@ fn unpack_payload(packed: &Path, tmp: &Path) -> std::result::Result<(), String> 
         .map_err(|e| format!("it does not unpack: {e}"))
 }
 
-/// Rewrites the paths in `pairs` (old, new; longest first wins) in `place` (a file) or in the
-/// regular files right under it (a folder): only small text files (no NUL byte), never through
-/// a link.
-fn relocate(place: &Path, pairs: &[(String, String)]) -> std::io::Result<()> {
-    let Ok(meta) = std::fs::symlink_metadata(place) else {
+/// The unpacked folder `tmp`, resolved, when everything in it stays in it: each entry is a
+/// folder, a regular file or a link, and each link resolves (for real, through every link)
+/// inside the folder or to a regular file inside one of `links_out`. Otherwise why not.
+fn contained(tmp: &Path, links_out: &[PathBuf]) -> std::result::Result<PathBuf, String> {
+    let root = std::fs::canonicalize(tmp).map_err(|e| e.to_string())?;
+    let outside: Vec<PathBuf> = links_out
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    for entry in walkdir::WalkDir::new(&root).follow_links(false) {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let kind = entry.file_type();
+        let name = || {
+            let rel = entry.path().strip_prefix(&root).unwrap_or(entry.path());
+            format!("`{}`", rel.display())
+        };
+        if kind.is_dir() || kind.is_file() {
+            continue;
+        }
+        if !kind.is_symlink() {
+            return Err(format!("{} is neither a file, a folder nor a link", name()));
+        }
+        let to = std::fs::canonicalize(entry.path())
+            .map_err(|_| format!("its link {} leads nowhere", name()))?;
+        let inside = to.starts_with(&root);
+        let allowed = || outside.iter().any(|o| to.starts_with(o)) && to.is_file();
+        if !inside && !allowed() {
+            return Err(format!(
+                "its link {} leads out of the archive, to `{}`",
+                name(),
+                to.display()
+            ));
+        }
+    }
+    Ok(root)
+}
+
+/// Rewrites the paths in `pairs` (old, new; longest first wins) in `place` (relative to
+/// `root`, the resolved unpacked folder): a file, or the regular files right under a folder.
+/// Only small text files (no NUL byte), only regular files inside `root`: a `place` whose path
+/// passes through a link is refused, links in it are left alone, and a file is replaced by a
+/// new one (a rename), never written through a link.
+fn relocate(
+    root: &Path,
+    place: &str,
+    pairs: &[(String, String)],
+) -> std::result::Result<(), String> {
+    let path = root.join(place);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
         return Ok(());
     };
+    // Every component below `root` is itself, not a link: resolved, the path is unchanged.
+    let resolved = std::fs::canonicalize(&path).map_err(|e| e.to_string())?;
+    if resolved != path || !resolved.starts_with(root) {
+        return Err(format!("`{place}` passes through a link"));
+    }
     let files: Vec<PathBuf> = if meta.is_dir() {
-        std::fs::read_dir(place)?
+        std::fs::read_dir(&path)
+            .map_err(|e| e.to_string())?
             .flatten()
             .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
             .map(|e| e.path())
             .collect()
     } else if meta.is_file() {
-        vec![place.to_path_buf()]
+        vec![path]
     } else {
         return Ok(());
     };
     let mut pairs: Vec<&(String, String)> = pairs.iter().filter(|(old, new)| old != new).collect();
     pairs.sort_by_key(|(old, _)| std::cmp::Reverse(old.len()));
     for file in files {
-        if std::fs::metadata(&file)?.len() > 1 << 20 {
-            continue;
-        }
-        let bytes = std::fs::read(&file)?;
-        if bytes.contains(&0) {
-            continue;
-        }
-        let Ok(text) = String::from_utf8(bytes) else {
-            continue;
-        };
-        let mut out = text.clone();
-        for (old, new) in &pairs {
-            out = out.replace(old.as_str(), new);
-        }
-        if out != text {
-            // In place: the file's mode (a script's executable bit) stays.
-            std::fs::write(&file, out)?;
-        }
+        rewrite_file(&file, &pairs).map_err(|e| format!("`{}`: {e}", file.display()))?;
+    }
+    Ok(())
+}
+
+/// [`relocate`] of one regular file (checked again: not a link).
+fn rewrite_file(file: &Path, pairs: &[&(String, String)]) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(file)?;
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return Ok(());
+    }
+    let bytes = std::fs::read(file)?;
+    if bytes.contains(&0) {
+        return Ok(());
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Ok(());
+    };
+    let mut out = text.clone();
+    for (old, new) in pairs {
+        out = out.replace(old.as_str(), new);
+    }
+    if out != text {
+        // A new file beside it, renamed over it: the rename replaces the entry itself, so
+        // nothing is written through a link; the file's mode (a script's executable bit) stays.
+        let mut name = file.as_os_str().to_owned();
+        name.push(".relocate");
+        let new = PathBuf::from(name);
+        // A new entry (never one the archive brought, nor a link).
+        let mut w = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&new)?;
+        w.write_all(out.as_bytes())?;
+        drop(w);
+        std::fs::set_permissions(&new, meta.permissions())?;
+        std::fs::rename(&new, file)?;
     }
     Ok(())
 }
@@ -411,6 +494,7 @@ mod tests {
             &dest,
             std::slice::from_ref(&dest),
             &["venv/bin"],
+            &[PathBuf::from("/usr")],
             &ok,
         );
         assert!(matches!(got, Fetched::Unpacked), "{got:?}");
@@ -433,6 +517,7 @@ mod tests {
             &other,
             std::slice::from_ref(&other),
             &[],
+            &[],
             &ok,
         );
         assert!(matches!(wrong, Fetched::Miss));
@@ -449,6 +534,7 @@ mod tests {
                 &other,
                 std::slice::from_ref(&other),
                 &[],
+                &[],
                 &ok,
             );
             assert!(matches!(got, Fetched::Damaged), "byte {at}: {got:?}");
@@ -456,5 +542,129 @@ mod tests {
             let leftovers = std::fs::read_dir(b.path()).unwrap().count();
             assert_eq!(leftovers, 1, "only the first unpacked folder");
         }
+    }
+
+    /// The files of `dir` (relative path, bytes), walked without following links.
+    fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        walkdir::WalkDir::new(dir)
+            .sort_by_file_name()
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| {
+                let rel = e.path().strip_prefix(dir).unwrap().to_path_buf();
+                (rel, std::fs::read(e.path()).unwrap())
+            })
+            .collect()
+    }
+
+    /// A folder outside the cache holding a script that names the archive's old path, and the
+    /// old path itself.
+    fn victim(old: &Path) -> tempfile::TempDir {
+        let victim = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(victim.path().join("bin")).unwrap();
+        let script = format!("#!{}/venv/bin/python\nimport x\n", old.display());
+        std::fs::write(victim.path().join("bin/tool"), &script).unwrap();
+        std::fs::write(
+            victim.path().join("pyvenv.cfg"),
+            format!("home = {}\n", old.display()),
+        )
+        .unwrap();
+        victim
+    }
+
+    #[test]
+    fn a_forged_archive_whose_venv_leads_out_is_refused_and_changes_nothing_outside() {
+        let (a, b, shared) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let cache = Cache::open(a.path()).unwrap();
+        let built = a.path().join("k.tmp1");
+        let victim = victim(&built);
+        let before = snapshot(victim.path());
+        // The forger: `venv` is a link to the victim, the record is sealed as a real one is
+        // (an unsigned store checks no more than that), and the store takes it.
+        let src = a.path().join("k");
+        std::fs::create_dir_all(&src).unwrap();
+        std::os::unix::fs::symlink(victim.path(), src.join("venv")).unwrap();
+        let key = Hash::of_bytes(b"env");
+        std::fs::write(src.join("record"), entry::seal("envs", key, "record")).unwrap();
+        let r = remote(shared.path());
+        upload(
+            &cache,
+            &r,
+            Bucket::Envs,
+            key,
+            &src,
+            &["venv", "record"],
+            std::slice::from_ref(&built),
+        )
+        .unwrap();
+        let dest = b.path().join("k");
+        let record_ok = |tmp: &Path| {
+            entry::unseal::<String>("envs", key, &std::fs::read(tmp.join("record")).unwrap())
+                .map(drop)
+                .map_err(|e| e.to_string())
+        };
+        let got = fetch(
+            &r,
+            Bucket::Envs,
+            key,
+            &dest,
+            std::slice::from_ref(&dest),
+            &["venv/bin", "venv/pyvenv.cfg"],
+            &[PathBuf::from("/usr")],
+            &record_ok,
+        );
+        assert!(matches!(got, Fetched::Damaged), "{got:?}");
+        assert_eq!(
+            snapshot(victim.path()),
+            before,
+            "the victim's files changed"
+        );
+        assert!(!dest.exists());
+        assert_eq!(std::fs::read_dir(b.path()).unwrap().count(), 0, "leftovers");
+    }
+
+    #[test]
+    fn relocate_refuses_a_place_through_a_link_and_leaves_linked_files_alone() {
+        let root = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(root.path()).unwrap();
+        let old = root.join("old");
+        let victim = victim(&old);
+        let before = snapshot(victim.path());
+        let pairs = [(old.to_string_lossy().into_owned(), "/new".to_owned())];
+        // A place whose path passes through a link.
+        std::os::unix::fs::symlink(victim.path(), root.join("venv")).unwrap();
+        let why = relocate(&root, "venv/bin", &pairs).unwrap_err();
+        assert!(why.contains("passes through a link"), "{why}");
+        assert!(relocate(&root, "venv/pyvenv.cfg", &pairs).is_err());
+        // Links right in a place: left alone; a regular file beside them: rewritten; a place
+        // that is a link: refused.
+        std::fs::create_dir_all(root.join("env/bin")).unwrap();
+        std::os::unix::fs::symlink(victim.path().join("bin/tool"), root.join("env/bin/tool"))
+            .unwrap();
+        std::os::unix::fs::symlink(victim.path().join("pyvenv.cfg"), root.join("env/cfg")).unwrap();
+        std::fs::write(
+            root.join("env/bin/own"),
+            format!("#!{}/python", old.display()),
+        )
+        .unwrap();
+        relocate(&root, "env/bin", &pairs).unwrap();
+        assert!(
+            relocate(&root, "env/cfg", &pairs).is_err(),
+            "a place that is a link"
+        );
+        assert_eq!(
+            snapshot(victim.path()),
+            before,
+            "the victim's files changed"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("env/bin/own")).unwrap(),
+            "#!/new/python"
+        );
     }
 }

@@ -1085,6 +1085,8 @@ impl EnvBuilder<'_> {
             dir,
             &now_at,
             &ENV_REWRITE,
+            // `venv/bin/python` leads to the base interpreter.
+            std::slice::from_ref(&self.interpreter.base_prefix),
             &record_ok,
         ) {
             archive::Fetched::Unpacked => match self.cached_env(dir, hash)? {

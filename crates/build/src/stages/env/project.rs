@@ -299,6 +299,8 @@ impl EnvBuilder<'_> {
             dir,
             &now_at,
             &PROJECT_REWRITE,
+            // A project layer's links stay inside it.
+            &[],
             &record_ok,
         ) {
             archive::Fetched::Unpacked => {
