@@ -9,6 +9,11 @@ For each project with survivors: a copy of its source tree, its tests run once o
 replaces the function's lines (re-indented as in the file), the tests run with `-x`, and the
 file is restored. Needs a Python with pytest (run.sh makes a venv for it); tests that need
 packages the venv lacks are ignored by collection errors, not counted.
+
+The tests are the projects' code, so they run in r2e's sandbox (`r2e sandboxed`: bubblewrap, no
+network, nothing of this machine but its system software, the Python's folders and the copy,
+which is the only folder they may write and their $HOME), with r2e's fixed environment and
+PYTHONPATH only: none of this process's variables reach them.
 """
 
 import os
@@ -41,16 +46,38 @@ def suite(root):
     return None
 
 
-def pytest(python, copy, import_root, paths, extra, deselect, timeout):
-    cmd = [python, "-m", "pytest", *paths, "-q", "-x", "-p", "no:cacheprovider", "-o", "addopts=",
-           "--continue-on-collection-errors", *extra]
+def python_folders(python):
+    """What the sandbox must show of `python`: its environment and its base installation."""
+    out = subprocess.run([python, "-I", "-c", "import sys; print(sys.prefix); print(sys.base_prefix)"],
+                         stdout=subprocess.PIPE, text=True, check=True, env={"PATH": os.defpath})
+    return sorted(set(out.stdout.split()))
+
+
+def sandboxed(r2e, python, copy, env, args, timeout):
+    """`r2e sandboxed`: `python args` in the sandbox, in `copy` (its only writable folder),
+    seeing the variables of `env` and none of this process's."""
+    cmd = [r2e, "sandboxed", "--workdir", copy, "--timeout", str(timeout)]
+    for folder in python_folders(python):
+        cmd += ["--read", folder]
+    for k, v in env.items():
+        cmd += ["--env", f"{k}={v}"]
+    cmd += ["--", python, *args]
+    # r2e itself reads nothing of this process's environment that the tests could see.
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout + 60, env={"PATH": os.environ.get("PATH", os.defpath)})
+
+
+def pytest(r2e, python, copy, import_root, paths, extra, deselect, timeout):
+    args = ["-m", "pytest", *paths, "-q", "-x", "-p", "no:cacheprovider", "-o", "addopts=",
+            "--continue-on-collection-errors", *extra]
     for d in deselect:
-        cmd += ["--deselect", d]
-    env = dict(os.environ, PYTHONPATH=import_root, PYTHONDONTWRITEBYTECODE="1")
+        args += ["--deselect", d]
     try:
-        p = subprocess.run(cmd, cwd=copy, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        p = sandboxed(r2e, python, copy, {"PYTHONPATH": import_root}, args, timeout)
     except subprocess.TimeoutExpired:
         return "timeout", ""
+    if p.returncode == 124:
+        return "timeout", p.stdout
     return p.returncode, p.stdout
 
 
@@ -62,13 +89,14 @@ def indent_text(text, indent):
     return "".join((indent + l if l.strip() else "\n") for l in text.splitlines(keepends=True))
 
 
-def run(python, roots, originals, survivors, workdir, max_per_project, controls=None, budget=3600, timeout=600):
+def run(r2e, python, roots, originals, survivors, workdir, max_per_project, controls=None, budget=3600, timeout=600):
     """Per survivor record (keyed by id(record)): "killed", "survived", "timeout" (the tests
     ran past the limit: a loop), "no_tests", "baseline_broken", "control_failed" (the
     instance's unparsed original, patched in the same way, already fails the tests: the patch,
     not the mutant, would be judged), or "skipped" (over budget).
 
-    `controls`: per instance id, the control text (the original through ast.unparse)."""
+    `r2e`: the r2e binary whose sandbox runs the tests. `controls`: per instance id, the control
+    text (the original through ast.unparse)."""
     controls = controls or {}
     verdicts = {}
     workdir = os.path.abspath(workdir)
@@ -94,7 +122,7 @@ def run(python, roots, originals, survivors, workdir, max_per_project, controls=
         deselect = []
         code, out = None, ""
         for _ in range(5):
-            code, out = pytest(python, copy, import_root, paths, extra, deselect, timeout)
+            code, out = pytest(r2e, python, copy, import_root, paths, extra, deselect, timeout)
             if code in (0, 5) or code == "timeout":
                 break
             new = [f for f in failing(out) if f not in deselect and "::" in f]
@@ -121,7 +149,7 @@ def run(python, roots, originals, survivors, workdir, max_per_project, controls=
             with open(path, "w", encoding="utf-8") as f:
                 f.write(patched)
             try:
-                return pytest(python, copy, import_root, paths, extra, deselect, timeout)[0]
+                return pytest(r2e, python, copy, import_root, paths, extra, deselect, timeout)[0]
             finally:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(original)

@@ -323,6 +323,7 @@ def main():
 
         controls = {r["id"]: r["text"] for r in records if r["role"] == "rewrite" and r["kind"] == "unparsed"}
         verdicts = oracle.run(
+            os.path.abspath(args.r2e),
             args.oracle_python, roots, originals, survivors, os.path.join(args.work, "oracle"), args.oracle_max, controls
         )
         for row, r in zip(survivor_rows, survivors):

@@ -277,3 +277,46 @@ fn a_job_sees_only_its_allow_list() {
     }
     assert_eq!(seen["caps"], "0000000000000000", "no capabilities");
 }
+
+/// `r2e sandboxed` (what `bench/verdicts/oracle.py` runs the projects' own tests with): the
+/// program sees the `--env` variables and r2e's fixed ones, none of the caller's (a secret),
+/// nothing of the caller's home, its working folder as `$HOME`; its output and exit code come
+/// back as they were, and the wall-clock limit reads as 124.
+#[test]
+fn sandboxed_runs_a_program_with_none_of_the_callers_environment() {
+    let work = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("credentials"), "hunter2").unwrap();
+    let script = format!(
+        "import os, sys\n\
+         print(os.environ.get('ORACLE_SECRET'), os.environ.get('GIVEN'), os.environ['HOME'] == os.getcwd())\n\
+         print(os.path.exists({:?}), os.path.exists({:?}))\n\
+         sys.exit(3)",
+        home.path().join("credentials"),
+        home.path(),
+    );
+    let run = |args: &[&str]| {
+        assert_cmd::Command::cargo_bin("r2e")
+            .unwrap()
+            .arg("sandboxed")
+            .arg("--workdir")
+            .arg(work.path())
+            .args(args)
+            .env("ORACLE_SECRET", "hunter2")
+            .env("HOME", home.path())
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--env", "GIVEN=yes", "--", "python3", "-c", &script]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout, "None yes True\nFalse False\n");
+    let out = run(&["--timeout", "1", "--", "sleep", "30"]);
+    assert_eq!(out.status.code(), Some(124));
+}
