@@ -572,3 +572,249 @@ fn the_project_is_installed_as_a_wheel_with_its_metadata_and_what_its_build_made
     );
     assert_eq!(env3["project"]["version"], "2.0", "{env3}");
 }
+
+/// A source release (in-tree backend, no build requirements) both repositories depend on:
+/// pip builds it once and keeps the wheel in its cache.
+const SHARED_SDIST: &str = r#"
+//- pyproject.toml
+[build-system]
+requires = []
+build-backend = "backend"
+backend-path = ["."]
+
+[project]
+name = "shared"
+version = "1.0"
+//- backend.py
+import os, zipfile
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    info = "shared-1.0.dist-info"
+    files = {
+        "shared/__init__.py": b"VALUE = 1\n",
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: shared\nVersion: 1.0\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{p},,\n" for p in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(os.path.join(wheel_directory, "shared-1.0-py3-none-any.whl"), "w") as z:
+        for path, data in files.items():
+            z.writestr(path, data)
+        z.writestr(f"{info}/RECORD", record)
+    return "shared-1.0-py3-none-any.whl"
+"#;
+
+/// Repository A: its build backend (run when its project layer is built, after its
+/// environment) writes a marker into every folder it can write, rewrites every wheel it can
+/// write (each module gets `POISONED = True`) and appends garbage to every other file it can
+/// write on a path that looks like a cache. What it reached is in its own wheel.
+const ATTACKER: &str = r#"
+//- requirements.txt
+shared>=1.0
+//- pyproject.toml
+[build-system]
+requires = []
+build-backend = "evil"
+backend-path = ["_backend"]
+
+[project]
+name = "evil"
+version = "1.0"
+//- _backend/evil.py
+import os, zipfile
+
+
+def poison_wheel(path):
+    with zipfile.ZipFile(path) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    with zipfile.ZipFile(path, "w") as z:
+        for n, data in members.items():
+            z.writestr(n, data + b"\nPOISONED = True\n" if n.endswith(".py") else data)
+
+
+def attack():
+    reached = []
+    for root, dirs, files in os.walk("/"):
+        dirs[:] = [d for d in dirs if os.path.join(root, d) not in ("/proc", "/sys", "/dev")]
+        if os.access(root, os.W_OK):
+            try:
+                with open(os.path.join(root, "r2e-poison-marker"), "w") as f:
+                    f.write("garbage")
+                reached.append(root)
+            except OSError:
+                pass
+        for n in files:
+            p = os.path.join(root, n)
+            if os.path.islink(p) or not os.path.isfile(p) or not os.access(p, os.W_OK):
+                continue
+            try:
+                if n.endswith(".whl"):
+                    poison_wheel(p)
+                    reached.append(p)
+                elif "cache" in p.lower() and n != "r2e-poison-marker":
+                    with open(p, "ab") as f:
+                        f.write(b"garbage")
+                    reached.append(p)
+            except Exception:
+                pass
+    return reached
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    reached = attack()
+    info = "evil-1.0.dist-info"
+    files = {
+        "evil_reached.py": f"REACHED = {reached!r}\n".encode(),
+        f"{info}/METADATA": b"Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n",
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{p},,\n" for p in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(os.path.join(wheel_directory, "evil-1.0-py3-none-any.whl"), "w") as z:
+        for path, data in files.items():
+            z.writestr(path, data)
+        z.writestr(f"{info}/RECORD", record)
+    return "evil-1.0-py3-none-any.whl"
+//- evil/__init__.py
+def double(x):
+    """Twice x."""
+    return x * 2
+"#;
+
+/// Repository B: it depends on the same source release.
+const VICTIM: &str = r#"
+//- requirements.txt
+shared
+//- pkg/__init__.py
+//- pkg/core.py
+import shared
+
+def scaled(x):
+    """x times the dependency's value."""
+    return shared.VALUE * x
+"#;
+
+/// `text` with every `<dir>.tmp<pid>` and `<dir>` read as `<env>`.
+fn as_env(text: &str, dir: &str) -> String {
+    let tmp = format!("{dir}.tmp");
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(&tmp) {
+        out.push_str(&rest[..at]);
+        out.push_str("<env>");
+        rest = rest[at + tmp.len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    out.replace(dir, "<env>")
+}
+
+/// The files of an environment's `venv` (path → blake3 of the contents, the target of a link),
+/// with its folder read as `<env>`: the folder it was built in (`<env dir>.tmp<pid>`, holding
+/// the building r2e's process id, under another cache) is named in the scripts' shebangs,
+/// `pyvenv.cfg` and `activate`, so the `RECORD`s' hashes of those scripts are left out too. Left out:
+/// `__pycache__` (the bytecode pip compiles holds the times the sources were installed at).
+fn venv_files(venv: &Path) -> std::collections::BTreeMap<String, String> {
+    let dir = venv.parent().unwrap().to_string_lossy().into_owned();
+    walkdir::WalkDir::new(venv)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| e.file_name() != "__pycache__")
+        .map(|e| e.unwrap())
+        .filter(|e| !e.file_type().is_dir())
+        .map(|e| {
+            let rel = e.path().strip_prefix(venv).unwrap().display().to_string();
+            let what = if e.file_type().is_symlink() {
+                std::fs::read_link(e.path()).unwrap().display().to_string()
+            } else {
+                let bytes = std::fs::read(e.path()).unwrap();
+                let mut text = as_env(&String::from_utf8_lossy(&bytes), &dir);
+                if e.file_name() == "RECORD" {
+                    // The hashes of the scripts in `bin/`, whose shebangs name the folder.
+                    text = text
+                        .lines()
+                        .map(|l| match l.split_once(',') {
+                            Some((path, _)) if path.starts_with("../../../bin/") => path,
+                            _ => l,
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                }
+                blake3::hash(text.as_bytes()).to_hex().to_string()
+            };
+            (rel, what)
+        })
+        .collect()
+}
+
+/// A repository whose build writes into every folder it can reach and poisons what looks like
+/// an installer's cache leaves another repository's environment byte for byte what it is when
+/// built without it: each build's installer caches are its own (see ARCHITECTURE, "installer
+/// caches").
+#[test]
+fn one_repositorys_install_cannot_change_another_repositorys_environment() {
+    let extra = tempfile::tempdir().unwrap();
+    common::index::sdist(extra.path(), "shared", "1.0", SHARED_SDIST);
+    let toml =
+        "[extract]\nconnectivity = false\n\n[env]\ninstaller = \"pip\"\ntimeout_seconds = 300\n";
+    let (attacker, victim) = (Project::new(ATTACKER, toml), Project::new(VICTIM, toml));
+    let find_links = format!(
+        "{} {}",
+        common::wheelhouse().display(),
+        extra.path().display()
+    );
+    let build = |p: &Project, cache: &Path| {
+        let out = Command::cargo_bin("r2e")
+            .unwrap()
+            .args(["build", "--json", "--until", "env", "--cache"])
+            .arg(cache)
+            .current_dir(p.path())
+            .env("PIP_NO_INDEX", "1")
+            .env("PIP_FIND_LINKS", &find_links)
+            .timeout(std::time::Duration::from_secs(600))
+            .assert()
+            .success()
+            .get_output()
+            .stdout
+            .clone();
+        let summary: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(summary["stages"]["env"]["failed"], 0, "{summary}");
+        json_lines(&p.path().join("out/envs.jsonl")).remove(0)
+    };
+    let venv = |cache: &Path, env: &serde_json::Value| {
+        let dir = cache
+            .join(r2e_core::cache::Bucket::Envs.folder())
+            .join(env["env_key"].as_str().unwrap())
+            .join("venv");
+        venv_files(&dir)
+    };
+    let caches = tempfile::tempdir().unwrap();
+    let (alone, shared) = (caches.path().join("alone"), caches.path().join("shared"));
+    let env = build(&victim, &alone);
+    let without = venv(&alone, &env);
+    assert!(
+        without.keys().any(|k| k.ends_with("shared/__init__.py")),
+        "{without:?}"
+    );
+
+    let evil = build(&attacker, &shared);
+    assert_eq!(evil["project"]["outcome"], "installed", "{evil}");
+    let layer = shared
+        .join(r2e_core::cache::Bucket::Projects.folder())
+        .join(evil["project"]["key"].as_str().unwrap())
+        .join("site/evil_reached.py");
+    let reached = std::fs::read_to_string(&layer).unwrap();
+    assert!(
+        reached.contains("r2e-poison") || reached.contains("/"),
+        "{reached}"
+    );
+    let env = build(&victim, &shared);
+    let with = venv(&shared, &env);
+    let differ: Vec<&String> = with
+        .keys()
+        .chain(without.keys())
+        .filter(|k| with.get(*k) != without.get(*k))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "B's environment differs in {differ:?}; what A reached: {reached}"
+    );
+}

@@ -1,7 +1,7 @@
 //! Building one environment: the installer (`uv`, found or installed from the package index,
 //! or pip), the steps (create, install the pinned coverage.py and the declarations, then the
 //! inferred imports, then the lock), each in the sandbox with the network and nothing of the
-//! machine but the interpreter, the installers' caches and the folder being built. A failure
+//! machine but the interpreter, the build's own installer caches and the folder being built. A failure
 //! that may pass (the network, the index, a full disk, no memory) is never stored.
 
 use r2e_core::records::EnvOutcome;
@@ -406,6 +406,53 @@ pub(super) struct Building<'a> {
     pub(super) readonly: Vec<PathBuf>,
     /// The name its log gives the folder it builds in (`<env>`, `<project>`).
     pub(super) label: &'static str,
+    /// Its own installer caches (uv's, pip's): see [`installer_caches`].
+    pub(super) caches: [PathBuf; 2],
+}
+
+/// The installer caches (uv's, pip's) of the build of `hash` in `bucket`:
+/// `uv-cache/<bucket>-<hash>/`, `pip-cache/<bucket>-<hash>/`. A build's code (a `setup.py`, a
+/// build backend) runs beside its installer and can write whatever the installer can, so no
+/// two builds share a cache: what one repository's install writes there, no other's reads.
+/// The same key's next build (after a failure that may pass) reads what its first one
+/// downloaded; a finished build removes its caches ([`Building::drop_caches`]).
+pub(super) fn installer_caches(cache: &Cache, bucket: Bucket, hash: Hash) -> Result<[PathBuf; 2]> {
+    let name = format!("{}-{}", bucket.folder(), hash.to_hex());
+    Ok([
+        cache.dir(Bucket::UvCache)?.join(&name),
+        cache.dir(Bucket::PipCache)?.join(&name),
+    ])
+}
+
+/// `text` with the values of the index and proxy settings among `passthrough` (URLs, which may
+/// hold a token in their user, password or path) replaced by their names, and the credentials
+/// of those URLs wherever they appear alone: what an installer prints of them never reaches a
+/// log, an output or the cache.
+pub(super) fn redact_settings(text: &str, passthrough: &[(String, String)]) -> String {
+    let mut secrets: Vec<(String, String)> = Vec::new();
+    for (name, value) in passthrough {
+        for url in value.split([' ', ',']).filter(|v| v.contains("://")) {
+            secrets.push((url.to_owned(), format!("<{name}>")));
+            let rest = &url[url.find("://").map_or(0, |i| i + 3)..];
+            let host_end = rest.find('/').unwrap_or(rest.len());
+            if let Some(at) = rest[..host_end].rfind('@') {
+                let userinfo = &rest[..at];
+                secrets.push((userinfo.to_owned(), "<credentials>".into()));
+                for part in userinfo.split(':').filter(|p| p.len() >= 4) {
+                    secrets.push((part.to_owned(), "<credentials>".into()));
+                }
+            }
+        }
+    }
+    // Longer first: a whole URL before the credentials inside it.
+    secrets.sort_by_key(|(s, _)| std::cmp::Reverse(s.len()));
+    let mut out = text.to_owned();
+    for (secret, name) in &secrets {
+        if !secret.is_empty() {
+            out = out.replace(secret.as_str(), name);
+        }
+    }
+    out
 }
 
 /// What a finished build holds: its outcome, the packages that failed, its lock, what its
@@ -443,7 +490,15 @@ impl Building<'_> {
                 .into_iter()
                 .map(|p| (p, "<python>")),
         );
-        redact(&self.log, &paths, usize::MAX)
+        let log = redact_settings(&self.log, &self.builder.cfg.passthrough);
+        redact(&log, &paths, usize::MAX)
+    }
+
+    /// Removes this build's installer caches (a finished build: its environment holds copies).
+    pub(super) fn drop_caches(&self) {
+        for dir in &self.caches {
+            let _ = fs_err::remove_dir_all(dir);
+        }
     }
 
     /// Runs one installation step in the sandbox (network on), appending to the log.
@@ -453,12 +508,16 @@ impl Building<'_> {
         env.push(("UV_PYTHON_DOWNLOADS".into(), "never".into()));
         env.push(("UV_LINK_MODE".into(), "copy".into()));
         env.push(("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into()));
-        let uv_cache = b.cache.dir(Bucket::UvCache)?;
-        let pip_cache = b.cache.dir(Bucket::PipCache)?;
-        // Used, for `gc`'s least recently used, but not kept for the build: a built environment
-        // holds copies (`UV_LINK_MODE=copy`), never links into them.
-        r2e_core::cache::touch(&uv_cache);
-        r2e_core::cache::touch(&pip_cache);
+        // This build's own caches (never another's: see `installer_caches`). Used, for `gc`'s
+        // least recently used; a built environment holds copies (`UV_LINK_MODE=copy`), never
+        // links into them.
+        let [uv_cache, pip_cache] = self.caches.clone();
+        for dir in [&uv_cache, &pip_cache] {
+            fs_err::create_dir_all(dir)?;
+            if let Some(bucket) = dir.parent() {
+                r2e_core::cache::touch(bucket);
+            }
+        }
         env.push((
             "UV_CACHE_DIR".into(),
             uv_cache.to_string_lossy().into_owned(),
@@ -1129,14 +1188,17 @@ impl EnvBuilder<'_> {
             log: String::new(),
             readonly: Vec::new(),
             label: "<env>",
+            caches: installer_caches(self.cache, Bucket::Envs, hash)?,
         };
         let built = self.install_all(&mut b, declared, inferred, optional);
         let (outcome, failed, lock, installed, rejected) = match built {
             Ok(done) => done,
             Err(Stop::Error(e)) => {
                 let _ = fs_err::remove_dir_all(&b.tmp);
+                b.drop_caches();
                 return Err(e);
             }
+            // The caches stay: the next try reads what this one downloaded.
             Err(Stop::Transient(why)) => {
                 let _ = fs_err::remove_dir_all(&b.tmp);
                 return Err(Error::env(why));
@@ -1161,6 +1223,7 @@ impl EnvBuilder<'_> {
             &entry::seal(&Bucket::Envs.folder(), hash, &record),
         )?;
         let _ = fs_err::remove_dir_all(b.tmp.join("scratch"));
+        b.drop_caches();
         if dir.exists() {
             // Another build finished it first; use theirs.
             let _ = fs_err::remove_dir_all(&b.tmp);
@@ -1295,6 +1358,35 @@ mod tests {
             transient(&failed("error: Failed to fetch: 429 Too Many Requests")),
             Some("the package index refuses too many requests (429)")
         );
+    }
+
+    /// An index URL's token, in its user, its password or its path, never reaches a log: the
+    /// whole URL reads as its setting's name, its credentials wherever they appear alone.
+    #[test]
+    fn index_credentials_never_reach_a_log() {
+        let passthrough = vec![
+            (
+                "PIP_INDEX_URL".to_owned(),
+                "https://alice:s3cr3t-token@pypi.example/simple".to_owned(),
+            ),
+            (
+                "PIP_EXTRA_INDEX_URL".to_owned(),
+                "https://pkgs.example/TOKEN123/simple https://ghp_abcdef@other.example/".to_owned(),
+            ),
+            ("PIP_NO_INDEX".to_owned(), "1".to_owned()),
+        ];
+        let log = "Looking in indexes: https://alice:****@pypi.example/simple\n\
+                   GET https://alice:s3cr3t-token@pypi.example/simple/foo/ 401\n\
+                   GET https://pkgs.example/TOKEN123/simple/bar/\n\
+                   GET https://****@other.example/ ghp_abcdef\n\
+                   password s3cr3t-token, exit 1\n";
+        let out = redact_settings(log, &passthrough);
+        for secret in ["s3cr3t-token", "TOKEN123", "alice", "ghp_abcdef"] {
+            assert!(!out.contains(secret), "{secret} in {out}");
+        }
+        assert!(out.contains("GET <PIP_INDEX_URL>/foo/ 401"), "{out}");
+        assert!(out.contains("GET <PIP_EXTRA_INDEX_URL>/bar/"), "{out}");
+        assert!(out.contains("exit 1"), "{out}");
     }
 
     /// A pure-Python wheel `name`, made with Python's zipfile module, in `dir`.

@@ -232,12 +232,17 @@ impl EnvBuilder<'_> {
             log: String::new(),
             readonly: vec![env.dir.clone()],
             label: "<project>",
+            caches: super::build::installer_caches(self.cache, Bucket::Projects, hash)?,
         };
         let built = self.build_project(&mut b, root, skip, hash);
         let built = match built {
             Ok(record) => record,
             Err(stop) => {
                 let _ = fs_err::remove_dir_all(&b.tmp);
+                if let Stop::Error(_) = stop {
+                    // The caches stay only for another try of a failure that may pass.
+                    b.drop_caches();
+                }
                 return Err(match stop {
                     Stop::Error(e) => e,
                     Stop::Transient(why) => Error::env(why),
@@ -251,6 +256,7 @@ impl EnvBuilder<'_> {
         for gone in ["scratch", "src", "dist"] {
             let _ = fs_err::remove_dir_all(b.tmp.join(gone));
         }
+        b.drop_caches();
         if dir.exists() {
             // Another build finished it first; use theirs.
             let _ = fs_err::remove_dir_all(&b.tmp);
