@@ -358,9 +358,49 @@ fn a_shard_whose_host_dies_is_requeued_and_only_its_unstored_work_runs_again() {
         job_logs(&c, &w.join("shared"))
     );
     assert_eq!(version(&output), v, "{}", job_logs(&c, &w.join("shared")));
+    requeued(&c, &ids[0], &output, &victim);
     let (runs, twice) = only_unstored_work_ran_again(&output, &victim);
     eprintln!("killed {victim}: {runs} expensive actions, {twice} run twice");
     c.spawn_daemon(&victim);
+}
+
+/// Asserts that the shard `victim` was running when it died was requeued: Slurm restarted its
+/// array task once (`Restarts=1`, from `scontrol`) and it ended on the other node, where r2e's
+/// trace shows the shard ran again after its start on `victim`; no other task restarted.
+fn requeued(c: &Cluster, array: &str, output: &Path, victim: &str) {
+    let other = if victim == "h2" { "h3" } else { "h2" };
+    let names: Vec<String> = traces(output).into_keys().collect();
+    let ran_on =
+        |task: u32, host: &str| names.contains(&format!("shard-{task}-of-2.{host}.trace.jsonl"));
+    let tasks = c.show_job(array);
+    assert_eq!(tasks.lines().count(), 2, "{tasks}");
+    let mut restarted = Vec::new();
+    for line in tasks.lines() {
+        let field = |name: &str| -> String {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .unwrap_or_else(|| panic!("no {name} in {line}"))
+                .to_owned()
+        };
+        let task: u32 = field("ArrayTaskId").parse().unwrap();
+        match field("Restarts").as_str() {
+            "0" => {}
+            "1" => {
+                assert_eq!(field("NodeList"), other, "{line}");
+                assert!(
+                    ran_on(task, victim) && ran_on(task, other),
+                    "shard {task} ran on {victim}, then on {other}: {names:?}"
+                );
+                restarted.push(task);
+            }
+            n => panic!("task {task} restarted {n} times: {line}"),
+        }
+    }
+    assert_eq!(
+        restarted.len(),
+        1,
+        "the shard of the dead host {victim} was requeued once: {tasks}"
+    );
 }
 
 #[test]

@@ -36,6 +36,20 @@ fn have_validator() -> bool {
     )
 }
 
+/// Whether python3 has PyYAML, which reads the manifests ([`documents`]).
+fn have_yaml() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import yaml"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    common::require(
+        ok,
+        "PyYAML for python3",
+        "`python3 -m pip install pyyaml` (kubernetes-validate brings it); `.ci/run` does",
+    )
+}
+
 /// Three small repositories and a pipeline naming them (no model), in `dir`.
 pub(crate) fn project(dir: &Path, remote: Option<&str>) -> PathBuf {
     let mut text = String::from("version = 1\n[project]\nname = \"Kube Demo\"\n\n");
@@ -368,7 +382,8 @@ fn bad_k8s_input_is_exit_2_and_says_why() {
 
 #[test]
 fn shards_run_as_the_indexed_jobs_pods_would_give_the_one_machine_dataset() {
-    if !have_validator() {
+    // It reads the manifests (PyYAML) and validates none of them.
+    if !have_yaml() {
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -467,24 +482,69 @@ fn shards_run_as_the_indexed_jobs_pods_would_give_the_one_machine_dataset() {
     assert!(started.is_empty(), "{started:?}");
 }
 
-/// A `kubectl` that plays a cluster's part for `--apply`: it records its calls, keeps what was
-/// applied, reports the shards' Job active and then (`SHARDS`) complete or failed, and the
-/// assemble complete once resumed.
-const KUBECTL: &str = r#"#!/bin/sh
-echo "$*" >> "$FAKE/calls"
-case "$*" in
-  *apply*) cat > "$FAKE/applied.yaml" ;;
-  *"get job/"*-shards*)
-    n=$(cat "$FAKE/polls" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$FAKE/polls"
-    if [ $n -lt 2 ]; then echo '{"status":{"active":2}}'
-    elif [ "$SHARDS" = failed ]; then echo '{"status":{"succeeded":1,"failed":3,"failedIndexes":"1","conditions":[{"type":"Failed","status":"True"}]}}'
-    else echo '{"status":{"succeeded":2,"conditions":[{"type":"Complete","status":"True"}]}}'; fi ;;
-  *patch*) touch "$FAKE/resumed" ;;
-  *"get job/"*-assemble*)
-    if [ -f "$FAKE/resumed" ]; then echo '{"status":{"succeeded":1,"conditions":[{"type":"Complete","status":"True"}]}}'
-    else echo '{"status":{}}'; fi ;;
-  *) echo "unexpected: $*" >&2; exit 1 ;;
-esac
+/// A `kubectl` that plays a cluster's part for `--apply` (namespace `lab`, Jobs `nightly-*`).
+/// It takes only the calls a real `kubectl` would be given, each argument checked: `apply -f -`
+/// with the manifests `r2e cluster k8s` prints (`$FAKE/expected.yaml`) on its stdin, `get
+/// job/NAME -o json` of the two Jobs, and the merge patch that resumes the assemble (its body
+/// read as JSON). Anything else is written to `$FAKE/wrong` and ends the `r2e` that ran it (which
+/// would otherwise wait out failed reads), so the test fails naming it. It records its calls,
+/// keeps what was applied, reports the shards' Job active and then (`SHARDS`) complete or
+/// failed, and the assemble complete once resumed.
+const KUBECTL: &str = r#"#!/usr/bin/env python3
+import json, os, signal, sys
+
+fake = os.environ["FAKE"]
+args = sys.argv[1:]
+
+def path(name):
+    return os.path.join(fake, name)
+
+def wrong(why):
+    with open(path("wrong"), "a") as f:
+        f.write(f"{why}: {args!r}\n")
+    os.kill(os.getppid(), signal.SIGKILL)
+    sys.exit(1)
+
+with open(path("calls"), "a") as f:
+    f.write(" ".join(args) + "\n")
+if args[:2] != ["-n", "lab"]:
+    wrong("not in the namespace `lab`")
+call = args[2:]
+if call == ["apply", "-f", "-"]:
+    body = sys.stdin.read()
+    with open(path("applied.yaml"), "w") as f:
+        f.write(body)
+    with open(path("expected.yaml")) as f:
+        if body != f.read():
+            wrong("applied other manifests than `r2e cluster k8s` prints")
+elif call == ["get", "job/nightly-shards", "-o", "json"]:
+    n = int(open(path("polls")).read()) + 1 if os.path.exists(path("polls")) else 1
+    with open(path("polls"), "w") as f:
+        f.write(str(n))
+    if n < 2:
+        status = {"active": 2}
+    elif os.environ["SHARDS"] == "failed":
+        status = {"succeeded": 1, "failed": 3, "failedIndexes": "1",
+                  "conditions": [{"type": "Failed", "status": "True"}]}
+    else:
+        status = {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]}
+    print(json.dumps({"status": status}))
+elif call[:4] == ["patch", "job/nightly-assemble", "--type=merge", "-p"] and len(call) == 5:
+    try:
+        body = json.loads(call[4])
+    except ValueError as e:
+        wrong(f"a patch body that is not JSON ({e})")
+    if body != {"spec": {"suspend": False}}:
+        wrong("a patch other than resuming the Job")
+    open(path("resumed"), "w").close()
+elif call == ["get", "job/nightly-assemble", "-o", "json"]:
+    if os.path.exists(path("resumed")):
+        status = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+    else:
+        status = {}
+    print(json.dumps({"status": status}))
+else:
+    wrong("unexpected")
 "#;
 
 #[test]
@@ -502,9 +562,18 @@ fn apply_follows_the_shards_then_resumes_and_follows_the_assemble() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    // What was applied must be what is printed.
+    let (code, printed, stderr) = k8s(
+        &pipeline,
+        &[
+            "--shards", "2", "--image", "r2e:1", "-n", "lab", "--name", "nightly",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
     for outcome in ["complete", "failed"] {
         let fake = work.path().join(outcome);
         std::fs::create_dir_all(&fake).unwrap();
+        std::fs::write(fake.join("expected.yaml"), &printed).unwrap();
         let out = r2e()
             .args([
                 "cluster", "k8s", "--shards", "2", "--image", "r2e:1", "-n", "lab", "--name",
@@ -518,14 +587,10 @@ fn apply_follows_the_shards_then_resumes_and_follows_the_assemble() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         let calls = std::fs::read_to_string(fake.join("calls")).unwrap();
-        // What was applied is what is printed.
+        // Every call was one a real `kubectl` takes, as the stand-in checked.
+        let wrong = std::fs::read_to_string(fake.join("wrong")).unwrap_or_default();
+        assert!(wrong.is_empty(), "{wrong}calls:\n{calls}{stderr}");
         let applied = std::fs::read_to_string(fake.join("applied.yaml")).unwrap();
-        let (_, printed, _) = k8s(
-            &pipeline,
-            &[
-                "--shards", "2", "--image", "r2e:1", "-n", "lab", "--name", "nightly",
-            ],
-        );
         assert_eq!(applied, printed);
         assert!(calls.lines().all(|l| l.starts_with("-n lab ")), "{calls}");
         if outcome == "complete" {

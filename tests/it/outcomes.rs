@@ -583,7 +583,11 @@ fn serves_answers_say_error_with_a_null_reward_and_the_session_stays_open() {
     assert_eq!(submit["outcome"], "pass", "not cached: {submit}");
 
     // A full scratch disk.
-    if common::is_root() {
+    if common::require(
+        common::is_root(),
+        "root (to mount a tmpfs as the scratch disk)",
+        "run the tests as root, as `.ci/run` does",
+    ) {
         let sid = session_with(&server, &right("serve-full-disk"));
         let (test, submit) = {
             let _disk = common::Tmpfs::mount(&dir.join("cache").join("scratch"), "4k");

@@ -480,9 +480,14 @@ fn exclude_newer_with_a_pip_that_cannot_pin_is_refused() {
         .unwrap();
     let bundled = String::from_utf8_lossy(&bundled.stdout).trim().to_owned();
     let major: u32 = bundled.split('.').next().unwrap().parse().unwrap();
-    if major >= 26 {
-        // This pip has `--uploaded-prior-to`: nothing to refuse.
-        eprintln!("pip {bundled} pins with --uploaded-prior-to; skipped");
+    // A pip 26 or newer has `--uploaded-prior-to`: nothing to refuse, so nothing to test.
+    if !common::require(
+        major < 26,
+        &format!(
+            "a python3 whose bundled pip is older than 26 (it has pip {bundled}, which pins with `--uploaded-prior-to`)"
+        ),
+        "put a python3 whose `ensurepip` bundles an older pip first on the PATH",
+    ) {
         return;
     }
     let p = common::Project::new(

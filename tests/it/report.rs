@@ -341,7 +341,20 @@ fn the_dataset_card_is_front_matter_the_hub_and_datasets_read() {
         serde_json::from_slice(&std::fs::read(out("report.json")).unwrap()).unwrap();
     assert!(card.starts_with("---\n"), "{card}");
     let front = &card[4..card[4..].find("\n---\n").unwrap() + 4];
-    // YAML, read by PyYAML (which `.ci/run` installs with kubernetes-validate).
+    // YAML, read by PyYAML (which `.ci/run` installs with kubernetes-validate). Its absence is
+    // a skip (a failure under `R2E_TEST_STRICT=1`); a front matter it cannot read is a failure.
+    let have_yaml = std::process::Command::new("python3")
+        .args(["-c", "import yaml"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !common::require(
+        have_yaml,
+        "PyYAML for python3",
+        "`python3 -m pip install pyyaml`; `.ci/run` does",
+    ) {
+        return;
+    }
     let parsed = std::process::Command::new("python3")
         .args([
             "-c",
@@ -349,6 +362,7 @@ fn the_dataset_card_is_front_matter_the_hub_and_datasets_read() {
         ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .and_then(|mut child| {
             use std::io::Write;
@@ -356,13 +370,11 @@ fn the_dataset_card_is_front_matter_the_hub_and_datasets_read() {
             child.wait_with_output()
         })
         .unwrap();
-    if !common::require(
+    assert!(
         parsed.status.success(),
-        "PyYAML for python3",
-        "pip install pyyaml",
-    ) {
-        return;
-    }
+        "the front matter is not YAML: {}\n{front}",
+        String::from_utf8_lossy(&parsed.stderr)
+    );
     let meta: Value = serde_json::from_slice(&parsed.stdout).unwrap();
     // Two repositories: one MIT, one whose files say nothing: `other`, listed per repository.
     assert_eq!(meta["license"], "other", "{meta}");

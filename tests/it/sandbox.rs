@@ -196,7 +196,12 @@ fn a_job_sees_only_its_allow_list() {
     ) {
         return;
     }
-    let root = common::is_root();
+    // Markers in `/root` and `/home`, and a job's own user, need root.
+    let root = common::require(
+        common::is_root(),
+        "root (to plant markers in /root and /home)",
+        "run the tests as root, as `.ci/run` does",
+    );
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
     let env = cache.join("envs-v9/abc");

@@ -490,6 +490,44 @@ fn a_function_that_reads_its_own_line_numbers_has_no_valid_harness() {
     );
 }
 
+/// The same function under the default `[validate] unstable = "drop"`: every test that saw
+/// where its lines are disagrees with the original checked with its lines moved apart and is
+/// dropped, which leaves it no harness (too few tests, or none that returns) and no instance;
+/// it is not failed as `nondeterministic` (the `invalid` policy's verdict). A twin that does
+/// not read its line numbers keeps its tests and is an instance, and so is `banner`.
+#[test]
+fn under_the_default_policy_tests_that_read_line_numbers_are_dropped() {
+    let p = Project::new(
+        PLACES,
+        "[env]\ninstaller = \"pip\"\n\n[extract]\nconnectivity = false\n",
+    );
+    p.write(
+        "steady.py",
+        r#"
+        def gap(n):
+            """n plus one, plus two."""
+            first = 1
+            n = n + 1
+            last = 3
+            return last - first + n
+        "#,
+    );
+    let (harnesses, dataset) = build(&p);
+    let gap = &harnesses["r:places.py:gap"];
+    assert_eq!(gap["valid"], false, "{gap:#}");
+    assert!(
+        ["too_few_tests", "no_normal_return"].contains(&gap["failure_class"].as_str().unwrap()),
+        "its tests of a returned value were dropped: {gap:#}"
+    );
+    assert!(!dataset.contains_key("r:places.py:gap"), "{gap:#}");
+    let twin = instance(&harnesses, &dataset, "r:steady.py:gap");
+    assert!(twin["tests"].as_u64() >= Some(3), "{twin}");
+    assert!(returning_tests(twin) > 0, "{twin}");
+    assert!(twin["stability"].get("dropped").is_none(), "{twin}");
+    let banner = instance(&harnesses, &dataset, "r:places.py:banner");
+    assert!(banner["stability"].get("dropped").is_none(), "{banner}");
+}
+
 /// A module in Latin-1 (PEP 263): validation checks its original as a candidate, and `check`
 /// writes candidates spliced into it, in UTF-8.
 #[test]

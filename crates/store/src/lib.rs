@@ -6,7 +6,8 @@
 //!   usual environment variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
 //!   `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`; `GOOGLE_*`; `AZURE_*`), as the builders' `from_env`
 //!   reads them. Create-only writes are S3's `If-None-Match: *`, conditional ones `If-Match`
-//!   on the ETag a read returned.
+//!   on the ETag a read returned. Only `s3://` is tested against a server; `gs://` and `az://`
+//!   are not (no emulator of theirs installs here).
 //! - **WebDAV servers** (`http://HOST/PATH`, `https://...`), with plain HTTP methods
 //!   ([`dav`]): writes go to a temporary name, then `MOVE` into place (`Overwrite: F` for a
 //!   create-only write). `https://USER:PASSWORD@HOST/PATH` authenticates with HTTP basic auth.

@@ -10,9 +10,10 @@ use r2e_core::error::{Error, Result};
 pub enum Scheme {
     /// `s3://BUCKET/PREFIX`: Amazon S3 or a store that speaks its API.
     S3,
-    /// `gs://BUCKET/PREFIX`: Google Cloud Storage.
+    /// `gs://BUCKET/PREFIX`: Google Cloud Storage (untested: no test server, see `object`).
     Gs,
-    /// `az://CONTAINER/PREFIX`: Azure Blob Storage (the account from `AZURE_STORAGE_ACCOUNT_NAME`).
+    /// `az://CONTAINER/PREFIX`: Azure Blob Storage (the account from `AZURE_STORAGE_ACCOUNT_NAME`;
+    /// untested: no test server, see `object`).
     Az,
     /// `http://HOST/PATH`: a WebDAV server.
     Http,
