@@ -414,8 +414,14 @@ def _init(run, out_fd: int) -> None:
         _, status = os.waitpid(pid, 0)
         os._exit(_code_of(status))
     os.close(write_end)
-    # Python's own handler would raise here; ignored, a SIGINT from the namespace is dropped.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A signal this process has a handler for (Python's own SIGINT, any the worker set) would
+    # reach it from the namespace; ignored, it is dropped, as the others are.
+    for sig in signal.valid_signals():
+        try:
+            if signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+                signal.signal(sig, signal.SIG_IGN)
+        except (OSError, ValueError):
+            pass
     data, status = _read_until_exit(read_end, parent)
     if os.WIFSIGNALED(status):
         how = f"signal {os.WTERMSIG(status)}"
