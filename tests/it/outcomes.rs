@@ -5,7 +5,8 @@
 //! (every `r2e_batch.py` process under the r2e process under test, killed as it appears), and a
 //! full scratch disk (a 4 KiB tmpfs on the cache's scratch folder; root only). Each fault gives
 //! `error`, and nothing of it is cached: the same check without the fault is judged. A
-//! candidate's own crash, endless loop and memory blow-up give `fail`.
+//! candidate's own crash, endless loop and memory blow-up give `fail`, and so does a candidate
+//! that kills its worker (stored: judged again while the sandbox cannot start).
 //!
 //! And the stability of tests: a function that reads a random number drawn when its module is
 //! imported gives tests whose runs disagree (each worker is a fresh interpreter), which are
@@ -435,6 +436,89 @@ fn a_killed_worker_is_an_error_in_check_and_evaluate_and_is_not_cached() {
     build(dir, "eval-killed", true);
     let line = clamp_result(dir, "eval-killed");
     assert_eq!(line["outcome"], "pass", "checked again: {line}");
+}
+
+/// A `clamp` that kills the worker it sees (its parent, `os.getppid()`), then answers right.
+fn killer(nonce: &str) -> String {
+    format!(
+        "def clamp(x, lo, hi):\n    # {nonce}\n    import os\n    os.kill(os.getppid(), 9)\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n"
+    )
+}
+
+/// A candidate that kills its worker (from its own code, or from a child of its own that kills
+/// every process it may) did it itself: `fail` in `check --json`, `results.jsonl` and `serve`,
+/// and stored like any verdict, which the next check reads with the sandbox unable to start.
+#[test]
+fn a_candidate_that_kills_its_worker_fails_everywhere_and_is_cached() {
+    let dir = built();
+    if !common::require(
+        dir.join("bin/bwrap").exists(),
+        "bubblewrap (bwrap)",
+        "apt-get install bubblewrap",
+    ) {
+        return;
+    }
+    let _one = one_at_a_time();
+    let flag = dir.join("broken");
+    let every = "def clamp(x, lo, hi):\n    import os, time\n    if os.fork() == 0:\n        os.kill(-1, 9)\n        os._exit(0)\n    time.sleep(1)\n    return min(max(x, lo), hi)\n";
+    for (what, text) in [
+        ("its parent", killer("check")),
+        ("every process", every.into()),
+    ] {
+        let (code, v) = check(&text);
+        assert_eq!(
+            (code, outcome(&v)),
+            (Some(1), ("fail", "crash")),
+            "{what}: {v}"
+        );
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("the candidate killed its worker"),
+            "{what}: {v}"
+        );
+        // Cached: judged again with no sandbox at all.
+        std::fs::write(&flag, "").unwrap();
+        let (code, again) = check(&text);
+        std::fs::remove_file(&flag).unwrap();
+        assert_eq!((code, &again), (Some(1), &v), "{what}: cached");
+    }
+
+    // evaluate: `fail` in results.jsonl, out of no count; a build with no sandbox reads it.
+    evaluate_pipeline(dir, "eval-killer", &model_answering(killer("evaluate")));
+    let summary = build(dir, "eval-killer", true);
+    let line = clamp_result(dir, "eval-killer");
+    assert_eq!(line["outcome"], "fail", "{line}");
+    assert_eq!(line["rounds"][0]["failure_class"], "crash", "{line}");
+    assert_eq!(summary["evaluate"]["errors"], 0, "{summary}");
+    let _ = std::fs::remove_dir_all(dir.join("out-eval-killer"));
+    std::fs::write(&flag, "").unwrap();
+    build(dir, "eval-killer", false);
+    std::fs::remove_file(&flag).unwrap();
+    let line = clamp_result(dir, "eval-killer");
+    assert_eq!(line["outcome"], "fail", "cached: {line}");
+
+    // serve: a test and a submission fail, with a reward; a new session submitting the same
+    // is answered with no sandbox.
+    let server = server("serve-killer");
+    let sid = session_with(&server, &killer("serve"));
+    let test = server
+        .json("POST", &format!("/v1/sessions/{sid}/test"), json!({}))
+        .json();
+    let submit = server
+        .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+        .json();
+    assert_eq!(test["outcome"], "fail", "{test}");
+    assert_eq!(submit["outcome"], "fail", "{submit}");
+    assert_eq!(submit["reward"].as_f64(), Some(0.0), "{submit}");
+    let sid = session_with(&server, &killer("serve"));
+    std::fs::write(&flag, "").unwrap();
+    let again = server
+        .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+        .json();
+    std::fs::remove_file(&flag).unwrap();
+    assert_eq!(again["outcome"], "fail", "cached: {again}");
 }
 
 #[test]

@@ -948,7 +948,84 @@ class TestParse(unittest.TestCase):
 
     def test_where(self):
         self.assertEqual(where(os.path.dirname(os.path.abspath(__file__))), "tests")
+
+//- tok/files.py
+def stem_of(path):
+    """The file's name without its suffix; a hidden file's name as it is."""
+    name = path.name
+    if _hidden(name):
+        return name
+    return path.stem
+
+
+def _hidden(name):
+    return name.startswith(".")
+
+//- tests/test_files.py
+import tempfile
+import unittest
+from pathlib import Path, PurePosixPath
+
+from tok.files import stem_of
+
+
+class TestFiles(unittest.TestCase):
+    def test_here(self):
+        self.assertEqual(stem_of(Path(__file__).parent / "data.txt"), "data")
+
+    def test_temp(self):
+        self.assertTrue(stem_of(Path(tempfile.gettempdir())))
+
+    def test_plain(self):
+        self.assertEqual(stem_of(PurePosixPath("docs/readme.md")), "readme")
+        self.assertEqual(stem_of(PurePosixPath("conf/.hidden")), ".hidden")
 "#;
+
+/// Every text in the JSON lines of `path`, and in each pickle a harness loads
+/// (`r2e_equiv.loads(b"...")`) every string it holds and every run of strings that starts a
+/// path (a `PurePath` pickles as its parts), each joined by `/`: read by the host's `python3`.
+fn texts_with_pickles(path: &Path) -> String {
+    const SCRIPT: &str = r#"
+import ast, json, pickletools, re, sys
+LOADS = re.compile(r"loads\((b'(?:[^'\\]|\\.)*'|b\"(?:[^\"\\]|\\.)*\")\)")
+def strings(v):
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            yield k
+            yield from strings(x)
+    elif isinstance(v, list):
+        for x in v:
+            yield from strings(x)
+for line in open(sys.argv[1], encoding="utf-8"):
+    for text in strings(json.loads(line)):
+        print(text)
+        for m in LOADS.finditer(text):
+            run = None
+            for op, arg, _ in pickletools.genops(ast.literal_eval(m.group(1))):
+                if isinstance(arg, bytes):
+                    arg = arg.decode("utf-8", "replace")
+                if isinstance(arg, str):
+                    print(arg)
+                    run = arg if run is None and arg.startswith("/") else (None if run is None else run + "/" + arg)
+                    if run is not None:
+                        print(re.sub("/+", "/", run))
+                elif op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT", "FRAME", "MARK"):
+                    run = None
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", SCRIPT])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
 
 /// Arguments that only the project's own tests build (issue 36): `parse_assignment` takes a
 /// `Tokenizer` with the package's rules, which nothing in the package constructs. The build
@@ -956,7 +1033,8 @@ class TestParse(unittest.TestCase):
 /// harness loads the tokenizers as they were captured: valid, with tests that return normally,
 /// passing the original and failing a wrong candidate. Without the capture
 /// (`capture_tests = false`) no input returns normally. A captured argument naming this
-/// machine's folders (`where(os.path.dirname(__file__))`) is dropped, never written.
+/// machine's folders (`where(os.path.dirname(__file__))`, a pickled `Path` of the tests' or the
+/// temporary folder) is dropped, never written.
 #[test]
 fn arguments_the_projects_tests_pass_are_captured() {
     let p = Project::new(TOKENS, OFFLINE);
@@ -987,6 +1065,42 @@ fn arguments_the_projects_tests_pass_are_captured() {
             !text.contains(&root),
             "{id}'s harness names no folder of this machine: {text}"
         );
+    }
+    // Path arguments (issue 50): `stem_of` is called with a path of the tests' folder, the
+    // temporary folder and two relative ones. The relative ones are captured (pickles of
+    // `PurePosixPath`); no text of the dataset, nor any string of a pickle in it, holds this
+    // machine's project, temporary, cache or home folders.
+    let stem = instance(&harnesses, &dataset, "r:tok/files.py:stem_of");
+    assert!(
+        stem["harness"]
+            .as_str()
+            .unwrap()
+            .contains("r2e_equiv.loads("),
+        "the relative paths are the captured ones: {stem}"
+    );
+    let texts = texts_with_pickles(&p.path().join("out/dataset.jsonl"));
+    let mut machine: Vec<String> = vec![root.clone(), "/tmp/".into(), "/root/".into()];
+    for dir in [
+        Some(p.path().canonicalize().unwrap()),
+        Some(std::env::temp_dir()),
+        std::env::var_os("HOME").map(Into::into),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let dir = dir.to_string_lossy().trim_end_matches('/').to_owned();
+        if dir.len() > 1 {
+            machine.push(dir.clone());
+            machine.push(format!("{dir}/.cache"));
+        }
+    }
+    for line in texts.lines() {
+        for m in &machine {
+            assert!(
+                !line.contains(m.as_str()),
+                "the dataset holds `{m}` of this machine: {line}"
+            );
+        }
     }
 
     let off = Project::new(

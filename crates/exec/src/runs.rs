@@ -464,8 +464,10 @@ fn run_worker(
                 Exit::Timeout => RawRun::TimedOut(outcome.duration.as_secs()),
                 // A candidate runs in a child the worker forks, which reports the child's
                 // death: a candidate's worker that died without answering, with no limit hit,
-                // was killed or could not start, which is not the candidate's doing. A record's
-                // worker holds the repository's own code, whose crash it may be.
+                // was killed or could not start, which is not the candidate's doing (it cannot
+                // signal its worker: `r2e_batch.py` runs it in a PID namespace of its own, where
+                // the worker's children make namespaces). A record's worker holds the
+                // repository's own code, whose crash it may be.
                 _ if mode == Mode::Candidate && limit.is_none() => {
                     RawRun::Error(format!("the candidate's worker died: {how}"))
                 }

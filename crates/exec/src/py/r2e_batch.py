@@ -22,6 +22,9 @@ empty, read-only file, then enters a further user namespace that has no power ov
 so that its code cannot undo them. The parent is not dumpable, so that no child reads the files
 through `/proc/<parent>/root`. One worker thus serves the candidates of every module of an
 environment. A child that cannot hide them runs nothing and answers {"status": "unhidden"}.
+Such a child also runs its job in a PID namespace of its own, where the job cannot signal this
+worker: a job that kills the parent it sees is a crash, "the candidate killed its worker"
+(`_keep`).
 
 OUT.json: {"results": [[<r2e_runner result>, ...runs], ...jobs]}.
 
@@ -319,6 +322,152 @@ def _compiled_here(known: set) -> list:
     return out
 
 
+def _run_job(job: dict, prepared, work, isolate: bool) -> dict:
+    """A child's run of its job: the runner's result."""
+    try:
+        if work is not None:
+            os.chdir(work)
+        known = set(sys.modules)
+        result = r2e_runner.run(job, prepared)
+        if isolate:
+            result["compiled"] = _compiled_here(known)
+    except BaseException as exc:  # noqa: BLE001
+        result = r2e_runner.empty_result("error", f"runner crashed: {type(exc).__name__}: {exc}")
+    return result
+
+
+# A candidate cannot signal its worker. A child that hides files (in user namespaces of its own,
+# `_hide`) also makes a PID namespace, where the candidate runs under two processes of ours:
+# the namespace's init (`_init`: its own session, immune to the signals of the processes in
+# its namespace, the kernel's rule for an init), and under it the candidate's parent (its
+# `os.getppid()`, the "worker" it sees). The real worker, and this child, are in no namespace the
+# candidate can name a process of, nor in its process group. So a worker that dies is never the
+# candidate's doing (an error, as before), and a candidate that kills the parent it sees (any
+# signal it dies of) did so itself: its run is a crash, "the candidate killed its worker".
+_CLONE_NEWPID = 0x20000000
+_PR_SET_PDEATHSIG = 1
+KILLED_ITS_WORKER = "the candidate killed its worker"
+
+
+def _own_pid_namespace() -> bool:
+    """Whether this process's next children are in a PID namespace of their own."""
+    try:
+        _call(_libc().unshare(_CLONE_NEWPID), "unshare")
+    except OSError:
+        return False
+    return True
+
+
+def _code_of(status: int) -> int:
+    """A wait status as an exit code: the code, or 128 plus the signal."""
+    return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def _keep(run, out_fd: int) -> None:
+    """Runs `run` under `_init`, the first process of this process's new PID namespace, which
+    writes the run's answer to `out_fd`; this process then ends as the run did (its signal, or
+    its exit code). Never returns."""
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _init(run, out_fd)
+            finally:
+                os._exit(70)
+        os.close(out_fd)
+        _, status = os.waitpid(pid, 0)
+        code = _code_of(status)
+        if code > 128:
+            # The run died of a signal: so does this process, for the worker to see it (and,
+            # through `wait4`, the CPU time of every process under it, each reaped).
+            sig = code - 128
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+                os.kill(os.getpid(), sig)
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    finally:
+        os._exit(70)
+
+
+def _init(run, out_fd: int) -> None:
+    """The PID namespace's first process: runs `run` in a grandchild under a parent of its own,
+    and writes the grandchild's answer to `out_fd`, or, when that parent was killed, a crash:
+    the candidate killed it. Ends with the run's exit code (128 plus its signal)."""
+    os.setsid()
+    # Gone with the child that made the namespace (killed by the worker at its limit): every
+    # process of the namespace goes with it.
+    _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    read_end, write_end = os.pipe()
+    parent = os.fork()
+    if parent == 0:
+        os.close(out_fd)
+        os.close(read_end)
+        pid = os.fork()
+        if pid == 0:
+            data = json.dumps(run()).encode()
+            with os.fdopen(write_end, "wb") as out:
+                out.write(data)
+            os._exit(0)
+        os.close(write_end)
+        _, status = os.waitpid(pid, 0)
+        os._exit(_code_of(status))
+    os.close(write_end)
+    # A signal this process has a handler for (Python's own SIGINT, any the worker set) would
+    # reach it from the namespace; ignored, it is dropped, as the others are.
+    for sig in signal.valid_signals():
+        try:
+            if signal.getsignal(sig) not in (signal.SIG_DFL, signal.SIG_IGN, None):
+                signal.signal(sig, signal.SIG_IGN)
+        except (OSError, ValueError):
+            pass
+    data, status = _read_until_exit(read_end, parent)
+    if os.WIFSIGNALED(status):
+        how = f"signal {os.WTERMSIG(status)}"
+        data = json.dumps(r2e_runner.empty_result("crash", f"{KILLED_ITS_WORKER} ({how})")).encode()
+    if data:
+        with os.fdopen(out_fd, "wb") as out:
+            out.write(data)
+        os._exit(0)
+    os._exit(_code_of(status))
+
+
+def _read_until_exit(fd: int, pid: int) -> tuple[bytes, int]:
+    """What is written to `fd` until the child `pid` ends (and what it left in the pipe), and
+    its wait status."""
+    chunks = []
+    try:
+        watch = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        watch = None
+    status = None
+    while status is None:
+        fds = [fd] if watch is None else [fd, watch]
+        ready, _, _ = select.select(fds, [], [], 0.01 if watch is None else None)
+        if fd in ready:
+            chunk = os.read(fd, 1 << 16)
+            if chunk:
+                chunks.append(chunk)
+            else:
+                status = os.waitpid(pid, 0)[1]
+                break
+        done, got = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = got
+    # Its answer was whole in the pipe when it ended (a process it left may still hold the pipe).
+    os.set_blocking(fd, False)
+    try:
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    return b"".join(chunks), status
+
+
 def _run_in_child(
     job: dict, timeout: float, prepared=None, memory_mib=None, texts=None, isolate=False, learn=False
 ) -> dict:
@@ -348,15 +497,9 @@ def _run_in_child(
         if hidden:
             _limit_memory(memory_mib)
             _limit_cpu(timeout)
-            try:
-                if work is not None:
-                    os.chdir(work)
-                known = set(sys.modules)
-                result = r2e_runner.run(job, prepared)
-                if isolate:
-                    result["compiled"] = _compiled_here(known)
-            except BaseException as exc:  # noqa: BLE001
-                result = r2e_runner.empty_result("error", f"runner crashed: {type(exc).__name__}: {exc}")
+            if isolate and _own_pid_namespace():
+                _keep(lambda: _run_job(job, prepared, work, isolate), write_end)
+            result = _run_job(job, prepared, work, isolate)
         data = json.dumps(result).encode()
         with os.fdopen(write_end, "wb") as out:
             out.write(data)

@@ -13,7 +13,8 @@ they are before the function runs, as source texts the explorer reads like a cal
 (`static.call_site_specs`): a builtin class by its name, a literal where `repr` round-trips
 (`ast.literal_eval(repr(v)) == v`), else `r2e_equiv.loads(b"...")`, a pickle the harness loads
 (a `re.Match` is pickled as the search or match that rebuilds it). A value that neither
-rebuilds is not used, and neither is the call. A method's receiver is left out: the explorer
+rebuilds is not used, and neither is the call; nor is one that holds a folder of this machine
+anywhere (`names_machine`: a `Path` of the tests' folder, the temporary folder in a string). A method's receiver is left out: the explorer
 constructs it, as for any call site. Which calls are kept (`per_target` of them): the first ones,
 until the slots are full; then a call that ran arcs of the target no kept call ran takes the
 place of the latest kept call that ran none new (a test suite's first calls are often alike:
@@ -92,9 +93,10 @@ class Encoder:
     """Source texts for values, as a call site would write them; None when a value does not
     rebuild."""
 
-    def __init__(self, max_bytes: int, packages=()):
+    def __init__(self, max_bytes: int, packages=(), machine=()):
         self.max_bytes = max_bytes
         self.globals = PackageGlobals(packages)
+        self.machine = tuple(machine)
 
     def text(self, value):
         if isinstance(value, type) and getattr(builtins, value.__name__, None) is value:
@@ -104,7 +106,7 @@ class Encoder:
             if len(text) <= self.max_bytes:
                 back = ast.literal_eval(text)
                 if type(back) is type(value) and back == value:
-                    return text
+                    return None if names_machine(value, b"", self.machine) else text
         except BaseException:
             pass
         try:
@@ -116,6 +118,8 @@ class Encoder:
             back = r2e_equiv.loads(data)
             if type(back) is not type(value):
                 return None
+            if names_machine(back, data, self.machine):
+                return None
         except BaseException:
             return None
         return f"r2e_equiv.loads({data!r})"
@@ -126,6 +130,99 @@ class Encoder:
         pickler.globals = self.globals.index()
         pickler.dump(value)
         return out.getvalue()
+
+
+def machine_folders(roots=()) -> tuple:
+    """This machine's folders as the capture sees them, which no captured value may hold: its
+    scratch (the job's home and temporary folder), the repository's roots, the environment,
+    the working folder, and the usual temporary and home folders; each also resolved."""
+    import tempfile
+
+    found = [HERE, os.getcwd(), tempfile.gettempdir(), os.path.expanduser("~"), sys.prefix,
+             sys.exec_prefix, os.path.dirname(sys.executable), "/tmp", "/var/tmp", "/root", "/home"]
+    found += [os.environ.get(k) for k in ("HOME", "TMPDIR", "TEMP", "TMP", "XDG_CACHE_HOME", "PWD")]
+    found += list(roots)
+    # The interpreter's own installation only when it is not the system's (`/usr`).
+    found += [p for p in (sys.base_prefix, sys.base_exec_prefix) if p not in ("/usr", "/usr/local", "/")]
+    out = set()
+    for path in found:
+        if not path or not isinstance(path, str):
+            continue
+        for p in (os.path.abspath(path), os.path.realpath(path)):
+            p = p.rstrip(os.sep)
+            if len(p) > 1:
+                out.add(p)
+    return tuple(sorted(out))
+
+
+def names_machine(value, data: bytes, machine: tuple) -> bool:
+    """Whether a value (as rebuilt), or its pickle `data`, holds one of the `machine` folders:
+    in a string or bytes anywhere in it (its containers, its objects' attributes and slots, a
+    path object's text), or in the pickle's strings, also where a run of them is a path's parts
+    (a `PurePath` pickles as `('/', 'tmp', ...)`)."""
+    if not machine:
+        return False
+
+    def holds(text) -> bool:
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8", "surrogateescape")
+        return isinstance(text, str) and any(m in text for m in machine)
+
+    if data:
+        import pickletools
+
+        run = None
+        for op, arg, _ in pickletools.genops(data):
+            if isinstance(arg, (str, bytes, bytearray)) and not isinstance(arg, bool):
+                if holds(arg):
+                    return True
+                part = arg if isinstance(arg, str) else bytes(arg).decode("utf-8", "surrogateescape")
+                if run is None and part.startswith(os.sep):
+                    run = part
+                elif run is not None:
+                    run = run.rstrip(os.sep) + os.sep + part
+                    if holds(run):
+                        return True
+            elif op.name not in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT", "FRAME", "MARK"):
+                run = None
+    seen = set()
+    todo = [(value, 0)]
+    steps = 0
+    while todo:
+        item, depth = todo.pop()
+        steps += 1
+        if steps > 100000 or depth > 50:
+            return True  # too deep to tell: refused
+        if isinstance(item, (str, bytes, bytearray)):
+            if holds(item):
+                return True
+            continue
+        if item is None or isinstance(item, (bool, int, float, complex)):
+            continue
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, os.PathLike):
+            try:
+                if holds(os.fspath(item)):
+                    return True
+            except BaseException:
+                pass
+        if isinstance(item, dict):
+            todo += [(x, depth + 1) for pair in item.items() for x in pair]
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            todo += [(x, depth + 1) for x in item]
+        attrs = getattr(item, "__dict__", None)
+        if isinstance(attrs, dict) and not isinstance(item, type):
+            todo += [(x, depth + 1) for x in attrs.values()]
+        for cls in type(item).__mro__:
+            slots = cls.__dict__.get("__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                try:
+                    todo.append((getattr(item, name), depth + 1))
+                except BaseException:
+                    pass
+    return False
 
 
 class PackageGlobals:
@@ -199,7 +296,8 @@ class Capture:
         self.per_target = int(request.get("per_target") or 8)
         self.targets = request.get("targets") or []
         packages = [str(t.get("module", "")).partition(".")[0] for t in self.targets]
-        self.encoder = Encoder(int(request.get("max_bytes") or 8192), packages)
+        roots = [os.path.join(HERE, r) for r in [request.get("repo_root")] + list(request.get("extra_roots") or []) if r]
+        self.encoder = Encoder(int(request.get("max_bytes") or 8192), packages, machine_folders(roots))
         self.calls = [[] for _ in self.targets]
         # Per kept call, whether it reached arcs that the calls before it had not.
         self.adds = [[] for _ in self.targets]

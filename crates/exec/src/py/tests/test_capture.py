@@ -272,6 +272,42 @@ class ExplorerReadsCapturedValues(unittest.TestCase):
         # Only a class: a builtin function is not a value a call site is read as.
         self.assertIs(name, specs.UNKNOWN)
 
+    def test_a_value_holding_a_folder_of_this_machine_is_not_written(self):
+        sys.path.insert(0, PY_DIR)
+        import pathlib
+
+        import r2e_capture
+
+        machine = r2e_capture.machine_folders(["/srv/repo"])
+        encoder = r2e_capture.Encoder(8192, (), machine)
+        here = "/srv/repo/tests/data.txt"
+
+        class Box:
+            def __init__(self, inner):
+                self.inner = inner
+
+        class Slotted:
+            __slots__ = ("where",)
+
+            def __init__(self, where):
+                self.where = where
+
+        tmp = tempfile.gettempdir()
+        for value in (
+            pathlib.Path(here),
+            pathlib.PurePosixPath(tmp),
+            f"copied to {tmp}/x",
+            os.fsencode(here),
+            {"files": [(1, pathlib.Path(here))]},
+            Box(Box(pathlib.PurePath(os.path.expanduser("~")))),
+            Slotted(here),
+        ):
+            with self.subTest(value=repr(value)):
+                self.assertIsNone(encoder.text(value))
+        # A relative path, or a folder of no machine, is written (a pickle, a literal).
+        self.assertIn("r2e_equiv.loads(", encoder.text(pathlib.PurePosixPath("docs/readme.md")))
+        self.assertEqual(encoder.text({"root": "tmp"}), "{'root': 'tmp'}")
+
 
 if __name__ == "__main__":
     unittest.main()
