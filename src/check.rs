@@ -20,6 +20,11 @@ pub struct Report {
     /// The candidate's label, from a `--candidates` line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// Whether the candidate's run came from the check cache (or from an identical candidate
+    /// run earlier in the same `--candidates` file): `false` when it ran now; absent when no
+    /// run was needed (the candidate did not splice, the instance cannot be checked here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached: Option<bool>,
     #[serde(flatten)]
     pub verdict: Verdict,
 }
@@ -44,16 +49,26 @@ pub fn check_with(cfg: &Config, id: &str, candidate: &Path, services: &Services)
         ))
     })?;
     let bench = Bench::open(cfg, services)?;
-    let verdict = match bench.check_one(id, &text) {
+    let checked = match bench.prepare(id, &text) {
+        Ok(Ok(p)) => bench.check(&[p]).map(|mut c| {
+            let c = c.remove(0);
+            (c.verdict, Some(!c.fresh))
+        }),
+        // The candidate did not splice: judged without a run.
+        Ok(Err(verdict)) => Ok((verdict, None)),
+        Err(e) => Err(e),
+    };
+    let (verdict, cached) = match checked {
         Ok(v) => v,
         // The instance cannot be checked here (its environment is gone, its repository
         // changed): not the candidate's doing.
-        Err(Error::Unrunnable(why)) => Verdict::error(why),
+        Err(Error::Unrunnable(why)) => (Verdict::error(why), None),
         Err(e) => return Err(e),
     };
     Ok(Report {
         id: id.to_owned(),
         label: None,
+        cached,
         verdict,
     })
 }
@@ -82,7 +97,7 @@ pub fn check_file(cfg: &Config, file: &Path, services: &Services) -> Result<Vec<
         ))
     })?;
     let bench = Bench::open(cfg, services)?;
-    let mut verdicts: Vec<Option<Verdict>> = vec![None; lines.len()];
+    let mut verdicts: Vec<Option<(Verdict, Option<bool>)>> = vec![None; lines.len()];
     let mut ready = Vec::new();
     let mut slots = Vec::new();
     for (i, line) in lines.iter().enumerate() {
@@ -91,24 +106,28 @@ pub fn check_file(cfg: &Config, file: &Path, services: &Services) -> Result<Vec<
                 ready.push(p);
                 slots.push(i);
             }
-            Ok(Err(v)) => verdicts[i] = Some(v),
+            Ok(Err(v)) => verdicts[i] = Some((v, None)),
             Err(Error::Input(m)) => {
                 return Err(Error::input(format!("{}:{}: {m}", file.display(), i + 1)));
             }
-            Err(Error::Unrunnable(why)) => verdicts[i] = Some(Verdict::error(why)),
+            Err(Error::Unrunnable(why)) => verdicts[i] = Some((Verdict::error(why), None)),
             Err(e) => return Err(e),
         }
     }
     for (i, c) in slots.into_iter().zip(bench.check(&ready)?) {
-        verdicts[i] = Some(c.verdict);
+        verdicts[i] = Some((c.verdict, Some(!c.fresh)));
     }
     Ok(lines
         .into_iter()
         .zip(verdicts)
-        .map(|(line, v)| Report {
-            id: line.id,
-            label: line.label,
-            verdict: v.expect("every candidate has a verdict"),
+        .map(|(line, v)| {
+            let (verdict, cached) = v.expect("every candidate has a verdict");
+            Report {
+                id: line.id,
+                label: line.label,
+                cached,
+                verdict,
+            }
         })
         .collect())
 }

@@ -289,6 +289,59 @@ fn a_candidates_own_crash_endless_loop_and_memory_blow_up_fail() {
     }
 }
 
+/// `r2e check --json` says which checks ran now and which came from the cache (`cached`), as
+/// `bench/checks.sh` counts them: one process and a `--candidates` file, where a second line
+/// with the same module text is answered by the first's run, and a candidate that does not
+/// splice needs no run.
+#[test]
+fn check_json_says_whether_each_check_ran_now_or_came_from_the_cache() {
+    let _one = one_at_a_time();
+    let dir = built();
+    let (code, v) = check(&right("counted once"));
+    assert_eq!((code, &v["cached"]), (Some(0), &json!(false)), "{v}");
+    let (code, v) = check(&right("counted once"));
+    assert_eq!((code, &v["cached"]), (Some(0), &json!(true)), "{v}");
+    let file = dir.join("counted.jsonl");
+    let lines: Vec<String> = [
+        right("counted in a batch"),
+        right("counted in a batch"),
+        right("counted once"),
+        "def clamp(x, lo, hi:\n    return x\n".to_owned(),
+    ]
+    .iter()
+    .map(|c| json!({"id": CLAMP, "candidate": c}).to_string() + "\n")
+    .collect();
+    std::fs::write(&file, lines.concat()).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_r2e"))
+        .args(["check", "--json", "--candidates"])
+        .arg(&file)
+        .arg("-p")
+        .arg(dir.join("base.toml"))
+        .envs(common::offline_env())
+        .env("PATH", path_env(dir))
+        .output()
+        .unwrap();
+    let reports: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let got: Vec<(&str, Option<bool>)> = reports
+        .iter()
+        .map(|r| (outcome(r).0, r.get("cached").map(|c| c.as_bool().unwrap())))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("pass", Some(false)),
+            ("pass", Some(true)),
+            ("pass", Some(true)),
+            ("fail", None)
+        ],
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn a_sandbox_that_cannot_start_is_an_error_in_check_and_evaluate_and_is_not_cached() {
     let dir = built();
