@@ -424,6 +424,24 @@ fn a_runs_limit_counts_what_it_did_not_a_busy_machines_wall_clock_and_a_wait_end
         assert!(took < Duration::from_secs(30), "{what}: {took:?}");
         assert_eq!(processes_with(&marker), Vec::<String>::new(), "{what}");
     }
+    // The same where the worker lives on after the check (`serve`'s): nothing the run started
+    // outlives it inside the worker's sandbox either.
+    let server = server("serve-limit");
+    let marker = format!("1001.{}", std::process::id());
+    let sid = session_with(
+        &server,
+        &first_doing(
+            "serve-editor",
+            &format!(
+                "        import subprocess\n        subprocess.Popen(['sh', '-c', 'setsid sleep {marker} & exec cat'], stdin=subprocess.PIPE).wait()"
+            ),
+        ),
+    );
+    let submit = server
+        .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+        .json();
+    assert_eq!(submit["outcome"], "fail", "{submit}");
+    assert_eq!(processes_with(&marker), Vec::<String>::new(), "{submit}");
 }
 
 #[test]
