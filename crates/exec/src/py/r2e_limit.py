@@ -43,6 +43,16 @@ def subreaper() -> None:
         pass
 
 
+def _has_children() -> bool:
+    """Whether this process has a child (none: with it a subreaper, it has no descendant either;
+    a system call, where a look at every process is hundreds)."""
+    try:
+        os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
+
+
 def _table() -> dict:
     """pid -> (ppid, start time, state) of every process in sight."""
     out = {}
@@ -93,6 +103,8 @@ def stop_processes(root: int | None = None, spare=frozenset(), wait: float = 5.0
     children, until none is left (or `wait` seconds passed)."""
     root = os.getpid() if root is None else root
     me = os.getpid()
+    if root == me and not _has_children():
+        return
     deadline = time.monotonic() + wait
     while True:
         table = _table()
@@ -151,14 +163,17 @@ class Meter:
         self.seen: dict = {}
         self.base: dict = {}
         if root is None:
-            me = os.getpid()
-            self.own = {threading.get_native_id()}
+            # What the calling thread had done before (the call's other tasks are new).
+            me, tid = os.getpid(), threading.get_native_id()
+            self.own = {tid}
             self.before_tids = set(_tids(me))
-            self.before = descendants(me, _table())
+            self.before = descendants(me, _table()) if _has_children() else set()
+            tasks = [((me, 0, tid), me, tid)]
         else:
             self.before = frozenset()
+            tasks = list(self._tasks())
         # What the tasks there at the start had done before it.
-        for key, pid, tid in self._tasks():
+        for key, pid, tid in tasks:
             clocks = _task_clocks(pid, tid)
             if clocks is not None:
                 self.base[key] = clocks
@@ -171,17 +186,16 @@ class Meter:
 
     def _tasks(self):
         """(key, pid, tid) of each task of the call now."""
-        table = _table()
+        me = os.getpid()
+        table = _table() if self.root not in (None, me) or _has_children() else {}
         if self.root is None:
-            me = os.getpid()
             for tid in _tids(me):
                 if tid in self.own or tid not in self.before_tids:
                     yield (me, 0, tid), me, tid
             procs = descendants(me, table, self.before)
         else:
-            procs = descendants(self.root, table)
-            if self.root in table:
-                procs.add((self.root, table[self.root][1]))
+            # The root itself under one key throughout (its start time is not always read).
+            procs = descendants(self.root, table) | {(self.root, 0)}
         for pid, start in procs:
             for tid in _tids(pid):
                 yield (pid, start, tid), pid, tid
@@ -241,6 +255,7 @@ class Watch:
         whether it passed the limit)."""
         with self.cond:
             self.call = None
+            self.cond.notify()
         seconds = meter.sample()
         if seconds > meter.limit:
             meter.over = True
@@ -261,10 +276,16 @@ class Watch:
                 while self.call is None:
                     self.cond.wait()
                 meter = self.call
-            tick = min(TICK, max(meter.limit / 20, 0.002))
+                # A tick first (a call that ends before it costs no look), or until the call
+                # ends.
+                self.cond.wait(min(TICK, max(meter.limit / 20, 0.002)))
+                if self.call is not meter:
+                    continue
             seconds = meter.sample()
             now = time.monotonic()
             if seconds > meter.limit and now - meter.fired >= meter.interval:
+                # Under the lock, so that no kill reaches past the end of this call (into the
+                # processes of the next).
                 with self.cond:
                     if self.call is not meter:
                         continue
@@ -272,9 +293,8 @@ class Watch:
                     meter.over = True
                     meter.fired = now
                     signal.pthread_kill(main, self.signum)
-                if first:
-                    stop_processes(spare=meter.spare())
-            time.sleep(tick)
+                    if first:
+                        stop_processes(spare=meter.spare())
 
 
 _WATCH: list = []
