@@ -30,6 +30,13 @@ import time
 
 TICK = 0.02
 _PR_SET_CHILD_SUBREAPER = 36
+# The wall clock (and sleep), bound here: code under test that replaces `time.monotonic` (freezegun, a
+# test's fake clock) does not move a limit.
+_CLOCK, _MONOTONIC, _SLEEP = time.clock_gettime, time.CLOCK_MONOTONIC, time.sleep
+
+
+def _now() -> float:
+    return _CLOCK(_MONOTONIC)
 
 
 def subreaper() -> None:
@@ -105,7 +112,7 @@ def stop_processes(root: int | None = None, spare=frozenset(), wait: float = 5.0
     me = os.getpid()
     if root == me and not _has_children():
         return
-    deadline = time.monotonic() + wait
+    deadline = _now() + wait
     while True:
         table = _table()
         left = descendants(root, table, spare)
@@ -122,9 +129,9 @@ def stop_processes(root: int | None = None, spare=frozenset(), wait: float = 5.0
                     os.waitpid(pid, os.WNOHANG)
                 except ChildProcessError:
                     pass
-        if time.monotonic() > deadline:
+        if _now() > deadline:
             return
-        time.sleep(0.001)
+        _SLEEP(0.001)
 
 
 def _task_clocks(pid: int, tid: int) -> tuple | None:
@@ -159,7 +166,7 @@ class Meter:
 
     def __init__(self, root: int | None = None):
         self.root = root
-        self.started = time.monotonic()
+        self.started = _now()
         self.seen: dict = {}
         self.base: dict = {}
         if root is None:
@@ -217,7 +224,7 @@ class Meter:
     def seconds(self) -> float:
         """The call's time at the last sample: the larger of its CPU time and its idle-machine
         time."""
-        idle = time.monotonic() - self.started - self.delay
+        idle = _now() - self.started - self.delay
         return max(self.cpu, idle)
 
 
@@ -282,7 +289,7 @@ class Watch:
                 if self.call is not meter:
                     continue
             seconds = meter.sample()
-            now = time.monotonic()
+            now = _now()
             if seconds > meter.limit and now - meter.fired >= meter.interval:
                 # Under the lock, so that no kill reaches past the end of this call (into the
                 # processes of the next).
