@@ -34,7 +34,6 @@ mod keys;
 mod layers;
 mod leaks;
 mod llm;
-mod load;
 mod outcomes;
 mod pypi;
 mod python;

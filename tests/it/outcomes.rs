@@ -342,6 +342,162 @@ fn check_json_says_whether_each_check_ran_now_or_came_from_the_cache() {
     );
 }
 
+/// A right `clamp` that first does `what` (once per process, indented for the function body).
+fn first_doing(nonce: &str, what: &str) -> String {
+    format!(
+        "def clamp(x, lo, hi):\n    # {nonce}\n    if not getattr(clamp, 'done', False):\n        clamp.done = True\n{what}\n    if x < lo:\n        return lo\n    if x > hi:\n        return hi\n    return x\n"
+    )
+}
+
+/// Spins `seconds` of this process's CPU time.
+fn spin(seconds: f64) -> String {
+    format!(
+        "        import time\n        t = time.process_time()\n        while time.process_time() - t < {seconds}:\n            pass"
+    )
+}
+
+/// `r2e check --json` on `text` with a limit of one second a run (the shared build, read
+/// through a pipeline that differs from `base.toml` only in that limit), and how long it took.
+fn check_with_a_one_second_limit(text: &str) -> (Value, Duration) {
+    let dir = built();
+    let toml = dir.join("limit.toml");
+    let base = std::fs::read_to_string(dir.join("base.toml")).unwrap();
+    std::fs::write(
+        &toml,
+        base.replace("run_timeout_seconds = 5", "run_timeout_seconds = 1"),
+    )
+    .unwrap();
+    let file = dir.join(format!(
+        "candidate-{}.py",
+        blake3::hash(text.as_bytes()).to_hex()
+    ));
+    std::fs::write(&file, text).unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_r2e"))
+        .args(["check", CLAMP, "--json", "--candidate"])
+        .arg(&file)
+        .arg("-p")
+        .arg(&toml)
+        .envs(common::offline_env())
+        .env("PATH", path_env(dir))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let verdict = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "no verdict: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (verdict, took)
+}
+
+/// Busy loops, each a process in a session of its own (so in a scheduling group of its own, as
+/// a sandbox's job is), killed when dropped.
+struct Hogs(Vec<std::process::Child>);
+
+impl Hogs {
+    fn start(n: usize) -> Hogs {
+        Hogs(
+            (0..n)
+                .map(|_| {
+                    Command::new("setsid")
+                        .args(["sh", "-c", "while :; do :; done"])
+                        .spawn()
+                        .unwrap()
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(line) = std::fs::read(entry.path().join("cmdline")) {
+            let line = String::from_utf8_lossy(&line).replace('\0', " ");
+            if line.contains(marker) {
+                found.push(format!("{}: {line}", entry.file_name().to_string_lossy()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn a_runs_limit_counts_what_it_did_not_a_busy_machines_wall_clock_and_a_wait_ends_at_it() {
+    let _one = one_at_a_time();
+    built();
+    // Under a limit of 1 s: 0.6 s of CPU time while every core is kept busy four times over
+    // (its wall time far past the limit) is within it; 1.5 s of CPU time on an idle machine is
+    // not.
+    let (v, took) = {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let _hogs = Hogs::start(4 * cores);
+        check_with_a_one_second_limit(&first_doing("spin-busy", &spin(0.6)))
+    };
+    assert_eq!(outcome(&v), ("pass", ""), "{v} ({took:?})");
+    let (v, _) = check_with_a_one_second_limit(&first_doing("spin-long", &spin(1.5)));
+    assert_eq!(outcome(&v), ("fail", "timeout"), "{v}");
+
+    // A run that waits ends at its limit (idle-machine time) as a timeout, with every process it
+    // started: a sleep, a child that sleeps, an editor that waits for its input (with a helper
+    // of its own in a session of its own).
+    let marker = format!("1000.{}", std::process::id());
+    for (what, body) in [
+        (
+            "sleep",
+            "        import time\n        time.sleep(1.5)".to_string(),
+        ),
+        (
+            "child",
+            format!(
+                "        import subprocess\n        subprocess.Popen(['sleep', '{marker}']).wait()"
+            ),
+        ),
+        (
+            "editor",
+            format!(
+                "        import subprocess\n        subprocess.Popen(['sh', '-c', 'setsid sleep {marker} & exec cat'], stdin=subprocess.PIPE).wait()"
+            ),
+        ),
+    ] {
+        let (v, took) = check_with_a_one_second_limit(&first_doing(what, &body));
+        assert_eq!(outcome(&v), ("fail", "timeout"), "{what}: {v}");
+        assert!(took < Duration::from_secs(30), "{what}: {took:?}");
+        assert_eq!(processes_with(&marker), Vec::<String>::new(), "{what}");
+    }
+    // The same where the worker lives on after the check (`serve`'s): nothing the run started
+    // outlives it inside the worker's sandbox either.
+    let server = server("serve-limit");
+    let marker = format!("1001.{}", std::process::id());
+    let sid = session_with(
+        &server,
+        &first_doing(
+            "serve-editor",
+            &format!(
+                "        import subprocess\n        subprocess.Popen(['sh', '-c', 'setsid sleep {marker} & exec cat'], stdin=subprocess.PIPE).wait()"
+            ),
+        ),
+    );
+    let submit = server
+        .json("POST", &format!("/v1/sessions/{sid}/submit"), json!({}))
+        .json();
+    assert_eq!(submit["outcome"], "fail", "{submit}");
+    assert_eq!(processes_with(&marker), Vec::<String>::new(), "{submit}");
+}
+
 #[test]
 fn a_sandbox_that_cannot_start_is_an_error_in_check_and_evaluate_and_is_not_cached() {
     let dir = built();

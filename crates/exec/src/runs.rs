@@ -390,9 +390,9 @@ fn run_worker(
         hidden.sort();
         hidden.dedup();
     }
-    // A run's limit is `timeout` seconds of its CPU time, with a wall-clock backstop of three
-    // times that and 5 s (`r2e_batch.py`'s WALL_FACTOR and WALL_SLACK); the job's own wall
-    // clock only stops a worker that hangs.
+    // A run's limit is `timeout` seconds of its CPU or idle-machine time (`r2e_limit.py`, kept
+    // by `r2e_batch.py`'s parent); the job's own wall clock, three times that and 5 s a run,
+    // only stops a worker that hangs on a machine kept that busy.
     let wall = (3 * timeout + 5) * u64::from(runs) * items.len() as u64 + 60;
     let worker = py::batch_worker();
     // A worker that lives across requests answers a candidate's check when it can; a run of it

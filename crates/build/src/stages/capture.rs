@@ -125,7 +125,8 @@ pub fn capture_repo(
                 max_bytes: settings.max_bytes,
                 time_limit: settings.time_limit_seconds,
             };
-            // CPU time, with a wall-clock backstop three times as long (`r2e_capture.py`).
+            // The capture stops itself (`r2e_limit.py`: CPU or idle-machine time); the job's wall
+            // clock, three times as long, only stops one that hangs on a machine kept that busy.
             let limits = exec.limits(3 * settings.time_limit_seconds + 60);
             let (outcome, answer, scratch) = run_script::<_, CaptureAnswer>(
                 exec,

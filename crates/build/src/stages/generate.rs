@@ -50,8 +50,8 @@ pub fn generate(
         per_call_timeout: settings.per_call_timeout_ms as f64 / 1000.0,
         time_limit: settings.time_limit_seconds,
     };
-    // The explorer's limit is CPU time, with a wall-clock backstop three times as long
-    // (`r2e_explorer/tracing.py`): the job's wall clock only stops one that hangs.
+    // The explorer stops itself (`r2e_limit.py`: CPU or idle-machine time); the job's wall
+    // clock, three times as long, only stops one that hangs on a machine kept that busy.
     let limits = exec.limits(3 * settings.time_limit_seconds + 30);
     let (outcome, answer, scratch) =
         run_script::<_, ExploreAnswer>(exec, runtime, py::EXPLORER, &[], &request, limits, &[])?;

@@ -19,6 +19,10 @@ pub const EQUIV: (&str, &str) = ("r2e_equiv.py", include_str!("r2e_equiv.py"));
 /// The structural snapshots of values (the runner records them; the explorer identifies
 /// outcomes by them).
 pub const SNAPSHOT: (&str, &str) = ("r2e_snapshot.py", include_str!("r2e_snapshot.py"));
+/// The one rule for the limit of a call of code under test (CPU time or idle-machine time,
+/// whichever is larger) and the end of every process it started: the explorer, the capture
+/// and the runner each use it.
+pub const LIMIT: (&str, &str) = ("r2e_limit.py", include_str!("r2e_limit.py"));
 
 /// The built-in explorer: its entry script first, then its package (`r2e_explorer/`, one module
 /// per concern), the equivalence helper and the snapshots.
@@ -74,6 +78,7 @@ pub const EXPLORER: &[(&str, &str)] = &[
     ),
     EQUIV,
     SNAPSHOT,
+    LIMIT,
 ];
 
 /// The capture of the arguments a repository's own tests pass to its candidates: the script
@@ -83,6 +88,7 @@ pub const CAPTURE: &[(&str, &str)] = &[
     ("r2e_capture.py", include_str!("r2e_capture.py")),
     EQUIV,
     SNAPSHOT,
+    LIMIT,
 ];
 
 /// The harness runner and the warm worker that runs it many times.
@@ -91,6 +97,7 @@ pub const RUNNER: &[(&str, &str)] = &[
     ("r2e_batch.py", include_str!("r2e_batch.py")),
     EQUIV,
     SNAPSHOT,
+    LIMIT,
 ];
 
 /// The runner's files with the warm worker (`r2e_batch.py`) first: what a worker job writes

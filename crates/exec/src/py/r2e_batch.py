@@ -10,8 +10,9 @@ processes must never hold the original), then runs each harness `runs` times, ea
 child forked from this warm parent, numbered from `first_run`: run 0 in the tests' natural order
 (and with coverage, when asked), run n shuffled with seed n. Nothing of the function under test has run in
 the parent, so each child is a fresh process as far as the harness is concerned; the imports are
-paid once. A child that runs past `timeout` seconds of CPU time (or WALL_FACTOR times as long of
-wall-clock time) is killed and reported as {"status": "timeout"}.
+paid once. A child that runs past `timeout` seconds (r2e_limit's one rule: CPU time or
+idle-machine time, whichever is larger, of the child and every process it started) is killed with
+them and reported as {"status": "timeout"}; one that answers kills what it started first.
 Each child works in a folder of its own, with its own copies of its harness and candidate (read by
 the parent before any child ran): what one run deletes or writes in its working folder reaches no
 other run.
@@ -45,11 +46,11 @@ import os
 import select
 import signal
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import r2e_limit  # noqa: E402
 import r2e_runner  # noqa: E402
 
 
@@ -104,27 +105,6 @@ def _limit_memory(memory_mib) -> None:
     limit = int(memory_mib) * 1024 * 1024 * 9 // 10
     try:
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-    except (ValueError, OSError):
-        pass
-
-
-# A run's limit is `timeout` seconds of its CPU time (RLIMIT_CPU: what the harness did, whatever
-# else the machine runs), with a wall-clock backstop WALL_FACTOR times as long (plus
-# WALL_SLACK seconds) for a run that waits instead of computing: a machine up to WALL_FACTOR
-# times oversubscribed times a run out where an idle one does.
-WALL_FACTOR = 3.0
-WALL_SLACK = 5.0
-
-
-def _limit_cpu(timeout: float) -> None:
-    """The child's CPU-time limit: SIGXCPU at `timeout` seconds (rounded up), SIGKILL a second
-    later."""
-    import math
-    import resource
-
-    soft = max(1, math.ceil(timeout))
-    try:
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
     except (ValueError, OSError):
         pass
 
@@ -487,6 +467,8 @@ def _run_in_child(
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
+        # What the run starts stays in its reach when its parent ends.
+        r2e_limit.subreaper()
         try:
             if isolate:
                 _hide(hide, work or HERE)
@@ -496,25 +478,26 @@ def _run_in_child(
             result = r2e_runner.empty_result("unhidden", f"the worker could not hide the module's file: {exc}")
         if hidden:
             _limit_memory(memory_mib)
-            _limit_cpu(timeout)
             if isolate and _own_pid_namespace():
                 _keep(lambda: _run_job(job, prepared, work, isolate), write_end)
             result = _run_job(job, prepared, work, isolate)
+        # The run is over: what it started ends before it answers (in a PID namespace of its
+        # own, `_keep`, the namespace's end takes it down).
+        r2e_limit.stop_processes()
         data = json.dumps(result).encode()
         with os.fdopen(write_end, "wb") as out:
             out.write(data)
         os._exit(0)
     os.close(write_end)
     chunks = []
-    deadline = time.monotonic() + timeout * WALL_FACTOR + WALL_SLACK
+    meter = r2e_limit.Meter(pid)
     timed_out = False
     with os.fdopen(read_end, "rb") as pipe:
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if meter.sample() > timeout:
                 timed_out = True
                 break
-            ready, _, _ = select.select([pipe], [], [], left)
+            ready, _, _ = select.select([pipe], [], [], r2e_limit.TICK)
             if not ready:
                 continue
             chunk = os.read(pipe.fileno(), 1 << 16)
@@ -540,17 +523,15 @@ def _run_in_child(
             return result
     if timed_out:
         os.kill(pid, signal.SIGKILL)
-    _, status, usage = os.wait4(pid, 0)
-    # Past its CPU limit: SIGXCPU, or the SIGKILL a second later for a run that ignored it.
-    over_cpu = os.WIFSIGNALED(status) and (
-        os.WTERMSIG(status) == signal.SIGXCPU
-        or (os.WTERMSIG(status) == signal.SIGKILL and usage.ru_utime + usage.ru_stime >= timeout)
-    )
+    _, status = os.waitpid(pid, 0)
+    # What it started and left behind (now this process's children: it is their subreaper)
+    # ends with it.
+    r2e_limit.stop_processes(spare=r2e_limit.identify(_EXITING))
     if work is not None:
         import shutil
 
         shutil.rmtree(work, ignore_errors=True)
-    if timed_out or over_cpu:
+    if timed_out:
         return r2e_runner.empty_result("timeout", f"the harness ran past {timeout:.0f}s")
     how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
     return r2e_runner.empty_result("crash", f"the harness process died ({how})")
@@ -589,6 +570,7 @@ def answer(request_path: str, out_path: str, serving: bool = False) -> None:
         # No child reads what it hides through this process's root (`/proc/<pid>/root`). (The
         # C library is loaded here once, not in each child.)
         _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    r2e_limit.subreaper()
     prepared = _warm(jobs)
     timeout = float(request.get("timeout", 60))
     runs = int(request.get("runs", 2))

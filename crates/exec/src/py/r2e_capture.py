@@ -501,6 +501,7 @@ def capture(request: dict, scratch: str) -> dict:
     sys.path.append(HERE)
     sys.dont_write_bytecode = True
     import r2e_equiv
+    import r2e_limit
 
     r2e_equiv.use_project_layer()
     cap = Capture(request)
@@ -509,17 +510,18 @@ def capture(request: dict, scratch: str) -> dict:
     out = {"status": "ok", "runner": "none", "time_limit_hit": False, "tests_failed_to_import": 0}
     if cap.codes and tests:
 
-        def expire(signum, frame):
-            raise Deadline()
+        armed = [True]
 
-        # The limit is on CPU time (what the tests did, whatever else the machine runs), with a
-        # wall-clock backstop three times as long for tests that wait; again every second,
-        # should a test swallow the first.
-        signal.signal(signal.SIGPROF, expire)
+        def expire(signum, frame):
+            if armed[0]:
+                raise Deadline()
+
+        # The limit follows r2e_limit's one rule (CPU time or idle-machine time, whichever is
+        # larger), again every second should a test swallow the first; what the tests started
+        # ends with them.
         signal.signal(signal.SIGALRM, expire)
         limit = max(float(request.get("time_limit") or 60), 1.0)
-        signal.setitimer(signal.ITIMER_PROF, limit, 1.0)
-        signal.setitimer(signal.ITIMER_REAL, 3 * limit, 1.0)
+        meter = r2e_limit.watch().start(limit, 1.0)
         threading.settrace(cap.trace)
         sys.settrace(cap.trace)
         try:
@@ -538,8 +540,9 @@ def capture(request: dict, scratch: str) -> dict:
         finally:
             sys.settrace(None)
             threading.settrace(None)
-            signal.setitimer(signal.ITIMER_PROF, 0)
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            armed[0] = False
+            r2e_limit.watch().stop(meter)
+            out["time_limit_hit"] = out["time_limit_hit"] or meter.over
             cap.flush()
     out["calls"] = cap.calls
     return out

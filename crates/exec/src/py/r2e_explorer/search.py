@@ -59,7 +59,7 @@ from .static import (
     global_literals,
     type_hints,
 )
-from .tracing import ArcTracer, Budget, Executor, NullWriter, Stop, cpu_seconds, tracer_for
+from .tracing import ArcTracer, Budget, Executor, NullWriter, Stop, tracer_for
 
 # How many constructions of a method's class are kept to explore the method on.
 MAX_CONSTRUCTIONS = 6
@@ -94,9 +94,9 @@ MAX_ALIKE = 3
 ANALYSIS_EXECUTIONS = 4
 ANALYSIS_SHARE = 0.8
 VERIFY_RESERVE = 40
-# A mutant's call may take MUTANT_SLOWDOWN times the reference's CPU time (at least
-# MUTANT_MIN_TIMEOUT seconds, at most the per-call timeout) before it counts as a timeout,
-# which kills it.
+# A mutant's call may take MUTANT_SLOWDOWN times the reference's time (on r2e_limit's clock;
+# at least MUTANT_MIN_TIMEOUT seconds, at most the per-call timeout) before it counts as a
+# timeout, which kills it.
 MUTANT_SLOWDOWN = 10.0
 MUTANT_MIN_TIMEOUT = 0.1
 # The search for inputs that kill surviving mutants gives up after this many inputs in a row
@@ -1251,9 +1251,8 @@ class Explorer:
             return False
         self.tried_keys.add(key)
         self.last_entry = None
-        started = cpu_seconds()
         status, obs, arcs = self.execute(ctor_call, call)
-        seconds = cpu_seconds() - started
+        seconds = self.executor.last_seconds
         if status != "ok":
             return True
         key_of_value, address = observation_key(self.equiv, obs)
@@ -1334,9 +1333,8 @@ class Explorer:
         call = ExampleCall(source)
         if not self.same_after(call, entries):
             return None
-        started = cpu_seconds()
         status, obs, arcs = self.execute(None, call)
-        seconds = cpu_seconds() - started
+        seconds = self.executor.last_seconds
         if status != "ok" or not obs.returned or not arcs:
             return None
         if not obs.outcome[1]["printed"] and not obs.outcome[1]["values"]:

@@ -12,6 +12,10 @@ import signal
 import sys
 import time
 
+# Every limit here follows r2e_limit's one rule: CPU time or idle-machine time (the wall clock
+# less the waits for a CPU), whichever is larger; what a call started ends with it.
+import r2e_limit
+
 
 # The modules of r2e's own that run within a traced call.
 R2E_MODULES = ("r2e_equiv", "r2e_snapshot", "r2e_explorer", "r2e_explore")
@@ -135,52 +139,44 @@ class NullWriter(io.TextIOBase):
         return True
 
 
-# A limit is on the process's CPU time (`ITIMER_PROF`: what the code did, whatever else the
-# machine runs), with a wall-clock backstop WALL_FACTOR times as long (plus WALL_SLACK seconds)
-# for code that waits instead of computing (a sleep). A machine up to WALL_FACTOR times
-# oversubscribed stops a call where an idle one does.
-WALL_FACTOR = 3.0
-WALL_SLACK = 0.5
-
-
-def cpu_seconds() -> float:
-    """The process's CPU time (user and system), the clock every limit here runs on."""
-    return time.process_time()
-
-
 class Executor:
-    """Runs calls with a per-call timer (SIGPROF on CPU time, SIGALRM as the wall-clock
-    backstop, each raising r2e_equiv.Timeout), output suppressed, an empty stdin, and the
-    working directory restored; counts executions."""
+    """Runs calls with a per-call limit (r2e_limit: past it, SIGALRM raises r2e_equiv.Timeout,
+    and the processes the call started are killed; they are killed when it ends too), output
+    suppressed, an empty stdin, and the working directory restored; counts executions.
+    `last_seconds` is the time (r2e_limit's clock) of the last call."""
 
     def __init__(self, equiv, timeout: float):
         self.equiv = equiv
         self.timeout = max(float(timeout), 0.001)
         self.executions = 0
         self.timeouts = 0
+        self.last_seconds = 0.0
         self._armed = False
+        self._meter = None
         self._install()
 
     def _install(self):
         signal.signal(signal.SIGALRM, self._on_alarm)
-        signal.signal(signal.SIGPROF, self._on_alarm)
 
     def _on_alarm(self, signum, frame):
         if self._armed:
             raise self.equiv.Timeout()
 
     def arm(self, seconds: float, interval: float):
-        """Starts the timers: r2e_equiv.Timeout is raised after `seconds` of CPU time (or
-        WALL_FACTOR times as many of wall-clock time), then every `interval` seconds (so that
-        code swallowing the first Timeout is interrupted again)."""
+        """Starts the limit: r2e_equiv.Timeout is raised after `seconds` (r2e_limit's clock),
+        then every `interval` seconds (so that code swallowing the first Timeout is interrupted
+        again)."""
+        self._meter = r2e_limit.watch().start(seconds, interval)
         self._armed = True
-        signal.setitimer(signal.ITIMER_PROF, seconds, interval)
-        signal.setitimer(signal.ITIMER_REAL, seconds * WALL_FACTOR + WALL_SLACK, interval)
 
-    def disarm(self):
+    def disarm(self) -> bool:
+        """Ends the limit, and every process the call started; whether it was passed."""
         self._armed = False
-        signal.setitimer(signal.ITIMER_PROF, 0, 0)
-        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        meter, self._meter = self._meter, None
+        if meter is None:
+            return False
+        self.last_seconds = r2e_limit.watch().stop(meter)
+        return meter.over
 
     def run(self, prepare, action, tracer=None, timeout=None):
         """Returns ("ok", result, arcs), ("invalid", exception, None) when `prepare` (building
@@ -203,27 +199,34 @@ class Executor:
                 # Re-fires every 50 ms so that code swallowing the first Timeout (a bare
                 # `except:`) is interrupted again.
                 self.arm(timeout, min(timeout, 0.05))
+                over = False
                 try:
                     try:
                         prepared = prepare()
                     except (self.equiv.Timeout, KeyboardInterrupt):
                         raise
                     except BaseException as exc:  # noqa: BLE001 - invalid input
-                        return ("invalid", exc, None)
-                    if tracer is not None:
-                        tracer.start()
-                    try:
-                        result = action(prepared)
-                    finally:
+                        outcome = ("invalid", exc, None)
+                    else:
                         if tracer is not None:
-                            arcs = tracer.stop()
+                            tracer.start()
+                        try:
+                            outcome = ("ok", action(prepared), None)
+                        finally:
+                            if tracer is not None:
+                                arcs = tracer.stop()
                 finally:
-                    self.disarm()
-            return ("ok", result, arcs)
+                    over = self.disarm()
+            # Past the limit is a timeout, whether or not the call noticed.
+            if over:
+                raise self.equiv.Timeout()
+            return outcome if outcome[0] != "ok" else ("ok", outcome[1], arcs)
         except self.equiv.Timeout:
+            self.disarm()
             self.timeouts += 1
             return ("timeout", None, None)
         finally:
+            self.disarm()
             sys.settrace(None)
             if tracer is not None and sys.getprofile() == tracer._profile:
                 sys.setprofile(None)
@@ -236,26 +239,24 @@ class Executor:
 class Budget:
     """The bounds of one exploration: `executions` calls of the executor, of which `reserve`
     are kept back for the end (`check(final=True)` may use them), and a safety time limit in
-    seconds of CPU time, with a wall-clock backstop WALL_FACTOR times as long
-    (`time_limit_hit` records that either fired)."""
+    seconds on r2e_limit's clock, this whole process's (`time_limit_hit` records that it
+    fired)."""
 
     def __init__(self, executor: Executor, executions: int, reserve: int, time_limit: float):
         self.executor = executor
         self.executions = executions
         self.reserve = reserve
         self.time_limit = time_limit
-        self.started = cpu_seconds()
-        self.started_wall = time.monotonic()
+        self.meter = r2e_limit.Meter(os.getpid())
         self.time_limit_hit = False
 
     def elapsed(self) -> float:
-        """CPU seconds since the start."""
-        return cpu_seconds() - self.started
+        """Seconds since the start (r2e_limit's clock)."""
+        return self.meter.sample()
 
     def check(self, final=False):
         """Raises Stop when the time limit or the budget is exhausted."""
-        wall = time.monotonic() - self.started_wall
-        if self.elapsed() > self.time_limit or wall > self.time_limit * WALL_FACTOR + WALL_SLACK:
+        if self.elapsed() > self.time_limit:
             self.time_limit_hit = True
             raise Stop()
         limit = self.executions if final else self.executions - self.reserve

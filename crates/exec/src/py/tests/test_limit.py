@@ -1,0 +1,172 @@
+"""Tests of r2e_limit.py's one rule, where it is used: a call that waits (a child that sleeps, an
+editor that waits for its input, a sleep) ends at its limit as a timeout, and nothing it started
+outlives it, in the explorer's executor and in the warm worker's runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import unittest
+
+from r2e_test_support import BATCH, PY_DIR, SampleRepo, read_text
+
+# Calls that wait, each writing the pids of what it started to PIDS (one a line).
+WAITERS = textwrap.dedent(
+    """
+    import os, subprocess, time
+
+    PIDS = os.environ["R2E_TEST_PIDS"]
+
+    def note(*pids):
+        with open(PIDS, "a") as f:
+            f.write("".join("%d\\n" % p for p in pids))
+
+    def child_sleeps():
+        p = subprocess.Popen(["sleep", "1000"])
+        note(p.pid)
+        p.wait()
+
+    def editor_waits():
+        # click.edit's way: an editor (here a shell) that waits for input that never comes,
+        # having started a helper of its own in a session of its own.
+        p = subprocess.Popen(
+            ["sh", "-c", 'setsid sleep 999 & echo $! >> "$R2E_TEST_PIDS"; exec cat'],
+            stdin=subprocess.PIPE,
+        )
+        note(p.pid)
+        p.wait()
+
+    def sleeps():
+        time.sleep(1.5)
+
+    def spins(seconds):
+        t = time.process_time()
+        while time.process_time() - t < seconds:
+            pass
+        return "done"
+    """
+)
+
+EXECUTOR_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    sys.path[0:0] = [sys.argv[1], sys.argv[2]]
+    import r2e_equiv, waiters
+    from r2e_explorer.tracing import Executor
+
+    executor = Executor(r2e_equiv, 1.0)
+    out = {}
+    for name, call in [
+        ("child_sleeps", waiters.child_sleeps),
+        ("editor_waits", waiters.editor_waits),
+        ("sleeps", waiters.sleeps),
+        ("spins_short", lambda: waiters.spins(0.3)),
+        ("spins_long", lambda: waiters.spins(1.5)),
+    ]:
+        started = time.monotonic()
+        status, _, _ = executor.run(lambda: None, lambda _: call())
+        out[name] = [status, time.monotonic() - started]
+    print(json.dumps(out))
+    """
+)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is in the process table (a zombie counts)."""
+    return os.path.exists(f"/proc/{pid}")
+
+
+class LimitTest(unittest.TestCase):
+    def setUp(self):
+        self.sample = SampleRepo()
+        self.pids = self.sample.path("pids.txt")
+        open(self.pids, "w").close()
+        self.env = dict(os.environ, R2E_TEST_PIDS=self.pids, PYTHONDONTWRITEBYTECODE="1")
+
+    def tearDown(self):
+        self.sample.cleanup()
+
+    def started(self) -> list[int]:
+        return [int(line) for line in read_text(self.pids).split()]
+
+    def test_an_explorer_call_that_waits_ends_at_its_limit_and_takes_its_processes_along(self):
+        folder = self.sample.path("mods")
+        os.makedirs(folder)
+        SampleRepo.write(os.path.join(folder, "waiters.py"), WAITERS)
+        script = self.sample.path("executor.py")
+        SampleRepo.write(script, EXECUTOR_SCRIPT)
+        done = subprocess.run(
+            [sys.executable, script, folder, PY_DIR],
+            capture_output=True, text=True, timeout=60, env=self.env,
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        out = json.loads(done.stdout)
+        statuses = {name: status for name, (status, _) in out.items()}
+        self.assertEqual(
+            statuses,
+            {
+                "child_sleeps": "timeout",
+                "editor_waits": "timeout",
+                "sleeps": "timeout",
+                "spins_short": "ok",
+                "spins_long": "timeout",
+            },
+            out,
+        )
+        # At its limit (1 s, on an idle machine), not at a backstop three times as long.
+        for name in ("child_sleeps", "editor_waits", "sleeps"):
+            self.assertLess(out[name][1], 2.5, out)
+        started = self.started()
+        self.assertEqual(len(started), 3, started)
+        self.assertEqual([p for p in started if alive(p)], [])
+
+    def test_a_run_that_waits_ends_at_its_limit_and_takes_its_processes_along(self):
+        source = read_text(self.sample.core)
+        harness = textwrap.dedent(
+            """
+            import unittest
+
+            import r2e_equiv
+
+            candidate, reference = r2e_equiv.harness_modules()
+
+
+            class TestClassify(unittest.TestCase):
+                def test_0(self):
+                    candidate.classify(0)
+            """
+        )
+        jobs = []
+        for name in ("child_sleeps", "editor_waits"):
+            candidate = source + "\n" + WAITERS + f"\n\ndef classify(n):\n    return {name}()\n"
+            jobs.append(
+                self.sample.runner_request(
+                    harness, "classify", candidate_source=candidate, coverage=False, name=name,
+                    mode="candidate",
+                )
+            )
+        started = time.monotonic()
+        request = self.sample.path("batch.json")
+        out = self.sample.path("batch.out.json")
+        with open(request, "w", encoding="utf-8") as f:
+            json.dump({"jobs": jobs, "runs": 1, "timeout": 1}, f)
+        subprocess.run(
+            [sys.executable, BATCH, request, out],
+            check=True, timeout=60, cwd=self.sample.root, env=self.env,
+        )
+        seconds = time.monotonic() - started
+        with open(out, encoding="utf-8") as f:
+            results = json.load(f)["results"]
+        self.assertEqual([r[0]["status"] for r in results], ["timeout", "timeout"], results)
+        self.assertLess(seconds, 6.0)
+        started = self.started()
+        self.assertEqual(len(started), 3, started)
+        self.assertEqual([p for p in started if alive(p)], [])
+
+
+if __name__ == "__main__":
+    unittest.main()
