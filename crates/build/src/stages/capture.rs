@@ -125,8 +125,11 @@ pub fn capture_repo(
                 max_bytes: settings.max_bytes,
                 time_limit: settings.time_limit_seconds,
             };
-            // CPU time, with a wall-clock backstop three times as long (`r2e_capture.py`).
-            let limits = exec.limits(3 * settings.time_limit_seconds + 60);
+            // CPU time, with a backstop three times as long on the idle-machine clock
+            // (`r2e_capture.py`); the job's wall clock, JOB_BACKSTOP times as long again, only
+            // stops one that hangs.
+            let limits =
+                exec.limits(super::generate::JOB_BACKSTOP * (3 * settings.time_limit_seconds + 20));
             let (outcome, answer, scratch) = run_script::<_, CaptureAnswer>(
                 exec,
                 &runtime,

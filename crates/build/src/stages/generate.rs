@@ -11,6 +11,11 @@ use r2e_exec::runs::describe_crash;
 use r2e_exec::sandbox::Exit;
 use r2e_exec::target::Target;
 
+/// How many times an in-sandbox script's own backstop (on its idle-machine clock) the job's
+/// wall clock allows: a machine that many times oversubscribed still lets the script stop
+/// itself, as an idle one would.
+pub const JOB_BACKSTOP: u64 = 4;
+
 /// The explorer's harness for one function, and whether it ran now. A sandbox timeout (a loaded
 /// machine, perhaps) is not stored: `transient` says so, and the next build runs it again.
 pub struct Explored {
@@ -50,9 +55,10 @@ pub fn generate(
         per_call_timeout: settings.per_call_timeout_ms as f64 / 1000.0,
         time_limit: settings.time_limit_seconds,
     };
-    // The explorer's limit is CPU time, with a wall-clock backstop three times as long
-    // (`r2e_explorer/tracing.py`): the job's wall clock only stops one that hangs.
-    let limits = exec.limits(3 * settings.time_limit_seconds + 30);
+    // The explorer's limit is CPU time, with a backstop three times as long on the idle-machine
+    // clock (`r2e_explorer/tracing.py`), which a busy machine reaches later on the wall clock:
+    // the job's wall clock, JOB_BACKSTOP times as long again, only stops one that hangs.
+    let limits = exec.limits(JOB_BACKSTOP * (3 * settings.time_limit_seconds + 10));
     let (outcome, answer, scratch) =
         run_script::<_, ExploreAnswer>(exec, runtime, py::EXPLORER, &[], &request, limits, &[])?;
     let mut answer = answer.unwrap_or_else(|why| ExploreAnswer {

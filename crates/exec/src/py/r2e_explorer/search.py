@@ -59,7 +59,16 @@ from .static import (
     global_literals,
     type_hints,
 )
-from .tracing import ArcTracer, Budget, Executor, NullWriter, Stop, cpu_seconds, tracer_for
+from .tracing import (
+    ArcTracer,
+    Budget,
+    Executor,
+    NullWriter,
+    Stop,
+    cpu_seconds,
+    run_delay,
+    tracer_for,
+)
 
 # How many constructions of a method's class are kept to explore the method on.
 MAX_CONSTRUCTIONS = 6
@@ -607,7 +616,8 @@ def concrete_subclasses(cls: type, method_name: str) -> list[type]:
 CLOSURE_CALLS = 16
 
 # The longest a forked child may take to find out whether a docstring's example gives the same
-# after the chosen calls (Explorer.same_after).
+# after the chosen calls (Explorer.same_after), on its idle-machine clock (the wall clock less
+# the time it waited for a CPU), so that a busy machine answers as an idle one.
 EXAMPLE_CHILD_SECONDS = 30.0
 # The runs of one example: three in the child, two here.
 EXAMPLE_RUNS = 5
@@ -1367,7 +1377,8 @@ class Explorer:
         leave behind must not change it). Observations are compared by their snapshots'
         digests (value_key). It is found out in a forked child, so that nothing the example
         or the calls leave behind reaches this process. Without fork, when it fails, or when
-        the child takes longer than EXAMPLE_CHILD_SECONDS, the answer is no."""
+        the child takes longer than EXAMPLE_CHILD_SECONDS on its idle-machine clock, the answer
+        is no."""
         if not hasattr(os, "fork"):
             return False
         sys.stdout.flush()
@@ -1383,12 +1394,15 @@ class Explorer:
             except BaseException:  # noqa: BLE001 - any failure in the child is a "no"
                 code = 1
             os._exit(code)
-        deadline = time.monotonic() + EXAMPLE_CHILD_SECONDS
+        # On the child's idle-machine clock (the wall clock less the time it waited for a CPU):
+        # a busy machine gives the same answer as an idle one.
+        schedstat = f"/proc/{pid}/schedstat"
+        started = time.monotonic() - run_delay(schedstat)
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 break
-            if time.monotonic() > deadline:
+            if time.monotonic() - run_delay(schedstat) - started > EXAMPLE_CHILD_SECONDS:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
                 return False

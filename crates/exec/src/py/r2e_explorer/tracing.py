@@ -148,6 +148,29 @@ def cpu_seconds() -> float:
     return time.process_time()
 
 
+def run_delay(path: str = "/proc/thread-self/schedstat") -> float:
+    """Seconds a thread (the calling one by default) has waited for a CPU while runnable: the
+    second field of its `schedstat`. 0.0 where the kernel keeps none (the idle-machine clock
+    is then the wall clock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return int(os.read(fd, 256).split()[1]) / 1e9
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def idle_seconds() -> float:
+    """The idle-machine clock of the calling thread: the wall clock less the time it waited
+    for a CPU (`run_delay`). It counts running, sleeping and waiting for input alike, as an
+    idle machine would, and not the time a busy machine kept the thread from running; a
+    backstop on it stops code that waits where an idle machine stops it, however busy the
+    machine."""
+    return time.monotonic() - run_delay()
+
+
 class Executor:
     """Runs calls with a per-call timer (SIGPROF on CPU time, SIGALRM as the wall-clock
     backstop, each raising r2e_equiv.Timeout), output suppressed, an empty stdin, and the
@@ -236,8 +259,8 @@ class Executor:
 class Budget:
     """The bounds of one exploration: `executions` calls of the executor, of which `reserve`
     are kept back for the end (`check(final=True)` may use them), and a safety time limit in
-    seconds of CPU time, with a wall-clock backstop WALL_FACTOR times as long
-    (`time_limit_hit` records that either fired)."""
+    seconds of CPU time, with a backstop WALL_FACTOR times as long on the idle-machine clock
+    (`idle_seconds`; `time_limit_hit` records that either fired)."""
 
     def __init__(self, executor: Executor, executions: int, reserve: int, time_limit: float):
         self.executor = executor
@@ -245,7 +268,7 @@ class Budget:
         self.reserve = reserve
         self.time_limit = time_limit
         self.started = cpu_seconds()
-        self.started_wall = time.monotonic()
+        self.started_idle = idle_seconds()
         self.time_limit_hit = False
 
     def elapsed(self) -> float:
@@ -254,8 +277,10 @@ class Budget:
 
     def check(self, final=False):
         """Raises Stop when the time limit or the budget is exhausted."""
-        wall = time.monotonic() - self.started_wall
-        if self.elapsed() > self.time_limit or wall > self.time_limit * WALL_FACTOR + WALL_SLACK:
+        # The backstop for code that waits is on the idle-machine clock, not the wall clock: a
+        # busy machine stops an exploration after as many executions as an idle one.
+        idle = idle_seconds() - self.started_idle
+        if self.elapsed() > self.time_limit or idle > self.time_limit * WALL_FACTOR + WALL_SLACK:
             self.time_limit_hit = True
             raise Stop()
         limit = self.executions if final else self.executions - self.reserve

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -12,7 +13,16 @@ import unittest
 from r2e_test_support import TempModules
 
 import r2e_equiv
-from r2e_explorer.tracing import ArcTracer, Budget, Executor, NullWriter, Stop, tracer_for
+from r2e_explorer.tracing import (
+    ArcTracer,
+    Budget,
+    Executor,
+    NullWriter,
+    Stop,
+    idle_seconds,
+    run_delay,
+    tracer_for,
+)
 
 SOURCE = """
 def sign(n):
@@ -199,6 +209,35 @@ class BudgetTest(TracingCase):
         time.sleep(0.01)
         self.assertRaises(Stop, budget.check)
         self.assertTrue(budget.time_limit_hit)
+
+
+class IdleClockTest(unittest.TestCase):
+    def test_the_idle_machine_clock_leaves_out_the_time_waited_for_a_cpu(self):
+        """With twice as many busy loops as cores, a thread that spins and sleeps waits for a
+        CPU (its run delay grows); the idle-machine clock counts its CPU time and its sleep,
+        not that wait."""
+        cores = os.cpu_count() or 1
+        hogs = [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(2 * cores)
+        ]
+        try:
+            time.sleep(0.2)
+            idle, wall, cpu = idle_seconds(), time.monotonic(), time.thread_time()
+            while time.thread_time() - cpu < 0.2:
+                pass
+            time.sleep(0.2)
+            idle = idle_seconds() - idle
+            wall = time.monotonic() - wall
+            cpu = time.thread_time() - cpu
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.wait()
+        self.assertGreater(run_delay(), 0.0, "the kernel keeps no schedstat")
+        self.assertGreater(wall - idle, 0.1, (wall, idle, cpu))
+        self.assertGreater(idle, cpu + 0.2 - 0.02, (wall, idle, cpu))
+        self.assertLess(idle, cpu + 0.2 + 0.15, (wall, idle, cpu))
 
 
 if __name__ == "__main__":
