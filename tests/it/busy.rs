@@ -1,9 +1,11 @@
 //! Results that do not follow the clock: one fixture built cold twice (each with an empty cache
 //! of its own), first on the machine as it is, then with twice as many busy-loop processes as
-//! it has cores (each in a session of its own, as other builds are), gives byte-identical `harnesses.jsonl` and `dataset.jsonl`. The fixture is
-//! what a clock would decide: a receiver whose construction costs about a second of CPU,
-//! functions that wait (sleep) and that spin, and a test suite the capture runs that waits
-//! and spins before its calls, under a one-second capture limit.
+//! it has cores (each in a session of its own, as other builds are), gives byte-identical
+//! `harnesses.jsonl` and `dataset.jsonl`. The fixture is what a clock would decide: a receiver
+//! whose construction costs some 0.3 s of CPU time (each of its method's calls pays it), a
+//! method and a function that wait (sleep) and spin, and a test the capture runs that waits
+//! and spins between its calls, past its limit on the idle-machine clock and within its
+//! backstop there, while beside the busy loops it runs past a wall-clock backstop.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -62,15 +64,19 @@ from machine.core import Machine, pause
 
 class CoreTest(unittest.TestCase):
     def test_calls(self):
-        # Waits 5.5 s and spins about 1.5 s before its calls: within the capture's limit of 3 s
-        # of CPU time and its backstop of 9 s on an idle machine. Beside twice as many busy
-        # loops as cores the spin takes over 4 s of the wall clock, past a wall-clock backstop.
+        # Arguments only a run of the test knows (its text names a variable): a call before
+        # the wait, which any limit records, and calls after it.
+        label = "-".join(["tick", "tock"])
+        self.assertEqual(pause(label, 2), label + label)
+        # Waits 5.5 s and spins about 1.5 s: within the capture's limit of 3 s of CPU time, past
+        # 3 s of the idle-machine clock, within 9 s of it. Beside twice as many busy loops as
+        # cores the spin takes over 4 s of the wall clock: the calls after it must be recorded,
+        # or not, as on an idle machine.
         time.sleep(5.5)
         hashlib.pbkdf2_hmac("sha256", b"key", b"salt", 6000000)
-        # Arguments only a run of the test knows (its text names a variable).
-        label = "-".join(["tick", "tock"])
-        self.assertEqual(Machine(len(label)).room(1), 8)
-        self.assertEqual(pause(label, 2), label + label)
+        other = "-".join(["tock", "tick"])
+        self.assertEqual(Machine(len(other)).room(1), 8)
+        self.assertEqual(pause(other, 1), other)
 "#;
 
 /// Busy-loop processes, killed (each by its own id) and reaped when dropped. Each in a session
@@ -150,8 +156,7 @@ fn a_machine_kept_busy_writes_the_same_harnesses_and_dataset() {
         "idle: {summary}\nbusy: {busy_summary}"
     );
     // And they are worth comparing: the costly receiver's method was explored, and the
-    // capture's calls (made after the test's wait, with an argument only a run of the test
-    // knows) reached a harness.
+    // capture's calls (with an argument only a run of the test knows) reached a harness.
     assert!(harnesses.contains("Machine.room"), "{harnesses}");
     assert!(dataset.contains("tick-tock"), "{dataset}");
     assert!(
