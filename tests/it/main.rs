@@ -11,6 +11,7 @@
 mod common;
 
 mod analysis;
+mod busy;
 mod cli;
 mod cluster;
 mod cluster_build;

@@ -126,8 +126,10 @@ pub fn capture_repo(
                 time_limit: settings.time_limit_seconds,
             };
             // The capture stops itself (`r2e_limit.py`: CPU or idle-machine time); the job's wall
-            // clock, three times as long, only stops one that hangs on a machine kept that busy.
-            let limits = exec.limits(3 * settings.time_limit_seconds + 60);
+            // clock, JOB_BACKSTOP times three times as long, only stops one that hangs on a
+            // machine kept that busy.
+            let limits =
+                exec.limits(super::generate::JOB_BACKSTOP * (3 * settings.time_limit_seconds + 20));
             let (outcome, answer, scratch) = run_script::<_, CaptureAnswer>(
                 exec,
                 &runtime,

@@ -11,6 +11,11 @@ use r2e_exec::runs::describe_crash;
 use r2e_exec::sandbox::Exit;
 use r2e_exec::target::Target;
 
+/// How many times an in-sandbox script's own backstop (on its idle-machine clock) the job's
+/// wall clock allows: a machine that many times oversubscribed still lets the script stop
+/// itself, as an idle one would.
+pub const JOB_BACKSTOP: u64 = 4;
+
 /// The explorer's harness for one function, and whether it ran now. A sandbox timeout (a loaded
 /// machine, perhaps) is not stored: `transient` says so, and the next build runs it again.
 pub struct Explored {
@@ -51,8 +56,9 @@ pub fn generate(
         time_limit: settings.time_limit_seconds,
     };
     // The explorer stops itself (`r2e_limit.py`: CPU or idle-machine time); the job's wall
-    // clock, three times as long, only stops one that hangs on a machine kept that busy.
-    let limits = exec.limits(3 * settings.time_limit_seconds + 30);
+    // clock, JOB_BACKSTOP times three times as long, only stops one that hangs on a machine
+    // kept that busy.
+    let limits = exec.limits(JOB_BACKSTOP * (3 * settings.time_limit_seconds + 10));
     let (outcome, answer, scratch) =
         run_script::<_, ExploreAnswer>(exec, runtime, py::EXPLORER, &[], &request, limits, &[])?;
     let mut answer = answer.unwrap_or_else(|why| ExploreAnswer {

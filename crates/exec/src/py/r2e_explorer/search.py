@@ -26,6 +26,8 @@ import signal
 import sys
 import time
 
+import r2e_limit
+
 from . import regexgen
 from .factories import Factories
 from .inputs import Input, InputSpace
@@ -607,7 +609,8 @@ def concrete_subclasses(cls: type, method_name: str) -> list[type]:
 CLOSURE_CALLS = 16
 
 # The longest a forked child may take to find out whether a docstring's example gives the same
-# after the chosen calls (Explorer.same_after).
+# after the chosen calls (Explorer.same_after), on r2e_limit's clock (its CPU time or its
+# idle-machine time, whichever is larger), so that a busy machine answers as an idle one.
 EXAMPLE_CHILD_SECONDS = 30.0
 # The runs of one example: three in the child, two here.
 EXAMPLE_RUNS = 5
@@ -1365,7 +1368,8 @@ class Explorer:
         leave behind must not change it). Observations are compared by their snapshots'
         digests (value_key). It is found out in a forked child, so that nothing the example
         or the calls leave behind reaches this process. Without fork, when it fails, or when
-        the child takes longer than EXAMPLE_CHILD_SECONDS, the answer is no."""
+        the child takes longer than EXAMPLE_CHILD_SECONDS on r2e_limit's clock, the answer
+        is no."""
         if not hasattr(os, "fork"):
             return False
         sys.stdout.flush()
@@ -1381,12 +1385,14 @@ class Explorer:
             except BaseException:  # noqa: BLE001 - any failure in the child is a "no"
                 code = 1
             os._exit(code)
-        deadline = time.monotonic() + EXAMPLE_CHILD_SECONDS
+        # On the child's idle-machine clock (the wall clock less the time it waited for a CPU):
+        # a busy machine gives the same answer as an idle one.
+        meter = r2e_limit.Meter(pid)
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 break
-            if time.monotonic() > deadline:
+            if meter.sample() > EXAMPLE_CHILD_SECONDS:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
                 return False

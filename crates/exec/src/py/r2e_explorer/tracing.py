@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import sys
-import time
 
 # Every limit here follows r2e_limit's one rule: CPU time or idle-machine time (the wall clock
 # less the waits for a CPU), whichever is larger; what a call started ends with it.

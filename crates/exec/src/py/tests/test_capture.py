@@ -105,6 +105,17 @@ FILES = {
             for n in range(-7, 0):
                 assert sign(n) == -1
     ''',
+    "tests/test_words.py": '''
+        from shop.core import sign
+
+
+        WORDS = {"sheep", "fish", "rice", "jeans", "money", "series", "species", "news"}
+
+
+        def test_words():
+            for word in WORDS:
+                sign(len(word) - 5)
+    ''',
     "tests/test_zzz_spin.py": '''
         from shop.core import spin
 
@@ -222,6 +233,20 @@ class CaptureTest(unittest.TestCase):
         # The first four calls fill the slots; 0 and the first negative number reach arcs no
         # kept call reached and replace the latest alike ones; later negatives reach none new.
         self.assertEqual([c["args"] for c in out["calls"][0]], [["1"], ["2"], ["0"], ["-7"]])
+
+    def test_a_set_iterates_in_one_order_whatever_the_hash_seed(self):
+        # `-I` ignores PYTHONHASHSEED: the capture re-executes itself with a fixed one, so a
+        # test that loops over a set of strings passes its values in one order on every run.
+        runs = []
+        for seed in ("1", "2", "3", "random"):
+            os.environ["PYTHONHASHSEED"] = seed
+            try:
+                out = self.capture([("shop.core", "sign", "function")], ["tests/test_words.py"])
+            finally:
+                del os.environ["PYTHONHASHSEED"]
+            self.assertEqual(out["status"], "ok", out)
+            runs.append([c["args"] for c in out["calls"][0]])
+        self.assertEqual(runs[1:], runs[:1] * 3, runs)
 
     def test_the_time_limit_keeps_what_was_recorded(self):
         out = self.capture(
