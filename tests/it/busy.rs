@@ -4,8 +4,10 @@
 //! `harnesses.jsonl` and `dataset.jsonl`. The fixture is what a clock would decide: a receiver
 //! whose construction costs some 0.3 s of CPU time (each of its method's calls pays it), a
 //! method and a function that wait (sleep) and spin, and a test the capture runs that waits
-//! and spins between its calls, past its limit on the idle-machine clock and within its
-//! backstop there, while beside the busy loops it runs past a wall-clock backstop.
+//! and spins between its calls. Under `r2e_limit`'s rule (CPU time or idle-machine time) the
+//! capture stops in its wait, at its limit, in both builds; under the rule before it (CPU time,
+//! with a wall-clock backstop three times as long) the idle build recorded the calls after the
+//! wait and the busy one, whose spin takes over 4 s of the wall clock there, did not.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -68,10 +70,10 @@ class CoreTest(unittest.TestCase):
         # the wait, which any limit records, and calls after it.
         label = "-".join(["tick", "tock"])
         self.assertEqual(pause(label, 2), label + label)
-        # Waits 5.5 s and spins about 1.5 s: within the capture's limit of 3 s of CPU time, past
-        # 3 s of the idle-machine clock, within 9 s of it. Beside twice as many busy loops as
-        # cores the spin takes over 4 s of the wall clock: the calls after it must be recorded,
-        # or not, as on an idle machine.
+        # Waits 5.5 s and spins about 1.5 s: within 3 s of CPU time, past 3 s of the idle-machine
+        # clock (where the capture stops), within the 9 s wall-clock backstop of the rule before
+        # it on an idle machine, past it beside twice as many busy loops as cores: the calls
+        # after it must be recorded, or not, as on an idle machine.
         time.sleep(5.5)
         hashlib.pbkdf2_hmac("sha256", b"key", b"salt", 6000000)
         other = "-".join(["tock", "tick"])

@@ -689,8 +689,14 @@ fn a_candidate_that_kills_its_worker_fails_everywhere_and_is_cached() {
         );
         // Cached: judged again with no sandbox at all.
         std::fs::write(&flag, "").unwrap();
-        let (code, again) = check(&text);
+        let (code, mut again) = check(&text);
         std::fs::remove_file(&flag).unwrap();
+        let mut v = v;
+        assert_eq!(
+            (v["cached"].take(), again["cached"].take()),
+            (json!(false), json!(true)),
+            "{what}: ran, then from the cache"
+        );
         assert_eq!((code, &again), (Some(1), &v), "{what}: cached");
     }
 
