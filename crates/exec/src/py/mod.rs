@@ -415,7 +415,15 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|name| name.ends_with(".py"))
             .map(|name| format!("r2e_explorer/{name}"))
-            .chain(["r2e_explore.py", "r2e_equiv.py", "r2e_snapshot.py"].map(str::to_owned))
+            .chain(
+                [
+                    "r2e_explore.py",
+                    "r2e_equiv.py",
+                    "r2e_snapshot.py",
+                    "r2e_limit.py",
+                ]
+                .map(str::to_owned),
+            )
             .collect();
         on_disk.sort();
         let mut embedded: Vec<String> = EXPLORER.iter().map(|(n, _)| n.to_string()).collect();
