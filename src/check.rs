@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use r2e_build::bench::Bench;
+use r2e_pipeline::bench::Bench;
 use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};
 use r2e_core::records::{CheckOutcome, FailureClass, read_jsonl};

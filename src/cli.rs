@@ -9,8 +9,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use r2e_build::engine::{self, BuildOptions};
-use r2e_build::stages::Stage;
+use r2e_pipeline::engine::{self, BuildOptions};
+use r2e_pipeline::stages::Stage;
 use r2e_core::config::{self, RemoteCache, RemoteMode, Shard};
 use r2e_core::error::{Error, Result};
 use r2e_core::records::Summary;
@@ -715,13 +715,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             let pipeline = one_pipeline(pipeline, pipeline_flag)?;
             let cfg = config::load_unlocked(&pipeline)?;
-            let outcome = r2e_build::curate::curate(&cfg, update)?;
+            let outcome = r2e_pipeline::curate::curate(&cfg, update)?;
             if json {
                 print_json(&outcome)?;
             } else {
                 let mut text = String::new();
                 if let Some(changes) = &outcome.changes {
-                    text.push_str(&r2e_build::curate::diff_text(changes));
+                    text.push_str(&r2e_pipeline::curate::diff_text(changes));
                 }
                 text.push_str(&format!(
                     "{}: {} repositories, {} left out, curated at {}{}\n",
@@ -850,11 +850,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
         } => {
             let cfg = config::load(&pipeline)?;
-            let report = r2e_build::inspect::status(&cfg, until)?;
+            let report = r2e_pipeline::inspect::status(&cfg, until)?;
             if json {
                 print_json(&report)?;
             } else {
-                print_text(&r2e_build::inspect::status_text(&report))?;
+                print_text(&r2e_pipeline::inspect::status_text(&report))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -1093,11 +1093,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => sandboxed(read, workdir, env, timeout, command, unsafe_no_sandbox),
         Command::Explain { id, pipeline, json } => {
             let cfg = config::load(&pipeline)?;
-            let report = r2e_build::inspect::explain(&cfg, &id)?;
+            let report = r2e_pipeline::inspect::explain(&cfg, &id)?;
             if json {
                 print_json(&report)?;
             } else {
-                print_text(&r2e_build::inspect::explain_text(&report))?;
+                print_text(&r2e_pipeline::inspect::explain_text(&report))?;
             }
             Ok(ExitCode::SUCCESS)
         }

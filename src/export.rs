@@ -25,8 +25,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use r2e_build::session::Session;
-use r2e_build::stages::env::project::tree_files;
+use r2e_pipeline::session::Session;
+use r2e_pipeline::stages::env::project::tree_files;
 use r2e_core::config::{Backend, Config, RepoConfig, RepoSource};
 use r2e_core::error::{Error, Result};
 use r2e_core::hash::Hash;
@@ -112,7 +112,7 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
             dir.display()
         )));
     }
-    let output = r2e_build::engine::outputs::resolve(&cfg.output);
+    let output = r2e_pipeline::engine::outputs::resolve(&cfg.output);
     let instances: Vec<Instance> = read_built(&output.join(OutputFile::Dataset.name()))?;
     let envs: Vec<EnvLine> = read_jsonl(&output.join(OutputFile::Envs.name()))?.unwrap_or_default();
     let manifest_path = output.join(OutputFile::Manifest.name());
@@ -158,7 +158,7 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
         })?;
         let root = checkout.materialize(&session.cache)?;
         let runtime =
-            r2e_build::stages::env::runtime_of(&session.cache, line, &root).ok_or_else(|| {
+            r2e_pipeline::stages::env::runtime_of(&session.cache, line, &root).ok_or_else(|| {
                 Error::input(format!(
                     "the environment of repo `{repo}` is not built: run `r2e build`"
                 ))
@@ -228,7 +228,7 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
             scope: cfg.repos[ix].scope.clone(),
         };
         let files_identity =
-            r2e_build::stages::checkout::checkout(&copied, &session.cache)?.identity;
+            r2e_pipeline::stages::checkout::checkout(&copied, &session.cache)?.identity;
         identities.insert(repo.to_owned(), files_identity);
         eprintln!(
             "{}",
@@ -462,7 +462,7 @@ pub struct GcImage {
 /// `base_image`s share a daemon, and the newest base may be another's. An image a container
 /// uses stays. Returns what was removed.
 pub fn gc_images(cfg: &Config, older_than: u64, dry_run: bool) -> Result<Vec<GcImage>> {
-    let output = r2e_build::engine::outputs::resolve(&cfg.output);
+    let output = r2e_pipeline::engine::outputs::resolve(&cfg.output);
     let envs: Vec<EnvLine> = read_jsonl(&output.join(OutputFile::Envs.name()))?.unwrap_or_default();
     let instances: Vec<Instance> =
         read_jsonl(&output.join(OutputFile::Dataset.name()))?.unwrap_or_default();

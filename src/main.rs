@@ -1,6 +1,6 @@
 //! The `r2e` binary: the command line and the front doors over a built dataset (`check`,
 //! `report`, `dataset diff`, `export`/`import`, `serve`). The work lives in the workspace's
-//! crates below (`r2e-build`, `r2e-exec`, `r2e-python`, `r2e-core`); `main` maps the outcome to an
+//! crates below (`r2e-pipeline`, `r2e-exec`, `r2e-python`, `r2e-core`); `main` maps the outcome to an
 //! exit code.
 
 mod check;

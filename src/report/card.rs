@@ -29,11 +29,11 @@ fn size_category(n: u64) -> &'static str {
 /// Where each dataset's `dataset.jsonl` is, relative to the pipeline's output: `dataset.jsonl`
 /// for the pipeline's own, `variants/NAME/dataset.jsonl` for a variant's.
 fn data_files(cfg: &Config) -> Vec<(String, String)> {
-    let root = r2e_build::engine::outputs::resolve(&cfg.output);
+    let root = r2e_pipeline::engine::outputs::resolve(&cfg.output);
     cfg.builds()
         .into_iter()
         .map(|(name, c)| {
-            let dir = r2e_build::engine::outputs::resolve(&c.output);
+            let dir = r2e_pipeline::engine::outputs::resolve(&c.output);
             let rel = dir
                 .strip_prefix(&root)
                 .map(Path::to_path_buf)

@@ -296,7 +296,7 @@ pub fn row(
     let instances: Vec<Instance> = read_built(&dir.join(OutputFile::Dataset.name()))?;
     let results: Option<Vec<EvalResult>> = read_jsonl(&dir.join(OutputFile::Results.name()))?;
     let evaluation = results.map(|r| {
-        r2e_build::evaluate::tables(
+        r2e_pipeline::evaluate::tables(
             &r,
             &instances,
             &cfg.evaluate.k,
@@ -438,9 +438,9 @@ fn repo_rows(
 pub fn report(cfg: &Config) -> Result<Vec<Row>> {
     // Where the last build spent its time, beside the pipeline's own output.
     let timings: Option<r2e_core::records::Timings> = std::fs::read(
-        r2e_build::engine::outputs::resolve(&cfg.output)
+        r2e_pipeline::engine::outputs::resolve(&cfg.output)
             .join(".r2e")
-            .join(r2e_build::engine::outputs::TIMINGS),
+            .join(r2e_pipeline::engine::outputs::TIMINGS),
     )
     .ok()
     .and_then(|bytes| serde_json::from_slice(&bytes).ok());
@@ -456,7 +456,7 @@ pub fn report(cfg: &Config) -> Result<Vec<Row>> {
             });
             row(
                 name.unwrap_or(&cfg.name),
-                &r2e_build::engine::outputs::resolve(&c.output),
+                &r2e_pipeline::engine::outputs::resolve(&c.output),
                 c,
                 times,
                 &mut measured,

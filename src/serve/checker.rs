@@ -1,13 +1,13 @@
 //! The checks of many sessions, batched: requests queue here, and each of a few threads takes
 //! every request waiting (up to a batch) and checks them together through
-//! [`Bench::check`](r2e_build::bench::Bench::check), which runs those of one module in one warm
+//! [`Bench::check`](r2e_pipeline::bench::Bench::check), which runs those of one module in one warm
 //! worker. Under load, one worker process serves many sessions' tests.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 
-use r2e_build::bench::{Bench, Prepared};
+use r2e_pipeline::bench::{Bench, Prepared};
 use r2e_core::error::{Error, Result};
 use r2e_exec::checkpath::Checked;
 

@@ -4,7 +4,7 @@
 //! instance's commit, the target's body replaced by its signature, spec and
 //! `raise NotImplementedError` (`workspace`). It reads and writes files there, runs commands in
 //! the sandbox, runs the tests and submits. Tests and submissions go through the one check path
-//! ([`r2e_build::bench::Bench`]): only the target function is taken from the workspace's file and
+//! ([`r2e_pipeline::bench::Bench`]): only the target function is taken from the workspace's file and
 //! spliced into the original module, and the candidate's process cannot see the reference. The
 //! checks of many sessions are batched into warm workers (`checker`). Every action and what it
 //! observed is appended to the session's trace (`trace`).
@@ -37,7 +37,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use r2e_build::bench::Bench;
+use r2e_pipeline::bench::Bench;
 use r2e_core::config::{Config, SandboxConfig, ServeConfig};
 use r2e_core::error::{Error, Result};
 use r2e_core::records::CheckOutcome;
@@ -220,7 +220,7 @@ pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
     }
     // Traces and workspaces live in the output's store, beside its generations, which builds
     // replace; one server serves an output at a time.
-    let store = r2e_build::engine::outputs::store_of(&cfg.output)?;
+    let store = r2e_pipeline::engine::outputs::store_of(&cfg.output)?;
     fs_err::create_dir_all(&store)?;
     let lock = fs_err::File::create(store.join("serve.lock"))?
         .into_parts()
@@ -238,9 +238,9 @@ pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
     // the server runs.
     bench.unlock_cache();
     // An output committed before traces were linked gets its link now.
-    let traces = r2e_build::engine::outputs::link_traces(
+    let traces = r2e_pipeline::engine::outputs::link_traces(
         &store,
-        &r2e_build::engine::outputs::resolve(&cfg.output),
+        &r2e_pipeline::engine::outputs::resolve(&cfg.output),
     )?;
     let sessions_dir = store.join("sessions");
     let closed = recover(&sessions_dir, &traces)?;

@@ -424,7 +424,7 @@ fn context_strategies_and_cutting() {
     );
     // The rendered context's real token count equals the sum the planner used.
     let cfg = r2e_core::config::load(&p.pipeline()).unwrap();
-    let explained = r2e_build::inspect::explain(&cfg, "r:a.py:target").unwrap();
+    let explained = r2e_pipeline::inspect::explain(&cfg, "r:a.py:target").unwrap();
     let text = explained.context.as_ref().unwrap().text.as_str();
     assert_eq!(count(text), all, "{text}");
     assert!(
@@ -448,7 +448,7 @@ fn context_strategies_and_cutting() {
     let (cut, truncated) = tokens_of(&p2, "r:a.py:target");
     assert!(truncated && cut < all - 5);
     let cfg = r2e_core::config::load(&p2.pipeline()).unwrap();
-    let text = r2e_build::inspect::explain(&cfg, "r:a.py:target")
+    let text = r2e_pipeline::inspect::explain(&cfg, "r:a.py:target")
         .unwrap()
         .context
         .unwrap()
@@ -462,7 +462,7 @@ fn context_strategies_and_cutting() {
     let p3 = Project::new(CONTEXT, "[context]\nstrategy = \"full\"\n");
     p3.build();
     let cfg = r2e_core::config::load(&p3.pipeline()).unwrap();
-    let v = r2e_build::inspect::explain(&cfg, "r:a.py:target").unwrap();
+    let v = r2e_pipeline::inspect::explain(&cfg, "r:a.py:target").unwrap();
     let context = v.context.as_ref().unwrap();
     let text = context.text.as_str();
     assert!(
@@ -608,7 +608,7 @@ def test_area():
         "",
     );
     let cfg = r2e_core::config::load(&p.pipeline()).unwrap();
-    let session = r2e_build::session::Session::open(&cfg).unwrap();
+    let session = r2e_pipeline::session::Session::open(&cfg).unwrap();
     let db = &session.db;
     let repo = session.repos[0];
     let file = *repo
@@ -638,7 +638,7 @@ def test_area():
     // The function: its own module's calls first, then the others; repeats and calls without a
     // literal argument (or with *args) are left out; method-style calls come last.
     assert_eq!(
-        show(r2e_build::db::call_sites_for(db, file, "area", false)),
+        show(r2e_pipeline::db::call_sites_for(db, file, "area", false)),
         [
             "area(2, 3)",
             "area(w=4, h=some_name)",
@@ -649,7 +649,7 @@ def test_area():
     );
     // The method: `x.area(...)` first.
     assert_eq!(
-        show(r2e_build::db::call_sites_for(db, file, "Box.area", true))[0],
+        show(r2e_pipeline::db::call_sites_for(db, file, "Box.area", true))[0],
         ".area(7)"
     );
 }
@@ -746,8 +746,8 @@ fn a_repositorys_scope_decides_its_candidates_and_its_inferred_imports() {
     // Imports are inferred from the scope and what it imports (`_version.py` runs when `pkg`
     // is imported), not from tests, docs or setup.py.
     let cfg = r2e_core::config::load(&p.pipeline()).unwrap();
-    let s = r2e_build::session::Session::open(&cfg).unwrap();
-    let imports = r2e_build::db::external_imports(&s.db, s.repos[0])
+    let s = r2e_pipeline::session::Session::open(&cfg).unwrap();
+    let imports = r2e_pipeline::db::external_imports(&s.db, s.repos[0])
         .required
         .clone();
     assert_eq!(
@@ -812,7 +812,7 @@ fn explain_shows_the_full_slice_the_compact_form_gives() {
             .iter()
             .map(|&(n, d)| (graph.nodes[n as usize].name.to_string(), d))
             .collect();
-        let explained = r2e_build::inspect::explain(&cfg, &f.id).unwrap();
+        let explained = r2e_pipeline::inspect::explain(&cfg, &f.id).unwrap();
         let explained_slice = explained.slice.unwrap();
         let shown: Vec<(String, u32)> = explained_slice
             .items

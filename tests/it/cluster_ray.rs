@@ -94,7 +94,7 @@ impl Ray {
                 "--head --port 6379 --dashboard-host 0.0.0.0 --dashboard-port 8265 --num-cpus 0"
                     .to_owned()
             } else {
-                format!("--address {head}:6379 --num-cpus 1 --resources '{{\"r2e_builder\": 1}}'")
+                format!("--address {head}:6379 --num-cpus 1 --resources '{{\"r2e_pipelineer\": 1}}'")
             };
             let script = format!(
                 "exec python3 -m ray.scripts.scripts start {role} --node-ip-address {} \
@@ -327,7 +327,7 @@ fn a_sharded_build_on_ray_is_the_one_machine_build_even_when_a_worker_dies() {
         &shared,
         3,
         "all",
-        &["--memory", "64M", "--resources", "r2e_builder=1"],
+        &["--memory", "64M", "--resources", "r2e_pipelineer=1"],
     );
     let (code, report, stderr) = finish(child, &out, Duration::from_secs(900), &ray);
     assert_eq!(code, 0, "{stderr}\n{}", ray.logs());
@@ -371,7 +371,7 @@ fn a_sharded_build_on_ray_is_the_one_machine_build_even_when_a_worker_dies() {
     for reserved in actors.values() {
         assert_eq!(
             reserved,
-            &serde_json::json!({"CPU": 1.0, "memory": (64u64 << 20) as f64, "r2e_builder": 1.0}),
+            &serde_json::json!({"CPU": 1.0, "memory": (64u64 << 20) as f64, "r2e_pipelineer": 1.0}),
             "{actors:?}"
         );
     }

@@ -3,8 +3,8 @@
 
 use crate::common;
 use common::Project;
-use r2e_build::db::{self, Db, ItemId, SourceFile};
-use r2e_build::session::Session;
+use r2e_pipeline::db::{self, Db, ItemId, SourceFile};
+use r2e_pipeline::session::Session;
 use r2e_core::hash::Hash;
 use r2e_python::resolve::Item;
 use salsa::Setter;
@@ -281,10 +281,10 @@ fn persisted_analysis_reruns_only_what_an_edit_touches_and_matches_a_cold_build(
         )
         .unwrap();
         let cfg = r2e_core::config::load(&cold_pipeline).unwrap();
-        let summary = r2e_build::engine::build(
+        let summary = r2e_pipeline::engine::build(
             &cfg,
-            &r2e_build::engine::BuildOptions {
-                until: r2e_build::stages::Stage::Slice,
+            &r2e_pipeline::engine::BuildOptions {
+                until: r2e_pipeline::stages::Stage::Slice,
                 jobs: Some(2),
             },
         )
@@ -509,10 +509,10 @@ fn a_cold_build_stores_parse_results_in_one_pack_that_later_builds_read() {
         )
         .unwrap();
         let cfg = r2e_core::config::load(&toml).unwrap();
-        r2e_build::engine::build(
+        r2e_pipeline::engine::build(
             &cfg,
-            &r2e_build::engine::BuildOptions {
-                until: r2e_build::stages::Stage::Slice,
+            &r2e_pipeline::engine::BuildOptions {
+                until: r2e_pipeline::stages::Stage::Slice,
                 jobs: Some(2),
             },
         )

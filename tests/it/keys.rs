@@ -114,9 +114,9 @@ fn each_input_of_a_key_reruns_exactly_the_actions_it_shapes() {
 
 #[test]
 fn a_file_changed_between_the_walk_and_the_read_is_never_cached_under_the_walked_hash() {
-    use r2e_build::engine::BuildOptions;
-    use r2e_build::session::Session;
-    use r2e_build::stages::Stage;
+    use r2e_pipeline::engine::BuildOptions;
+    use r2e_pipeline::session::Session;
+    use r2e_pipeline::stages::Stage;
     use r2e_core::cache::ActionKey;
 
     let p = Project::new(REPO, "");
@@ -140,7 +140,7 @@ fn a_file_changed_between_the_walk_and_the_read_is_never_cached_under_the_walked
     )
     .unwrap();
     let services = r2e_exec::services::Services::for_config(&cfg, false);
-    let first = r2e_build::engine::build_session(session, &opts, &services).unwrap();
+    let first = r2e_pipeline::engine::build_session(session, &opts, &services).unwrap();
     assert_eq!(first.stages.parse.failed, 1);
     let failures = std::fs::read_to_string(p.path().join("out/failures.jsonl")).unwrap();
     assert!(
@@ -155,7 +155,7 @@ fn a_file_changed_between_the_walk_and_the_read_is_never_cached_under_the_walked
     ));
     drop(cache);
     // The next build is not taken for up to date: it reads the file as it is now, and only it.
-    let second = r2e_build::engine::build(&cfg, &opts).unwrap();
+    let second = r2e_pipeline::engine::build(&cfg, &opts).unwrap();
     assert_eq!(second.stages.parse.executed, 1);
     assert_eq!(second.stages.parse.failed, 0);
     let functions = p.functions();

@@ -1,7 +1,7 @@
 //! Layering tests: the architecture's code map, enforced.
 //!
 //! ARCHITECTURE.md's code map stacks the workspace's crates bottom up
-//! (`r2e-core`, `r2e-python`, `r2e-exec`, `r2e-store`, `r2e-build`, then the `r2e` binary
+//! (`r2e-core`, `r2e-python`, `r2e-exec`, `r2e-store`, `r2e-pipeline`, then the `r2e` binary
 //! on top). A map that nothing checks drifts, so these tests hold the code to it:
 //!
 //! - `crates_depend_only_downward`: every dependency (normal, build or dev)
@@ -40,7 +40,7 @@ const CODE_MAP: &[(&str, &[&str])] = &[
     ("r2e-exec", &["r2e-core", "r2e-python"]),
     ("r2e-store", &["r2e-core"]),
     (
-        "r2e-build",
+        "r2e-pipeline",
         &["r2e-core", "r2e-python", "r2e-exec", "r2e-store"],
     ),
     (
@@ -50,7 +50,7 @@ const CODE_MAP: &[(&str, &[&str])] = &[
             "r2e-python",
             "r2e-exec",
             "r2e-store",
-            "r2e-build",
+            "r2e-pipeline",
         ],
     ),
 ];

@@ -98,7 +98,7 @@ fn a_release_from_pypi_builds_into_a_dataset_named_by_its_hash() {
 fn tinyrel_index(published: Option<&str>) -> (Index, String, tempfile::TempDir) {
     let files = tempfile::tempdir().unwrap();
     let archive = tinyrel_sdist(files.path(), "1.0");
-    let real = r2e_build::stages::pypi::sha256_hex(&std::fs::read(&archive).unwrap());
+    let real = r2e_pipeline::stages::pypi::sha256_hex(&std::fs::read(&archive).unwrap());
     let index = Index::start();
     match published {
         Some(h) => index.add_published("tinyrel", &archive, "2024-01-01T00:00:00Z", h),
@@ -208,7 +208,7 @@ fn a_published_sha256_that_is_not_one_is_refused_before_it_names_a_folder() {
     // A hash published in uppercase hex is the same hash.
     let files = tempfile::tempdir().unwrap();
     let archive = tinyrel_sdist(files.path(), "1.0");
-    let real = r2e_build::stages::pypi::sha256_hex(&std::fs::read(&archive).unwrap());
+    let real = r2e_pipeline::stages::pypi::sha256_hex(&std::fs::read(&archive).unwrap());
     let index = Index::start();
     index.add_published(
         "tinyrel",
@@ -230,7 +230,7 @@ fn a_pinned_sha256_of_another_version_is_refused_on_a_warm_cache_as_on_a_clean_o
     let mut hashes = Vec::new();
     for version in ["1.0", "2.0"] {
         let archive = tinyrel_sdist(files.path(), version);
-        hashes.push(r2e_build::stages::pypi::sha256_hex(
+        hashes.push(r2e_pipeline::stages::pypi::sha256_hex(
             &std::fs::read(&archive).unwrap(),
         ));
         index.add("tinyrel", &archive, "2024-01-01T00:00:00Z");
@@ -349,7 +349,7 @@ fn an_archive_whose_hash_differs_from_the_index_is_refused() {
 pub(crate) fn pinned_uv() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let pin = r2e_build::stages::env::UV;
+        let pin = r2e_pipeline::stages::env::UV;
         common::provisioned(&pin.replace("==", "-"), |dir| {
             let bin = dir.join("bin");
             if !bin.join("uv").is_file() {

@@ -3,7 +3,7 @@
 //! with, and `repos.lock`, the answer `r2e curate` pins beside the pipeline and `r2e build`
 //! reads instead of searching.
 //!
-//! Pure: no network, no environment. The search itself is `r2e_build::curate`'s.
+//! Pure: no network, no environment. The search itself is `r2e_pipeline::curate`'s.
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,5 @@
 //! The small HTTP layer r2e's clients share: the model clients (`llm::http`), `r2e curate`'s
-//! GitHub client (`r2e_build::curate::github`) and the package index's (`pypi`). One tokio
+//! GitHub client (`r2e_pipeline::curate::github`) and the package index's (`pypi`). One tokio
 //! runtime and one `reqwest` client, started on the first request; the retry policy
 //! (exponential backoff with jitter, the server's `Retry-After` honoured); `Retry-After`
 //! parsing; readable transport errors; and a blocking GET (its body as text, or as bytes), safe

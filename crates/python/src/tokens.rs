@@ -247,7 +247,7 @@ mod tests {
             include_str!("../../exec/src/py/r2e_equiv.py"),
             include_str!("../../exec/src/py/r2e_runner.py"),
             include_str!("extract.rs"),
-            include_str!("../../build/src/db.rs"),
+            include_str!("../../pipeline/src/db.rs"),
         ] {
             assert!(text.is_ascii());
             same(text);

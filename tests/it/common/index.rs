@@ -72,7 +72,7 @@ impl Index {
     /// Lists the file at `path` under `project`, uploaded at `upload_time`, with its own hash.
     pub fn add(&self, project: &str, path: &Path, upload_time: &str) {
         let bytes = std::fs::read(path).unwrap();
-        let published = r2e_build::stages::pypi::sha256_hex(&bytes);
+        let published = r2e_pipeline::stages::pypi::sha256_hex(&bytes);
         self.add_published(project, path, upload_time, &published);
     }
 

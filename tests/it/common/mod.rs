@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use r2e_build::engine::{self, BuildOptions};
+use r2e_pipeline::engine::{self, BuildOptions};
 
-use r2e_build::stages::Stage;
+use r2e_pipeline::stages::Stage;
 
 pub mod calc;
 pub mod cluster;
