@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::interpreter::Interpreter;
 use crate::jobs::Runtime;
 use crate::py::COVERAGE;
 use crate::sandbox::docker::{self, BaseSpec};
@@ -35,7 +36,7 @@ pub fn base_in(
     sandbox: &dyn Sandbox,
     share: Option<&crate::image_share::Share>,
 ) -> Result<((String, bool), PathBuf)> {
-    let interpreter = Probe::of(&cfg.env.python)?;
+    let interpreter = Interpreter::probe(&cfg.env.python)?;
     let minor: Vec<&str> = interpreter.version.split('.').take(2).collect();
     let lib = format!("python{}", minor.join("."));
     let coverage_dir = coverage_for(tools, sandbox, &interpreter, cfg)?;
@@ -78,7 +79,7 @@ pub fn base_in(
 fn runs_in(
     daemon: &docker::Docker,
     tag: &str,
-    interpreter: &Probe,
+    interpreter: &Interpreter,
     spec: &BaseSpec,
     tools: &std::path::Path,
 ) -> Result<()> {
@@ -150,7 +151,7 @@ fn runs_in(
 fn coverage_for(
     tools: &std::path::Path,
     sandbox: &dyn Sandbox,
-    interpreter: &Probe,
+    interpreter: &Interpreter,
     cfg: &Config,
 ) -> Result<PathBuf> {
     fs_err::create_dir_all(tools)?;
@@ -184,7 +185,8 @@ fn coverage_for(
         env: cfg.env.passthrough.clone(),
         scratch: scratch.clone(),
         writable: vec![tools.clone()],
-        readonly: crate::sandbox::local::outside_system(&interpreter.base_prefix)
+        readonly: interpreter
+            .mounts()
             .into_iter()
             .chain(cfg.env.index_mounts())
             .collect(),
@@ -222,49 +224,6 @@ fn coverage_for(
         fs_err::rename(&tmp, &dir)?;
     }
     Ok(dir)
-}
-
-/// What the base image needs to know of the configured interpreter (the machine's own,
-/// trusted): asked of it directly.
-struct Probe {
-    executable: PathBuf,
-    version: String,
-    base_prefix: PathBuf,
-    /// Its own packages folder (`site.getsitepackages()[0]`).
-    site: PathBuf,
-    /// The folder its `ensurepip` takes pip's wheels from, when it was built to take them from
-    /// the system (`sysconfig`'s `WHEEL_PKG_DIR`: Debian's and Fedora's
-    /// `/usr/share/python-wheels`) rather than from its own `ensurepip/_bundled`.
-    wheels: Option<PathBuf>,
-}
-
-impl Probe {
-    fn of(python: &str) -> Result<Probe> {
-        let script = "import site, sys, sysconfig\nprint(sys.executable)\nprint(sys.version.split()[0])\nprint(sys.base_prefix)\nprint(site.getsitepackages()[0])\nprint(sysconfig.get_config_var('WHEEL_PKG_DIR') or '')";
-        let out = std::process::Command::new(python)
-            .args(["-I", "-c", script])
-            .output()
-            .map_err(|e| {
-                Error::env(format!("cannot run the Python interpreter `{python}`: {e}"))
-            })?;
-        let text = String::from_utf8_lossy(&out.stdout);
-        let lines: Vec<&str> = text.lines().collect();
-        if !out.status.success() || lines.len() != 5 || !lines[3].starts_with('/') {
-            return Err(Error::env(format!(
-                "the Python interpreter `{python}` does not say where it lives: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(Probe {
-            executable: lines[0].into(),
-            version: lines[1].to_owned(),
-            base_prefix: lines[2].into(),
-            site: lines[3].into(),
-            wheels: Some(lines[4].trim())
-                .filter(|w| w.starts_with('/'))
-                .map(PathBuf::from),
-        })
-    }
 }
 
 /// Where an environment image holds the environment (a virtual environment's folder).

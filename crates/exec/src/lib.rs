@@ -11,6 +11,7 @@ pub mod checkpath;
 pub mod http;
 pub mod image;
 pub mod image_share;
+pub mod interpreter;
 pub mod jobs;
 pub mod llm;
 pub mod py;

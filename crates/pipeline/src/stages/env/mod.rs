@@ -50,12 +50,18 @@ use r2e_core::records::{
     EnvLine, FailureRecord, ProjectLine, RejectedDistribution, SkippedImport, StageCounts,
     StageTime,
 };
+pub use r2e_exec::interpreter::Interpreter;
 use r2e_exec::jobs::Runtime;
 use r2e_exec::sandbox::{Job, Limits, Sandbox};
 
-/// A built environment, as sealed in its folder in the cache.
+/// A built environment, as sealed in its folder in the cache: what the builder writes and a
+/// later build (on any host) reads back. Not `records::EnvLine`, the dataset's line made from
+/// it: that line names the repository and holds what is decided per repository and per build
+/// (the imports skipped, the project layer, the log's path in the dataset), while this record
+/// is shared by every repository with the same `EnvKey` and holds the log itself and what the
+/// interpreter reported (`installed`), which `check` compares before reuse.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct EnvRecord {
+pub struct SealedEnv {
     pub key: String,
     pub outcome: EnvOutcome,
     pub installer: String,
@@ -77,7 +83,7 @@ pub struct EnvRecord {
 /// An environment ready for use.
 #[derive(Clone, Debug)]
 pub struct Env {
-    pub record: EnvRecord,
+    pub record: SealedEnv,
     /// The environment's interpreter.
     pub python: PathBuf,
     /// The environment's folder in the cache.
@@ -112,66 +118,6 @@ impl Env {
             .as_ref()
             .map(|p| p.record.key.clone())
             .unwrap_or_default()
-    }
-}
-
-/// Facts about the machine's interpreter, asked once per build.
-#[derive(Clone, Debug)]
-pub struct Interpreter {
-    pub executable: PathBuf,
-    pub version: String,
-    pub stdlib_modules: BTreeSet<String>,
-    /// The version of the pip its `venv` puts into new environments (empty without `ensurepip`).
-    pub bundled_pip: String,
-    /// Its installation (`sys.base_prefix`), which every environment made from it links to.
-    pub base_prefix: PathBuf,
-}
-
-impl Interpreter {
-    /// Asks the configured interpreter (the machine's own, trusted) for its version and its
-    /// standard library's module names.
-    pub fn probe(python: &str) -> Result<Interpreter> {
-        let script = "import sys; print(sys.executable); print(sys.version.split()[0]); print(' '.join(sorted(sys.stdlib_module_names)))\ntry:\n    import ensurepip; print(ensurepip.version())\nexcept Exception:\n    print()\nprint(sys.base_prefix)";
-        let out = std::process::Command::new(python)
-            .args(["-I", "-c", script])
-            .output()
-            .map_err(|e| {
-                Error::env(format!("cannot run the Python interpreter `{python}`: {e}"))
-            })?;
-        if !out.status.success() {
-            return Err(Error::env(format!(
-                "the Python interpreter `{python}` failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut lines = text.lines();
-        let executable = PathBuf::from(lines.next().unwrap_or_default());
-        let version = lines.next().unwrap_or_default().to_owned();
-        let mut stdlib_modules: BTreeSet<String> = lines
-            .next()
-            .unwrap_or_default()
-            .split(' ')
-            .map(str::to_owned)
-            .collect();
-        stdlib_modules.insert("__future__".into());
-        let bundled_pip = lines.next().unwrap_or_default().trim().to_owned();
-        let base_prefix = PathBuf::from(lines.next().unwrap_or_default().trim());
-        Ok(Interpreter {
-            executable,
-            version,
-            stdlib_modules,
-            bundled_pip,
-            base_prefix,
-        })
-    }
-
-    /// What a job running this interpreter must see: its installation, unless the system's
-    /// software (always shown) holds it.
-    pub fn mounts(&self) -> Vec<PathBuf> {
-        r2e_exec::sandbox::local::outside_system(&self.base_prefix)
-            .into_iter()
-            .collect()
     }
 }
 
@@ -824,6 +770,8 @@ mod tests {
                 stdlib_modules: BTreeSet::new(),
                 bundled_pip: String::new(),
                 base_prefix: PathBuf::from("/usr"),
+                site: PathBuf::from("/usr/lib/python3/dist-packages"),
+                wheels: None,
             };
             let installer = Installer {
                 uv: None,
