@@ -7,7 +7,7 @@
 use r2e_core::records::EnvOutcome;
 use std::path::{Path, PathBuf};
 
-use super::{Env, EnvRecord, Interpreter, archive, provider};
+use super::{Env, Interpreter, SealedEnv, archive, provider};
 use r2e_core::cache::remote::{Event, Remote};
 use r2e_core::cache::{ActionKey, Bucket, Cache, entry, write_atomic};
 use r2e_core::config::{EnvConfig, Installer as ConfiguredInstaller};
@@ -167,6 +167,148 @@ impl Installer {
             },
         };
         Ok(Installer { uv, id })
+    }
+}
+
+/// One step an installer takes in an environment, with what it needs. [`Installer::command`]
+/// says how `uv` and pip each run it: the one place the two differ.
+pub(super) enum Step<'a> {
+    /// Creates the environment `venv` from the configured interpreter `interpreter`.
+    Create {
+        interpreter: &'a Path,
+        venv: &'a Path,
+        system_site_packages: bool,
+    },
+    /// Installs `packages`, resolved with `pin` (`EnvBuilder::exclude_newer_args`).
+    Install {
+        pin: Vec<String>,
+        packages: &'a [String],
+    },
+    /// Uninstalls the distribution `dist`.
+    Uninstall { dist: &'a str },
+    /// Lists the installed distributions (`pip freeze`).
+    Freeze,
+    /// Builds the project in `src` as a wheel into `dist`, its backend resolved with `pin`.
+    BuildWheel {
+        pin: Vec<String>,
+        src: &'a Path,
+        dist: &'a Path,
+    },
+    /// Installs `wheel`, without its dependencies, into the folder `site`.
+    InstallWheel { wheel: &'a Path, site: &'a Path },
+}
+
+impl Installer {
+    /// The program and the arguments that take `step` in the environment whose interpreter is
+    /// `python`.
+    pub(super) fn command(&self, step: Step, python: &Path) -> (PathBuf, Vec<String>) {
+        let text = |p: &Path| p.to_string_lossy().into_owned();
+        let words = |w: &[&str]| w.iter().map(|w| (*w).to_owned()).collect::<Vec<String>>();
+        let Some(uv) = &self.uv else {
+            let mut args = words(&["-m", "pip"]);
+            match step {
+                Step::Create {
+                    interpreter,
+                    venv,
+                    system_site_packages,
+                } => {
+                    let mut args = words(&["-m", "venv"]);
+                    if system_site_packages {
+                        args.push("--system-site-packages".into());
+                    }
+                    args.push(text(venv));
+                    return (interpreter.to_path_buf(), args);
+                }
+                Step::Install { pin, packages } => {
+                    args.extend(words(&[
+                        "install",
+                        "--disable-pip-version-check",
+                        "--no-input",
+                    ]));
+                    args.extend(pin);
+                    args.extend(packages.iter().cloned());
+                }
+                Step::Uninstall { dist } => {
+                    args.extend(words(&[
+                        "uninstall",
+                        "--yes",
+                        "--disable-pip-version-check",
+                    ]));
+                    args.push(dist.to_owned());
+                }
+                Step::Freeze => args.extend(words(&["freeze", "--disable-pip-version-check"])),
+                Step::BuildWheel { pin, src, dist } => {
+                    args.extend(words(&[
+                        "wheel",
+                        "--no-deps",
+                        "--no-input",
+                        "--disable-pip-version-check",
+                    ]));
+                    args.extend(pin);
+                    args.extend(["--wheel-dir".into(), text(dist), text(src)]);
+                }
+                Step::InstallWheel { wheel, site } => {
+                    args.extend(words(&[
+                        "install",
+                        "--no-deps",
+                        "--no-compile",
+                        "--no-input",
+                        "--disable-pip-version-check",
+                        "--target",
+                    ]));
+                    args.extend([text(site), text(wheel)]);
+                }
+            }
+            return (python.to_path_buf(), args);
+        };
+        let python = text(python);
+        let args = match step {
+            Step::Create {
+                interpreter,
+                venv,
+                system_site_packages,
+            } => {
+                let mut args = words(&["venv", "--no-python-downloads", "--python"]);
+                args.push(text(interpreter));
+                if system_site_packages {
+                    args.push("--system-site-packages".into());
+                }
+                args.push(text(venv));
+                args
+            }
+            Step::Install { pin, packages } => {
+                let mut args = words(&["pip", "install", "--python"]);
+                args.push(python);
+                args.extend(pin);
+                args.extend(packages.iter().cloned());
+                args
+            }
+            Step::Uninstall { dist } => {
+                let mut args = words(&["pip", "uninstall", "--python"]);
+                args.extend([python, dist.to_owned()]);
+                args
+            }
+            Step::Freeze => {
+                let mut args = words(&["pip", "freeze", "--python"]);
+                args.push(python);
+                args
+            }
+            Step::BuildWheel { pin, src, dist } => {
+                let mut args = words(&["build", "--wheel", "--no-python-downloads", "--python"]);
+                args.push(python);
+                args.extend(pin);
+                args.extend(["--out-dir".into(), text(dist), text(src)]);
+                args
+            }
+            Step::InstallWheel { wheel, site } => {
+                let mut args = words(&["pip", "install", "--python"]);
+                args.push(python);
+                args.extend(words(&["--no-deps", "--target"]));
+                args.extend([text(site), text(wheel)]);
+                args
+            }
+        };
+        (uv.clone(), args)
     }
 }
 
@@ -561,58 +703,25 @@ impl Building<'_> {
 
     /// Installs packages into the environment.
     fn install(&mut self, packages: &[String]) -> Result<Outcome> {
-        let python = self.python.to_string_lossy().into_owned();
-        match self.builder.installer.uv.clone() {
-            Some(uv) => {
-                let mut args = vec!["pip".into(), "install".into(), "--python".into(), python];
-                args.extend(self.builder.exclude_newer_args());
-                args.extend(packages.iter().cloned());
-                self.run(&uv, args)
-            }
-            None => {
-                let mut args = vec![
-                    "-m".into(),
-                    "pip".into(),
-                    "install".into(),
-                    "--disable-pip-version-check".into(),
-                    "--no-input".into(),
-                ];
-                args.extend(self.builder.exclude_newer_args());
-                args.extend(packages.iter().cloned());
-                let venv_python = self.python.clone();
-                self.run(&venv_python, args)
-            }
-        }
+        let pin = self.builder.exclude_newer_args();
+        self.step(Step::Install { pin, packages })
+    }
+
+    /// Takes one installer step in the environment.
+    pub(super) fn step(&mut self, step: Step) -> Result<Outcome> {
+        let (program, args) = self.builder.installer.command(step, &self.python);
+        self.run(&program, args)
     }
 
     /// Creates the environment itself.
     fn create(&mut self) -> Result<Outcome> {
         let b = self.builder;
-        let venv = self.venv.to_string_lossy().into_owned();
-        match b.installer.uv.clone() {
-            Some(uv) => {
-                let mut args = vec![
-                    "venv".to_string(),
-                    "--no-python-downloads".into(),
-                    "--python".into(),
-                    b.interpreter.executable.to_string_lossy().into_owned(),
-                ];
-                if b.cfg.system_site_packages {
-                    args.push("--system-site-packages".into());
-                }
-                args.push(venv);
-                self.run(&uv, args)
-            }
-            None => {
-                let mut args = vec!["-m".to_string(), "venv".into()];
-                if b.cfg.system_site_packages {
-                    args.push("--system-site-packages".into());
-                }
-                args.push(venv);
-                let python = b.interpreter.executable.clone();
-                self.run(&python, args)
-            }
-        }
+        let venv = self.venv.clone();
+        self.step(Step::Create {
+            interpreter: &b.interpreter.executable,
+            venv: &venv,
+            system_site_packages: b.cfg.system_site_packages,
+        })
     }
 
     /// Whether the package index answers at all: a failure while it does not may pass.
@@ -850,56 +959,12 @@ print(json.dumps([why_not(m, d) for m, d in pairs]))
 
     /// Uninstalls a distribution from the environment.
     fn uninstall(&mut self, dist: &str) -> Result<Outcome> {
-        let python = self.python.to_string_lossy().into_owned();
-        match self.builder.installer.uv.clone() {
-            Some(uv) => self.run(
-                &uv,
-                vec![
-                    "pip".into(),
-                    "uninstall".into(),
-                    "--python".into(),
-                    python,
-                    dist.to_owned(),
-                ],
-            ),
-            None => {
-                let venv_python = self.python.clone();
-                self.run(
-                    &venv_python,
-                    vec![
-                        "-m".into(),
-                        "pip".into(),
-                        "uninstall".into(),
-                        "--yes".into(),
-                        "--disable-pip-version-check".into(),
-                        dist.to_owned(),
-                    ],
-                )
-            }
-        }
+        self.step(Step::Uninstall { dist })
     }
 
     /// The environment's lock: `pip freeze`.
     fn freeze(&mut self) -> Result<Vec<String>> {
-        let python = self.python.to_string_lossy().into_owned();
-        let out = match self.builder.installer.uv.clone() {
-            Some(uv) => self.run(
-                &uv,
-                vec!["pip".into(), "freeze".into(), "--python".into(), python],
-            )?,
-            None => {
-                let venv_python = self.python.clone();
-                self.run(
-                    &venv_python,
-                    vec![
-                        "-m".into(),
-                        "pip".into(),
-                        "freeze".into(),
-                        "--disable-pip-version-check".into(),
-                    ],
-                )?
-            }
-        };
+        let out = self.step(Step::Freeze)?;
         Ok(String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::to_owned)
@@ -988,7 +1053,7 @@ impl EnvBuilder<'_> {
     pub fn unsupported(&self, declared: &super::Declared, inferred: &[String], why: String) -> Env {
         let key = self.key(&declared.requirements, inferred, &declared.optional);
         Env {
-            record: EnvRecord {
+            record: SealedEnv {
                 key: key.hash().to_hex(),
                 outcome: EnvOutcome::Failed,
                 installer: self.installer.id.name.clone(),
@@ -1098,7 +1163,7 @@ impl EnvBuilder<'_> {
         let Ok(bytes) = std::fs::read(dir.join(RECORD)) else {
             return Ok(None);
         };
-        match entry::unseal::<EnvRecord>(&Bucket::Envs.folder(), hash, &bytes) {
+        match entry::unseal::<SealedEnv>(&Bucket::Envs.folder(), hash, &bytes) {
             Ok(record) => {
                 self.cache.note_use(dir);
                 Ok(Some(Env {
@@ -1132,7 +1197,7 @@ impl EnvBuilder<'_> {
     ) -> Result<std::result::Result<Env, bool>> {
         let record_ok = |tmp: &Path| -> std::result::Result<(), String> {
             let bytes = std::fs::read(tmp.join(RECORD)).map_err(|e| format!("its record: {e}"))?;
-            entry::unseal::<EnvRecord>(&Bucket::Envs.folder(), hash, &bytes)
+            entry::unseal::<SealedEnv>(&Bucket::Envs.folder(), hash, &bytes)
                 .map(drop)
                 .map_err(|why| format!("its record: {why}"))
         };
@@ -1204,7 +1269,7 @@ impl EnvBuilder<'_> {
                 return Err(Error::env(why));
             }
         };
-        let record = EnvRecord {
+        let record = SealedEnv {
             key: hash.to_hex(),
             outcome,
             installer: self.installer.id.name.clone(),
@@ -1327,256 +1392,4 @@ impl EnvBuilder<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn failed(stderr: &str) -> Outcome {
-        Outcome {
-            exit: Exit::Code(1),
-            stdout: Vec::new(),
-            stderr: stderr.as_bytes().to_vec(),
-            duration: std::time::Duration::ZERO,
-            limit_hit: None,
-        }
-    }
-
-    #[test]
-    fn a_429_is_an_http_status_not_a_number_in_a_port() {
-        assert_eq!(
-            transient(&failed(
-                "ERROR: Could not find a version that satisfies the requirement tinydep (from http://127.0.0.1:42917/simple/)"
-            )),
-            None
-        );
-        assert_eq!(
-            transient(&failed(
-                "ERROR: HTTP error 429 while getting https://pypi.org/simple/x/"
-            )),
-            Some("the package index refuses too many requests (429)")
-        );
-        assert_eq!(
-            transient(&failed("error: Failed to fetch: 429 Too Many Requests")),
-            Some("the package index refuses too many requests (429)")
-        );
-    }
-
-    /// An index URL's token, in its user, its password or its path, never reaches a log: the
-    /// whole URL reads as its setting's name, its credentials wherever they appear alone.
-    #[test]
-    fn index_credentials_never_reach_a_log() {
-        let passthrough = vec![
-            (
-                "PIP_INDEX_URL".to_owned(),
-                "https://alice:s3cr3t-token@pypi.example/simple".to_owned(),
-            ),
-            (
-                "PIP_EXTRA_INDEX_URL".to_owned(),
-                "https://pkgs.example/TOKEN123/simple https://ghp_abcdef@other.example/".to_owned(),
-            ),
-            ("PIP_NO_INDEX".to_owned(), "1".to_owned()),
-        ];
-        let log = "Looking in indexes: https://alice:****@pypi.example/simple\n\
-                   GET https://alice:s3cr3t-token@pypi.example/simple/foo/ 401\n\
-                   GET https://pkgs.example/TOKEN123/simple/bar/\n\
-                   GET https://****@other.example/ ghp_abcdef\n\
-                   password s3cr3t-token, exit 1\n";
-        let out = redact_settings(log, &passthrough);
-        for secret in ["s3cr3t-token", "TOKEN123", "alice", "ghp_abcdef"] {
-            assert!(!out.contains(secret), "{secret} in {out}");
-        }
-        assert!(out.contains("GET <PIP_INDEX_URL>/foo/ 401"), "{out}");
-        assert!(out.contains("GET <PIP_EXTRA_INDEX_URL>/bar/"), "{out}");
-        assert!(out.contains("exit 1"), "{out}");
-    }
-
-    /// A pure-Python wheel `name`, made with Python's zipfile module, in `dir`.
-    fn wheel(dir: &Path, name: &str, version: &str) {
-        let script = format!(
-            "import zipfile\nz = zipfile.ZipFile({path:?}, 'w')\n\
-             z.writestr('{name}/__init__.py', 'VERSION = {version:?}\\n')\n\
-             z.writestr('{name}-{version}.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n')\n\
-             z.writestr('{name}-{version}.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
-             z.writestr('{name}-{version}.dist-info/entry_points.txt', '[console_scripts]\\n{name}-tool = {name}:main\\n')\n\
-             z.writestr('{name}-{version}.dist-info/RECORD', '')\n\
-             z.close()\n",
-            path = dir
-                .join(format!("{name}-{version}-py3-none-any.whl"))
-                .to_string_lossy(),
-        );
-        let ok = std::process::Command::new("python3")
-            .args(["-c", &script])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-    }
-
-    fn events(trace: &Path) -> Vec<r2e_core::cache::remote::Event> {
-        std::fs::read_to_string(trace)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| {
-                serde_json::from_str::<r2e_core::cache::remote::TraceRecord>(l)
-                    .unwrap()
-                    .event
-            })
-            .collect()
-    }
-
-    /// Hosts with caches under different roots, one shared folder as their remote store: two
-    /// need one environment at once (one builds it, the other unpacks its archive, which works
-    /// there and runs code); a third finds the archive damaged and builds it itself.
-    #[test]
-    fn an_environment_travels_between_hosts_as_an_archive() {
-        use r2e_core::cache::remote::{Remote, Trace};
-        use r2e_core::cache::{Cache, LocalStore};
-        use std::sync::Arc;
-        let wheels = tempfile::tempdir().unwrap();
-        wheel(
-            wheels.path(),
-            "coverage",
-            COVERAGE.split("==").nth(1).unwrap(),
-        );
-        wheel(wheels.path(), "tinydep", "1.0");
-        let cfg = EnvConfig {
-            python: "python3".into(),
-            installer: ConfiguredInstaller::Pip,
-            extra_packages: Vec::new(),
-            infer_imports: false,
-            timeout_seconds: 300,
-            system_site_packages: false,
-            install_project: false,
-            exclude_newer: None,
-            passthrough: vec![
-                ("PIP_NO_INDEX".into(), "1".into()),
-                (
-                    "PIP_FIND_LINKS".into(),
-                    wheels.path().to_string_lossy().into_owned(),
-                ),
-            ],
-        };
-        let interpreter = Interpreter::probe("python3").unwrap();
-        let installer = Installer {
-            uv: None,
-            id: InstallerId {
-                name: "pip".into(),
-                version: interpreter.bundled_pip.clone(),
-            },
-        };
-        let sandbox = r2e_exec::sandbox::local::LocalSandbox::new(false);
-        let shared = tempfile::tempdir().unwrap();
-        let roots: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-        let caches: Vec<Cache> = roots
-            .iter()
-            .map(|r| {
-                let mut cache = Cache::open(&r.path().join("cache")).unwrap();
-                let trace = Trace::create(&r.path().join("trace.jsonl")).unwrap();
-                cache.set_remote(
-                    Remote::new(
-                        Arc::new(LocalStore::new(shared.path())),
-                        "file:///shared",
-                        std::time::Duration::from_secs(6),
-                    )
-                    .with_trace(trace),
-                );
-                cache
-            })
-            .collect();
-        let builder = |cache| EnvBuilder {
-            cache,
-            sandbox: &sandbox,
-            cfg: &cfg,
-            interpreter: &interpreter,
-            installer: &installer,
-        };
-        let declared = vec!["tinydep".to_owned()];
-        let started = std::time::Instant::now();
-        let envs: Vec<Env> = std::thread::scope(|s| {
-            let handles: Vec<_> = caches[..2]
-                .iter()
-                .map(|c| {
-                    let declared = &declared;
-                    let builder = &builder;
-                    s.spawn(move || builder(c).build(declared, &[], &[]).unwrap())
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        eprintln!("two hosts, one environment: {:?}", started.elapsed());
-        let built: Vec<usize> = (0..2).filter(|&i| !envs[i].cached).collect();
-        assert_eq!(built.len(), 1, "built once: {envs:?}");
-        let (a, b) = (built[0], 1 - built[0]);
-        assert!(envs[b].cached && envs[b].fetched);
-        assert_eq!(
-            envs[a].record.outcome,
-            EnvOutcome::Ok,
-            "{}",
-            envs[a].record.log
-        );
-        let started_on = |i: usize| {
-            events(&roots[i].path().join("trace.jsonl"))
-                .contains(&r2e_core::cache::remote::Event::Started)
-        };
-        assert!(started_on(a) && !started_on(b));
-        assert!(
-            events(&roots[b].path().join("trace.jsonl"))
-                .contains(&r2e_core::cache::remote::Event::Hit)
-        );
-        // Unpacked under the other host's root: its check passes, and it runs code.
-        let env = &envs[b];
-        assert!(env.dir.starts_with(roots[b].path()));
-        assert_eq!(builder(&caches[b]).check(env).unwrap(), Ok(()));
-        let scratch = roots[b].path().join("scratch-run");
-        std::fs::create_dir_all(&scratch).unwrap();
-        let out = sandbox
-            .run(&Job {
-                program: env.python.clone(),
-                args: vec![
-                    "-I".into(),
-                    "-c".into(),
-                    "import sys, tinydep, coverage; print(tinydep.VERSION, sys.prefix)".into(),
-                ],
-                env: vec![],
-                scratch,
-                writable: vec![],
-                readonly: [env.dir.clone()]
-                    .into_iter()
-                    .chain(env.mounts.clone())
-                    .collect(),
-                hidden: vec![],
-                network: false,
-                limits: Limits::default(),
-                image: None,
-            })
-            .unwrap();
-        assert!(out.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
-            format!("1.0 {}", env.dir.join("venv").display())
-        );
-        // The scripts name this host's interpreter.
-        let tool = std::fs::read_to_string(env.dir.join("venv/bin/tinydep-tool")).unwrap();
-        assert!(
-            tool.starts_with(&format!("#!{}", env.dir.join("venv/bin/python").display())),
-            "{tool}"
-        );
-        let archive = LocalStore::new(shared.path()).path(
-            Bucket::Envs,
-            builder(&caches[a]).key(&declared, &[], &[]).hash(),
-        );
-        eprintln!(
-            "archive: {} bytes",
-            std::fs::metadata(&archive).unwrap().len()
-        );
-        // A flipped byte: the third host builds it itself (and stores it again).
-        let mut bytes = std::fs::read(&archive).unwrap();
-        let middle = bytes.len() / 2;
-        bytes[middle] ^= 1;
-        std::fs::write(&archive, &bytes).unwrap();
-        let third = builder(&caches[2]).build(&declared, &[], &[]).unwrap();
-        assert!(!third.cached && !third.fetched);
-        let e = events(&roots[2].path().join("trace.jsonl"));
-        use r2e_core::cache::remote::Event;
-        assert_eq!(e, [Event::Damaged, Event::Started, Event::Stored], "{e:?}");
-        assert_ne!(std::fs::read(&archive).unwrap(), bytes, "replaced");
-    }
-}
+mod tests;

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Env;
 use super::archive;
-use super::build::{Building, EnvBuilder, Stop, transient};
+use super::build::{Building, EnvBuilder, Step, Stop, transient};
 use r2e_core::cache::remote::{Event, Remote};
 use r2e_core::cache::{ActionKey, Bucket, entry, write_atomic};
 use r2e_core::error::{Error, Result};
@@ -463,41 +463,10 @@ impl Building<'_> {
         src: &Path,
         dist: &Path,
     ) -> std::result::Result<PathBuf, BuildFailure> {
-        let (src_s, dist_s) = (
-            src.to_string_lossy().into_owned(),
-            dist.to_string_lossy().into_owned(),
-        );
         // The build backend is resolved into an isolated environment: as the index was at
         // `[env] exclude_newer`, as the environment's packages were.
         let pin = self.builder.exclude_newer_args();
-        let out = match self.builder.installer.uv.clone() {
-            Some(uv) => {
-                let mut args: Vec<String> = vec![
-                    "build".into(),
-                    "--wheel".into(),
-                    "--no-python-downloads".into(),
-                    "--python".into(),
-                    self.python.to_string_lossy().into_owned(),
-                ];
-                args.extend(pin);
-                args.extend(["--out-dir".into(), dist_s, src_s]);
-                self.run(&uv, args)?
-            }
-            None => {
-                let python = self.python.clone();
-                let mut args: Vec<String> = vec![
-                    "-m".into(),
-                    "pip".into(),
-                    "wheel".into(),
-                    "--no-deps".into(),
-                    "--no-input".into(),
-                    "--disable-pip-version-check".into(),
-                ];
-                args.extend(pin);
-                args.extend(["--wheel-dir".into(), dist_s, src_s]);
-                self.run(&python, args)?
-            }
-        };
+        let out = self.step(Step::BuildWheel { pin, src, dist })?;
         if !out.success() {
             return Err(BuildFailure::Step(out));
         }
@@ -513,44 +482,7 @@ impl Building<'_> {
 
     /// Installs the wheel, without its dependencies (the environment has them), into `site`.
     fn install_wheel(&mut self, wheel: &Path, site: &Path) -> Result<Outcome> {
-        let (wheel, site) = (
-            wheel.to_string_lossy().into_owned(),
-            site.to_string_lossy().into_owned(),
-        );
-        let python = self.python.to_string_lossy().into_owned();
-        match self.builder.installer.uv.clone() {
-            Some(uv) => self.run(
-                &uv,
-                vec![
-                    "pip".into(),
-                    "install".into(),
-                    "--python".into(),
-                    python,
-                    "--no-deps".into(),
-                    "--target".into(),
-                    site,
-                    wheel,
-                ],
-            ),
-            None => {
-                let python = self.python.clone();
-                self.run(
-                    &python,
-                    vec![
-                        "-m".into(),
-                        "pip".into(),
-                        "install".into(),
-                        "--no-deps".into(),
-                        "--no-compile".into(),
-                        "--no-input".into(),
-                        "--disable-pip-version-check".into(),
-                        "--target".into(),
-                        site,
-                        wheel,
-                    ],
-                )
-            }
-        }
+        self.step(Step::InstallWheel { wheel, site })
     }
 }
 
