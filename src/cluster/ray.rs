@@ -15,7 +15,7 @@
 //! nodes; a remote cache URL with credentials in it is refused before anything is sent.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use reqwest::Url;
@@ -186,7 +186,11 @@ fn plan(opts: &RayOptions) -> Result<(Url, RemoteCache, Vec<Spec>, Spec)> {
         None => std::env::current_exe()
             .map_err(|e| Error::env(format!("cannot tell this executable's path: {e}")))?,
     };
-    let build = format!("{} build {}", quote_path(&r2e), quote_path(&cfg.file));
+    let build = format!(
+        "{} build {}",
+        super::quote_path(&r2e),
+        super::quote_path(&cfg.file)
+    );
     let cache = format!("--cache \"{}\"", opts.local_cache);
     let given = match &opts.remote_cache {
         Some(r) => format!(" --remote-cache {}", super::quote(&r.url)),
@@ -705,8 +709,4 @@ async fn print_logs(api: &Api, job: &mut Follow, ended: bool) {
 
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("").trim()
-}
-
-fn quote_path(path: &Path) -> String {
-    super::quote(&path.to_string_lossy())
 }
