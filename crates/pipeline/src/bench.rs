@@ -19,7 +19,7 @@ use crate::session::Session;
 use r2e_core::cache::Cache;
 use r2e_core::config::{Config, SandboxConfig};
 use r2e_core::error::{Error, Result};
-use r2e_core::records::{EnvLine, Instance, read_built, read_jsonl};
+use r2e_core::records::{EnvLine, Instance, read_built, read_jsonl, resolve_output};
 use r2e_exec::checkpath::{self, Candidate, Checked, Verdict};
 use r2e_exec::jobs::{Exec, Runtime};
 use r2e_exec::runs;
@@ -65,7 +65,7 @@ impl Bench {
     /// Opens the dataset a configuration builds (its committed output, one generation whatever
     /// a build commits meanwhile).
     pub fn open(cfg: &Config, services: &Services) -> Result<Bench> {
-        let output = crate::engine::outputs::resolve(&cfg.output);
+        let output = resolve_output(&cfg.output);
         let instances: Vec<Instance> = read_built(&output.join(OutputFile::Dataset.name()))?;
         let envs: Vec<EnvLine> =
             read_jsonl(&output.join(OutputFile::Envs.name()))?.unwrap_or_default();

@@ -123,11 +123,9 @@ pub fn write_state(output: &Path, state: &State) -> Result<()> {
     Ok(())
 }
 
-/// The generation an output path shows now (its symlink resolved once), so that a reader's
-/// files all come from one build.
-pub fn resolve(output: &Path) -> PathBuf {
-    std::fs::canonicalize(output).unwrap_or_else(|_| output.to_path_buf())
-}
+/// The generation an output path shows now: kept beside the readers (`bench`, `inspect`) in
+/// `records`, below the engine that writes the generations.
+pub use r2e_core::records::resolve_output as resolve;
 
 /// Size and modification time (ns) of a file.
 pub fn stat(path: &Path) -> Option<(u64, i64)> {
