@@ -23,6 +23,8 @@ pub const SNAPSHOT: (&str, &str) = ("r2e_snapshot.py", include_str!("r2e_snapsho
 /// whichever is larger) and the end of every process it started: the explorer, the capture
 /// and the runner each use it.
 pub const LIMIT: (&str, &str) = ("r2e_limit.py", include_str!("r2e_limit.py"));
+/// The re-execution under a fixed hash seed that the explorer and the capture start with.
+pub const REEXEC: (&str, &str) = ("r2e_reexec.py", include_str!("r2e_reexec.py"));
 
 /// The built-in explorer: its entry script first, then its package (`r2e_explorer/`, one module
 /// per concern), the equivalence helper and the snapshots.
@@ -79,6 +81,7 @@ pub const EXPLORER: &[(&str, &str)] = &[
     EQUIV,
     SNAPSHOT,
     LIMIT,
+    REEXEC,
 ];
 
 /// The capture of the arguments a repository's own tests pass to its candidates: the script
@@ -89,6 +92,7 @@ pub const CAPTURE: &[(&str, &str)] = &[
     EQUIV,
     SNAPSHOT,
     LIMIT,
+    REEXEC,
 ];
 
 /// The harness runner and the warm worker that runs it many times.
@@ -421,6 +425,7 @@ mod tests {
                     "r2e_equiv.py",
                     "r2e_snapshot.py",
                     "r2e_limit.py",
+                    "r2e_reexec.py",
                 ]
                 .map(str::to_owned),
             )

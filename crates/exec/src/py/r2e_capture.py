@@ -548,61 +548,14 @@ def capture(request: dict, scratch: str) -> dict:
     return out
 
 
-_REEXEC_MARKER = "R2E_CAPTURE_REEXECUTED"
-
-
 def _ensure_hash_seed():
-    """Re-executes the interpreter with PYTHONHASHSEED=0 so that hash-order-dependent code
-    (a test parametrized over a set of strings, set iteration in the code under test) runs, and
-    is recorded, in the same order on every run (as `r2e_explore.py` does).
-
-    The Rust side runs the capture with `-I`, which ignores PYTHON* environment variables: the
-    re-executed command replaces `-I` by its other parts (`-s -P`) and drops PYTHON* variables
-    itself, so it stays as isolated while honouring the seed. Tried once (a marker variable).
-    """
-    if sys.flags.hash_randomization == 0 or os.environ.get(_REEXEC_MARKER) or not sys.executable:
-        return
-    argv = _reexec_argv()
-    if argv is None:
-        return
-    env = dict(os.environ)
-    if sys.flags.ignore_environment:
-        env = {k: v for k, v in env.items() if not k.startswith("PYTHON")}
-    env.update({"PYTHONHASHSEED": "0", _REEXEC_MARKER: "1"})
-    with contextlib.suppress(OSError):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.execve(sys.executable, argv, env)
-
-
-def _reexec_argv() -> list[str] | None:
-    """The original command line with -I/-E taken out of the interpreter options."""
-    orig = list(getattr(sys, "orig_argv", None) or [])
-    script = sys.argv[0] if sys.argv else None
-    if not orig or not script or script not in orig[1:]:
-        return None
-    index = orig.index(script, 1)
-    options, rest = orig[1:index], orig[index:]
-    kept, isolated = [], False
-    i = 0
-    while i < len(options):
-        option = options[i]
-        if option in ("-X", "-W", "-c", "-m"):
-            kept += options[i : i + 2]
-            i += 2
-            continue
-        if option.startswith(("-X", "-W")) or option.startswith("--") or not option.startswith("-"):
-            kept.append(option)
-        else:
-            flags = option[1:]
-            isolated = isolated or "I" in flags
-            flags = flags.replace("I", "").replace("E", "")
-            if flags:
-                kept.append("-" + flags)
-        i += 1
-    if isolated:
-        kept += ["-s", "-P"]
-    return [sys.executable, *kept, *rest]
+    """Runs this script under PYTHONHASHSEED=0 (`r2e_reexec.py`)."""
+    sys.path.insert(0, HERE)
+    try:
+        import r2e_reexec
+    finally:
+        del sys.path[0]
+    r2e_reexec.ensure_hash_seed("R2E_CAPTURE_REEXECUTED")
 
 
 def main(argv: list[str]) -> int:
