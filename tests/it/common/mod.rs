@@ -17,6 +17,7 @@ pub mod github;
 pub mod index;
 pub mod serve;
 pub mod server;
+pub mod verdict;
 
 /// Runs `cmd`, which must succeed; its stdout, which must be exactly one JSON object.
 pub fn stdout_json(cmd: &mut assert_cmd::Command) -> serde_json::Value {
