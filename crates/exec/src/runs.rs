@@ -376,20 +376,7 @@ fn run_worker(
             files.push((&candidate_names[i], c));
         }
     }
-    // A candidate's job never sees the original: its module's file is hidden (by the job, or
-    // by each child for its own module), and so are the repository's compiled caches and
-    // version control.
-    let mut hidden: Vec<PathBuf> = Vec::new();
-    if mode == Mode::Candidate {
-        for item in items {
-            if !per_child {
-                hidden.push(item.target.source_file.clone());
-            }
-            hidden.extend(item.target.hide.iter().cloned());
-        }
-        hidden.sort();
-        hidden.dedup();
-    }
+    let hidden = hidden(items, mode, per_child);
     // A run's limit is `timeout` seconds of its CPU or idle-machine time (`r2e_limit.py`, kept
     // by `r2e_batch.py`'s parent); the job's own wall clock, three times that and 5 s a run,
     // only stops a worker that hangs on a machine kept that busy.
@@ -460,22 +447,7 @@ fn run_worker(
                 names: &names,
             };
             let how = clean.text(&describe_crash(exec, &outcome, &why));
-            let died = match outcome.exit {
-                Exit::Timeout => RawRun::TimedOut(outcome.duration.as_secs()),
-                // A candidate runs in a child the worker forks, which reports the child's
-                // death: a candidate's worker that died without answering, with no limit hit,
-                // was killed or could not start, which is not the candidate's doing (it cannot
-                // signal its worker: `r2e_batch.py` runs it in a PID namespace of its own, where
-                // the worker's children make namespaces). A record's worker holds the
-                // repository's own code, whose crash it may be.
-                _ if mode == Mode::Candidate && limit.is_none() => {
-                    RawRun::Error(format!("the candidate's worker died: {how}"))
-                }
-                _ => RawRun::Died {
-                    how,
-                    limit: limit.clone(),
-                },
-            };
+            let died = died_alone(&outcome, how, mode, limit);
             return Ok(Some(vec![Some(vec![died; runs as usize])]));
         }
         Err(_) => return Ok(Some(vec![None; items.len()])),
@@ -491,6 +463,41 @@ fn run_worker(
         &names,
         limit.as_ref(),
     )))
+}
+
+/// What a candidate's job must not see: the original (its module's file, hidden by the job, or
+/// by each child for its own module with `per_child`), the repository's compiled caches and
+/// its version control. A record's job sees it all.
+fn hidden(items: &[Item], mode: Mode, per_child: bool) -> Vec<PathBuf> {
+    let mut hidden: Vec<PathBuf> = Vec::new();
+    if mode == Mode::Candidate {
+        for item in items {
+            if !per_child {
+                hidden.push(item.target.source_file.clone());
+            }
+            hidden.extend(item.target.hide.iter().cloned());
+        }
+        hidden.sort();
+        hidden.dedup();
+    }
+    hidden
+}
+
+/// The run of an item alone in a worker that did not answer (`how`: what it said, cleaned).
+fn died_alone(outcome: &Outcome, how: String, mode: Mode, limit: Option<String>) -> RawRun {
+    match outcome.exit {
+        Exit::Timeout => RawRun::TimedOut(outcome.duration.as_secs()),
+        // A candidate runs in a child the worker forks, which reports the child's death: a
+        // candidate's worker that died without answering, with no limit hit, was killed or
+        // could not start, which is not the candidate's doing (it cannot signal its worker:
+        // `r2e_batch.py` runs it in a PID namespace of its own, where the worker's children
+        // make namespaces). A record's worker holds the repository's own code, whose crash it
+        // may be.
+        _ if mode == Mode::Candidate && limit.is_none() => {
+            RawRun::Error(format!("the candidate's worker died: {how}"))
+        }
+        _ => RawRun::Died { how, limit },
+    }
 }
 
 /// Whether a child of the worker could not hide its module's file (and ran nothing).

@@ -343,9 +343,71 @@ pub type BaseFiles = (Vec<(PathBuf, PathBuf)>, Vec<PathBuf>);
 /// to make. Sorted, so that the same machine gives the same tar. Computed once per set-up
 /// (it runs `ldd`), and given to [`base_tag`] and [`build_base`].
 pub fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
+    let mut files = interpreter_files(spec)?;
+    // coverage.py, into the image's site-packages.
+    for e in walkdir::WalkDir::new(&spec.coverage_dir)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
+        let e = e.map_err(|e| Error::env(format!("cannot read coverage.py: {e}")))?;
+        if e.file_type().is_dir() {
+            continue;
+        }
+        let rel = e
+            .path()
+            .strip_prefix(&spec.coverage_dir)
+            .unwrap_or(e.path());
+        if rel.starts_with("bin") {
+            continue;
+        }
+        files.push((spec.site.join(rel), e.path().to_path_buf()));
+    }
+    let programs = system_programs(spec, &mut files);
+    // The shared libraries the interpreter, its extension modules and the programs load, and
+    // the loader.
+    let version = spec.lib.trim_start_matches("python");
+    let mut objects = vec![spec.prefix.join("bin").join(format!("python{version}"))];
+    objects.extend(programs);
+    let dynload = spec.prefix.join("lib").join(&spec.lib).join("lib-dynload");
+    if let Ok(entries) = std::fs::read_dir(&dynload) {
+        objects.extend(entries.flatten().map(|e| e.path()));
+    }
+    objects.extend(
+        files
+            .iter()
+            .filter(|(_, src)| src.extension().is_some_and(|x| x == "so"))
+            .map(|(_, src)| src.clone()),
+    );
+    let libs = shared_libraries(spec, objects)?;
+    for lib in libs {
+        if !lib.starts_with(&spec.prefix) {
+            // Over an image's system, a library goes where its folder really is here (`/lib`
+            // is a link to `/usr/lib` on merged-/usr systems): a folder entry must never
+            // replace the image's link.
+            let to = match (&spec.userland, lib.parent(), lib.file_name()) {
+                (Some(_), Some(dir), Some(name)) => std::fs::canonicalize(dir)
+                    .map(|d| d.join(name))
+                    .unwrap_or_else(|_| lib.clone()),
+                _ => lib.clone(),
+            };
+            files.push((to, lib));
+        }
+    }
+    files.sort();
+    files.dedup_by(|a, b| a.0 == b.0);
+    let dirs = vec![
+        PathBuf::from("/tmp"),
+        PathBuf::from("/etc"),
+        spec.site.clone(),
+    ];
+    Ok((files, dirs))
+}
+
+/// The interpreter's own files: its binaries and library, its standard library, and the
+/// wheels its `ensurepip` installs pip from.
+fn interpreter_files(spec: &BaseSpec) -> Result<Vec<(PathBuf, PathBuf)>> {
     let mut files: Vec<(PathBuf, PathBuf)> = Vec::new();
     let stdlib = spec.prefix.join("lib").join(&spec.lib);
-    let site = spec.site.clone();
     // The interpreter's binaries and library: `bin/pythonX.Y` with its `python3`/`python`
     // names, `lib/libpythonX.Y*`; never the folder's other programs (this machine's tools).
     let version = spec.lib.trim_start_matches("python");
@@ -410,24 +472,12 @@ pub fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
             }
         }
     }
-    // coverage.py, into the image's site-packages.
-    for e in walkdir::WalkDir::new(&spec.coverage_dir)
-        .follow_links(false)
-        .sort_by_file_name()
-    {
-        let e = e.map_err(|e| Error::env(format!("cannot read coverage.py: {e}")))?;
-        if e.file_type().is_dir() {
-            continue;
-        }
-        let rel = e
-            .path()
-            .strip_prefix(&spec.coverage_dir)
-            .unwrap_or(e.path());
-        if rel.starts_with("bin") {
-            continue;
-        }
-        files.push((site.join(rel), e.path().to_path_buf()));
-    }
+    Ok(files)
+}
+
+/// The shell and the tools a job may run, pushed into `files` at their place in the image
+/// (none over an image's system): their real files here, to find the libraries they load.
+fn system_programs(spec: &BaseSpec, files: &mut Vec<(PathBuf, PathBuf)>) -> Vec<PathBuf> {
     // The shell and tools (their real files: `/bin` may be a link to `/usr/bin` here), unless
     // an image gives the system.
     let mut programs = Vec::new();
@@ -447,20 +497,15 @@ pub fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
             programs.push(real);
         }
     }
-    // The shared libraries the interpreter, its extension modules and the programs load, and
-    // the loader.
-    let mut objects = vec![spec.prefix.join("bin").join(format!("python{version}"))];
-    objects.extend(programs);
-    let dynload = stdlib.join("lib-dynload");
-    if let Ok(entries) = std::fs::read_dir(&dynload) {
-        objects.extend(entries.flatten().map(|e| e.path()));
-    }
-    objects.extend(
-        files
-            .iter()
-            .filter(|(_, src)| src.extension().is_some_and(|x| x == "so"))
-            .map(|(_, src)| src.clone()),
-    );
+    programs
+}
+
+/// The shared libraries `objects` load (`ldd`), with the runtime libraries every Linux system
+/// has, and the objects themselves that lie outside the interpreter and coverage.py.
+fn shared_libraries(
+    spec: &BaseSpec,
+    mut objects: Vec<PathBuf>,
+) -> Result<std::collections::BTreeSet<PathBuf>> {
     let mut libs = std::collections::BTreeSet::new();
     // The runtime libraries manylinux wheels and installers (uv) may link besides the C
     // library, as every Linux system has them: found with `ldconfig -p`, and with their own
@@ -503,24 +548,7 @@ pub fn base_files(spec: &BaseSpec) -> Result<BaseFiles> {
             .filter(|o| !o.starts_with(&spec.prefix) && !o.starts_with(&spec.coverage_dir))
             .cloned(),
     );
-    for lib in libs {
-        if !lib.starts_with(&spec.prefix) {
-            // Over an image's system, a library goes where its folder really is here (`/lib`
-            // is a link to `/usr/lib` on merged-/usr systems): a folder entry must never
-            // replace the image's link.
-            let to = match (&spec.userland, lib.parent(), lib.file_name()) {
-                (Some(_), Some(dir), Some(name)) => std::fs::canonicalize(dir)
-                    .map(|d| d.join(name))
-                    .unwrap_or_else(|_| lib.clone()),
-                _ => lib.clone(),
-            };
-            files.push((to, lib));
-        }
-    }
-    files.sort();
-    files.dedup_by(|a, b| a.0 == b.0);
-    let dirs = vec![PathBuf::from("/tmp"), PathBuf::from("/etc"), site];
-    Ok((files, dirs))
+    Ok(libs)
 }
 
 /// The tag of the base image for `spec` made of `files`: a hash of its format, versions and

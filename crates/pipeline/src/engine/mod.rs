@@ -444,69 +444,17 @@ fn run(
         time: Vec::new(),
         retry: Vec::new(),
     };
-    let changed = s
-        .checkouts
-        .iter()
-        .filter(|c| {
-            previous
-                .as_ref()
-                .is_none_or(|p| !p.repos.iter().any(|(n, t)| *n == c.name && *t == c.tree))
-        })
-        .count() as u64;
-    shared.stages.checkout = StageCounts {
-        executed: changed,
-        cached: s.checkouts.len() as u64 - changed,
-        failed: 0,
-    };
     let mut failures: Vec<FailureRecord> = Vec::new();
-    for c in &s.checkouts {
-        for (path, reason) in &c.unreadable {
-            failures.push(FailureRecord {
-                repo: c.name.clone(),
-                path: Some(path.clone()),
-                stage: "checkout".into(),
-                reason: reason.clone(),
-                log: None,
-            });
-        }
-    }
+    shared.stages.checkout = checkout_stage(s, previous.as_ref(), &mut failures);
     let mut clock = Lap(std::time::Instant::now());
     let mut parses = Vec::new();
     if opts.until >= Stage::Parse {
         (shared.stages.parse, parses) = parse(s, &files, &mut failures);
         clock.lap("parse");
     }
-    // Each repository's function dates at its commit (from the cache when it was dated before).
-    // A history that cannot be read leaves that repository's dates `null` in this build's
-    // outputs; the build exits 1 and the next one dates it again.
-    let mut dates: Vec<Option<Arc<r2e_core::dates::Dates>>> = Vec::new();
-    let mut date_transient: Vec<String> = Vec::new();
+    let (mut dates, mut date_transient) = (Vec::new(), Vec::new());
     if opts.until >= Stage::Extract {
-        let cache = &s.cache;
-        let dated: Vec<Result<(Option<Arc<r2e_core::dates::Dates>>, bool)>> = s
-            .checkouts
-            .par_iter()
-            .map(|c| crate::stages::dating::dates(c, cache))
-            .collect();
-        for d in dated {
-            let counts = &mut shared.stages.date;
-            match d {
-                Ok((Some(d), fresh)) => {
-                    if fresh {
-                        counts.executed += 1;
-                    } else {
-                        counts.cached += 1;
-                    }
-                    dates.push(Some(d));
-                }
-                Ok((None, _)) => dates.push(None),
-                Err(e) => {
-                    counts.failed += 1;
-                    date_transient.push(e.to_string());
-                    dates.push(None);
-                }
-            }
-        }
+        (shared.stages.date, dates, date_transient) = date_stage(s);
         clock.lap("date");
     }
     // Environments are per repository, shared by every variant.
@@ -577,25 +525,7 @@ fn run(
     if !transient && env_transient.is_empty() && date_transient.is_empty() {
         // Without this, the next build runs: something may succeed next time (a model request
         // failed, a file changed while it was read, an environment could not be built).
-        outputs::write_state(
-            &staging,
-            &State {
-                fingerprint: fp,
-                summary_json: serde_json::to_string(&summary).map_err(Error::internal)?,
-                outputs: recorded,
-                repos: s
-                    .checkouts
-                    .iter()
-                    .map(|c| (c.name.clone(), c.tree.clone()))
-                    .collect(),
-                settings: settings_hash(&s.cfg),
-                keyed: outputs::keyed_text(&crate::stages::keyed::of_pipeline(
-                    &s.cfg,
-                    services.sandbox.as_ref(),
-                    &s.templates,
-                )),
-            },
-        )?;
+        outputs::write_state(&staging, &state_of(s, services, fp, &summary, recorded)?)?;
     }
     // Where the time went, beside the state (never in a dataset file).
     outputs::write_timings(&staging, &summary, started.elapsed().as_secs_f64())?;
@@ -605,6 +535,126 @@ fn run(
     r2e_core::cache::write_uses(&staging, &s.cache.uses())?;
     s.cache.add_root(output)?;
     out.commit()?;
+    retry_notes(
+        &mut summary,
+        &failed_requests,
+        &env_transient,
+        &date_transient,
+    );
+    free_in_background(session.db);
+    Ok(summary)
+}
+
+/// The state a build leaves for the next one to compare with (`fp`: its fingerprint), with
+/// the outputs it `recorded`.
+fn state_of(
+    s: &Session,
+    services: &Services,
+    fp: Hash,
+    summary: &Summary,
+    recorded: Vec<Recorded>,
+) -> Result<State> {
+    Ok(State {
+        fingerprint: fp,
+        summary_json: serde_json::to_string(summary).map_err(Error::internal)?,
+        outputs: recorded,
+        repos: s
+            .checkouts
+            .iter()
+            .map(|c| (c.name.clone(), c.tree.clone()))
+            .collect(),
+        settings: settings_hash(&s.cfg),
+        keyed: outputs::keyed_text(&crate::stages::keyed::of_pipeline(
+            &s.cfg,
+            services.sandbox.as_ref(),
+            &s.templates,
+        )),
+    })
+}
+
+/// Stage `checkout`'s counts (a repository whose tree the previous build had is cached), with
+/// the files it could not read pushed into `failures`.
+fn checkout_stage(
+    s: &Session,
+    previous: Option<&State>,
+    failures: &mut Vec<FailureRecord>,
+) -> StageCounts {
+    let changed = s
+        .checkouts
+        .iter()
+        .filter(|c| {
+            previous.is_none_or(|p| !p.repos.iter().any(|(n, t)| *n == c.name && *t == c.tree))
+        })
+        .count() as u64;
+    let counts = StageCounts {
+        executed: changed,
+        cached: s.checkouts.len() as u64 - changed,
+        failed: 0,
+    };
+    for c in &s.checkouts {
+        for (path, reason) in &c.unreadable {
+            failures.push(FailureRecord {
+                repo: c.name.clone(),
+                path: Some(path.clone()),
+                stage: "checkout".into(),
+                reason: reason.clone(),
+                log: None,
+            });
+        }
+    }
+    counts
+}
+
+/// Each repository's function dates at its commit (from the cache when it was dated before),
+/// with the stage's counts. A history that cannot be read leaves that repository's dates
+/// `null` in this build's outputs, and is named in the returned reasons: the build exits 1 and
+/// the next one dates it again.
+fn date_stage(
+    s: &Session,
+) -> (
+    StageCounts,
+    Vec<Option<Arc<r2e_core::dates::Dates>>>,
+    Vec<String>,
+) {
+    let mut counts = StageCounts::default();
+    let mut dates = Vec::new();
+    let mut date_transient = Vec::new();
+    let cache = &s.cache;
+    let dated: Vec<Result<(Option<Arc<r2e_core::dates::Dates>>, bool)>> = s
+        .checkouts
+        .par_iter()
+        .map(|c| crate::stages::dating::dates(c, cache))
+        .collect();
+    for d in dated {
+        let counts = &mut counts;
+        match d {
+            Ok((Some(d), fresh)) => {
+                if fresh {
+                    counts.executed += 1;
+                } else {
+                    counts.cached += 1;
+                }
+                dates.push(Some(d));
+            }
+            Ok((None, _)) => dates.push(None),
+            Err(e) => {
+                counts.failed += 1;
+                date_transient.push(e.to_string());
+                dates.push(None);
+            }
+        }
+    }
+    (counts, dates, date_transient)
+}
+
+/// The notes of a build whose outputs are written but that must run again: model requests
+/// that failed, environments and histories that could not be had for a reason that may pass.
+fn retry_notes(
+    summary: &mut Summary,
+    failed_requests: &[String],
+    env_transient: &[String],
+    date_transient: &[String],
+) {
     if !failed_requests.is_empty() {
         let shown: Vec<&String> = failed_requests.iter().take(10).collect();
         summary.retry.push(format!(
@@ -636,8 +686,6 @@ fn run(
             date_transient.join("\n  ")
         ));
     }
-    free_in_background(session.db);
-    Ok(summary)
 }
 
 /// Frees the database on a thread of its own. It holds every file's summary and every query's

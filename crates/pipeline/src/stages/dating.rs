@@ -192,6 +192,54 @@ fn walk(
     walked: Walked,
     label: &str,
 ) -> std::result::Result<(Walked, usize), String> {
+    // The history first (its changes are small), then its blobs in batches of commits, each
+    // batch's parsed in parallel.
+    let commits = history(dir, range)?;
+    // A partial mirror (`--filter=blob:none`) has the history's commits and trees but not its
+    // old files: those the walk reads are fetched in one request, not one per blob as
+    // `cat-file` would.
+    let mut every: Vec<String> = commits
+        .iter()
+        .flat_map(|(_, changes)| changes)
+        .filter(|c| c.status != b'D')
+        .map(|c| c.blob.clone())
+        .collect();
+    every.sort_unstable();
+    every.dedup();
+    fetch_missing_blobs(label, dir, &every).map_err(|e| e.to_string())?;
+    let mut blobs = CatFile::spawn(dir).map_err(|e| e.to_string())?;
+    let mut state = walked.files;
+    for batch in commits.chunks(BATCH) {
+        let mut wanted: Vec<&str> = batch
+            .iter()
+            .flat_map(|(_, changes)| changes)
+            .filter(|c| c.status != b'D')
+            .map(|c| c.blob.as_str())
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let mut read = Vec::with_capacity(wanted.len());
+        for oid in wanted {
+            let bytes = blobs
+                .read(oid)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("blob `{oid}` is missing"))?;
+            read.push((oid, bytes));
+        }
+        let parsed: HashMap<&str, Option<Parsed>> = read
+            .par_iter()
+            .map(|(oid, bytes)| (*oid, parse(bytes)))
+            .collect();
+        for (t, changes) in batch {
+            apply(&mut state, &parsed, changes, *t);
+        }
+    }
+    Ok((Walked { files: state }, commits.len()))
+}
+
+/// The first-parent history `range` of the repository at `dir`, oldest first: each commit's
+/// time and its changes to `.py` files (`git log --raw`).
+fn history(dir: &Path, range: &str) -> std::result::Result<Vec<(i64, Vec<Change>)>, String> {
     let mut child = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -222,8 +270,6 @@ fn walk(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run `git log`: {e}"))?;
-    // The history first (its changes are small), then its blobs in batches of commits, each
-    // batch's parsed in parallel.
     let mut commits: Vec<(i64, Vec<Change>)> = Vec::new();
     // Its stderr is read aside, so that warnings (one per commit too large for rename
     // detection) never fill the pipe while its stdout is read.
@@ -297,46 +343,7 @@ fn walk(
     if !status.success() {
         return Err(format!("`git log` failed: {}", err.trim()));
     }
-    // A partial mirror (`--filter=blob:none`) has the history's commits and trees but not its
-    // old files: those the walk reads are fetched in one request, not one per blob as
-    // `cat-file` would.
-    let mut every: Vec<String> = commits
-        .iter()
-        .flat_map(|(_, changes)| changes)
-        .filter(|c| c.status != b'D')
-        .map(|c| c.blob.clone())
-        .collect();
-    every.sort_unstable();
-    every.dedup();
-    fetch_missing_blobs(label, dir, &every).map_err(|e| e.to_string())?;
-    let mut blobs = CatFile::spawn(dir).map_err(|e| e.to_string())?;
-    let mut state = walked.files;
-    for batch in commits.chunks(BATCH) {
-        let mut wanted: Vec<&str> = batch
-            .iter()
-            .flat_map(|(_, changes)| changes)
-            .filter(|c| c.status != b'D')
-            .map(|c| c.blob.as_str())
-            .collect();
-        wanted.sort_unstable();
-        wanted.dedup();
-        let mut read = Vec::with_capacity(wanted.len());
-        for oid in wanted {
-            let bytes = blobs
-                .read(oid)
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("blob `{oid}` is missing"))?;
-            read.push((oid, bytes));
-        }
-        let parsed: HashMap<&str, Option<Parsed>> = read
-            .par_iter()
-            .map(|(oid, bytes)| (*oid, parse(bytes)))
-            .collect();
-        for (t, changes) in batch {
-            apply(&mut state, &parsed, changes, *t);
-        }
-    }
-    Ok((Walked { files: state }, commits.len()))
+    Ok(commits)
 }
 
 /// The definitions of a version of a file, or `None` when it does not decode or parse.
