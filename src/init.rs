@@ -62,7 +62,7 @@ fn quoted(s: &str) -> String {
 fn text(name: &str, repos: &[Named]) -> String {
     let mut out = format!(
         "# A pipeline written by `r2e init`. Build it with `r2e build` (this file is the default),\n\
-         # then `r2e report`. Every key is in the README (\"`pipeline.toml`\"); the commented ones\n\
+         # then `r2e report`. Every key is in r2e's docs/pipeline-toml.md; the commented ones\n\
          # show their defaults. Relative paths are relative to this file.\n\
          version = 1\n\n\
          [project]\n\

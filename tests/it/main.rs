@@ -20,6 +20,7 @@ mod curate;
 mod dataset;
 mod dating;
 mod docker;
+mod docs;
 mod durability;
 mod env;
 mod env_imports;

@@ -1,7 +1,8 @@
 //! Readable results, on the real binary and whole builds (offline: environments install the
 //! pinned coverage.py from the tests' wheelhouse): per-repository rows in the build summary and
 //! in `r2e report`, a failing check's inputs and both outcomes, `r2e explain`'s harness verdict,
-//! `r2e dataset diff`'s changed fields and commit-only moves, and the README's commands.
+//! `r2e dataset diff`'s changed fields and commit-only moves, and the README's commands (with
+//! `docs/commands.md`'s table).
 
 use crate::common;
 
@@ -530,11 +531,14 @@ fn dataset_diff_names_changed_fields_and_commit_only_moves() {
 }
 
 /// The README gives exactly two commands, says outside them where the binary is and how to put
-/// it on the PATH, and its table of commands names every command the binary has.
+/// it on the PATH, and links to `docs/commands.md`, whose table of commands names every command
+/// the binary has.
 #[test]
 fn readme_names_the_binary_and_every_command() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(readme.contains("](docs/commands.md)"), "{readme}");
+    let commands_doc = std::fs::read_to_string(root.join("docs/commands.md")).unwrap();
     let section = readme
         .split("\n## Two commands\n")
         .nth(1)
@@ -573,14 +577,14 @@ fn readme_names_the_binary_and_every_command() {
         .filter(|n| *n != "help")
         .collect();
     assert!(names.len() >= 6, "{help}");
-    let table = readme
+    let table = commands_doc
         .split("\n## Commands\n")
         .nth(1)
-        .expect("a `## Commands` section");
+        .expect("a `## Commands` section in docs/commands.md");
     for name in names {
         assert!(
             table.contains(&format!("| `r2e {name}")),
-            "the README's table of commands has no `r2e {name}`"
+            "docs/commands.md's table of commands has no `r2e {name}`"
         );
     }
 }
