@@ -14,7 +14,9 @@ use r2e_pipeline::stages::Stage;
 pub mod calc;
 pub mod cluster;
 pub mod github;
+pub mod hogs;
 pub mod index;
+pub mod seed;
 pub mod serve;
 pub mod server;
 
