@@ -10,9 +10,9 @@
 //! wait and the busy one, whose spin takes over 4 s of the wall clock there, did not.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 
 use crate::common;
+use common::hogs::Hogs;
 
 const FIXTURE: &str = r#"
 //- machine/__init__.py
@@ -80,42 +80,6 @@ class CoreTest(unittest.TestCase):
         self.assertEqual(Machine(len(other)).room(1), 8)
         self.assertEqual(pause(other, 1), other)
 "#;
-
-/// Busy-loop processes, killed (each by its own id) and reaped when dropped. Each in a session
-/// of its own: with the kernel's autogroups, processes of one session share one share of the
-/// CPUs, so loops in the test's session would hardly slow a sandbox job (a session of its own).
-struct Hogs(Vec<Child>);
-
-impl Hogs {
-    fn start(n: usize) -> Hogs {
-        use std::os::unix::process::CommandExt;
-        Hogs(
-            (0..n)
-                .map(|_| {
-                    let mut c = Command::new("sh");
-                    c.args(["-c", "while :; do :; done"]).stdin(Stdio::null());
-                    // SAFETY: setsid is async-signal-safe and touches no memory of the parent.
-                    unsafe {
-                        c.pre_exec(|| {
-                            libc::setsid();
-                            Ok(())
-                        });
-                    }
-                    c.spawn().unwrap()
-                })
-                .collect(),
-        )
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
 
 /// A cold build of the fixture in `dir` (its own cache): its summary, `harnesses.jsonl` and
 /// `dataset.jsonl`.

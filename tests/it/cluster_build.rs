@@ -47,6 +47,13 @@ pub(crate) fn pipeline(
     model_url: &str,
     remote: Option<&str>,
 ) -> PathBuf {
+    let path = dir.join("pipeline.toml");
+    std::fs::write(&path, pipeline_text(repos, model_url, remote)).unwrap();
+    path
+}
+
+/// The text of [`pipeline`]'s `pipeline.toml`.
+fn pipeline_text(repos: &[String], model_url: &str, remote: Option<&str>) -> String {
     let mut text = String::from("version = 1\n[project]\nname = \"cluster\"\n\n");
     for r in repos {
         text.push_str(&format!("[[repo]]\npath = \"repos/{r}\"\n\n"));
@@ -60,23 +67,31 @@ pub(crate) fn pipeline(
             "[cache]\nremote = \"{remote}\"\nlease_seconds = 10\n"
         ));
     }
-    let path = dir.join("pipeline.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    text
 }
 
-/// The six repositories, written for a one-machine build (`one/`) and for a shared one
-/// (`shared/`), and the one-machine build's summary (no remote store): its version is V.
-pub(crate) fn one_machine(
-    w: &Path,
-    model_url: &str,
-    env: &[(&'static str, String)],
-) -> (Vec<String>, Value) {
-    let repos = write_repos(&w.join("one/repos"));
-    write_repos(&w.join("shared/repos"));
-    let one = pipeline(&w.join("one"), &repos, model_url, None);
-    let (code, summary, stderr) = build(&one, &w.join("cache-one"), env, &[]);
-    assert_eq!(code, 0, "{stderr}");
+/// The six repositories, written for a shared build (`shared/repos`), and the one-machine
+/// build's summary (no remote store): its version is V. The one-machine build is the same for
+/// every test here and in `cluster_ray`: built once per test run (`common::seed`), with a
+/// scripted model of its own (its answers, and so V, do not depend on where it listens or how
+/// fast it answers).
+pub(crate) fn one_machine(w: &Path) -> (Vec<String>, Value) {
+    let repos = write_repos(&w.join("shared/repos"));
+    let seed = common::seed::seeded(
+        "cluster-reference",
+        &pipeline_text(&repos, "MODEL", None),
+        |dir| {
+            let repos = write_repos(&dir.join("one/repos"));
+            let (model_url, _, _) = common::server::serve(Duration::ZERO, refine);
+            let one = pipeline(&dir.join("one"), &repos, &model_url, None);
+            let env: Vec<(&'static str, String)> = common::offline_env().into_iter().collect();
+            let (code, summary, stderr) = build(&one, &dir.join("cache-one"), &env, &[]);
+            assert_eq!(code, 0, "{stderr}");
+            std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
+        },
+    );
+    let summary = serde_json::from_slice(&std::fs::read(seed.join("summary.json")).unwrap())
+        .expect("the one-machine build's summary");
     (repos, summary)
 }
 
@@ -338,7 +353,7 @@ fn a_shard_whose_host_dies_is_requeued_and_only_its_unstored_work_runs_again() {
     let (model_url, _, _) = common::server::serve_on(&gateway, Duration::from_millis(700), refine);
     let (_moto, _s3, env) = start_s3(&c, w);
     // One machine, no remote store: the version V.
-    let (repos, summary) = one_machine(w, &model_url, &env);
+    let (repos, summary) = one_machine(w);
     let v = summary["dataset_version"].as_str().unwrap().to_owned();
     let shared = pipeline(
         &w.join("shared"),
@@ -416,7 +431,7 @@ fn a_sharded_build_on_slurm_with_an_s3_store_is_the_one_machine_build() {
     let (moto, s3, env) = start_s3(&c, w);
 
     // One machine, no remote store: the version V.
-    let (repos, summary) = one_machine(w, &model_url, &env);
+    let (repos, summary) = one_machine(w);
     let v = summary["dataset_version"].as_str().unwrap().to_owned();
     assert!(
         summary["counts"]["instances"].as_u64().unwrap() >= 6,
@@ -566,7 +581,7 @@ fn a_sharded_build_with_a_webdav_store_is_the_one_machine_build() {
     let (model_url, _, _) = common::server::serve(Duration::ZERO, refine);
     let env: Vec<(&'static str, String)> = common::offline_env().into_iter().collect();
     // One machine, no remote store: the version V.
-    let (repos, summary) = one_machine(w, &model_url, &env);
+    let (repos, summary) = one_machine(w);
     let v = summary["dataset_version"].as_str().unwrap().to_owned();
     let url = format!("http://127.0.0.1:{}/r2e/cache", server.port);
     let shared = pipeline(&w.join("shared"), &repos, &model_url, Some(&url));

@@ -94,7 +94,9 @@ impl Ray {
                 "--head --port 6379 --dashboard-host 0.0.0.0 --dashboard-port 8265 --num-cpus 0"
                     .to_owned()
             } else {
-                format!("--address {head}:6379 --num-cpus 1 --resources '{{\"r2e_pipelineer\": 1}}'")
+                format!(
+                    "--address {head}:6379 --num-cpus 1 --resources '{{\"r2e_pipelineer\": 1}}'"
+                )
             };
             let script = format!(
                 "exec python3 -m ray.scripts.scripts start {role} --node-ip-address {} \
@@ -282,7 +284,7 @@ fn a_sharded_build_on_ray_is_the_one_machine_build_even_when_a_worker_dies() {
     let (_moto, _s3, env) = start_s3(&net, w);
     let ray = Ray::start(&net, ray_dirs.path(), &env);
     // One machine, no remote store: the version V (while Ray's workers join).
-    let (repos, summary) = one_machine(w, &model_url, &env);
+    let (repos, summary) = one_machine(w);
     let v = summary["dataset_version"].as_str().unwrap().to_owned();
     ray.wait_workers();
     eprintln!("one-machine build and Ray up: {:?}", began.elapsed());

@@ -136,16 +136,47 @@ fn serve() -> (String, Log) {
 }
 
 fn pipeline(dir: &Path, url: &str, evaluate: &str) {
-    std::fs::write(
-        dir.join("pipeline.toml"),
-        format!(
-            "version = 1\n[project]\nname = \"eval-test\"\n\n[[repo]]\npath = \"repo\"\n\n\
-             [env]\ninstaller = \"pip\"\n\n[select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
-             [sandbox]\nrun_timeout_seconds = 5\n\n\
-             [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n\n{evaluate}"
-        ),
+    std::fs::write(dir.join("pipeline.toml"), pipeline_text(url, evaluate)).unwrap();
+}
+
+fn pipeline_text(url: &str, evaluate: &str) -> String {
+    format!(
+        "version = 1\n[project]\nname = \"eval-test\"\n\n[[repo]]\npath = \"repo\"\n\n\
+         [env]\ninstaller = \"pip\"\n\n[select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
+         [sandbox]\nrun_timeout_seconds = 5\n\n\
+         [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n\n{evaluate}"
     )
-    .unwrap();
+}
+
+/// A project folder of this test's own with the fixture in `repo/` and a cache holding what a
+/// build of it does before `evaluate` (its environment, harnesses and validations): a copy of
+/// a seed built once per test run (no model asked, its pipeline and output left out). What
+/// the tests count (model requests, candidate extractions and checks) is `evaluate`'s, which
+/// the seed never ran.
+fn project() -> common::seed::Copy {
+    const NO_MODEL: &str = "http://127.0.0.1:9/v1";
+    let seed = common::seed::seeded(
+        "evaluate",
+        &format!("{FIXTURE}\n{}", pipeline_text(NO_MODEL, "")),
+        |dir| {
+            common::write_fixture(&dir.join("repo"), FIXTURE);
+            pipeline(dir, NO_MODEL, "");
+            common::offline_build(dir);
+            // Only the repository and the cache are kept.
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.ends_with("repo") || path.ends_with("cache") {
+                    continue;
+                }
+                if path.is_dir() {
+                    std::fs::remove_dir_all(&path).unwrap();
+                } else {
+                    std::fs::remove_file(&path).unwrap();
+                }
+            }
+        },
+    );
+    common::seed::Copy::of(&seed)
 }
 
 const EVALUATE: &str = "[evaluate]\nenabled = true\nsamples = 1\nk = [1]\nrepair_rounds = 3\n\n\
@@ -185,8 +216,7 @@ fn extractions(summary: &Value) -> (u64, u64) {
 #[test]
 fn a_scripted_model_gets_its_exact_pass_at_1_and_repair_curve() {
     let (url, log) = serve();
-    let dir = tempfile::tempdir().unwrap();
-    common::write_fixture(&dir.path().join("repo"), FIXTURE);
+    let dir = project();
     pipeline(dir.path(), &url, EVALUATE);
     let summary = common::offline_build(dir.path());
     let out = dir.path().join("out");
@@ -408,8 +438,7 @@ fn a_build_killed_during_evaluate_resumes_without_asking_again() {
         common::server::serve(std::time::Duration::from_millis(400), |prompt, _| {
             (200, "", answer(prompt))
         });
-    let dir = tempfile::tempdir().unwrap();
-    common::write_fixture(&dir.path().join("repo"), FIXTURE);
+    let dir = project();
     pipeline(dir.path(), &url, EVALUATE);
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("r2e"))
         .args(["build", "--json"])
@@ -467,8 +496,7 @@ fn an_unreachable_server_records_no_sample_and_the_next_build_asks_again() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}/v1", l.local_addr().unwrap())
     };
-    let dir = tempfile::tempdir().unwrap();
-    common::write_fixture(&dir.path().join("repo"), FIXTURE);
+    let dir = project();
     let evaluate = "[evaluate]\nenabled = true\nsamples = 1\nk = [1]\n\n\
                     [[evaluate.model]]\nprovider = \"local\"\nmodel = \"scripted\"\n";
     pipeline(dir.path(), &dead, evaluate);
@@ -543,8 +571,7 @@ fn a_prompt_too_long_for_the_model_is_a_failed_sample_asked_once() {
                 _ => (200, "", answer(prompt)),
             }
         });
-    let dir = tempfile::tempdir().unwrap();
-    common::write_fixture(&dir.path().join("repo"), FIXTURE);
+    let dir = project();
     let evaluate = EVALUATE.replace("repair_rounds = 3", "repair_rounds = 1");
     pipeline(dir.path(), &url, &evaluate);
     // The build succeeds: a refused prompt is a sample, not a failed request.

@@ -12,8 +12,9 @@
 //! imported gives tests whose runs disagree (each worker is a fresh interpreter), which are
 //! dropped from its harness and counted in `stability`.
 //!
-//! One dataset is built once (offline) into a shared cache; the faults are made one test at a
-//! time (a lock), since the cache's scratch folder and the workers are shared.
+//! One dataset is built once per test run (offline, `common::seed`), each test process working
+//! on its own copy of it; the faults are made one test at a time (a lock), since the copy's
+//! scratch folder and the workers are shared.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -26,6 +27,7 @@ use serde_json::{Value, json};
 use crate::common;
 
 use common::calc::{calc_clamp, calc_scale};
+use common::hogs::Hogs;
 use common::serve::Server;
 use common::verdict::split_cached;
 
@@ -72,33 +74,43 @@ fn slow(nonce: &str) -> String {
 }
 
 /// The folder with the repository, the shared cache, a `bwrap` that fails while `broken`
-/// exists, and the dataset built once.
+/// exists, and the dataset built once: this test process's own copy (by hard links) of the
+/// seed a run builds once.
 fn built() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
+        let real = r2e_core::fsutil::find_program("bwrap");
+        let base = pipeline_text("base", "");
+        let seed = common::seed::seeded(
+            "outcomes",
+            &format!("{FIXTURE}\n{real:?}\n{base}"),
+            |dir| {
+                common::write_fixture(&dir.join("repo"), FIXTURE);
+                let bin = dir.join("bin");
+                std::fs::create_dir_all(&bin).unwrap();
+                if let Some(real) = real {
+                    // Only the jobs that run harnesses (the warm worker `r2e_batch.py`) fail, as
+                    // a sandbox that cannot create its namespaces does: bubblewrap's probe
+                    // passes, so that r2e starts, and so does the interpreter's probe of a cached
+                    // environment. The flag is `broken` beside `bin/`, wherever the copy is.
+                    let script = format!(
+                        "#!/bin/sh\ncase \"$*\" in *r2e_batch*)\n  if [ -e \"$(dirname \"$0\")/../broken\" ]; then\n    echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2\n    exit 1\n  fi\nesac\nexec '{real}' \"$@\"\n",
+                        real = real.display()
+                    );
+                    let fake = bin.join("bwrap");
+                    std::fs::write(&fake, script).unwrap();
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755))
+                        .unwrap();
+                }
+                std::fs::write(dir.join("base.toml"), &base).unwrap();
+                build(dir, "base", true);
+            },
+        );
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("outcomes-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        common::write_fixture(&dir.join("repo"), FIXTURE);
-        let real = r2e_core::fsutil::find_program("bwrap");
-        let bin = dir.join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        if let Some(real) = real {
-            // Only the jobs that run harnesses (the warm worker `r2e_batch.py`) fail, as a
-            // sandbox that cannot create its namespaces does: bubblewrap's probe passes, so
-            // that r2e starts, and so does the interpreter's probe of a cached environment.
-            let script = format!(
-                "#!/bin/sh\ncase \"$*\" in *r2e_batch*)\n  if [ -e '{flag}' ]; then\n    echo 'bwrap: Creating new namespace failed: Operation not permitted' >&2\n    exit 1\n  fi\nesac\nexec '{real}' \"$@\"\n",
-                flag = dir.join("broken").display(),
-                real = real.display()
-            );
-            let fake = bin.join("bwrap");
-            std::fs::write(&fake, script).unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        }
-        pipeline(&dir, "base", "");
-        build(&dir, "base", true);
+        common::seed::remove(&dir);
+        common::seed::copy_into(&seed, &dir);
         dir
     })
 }
@@ -112,17 +124,18 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
 /// `NAME.toml` over the shared repository and cache, with `more` tables.
 fn pipeline(dir: &Path, name: &str, more: &str) -> PathBuf {
     let path = dir.join(format!("{name}.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            "version = 1\n[project]\nname = \"outcomes\"\noutput = \"out-{name}\"\ncache = \"cache\"\n\n\
-             [[repo]]\npath = \"repo\"\nname = \"calc\"\n\n[env]\ninstaller = \"pip\"\n\n\
-             [select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
-             [sandbox]\nrun_timeout_seconds = 5\nmemory_mib = 512\n\n{more}"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&path, pipeline_text(name, more)).unwrap();
     path
+}
+
+/// The text of [`pipeline`]'s `NAME.toml`.
+fn pipeline_text(name: &str, more: &str) -> String {
+    format!(
+        "version = 1\n[project]\nname = \"outcomes\"\noutput = \"out-{name}\"\ncache = \"cache\"\n\n\
+         [[repo]]\npath = \"repo\"\nname = \"calc\"\n\n[env]\ninstaller = \"pip\"\n\n\
+         [select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
+         [sandbox]\nrun_timeout_seconds = 5\nmemory_mib = 512\n\n{more}"
+    )
 }
 
 /// `PATH` with the flag-driven `bwrap` first.
@@ -392,34 +405,6 @@ fn check_with_a_one_second_limit(text: &str) -> (Value, Duration) {
         )
     });
     (verdict, took)
-}
-
-/// Busy loops, each a process in a session of its own (so in a scheduling group of its own, as
-/// a sandbox's job is), killed when dropped.
-struct Hogs(Vec<std::process::Child>);
-
-impl Hogs {
-    fn start(n: usize) -> Hogs {
-        Hogs(
-            (0..n)
-                .map(|_| {
-                    Command::new("setsid")
-                        .args(["sh", "-c", "while :; do :; done"])
-                        .spawn()
-                        .unwrap()
-                })
-                .collect(),
-        )
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 /// The processes whose command line holds `marker`.

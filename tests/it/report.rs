@@ -71,48 +71,61 @@ const KS: [&str; 2] = ["pass@1", "pass@2"];
 const ROUNDS: usize = 2;
 const VARIANTS: [&str; 2] = ["sliced", "naive"];
 
-/// The project, built and reported once for every test of this file.
+/// The project, built and reported once per test run (`common::seed`): this test process's own
+/// copy of it (by hard links), for every test of this file.
 fn built() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap().keep();
-        common::write_fixture(&dir.join("repo"), FIXTURE);
-        let (url, _, _) =
-            common::server::serve(std::time::Duration::ZERO, |prompt, _| (200, "", answer(prompt)));
-        std::fs::write(
-            dir.join("pipeline.toml"),
-            format!(
-                "version = 1\n[project]\nname = \"report-test\"\n\n[[repo]]\npath = \"repo\"\nname = \"calc\"\n\n\
-                 [[repo]]\npath = \"empty\"\n\n\
-                 [env]\ninstaller = \"pip\"\n\n[select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
-                 [sandbox]\nrun_timeout_seconds = 5\n\n\
-                 [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n\n\
-                 [evaluate]\nenabled = true\nsamples = 2\nk = [1, 2]\nrepair_rounds = {ROUNDS}\n\n\
-                 [[evaluate.model]]\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
-                 [[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"reference\"\n\n\
-                 [[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"mutants\"\n\n\
-                 [[variant]]\nname = \"sliced\"\n\n\
-                 [[variant]]\nname = \"naive\"\ncontext.strategy = \"naive\"\n"
-            ),
-        )
-        .unwrap();
-        // A second repository without a function: a row of its own, with nothing in it.
-        std::fs::create_dir_all(dir.join("empty")).unwrap();
-        std::fs::write(dir.join("empty/README.md"), "nothing here\n").unwrap();
-        std::fs::write(
-            dir.join("repo/LICENSE"),
-            "MIT License\n\nPermission is hereby granted, free of charge, to any person\n",
-        )
-        .unwrap();
-        common::offline_build(&dir);
-        assert_cmd::Command::cargo_bin("r2e")
+        // The scripted model's address is left out of the seed's key: it is this process's,
+        // and decides nothing the tests read (a model is named by its provider and name).
+        let seed = common::seed::seeded("report", &pipeline_text("MODEL"), |dir| {
+            let dir = dir.to_path_buf();
+            let (url, _, _) = common::server::serve(std::time::Duration::ZERO, |prompt, _| {
+                (200, "", answer(prompt))
+            });
+            std::fs::write(dir.join("pipeline.toml"), pipeline_text(&url)).unwrap();
+            common::write_fixture(&dir.join("repo"), FIXTURE);
+            // A second repository without a function: a row of its own, with nothing in it.
+            std::fs::create_dir_all(dir.join("empty")).unwrap();
+            std::fs::write(dir.join("empty/README.md"), "nothing here\n").unwrap();
+            std::fs::write(
+                dir.join("repo/LICENSE"),
+                "MIT License\n\nPermission is hereby granted, free of charge, to any person\n",
+            )
+            .unwrap();
+            common::offline_build(&dir);
+            assert_cmd::Command::cargo_bin("r2e")
+                .unwrap()
+                .args(["report", "--json"])
+                .current_dir(&dir)
+                .assert()
+                .success();
+        });
+        let dir = tempfile::Builder::new()
+            .prefix("report-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
             .unwrap()
-            .args(["report", "--json"])
-            .current_dir(&dir)
-            .assert()
-            .success();
+            .keep();
+        common::seed::copy_into(&seed, &dir);
         dir
     })
+}
+
+/// The pipeline, its model served at `url`.
+fn pipeline_text(url: &str) -> String {
+    format!(
+        "version = 1\n[project]\nname = \"report-test\"\n\n[[repo]]\npath = \"repo\"\nname = \"calc\"\n\n\
+             [[repo]]\npath = \"empty\"\n\n\
+             [env]\ninstaller = \"pip\"\n\n[select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
+             [sandbox]\nrun_timeout_seconds = 5\n\n\
+             [providers.local]\nbase_url = \"{url}\"\nmax_concurrency = 4\n\n\
+             [evaluate]\nenabled = true\nsamples = 2\nk = [1, 2]\nrepair_rounds = {ROUNDS}\n\n\
+             [[evaluate.model]]\nprovider = \"local\"\nmodel = \"scripted\"\n\n\
+             [[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"reference\"\n\n\
+             [[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"mutants\"\n\n\
+             [[variant]]\nname = \"sliced\"\n\n\
+             [[variant]]\nname = \"naive\"\ncontext.strategy = \"naive\"\n"
+    )
 }
 
 fn out(name: &str) -> PathBuf {

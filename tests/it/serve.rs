@@ -525,20 +525,18 @@ fn a_lone_sessions_tests_are_answered_by_one_warm_worker_right_both_ways() {
 
 /// A server holds the shared cache only while it opens its dataset: a build of another
 /// output on the same cache runs to its end while it serves (it used to wait for the server to
-/// stop), and the server goes on checking. The cache is this test's own: on the cache the
-/// other tests share, their builds and servers may hold the lock a moment while this build
-/// runs, which is no server holding it.
+/// stop), and the server goes on checking. The cache is this test's own (a copy of the seed):
+/// on the cache the other tests share, their builds and servers may hold the lock a moment
+/// while this build runs, which is no server holding it.
 #[test]
 fn a_build_on_the_same_cache_runs_while_the_server_serves() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("serve-{}-own-cache", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    common::write_fixture(&dir.join("repo"), FIXTURE);
-    let pipeline = write_pipeline(&dir, "shared", "");
-    build(&dir, "shared");
+    let own = common::seed::Copy::of(&common::serve::seed());
+    let dir = own.path();
+    let pipeline = write_pipeline(dir, "shared", "");
+    build(dir, "shared");
     let server = start(&pipeline, &[], &[]);
     let sid = server.open(CLAMP);
-    let other = write_pipeline(&dir, "shared-next", "");
+    let other = write_pipeline(dir, "shared-next", "");
     let _ = std::fs::remove_dir_all(dir.join("out-shared-next"));
     let started = Instant::now();
     let out = assert_cmd::Command::cargo_bin("r2e")

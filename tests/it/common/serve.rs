@@ -1,7 +1,7 @@
 //! `r2e serve` driven over HTTP on loopback, for the tests of the server and of its Python
 //! client: a started server (killed when dropped), a one-request HTTP/1.1 client, the fixture
-//! dataset they serve (built once per test process into a shared cache; each test serves its
-//! own output of it) and `python` running the client's scripts.
+//! dataset they serve (built once per test run, [`seed`]; each test process works on its own
+//! copy, and each test serves its own output of it) and `python` running the client's scripts.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -219,41 +219,55 @@ pub const FIXTURE: &str = concat!(
 /// The instance of `clamp`.
 pub const CLAMP: &str = "calc:calc/ops.py:clamp";
 
-/// The folder holding the repository and the shared cache, built once per test process (the
-/// tests of `serve` and `gym` share it; each names its own pipelines).
+/// The folder holding the repository and the shared cache: each test process's own copy (by
+/// hard links) of the [`seed`], which a run builds once. The tests of `serve` and `gym` share
+/// it; each names its own pipelines.
 pub fn built() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir =
             Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        super::write_fixture(&dir.join("repo"), FIXTURE);
-        write_pipeline(&dir, "base", "");
-        build(&dir, "base");
+        super::seed::remove(&dir);
+        super::seed::copy_into(&seed(), &dir);
         dir
     })
+}
+
+/// The repository, the pipeline `base.toml`, its cache and its output `out-base`, built once
+/// per test run ([`super::seed::seeded`]).
+pub fn seed() -> PathBuf {
+    super::seed::seeded(
+        "serve",
+        &format!("{FIXTURE}\n{}", pipeline_text("base", "")),
+        |dir| {
+            super::write_fixture(&dir.join("repo"), FIXTURE);
+            write_pipeline(dir, "base", "");
+            build(dir, "base");
+        },
+    )
 }
 
 /// A pipeline `NAME.toml` over the shared repository and cache; `serve` is more tables (a
 /// `[sandbox]` of its own replaces the default one).
 pub fn write_pipeline(dir: &Path, name: &str, serve: &str) -> PathBuf {
     let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, pipeline_text(name, serve)).unwrap();
+    path
+}
+
+/// The text of [`write_pipeline`]'s `NAME.toml`.
+fn pipeline_text(name: &str, serve: &str) -> String {
     let sandbox = if serve.contains("[sandbox]") {
         ""
     } else {
         "[sandbox]\nrun_timeout_seconds = 5\n\n"
     };
-    std::fs::write(
-        &path,
-        format!(
-            "version = 1\n[project]\nname = \"serve-test\"\noutput = \"out-{name}\"\ncache = \"cache\"\n\n\
-             [[repo]]\npath = \"repo\"\nname = \"calc\"\n\n[env]\ninstaller = \"pip\"\n\n\
-             [select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
-             {sandbox}{serve}"
-        ),
+    format!(
+        "version = 1\n[project]\nname = \"serve-test\"\noutput = \"out-{name}\"\ncache = \"cache\"\n\n\
+         [[repo]]\npath = \"repo\"\nname = \"calc\"\n\n[env]\ninstaller = \"pip\"\n\n\
+         [select]\nmin_branch_coverage = 0.0\n\n[extract]\nconnectivity = false\n\n\
+         {sandbox}{serve}"
     )
-    .unwrap();
-    path
 }
 
 /// `r2e build` of the pipeline `NAME.toml` in `dir`, offline; it must succeed.
