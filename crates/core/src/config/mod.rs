@@ -9,9 +9,12 @@
 //! (`[[source]]` and `repos.lock`), `env`, `stages` (the tables of the stages without a model),
 //! `models` (the stages that ask models, their providers and prompts), `sandbox`, `serve`,
 //! `remote` (`[cache]` and shards), `variants`, and `checks` (what types cannot express). This
-//! module holds the file as written and the resolved [`Config`].
+//! module holds the file as written and the resolved [`Config`]; `reference` renders the
+//! structs' doc comments as `docs/pipeline-toml.md`.
 //!
-//! This module and its children are the only code that reads environment variables.
+//! What configuration takes from environment variables is read here: installer settings and
+//! `R2E_LOG` (`env`), the secrets `*_env` settings name (`models`, `env`), `DOCKER_CONFIG`
+//! (`sandbox`).
 
 use std::path::{Path, PathBuf};
 
