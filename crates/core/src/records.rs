@@ -110,7 +110,9 @@ impl Filter {
 }
 
 /// Which harness generator runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Generator {
     /// The built-in coverage-guided explorer: no model needed.
@@ -1060,12 +1062,17 @@ pub mod ordered_pairs {
 
 /// `[serve] feedback`: what a test or a submission shows an agent of the failing tests (and
 /// what a session's trace records it was shown).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Feedback {
+    /// Each failing test's inputs and both outcomes.
     #[default]
     Full,
+    /// Each test's name and outcome.
     Summary,
+    /// The counts only.
     None,
 }
 
