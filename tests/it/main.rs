@@ -27,6 +27,7 @@ mod pure {
     mod incremental;
     mod layers;
     mod python;
+    mod tiers;
 }
 
 /// Repository code in the local sandbox (bubblewrap), and the servers a test starts itself on
@@ -70,7 +71,7 @@ mod services {
     pub(crate) mod cluster_build;
     mod cluster_ray;
     mod images;
-    mod k8s;
+    pub(crate) mod k8s;
     pub(crate) mod remote;
     mod report;
     mod trust;
@@ -78,4 +79,4 @@ mod services {
 
 // The paths the areas name each other's helpers by (`crate::remote::…`).
 use local::pypi;
-use services::{cluster_build, remote};
+use services::{cluster_build, k8s, remote};
