@@ -55,6 +55,8 @@ mod local {
 
 /// The machine's Docker daemon.
 mod docker {
+    // The Docker backend's own area, in the tier named after what it needs.
+    #[allow(clippy::module_inception)]
     pub(crate) mod docker;
     mod hostile;
     mod outcomes;
