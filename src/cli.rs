@@ -9,11 +9,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use r2e_pipeline::engine::{self, BuildOptions};
-use r2e_pipeline::stages::Stage;
 use r2e_core::config::{self, RemoteCache, RemoteMode, Shard};
 use r2e_core::error::{Error, Result};
 use r2e_core::records::Summary;
+use r2e_pipeline::engine::{self, BuildOptions};
+use r2e_pipeline::stages::Stage;
 
 #[derive(Parser)]
 #[command(

@@ -1,8 +1,8 @@
 //! Object stores as a cache [`Store`]: S3 (and stores that speak its API), Google Cloud Storage
 //! and Azure Blob Storage, through the `object_store` crate. Only S3 is tested against a server
-//! (moto's, `tests/it/remote.rs`): no emulator of the APIs `object_store` speaks to GCS (its XML
-//! API with generation preconditions and multipart uploads) or Azure installs from the package
-//! registries the tests reach, so `gs://` and `az://` are untested.
+//! (moto's, `tests/it/services/remote.rs`): no emulator of the APIs `object_store` speaks to GCS
+//! (its XML API with generation preconditions and multipart uploads) or Azure installs from the
+//! package registries the tests reach, so `gs://` and `az://` are untested.
 //!
 //! Each entry or blob is one object, `PREFIX/<bucket's folder>/<2 hex>/<hex>`, and its version
 //! is the object's ETag (on GCS its generation, which `object_store`'s conditional write there

@@ -19,7 +19,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -116,9 +116,14 @@ fn built() -> &'static Path {
 }
 
 /// One fault at a time: they share the cache's scratch folder and the machine's workers.
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+/// A lock between processes, held while the file is open: `cargo nextest` runs each test in a
+/// process of its own, `cargo test` all of them on threads of one (each open file is locked
+/// apart).
+fn one_at_a_time() -> std::fs::File {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("outcomes-faults.lock");
+    let lock = std::fs::File::create(path).unwrap();
+    lock.lock().unwrap();
+    lock
 }
 
 /// `NAME.toml` over the shared repository and cache, with `more` tables.
