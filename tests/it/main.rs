@@ -23,11 +23,11 @@ mod common;
 /// No repository's code runs: the toolchain, git and python3.
 mod pure {
     mod analysis;
+    mod docs;
     mod gc;
     mod incremental;
     mod layers;
     mod python;
-    mod docs;
     mod tiers;
 }
 
