@@ -25,14 +25,14 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use r2e_pipeline::session::Session;
-use r2e_pipeline::stages::env::project::tree_files;
 use r2e_core::config::{Backend, Config, RepoConfig, RepoSource};
 use r2e_core::error::{Error, Result};
 use r2e_core::hash::Hash;
 use r2e_core::records::{EnvLine, Instance, read_built, read_jsonl, read_manifest, to_line};
 use r2e_exec::image::{IMAGE_ENV, IMAGE_PROJECT, IMAGE_REPO};
 use r2e_exec::sandbox::docker::{self, ChunkWriter};
+use r2e_pipeline::session::Session;
+use r2e_pipeline::stages::env::project::tree_files;
 
 /// The layout of an environment image (part of its tag): what it holds, where, and its labels.
 const ENV_IMAGE_FORMAT: u32 = 1;
@@ -130,6 +130,14 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
     fs_err::create_dir_all(tmp.join("repos"))?;
     fs_err::create_dir_all(tmp.join("out"))?;
 
+    let exporter = Exporter {
+        cfg,
+        session,
+        docker,
+        base,
+        base_size,
+        tmp,
+    };
     let mut repos: Vec<&str> = instances.iter().map(|i| i.repo.as_str()).collect();
     repos.sort();
     repos.dedup();
@@ -137,125 +145,12 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
     let mut tags = std::collections::BTreeMap::new();
     let mut identities = std::collections::BTreeMap::new();
     for repo in repos {
-        let ix = session
-            .checkouts
-            .iter()
-            .position(|c| c.name == repo)
-            .ok_or_else(|| {
-                Error::input(format!(
-                    "the pipeline has no repo `{repo}` any more: run `r2e build`"
-                ))
-            })?;
-        let checkout = &session.checkouts[ix];
-        let mine: Vec<&Instance> = instances.iter().filter(|i| i.repo == repo).collect();
-        if mine.iter().any(|i| i.commit != checkout.identity) {
-            return Err(Error::input(format!(
-                "repo `{repo}` changed since the dataset was built: run `r2e build` before exporting"
-            )));
-        }
-        let line = envs.iter().find(|e| e.repo == repo).ok_or_else(|| {
-            Error::input(format!("repo `{repo}` has no environment: run `r2e build`"))
-        })?;
-        let root = checkout.materialize(&session.cache)?;
-        let runtime =
-            r2e_pipeline::stages::env::runtime_of(&session.cache, line, &root).ok_or_else(|| {
-                Error::input(format!(
-                    "the environment of repo `{repo}` is not built: run `r2e build`"
-                ))
-            })?;
-        let files = tree_files(&root, &checkout.masked);
-        let project_key = line.project.as_ref().map(|p| p.key.as_str()).unwrap_or("");
-        let snapshot = Hash::of_bytes(
-            format!(
-                "{ENV_IMAGE_FORMAT}\0{base}\0{}\0{project_key}\0{}",
-                line.env_key, checkout.identity
-            )
-            .as_bytes(),
-        );
-        let tag = format!(
-            "r2e-env:{}-{}",
-            &line.env_key[..line.env_key.len().min(16)],
-            &snapshot.to_hex()[..16]
-        );
-        let started = Instant::now();
-        let mut build_seconds = None;
-        if !docker::has_image(&docker, &tag) {
-            let dockerfile = dockerfile(
-                &base,
-                line,
-                repo,
-                &checkout.identity,
-                runtime.project.is_some(),
-            );
-            let env_dir = runtime.env.join("venv");
-            let project = runtime.project.clone();
-            docker::build_image(&docker, &tag, |out| {
-                write_context(out, &dockerfile, &env_dir, project.as_deref(), &files)
-            })?;
-            build_seconds = Some(started.elapsed().as_secs_f64());
-        }
-        let (id, size) = docker::image_id(&docker, &tag)?;
-        let layers = docker::layers(&docker, &tag)?;
-        let layer = |what: &str| -> u64 {
-            layers
-                .iter()
-                .filter(|(made_by, _)| made_by.contains(what))
-                .map(|(_, size)| size)
-                .sum()
-        };
-        let sizes = ImageSizes {
-            image: size,
-            base: base_size,
-            env: layer(IMAGE_ENV),
-            project: layer(IMAGE_PROJECT),
-            repo: layer(IMAGE_REPO),
-            build_seconds,
-        };
-        let name = file_name(repo);
-        let archive = format!("images/{name}.tar");
-        let (archive_blake3, archive_bytes) =
-            docker::save_image(&docker, &tag, &tmp.join(&archive))?;
-        let repo_dir = tmp.join("repos").join(&name);
-        for (rel, path) in &files {
-            let to = repo_dir.join(rel);
-            fs_err::create_dir_all(to.parent().expect("a file is in a folder"))?;
-            fs_err::copy(path, &to)?;
-        }
-        // The copied folder's identity, as a checkout of the export's pipeline will find it.
-        let copied = RepoConfig {
-            name: repo.to_owned(),
-            source: RepoSource::Path(repo_dir.clone()),
-            scope: cfg.repos[ix].scope.clone(),
-        };
-        let files_identity =
-            r2e_pipeline::stages::checkout::checkout(&copied, &session.cache)?.identity;
+        let (image, files_identity) = exporter.repo(repo, &instances, &envs)?;
         identities.insert(repo.to_owned(), files_identity);
-        eprintln!(
-            "{}",
-            format_args!(
-                "exported `{repo}`: {tag}, {:.1} MB ({:.1} MB of dependencies, {:.2} MB of project and files over the base's {:.1} MB), archive {:.1} MB",
-                size as f64 / 1e6,
-                sizes.env as f64 / 1e6,
-                (sizes.project + sizes.repo) as f64 / 1e6,
-                base_size as f64 / 1e6,
-                archive_bytes as f64 / 1e6
-            )
-        );
-        tags.insert(repo.to_owned(), tag.clone());
-        images.push(ExportedImage {
-            tag,
-            id,
-            repo: repo.to_owned(),
-            commit: checkout.identity.clone(),
-            env_key: line.env_key.clone(),
-            lock_hash: line.lock_hash.clone(),
-            archive,
-            archive_blake3,
-            archive_bytes,
-            instances: mine.len() as u32,
-            sizes,
-        });
+        tags.insert(repo.to_owned(), image.tag.clone());
+        images.push(image);
     }
+    let Exporter { base, tmp, .. } = exporter;
 
     // The dataset, whose instances and environments name their images.
     let mut dataset = Vec::new();
@@ -288,6 +183,155 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
     }
     fs_err::rename(&tmp, dir)?;
     Ok(exported)
+}
+
+/// What every repository's image is made from, while an export is written into `tmp`.
+struct Exporter<'c> {
+    cfg: &'c Config,
+    session: Session,
+    docker: docker::Docker,
+    /// The base image's tag, and its size.
+    base: String,
+    base_size: u64,
+    tmp: PathBuf,
+}
+
+impl Exporter<'_> {
+    /// One repository's environment image, built unless the daemon has it, saved into
+    /// `images/`, and its files copied into `repos/`; with the copied files' identity, as a
+    /// checkout of the export's pipeline will find it.
+    fn repo(
+        &self,
+        repo: &str,
+        instances: &[Instance],
+        envs: &[EnvLine],
+    ) -> Result<(ExportedImage, String)> {
+        let (cfg, session, docker, base, base_size, tmp) = (
+            self.cfg,
+            &self.session,
+            &self.docker,
+            &self.base,
+            self.base_size,
+            &self.tmp,
+        );
+        let ix = session
+            .checkouts
+            .iter()
+            .position(|c| c.name == repo)
+            .ok_or_else(|| {
+                Error::input(format!(
+                    "the pipeline has no repo `{repo}` any more: run `r2e build`"
+                ))
+            })?;
+        let checkout = &session.checkouts[ix];
+        let mine: Vec<&Instance> = instances.iter().filter(|i| i.repo == repo).collect();
+        if mine.iter().any(|i| i.commit != checkout.identity) {
+            return Err(Error::input(format!(
+                "repo `{repo}` changed since the dataset was built: run `r2e build` before exporting"
+            )));
+        }
+        let line = envs.iter().find(|e| e.repo == repo).ok_or_else(|| {
+            Error::input(format!("repo `{repo}` has no environment: run `r2e build`"))
+        })?;
+        let root = checkout.materialize(&session.cache)?;
+        let runtime = r2e_pipeline::stages::env::runtime_of(&session.cache, line, &root)
+            .ok_or_else(|| {
+                Error::input(format!(
+                    "the environment of repo `{repo}` is not built: run `r2e build`"
+                ))
+            })?;
+        let files = tree_files(&root, &checkout.masked);
+        let project_key = line.project.as_ref().map(|p| p.key.as_str()).unwrap_or("");
+        let snapshot = Hash::of_bytes(
+            format!(
+                "{ENV_IMAGE_FORMAT}\0{base}\0{}\0{project_key}\0{}",
+                line.env_key, checkout.identity
+            )
+            .as_bytes(),
+        );
+        let tag = format!(
+            "r2e-env:{}-{}",
+            &line.env_key[..line.env_key.len().min(16)],
+            &snapshot.to_hex()[..16]
+        );
+        let started = Instant::now();
+        let mut build_seconds = None;
+        if !docker::has_image(docker, &tag) {
+            let dockerfile = dockerfile(
+                base,
+                line,
+                repo,
+                &checkout.identity,
+                runtime.project.is_some(),
+            );
+            let env_dir = runtime.env.join("venv");
+            let project = runtime.project.clone();
+            docker::build_image(docker, &tag, |out| {
+                write_context(out, &dockerfile, &env_dir, project.as_deref(), &files)
+            })?;
+            build_seconds = Some(started.elapsed().as_secs_f64());
+        }
+        let (id, size) = docker::image_id(docker, &tag)?;
+        let layers = docker::layers(docker, &tag)?;
+        let layer = |what: &str| -> u64 {
+            layers
+                .iter()
+                .filter(|(made_by, _)| made_by.contains(what))
+                .map(|(_, size)| size)
+                .sum()
+        };
+        let sizes = ImageSizes {
+            image: size,
+            base: base_size,
+            env: layer(IMAGE_ENV),
+            project: layer(IMAGE_PROJECT),
+            repo: layer(IMAGE_REPO),
+            build_seconds,
+        };
+        let name = file_name(repo);
+        let archive = format!("images/{name}.tar");
+        let (archive_blake3, archive_bytes) =
+            docker::save_image(docker, &tag, &tmp.join(&archive))?;
+        let repo_dir = tmp.join("repos").join(&name);
+        for (rel, path) in &files {
+            let to = repo_dir.join(rel);
+            fs_err::create_dir_all(to.parent().expect("a file is in a folder"))?;
+            fs_err::copy(path, &to)?;
+        }
+        // The copied folder's identity, as a checkout of the export's pipeline will find it.
+        let copied = RepoConfig {
+            name: repo.to_owned(),
+            source: RepoSource::Path(repo_dir.clone()),
+            scope: cfg.repos[ix].scope.clone(),
+        };
+        let files_identity =
+            r2e_pipeline::stages::checkout::checkout(&copied, &session.cache)?.identity;
+        eprintln!(
+            "{}",
+            format_args!(
+                "exported `{repo}`: {tag}, {:.1} MB ({:.1} MB of dependencies, {:.2} MB of project and files over the base's {:.1} MB), archive {:.1} MB",
+                size as f64 / 1e6,
+                sizes.env as f64 / 1e6,
+                (sizes.project + sizes.repo) as f64 / 1e6,
+                base_size as f64 / 1e6,
+                archive_bytes as f64 / 1e6
+            )
+        );
+        let image = ExportedImage {
+            tag,
+            id,
+            repo: repo.to_owned(),
+            commit: checkout.identity.clone(),
+            env_key: line.env_key.clone(),
+            lock_hash: line.lock_hash.clone(),
+            archive,
+            archive_blake3,
+            archive_bytes,
+            instances: mine.len() as u32,
+            sizes,
+        };
+        Ok((image, files_identity))
+    }
 }
 
 /// The Dockerfile of an environment image: one layer for the environment, one for the project
