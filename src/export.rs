@@ -130,6 +130,14 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
     fs_err::create_dir_all(tmp.join("repos"))?;
     fs_err::create_dir_all(tmp.join("out"))?;
 
+    let exporter = Exporter {
+        cfg,
+        session,
+        docker,
+        base,
+        base_size,
+        tmp,
+    };
     let mut repos: Vec<&str> = instances.iter().map(|i| i.repo.as_str()).collect();
     repos.sort();
     repos.dedup();
@@ -137,6 +145,75 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
     let mut tags = std::collections::BTreeMap::new();
     let mut identities = std::collections::BTreeMap::new();
     for repo in repos {
+        let (image, files_identity) = exporter.repo(repo, &instances, &envs)?;
+        identities.insert(repo.to_owned(), files_identity);
+        tags.insert(repo.to_owned(), image.tag.clone());
+        images.push(image);
+    }
+    let Exporter { base, tmp, .. } = exporter;
+
+    // The dataset, whose instances and environments name their images.
+    let mut dataset = Vec::new();
+    for instance in &instances {
+        let mut instance = instance.clone();
+        instance.image = tags.get(&instance.repo).cloned();
+        dataset.extend(to_line(&instance));
+    }
+    let mut env_lines = Vec::new();
+    for line in envs.iter().filter(|e| tags.contains_key(&e.repo)) {
+        let mut line = line.clone();
+        line.image = tags.get(&line.repo).cloned();
+        line.image_files = identities.get(&line.repo).cloned();
+        env_lines.extend(to_line(&line));
+    }
+    fs_err::write(tmp.join("out/dataset.jsonl"), dataset)?;
+    fs_err::write(tmp.join("out/envs.jsonl"), env_lines)?;
+    fs_err::copy(&manifest_path, tmp.join("out/manifest.json"))?;
+    fs_err::write(tmp.join("pipeline.toml"), pipeline_text(cfg, &tags)?)?;
+    let exported = ExportManifest {
+        format: EXPORT_FORMAT.into(),
+        dataset_version: manifest.version.clone(),
+        base_image: base,
+        images,
+    };
+    let json = serde_json::to_vec_pretty(&exported).map_err(Error::internal)?;
+    fs_err::write(tmp.join("export.json"), json)?;
+    if dir.exists() {
+        fs_err::remove_dir(dir)?;
+    }
+    fs_err::rename(&tmp, dir)?;
+    Ok(exported)
+}
+
+/// What every repository's image is made from, while an export is written into `tmp`.
+struct Exporter<'c> {
+    cfg: &'c Config,
+    session: Session,
+    docker: docker::Docker,
+    /// The base image's tag, and its size.
+    base: String,
+    base_size: u64,
+    tmp: PathBuf,
+}
+
+impl Exporter<'_> {
+    /// One repository's environment image, built unless the daemon has it, saved into
+    /// `images/`, and its files copied into `repos/`; with the copied files' identity, as a
+    /// checkout of the export's pipeline will find it.
+    fn repo(
+        &self,
+        repo: &str,
+        instances: &[Instance],
+        envs: &[EnvLine],
+    ) -> Result<(ExportedImage, String)> {
+        let (cfg, session, docker, base, base_size, tmp) = (
+            self.cfg,
+            &self.session,
+            &self.docker,
+            &self.base,
+            self.base_size,
+            &self.tmp,
+        );
         let ix = session
             .checkouts
             .iter()
@@ -179,9 +256,9 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
         );
         let started = Instant::now();
         let mut build_seconds = None;
-        if !docker::has_image(&docker, &tag) {
+        if !docker::has_image(docker, &tag) {
             let dockerfile = dockerfile(
-                &base,
+                base,
                 line,
                 repo,
                 &checkout.identity,
@@ -189,13 +266,13 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
             );
             let env_dir = runtime.env.join("venv");
             let project = runtime.project.clone();
-            docker::build_image(&docker, &tag, |out| {
+            docker::build_image(docker, &tag, |out| {
                 write_context(out, &dockerfile, &env_dir, project.as_deref(), &files)
             })?;
             build_seconds = Some(started.elapsed().as_secs_f64());
         }
-        let (id, size) = docker::image_id(&docker, &tag)?;
-        let layers = docker::layers(&docker, &tag)?;
+        let (id, size) = docker::image_id(docker, &tag)?;
+        let layers = docker::layers(docker, &tag)?;
         let layer = |what: &str| -> u64 {
             layers
                 .iter()
@@ -214,7 +291,7 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
         let name = file_name(repo);
         let archive = format!("images/{name}.tar");
         let (archive_blake3, archive_bytes) =
-            docker::save_image(&docker, &tag, &tmp.join(&archive))?;
+            docker::save_image(docker, &tag, &tmp.join(&archive))?;
         let repo_dir = tmp.join("repos").join(&name);
         for (rel, path) in &files {
             let to = repo_dir.join(rel);
@@ -229,7 +306,6 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
         };
         let files_identity =
             r2e_pipeline::stages::checkout::checkout(&copied, &session.cache)?.identity;
-        identities.insert(repo.to_owned(), files_identity);
         eprintln!(
             "{}",
             format_args!(
@@ -241,8 +317,7 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
                 archive_bytes as f64 / 1e6
             )
         );
-        tags.insert(repo.to_owned(), tag.clone());
-        images.push(ExportedImage {
+        let image = ExportedImage {
             tag,
             id,
             repo: repo.to_owned(),
@@ -254,40 +329,9 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
             archive_bytes,
             instances: mine.len() as u32,
             sizes,
-        });
+        };
+        Ok((image, files_identity))
     }
-
-    // The dataset, whose instances and environments name their images.
-    let mut dataset = Vec::new();
-    for instance in &instances {
-        let mut instance = instance.clone();
-        instance.image = tags.get(&instance.repo).cloned();
-        dataset.extend(to_line(&instance));
-    }
-    let mut env_lines = Vec::new();
-    for line in envs.iter().filter(|e| tags.contains_key(&e.repo)) {
-        let mut line = line.clone();
-        line.image = tags.get(&line.repo).cloned();
-        line.image_files = identities.get(&line.repo).cloned();
-        env_lines.extend(to_line(&line));
-    }
-    fs_err::write(tmp.join("out/dataset.jsonl"), dataset)?;
-    fs_err::write(tmp.join("out/envs.jsonl"), env_lines)?;
-    fs_err::copy(&manifest_path, tmp.join("out/manifest.json"))?;
-    fs_err::write(tmp.join("pipeline.toml"), pipeline_text(cfg, &tags)?)?;
-    let exported = ExportManifest {
-        format: EXPORT_FORMAT.into(),
-        dataset_version: manifest.version.clone(),
-        base_image: base,
-        images,
-    };
-    let json = serde_json::to_vec_pretty(&exported).map_err(Error::internal)?;
-    fs_err::write(tmp.join("export.json"), json)?;
-    if dir.exists() {
-        fs_err::remove_dir(dir)?;
-    }
-    fs_err::rename(&tmp, dir)?;
-    Ok(exported)
 }
 
 /// The Dockerfile of an environment image: one layer for the environment, one for the project

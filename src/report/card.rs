@@ -61,6 +61,34 @@ fn licenses(rows: &[Row]) -> BTreeMap<String, Option<String>> {
 /// The card's text.
 pub fn render(cfg: &Config, rows: &[Row]) -> String {
     let licenses = licenses(rows);
+    let mut out = front_matter(cfg, rows, &licenses);
+    let _ = writeln!(out, "# {}\n", cfg.name);
+    out.push_str(
+        "A benchmark of Python functions taken from real repositories, each with an equivalence \
+         harness: the reference implementation and a candidate run on the same inputs in a \
+         sandbox, and the candidate passes when it behaves as the reference does (its return \
+         values, exceptions and effects on its arguments). Built with r2e, after *R2E: Turning any GitHub Repository into a \
+         Programming Agent Environment* (Jain et al., ICML 2024).\n\n",
+    );
+    headline_numbers(&mut out, rows);
+    use_of_the_dataset(&mut out);
+    how_it_was_built(&mut out, cfg, rows);
+
+    out.push_str("\n## Licences\n\n");
+    out.push_str(
+        "Each instance's code is its repository's, under that repository's licence (from its \
+         own files; `unknown` where they do not tell: check before you redistribute).\n\n\
+         | repository | licence |\n|---|---|\n",
+    );
+    for (repo, l) in &licenses {
+        let _ = writeln!(out, "| {repo} | {} |", l.as_deref().unwrap_or("unknown"));
+    }
+    out
+}
+
+/// The card's YAML front matter, which the Hugging Face Hub reads: the licence, the names, the
+/// configurations and their data files.
+fn front_matter(cfg: &Config, rows: &[Row], licenses: &BTreeMap<String, Option<String>>) -> String {
     let distinct: std::collections::BTreeSet<Option<&str>> =
         licenses.values().map(|l| l.as_deref()).collect();
     // One licence the Hub knows, for every repository; else `other`, listed below.
@@ -99,16 +127,11 @@ pub fn render(cfg: &Config, rows: &[Row]) -> String {
         }
     }
     out.push_str("---\n\n");
+    out
+}
 
-    let _ = writeln!(out, "# {}\n", cfg.name);
-    out.push_str(
-        "A benchmark of Python functions taken from real repositories, each with an equivalence \
-         harness: the reference implementation and a candidate run on the same inputs in a \
-         sandbox, and the candidate passes when it behaves as the reference does (its return \
-         values, exceptions and effects on its arguments). Built with r2e, after *R2E: Turning any GitHub Repository into a \
-         Programming Agent Environment* (Jain et al., ICML 2024).\n\n",
-    );
-
+/// The headline numbers per dataset, and each evaluated dataset's pass@k.
+fn headline_numbers(out: &mut String, rows: &[Row]) {
     out.push_str("## Headline numbers\n\n");
     out.push_str(
         "| dataset | version | repositories | candidates | valid harnesses | mean coverage of \
@@ -152,7 +175,10 @@ pub fn render(cfg: &Config, rows: &[Row]) -> String {
         "\n`report.html` beside this card draws these and more (coverage, mutation scores, \
          pass@k by dependencies and tokens, self-repair); `report.json` holds every number.\n",
     );
+}
 
+/// The dataset's fields, and how to check a candidate.
+fn use_of_the_dataset(out: &mut String) {
     out.push_str("\n## Fields of `dataset.jsonl`\n\n");
     for (field, what) in FIELDS {
         let _ = writeln!(out, "- `{field}`: {what}");
@@ -171,7 +197,10 @@ pub fn render(cfg: &Config, rows: &[Row]) -> String {
          DIR/pipeline.toml`); `r2e serve` serves the instances to programming agents over \
          HTTP.\n",
     );
+}
 
+/// How the datasets were built: the stages, and each dataset's version and settings.
+fn how_it_was_built(out: &mut String, cfg: &Config, rows: &[Row]) {
     out.push_str("\n## How it was built\n\n");
     let _ = writeln!(
         out,
@@ -209,17 +238,6 @@ pub fn render(cfg: &Config, rows: &[Row]) -> String {
             pick("sandbox.backend"),
         );
     }
-
-    out.push_str("\n## Licences\n\n");
-    out.push_str(
-        "Each instance's code is its repository's, under that repository's licence (from its \
-         own files; `unknown` where they do not tell: check before you redistribute).\n\n\
-         | repository | licence |\n|---|---|\n",
-    );
-    for (repo, l) in &licenses {
-        let _ = writeln!(out, "| {repo} | {} |", l.as_deref().unwrap_or("unknown"));
-    }
-    out
 }
 
 /// The licences as their own page, which the front matter's `license_link` names when they

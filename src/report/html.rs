@@ -108,8 +108,27 @@ const BIN_NAMES: [&str; 10] = [
     "90–100%",
 ];
 
-/// The sections of the page.
+/// The sections of the page: the harnesses, each dataset's evaluation, and each dataset's
+/// environments and build time.
 fn sections(rows: &[Row]) -> Vec<Section> {
+    let mut out = vec![Section {
+        title: "Harnesses".into(),
+        figures: harnesses(rows),
+    }];
+    for r in rows {
+        if let Some(t) = &r.evaluation {
+            out.push(Section {
+                title: format!("Evaluation of `{}`", r.variant),
+                figures: evaluation(r, t),
+            });
+        }
+    }
+    out.extend(rows.iter().filter_map(build_cost));
+    out
+}
+
+/// The harnesses' charts: validity, failure classes, coverage, mutation score, stability.
+fn harnesses(rows: &[Row]) -> Vec<Figure> {
     let variants: Vec<String> = rows.iter().map(|r| r.variant.clone()).collect();
     let mut harnesses = Vec::new();
     harnesses.push(figure(
@@ -248,84 +267,75 @@ fn sections(rows: &[Row]) -> Vec<Section> {
             "A test whose runs of the reference disagreed (`[validate] repeats`) is dropped.",
         ));
     }
-    let mut out = vec![Section {
-        title: "Harnesses".into(),
-        figures: harnesses,
-    }];
-    for r in rows {
-        if let Some(t) = &r.evaluation {
-            out.push(Section {
-                title: format!("Evaluation of `{}`", r.variant),
-                figures: evaluation(r, t),
-            });
-        }
+    harnesses
+}
+
+/// One dataset's environments and build time: where the last build's time went, and each
+/// environment's size; none when the build recorded neither.
+fn build_cost(r: &Row) -> Option<Section> {
+    if r.times.is_none() && r.env_bytes.is_empty() {
+        return None;
     }
-    for r in rows {
-        if r.times.is_none() && r.env_bytes.is_empty() {
-            continue;
-        }
-        let mut figures = Vec::new();
-        let times = r.times.as_deref().unwrap_or_default();
-        let id = chart_id("time", &r.variant);
-        let title = format!("Where the last build's time went in `{}`", r.variant);
-        let stages = ["env", "generate", "validate", "mutate"];
-        if !times.is_empty() {
-            figures.push(figure(
-                &Chart {
-                    id: &id,
-                    title: &title,
-                    x_label: "repository",
-                    y_label: "seconds",
-                    categories: times.iter().map(|t| t.repo.clone()).collect(),
-                    series: stages
-                        .iter()
-                        .enumerate()
-                        .map(|(i, name)| Series {
-                            name: (*name).to_owned(),
-                            values: times
-                                .iter()
-                                .map(|t| Some(t.stages()[i].1.seconds))
-                                .collect(),
-                        })
-                        .collect(),
-                    scale: Scale::Count,
-                },
-                false,
-                "Seconds of each repository's work per stage in the last build that ran \
-                 (`.r2e/timings.json`); work taken from the cache costs about 0.",
-            ));
-        }
-        if !r.env_bytes.is_empty() {
-            let id = chart_id("envsize", &r.variant);
-            let title = format!("Environment size per repository ({})", r.variant);
-            figures.push(figure(
-                &Chart {
-                    id: &id,
-                    title: &title,
-                    x_label: "repository",
-                    y_label: "MiB",
-                    categories: r.env_bytes.keys().cloned().collect(),
-                    series: vec![Series {
-                        name: "environment".into(),
-                        values: r
-                            .env_bytes
-                            .values()
-                            .map(|&b| Some(b as f64 / f64::from(1u32 << 20)))
+    let mut figures = Vec::new();
+    let times = r.times.as_deref().unwrap_or_default();
+    let id = chart_id("time", &r.variant);
+    let title = format!("Where the last build's time went in `{}`", r.variant);
+    let stages = ["env", "generate", "validate", "mutate"];
+    if !times.is_empty() {
+        figures.push(figure(
+            &Chart {
+                id: &id,
+                title: &title,
+                x_label: "repository",
+                y_label: "seconds",
+                categories: times.iter().map(|t| t.repo.clone()).collect(),
+                series: stages
+                    .iter()
+                    .enumerate()
+                    .map(|(i, name)| Series {
+                        name: (*name).to_owned(),
+                        values: times
+                            .iter()
+                            .map(|t| Some(t.stages()[i].1.seconds))
                             .collect(),
-                    }],
-                    scale: Scale::Count,
-                },
-                false,
-                "Each repository's environment on the disk (its folder in the cache, which \
-                 the local and the Docker backend both run).",
-            ));
-        }
-        out.push(Section {
-            title: format!("Environments and build time of `{}`", r.variant),
-            figures,
-        });
+                    })
+                    .collect(),
+                scale: Scale::Count,
+            },
+            false,
+            "Seconds of each repository's work per stage in the last build that ran \
+             (`.r2e/timings.json`); work taken from the cache costs about 0.",
+        ));
     }
-    out
+    if !r.env_bytes.is_empty() {
+        let id = chart_id("envsize", &r.variant);
+        let title = format!("Environment size per repository ({})", r.variant);
+        figures.push(figure(
+            &Chart {
+                id: &id,
+                title: &title,
+                x_label: "repository",
+                y_label: "MiB",
+                categories: r.env_bytes.keys().cloned().collect(),
+                series: vec![Series {
+                    name: "environment".into(),
+                    values: r
+                        .env_bytes
+                        .values()
+                        .map(|&b| Some(b as f64 / f64::from(1u32 << 20)))
+                        .collect(),
+                }],
+                scale: Scale::Count,
+            },
+            false,
+            "Each repository's environment on the disk (its folder in the cache, which \
+             the local and the Docker backend both run).",
+        ));
+    }
+    Some(Section {
+        title: format!("Environments and build time of `{}`", r.variant),
+        figures,
+    })
 }
 
 /// The evaluation's charts of one dataset.

@@ -12,6 +12,8 @@
 //!   not refer to each other in a cycle (the reference that closes one is a
 //!   layering mistake inside the crate, and the first thing to untangle when a
 //!   crate is split further).
+//! - `only_the_binary_parses_the_command_line`: no library crate depends on
+//!   clap; the command line's types live in the `r2e` binary (`src/cli/`).
 //! - `targets_without_tests_hold_none`: a target with `test = false` has no
 //!   test in its source files, so that setting turns no test off silently.
 //!
@@ -169,6 +171,36 @@ fn crates_depend_only_downward() {
         "the crates break the code map:\n  {}",
         failures.join("\n  ")
     );
+}
+
+#[test]
+fn only_the_binary_parses_the_command_line() {
+    let root = root();
+    let root_manifest = canonical(&root.join("Cargo.toml"));
+    let packages = packages(&root);
+    let mut failures = Vec::new();
+    for package in packages
+        .iter()
+        .filter(|p| canonical(&p.manifest) != root_manifest)
+    {
+        for (dep, kind) in &package.deps {
+            if dep == "clap" || dep.starts_with("clap_") {
+                failures.push(format!(
+                    "`{}` -> `{dep}` ({kind} dependency): the command line is the `r2e` \
+                     binary's (`src/cli/`); give the library plain types it converts to",
+                    package.name
+                ));
+            }
+        }
+    }
+    assert!(
+        packages
+            .iter()
+            .any(|p| canonical(&p.manifest) == root_manifest
+                && p.deps.iter().any(|(dep, _)| dep == "clap")),
+        "the root package parses the command line with clap"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

@@ -30,19 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 
 /// The stages, in order.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
     Checkout,
@@ -61,6 +49,50 @@ pub enum Stage {
 impl Stage {
     /// The last stage.
     pub const LAST: Stage = Stage::Evaluate;
+
+    /// Every stage, in order.
+    pub const ALL: [Stage; 11] = [
+        Stage::Checkout,
+        Stage::Parse,
+        Stage::Extract,
+        Stage::Slice,
+        Stage::Env,
+        Stage::Generate,
+        Stage::Validate,
+        Stage::Mutate,
+        Stage::Refine,
+        Stage::Assemble,
+        Stage::Evaluate,
+    ];
+
+    /// The stage's name, as the records and the command line (`--until`) spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Checkout => "checkout",
+            Stage::Parse => "parse",
+            Stage::Extract => "extract",
+            Stage::Slice => "slice",
+            Stage::Env => "env",
+            Stage::Generate => "generate",
+            Stage::Validate => "validate",
+            Stage::Mutate => "mutate",
+            Stage::Refine => "refine",
+            Stage::Assemble => "assemble",
+            Stage::Evaluate => "evaluate",
+        }
+    }
+}
+
+impl std::str::FromStr for Stage {
+    type Err = String;
+
+    /// A stage by its name.
+    fn from_str(name: &str) -> Result<Stage, String> {
+        Stage::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| format!("no stage is named `{name}`"))
+    }
 }
 
 /// A stage's counts while it runs, from many threads.
@@ -88,5 +120,24 @@ impl Tally {
             cached: self.cached.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Stage;
+
+    #[test]
+    fn every_stage_is_listed_in_order_under_its_recorded_name() {
+        assert_eq!(Stage::ALL.len(), Stage::LAST as usize + 1);
+        for (i, stage) in Stage::ALL.into_iter().enumerate() {
+            assert_eq!(stage as usize, i, "{stage:?} out of order in Stage::ALL");
+            assert_eq!(
+                serde_json::to_value(stage).unwrap(),
+                serde_json::json!(stage.name())
+            );
+            assert_eq!(stage.name().parse::<Stage>(), Ok(stage));
+        }
+        assert!("nope".parse::<Stage>().is_err());
     }
 }

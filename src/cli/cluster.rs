@@ -1,0 +1,305 @@
+//! `r2e cluster`: builds in shards on Slurm, Kubernetes or Ray. The arguments are turned into
+//! each engine's options; the work is `crate::cluster`'s.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use r2e_core::config::RemoteCache;
+use r2e_core::error::Result;
+
+use crate::cluster::{self as engines, k8s, ray};
+
+use super::args::{PipelinePath, help_of};
+use super::{failed, print_json, print_text};
+
+/// Run builds on a cluster.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Slurm(SlurmArgs),
+    K8s(K8sCommand),
+    Ray(RayArgs),
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    match args.command {
+        Command::Slurm(args) => run_slurm(args),
+        Command::K8s(args) => run_k8s(args),
+        Command::Ray(args) => run_ray(args),
+    }
+}
+
+/// Write Slurm batch scripts that build a pipeline in shards, then assemble it.
+///
+/// Writes `shards.sbatch`, a job array whose task I runs `r2e build PIPELINE --shard I/N`
+/// with the node's local cache (the results go to the remote cache), and `assemble.sbatch`,
+/// which builds the whole dataset from the shards' stored results. Prints their paths and
+/// how to submit them, or with `--submit` submits them (the assembly once every shard
+/// succeeded) and prints the two job ids. The nodes run the local (bubblewrap) sandbox.
+#[derive(clap::Args)]
+struct SlurmArgs {
+    #[command(flatten)]
+    pipeline: PipelinePath,
+    /// Shards: the job array's tasks, one shard each.
+    #[arg(long, value_name = "N")]
+    shards: u32,
+    /// The partition the jobs run in (`#SBATCH --partition`).
+    #[arg(long)]
+    partition: Option<String>,
+    /// Each job's time limit (`#SBATCH --time`, e.g. `4:00:00`).
+    #[arg(long)]
+    time: Option<String>,
+    /// Each job's memory (`#SBATCH --mem`, e.g. `8G`).
+    #[arg(long)]
+    mem: Option<String>,
+    /// Each job's CPUs (`#SBATCH --cpus-per-task`).
+    #[arg(long, value_name = "C")]
+    cpus: Option<u32>,
+    /// The local cache's folder on a node, expanded there by the shell (inside double
+    /// quotes), e.g. `/scratch/$USER/r2e-$SLURMD_NODENAME`.
+    #[arg(long, value_name = "TEMPLATE", default_value = engines::DEFAULT_LOCAL_CACHE)]
+    local_cache: String,
+    /// The remote cache the shards store their results in and the assembly reads
+    /// (`s3://BUCKET/PREFIX` or `http://...`); default: the pipeline's `[cache] remote`.
+    #[arg(long, value_name = "URL")]
+    remote_cache: Option<String>,
+    /// The folder the scripts are written into (default: `<pipeline's folder>/slurm`).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Submit the scripts with `sbatch` and print the job ids.
+    #[arg(long)]
+    submit: bool,
+    /// The r2e executable the nodes run (default: this one).
+    #[arg(long, value_name = "PATH")]
+    r2e: Option<PathBuf>,
+}
+
+fn run_slurm(args: SlurmArgs) -> Result<ExitCode> {
+    let opts = engines::SlurmOptions {
+        pipeline: args.pipeline.path()?,
+        shards: args.shards,
+        partition: args.partition,
+        time: args.time,
+        mem: args.mem,
+        cpus: args.cpus,
+        local_cache: Some(args.local_cache),
+        remote_cache: args.remote_cache,
+        out: args.out,
+        r2e: args.r2e,
+    };
+    let scripts = engines::write_scripts(&opts)?;
+    if args.submit {
+        let jobs = engines::submit(&scripts)?;
+        print_text(&format!(
+            "shards {}\nassemble {}\n",
+            jobs.shards, jobs.assemble
+        ))?;
+    } else {
+        print_text(&engines::how_to_submit(&scripts))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Print, or apply and follow, the Kubernetes manifests of a sharded build
+///
+/// Print the Kubernetes manifests of a sharded build (an Indexed Job of N shards, a
+/// suspended assemble Job, a ConfigMap of the pipeline), or apply and follow them.
+#[derive(clap::Args)]
+#[command(
+    mut_args(help_of("pipeline", "The pipeline file (default `pipeline.toml`)")),
+    mut_args(help_of(
+        "pipeline_flag",
+        "The pipeline file; the same as the positional PIPELINE"
+    ))
+)]
+struct K8sCommand {
+    #[command(flatten)]
+    args: K8sArgs,
+    /// Apply the manifests with `kubectl`, follow the shards, then resume and follow the
+    /// assemble.
+    #[arg(long)]
+    apply: bool,
+}
+
+// What a Kubernetes build is made of: the fields of `k8s::K8sOptions` (no doc comment: a
+// flattened struct's would become the command's `about`).
+#[derive(clap::Args)]
+pub struct K8sArgs {
+    #[command(flatten)]
+    pipeline: PipelinePath,
+    /// How many shards (the Indexed Job's completions).
+    #[arg(long, value_name = "N")]
+    shards: u32,
+    /// The container image that holds r2e, Python and bubblewrap.
+    #[arg(long)]
+    image: String,
+    /// The r2e program in the image.
+    #[arg(long, value_name = "PATH", default_value = "r2e")]
+    r2e: String,
+    /// The Secret whose keys become the pods' environment: the remote store's credentials
+    /// (`AWS_ACCESS_KEY_ID`, ...) and the signing key's variable, if any.
+    #[arg(long, value_name = "NAME")]
+    secret: Option<String>,
+    /// The remote cache (default: the pipeline's `[cache] remote`).
+    #[arg(long, value_name = "URL")]
+    remote_cache: Option<String>,
+    /// For a `file://` remote cache: the PersistentVolumeClaim every pod mounts at its path.
+    #[arg(long, value_name = "CLAIM")]
+    store_claim: Option<String>,
+    /// The PersistentVolumeClaim the assemble writes the dataset into.
+    #[arg(long, value_name = "CLAIM")]
+    output_claim: Option<String>,
+    /// The Jobs' name prefix (default: `r2e-<project>-<hash of the manifests>`).
+    #[arg(long)]
+    name: Option<String>,
+    /// The namespace of the Jobs and the ConfigMap (default: `kubectl`'s).
+    #[arg(long, short = 'n')]
+    namespace: Option<String>,
+    /// Each pod's CPU request (`2`, `500m`).
+    #[arg(long, value_name = "QUANTITY")]
+    cpus: Option<String>,
+    /// Each pod's memory request and limit (`8Gi`).
+    #[arg(long, value_name = "QUANTITY")]
+    memory: Option<String>,
+    /// Retries of a failed shard before it counts as failed.
+    #[arg(long, value_name = "K", default_value_t = 2)]
+    backoff_limit_per_index: u32,
+    /// Pods at once (default: every shard).
+    #[arg(long, value_name = "P")]
+    parallelism: Option<u32>,
+    /// Where the pods' folders (pipeline, cache, output) are mounted.
+    #[arg(long, value_name = "DIR", default_value = "/r2e")]
+    mount_root: PathBuf,
+    /// The pipeline's path inside the image, instead of a ConfigMap of the file (for a
+    /// pipeline whose repositories are folders built into the image).
+    #[arg(long, value_name = "PATH")]
+    pipeline_in_image: Option<PathBuf>,
+    /// Run the pods privileged (bubblewrap needs user namespaces).
+    #[arg(long)]
+    privileged: bool,
+}
+
+impl K8sArgs {
+    /// The engine's options.
+    pub fn options(self) -> Result<k8s::K8sOptions> {
+        Ok(k8s::K8sOptions {
+            pipeline: self.pipeline.path()?,
+            shards: self.shards,
+            image: self.image,
+            r2e: self.r2e,
+            secret: self.secret,
+            remote_cache: self.remote_cache,
+            store_claim: self.store_claim,
+            output_claim: self.output_claim,
+            name: self.name,
+            namespace: self.namespace,
+            cpus: self.cpus,
+            memory: self.memory,
+            backoff_limit_per_index: self.backoff_limit_per_index,
+            parallelism: self.parallelism,
+            mount_root: self.mount_root,
+            pipeline_in_image: self.pipeline_in_image,
+            privileged: self.privileged,
+        })
+    }
+}
+
+fn run_k8s(command: K8sCommand) -> Result<ExitCode> {
+    let manifests = k8s::manifests(&command.args.options()?)?;
+    if command.apply {
+        k8s::apply(&manifests)?;
+        print_text(&format!(
+            "job/{} complete\njob/{} complete\n",
+            manifests.shards_job, manifests.assemble_job
+        ))?;
+    } else {
+        print_text(&k8s::to_yaml(&manifests))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Build a pipeline in shards on a Ray cluster, then assemble it
+///
+/// Build a pipeline in shards on a Ray cluster, then assemble it, through Ray's Job
+/// Submission REST API (no Ray needed here).
+///
+/// Submits one job per shard, `r2e build PIPELINE --shard I/N --cache LOCAL`, follows them
+/// (their logs on stderr), submits a failed or stopped one again up to `--retries` times,
+/// then submits and follows the assemble, `r2e build PIPELINE --cache LOCAL`. Prints a line
+/// per job (attempts, final status) on stdout; exit 0 when the assemble succeeded, 1 when a
+/// job failed for good. The workers read the pipeline and run r2e at the same paths as here
+/// (a shared file system); the remote cache's credentials come from the environment their
+/// `ray start` ran in, never from this command (Ray would store and show them).
+#[derive(clap::Args)]
+struct RayArgs {
+    #[command(flatten)]
+    pipeline: PipelinePath,
+    /// The Ray dashboard's address, where its job server answers (`http://HEAD:8265`).
+    #[arg(long, value_name = "URL")]
+    address: String,
+    /// Shards: one job each.
+    #[arg(long, value_name = "N")]
+    shards: u32,
+    /// The remote cache the shards store their results in and the assemble reads; default:
+    /// the pipeline's `[cache] remote` (one of them is needed). No credentials in it.
+    #[arg(long, value_name = "URL", value_parser = RemoteCache::parse)]
+    remote_cache: Option<RemoteCache>,
+    /// The local cache's folder on a worker, expanded there by the shell (inside double
+    /// quotes).
+    #[arg(long, value_name = "TEMPLATE", default_value = engines::DEFAULT_LOCAL_CACHE)]
+    local_cache: String,
+    /// CPUs Ray reserves for each job (`entrypoint_num_cpus`); the build itself uses every
+    /// core of its worker.
+    #[arg(long, value_name = "C", default_value_t = 1.0)]
+    cpus: f64,
+    /// Memory Ray reserves for each job (`entrypoint_memory`): bytes, or with K, M, G, T.
+    #[arg(long, value_name = "BYTES", value_parser = ray::parse_memory)]
+    memory: Option<u64>,
+    /// Custom resources each job needs (`entrypoint_resources`): a JSON object, or
+    /// `KEY=VALUE`; repeat the option for more.
+    #[arg(long, value_name = "JSON|KEY=VALUE")]
+    resources: Vec<String>,
+    /// How many times a failed or stopped job is submitted again.
+    #[arg(long, value_name = "K", default_value_t = 2)]
+    retries: u32,
+    /// The r2e executable the workers run (default: this one).
+    #[arg(long, value_name = "PATH")]
+    r2e: Option<PathBuf>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn run_ray(args: RayArgs) -> Result<ExitCode> {
+    let opts = ray::RayOptions {
+        pipeline: args.pipeline.path()?,
+        address: args.address,
+        shards: args.shards,
+        remote_cache: args.remote_cache,
+        local_cache: args.local_cache,
+        cpus: args.cpus,
+        memory: args.memory,
+        resources: ray::parse_resources(&args.resources)?,
+        retries: args.retries,
+        r2e: args.r2e,
+        poll: std::time::Duration::from_secs(1),
+    };
+    let report = ray::run(&opts)?;
+    if args.json {
+        print_json(&report)?;
+    } else {
+        print_text(&report.text())?;
+    }
+    if report.succeeded {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("error: a job failed after its retries; the dataset was not assembled");
+        Ok(failed())
+    }
+}
