@@ -5,12 +5,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use r2e_pipeline::bench::Bench;
 use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};
 use r2e_core::records::{CheckOutcome, FailureClass, read_jsonl};
 use r2e_exec::checkpath::{TestVerdict, Verdict};
 use r2e_exec::services::Services;
+use r2e_pipeline::bench::Bench;
 
 /// What `check` found, as `--json` prints it: the verdict, and per test the calls, what the
 /// reference did and what the candidate did.

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 
-use r2e_pipeline::bench::{Bench, Prepared};
 use r2e_core::error::{Error, Result};
 use r2e_exec::checkpath::Checked;
+use r2e_pipeline::bench::{Bench, Prepared};
 
 /// The most candidates one batch takes.
 const BATCH: usize = 32;

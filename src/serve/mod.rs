@@ -37,7 +37,6 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use r2e_pipeline::bench::Bench;
 use r2e_core::config::{Config, SandboxConfig, ServeConfig};
 use r2e_core::error::{Error, Result};
 use r2e_core::records::CheckOutcome;
@@ -45,6 +44,7 @@ use r2e_core::records::Feedback;
 use r2e_exec::checkpath::{TestVerdict, Verdict};
 use r2e_exec::sandbox::Sandbox;
 use r2e_exec::services::Services;
+use r2e_pipeline::bench::Bench;
 
 use r2e_core::records::CloseReason;
 use trace::Trace;

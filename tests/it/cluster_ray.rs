@@ -94,7 +94,9 @@ impl Ray {
                 "--head --port 6379 --dashboard-host 0.0.0.0 --dashboard-port 8265 --num-cpus 0"
                     .to_owned()
             } else {
-                format!("--address {head}:6379 --num-cpus 1 --resources '{{\"r2e_pipelineer\": 1}}'")
+                format!(
+                    "--address {head}:6379 --num-cpus 1 --resources '{{\"r2e_pipelineer\": 1}}'"
+                )
             };
             let script = format!(
                 "exec python3 -m ray.scripts.scripts start {role} --node-ip-address {} \

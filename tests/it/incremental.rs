@@ -3,9 +3,9 @@
 
 use crate::common;
 use common::Project;
+use r2e_core::hash::Hash;
 use r2e_pipeline::db::{self, Db, ItemId, SourceFile};
 use r2e_pipeline::session::Session;
-use r2e_core::hash::Hash;
 use r2e_python::resolve::Item;
 use salsa::Setter;
 

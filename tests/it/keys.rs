@@ -114,10 +114,10 @@ fn each_input_of_a_key_reruns_exactly_the_actions_it_shapes() {
 
 #[test]
 fn a_file_changed_between_the_walk_and_the_read_is_never_cached_under_the_walked_hash() {
+    use r2e_core::cache::ActionKey;
     use r2e_pipeline::engine::BuildOptions;
     use r2e_pipeline::session::Session;
     use r2e_pipeline::stages::Stage;
-    use r2e_core::cache::ActionKey;
 
     let p = Project::new(REPO, "");
     let cfg = r2e_core::config::load(&p.pipeline()).unwrap();
