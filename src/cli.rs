@@ -9,11 +9,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use r2e_pipeline::engine::{self, BuildOptions};
-use r2e_pipeline::stages::Stage;
 use r2e_core::config::{self, RemoteCache, RemoteMode, Shard};
 use r2e_core::error::{Error, Result};
 use r2e_core::records::Summary;
+use r2e_pipeline::engine::{self, BuildOptions};
+use r2e_pipeline::stages::Stage;
 
 #[derive(Parser)]
 #[command(
@@ -373,7 +373,7 @@ enum ClusterCommand {
         cpus: Option<u32>,
         /// The local cache's folder on a node, expanded there by the shell (inside double
         /// quotes), e.g. `/scratch/$USER/r2e-$SLURMD_NODENAME`.
-        #[arg(long, value_name = "TEMPLATE", default_value = crate::cluster::DEFAULT_LOCAL_CACHE)]
+        #[arg(long, value_name = "TEMPLATE", default_value = r2e_pipeline::cluster::DEFAULT_LOCAL_CACHE)]
         local_cache: String,
         /// The remote cache the shards store their results in and the assembly reads
         /// (`s3://BUCKET/PREFIX` or `http://...`); default: the pipeline's `[cache] remote`.
@@ -485,7 +485,7 @@ enum ClusterCommand {
         remote_cache: Option<RemoteCache>,
         /// The local cache's folder on a worker, expanded there by the shell (inside double
         /// quotes).
-        #[arg(long, value_name = "TEMPLATE", default_value = crate::cluster::DEFAULT_LOCAL_CACHE)]
+        #[arg(long, value_name = "TEMPLATE", default_value = r2e_pipeline::cluster::DEFAULT_LOCAL_CACHE)]
         local_cache: String,
         /// CPUs Ray reserves for each job (`entrypoint_num_cpus`); the build itself uses every
         /// core of its worker.
@@ -540,36 +540,9 @@ fn parse_remote_mode(text: &str) -> std::result::Result<RemoteMode, String> {
     RemoteMode::parse(text)
 }
 
-/// The shard of a Kubernetes Indexed Job's pod: `JOB_COMPLETION_INDEX` of `--shards N`.
-fn indexed_job_shard(count: Option<u32>) -> Option<Result<Shard>> {
-    let count = count?;
-    let Ok(index) = std::env::var("JOB_COMPLETION_INDEX") else {
-        return Some(Err(Error::input(format!(
-            "`--shards {count}` takes the shard's index from JOB_COMPLETION_INDEX (set in a Kubernetes Indexed Job's pods), which is not set here: give `--shard I/{count}`"
-        ))));
-    };
-    Some(Shard::parse(&format!("{index}/{count}")).map_err(|e| {
-        Error::input(format!(
-            "JOB_COMPLETION_INDEX and --shards: {e} (give `--shard I/N`)"
-        ))
-    }))
-}
-
 /// `--remote-cache URL`.
 fn parse_remote(text: &str) -> std::result::Result<RemoteCache, String> {
     RemoteCache::parse(text)
-}
-
-/// The shard of a Slurm job array's task (`SLURM_ARRAY_TASK_ID` of `SLURM_ARRAY_TASK_COUNT`),
-/// when the build runs as one.
-fn slurm_shard() -> Option<Result<Shard>> {
-    let id = std::env::var("SLURM_ARRAY_TASK_ID").ok()?;
-    let count = std::env::var("SLURM_ARRAY_TASK_COUNT").ok()?;
-    Some(Shard::parse(&format!("{id}/{count}")).map_err(|e| {
-        Error::input(format!(
-            "SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT: {e} (give `--shard I/N`)"
-        ))
-    }))
 }
 
 /// Runs the command line and returns the exit code.
@@ -779,7 +752,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let opts = BuildOptions { until, jobs };
             let shard = match shard {
                 Some(s) => Some(s),
-                None => indexed_job_shard(shards).or_else(slurm_shard).transpose()?,
+                None => crate::cluster::shard_from_env(shards).transpose()?,
             };
             if let Some(shard) = shard {
                 let outcome = engine::build_shard(&cfg, &opts, &services(&cfg), shard)?;
@@ -962,7 +935,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     r2e,
                 },
         } => {
-            let opts = crate::cluster::SlurmOptions {
+            let opts = crate::cluster::slurm::SlurmOptions {
                 pipeline: one_pipeline(pipeline, pipeline_flag)?,
                 shards,
                 partition,
@@ -974,16 +947,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 out,
                 r2e,
             };
-            let scripts = crate::cluster::write_scripts(&opts)?;
-            if submit {
-                let jobs = crate::cluster::submit(&scripts)?;
-                print_text(&format!(
-                    "shards {}\nassemble {}\n",
-                    jobs.shards, jobs.assemble
-                ))?;
-            } else {
-                print_text(&crate::cluster::how_to_submit(&scripts))?;
-            }
+            print_text(&crate::cluster::slurm::run(opts, submit)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Cluster {
@@ -1029,16 +993,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 pipeline_in_image,
                 privileged,
             };
-            let manifests = crate::cluster::k8s::manifests(&opts)?;
-            if apply {
-                crate::cluster::k8s::apply(&manifests)?;
-                print_text(&format!(
-                    "job/{} complete\njob/{} complete\n",
-                    manifests.shards_job, manifests.assemble_job
-                ))?;
-            } else {
-                print_text(&crate::cluster::k8s::to_yaml(&manifests))?;
-            }
+            print_text(&crate::cluster::k8s::run(opts, apply)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Cluster {
@@ -1071,7 +1026,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 r2e,
                 poll: std::time::Duration::from_secs(1),
             };
-            let report = crate::cluster::ray::run(&opts)?;
+            let report = crate::cluster::ray::run(opts)?;
             if json {
                 print_json(&report)?;
             } else {

@@ -1,26 +1,21 @@
-//! `r2e cluster`: a pipeline built in shards on a cluster, each host with its own local cache
-//! and the results in the remote cache, then assembled from the shards' stored results.
-//!
-//! This file is `r2e cluster slurm`: batch scripts, a job array that builds one shard per task
-//! (`r2e build --shard I/N`) and a job that depends on the whole array and assembles the
-//! dataset. Optionally submitted with `sbatch`. [`ray`] is `r2e cluster ray`: the same jobs
-//! submitted to a Ray cluster over its Job Submission REST API and followed to their end.
-//! [`k8s`] is `r2e cluster k8s`: the same as Kubernetes manifests (an Indexed Job of the
-//! shards, a suspended assemble Job), printed or applied with `kubectl` and followed.
-
-pub mod k8s;
-pub mod ray;
+//! `r2e cluster slurm`: batch scripts, a job array that builds one shard per task
+//! (`r2e build --shard I/N`, the task's shard also from `SLURM_ARRAY_TASK_ID` of
+//! `SLURM_ARRAY_TASK_COUNT`) and a job that depends on the whole array and assembles the
+//! dataset. Optionally submitted with `sbatch`; Slurm runs the assemble once every task
+//! succeeded (`--dependency=afterok`) and requeues a task whose node died (`--requeue`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use r2e_core::config::{self, Backend, RemoteMode};
+use r2e_core::config::{Backend, Shard};
 use r2e_core::error::{Error, Result};
-
-/// The local cache of a node when none is given: shell-expanded on the node.
-pub const DEFAULT_LOCAL_CACHE: &str = "${TMPDIR:-/tmp}/r2e-cache-$USER";
+use r2e_pipeline::cluster::{
+    self, DEFAULT_LOCAL_CACHE, Engine, Follow, Job, Jobs, Plan, Poll, check_template, quote,
+    quote_path,
+};
 
 /// What `r2e cluster slurm` was asked.
+#[derive(Default)]
 pub struct SlurmOptions {
     /// The pipeline file.
     pub pipeline: PathBuf,
@@ -47,21 +42,135 @@ pub struct Scripts {
     pub assemble: PathBuf,
 }
 
-/// Job ids of a submission.
-#[derive(Debug, Clone)]
-pub struct Submitted {
-    pub shards: String,
-    pub assemble: String,
+/// The Slurm engine: its options, and the scripts once written.
+#[derive(Default)]
+pub struct Slurm {
+    pub opts: SlurmOptions,
+    scripts: Option<Scripts>,
 }
 
-/// Checks the options and the pipeline, and writes `shards.sbatch` and `assemble.sbatch`
-/// (each atomically) and the folder `logs/` their jobs write into.
-pub fn write_scripts(opts: &SlurmOptions) -> Result<Scripts> {
-    if opts.shards == 0 {
-        return Err(Error::input("`--shards` must be at least 1"));
+/// `r2e cluster slurm`: writes the scripts, and prints their paths and how to submit them, or
+/// (`submit`) submits them and prints the two job ids.
+pub fn run(opts: SlurmOptions, submit: bool) -> Result<String> {
+    let (pipeline, shards) = (opts.pipeline.clone(), opts.shards);
+    let mut slurm = Slurm {
+        opts,
+        scripts: None,
+    };
+    Ok(
+        match cluster::drive(&mut slurm, &pipeline, shards, submit)? {
+            cluster::Outcome::Shown(text) => text,
+            cluster::Outcome::Ran { jobs, .. } => jobs
+                .iter()
+                .map(|j| format!("{} {}\n", j.name, j.submission_ids.join(" ")))
+                .collect(),
+        },
+    )
+}
+
+impl Engine for Slurm {
+    fn name(&self) -> &'static str {
+        "slurm"
     }
-    let cfg = config::load(&opts.pipeline)?;
-    refuse_read_only(&cfg)?;
+
+    /// A Slurm job array's task: `SLURM_ARRAY_TASK_ID` of `SLURM_ARRAY_TASK_COUNT`.
+    fn shard_from_env(
+        &self,
+        var: &dyn Fn(&str) -> Option<String>,
+        _shards: Option<u32>,
+    ) -> Option<Result<Shard>> {
+        let id = var("SLURM_ARRAY_TASK_ID")?;
+        let count = var("SLURM_ARRAY_TASK_COUNT")?;
+        Some(Shard::parse(&format!("{id}/{count}")).map_err(|e| {
+            Error::input(format!(
+                "SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT: {e} (give `--shard I/N`)"
+            ))
+        }))
+    }
+
+    fn check(&self) -> Result<()> {
+        for (what, value) in [
+            ("--partition", &self.opts.partition),
+            ("--time", &self.opts.time),
+            ("--mem", &self.opts.mem),
+        ] {
+            if value
+                .as_deref()
+                .is_some_and(|v| v.is_empty() || v.contains(char::is_whitespace))
+            {
+                return Err(Error::input(format!(
+                    "`{what}` must be one word, without spaces"
+                )));
+            }
+        }
+        check_template(self.local_cache())
+    }
+
+    fn render(&mut self, plan: &Plan) -> Result<Jobs> {
+        self.scripts = Some(write_scripts(&self.opts, plan)?);
+        let job = |name: &str| Job {
+            name: name.to_owned(),
+            shard: None,
+        };
+        Ok(Jobs {
+            shards: vec![job("shards")],
+            assemble: job("assemble"),
+        })
+    }
+
+    fn show(&self) -> String {
+        how_to_submit(self.scripts.as_ref().expect("rendered"))
+    }
+
+    fn follow(&self) -> Follow {
+        Follow::Engine
+    }
+
+    /// Slurm requeues a task itself (`--requeue`).
+    fn retries(&self) -> u32 {
+        0
+    }
+
+    /// The array (`after` empty), or the assemble once every task of it succeeded.
+    fn submit(&mut self, job: &Job, _attempt: u32, after: &[String]) -> Result<String> {
+        let scripts = self.scripts.as_ref().expect("rendered");
+        if after.is_empty() {
+            return sbatch(&[], &scripts.shards);
+        }
+        debug_assert_eq!(job.name, "assemble");
+        sbatch(
+            &[format!("--dependency=afterok:{}", after.join(":"))],
+            &scripts.assemble,
+        )
+    }
+
+    /// Never asked: Slurm starts the assemble itself ([`Follow::Engine`]).
+    fn poll(&mut self, _job: &Job, _id: &str) -> Result<Option<Poll>> {
+        Err(Error::internal("Slurm's jobs are not followed"))
+    }
+
+    fn pause(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    fn stop(&mut self, _job: &Job, _id: &str) -> Option<std::result::Result<(), String>> {
+        None
+    }
+}
+
+impl Slurm {
+    fn local_cache(&self) -> &str {
+        self.opts
+            .local_cache
+            .as_deref()
+            .unwrap_or(DEFAULT_LOCAL_CACHE)
+    }
+}
+
+/// Writes `shards.sbatch` and `assemble.sbatch` (each atomically) and the folder `logs/` their
+/// jobs write into.
+fn write_scripts(opts: &SlurmOptions, plan: &Plan) -> Result<Scripts> {
+    let cfg = &plan.cfg;
     if cfg.sandbox.backend == Backend::Docker {
         eprintln!(
             "warning: `{}` selects the docker sandbox (`[sandbox] backend = \"docker\"`); Slurm nodes \
@@ -70,32 +179,13 @@ pub fn write_scripts(opts: &SlurmOptions) -> Result<Scripts> {
             cfg.file.display()
         );
     }
-    for (what, value) in [
-        ("--partition", &opts.partition),
-        ("--time", &opts.time),
-        ("--mem", &opts.mem),
-    ] {
-        if value
-            .as_deref()
-            .is_some_and(|v| v.is_empty() || v.contains(char::is_whitespace))
-        {
-            return Err(Error::input(format!(
-                "`{what}` must be one word, without spaces"
-            )));
-        }
-    }
     let local_cache = opts.local_cache.as_deref().unwrap_or(DEFAULT_LOCAL_CACHE);
-    check_template(local_cache)?;
     let pipeline = cfg.file.clone();
     let out = match &opts.out {
         Some(dir) => absolute(dir)?,
         None => pipeline.parent().unwrap_or(Path::new("/")).join("slurm"),
     };
-    let r2e = match &opts.r2e {
-        Some(path) => absolute(path)?,
-        None => std::env::current_exe()
-            .map_err(|e| Error::env(format!("cannot tell this executable's path: {e}")))?,
-    };
+    let r2e = cluster::executable(opts.r2e.as_deref())?;
     let logs = out.join("logs");
     let shard_log = sbatch_word(&logs.join("%A_%a.out"))?;
     let assemble_log = sbatch_word(&logs.join("assemble-%j.out"))?;
@@ -124,7 +214,7 @@ pub fn write_scripts(opts: &SlurmOptions) -> Result<Scripts> {
     };
     let build = format!("exec {} build {}", quote_path(&r2e), quote_path(&pipeline));
     let cache = format!("--cache \"{local_cache}\"");
-    let n = opts.shards;
+    let n = plan.shards;
     let shards = format!(
         "#!/bin/bash\n\
          #SBATCH --job-name=r2e-shards\n\
@@ -163,18 +253,8 @@ pub fn write_scripts(opts: &SlurmOptions) -> Result<Scripts> {
     Ok(scripts)
 }
 
-/// Submits the scripts: the array, then the assembly once every task of it succeeded.
-pub fn submit(scripts: &Scripts) -> Result<Submitted> {
-    let shards = sbatch(&[], &scripts.shards)?;
-    let assemble = sbatch(
-        &[format!("--dependency=afterok:{shards}")],
-        &scripts.assemble,
-    )?;
-    Ok(Submitted { shards, assemble })
-}
-
 /// What to run to submit the scripts by hand.
-pub fn how_to_submit(scripts: &Scripts) -> String {
+fn how_to_submit(scripts: &Scripts) -> String {
     format!(
         "shards {}\nassemble {}\n# submit them with:\njob=$(sbatch --parsable {}) && \
          sbatch --dependency=afterok:\"${{job%%;*}}\" {}\n",
@@ -219,33 +299,6 @@ fn sbatch(args: &[String], script: &Path) -> Result<String> {
     Ok(id.to_owned())
 }
 
-/// A pipeline whose hosts only read the remote store cannot be built in shards: a shard's
-/// results reach the assemble only through the store.
-pub fn refuse_read_only(cfg: &config::Config) -> Result<()> {
-    if cfg
-        .remote
-        .as_ref()
-        .is_some_and(|r| r.mode == RemoteMode::Read)
-    {
-        return Err(Error::input(format!(
-            "`{}` says `[cache] remote_mode = \"read\"`: its shards could store nothing for the assemble; build a cluster's shards from a pipeline that writes to the store",
-            cfg.file.display()
-        )));
-    }
-    Ok(())
-}
-
-/// The local cache's template goes inside double quotes, where the node's shell expands it.
-fn check_template(template: &str) -> Result<()> {
-    if template.is_empty() || template.contains(['"', '\n', '\0']) || template.ends_with('\\') {
-        return Err(Error::input(format!(
-            "`--local-cache {template:?}`: the template is expanded by the node's shell inside \
-             double quotes; it must be non-empty and hold no `\"`, newline or trailing `\\`"
-        )));
-    }
-    Ok(())
-}
-
 /// A path as the value of an `#SBATCH` option: as it is, or in double quotes when it holds
 /// whitespace (sbatch reads those as one word).
 fn sbatch_word(path: &Path) -> Result<String> {
@@ -265,13 +318,4 @@ fn sbatch_word(path: &Path) -> Result<String> {
 
 fn absolute(path: &Path) -> Result<PathBuf> {
     std::path::absolute(path).map_err(|e| Error::env(format!("{}: {e}", path.display())))
-}
-
-/// `s` as one literal shell word: single quotes (a `'` inside as `'\''`).
-pub fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-fn quote_path(path: &Path) -> String {
-    quote(&path.to_string_lossy())
 }
