@@ -15,6 +15,7 @@ mod busy;
 mod cli;
 mod cluster;
 mod cluster_build;
+mod cluster_engine;
 mod cluster_ray;
 mod curate;
 mod dataset;
