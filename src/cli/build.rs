@@ -64,9 +64,7 @@ pub fn run(args: Args, global: &Global) -> Result<ExitCode> {
     };
     let shard = match args.shard {
         Some(s) => Some(s),
-        None => indexed_job_shard(args.shards)
-            .or_else(slurm_shard)
-            .transpose()?,
+        None => crate::cluster::shard_from_env(args.shards).transpose()?,
     };
     if let Some(shard) = shard {
         return build_shard(&cfg, &opts, global, shard, args.json);
@@ -149,33 +147,6 @@ fn build_shard(
     } else {
         failed()
     })
-}
-
-/// The shard of a Kubernetes Indexed Job's pod: `JOB_COMPLETION_INDEX` of `--shards N`.
-fn indexed_job_shard(count: Option<u32>) -> Option<Result<Shard>> {
-    let count = count?;
-    let Ok(index) = std::env::var("JOB_COMPLETION_INDEX") else {
-        return Some(Err(Error::input(format!(
-            "`--shards {count}` takes the shard's index from JOB_COMPLETION_INDEX (set in a Kubernetes Indexed Job's pods), which is not set here: give `--shard I/{count}`"
-        ))));
-    };
-    Some(Shard::parse(&format!("{index}/{count}")).map_err(|e| {
-        Error::input(format!(
-            "JOB_COMPLETION_INDEX and --shards: {e} (give `--shard I/N`)"
-        ))
-    }))
-}
-
-/// The shard of a Slurm job array's task (`SLURM_ARRAY_TASK_ID` of `SLURM_ARRAY_TASK_COUNT`),
-/// when the build runs as one.
-fn slurm_shard() -> Option<Result<Shard>> {
-    let id = std::env::var("SLURM_ARRAY_TASK_ID").ok()?;
-    let count = std::env::var("SLURM_ARRAY_TASK_COUNT").ok()?;
-    Some(Shard::parse(&format!("{id}/{count}")).map_err(|e| {
-        Error::input(format!(
-            "SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT: {e} (give `--shard I/N`)"
-        ))
-    }))
 }
 
 /// The build summary as text, for stderr.

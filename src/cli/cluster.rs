@@ -8,7 +8,7 @@ use clap::Subcommand;
 use r2e_core::config::RemoteCache;
 use r2e_core::error::Result;
 
-use crate::cluster::{self as engines, k8s, ray};
+use crate::cluster::{k8s, ray};
 
 use super::args::{PipelinePath, help_of};
 use super::{failed, print_json, print_text};
@@ -63,7 +63,7 @@ struct SlurmArgs {
     cpus: Option<u32>,
     /// The local cache's folder on a node, expanded there by the shell (inside double
     /// quotes), e.g. `/scratch/$USER/r2e-$SLURMD_NODENAME`.
-    #[arg(long, value_name = "TEMPLATE", default_value = engines::DEFAULT_LOCAL_CACHE)]
+    #[arg(long, value_name = "TEMPLATE", default_value = r2e_pipeline::cluster::DEFAULT_LOCAL_CACHE)]
     local_cache: String,
     /// The remote cache the shards store their results in and the assembly reads
     /// (`s3://BUCKET/PREFIX` or `http://...`); default: the pipeline's `[cache] remote`.
@@ -81,7 +81,7 @@ struct SlurmArgs {
 }
 
 fn run_slurm(args: SlurmArgs) -> Result<ExitCode> {
-    let opts = engines::SlurmOptions {
+    let opts = crate::cluster::slurm::SlurmOptions {
         pipeline: args.pipeline.path()?,
         shards: args.shards,
         partition: args.partition,
@@ -93,16 +93,7 @@ fn run_slurm(args: SlurmArgs) -> Result<ExitCode> {
         out: args.out,
         r2e: args.r2e,
     };
-    let scripts = engines::write_scripts(&opts)?;
-    if args.submit {
-        let jobs = engines::submit(&scripts)?;
-        print_text(&format!(
-            "shards {}\nassemble {}\n",
-            jobs.shards, jobs.assemble
-        ))?;
-    } else {
-        print_text(&engines::how_to_submit(&scripts))?;
-    }
+    print_text(&crate::cluster::slurm::run(opts, args.submit)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -211,16 +202,7 @@ impl K8sArgs {
 }
 
 fn run_k8s(command: K8sCommand) -> Result<ExitCode> {
-    let manifests = k8s::manifests(&command.args.options()?)?;
-    if command.apply {
-        k8s::apply(&manifests)?;
-        print_text(&format!(
-            "job/{} complete\njob/{} complete\n",
-            manifests.shards_job, manifests.assemble_job
-        ))?;
-    } else {
-        print_text(&k8s::to_yaml(&manifests))?;
-    }
+    print_text(&k8s::run(command.args.options()?, command.apply)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -252,7 +234,7 @@ struct RayArgs {
     remote_cache: Option<RemoteCache>,
     /// The local cache's folder on a worker, expanded there by the shell (inside double
     /// quotes).
-    #[arg(long, value_name = "TEMPLATE", default_value = engines::DEFAULT_LOCAL_CACHE)]
+    #[arg(long, value_name = "TEMPLATE", default_value = r2e_pipeline::cluster::DEFAULT_LOCAL_CACHE)]
     local_cache: String,
     /// CPUs Ray reserves for each job (`entrypoint_num_cpus`); the build itself uses every
     /// core of its worker.
@@ -290,7 +272,7 @@ fn run_ray(args: RayArgs) -> Result<ExitCode> {
         r2e: args.r2e,
         poll: std::time::Duration::from_secs(1),
     };
-    let report = ray::run(&opts)?;
+    let report = ray::run(opts)?;
     if args.json {
         print_json(&report)?;
     } else {

@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use r2e_core::config::{self, RemoteCache, RepoSource};
+use r2e_core::cache::Scheme;
+use r2e_core::config::{RemoteCache, RepoSource, Shard};
 use r2e_core::error::{Error, Result};
+use r2e_pipeline::cluster::{self, Engine, Follow, Job, JobStatus, Jobs, Plan, Poll};
 
 /// Where a pod's folders are mounted, under the mount root (`--mount-root`, default `/r2e`).
 const PIPELINE_DIR: &str = "pipeline";
@@ -25,6 +27,7 @@ const CACHE_DIR: &str = "cache";
 const OUT_DIR: &str = "out";
 
 /// What `r2e cluster k8s` was asked.
+#[derive(Default)]
 pub struct K8sOptions {
     /// The pipeline file.
     pub pipeline: PathBuf,
@@ -73,18 +76,147 @@ pub struct Manifests {
     pub namespace: Option<String>,
 }
 
-/// Checks the options and the pipeline, and makes the manifests.
-pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
-    if opts.shards == 0 {
-        return Err(Error::input("`--shards` must be at least 1"));
+/// The Kubernetes engine: its options, the manifests once made, and what it said of the Job it
+/// follows.
+#[derive(Default)]
+pub struct K8s {
+    pub opts: K8sOptions,
+    manifests: Option<Manifests>,
+    /// The last progress said of the Job followed, and since when it is followed.
+    said: String,
+    started: Option<Instant>,
+    /// Since when reading the Job fails.
+    failing: Option<Instant>,
+}
+
+/// `r2e cluster k8s`: the manifests as YAML, or (`apply`) applied and followed: the lines
+/// saying both Jobs completed.
+pub fn run(opts: K8sOptions, apply: bool) -> Result<String> {
+    let (pipeline, shards) = (opts.pipeline.clone(), opts.shards);
+    let mut k8s = K8s {
+        opts,
+        ..K8s::default()
+    };
+    match cluster::drive(&mut k8s, &pipeline, shards, apply)? {
+        cluster::Outcome::Shown(text) => Ok(text),
+        // A failed Job ends the run with an error (`poll`): the assemble completed.
+        cluster::Outcome::Ran { .. } => {
+            let m = k8s.manifests.as_ref().expect("rendered");
+            Ok(format!(
+                "job/{} complete\njob/{} complete\n",
+                m.shards_job, m.assemble_job
+            ))
+        }
     }
-    if opts.image.trim().is_empty() || opts.image.contains(char::is_whitespace) {
-        return Err(Error::input(
-            "`--image` must name the container image that holds r2e (one word)",
-        ));
+}
+
+impl Engine for K8s {
+    fn name(&self) -> &'static str {
+        "k8s"
     }
-    let cfg = config::load(&opts.pipeline)?;
-    super::refuse_read_only(&cfg)?;
+
+    /// A pod of an Indexed Job: `JOB_COMPLETION_INDEX` of `r2e build --shards N`.
+    fn shard_from_env(
+        &self,
+        var: &dyn Fn(&str) -> Option<String>,
+        shards: Option<u32>,
+    ) -> Option<Result<Shard>> {
+        let count = shards?;
+        let Some(index) = var("JOB_COMPLETION_INDEX") else {
+            return Some(Err(Error::input(format!(
+                "`--shards {count}` takes the shard's index from JOB_COMPLETION_INDEX (set in a Kubernetes Indexed Job's pods), which is not set here: give `--shard I/{count}`"
+            ))));
+        };
+        Some(Shard::parse(&format!("{index}/{count}")).map_err(|e| {
+            Error::input(format!(
+                "JOB_COMPLETION_INDEX and --shards: {e} (give `--shard I/N`)"
+            ))
+        }))
+    }
+
+    fn check(&self) -> Result<()> {
+        let image = &self.opts.image;
+        if image.trim().is_empty() || image.contains(char::is_whitespace) {
+            return Err(Error::input(
+                "`--image` must name the container image that holds r2e (one word)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn render(&mut self, plan: &Plan) -> Result<Jobs> {
+        let m = manifests(&self.opts, plan)?;
+        let job = |name: &str| Job {
+            name: name.to_owned(),
+            shard: None,
+        };
+        let jobs = Jobs {
+            shards: vec![job(&m.shards_job)],
+            assemble: job(&m.assemble_job),
+        };
+        self.manifests = Some(m);
+        Ok(jobs)
+    }
+
+    fn show(&self) -> String {
+        to_yaml(self.manifests.as_ref().expect("rendered"))
+    }
+
+    fn follow(&self) -> Follow {
+        Follow::Driver
+    }
+
+    /// Kubernetes retries a failed index itself (`backoffLimitPerIndex`).
+    fn retries(&self) -> u32 {
+        0
+    }
+
+    /// The shards: every manifest applied (the assemble suspended); the assemble: resumed.
+    fn submit(&mut self, job: &Job, _attempt: u32, _after: &[String]) -> Result<String> {
+        let m = self.manifests.as_ref().expect("rendered");
+        if job.name == m.shards_job {
+            apply(m)?;
+        } else {
+            resume(m)?;
+        }
+        self.said.clear();
+        self.started = Some(Instant::now());
+        self.failing = None;
+        Ok(format!("job/{}", job.name))
+    }
+
+    /// One read of the Job: complete, failed (an error, naming its failed indexes), or going
+    /// on; its progress said on stderr when it changed. Failed reads (the API server
+    /// restarting, a token renewed) are waited out for five minutes.
+    fn poll(&mut self, job: &Job, _id: &str) -> Result<Option<Poll>> {
+        let m = self.manifests.as_ref().expect("rendered");
+        let shards = job.name == m.shards_job;
+        let resume = resume_command(m);
+        self.look(&job.name).map_err(|e| {
+            if shards {
+                Error::env(format!(
+                    "{e}\n(the assemble stays suspended; once the shards' Job is complete, resume it with `{resume}`)"
+                ))
+            } else {
+                e
+            }
+        })
+    }
+
+    fn pause(&mut self) -> Result<()> {
+        std::thread::sleep(Duration::from_secs(5));
+        Ok(())
+    }
+
+    /// The Jobs stay: `kubectl` follows or deletes them.
+    fn stop(&mut self, _job: &Job, _id: &str) -> Option<std::result::Result<(), String>> {
+        None
+    }
+}
+
+/// Checks the options against the pipeline, and makes the manifests.
+fn manifests(opts: &K8sOptions, plan: &Plan) -> Result<Manifests> {
+    let cfg = &plan.cfg;
     let remote = match &opts.remote_cache {
         Some(url) => RemoteCache::parse(url).map_err(Error::input)?,
         None => cfg.remote.clone().ok_or_else(|| {
@@ -94,7 +226,10 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
             ))
         })?,
     };
-    let store_path = remote.url.strip_prefix("file://").map(PathBuf::from);
+    let store_path = match Scheme::of(&remote.url) {
+        Some((Scheme::File, path)) => Some(PathBuf::from(path)),
+        _ => None,
+    };
     if store_path.is_some() && opts.store_claim.is_none() {
         return Err(Error::input(format!(
             "the remote cache `{}` is a folder: give `--store-claim CLAIM`, the PersistentVolumeClaim every pod mounts there",
@@ -141,7 +276,7 @@ pub fn manifests(opts: &K8sOptions) -> Result<Manifests> {
         .map_err(|e| Error::input(format!("{}: {e}", cfg.file.display())))?;
     // A pod of the Indexed Job is named and has the hostname `<name>-shards-<index>`, a label
     // of at most 63 characters.
-    let longest = 63 - "-shards-".len() - (opts.shards - 1).to_string().len();
+    let longest = 63 - "-shards-".len() - (plan.shards - 1).to_string().len();
     if let Some(name) = &opts.name {
         check_name("--name", name, Name::Label, longest)?;
     }
@@ -247,28 +382,7 @@ fn render(
         m
     };
     let config_map = format!("{name}-pipeline");
-    let mut volumes = vec![json!({"name": "cache", "emptyDir": {}})];
-    let mut mounts = vec![json!({"name": "cache", "mountPath": path(&root.join(CACHE_DIR))})];
-    if opts.pipeline_in_image.is_none() {
-        volumes.push(json!({"name": "pipeline", "configMap": {"name": config_map}}));
-        mounts.push(json!({
-            "name": "pipeline",
-            "mountPath": path(&root.join(PIPELINE_DIR)),
-            "readOnly": true,
-        }));
-    }
-    if let (Some(claim), Some(at)) = (&opts.store_claim, store_path) {
-        volumes.push(json!({"name": "store", "persistentVolumeClaim": {"claimName": claim}}));
-        mounts.push(json!({"name": "store", "mountPath": path(at)}));
-    }
-    let mut resources = json!({});
-    if let Some(c) = &opts.cpus {
-        resources["requests"]["cpu"] = json!(c);
-    }
-    if let Some(m) = &opts.memory {
-        resources["requests"]["memory"] = json!(m);
-        resources["limits"]["memory"] = json!(m);
-    }
+    let (volumes, mounts, resources) = pod_parts(opts, &config_map, store_path);
     let container = |role: &str, command: &[String], out_volume: &str| {
         let mut c = json!({
             "name": role,
@@ -342,6 +456,7 @@ fn render(
     });
     let mut documents = Vec::new();
     if opts.pipeline_in_image.is_none() {
+        // The pipeline file, and its `repos.lock` when it has one.
         let mut data = json!({"pipeline.toml": text});
         if let Some(lock) = lock {
             data[r2e_core::curation::LOCK_FILE] = json!(lock);
@@ -363,8 +478,42 @@ fn render(
     }
 }
 
+/// What every pod has: its volumes and their mounts (the local cache, the pipeline's
+/// ConfigMap `config_map` unless the pipeline is in the image, a `file://` store's claim), and
+/// its resources.
+fn pod_parts(
+    opts: &K8sOptions,
+    config_map: &str,
+    store_path: Option<&Path>,
+) -> (Vec<Value>, Vec<Value>, Value) {
+    let root = &opts.mount_root;
+    let mut volumes = vec![json!({"name": "cache", "emptyDir": {}})];
+    let mut mounts = vec![json!({"name": "cache", "mountPath": path(&root.join(CACHE_DIR))})];
+    if opts.pipeline_in_image.is_none() {
+        volumes.push(json!({"name": "pipeline", "configMap": {"name": config_map}}));
+        mounts.push(json!({
+            "name": "pipeline",
+            "mountPath": path(&root.join(PIPELINE_DIR)),
+            "readOnly": true,
+        }));
+    }
+    if let (Some(claim), Some(at)) = (&opts.store_claim, store_path) {
+        volumes.push(json!({"name": "store", "persistentVolumeClaim": {"claimName": claim}}));
+        mounts.push(json!({"name": "store", "mountPath": path(at)}));
+    }
+    let mut resources = json!({});
+    if let Some(c) = &opts.cpus {
+        resources["requests"]["cpu"] = json!(c);
+    }
+    if let Some(m) = &opts.memory {
+        resources["requests"]["memory"] = json!(m);
+        resources["limits"]["memory"] = json!(m);
+    }
+    (volumes, mounts, resources)
+}
+
 /// The manifests as YAML documents, with how to run them by hand.
-pub fn to_yaml(m: &Manifests) -> String {
+fn to_yaml(m: &Manifests) -> String {
     let ns = m
         .namespace
         .as_ref()
@@ -385,9 +534,8 @@ pub fn to_yaml(m: &Manifests) -> String {
     out
 }
 
-/// Applies the manifests with `kubectl`, follows the shards' Job to its end, then resumes the
-/// assemble and follows it: Ok when the assemble completed.
-pub fn apply(m: &Manifests) -> Result<()> {
+/// Applies the manifests with `kubectl` (the assemble suspended).
+fn apply(m: &Manifests) -> Result<()> {
     let yaml = to_yaml(m);
     let mut child = kubectl(m)
         .args(["apply", "-f", "-"])
@@ -404,19 +552,11 @@ pub fn apply(m: &Manifests) -> Result<()> {
     if !status.success() {
         return Err(Error::env(format!("`kubectl apply` failed ({status})")));
     }
-    let resume = format!(
-        "kubectl{} patch job/{} --type=merge -p '{{\"spec\":{{\"suspend\":false}}}}'",
-        m.namespace
-            .as_ref()
-            .map(|n| format!(" -n {n}"))
-            .unwrap_or_default(),
-        m.assemble_job
-    );
-    wait_job(m, &m.shards_job).map_err(|e| {
-        Error::env(format!(
-            "{e}\n(the assemble stays suspended; once the shards' Job is complete, resume it with `{resume}`)"
-        ))
-    })?;
+    Ok(())
+}
+
+/// Resumes the assemble.
+fn resume(m: &Manifests) -> Result<()> {
     run_kubectl(
         m,
         &[
@@ -426,8 +566,20 @@ pub fn apply(m: &Manifests) -> Result<()> {
             "-p",
             r#"{"spec":{"suspend":false}}"#,
         ],
-    )?;
-    wait_job(m, &m.assemble_job)
+    )
+    .map(drop)
+}
+
+/// What resumes the assemble by hand.
+fn resume_command(m: &Manifests) -> String {
+    format!(
+        "kubectl{} patch job/{} --type=merge -p '{{\"spec\":{{\"suspend\":false}}}}'",
+        m.namespace
+            .as_ref()
+            .map(|n| format!(" -n {n}"))
+            .unwrap_or_default(),
+        m.assemble_job
+    )
 }
 
 fn kubectl(m: &Manifests) -> Command {
@@ -459,29 +611,23 @@ fn run_kubectl(m: &Manifests, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Waits until the Job is complete (Ok) or failed (an error naming its failed indexes), saying
-/// its progress on stderr when it changes.
-fn wait_job(m: &Manifests, job: &str) -> Result<()> {
-    let started = Instant::now();
-    let mut said = String::new();
-    // Failed reads of the Job (the API server restarting, a token renewed) are waited out
-    // for this long before giving up.
-    const GRACE: Duration = Duration::from_secs(300);
-    let mut failing: Option<Instant> = None;
-    loop {
+impl K8s {
+    /// One read of `job`: how it goes (`None` when it cannot be read, for up to [`GRACE`]), or
+    /// an error naming its failed indexes when it failed.
+    fn look(&mut self, job: &str) -> Result<Option<Poll>> {
+        let m = self.manifests.as_ref().expect("rendered");
         let text = match run_kubectl(m, &["get", &format!("job/{job}"), "-o", "json"]) {
             Ok(text) => {
-                failing = None;
+                self.failing = None;
                 text
             }
             Err(e) => {
-                let since = *failing.get_or_insert_with(Instant::now);
+                let since = *self.failing.get_or_insert_with(Instant::now);
                 if since.elapsed() > GRACE {
                     return Err(e);
                 }
                 eprintln!("warning: {e}; trying again");
-                std::thread::sleep(Duration::from_secs(5));
-                continue;
+                return Ok(None);
             }
         };
         let v: Value = serde_json::from_str(&text)
@@ -497,9 +643,10 @@ fn wait_job(m: &Manifests, job: &str) -> Result<()> {
                 .map(|f| format!(" (failed indexes {f})"))
                 .unwrap_or_default()
         );
-        if now != said {
+        if now != self.said {
+            let started = self.started.get_or_insert_with(Instant::now);
             eprintln!("{now} [{}s]", started.elapsed().as_secs());
-            said = now;
+            self.said = now;
         }
         let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
         let holds = |kind: &str| {
@@ -508,16 +655,27 @@ fn wait_job(m: &Manifests, job: &str) -> Result<()> {
                 .any(|c| c["type"] == kind && c["status"] == "True")
         };
         if holds("Complete") {
-            return Ok(());
+            return Ok(Some(Poll {
+                status: JobStatus::Succeeded,
+                message: self.said.clone(),
+            }));
         }
         if holds("Failed") {
             return Err(Error::env(format!(
-                "job/{job} failed: {said} (its pods' logs: `kubectl logs -l app.kubernetes.io/instance` and `kubectl describe job/{job}`)"
+                "job/{job} failed: {} (its pods' logs: `kubectl logs -l app.kubernetes.io/instance` and `kubectl describe job/{job}`)",
+                self.said
             )));
         }
-        std::thread::sleep(Duration::from_secs(5));
+        Ok(Some(Poll {
+            status: JobStatus::Running,
+            message: self.said.clone(),
+        }))
     }
 }
+
+/// How long failed reads of a Job (the API server restarting, a token renewed) are waited
+/// out before giving up.
+const GRACE: Duration = Duration::from_secs(300);
 
 /// `r2e-<project>-<8 hex>`, at most `longest` characters: the hex of `rendered`, what the
 /// manifests say.

@@ -14,18 +14,24 @@
 //! store's credentials come from the environment the workers' `ray start` ran in, as on Slurm
 //! nodes; a remote cache URL with credentials in it is refused before anything is sent.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use r2e_core::config::{self, Backend, RemoteCache};
+use r2e_core::config::{Backend, RemoteCache, Shard};
 use r2e_core::error::{Error, Result};
+use r2e_pipeline::cluster::{
+    self, Engine, Follow, Job, JobReport, JobStatus, Jobs, Plan, Poll, check_template, quote,
+    quote_path,
+};
 
 /// What `r2e cluster ray` was asked.
+#[derive(Default)]
 pub struct RayOptions {
     /// The pipeline file; the workers read it at the same path (a shared file system).
     pub pipeline: PathBuf,
@@ -50,61 +56,6 @@ pub struct RayOptions {
     pub r2e: Option<PathBuf>,
     /// How often the jobs are asked for their status and logs.
     pub poll: Duration,
-}
-
-/// A job's status, as Ray's Job Submission API names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum JobStatus {
-    /// Waiting for resources (or its runtime environment) to start.
-    Pending,
-    /// Its entry point is running.
-    Running,
-    /// Stopped through the API.
-    Stopped,
-    /// Its entry point exited 0.
-    Succeeded,
-    /// Its entry point exited non-zero, or its host or supervisor died.
-    Failed,
-}
-
-impl JobStatus {
-    /// Whether the job has ended (it never changes again).
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            JobStatus::Stopped | JobStatus::Succeeded | JobStatus::Failed
-        )
-    }
-}
-
-impl std::fmt::Display for JobStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            JobStatus::Pending => "PENDING",
-            JobStatus::Running => "RUNNING",
-            JobStatus::Stopped => "STOPPED",
-            JobStatus::Succeeded => "SUCCEEDED",
-            JobStatus::Failed => "FAILED",
-        })
-    }
-}
-
-/// What happened to one job (a shard or the assemble), over its attempts.
-#[derive(Clone, Debug, Serialize)]
-pub struct JobReport {
-    /// `shard 0/4`, or `assemble`.
-    pub name: String,
-    /// The shard's index, `None` for the assemble.
-    pub shard: Option<u32>,
-    /// Submissions made (1 plus the retries used); 0 when it was never submitted.
-    pub attempts: u32,
-    /// The last attempt's status; `None` when it was never submitted.
-    pub status: Option<JobStatus>,
-    /// Ray's message about the last attempt.
-    pub message: String,
-    /// The submission id of each attempt, in order.
-    pub submission_ids: Vec<String>,
 }
 
 /// The outcome of `r2e cluster ray`.
@@ -139,77 +90,310 @@ impl Report {
     }
 }
 
-/// One job to run: its name and entry point.
-struct Spec {
-    name: String,
-    shard: Option<u32>,
-    entrypoint: String,
+/// The Ray engine: its options, and once the jobs are made, their entry points and the client
+/// of the job server.
+#[derive(Default)]
+pub struct Ray {
+    pub opts: RayOptions,
+    /// The remote cache the shards store their results in.
+    remote: Option<RemoteCache>,
+    /// Each job's name and entry point, the shards' then the assemble's.
+    entrypoints: Vec<(String, String)>,
+    /// A name for this run, which the submission ids carry (unique per attempt).
+    run: String,
+    client: Option<Client>,
+    /// The Ray version the cluster runs, once asked.
+    ray_version: Option<String>,
+    /// What was printed of each attempt's log and the last status seen of it, by its id.
+    attempts: HashMap<String, Attempt>,
+    /// Since when the job server does not answer.
+    unanswered: Option<Instant>,
 }
 
-/// Checks the options and the pipeline and makes the jobs' entry points: the shards', then the
-/// assemble's. Nothing is sent.
-fn plan(opts: &RayOptions) -> Result<(Url, RemoteCache, Vec<Spec>, Spec)> {
-    if opts.shards == 0 {
-        return Err(Error::input("`--shards` must be at least 1"));
+/// The job server's client, on a small runtime of its own, and the signals that interrupt a
+/// run.
+struct Client {
+    api: Api,
+    runtime: tokio::runtime::Runtime,
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+/// An attempt being followed: how much of its log was printed, the last status seen.
+#[derive(Default)]
+struct Attempt {
+    printed: usize,
+    seen: Option<JobStatus>,
+}
+
+/// How long the job server may fail to answer before the command gives up on it.
+const LOST_AFTER: Duration = Duration::from_secs(120);
+
+/// Runs the shards, then the assemble, following each to its end. An error is returned only
+/// when the cluster cannot be used (bad input, the job server gone); a job that failed for
+/// good is in the report, with `succeeded` false.
+pub fn run(opts: RayOptions) -> Result<Report> {
+    let (pipeline, shards) = (opts.pipeline.clone(), opts.shards);
+    let mut ray = Ray {
+        opts,
+        ..Ray::default()
+    };
+    let cluster::Outcome::Ran { jobs, succeeded } =
+        cluster::drive(&mut ray, &pipeline, shards, true)?
+    else {
+        unreachable!("submitted")
+    };
+    Ok(Report {
+        address: ray.opts.address.clone(),
+        ray_version: ray.ray_version.unwrap_or_default(),
+        remote_cache: ray.remote.map(|r| r.url).unwrap_or_default(),
+        jobs,
+        succeeded,
+    })
+}
+
+impl Engine for Ray {
+    fn name(&self) -> &'static str {
+        "ray"
     }
-    let address = parse_address(&opts.address)?;
-    if !(opts.cpus.is_finite() && opts.cpus >= 0.0) {
-        return Err(Error::input(format!(
-            "`--cpus {}`: give a number of CPUs, 0 or more",
-            opts.cpus
-        )));
+
+    /// Ray's jobs say `--shard I/N` themselves.
+    fn shard_from_env(
+        &self,
+        _var: &dyn Fn(&str) -> Option<String>,
+        _shards: Option<u32>,
+    ) -> Option<Result<Shard>> {
+        None
     }
-    super::check_template(&opts.local_cache)?;
-    let cfg = config::load(&opts.pipeline)?;
-    let remote = match opts.remote_cache.clone().or_else(|| cfg.remote.clone()) {
-        Some(remote) => remote,
-        None => {
+
+    fn check(&self) -> Result<()> {
+        parse_address(&self.opts.address)?;
+        if !(self.opts.cpus.is_finite() && self.opts.cpus >= 0.0) {
             return Err(Error::input(format!(
-                "`r2e cluster ray` needs a remote cache: the shards run on other hosts and share \
-                 their results through it; give `--remote-cache URL` or `[cache] remote` in `{}`",
-                cfg.file.display()
+                "`--cpus {}`: give a number of CPUs, 0 or more",
+                self.opts.cpus
             )));
         }
-    };
-    super::refuse_read_only(&cfg)?;
-    if cfg.sandbox.backend == Backend::Docker {
-        eprintln!(
-            "warning: `{}` selects the docker sandbox (`[sandbox] backend = \"docker\"`); the \
-             builds on the Ray workers need a Docker daemon there, or `backend = \"local\"` \
-             (bubblewrap)",
-            cfg.file.display()
-        );
+        check_template(&self.opts.local_cache)
     }
-    let r2e = match &opts.r2e {
-        Some(path) => std::path::absolute(path)
-            .map_err(|e| Error::input(format!("`--r2e {}`: {e}", path.display())))?,
-        None => std::env::current_exe()
-            .map_err(|e| Error::env(format!("cannot tell this executable's path: {e}")))?,
-    };
-    let build = format!(
-        "{} build {}",
-        super::quote_path(&r2e),
-        super::quote_path(&cfg.file)
-    );
-    let cache = format!("--cache \"{}\"", opts.local_cache);
-    let given = match &opts.remote_cache {
-        Some(r) => format!(" --remote-cache {}", super::quote(&r.url)),
-        None => String::new(),
-    };
-    let n = opts.shards;
-    let shards = (0..n)
-        .map(|i| Spec {
-            name: format!("shard {i}/{n}"),
-            shard: Some(i),
-            entrypoint: format!("{build} --shard {i}/{n} {cache}{given}"),
+
+    /// The jobs' entry points: `r2e build PIPELINE --shard I/N --cache LOCAL` for each shard,
+    /// the same without `--shard` for the assemble. Nothing is sent.
+    fn render(&mut self, plan: &Plan) -> Result<Jobs> {
+        let (opts, cfg) = (&self.opts, &plan.cfg);
+        let remote = match opts.remote_cache.clone().or_else(|| cfg.remote.clone()) {
+            Some(remote) => remote,
+            None => {
+                return Err(Error::input(format!(
+                    "`r2e cluster ray` needs a remote cache: the shards run on other hosts and share \
+                     their results through it; give `--remote-cache URL` or `[cache] remote` in `{}`",
+                    cfg.file.display()
+                )));
+            }
+        };
+        if cfg.sandbox.backend == Backend::Docker {
+            eprintln!(
+                "warning: `{}` selects the docker sandbox (`[sandbox] backend = \"docker\"`); the \
+                 builds on the Ray workers need a Docker daemon there, or `backend = \"local\"` \
+                 (bubblewrap)",
+                cfg.file.display()
+            );
+        }
+        let r2e = cluster::executable(opts.r2e.as_deref())?;
+        let build = format!("{} build {}", quote_path(&r2e), quote_path(&cfg.file));
+        let cache = format!("--cache \"{}\"", opts.local_cache);
+        let given = match &opts.remote_cache {
+            Some(r) => format!(" --remote-cache {}", quote(&r.url)),
+            None => String::new(),
+        };
+        let n = plan.shards;
+        let mut shards = Vec::new();
+        for i in 0..n {
+            let name = format!("shard {i}/{n}");
+            let entrypoint = format!("{build} --shard {i}/{n} {cache}{given}");
+            self.entrypoints.push((name.clone(), entrypoint));
+            shards.push(Job {
+                name,
+                shard: Some(i),
+            });
+        }
+        let assemble = Job {
+            name: "assemble".to_owned(),
+            shard: None,
+        };
+        self.entrypoints
+            .push((assemble.name.clone(), format!("{build} {cache}{given}")));
+        self.remote = Some(remote);
+        self.client = Some(Client::new(parse_address(&self.opts.address)?)?);
+        self.run = {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            format!("{:x}{:05x}", now.as_secs(), std::process::id() & 0xfffff)
+        };
+        Ok(Jobs { shards, assemble })
+    }
+
+    /// The jobs' entry points (`r2e cluster ray` always submits them).
+    fn show(&self) -> String {
+        self.entrypoints
+            .iter()
+            .map(|(name, e)| format!("{name}: {e}\n"))
+            .collect()
+    }
+
+    fn follow(&self) -> Follow {
+        Follow::Driver
+    }
+
+    fn retries(&self) -> u32 {
+        self.opts.retries
+    }
+
+    /// Submits the attempt under a fresh submission id, asking the job server for its Ray
+    /// version first.
+    fn submit(&mut self, job: &Job, attempt: u32, _after: &[String]) -> Result<String> {
+        let client = self.client.as_ref().expect("rendered");
+        if self.ray_version.is_none() {
+            let version = client.runtime.block_on(client.api.version())?;
+            eprintln!(
+                "ray {version} at {}: {} shard(s), remote cache {}",
+                self.opts.address,
+                self.opts.shards,
+                self.remote.as_ref().map_or("", |r| r.url.as_str())
+            );
+            self.ray_version = Some(version);
+        }
+        let id = match job.shard {
+            Some(i) => format!(
+                "r2e-{}-shard-{i}-of-{}-a{attempt}",
+                self.run, self.opts.shards
+            ),
+            None => format!("r2e-{}-assemble-a{attempt}", self.run),
+        };
+        let (_, entrypoint) = self
+            .entrypoints
+            .iter()
+            .find(|(name, _)| *name == job.name)
+            .expect("a job rendered");
+        client.runtime.block_on(
+            client
+                .api
+                .submit(&request(&self.opts, job, entrypoint, &id)),
+        )?;
+        eprintln!("[{}] submitted ({id}): {entrypoint}", job.name);
+        self.attempts.insert(id.clone(), Attempt::default());
+        Ok(id)
+    }
+
+    /// Asks the job server how the attempt goes; prints its new log text, and its status when
+    /// it changed.
+    fn poll(&mut self, job: &Job, id: &str) -> Result<Option<Poll>> {
+        let client = self.client.as_ref().expect("rendered");
+        let info = match client.runtime.block_on(client.api.info(id)) {
+            Ok(info) => {
+                self.unanswered = None;
+                info
+            }
+            Err(why) => {
+                let since = *self.unanswered.get_or_insert_with(Instant::now);
+                if since.elapsed() > LOST_AFTER {
+                    return Err(Error::env(format!(
+                        "the Ray job server at {} has not answered for {}s: {why}",
+                        self.opts.address,
+                        LOST_AFTER.as_secs()
+                    )));
+                }
+                return Ok(None);
+            }
+        };
+        let attempt = self.attempts.entry(id.to_owned()).or_default();
+        client.runtime.block_on(print_logs(
+            &client.api,
+            &job.name,
+            id,
+            attempt,
+            info.status.is_terminal(),
+        ));
+        if attempt.seen != Some(info.status) {
+            eprintln!("[{}] {} ({id})", job.name, info.status);
+            attempt.seen = Some(info.status);
+        }
+        Ok(Some(Poll {
+            status: info.status,
+            message: info.message.unwrap_or_default(),
+        }))
+    }
+
+    /// Waits `--poll`, unless this process is interrupted (`SIGINT`, `SIGTERM`): an error,
+    /// after which the driver stops the attempts still running.
+    fn pause(&mut self) -> Result<()> {
+        let poll = self.opts.poll;
+        let Client {
+            runtime,
+            interrupt,
+            terminate,
+            ..
+        } = self.client.as_mut().expect("rendered");
+        runtime.block_on(async {
+            tokio::select! {
+                _ = tokio::time::sleep(poll) => Ok(()),
+                _ = interrupt.recv() => Err(Error::env("interrupted")),
+                _ = terminate.recv() => Err(Error::env("terminated")),
+            }
         })
-        .collect();
-    let assemble = Spec {
-        name: "assemble".to_owned(),
-        shard: None,
-        entrypoint: format!("{build} {cache}{given}"),
-    };
-    Ok((address, remote, shards, assemble))
+    }
+
+    fn stop(&mut self, _job: &Job, id: &str) -> Option<std::result::Result<(), String>> {
+        let client = self.client.as_ref().expect("rendered");
+        Some(client.runtime.block_on(client.api.stop(id)))
+    }
+}
+
+impl Client {
+    fn new(base: Url) -> Result<Client> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| Error::env(format!("cannot make an HTTP client: {e}")))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::env(format!("cannot start an async runtime: {e}")))?;
+        let (interrupt, terminate) = {
+            let _in_runtime = runtime.enter();
+            let signals =
+                |kind| signal(kind).map_err(|e| Error::env(format!("cannot watch signals: {e}")));
+            (
+                signals(SignalKind::interrupt())?,
+                signals(SignalKind::terminate())?,
+            )
+        };
+        Ok(Client {
+            api: Api { base, http },
+            runtime,
+            interrupt,
+            terminate,
+        })
+    }
+}
+
+/// The request body of a job's submission: no `runtime_env`, only its name as metadata.
+fn request(opts: &RayOptions, job: &Job, entrypoint: &str, id: &str) -> Value {
+    let mut body = json!({
+        "entrypoint": entrypoint,
+        "submission_id": id,
+        "entrypoint_num_cpus": opts.cpus,
+        "metadata": {"r2e": job.name},
+    });
+    if let Some(m) = opts.memory {
+        body["entrypoint_memory"] = json!(m);
+    }
+    if !opts.resources.is_empty() {
+        body["entrypoint_resources"] = json!(opts.resources);
+    }
+    body
 }
 
 /// The dashboard's address: `http(s)://HOST[:PORT][/PATH]`, without credentials.
@@ -450,240 +634,11 @@ fn last_line(text: &str) -> &str {
         .trim()
 }
 
-/// A job being followed: its current attempt and how much of its log was printed.
-struct Follow {
-    report: JobReport,
-    entrypoint: String,
-    /// The current attempt's submission id.
-    id: String,
-    /// Bytes of the current attempt's log already printed.
-    printed: usize,
-    /// The last status seen of the current attempt.
-    seen: Option<JobStatus>,
-    done: bool,
-}
-
-/// How long the job server may fail to answer before the command gives up on it.
-const LOST_AFTER: Duration = Duration::from_secs(120);
-
-/// Runs the shards, then the assemble, following each to its end. An error is returned only
-/// when the cluster cannot be used (bad input, the job server gone); a job that failed for
-/// good is in the report, with `succeeded` false.
-pub fn run(opts: &RayOptions) -> Result<Report> {
-    let (base, remote, shards, assemble) = plan(opts)?;
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .timeout(Duration::from_secs(60))
-        .build()
-        .map_err(|e| Error::env(format!("cannot make an HTTP client: {e}")))?;
-    let api = Api { base, http };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::env(format!("cannot start an async runtime: {e}")))?;
-    runtime.block_on(async {
-        let ray_version = api.version().await?;
-        eprintln!(
-            "ray {ray_version} at {}: {} shard(s), remote cache {}",
-            opts.address, opts.shards, remote.url
-        );
-        let mut report = Report {
-            address: opts.address.clone(),
-            ray_version,
-            remote_cache: remote.url.clone(),
-            jobs: Vec::new(),
-            succeeded: false,
-        };
-        // A name for this run, which the submission ids carry (unique per attempt).
-        let run = {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            format!("{:x}{:05x}", now.as_secs(), std::process::id() & 0xfffff)
-        };
-        let mut jobs = follow_all(&api, opts, &run, shards).await?;
-        let shards_ok = jobs.iter().all(|j| j.status == Some(JobStatus::Succeeded));
-        report.jobs.append(&mut jobs);
-        if !shards_ok {
-            report.jobs.push(JobReport {
-                name: assemble.name,
-                shard: None,
-                attempts: 0,
-                status: None,
-                message: "not submitted: a shard failed".to_owned(),
-                submission_ids: Vec::new(),
-            });
-            return Ok(report);
-        }
-        let mut jobs = follow_all(&api, opts, &run, vec![assemble]).await?;
-        report.succeeded = jobs[0].status == Some(JobStatus::Succeeded);
-        report.jobs.append(&mut jobs);
-        Ok(report)
-    })
-}
-
-/// The submission id of a job's attempt: `r2e-RUN-shard-I-of-N-aK` or `r2e-RUN-assemble-aK`.
-fn submission_id(run: &str, spec: &JobReport, opts: &RayOptions, attempt: u32) -> String {
-    match spec.shard {
-        Some(i) => format!("r2e-{run}-shard-{i}-of-{}-a{attempt}", opts.shards),
-        None => format!("r2e-{run}-assemble-a{attempt}"),
-    }
-}
-
-/// The request body of a job's submission: no `runtime_env`, only its name as metadata.
-fn request(opts: &RayOptions, follow: &Follow) -> Value {
-    let mut body = json!({
-        "entrypoint": follow.entrypoint,
-        "submission_id": follow.id,
-        "entrypoint_num_cpus": opts.cpus,
-        "metadata": {"r2e": follow.report.name},
-    });
-    if let Some(m) = opts.memory {
-        body["entrypoint_memory"] = json!(m);
-    }
-    if !opts.resources.is_empty() {
-        body["entrypoint_resources"] = json!(opts.resources);
-    }
-    body
-}
-
-/// Submits `specs` and follows them until each succeeded or failed `1 + retries` times. On an
-/// error, or when this process is interrupted (`SIGINT`, `SIGTERM`), it stops the attempts
-/// still running before it returns.
-async fn follow_all(
-    api: &Api,
-    opts: &RayOptions,
-    run: &str,
-    specs: Vec<Spec>,
-) -> Result<Vec<JobReport>> {
-    let mut jobs: Vec<Follow> = specs
-        .into_iter()
-        .map(|s| Follow {
-            report: JobReport {
-                name: s.name,
-                shard: s.shard,
-                attempts: 0,
-                status: None,
-                message: String::new(),
-                submission_ids: Vec::new(),
-            },
-            entrypoint: s.entrypoint,
-            id: String::new(),
-            printed: 0,
-            seen: None,
-            done: false,
-        })
-        .collect();
-    if let Err(e) = drive(api, opts, run, &mut jobs).await {
-        for job in jobs.iter().filter(|j| !j.done && !j.id.is_empty()) {
-            match api.stop(&job.id).await {
-                Ok(()) => eprintln!("[{}] stopped ({})", job.report.name, job.id),
-                Err(why) => eprintln!(
-                    "[{}] could not be stopped ({}): {why}",
-                    job.report.name, job.id
-                ),
-            }
-        }
-        return Err(e);
-    }
-    Ok(jobs.into_iter().map(|j| j.report).collect())
-}
-
-/// Submits the jobs, then polls them every `opts.poll`: prints their new log text and status
-/// changes, submits a failed or stopped attempt again while retries are left.
-async fn drive(api: &Api, opts: &RayOptions, run: &str, jobs: &mut [Follow]) -> Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let signals = |kind| signal(kind).map_err(|e| Error::env(format!("cannot watch signals: {e}")));
-    let (mut interrupt, mut terminate) = (
-        signals(SignalKind::interrupt())?,
-        signals(SignalKind::terminate())?,
-    );
-    for job in jobs.iter_mut() {
-        submit(api, opts, run, job).await?;
-    }
-    let mut unanswered: Option<Instant> = None;
-    while jobs.iter().any(|j| !j.done) {
-        tokio::select! {
-            _ = tokio::time::sleep(opts.poll) => {}
-            _ = interrupt.recv() => return Err(Error::env("interrupted")),
-            _ = terminate.recv() => return Err(Error::env("terminated")),
-        }
-        for job in jobs.iter_mut().filter(|j| !j.done) {
-            let info = match api.info(&job.id).await {
-                Ok(info) => {
-                    unanswered = None;
-                    info
-                }
-                Err(why) => {
-                    let since = *unanswered.get_or_insert_with(Instant::now);
-                    if since.elapsed() > LOST_AFTER {
-                        return Err(Error::env(format!(
-                            "the Ray job server at {} has not answered for {}s: {why}",
-                            opts.address,
-                            LOST_AFTER.as_secs()
-                        )));
-                    }
-                    continue;
-                }
-            };
-            print_logs(api, job, info.status.is_terminal()).await;
-            if job.seen != Some(info.status) {
-                eprintln!("[{}] {} ({})", job.report.name, info.status, job.id);
-                job.seen = Some(info.status);
-            }
-            if !info.status.is_terminal() {
-                continue;
-            }
-            let message = info.message.unwrap_or_default();
-            job.report.status = Some(info.status);
-            job.report.message = message.clone();
-            if info.status == JobStatus::Succeeded {
-                job.done = true;
-                continue;
-            }
-            let again = job.report.attempts <= opts.retries;
-            eprintln!(
-                "[{}] attempt {} {}: {}; {}",
-                job.report.name,
-                job.report.attempts,
-                info.status,
-                first_line(&message),
-                if again {
-                    "submitting it again"
-                } else {
-                    "no retries left"
-                }
-            );
-            if again {
-                submit(api, opts, run, job).await?;
-            } else {
-                job.done = true;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Submits the job's next attempt under a fresh submission id.
-async fn submit(api: &Api, opts: &RayOptions, run: &str, job: &mut Follow) -> Result<()> {
-    job.report.attempts += 1;
-    job.id = submission_id(run, &job.report, opts, job.report.attempts);
-    job.printed = 0;
-    job.seen = None;
-    api.submit(&request(opts, job)).await?;
-    job.report.submission_ids.push(job.id.clone());
-    eprintln!(
-        "[{}] submitted ({}): {}",
-        job.report.name, job.id, job.entrypoint
-    );
-    Ok(())
-}
-
 /// Prints the text of the job's log that is new since the last call, a line at a time, each
 /// after the job's name; a line still being written waits for its end, unless the attempt
 /// has `ended`.
-async fn print_logs(api: &Api, job: &mut Follow, ended: bool) {
-    let Some(logs) = api.logs(&job.id).await else {
+async fn print_logs(api: &Api, name: &str, id: &str, job: &mut Attempt, ended: bool) {
+    let Some(logs) = api.logs(id).await else {
         return;
     };
     if logs.len() < job.printed || !logs.is_char_boundary(job.printed) {
@@ -701,12 +656,8 @@ async fn print_logs(api: &Api, job: &mut Follow, ended: bool) {
     }
     let mut text = String::new();
     for line in new[..upto].trim_end_matches('\n').split('\n') {
-        text.push_str(&format!("[{}] {line}\n", job.report.name));
+        text.push_str(&format!("[{}] {line}\n", name));
     }
     eprint!("{text}");
     job.printed += upto;
-}
-
-fn first_line(text: &str) -> &str {
-    text.lines().next().unwrap_or("").trim()
 }

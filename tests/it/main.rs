@@ -72,6 +72,7 @@ mod docker {
 mod services {
     mod cluster;
     pub(crate) mod cluster_build;
+    mod cluster_engine;
     mod cluster_ray;
     mod images;
     pub(crate) mod k8s;

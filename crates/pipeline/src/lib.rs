@@ -2,8 +2,10 @@
 //! harness and evaluation orchestrators, and the engine that runs a build and commits its output.
 //! [`session::Session`] (a build's in-process state) and [`bench::Bench`] (a built dataset opened
 //! for checking) sit below the engine, so that the engine and the front doors both use them.
+//! [`cluster`] is the cluster engines' interface and the driver of a sharded build on one.
 
 pub mod bench;
+pub mod cluster;
 pub mod curate;
 pub mod db;
 pub mod engine;

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use r2e_core::cache::Store;
-use r2e_core::error::Result;
+use r2e_core::error::{Error, Result};
 
 pub use url::{RemoteUrl, Scheme, parse};
 
@@ -98,6 +98,9 @@ pub fn open_with(url: &RemoteUrl, options: &Options) -> Result<Arc<dyn Store>> {
             Ok(Arc::new(object::ObjectRemote::open(url, options)?))
         }
         Scheme::Http | Scheme::Https => Ok(Arc::new(dav::Dav::open(url, options)?)),
+        Scheme::File => Err(Error::internal(format!(
+            "`{url}` is a folder, not a store reached over the network"
+        ))),
     }
 }
 

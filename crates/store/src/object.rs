@@ -144,10 +144,8 @@ impl ObjectRemote {
                     vars,
                 )
             }
-            Scheme::Http | Scheme::Https => {
-                return Err(Error::internal(format!(
-                    "`{url}` is a WebDAV server, not an object store"
-                )));
+            Scheme::Http | Scheme::Https | Scheme::File => {
+                return Err(Error::internal(format!("`{url}` is not an object store")));
             }
         };
         let secrets = secret_values(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())));

@@ -5,44 +5,13 @@ use std::fmt;
 
 use r2e_core::error::{Error, Result};
 
-/// The kinds of remote store, by URL scheme.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Scheme {
-    /// `s3://BUCKET/PREFIX`: Amazon S3 or a store that speaks its API.
-    S3,
-    /// `gs://BUCKET/PREFIX`: Google Cloud Storage (untested: no test server, see `object`).
-    Gs,
-    /// `az://CONTAINER/PREFIX`: Azure Blob Storage (the account from `AZURE_STORAGE_ACCOUNT_NAME`;
-    /// untested: no test server, see `object`).
-    Az,
-    /// `http://HOST/PATH`: a WebDAV server.
-    Http,
-    /// `https://HOST/PATH`: a WebDAV server over TLS.
-    Https,
-}
+/// The kinds of remote store, by URL scheme: their one list is `r2e-core`'s; this crate opens
+/// those reached over the network ([`Scheme::is_network`]).
+pub use r2e_core::cache::Scheme;
 
 /// What a remote store's URL may start with, as messages list them.
-pub const ACCEPTED: &str = "`s3://`, `gs://`, `az://`, `http://`, `https://`";
-
-impl Scheme {
-    pub const ALL: [Scheme; 5] = [
-        Scheme::S3,
-        Scheme::Gs,
-        Scheme::Az,
-        Scheme::Http,
-        Scheme::Https,
-    ];
-
-    /// The scheme as a URL spells it, without `://`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scheme::S3 => "s3",
-            Scheme::Gs => "gs",
-            Scheme::Az => "az",
-            Scheme::Http => "http",
-            Scheme::Https => "https",
-        }
-    }
+fn accepted() -> String {
+    Scheme::listed(Scheme::is_network)
 }
 
 /// A remote store's URL, checked: its scheme, its bucket (or host), the prefix its entries go
@@ -66,16 +35,19 @@ pub fn parse(url: &str) -> Result<RemoteUrl> {
     let trimmed = url.trim();
     let Some((scheme, rest)) = trimmed.split_once("://") else {
         return Err(Error::input(format!(
-            "`{}` is not a remote store's URL: it should start with one of {ACCEPTED}",
-            without_userinfo(trimmed)
+            "`{}` is not a remote store's URL: it should start with one of {}",
+            without_userinfo(trimmed),
+            accepted()
         )));
     };
     let Some(scheme) = Scheme::ALL
         .into_iter()
+        .filter(|s| s.is_network())
         .find(|s| s.as_str().eq_ignore_ascii_case(scheme))
     else {
         return Err(Error::input(format!(
-            "`{scheme}://` is not a remote store's scheme: the accepted ones are {ACCEPTED}"
+            "`{scheme}://` is not a remote store's scheme: the accepted ones are {}",
+            accepted()
         )));
     };
     if rest.contains(['?', '#']) {
@@ -140,6 +112,7 @@ fn what_comes_first(scheme: Scheme) -> &'static str {
         Scheme::S3 | Scheme::Gs => "bucket",
         Scheme::Az => "container",
         Scheme::Http | Scheme::Https => "host",
+        Scheme::File => "path",
     }
 }
 

@@ -22,6 +22,7 @@ pub mod entry;
 pub mod gc;
 pub mod local;
 pub mod remote;
+pub mod scheme;
 pub mod sign;
 pub mod store;
 
@@ -39,6 +40,7 @@ use crate::error::{Error, Result};
 pub use crate::fsutil::{write_atomic, write_if_changed};
 use crate::hash::Hash;
 pub use local::LocalStore;
+pub use scheme::Scheme;
 pub use store::Store;
 
 /// Every folder of the cache, with its version. Bump a bucket's version whenever the inputs of

@@ -926,18 +926,66 @@ mod tests {
         assert!(!events(rdir.path(), 0).contains(&Event::Stored));
     }
 
-    #[test]
-    fn with_a_signing_key_only_what_its_holders_wrote_is_taken() {
+    /// A store shared by a host that signs its entries (`signed`) and one that does not
+    /// (`unsigned`), each with an entry of its own: `a` signed, `b` unsigned ("forged").
+    struct Signing {
+        shared: tempfile::TempDir,
+        signed: Cache,
+        unsigned: Cache,
+        a: Hash,
+        b: Hash,
+        _dirs: Vec<tempfile::TempDir>,
+    }
+
+    fn signing_key() -> SigningKey {
+        SigningKey::new("K", KEY)
+    }
+
+    fn signing() -> Signing {
         let shared = tempfile::tempdir().unwrap();
-        let key = || SigningKey::new("K", KEY);
-        let (signed, _s) = host(shared.path(), |r| r.signing(key()));
-        let (unsigned, _u) = host(shared.path(), |r| r);
+        let (signed, s) = host(shared.path(), |r| r.signing(signing_key()));
+        let (unsigned, u) = host(shared.path(), |r| r);
         let (a, b) = (Hash::of_bytes(b"a"), Hash::of_bytes(b"b"));
         signed.put(Bucket::Validate, a, "signed").unwrap();
         unsigned.put(Bucket::Validate, b, "forged").unwrap();
+        Signing {
+            shared,
+            signed,
+            unsigned,
+            a,
+            b,
+            _dirs: vec![s, u],
+        }
+    }
 
+    impl Signing {
+        /// Another host on the store, with the key or (`signs` false) without.
+        fn host(&mut self, signs: bool) -> Cache {
+            let (cache, dir) = host(self.shared.path(), |r| {
+                if signs { r.signing(signing_key()) } else { r }
+            });
+            self._dirs.push(dir);
+            cache
+        }
+
+        /// No file of the store holds the key.
+        fn assert_no_key_stored(&self) {
+            for (path, bytes) in files(self.shared.path()) {
+                assert!(
+                    !bytes.windows(KEY.len()).any(|w| w == KEY),
+                    "{}",
+                    path.display()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn with_a_signing_key_only_what_its_holders_wrote_is_taken() {
+        let mut s = signing();
+        let (a, b) = (s.a, s.b);
         // A reader with the key: the signed entry is a hit, the unsigned one a miss.
-        let (checker, cdir) = host(shared.path(), |r| r.signing(key()));
+        let (checker, cdir) = host(s.shared.path(), |r| r.signing(signing_key()));
         assert_eq!(
             checker.get::<String>(Bucket::Validate, a).as_deref(),
             Some("signed")
@@ -947,20 +995,20 @@ mod tests {
         // Its recomputed value replaces the unsigned one, signed.
         checker.put(Bucket::Validate, b, "recomputed").unwrap();
         assert!(events(cdir.path(), 0).contains(&Event::Repaired));
-        let (later, _l) = host(shared.path(), |r| r.signing(key()));
+        let later = s.host(true);
         assert_eq!(
             later.get::<String>(Bucket::Validate, b).as_deref(),
             Some("recomputed")
         );
         // A reader without the key takes signed entries (it checks nothing).
-        let (plain, _p) = host(shared.path(), |r| r);
+        let plain = s.host(false);
         assert_eq!(
             plain.get::<String>(Bucket::Validate, a).as_deref(),
             Some("signed")
         );
 
         // A signed entry whose payload was changed, its checksum made good again: a miss.
-        let store = LocalStore::new(shared.path());
+        let store = LocalStore::new(s.shared.path());
         let stored = store.get(Bucket::Validate, a).unwrap().unwrap().bytes;
         let mut forged = stored[..sign::ENVELOPE].to_vec();
         forged.extend_from_slice(&super::super::entry::seal(
@@ -969,37 +1017,48 @@ mod tests {
             "poisoned",
         ));
         store.put(Bucket::Validate, a, &[&forged]).unwrap();
-        let (fresh, _f) = host(shared.path(), |r| r.signing(key()));
+        let fresh = s.host(true);
         assert_eq!(fresh.get::<String>(Bucket::Validate, a), None);
         assert_eq!(
             plain.get::<String>(Bucket::Validate, a).as_deref(),
             Some("signed"),
             "from its local cache"
         );
+        s.assert_no_key_stored();
+    }
 
+    #[test]
+    fn with_a_signing_key_the_first_signed_answer_wins() {
+        let mut s = signing();
         // A model's answer: the first signed one wins; an unsigned winner is replaced.
         let c = Hash::of_bytes(b"c");
         assert_eq!(
-            unsigned
+            s.unsigned
                 .put_first(Bucket::Llm, c, "theirs".to_string())
                 .unwrap(),
             "theirs"
         );
         assert_eq!(
-            signed
+            s.signed
                 .put_first(Bucket::Llm, c, "ours".to_string())
                 .unwrap(),
             "ours"
         );
-        let (other, _o) = host(shared.path(), |r| r.signing(key()));
+        let other = s.host(true);
         assert_eq!(
             other.put_first(Bucket::Llm, c, "late".to_string()).unwrap(),
             "ours"
         );
+        s.assert_no_key_stored();
+    }
 
+    #[test]
+    fn with_a_signing_key_only_its_holders_blobs_are_trusted() {
+        let mut s = signing();
+        let (a, b, c) = (s.a, s.b, Hash::of_bytes(b"c"));
         // Blobs: the head is signed; an unsigned blob or one signed with another key is not
         // trusted; read back as given.
-        let remote = Arc::clone(signed.remote().unwrap());
+        let remote = Arc::clone(s.signed.remote().unwrap());
         remote.put_blob(Bucket::Envs, a, b"head", &mut &b"rest"[..]);
         let mut back = Vec::new();
         std::io::Read::read_to_end(
@@ -1008,7 +1067,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(back, b"headrest");
-        Arc::clone(unsigned.remote().unwrap()).put_blob(
+        Arc::clone(s.unsigned.remote().unwrap()).put_blob(
             Bucket::Envs,
             b,
             b"head",
@@ -1018,7 +1077,7 @@ mod tests {
             remote.get_blob(Bucket::Envs, b).unwrap().err(),
             Some(Corrupt::Unsigned)
         );
-        let (stranger, _t) = host(shared.path(), |r| {
+        let (stranger, _t) = host(s.shared.path(), |r| {
             r.signing(SigningKey::new("K", b"a stranger's key, thirty-two bytes"))
         });
         Arc::clone(stranger.remote().unwrap()).put_blob(
@@ -1031,6 +1090,7 @@ mod tests {
             remote.get_blob(Bucket::Envs, c).unwrap().err(),
             Some(Corrupt::Signature)
         );
+        let plain = s.host(false);
         let mut plain_back = Vec::new();
         std::io::Read::read_to_end(
             &mut plain
@@ -1043,14 +1103,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(plain_back, b"headrest");
+        s.assert_no_key_stored();
+    }
 
+    #[test]
+    fn with_a_signing_key_unsigned_leases_and_facts_give_way() {
+        let mut s = signing();
+        let remote = Arc::clone(s.signed.remote().unwrap());
+        let store = LocalStore::new(s.shared.path());
         // Leases: an unsigned lease holds nothing for a signing host.
         let (d, lease_key) = (
             Hash::of_bytes(b"d"),
             Hash::of_key(&(Bucket::Envs.folder(), Hash::of_bytes(b"d"))),
         );
         let (_, payload) =
-            Arc::clone(unsigned.remote().unwrap()).lease_parts(lease_key, now_ms() + 600_000);
+            Arc::clone(s.unsigned.remote().unwrap()).lease_parts(lease_key, now_ms() + 600_000);
         let header = super::super::entry::header(&Bucket::Leases.folder(), lease_key, &payload);
         store
             .put(Bucket::Leases, lease_key, &[&header, &payload])
@@ -1063,7 +1130,7 @@ mod tests {
         // compares with.
         let f = Hash::of_bytes(b"facts");
         assert_eq!(
-            unsigned
+            s.unsigned
                 .remote()
                 .unwrap()
                 .agree(f, &"python 3.9".to_string()),
@@ -1074,6 +1141,7 @@ mod tests {
             None,
             "unsigned: ignored"
         );
+        let other = s.host(true);
         assert_eq!(
             other
                 .remote()
@@ -1083,16 +1151,7 @@ mod tests {
             Some("python 3.11"),
             "the signed facts replaced the unsigned ones"
         );
-
-        // No file holds the key.
-        let needle = KEY;
-        for (path, bytes) in files(shared.path()) {
-            assert!(
-                !bytes.windows(needle.len()).any(|w| w == needle),
-                "{}",
-                path.display()
-            );
-        }
+        s.assert_no_key_stored();
     }
 
     fn events(dir: &std::path::Path, i: usize) -> Vec<Event> {

@@ -37,9 +37,10 @@ pub(super) struct CacheOptions {
     signing_key_env: Option<Spanned<String>>,
 }
 
-/// The schemes of a remote cache's URL: object stores (`s3://BUCKET/PREFIX`, `gs://`, `az://`),
-/// a WebDAV server (`http://`, `https://`), a folder every host mounts (`file:///PATH`).
-pub const REMOTE_SCHEMES: [&str; 6] = ["s3", "gs", "az", "http", "https", "file"];
+/// The schemes of a remote cache's URL ([`crate::cache::Scheme`], their one list): object stores
+/// (`s3://BUCKET/PREFIX`, `gs://`, `az://`), a WebDAV server (`http://`, `https://`), a folder
+/// every host mounts (`file:///PATH`).
+pub const REMOTE_SCHEMES: [&str; 6] = crate::cache::Scheme::NAMES;
 
 /// One shard of a build spread over hosts (`--shard I/N`): the repositories whose name hashes
 /// to `index` modulo `count`.

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use r2e_core::cache::remote::{Remote, Trace, host_name};
 use r2e_core::cache::sign::SigningKey;
-use r2e_core::cache::{Bucket, LocalStore, Store};
+use r2e_core::cache::{Bucket, LocalStore, Scheme, Store};
 use r2e_core::config::{Config, RemoteMode, Shard};
 use r2e_core::error::{Error, Result};
 
@@ -79,7 +79,7 @@ pub fn open_remote(cfg: &Config, trace: &Path, publish: bool) -> Result<Option<R
 /// The store a URL names: a folder every host mounts (`file://`), or an object store or WebDAV
 /// server (`r2e-store`).
 fn open_store(url: &str, read_only: bool) -> Result<Arc<dyn Store>> {
-    if let Some(path) = url.strip_prefix("file://") {
+    if let Some((Scheme::File, path)) = Scheme::of(url) {
         let root = Path::new(path);
         if !read_only {
             fs_err::create_dir_all(root)?;
