@@ -215,7 +215,7 @@ class SampleRepo:
         package, like the Rust side's scratch folders."""
         folder = self.path(name)
         os.makedirs(folder, exist_ok=True)
-        for script in ("r2e_equiv.py", "r2e_explore.py", "r2e_limit.py", "r2e_runner.py", "r2e_snapshot.py"):
+        for script in ("r2e_equiv.py", "r2e_explore.py", "r2e_limit.py", "r2e_reexec.py", "r2e_runner.py", "r2e_snapshot.py"):
             shutil.copy(os.path.join(PY_DIR, script), folder)
         package = os.path.join(folder, "r2e_explorer")
         os.makedirs(package, exist_ok=True)

@@ -137,7 +137,7 @@ class CaptureTest(unittest.TestCase):
                 f.write(textwrap.dedent(text).lstrip())
         self.scratch = tempfile.mkdtemp(prefix="r2e-capture-scratch-")
         self.addCleanup(shutil.rmtree, self.scratch, ignore_errors=True)
-        for name in ("r2e_capture.py", "r2e_equiv.py", "r2e_limit.py", "r2e_snapshot.py"):
+        for name in ("r2e_capture.py", "r2e_equiv.py", "r2e_limit.py", "r2e_reexec.py", "r2e_snapshot.py"):
             shutil.copy(os.path.join(PY_DIR, name), self.scratch)
 
     def capture(self, targets, tests, time_limit=20, per_target=8):
