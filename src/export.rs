@@ -32,7 +32,7 @@ use r2e_core::records::{EnvLine, Instance, read_built, read_jsonl, read_manifest
 use r2e_exec::image::{IMAGE_ENV, IMAGE_PROJECT, IMAGE_REPO};
 use r2e_exec::sandbox::docker::{self, ChunkWriter};
 use r2e_pipeline::session::Session;
-use r2e_pipeline::stages::env::project::tree_files;
+use r2e_pipeline::stages::environment::project::tree_files;
 
 /// The layout of an environment image (part of its tag): what it holds, where, and its labels.
 const ENV_IMAGE_FORMAT: u32 = 1;
@@ -234,7 +234,7 @@ impl Exporter<'_> {
             Error::input(format!("repo `{repo}` has no environment: run `r2e build`"))
         })?;
         let root = checkout.materialize(&session.cache)?;
-        let runtime = r2e_pipeline::stages::env::runtime_of(&session.cache, line, &root)
+        let runtime = r2e_pipeline::stages::environment::runtime_of(&session.cache, line, &root)
             .ok_or_else(|| {
                 Error::input(format!(
                     "the environment of repo `{repo}` is not built: run `r2e build`"

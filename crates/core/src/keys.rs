@@ -151,12 +151,12 @@ pub struct EnvKey {
     /// Third-party modules its code imports that no declaration names (not those it imports
     /// only where it runs without them: optional imports, other platforms' code).
     pub inferred: Vec<String>,
-    /// How inferred modules become installed distributions (`stages::env::INFERENCE`): the
+    /// How inferred modules become installed distributions (`stages::environment::INFERENCE`): the
     /// check that each distribution provides its module, and the uninstalling of one that
     /// does not.
     pub inference: u32,
     /// The distribution each inferred module is installed from when the environment lacks it
-    /// (`stages::env::provider`: the table of known names, the optional dependencies, else the
+    /// (`stages::environment::provider`: the table of known names, the optional dependencies, else the
     /// module's own name; empty for none), in `inferred`'s order.
     pub providers: Vec<(String, String)>,
     /// The distributions its optional dependencies name (extras): an inferred module one of
@@ -180,7 +180,7 @@ impl ActionKey for EnvKey {
 }
 
 /// Stage `env`, the project layer: the repository built as a wheel by its own build backend
-/// and installed on top of its environment (`stages::env::project`). Keyed on what the build
+/// and installed on top of its environment (`stages::environment::project`). Keyed on what the build
 /// reads, never on the pure-Python sources (they are overlaid from the checkout at run time, so
 /// that a body edit rebuilds nothing).
 #[derive(Clone, Debug, Serialize)]

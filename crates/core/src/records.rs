@@ -534,7 +534,7 @@ pub struct EnvLine {
     pub lock: Vec<String>,
     /// The installation log, relative to the folder of this file.
     pub log: String,
-    /// The project itself, built and installed on top (`stages::env::project`); absent when
+    /// The project itself, built and installed on top (`stages::environment::project`); absent when
     /// it is not a buildable project or `[env] install_project` is off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub project: Option<ProjectLine>,
@@ -560,7 +560,7 @@ pub struct SkippedImport {
 }
 
 /// A distribution installed for an imported module and uninstalled again, because it does not
-/// provide that module (`stages::env`'s check after installing).
+/// provide that module (`stages::environment`'s check after installing).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RejectedDistribution {
     pub module: String,

@@ -1,5 +1,5 @@
 //! `r2e image base`: the Docker backend's base image (`sandbox::docker`), made from the
-//! configured interpreter and the pinned coverage.py (`stages::env::COVERAGE`), which it
+//! configured interpreter and the pinned coverage.py (`stages::environment::COVERAGE`), which it
 //! installs from the package index into the cache once (`tools-v1/coverage-…`), in the local
 //! sandbox, with the network.
 

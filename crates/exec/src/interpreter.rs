@@ -1,5 +1,5 @@
 //! The configured interpreter (the machine's own, trusted), asked once what the environments
-//! (`stages::env`) and the Docker base image (`image`) need to know of it.
+//! (`stages::environment`) and the Docker base image (`image`) need to know of it.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -106,7 +106,7 @@ pub struct Runtime {
     pub repo: PathBuf,
     /// The interpreter's installation, when the system's software does not hold it.
     pub interpreter: Vec<PathBuf>,
-    /// The project layer's folder (`stages::env::project`), put on `sys.path` after the
+    /// The project layer's folder (`stages::environment::project`), put on `sys.path` after the
     /// environment's packages.
     pub project: Option<PathBuf>,
     /// The environment image holding all of the above (an imported export's), when jobs run in

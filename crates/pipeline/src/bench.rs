@@ -300,7 +300,7 @@ fn resolve(
         let runtime = envs
             .iter()
             .find(|e| &e.repo == repo_name)
-            .and_then(|e| crate::stages::env::runtime_of(&s.cache, e, &root))
+            .and_then(|e| crate::stages::environment::runtime_of(&s.cache, e, &root))
             .ok_or_else(|| {
                 format!("the environment of repo `{repo_name}` is not built: run `r2e build`")
             });

@@ -43,7 +43,7 @@ pub struct Status {
     /// From `--until env` on: each repository's environment, whether a build would install it,
     /// and what changed since the last build's (`envs.jsonl`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub env: Vec<crate::stages::env::EnvPlan>,
+    pub env: Vec<crate::stages::environment::EnvPlan>,
     /// Why the environments could not be planned (an interpreter that does not run, say).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub env_unknown: Option<String>,
@@ -250,7 +250,7 @@ fn env_plans(
     session: &Session,
     services: &r2e_exec::services::Services,
     unchanged: bool,
-) -> Result<Vec<crate::stages::env::EnvPlan>> {
+) -> Result<Vec<crate::stages::environment::EnvPlan>> {
     // The last build's environments: in its output, or with variants in each variant's (all
     // hold the same copy).
     let (_, first) = cfg.builds()[0];
@@ -275,7 +275,7 @@ fn env_plans(
             (c.clone(), imports)
         })
         .collect();
-    crate::stages::env::plan(
+    crate::stages::environment::plan(
         cfg,
         &session.cache,
         services.sandbox.as_ref(),

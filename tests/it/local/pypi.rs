@@ -349,7 +349,7 @@ fn an_archive_whose_hash_differs_from_the_index_is_refused() {
 pub(crate) fn pinned_uv() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let pin = r2e_pipeline::stages::env::UV;
+        let pin = r2e_pipeline::stages::environment::UV;
         common::provisioned(&pin.replace("==", "-"), |dir| {
             let bin = dir.join("bin");
             if !bin.join("uv").is_file() {

@@ -56,7 +56,7 @@ fn cells(line: &str) -> Option<Vec<String>> {
     )
 }
 
-/// Whether a code span reads as a path (`crates/exec/src/runs.rs`, `stages/env/`).
+/// Whether a code span reads as a path (`crates/exec/src/runs.rs`, `stages/environment/`).
 fn path_like(span: &str) -> bool {
     !span.is_empty()
         && !span.starts_with('.')

@@ -437,7 +437,7 @@ struct Loc {
 }
 
 /// Module files and the references between them. Modules are named by path
-/// from the crate root (`stages::env`), the root itself as `crate`.
+/// from the crate root (`stages::environment`), the root itself as `crate`.
 #[derive(Debug, Default)]
 struct Graph {
     /// Every module file's name.
@@ -1337,4 +1337,73 @@ fn test_markers_are_found_in_declared_modules_only() {
         .flat_map(|f| test_markers(&tokenize(&blank(&fs::read_to_string(f).expect("read")))))
         .collect();
     assert_eq!(markers, [("#[tokio::test]", 1)]);
+}
+
+/// The folder lines of GitHub's `Python.gitignore` template, which many users keep as their
+/// global ignore file (`core.excludesFile`): `rg`, `fd` and structure tools skip what they list,
+/// so no source folder of the workspace may be named by one (`crates/build` was, and so was
+/// `stages/env`).
+const COMMON_GLOBAL_IGNORES: &str = "__pycache__/\nbuild/\ndevelop-eggs/\ndist/\ndownloads/\n\
+eggs/\n.eggs/\nlib/\nlib64/\nparts/\nsdist/\nvar/\nwheels/\nshare/python-wheels/\n*.egg-info/\n\
+htmlcov/\n.tox/\n.nox/\n.hypothesis/\n.pytest_cache/\ncover/\ninstance/\ndocs/_build/\n\
+.pybuilder/\ntarget/\nprofile_default/\n__pypackages__/\n.env\n.venv\nenv/\nvenv/\nENV/\n\
+env.bak/\nvenv.bak/\n/site\n.mypy_cache/\n.pyre/\n.pytype/\ncython_debug/\n";
+
+/// The files `git ls-files` lists under `root` that the ignore file `ignores` would hide, as
+/// `git check-ignore` decides it (the lines matched in that file only).
+fn hidden_by(ignores: &str, root: &Path) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ignore");
+    fs::write(&file, ignores).unwrap();
+    let files = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root)
+        .output()
+        .expect("git runs");
+    assert!(
+        files.status.success(),
+        "git ls-files failed in {}",
+        root.display()
+    );
+    let mut child = Command::new("git")
+        .arg("-c")
+        .arg(format!("core.excludesFile={}", file.display()))
+        .args(["check-ignore", "--no-index", "--verbose", "--stdin", "-z"])
+        .current_dir(root)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("git runs");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&files.stdout).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    // -z --verbose: SOURCE NUL LINE NUL PATTERN NUL PATH NUL, per matched path.
+    let fields: Vec<&[u8]> = out.stdout.split(|b| *b == 0).collect();
+    let source = file.to_string_lossy().into_owned();
+    fields
+        .chunks(4)
+        .filter(|c| c.len() == 4 && String::from_utf8_lossy(c[0]) == source)
+        .map(|c| String::from_utf8_lossy(c[3]).into_owned())
+        .collect()
+}
+
+#[test]
+fn no_source_file_sits_where_common_global_ignore_files_hide_it() {
+    let root = root();
+    let hidden = hidden_by(COMMON_GLOBAL_IGNORES, &root);
+    assert!(
+        hidden.is_empty(),
+        "these files of the workspace are hidden from rg and other tools by a common global \
+         ignore file (GitHub's Python.gitignore): rename their folders: {hidden:?}"
+    );
+    // The check itself can fail: an ignore file that lists the pipeline crate's folder hides
+    // its sources.
+    let planted = hidden_by("pipeline/\n", &root);
+    assert!(
+        planted.iter().any(|p| p == "crates/pipeline/src/lib.rs"),
+        "a planted `pipeline/` line hid nothing: {planted:?}"
+    );
 }

@@ -71,7 +71,7 @@ pub enum Bucket {
     /// Environments: `<key>/venv` and its sealed record (`keys::EnvKey`).
     Envs,
     /// Project layers: a repository built as a wheel and installed into `<key>/site`, with
-    /// its sealed record (`keys::ProjectKey`, `stages::env::project`).
+    /// its sealed record (`keys::ProjectKey`, `stages::environment::project`).
     Projects,
     /// Commits of git repositories checked out to run code from.
     Trees,

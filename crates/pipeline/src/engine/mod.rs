@@ -186,7 +186,7 @@ fn envs_present(output: &Path, cache: &Cache) -> bool {
     };
     lines
         .iter()
-        .all(|e| crate::stages::env::runtime_of(cache, e, Path::new("/")).is_some())
+        .all(|e| crate::stages::environment::runtime_of(cache, e, Path::new("/")).is_some())
 }
 
 /// The analysis settings of every dataset the pipeline builds (its own, or each variant's).
@@ -392,7 +392,7 @@ impl Lap {
 struct Shared<'a> {
     failures: &'a [FailureRecord],
     env_lines: &'a [EnvLine],
-    envs: &'a crate::stages::env::Envs,
+    envs: &'a crate::stages::environment::Envs,
     previous: Vec<Recorded>,
     current: Option<PathBuf>,
     /// Each repository's parse (its interface fingerprint), in `Session::repos` order; empty
@@ -460,7 +460,7 @@ fn run(
     // Environments are per repository, shared by every variant.
     let mut env_lines: Vec<EnvLine> = Vec::new();
     let mut env_transient: Vec<String> = Vec::new();
-    let mut envs = crate::stages::env::Envs::new();
+    let mut envs = crate::stages::environment::Envs::new();
     let mut env_times = Vec::new();
     if opts.until >= Stage::Env {
         let repos: Vec<_> = s
@@ -469,7 +469,7 @@ fn run(
             .zip(&s.repos)
             .map(|(c, &repo)| (c.clone(), db::external_imports(db, repo).as_ref().clone()))
             .collect();
-        let stage = crate::stages::env::run(
+        let stage = crate::stages::environment::run(
             &s.cfg,
             &s.cache,
             services.sandbox.as_ref(),

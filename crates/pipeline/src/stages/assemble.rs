@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::candidate::Candidate;
 use super::checkout::Checkout;
-use super::env::Env;
+use super::environment::Env;
 use super::validate::Validation;
 use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};

@@ -5,7 +5,7 @@ use r2e_exec::target::Target;
 use std::sync::Arc;
 
 use super::checkout::Checkout;
-use super::env::{Env, Envs};
+use super::environment::{Env, Envs};
 use crate::db::{self, Database, FunctionRow, ItemId, Repo, Settings, SourceFile};
 use r2e_core::cache::Cache;
 use r2e_core::config::Config;

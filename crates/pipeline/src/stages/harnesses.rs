@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use super::assemble::{self, Done, ExplorerNotes, Written};
 use super::candidate::{Candidate, Inputs, prepare};
 use super::capture;
-use super::env::Env;
+use super::environment::Env;
 use super::generate;
 use super::hybrid::merge_harnesses;
 use super::llmgen::{LlmGenerator, LlmOutcome};

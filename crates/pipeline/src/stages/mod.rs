@@ -13,7 +13,7 @@ pub mod candidate;
 pub mod capture;
 pub mod checkout;
 pub mod dating;
-pub mod env;
+pub mod environment;
 pub mod generate;
 pub mod harnesses;
 pub mod hybrid;

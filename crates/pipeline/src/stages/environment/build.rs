@@ -1392,4 +1392,5 @@ impl EnvBuilder<'_> {
 }
 
 #[cfg(test)]
+#[path = "build_tests.rs"]
 mod tests;
