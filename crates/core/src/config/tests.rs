@@ -1,3 +1,5 @@
+//! Unit tests of the config: parsing, the errors and the places they name (file, line, column).
+
 use super::*;
 
 pub(super) fn err(text: &str) -> String {

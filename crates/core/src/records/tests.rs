@@ -1,3 +1,5 @@
+//! Unit tests of the typed records: their lines written and read back, and the build summary.
+
 use super::*;
 
 #[test]

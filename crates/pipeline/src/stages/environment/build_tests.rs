@@ -1,3 +1,5 @@
+//! Unit tests of the environment build: the installers' command lines, failures that may pass, and archives between hosts.
+
 use super::*;
 
 fn failed(stderr: &str) -> Outcome {
