@@ -510,3 +510,28 @@ pub fn moto_create_bucket(addr: &str, bucket: &str) {
         "moto did not create the bucket `{bucket}`: {answer}"
     );
 }
+
+/// The expensive actions (environments, generation, validation, checks) a build's trace in `dir`
+/// (its `build.*` file) says it started: none, when every result came from a store.
+pub fn expensive_actions_started(dir: &Path) -> Vec<serde_json::Value> {
+    let trace = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("build."))
+        .map(|e| jsonl(&e.path()))
+        .unwrap();
+    let expensive = [
+        "envs-",
+        "actions/generate-",
+        "actions/validate-",
+        "actions/check-",
+    ];
+    trace
+        .into_iter()
+        .filter(|l| l["event"] == "started")
+        .filter(|l| {
+            let b = l["bucket"].as_str().unwrap();
+            expensive.iter().any(|p| b.starts_with(p))
+        })
+        .collect()
+}

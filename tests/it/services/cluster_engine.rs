@@ -252,26 +252,6 @@ fn an_engine_added_through_the_interface_runs_every_shard_then_the_assemble() {
             .unwrap_or_else(|e| panic!("{e}\n{}", logs()));
     assert_eq!(summary["counts"]["instances"], 3, "{summary}");
     assert!(w.join("out/dataset/manifest.json").is_file());
-    let trace = std::fs::read_dir(&shards_dir)
-        .unwrap()
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().starts_with("build."))
-        .map(|e| common::jsonl(&e.path()))
-        .unwrap();
-    let started: Vec<_> = trace
-        .iter()
-        .filter(|l| l["event"] == "started")
-        .filter(|l| {
-            let b = l["bucket"].as_str().unwrap();
-            [
-                "envs-",
-                "actions/generate-",
-                "actions/validate-",
-                "actions/check-",
-            ]
-            .iter()
-            .any(|p| b.starts_with(p))
-        })
-        .collect();
+    let started = common::expensive_actions_started(&shards_dir);
     assert!(started.is_empty(), "{started:?}");
 }

@@ -458,27 +458,7 @@ fn shards_run_as_the_indexed_jobs_pods_would_give_the_one_machine_dataset() {
         serde_json::from_slice(&std::fs::read(output.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["version"].as_str(), Some(v.as_str()), "{said}");
     // The assemble ran no expensive action: every result came from the shards' store.
-    let trace = std::fs::read_dir(root.join("out/.dataset.r2e/shards"))
-        .unwrap()
-        .flatten()
-        .find(|e| e.file_name().to_string_lossy().starts_with("build."))
-        .map(|e| common::jsonl(&e.path()))
-        .unwrap();
-    let started: Vec<_> = trace
-        .iter()
-        .filter(|l| l["event"] == "started")
-        .filter(|l| {
-            let b = l["bucket"].as_str().unwrap();
-            [
-                "envs-",
-                "actions/generate-",
-                "actions/validate-",
-                "actions/check-",
-            ]
-            .iter()
-            .any(|p| b.starts_with(p))
-        })
-        .collect();
+    let started = common::expensive_actions_started(&root.join("out/.dataset.r2e/shards"));
     assert!(started.is_empty(), "{started:?}");
 }
 
