@@ -60,14 +60,14 @@ def fine(n):
 
 #[test]
 fn hostile_functions_are_contained_and_recorded() {
-    hostile_functions_in("");
+    hostile_functions_in("[sandbox]\nmemory_mib = 512\n\n");
 }
 
 /// The same suite with every job in a container of the Docker backend.
 #[test]
 fn hostile_functions_are_contained_and_recorded_in_docker() {
     if common::docker().is_some() {
-        hostile_functions_in("[sandbox]\nbackend = \"docker\"\n\n");
+        hostile_functions_in("[sandbox]\nbackend = \"docker\"\nmemory_mib = 512\n\n");
     }
 }
 
@@ -85,14 +85,15 @@ fn hostile_functions_in(sandbox: &str) {
     );
     std::fs::create_dir_all(dir.path().join("repo")).unwrap();
     std::fs::write(dir.path().join("repo/hostile.py"), source).unwrap();
-    // A call's time limit well above the time `hog` takes to fill the job's memory (1.3 s for
-    // 2 GiB here, idle): with 0.5 s, a loaded machine stopped it by time first, and its class
-    // was `timeout` instead of the memory limit that is under test.
+    // A call's time limit well above the time `hog` takes to fill the job's memory (0.3 s for
+    // its 512 MiB here, idle): with 0.5 s, a loaded machine stopped it by time first, and its
+    // class was `timeout` instead of the memory limit that is under test. The explorer's time
+    // limit stops `spin` after a few calls.
     std::fs::write(
         dir.path().join("pipeline.toml"),
         format!(
             "[[repo]]\npath = \"repo\"\n\n{sandbox}[extract]\nkeywords = false\n\n[env]\ninstaller = \"pip\"\n\n\
-             [generate]\nbudget = 200\nper_call_timeout_ms = 5000\ntime_limit_seconds = 30\n"
+             [generate]\nbudget = 200\nper_call_timeout_ms = 2000\ntime_limit_seconds = 10\n"
         ),
     )
     .unwrap();

@@ -386,7 +386,10 @@ def _init(run, out_fd: int) -> None:
         os.close(read_end)
         pid = os.fork()
         if pid == 0:
-            data = json.dumps(run()).encode()
+            me = os.getpid()
+            result = run()
+            r2e_limit.leave_if_forked(me)
+            data = json.dumps(result).encode()
             with os.fdopen(write_end, "wb") as out:
                 out.write(data)
             os._exit(0)
@@ -466,6 +469,7 @@ def _run_in_child(
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
+        me = os.getpid()
         os.close(read_end)
         # What the run starts stays in its reach when its parent ends.
         r2e_limit.subreaper()
@@ -481,6 +485,9 @@ def _run_in_child(
             if isolate and _own_pid_namespace():
                 _keep(lambda: _run_job(job, prepared, work, isolate), write_end)
             result = _run_job(job, prepared, work, isolate)
+            # Only the child this worker forked answers, never a copy the code under test
+            # forked and returned in.
+            r2e_limit.leave_if_forked(me)
         # The run is over: what it started ends before it answers (in a PID namespace of its
         # own, `_keep`, the namespace's end takes it down).
         r2e_limit.stop_processes()

@@ -19,6 +19,11 @@ count as idle time). Without schedstat (a kernel without it), CPU time comes fro
 Every process a call started (the descendants of its process, found by their parents, this
 process being a child subreaper so that none escapes by losing its parent) is killed, and
 reaped, when the call ends or passes its limit (`stop_processes`).
+
+A call's code that forks and returns in the child (`os.fork()` without an exec or an exit)
+hands that child back to the caller's code: a copy of the caller, which would go on with its
+work (another explorer, a second answer on the same pipe). The end of a call is where that is
+caught: a process that ends a call it did not start leaves at once (`Watch.stop`, `leave_if_forked`).
 """
 
 from __future__ import annotations
@@ -37,6 +42,13 @@ _CLOCK, _MONOTONIC, _SLEEP = time.clock_gettime, time.CLOCK_MONOTONIC, time.slee
 
 def _now() -> float:
     return _CLOCK(_MONOTONIC)
+
+
+def leave_if_forked(pid: int) -> None:
+    """Ends this process at once, silently, unless it is `pid`: the process that made a call,
+    which is the only one to go on past its end (a copy forked by the call's code is not)."""
+    if os.getpid() != pid:
+        os._exit(0)
 
 
 def subreaper() -> None:
@@ -166,6 +178,8 @@ class Meter:
 
     def __init__(self, root: int | None = None):
         self.root = root
+        # The process that made the meter (for a call of its own, the caller).
+        self.pid = os.getpid()
         self.started = _now()
         self.seen: dict = {}
         self.base: dict = {}
@@ -259,7 +273,9 @@ class Watch:
 
     def stop(self, meter: Meter) -> float:
         """Ends the call: no more signals, its processes killed; its time (`meter.over` says
-        whether it passed the limit)."""
+        whether it passed the limit). A copy of the caller forked by the call's code ends here
+        (before the lock, which the fork may have copied held)."""
+        leave_if_forked(meter.pid)
         with self.cond:
             self.call = None
             self.cond.notify()

@@ -43,6 +43,11 @@ WAITERS = textwrap.dedent(
     def sleeps():
         time.sleep(1.5)
 
+    def forks_and_returns():
+        # Both copies come back into the caller's code.
+        os.fork()
+        return "returned"
+
     def spins(seconds):
         t = time.process_time()
         while time.process_time() - t < seconds:
@@ -166,6 +171,93 @@ class LimitTest(unittest.TestCase):
         started = self.started()
         self.assertEqual(len(started), 3, started)
         self.assertEqual([p for p in started if alive(p)], [])
+
+    def test_a_copy_forked_by_an_explorer_call_never_goes_on_with_the_exploration(self):
+        folder = self.sample.path("mods")
+        os.makedirs(folder)
+        SampleRepo.write(os.path.join(folder, "waiters.py"), WAITERS)
+        script = self.sample.path("forks.py")
+        SampleRepo.write(
+            script,
+            textwrap.dedent(
+                """
+                import os, sys
+                sys.path[0:0] = [sys.argv[1], sys.argv[2]]
+                import r2e_equiv, waiters
+                from r2e_explorer.tracing import Executor
+
+                executor = Executor(r2e_equiv, 5.0)
+                for _ in range(3):
+                    status, value, _ = executor.run(lambda: None, lambda _: waiters.forks_and_returns())
+                    # What goes on after the call: one process, the explorer's own.
+                    with open(os.environ["R2E_TEST_PIDS"], "a") as f:
+                        f.write("%d %s %s\\n" % (os.getpid(), status, value))
+                """
+            ),
+        )
+        done = subprocess.run(
+            [sys.executable, script, folder, PY_DIR],
+            capture_output=True, text=True, timeout=60, env=self.env,
+        )
+        self.assertEqual(done.returncode, 0, done.stderr)
+        lines = read_text(self.pids).splitlines()
+        self.assertEqual(lines, [f"{lines[0].split()[0]} ok returned"] * 3, lines)
+
+    def test_a_copy_forked_by_a_candidate_never_answers_for_its_run(self):
+        source = read_text(self.sample.core)
+        harness = textwrap.dedent(
+            """
+            import unittest
+
+            import r2e_equiv
+
+            candidate, reference = r2e_equiv.harness_modules()
+
+
+            class TestClassify(unittest.TestCase):
+                def test_0(self):
+                    self.assertEqual(candidate.classify(0), reference.classify(0))
+
+                def test_1(self):
+                    self.assertEqual(candidate.classify(5), reference.classify(5))
+            """
+        )
+        # The reference's classify, behind a fork whose child returns too (and would run the
+        # rest of the harness and answer on the worker's pipe).
+        candidate = source + textwrap.dedent(
+            """
+
+            _classify = classify
+
+
+            def classify(n):
+                import os
+
+                # The copy goes on first: the caller waits for it to end.
+                pid = os.fork()
+                if pid:
+                    os.waitpid(pid, 0)
+                return _classify(n)
+            """
+        )
+        for isolate in (False, True):
+            job = self.sample.runner_request(
+                harness, "classify", candidate_source=candidate, coverage=False,
+                name=f"forks-{isolate}", mode="candidate",
+                hide=[self.sample.core] if isolate else [],
+            )
+            request = self.sample.path("batch.json")
+            out = self.sample.path("batch.out.json")
+            with open(request, "w", encoding="utf-8") as f:
+                json.dump({"jobs": [job], "runs": 1, "timeout": 20}, f)
+            subprocess.run(
+                [sys.executable, BATCH, request, out],
+                check=True, timeout=60, cwd=self.sample.root, env=self.env,
+            )
+            with open(out, encoding="utf-8") as f:
+                results = json.load(f)["results"]
+            self.assertEqual([r[0]["status"] for r in results], ["ok"], results)
+            self.assertEqual([t["outcome"] for t in results[0][0]["tests"]], ["pass", "pass"], results)
 
 
 if __name__ == "__main__":
