@@ -219,18 +219,20 @@ fn examples_build_into_a_checked_dataset() {
     assert_eq!(second["dataset_version"], first["dataset_version"]);
 
     // `r2e check`: the original passes; mutants that behave differently on the harness's own
-    // inputs fail.
+    // inputs fail. Every candidate goes through one `r2e check --candidates` (the check path
+    // `r2e check ID --candidate FILE` takes, one verdict a line, in order).
     let functions: BTreeMap<String, Value> = common::functions_in(&ex.path().join("out"));
     let scratch = tempfile::tempdir().unwrap();
     let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/same_on_inputs.py");
-    let (mut killed, mut total, mut checked_differs) = (0, 0, 0);
+    // (instance, kind, mutant source, the module's text with the mutant in place); kind
+    // "original" for the reference itself.
+    let mut checks: Vec<(&Value, &'static str, String, String)> = Vec::new();
     for instance in &dataset {
         let id = instance["id"].as_str().unwrap();
         let f = &functions[id];
         let repo = instance["repo"].as_str().unwrap();
         let path = instance["path"].as_str().unwrap();
-        let file = ex.path().join(repo).join(path);
-        let text = std::fs::read_to_string(&file).unwrap();
+        let text = std::fs::read_to_string(ex.path().join(repo).join(path)).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         let (mut start, end) = (
             f["start_line"].as_u64().unwrap() as usize,
@@ -255,76 +257,93 @@ fn examples_build_into_a_checked_dataset() {
                 .contains(source.trim_end()),
             "{id}: the problem holds the reference"
         );
-        let original = scratch.path().join("original.py");
-        std::fs::write(&original, &source).unwrap();
-        let out = ex
-            .r2e()
-            .args(["check", id, "--candidate"])
-            .arg(&original)
+        let original = lines[start - 1..end].join("\n");
+        for (kind, mutant) in mutants(&source) {
+            let module = text.replace(&original, mutant.trim_end());
+            checks.push((instance, kind, mutant, module));
+        }
+        checks.push((instance, "original", source, text.clone()));
+    }
+    let batch = scratch.path().join("candidates.jsonl");
+    let mut jsonl = String::new();
+    for (i, (instance, kind, source, _)) in checks.iter().enumerate() {
+        let line = serde_json::json!({
+            "id": instance["id"],
+            "candidate": source,
+            "label": format!("{i} {kind}"),
+        });
+        jsonl.push_str(&format!("{line}\n"));
+    }
+    std::fs::write(&batch, jsonl).unwrap();
+    let out = ex
+        .r2e()
+        .args(["check", "--candidates"])
+        .arg(&batch)
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(1)),
+        "{:?} {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verdicts: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(verdicts.len(), checks.len());
+    let (mut killed, mut total, mut checked_differs) = (0, 0, 0);
+    for (i, ((instance, kind, mutant, module_text), verdict)) in
+        checks.iter().zip(&verdicts).enumerate()
+    {
+        let id = instance["id"].as_str().unwrap();
+        assert_eq!(verdict["id"], *id);
+        assert_eq!(verdict["label"], format!("{i} {kind}"));
+        let outcome = verdict["outcome"].as_str().unwrap();
+        if *kind == "original" {
+            assert_eq!(
+                outcome, "pass",
+                "the original fails its own harness: {id}\n{verdict}"
+            );
+            continue;
+        }
+        total += 1;
+        assert!(matches!(outcome, "pass" | "fail"), "{id} {kind}: {verdict}");
+        if outcome == "fail" {
+            killed += 1;
+            continue;
+        }
+        if functions[id]["kind"] == "method" {
+            continue;
+        }
+        // It passed: then it must behave like the original on every input of the harness.
+        let repo = instance["repo"].as_str().unwrap();
+        let path = instance["path"].as_str().unwrap();
+        let module_file = scratch.path().join("mutant_module.py");
+        std::fs::write(&module_file, module_text).unwrap();
+        let harness = scratch.path().join("harness.py");
+        std::fs::write(&harness, instance["harness"].as_str().unwrap()).unwrap();
+        let module = path.trim_end_matches(".py").replace('/', ".");
+        let module = module.trim_end_matches(".__init__").to_owned();
+        let name = functions[id]["qualname"].as_str().unwrap();
+        let verdict = std::process::Command::new(common::test_python())
+            .arg(&support)
+            .arg(ex.path().join(repo))
+            .args([&module, name])
+            .arg(&harness)
+            .arg(&module_file)
             .output()
             .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "the original fails its own harness: {id}\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        let verdict = format!(
+            "{}{}",
+            String::from_utf8_lossy(&verdict.stdout),
+            String::from_utf8_lossy(&verdict.stderr)
         );
-        let is_method = f["kind"] == "method";
-        for (kind, mutant) in mutants(&source) {
-            total += 1;
-            let candidate = scratch.path().join("mutant.py");
-            std::fs::write(&candidate, &mutant).unwrap();
-            let out = ex
-                .r2e()
-                .args(["check", id, "--candidate"])
-                .arg(&candidate)
-                .output()
-                .unwrap();
-            let code = out.status.code();
-            assert!(
-                matches!(code, Some(0) | Some(1)),
-                "{id} {kind}: {code:?} {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            if code == Some(1) {
-                killed += 1;
-                continue;
-            }
-            if is_method {
-                continue;
-            }
-            // It passed: then it must behave like the original on every input of the harness.
-            let module_file = scratch.path().join("mutant_module.py");
-            std::fs::write(
-                &module_file,
-                text.replace(&lines[start - 1..end].join("\n"), mutant.trim_end()),
-            )
-            .unwrap();
-            let harness = scratch.path().join("harness.py");
-            std::fs::write(&harness, instance["harness"].as_str().unwrap()).unwrap();
-            let module = path.trim_end_matches(".py").replace('/', ".");
-            let module = module.trim_end_matches(".__init__").to_owned();
-            let name = f["qualname"].as_str().unwrap();
-            let verdict = std::process::Command::new(common::test_python())
-                .arg(&support)
-                .arg(ex.path().join(repo))
-                .args([&module, name])
-                .arg(&harness)
-                .arg(&module_file)
-                .output()
-                .unwrap();
-            let verdict = format!(
-                "{}{}",
-                String::from_utf8_lossy(&verdict.stdout),
-                String::from_utf8_lossy(&verdict.stderr)
-            );
-            checked_differs += 1;
-            assert!(
-                verdict.starts_with("same"),
-                "{id} {kind}: check passed a mutant that differs on the harness's inputs: {verdict}\n{mutant}"
-            );
-        }
+        checked_differs += 1;
+        assert!(
+            verdict.starts_with("same"),
+            "{id} {kind}: check passed a mutant that differs on the harness's inputs: {verdict}\n{mutant}"
+        );
     }
     assert!(total >= 100, "{total} mutants");
     eprintln!(
