@@ -118,85 +118,22 @@ struct K8sCommand {
     apply: bool,
 }
 
-// What a Kubernetes build is made of: the fields of `k8s::K8sOptions` (no doc comment: a
-// flattened struct's would become the command's `about`).
+// What a Kubernetes build is made of: the pipeline, and the engine's options, declared once
+// in `k8s::K8sOptions` (no doc comment: a flattened struct's would become the command's `about`).
 #[derive(clap::Args)]
 pub struct K8sArgs {
     #[command(flatten)]
     pipeline: PipelinePath,
-    /// How many shards (the Indexed Job's completions).
-    #[arg(long, value_name = "N")]
-    shards: u32,
-    /// The container image that holds r2e, Python and bubblewrap.
-    #[arg(long)]
-    image: String,
-    /// The r2e program in the image.
-    #[arg(long, value_name = "PATH", default_value = "r2e")]
-    r2e: String,
-    /// The Secret whose keys become the pods' environment: the remote store's credentials
-    /// (`AWS_ACCESS_KEY_ID`, ...) and the signing key's variable, if any.
-    #[arg(long, value_name = "NAME")]
-    secret: Option<String>,
-    /// The remote cache (default: the pipeline's `[cache] remote`).
-    #[arg(long, value_name = "URL")]
-    remote_cache: Option<String>,
-    /// For a `file://` remote cache: the PersistentVolumeClaim every pod mounts at its path.
-    #[arg(long, value_name = "CLAIM")]
-    store_claim: Option<String>,
-    /// The PersistentVolumeClaim the assemble writes the dataset into.
-    #[arg(long, value_name = "CLAIM")]
-    output_claim: Option<String>,
-    /// The Jobs' name prefix (default: `r2e-<project>-<hash of the manifests>`).
-    #[arg(long)]
-    name: Option<String>,
-    /// The namespace of the Jobs and the ConfigMap (default: `kubectl`'s).
-    #[arg(long, short = 'n')]
-    namespace: Option<String>,
-    /// Each pod's CPU request (`2`, `500m`).
-    #[arg(long, value_name = "QUANTITY")]
-    cpus: Option<String>,
-    /// Each pod's memory request and limit (`8Gi`).
-    #[arg(long, value_name = "QUANTITY")]
-    memory: Option<String>,
-    /// Retries of a failed shard before it counts as failed.
-    #[arg(long, value_name = "K", default_value_t = 2)]
-    backoff_limit_per_index: u32,
-    /// Pods at once (default: every shard).
-    #[arg(long, value_name = "P")]
-    parallelism: Option<u32>,
-    /// Where the pods' folders (pipeline, cache, output) are mounted.
-    #[arg(long, value_name = "DIR", default_value = "/r2e")]
-    mount_root: PathBuf,
-    /// The pipeline's path inside the image, instead of a ConfigMap of the file (for a
-    /// pipeline whose repositories are folders built into the image).
-    #[arg(long, value_name = "PATH")]
-    pipeline_in_image: Option<PathBuf>,
-    /// Run the pods privileged (bubblewrap needs user namespaces).
-    #[arg(long)]
-    privileged: bool,
+    #[command(flatten)]
+    options: k8s::K8sOptions,
 }
 
 impl K8sArgs {
-    /// The engine's options.
+    /// The engine's options, with the pipeline's path resolved.
     pub fn options(self) -> Result<k8s::K8sOptions> {
         Ok(k8s::K8sOptions {
             pipeline: self.pipeline.path()?,
-            shards: self.shards,
-            image: self.image,
-            r2e: self.r2e,
-            secret: self.secret,
-            remote_cache: self.remote_cache,
-            store_claim: self.store_claim,
-            output_claim: self.output_claim,
-            name: self.name,
-            namespace: self.namespace,
-            cpus: self.cpus,
-            memory: self.memory,
-            backoff_limit_per_index: self.backoff_limit_per_index,
-            parallelism: self.parallelism,
-            mount_root: self.mount_root,
-            pipeline_in_image: self.pipeline_in_image,
-            privileged: self.privileged,
+            ..self.options
         })
     }
 }

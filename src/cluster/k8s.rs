@@ -26,44 +26,64 @@ const PIPELINE_DIR: &str = "pipeline";
 const CACHE_DIR: &str = "cache";
 const OUT_DIR: &str = "out";
 
-/// What `r2e cluster k8s` was asked.
-#[derive(Default)]
+// What `r2e cluster k8s` was asked: its arguments, declared here once (no doc comment: the
+// command flattens this struct, and a flattened struct's doc comment would become its `about`).
+#[derive(Default, clap::Args)]
 pub struct K8sOptions {
-    /// The pipeline file.
+    /// The pipeline file (the command's PIPELINE, resolved).
+    #[arg(skip)]
     pub pipeline: PathBuf,
-    /// Shards: the Indexed Job's completions (at least 1).
+    /// How many shards (the Indexed Job's completions).
+    #[arg(long, value_name = "N")]
     pub shards: u32,
-    /// The container image holding r2e (and Python, bubblewrap).
+    /// The container image that holds r2e, Python and bubblewrap.
+    #[arg(long)]
     pub image: String,
     /// The r2e program in the image.
+    #[arg(long, value_name = "PATH", default_value = "r2e")]
     pub r2e: String,
-    /// The Secret whose keys become the pods' environment (the store's credentials, a signing
-    /// key); none when the store needs none.
+    /// The Secret whose keys become the pods' environment: the remote store's credentials
+    /// (`AWS_ACCESS_KEY_ID`, ...) and the signing key's variable, if any.
+    #[arg(long, value_name = "NAME")]
     pub secret: Option<String>,
     /// The remote cache (default: the pipeline's `[cache] remote`).
+    #[arg(long, value_name = "URL")]
     pub remote_cache: Option<String>,
-    /// For a `file://` store: the PersistentVolumeClaim mounted at its path in every pod.
+    /// For a `file://` remote cache: the PersistentVolumeClaim every pod mounts at its path.
+    #[arg(long, value_name = "CLAIM")]
     pub store_claim: Option<String>,
     /// The PersistentVolumeClaim the assemble writes the dataset into (else its pod's own
     /// folder, gone with the pod).
+    #[arg(long, value_name = "CLAIM")]
     pub output_claim: Option<String>,
-    /// The Jobs' name prefix (default: `r2e-<project>-<hash>`).
+    /// The Jobs' name prefix (default: `r2e-<project>-<hash of the manifests>`).
+    #[arg(long)]
     pub name: Option<String>,
+    /// The namespace of the Jobs and the ConfigMap (default: `kubectl`'s).
+    #[arg(long, short = 'n')]
     pub namespace: Option<String>,
     /// Each pod's CPU request (`2`, `500m`).
+    #[arg(long, value_name = "QUANTITY")]
     pub cpus: Option<String>,
     /// Each pod's memory request and limit (`8Gi`).
+    #[arg(long, value_name = "QUANTITY")]
     pub memory: Option<String>,
-    /// Retries of a failed index before it counts as failed.
+    /// Retries of a failed shard before it counts as failed.
+    #[arg(long, value_name = "K", default_value_t = 2)]
     pub backoff_limit_per_index: u32,
     /// Pods at once (default: every shard).
+    #[arg(long, value_name = "P")]
     pub parallelism: Option<u32>,
-    /// Where the pods' folders are mounted.
+    /// Where the pods' folders (pipeline, cache, output) are mounted.
+    #[arg(long, value_name = "DIR", default_value = "/r2e")]
     pub mount_root: PathBuf,
-    /// The pipeline's path inside the image, instead of a ConfigMap of the file.
+    /// The pipeline's path inside the image, instead of a ConfigMap of the file (for a
+    /// pipeline whose repositories are folders built into the image).
+    #[arg(long, value_name = "PATH")]
     pub pipeline_in_image: Option<PathBuf>,
     /// Run the pods privileged (bubblewrap needs user namespaces, which some clusters only
     /// give a privileged pod).
+    #[arg(long)]
     pub privileged: bool,
 }
 
