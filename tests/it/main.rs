@@ -28,6 +28,7 @@ mod pure {
     mod incremental;
     mod layers;
     mod python;
+    mod seed;
     mod tiers;
 }
 
