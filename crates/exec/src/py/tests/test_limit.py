@@ -80,6 +80,22 @@ EXECUTOR_SCRIPT = textwrap.dedent(
 )
 
 
+def harness_of(tests: str) -> str:
+    """A harness of classify whose TestClassify holds `tests` (its methods, at column 0)."""
+    return textwrap.dedent(
+        """
+        import unittest
+
+        import r2e_equiv
+
+        candidate, reference = r2e_equiv.harness_modules()
+
+
+        class TestClassify(unittest.TestCase):
+        """
+    ) + textwrap.indent(textwrap.dedent(tests), "    ")
+
+
 def alive(pid: int) -> bool:
     """Whether `pid` is in the process table (a zombie counts)."""
     return os.path.exists(f"/proc/{pid}")
@@ -94,6 +110,19 @@ class LimitTest(unittest.TestCase):
 
     def tearDown(self):
         self.sample.cleanup()
+
+    def run_batch(self, jobs: list, timeout: float) -> list:
+        """The warm worker's results for `jobs`, one run each."""
+        request = self.sample.path("batch.json")
+        out = self.sample.path("batch.out.json")
+        with open(request, "w", encoding="utf-8") as f:
+            json.dump({"jobs": jobs, "runs": 1, "timeout": timeout}, f)
+        subprocess.run(
+            [sys.executable, BATCH, request, out],
+            check=True, timeout=60, cwd=self.sample.root, env=self.env,
+        )
+        with open(out, encoding="utf-8") as f:
+            return json.load(f)["results"]
 
     def started(self) -> list[int]:
         return [int(line) for line in read_text(self.pids).split()]
@@ -131,18 +160,10 @@ class LimitTest(unittest.TestCase):
 
     def test_a_run_that_waits_ends_at_its_limit_and_takes_its_processes_along(self):
         source = read_text(self.sample.core)
-        harness = textwrap.dedent(
+        harness = harness_of(
             """
-            import unittest
-
-            import r2e_equiv
-
-            candidate, reference = r2e_equiv.harness_modules()
-
-
-            class TestClassify(unittest.TestCase):
-                def test_0(self):
-                    candidate.classify(0)
+            def test_0(self):
+                candidate.classify(0)
             """
         )
         jobs = []
@@ -155,17 +176,8 @@ class LimitTest(unittest.TestCase):
                 )
             )
         started = time.monotonic()
-        request = self.sample.path("batch.json")
-        out = self.sample.path("batch.out.json")
-        with open(request, "w", encoding="utf-8") as f:
-            json.dump({"jobs": jobs, "runs": 1, "timeout": 1}, f)
-        subprocess.run(
-            [sys.executable, BATCH, request, out],
-            check=True, timeout=60, cwd=self.sample.root, env=self.env,
-        )
+        results = self.run_batch(jobs, 1)
         seconds = time.monotonic() - started
-        with open(out, encoding="utf-8") as f:
-            results = json.load(f)["results"]
         self.assertEqual([r[0]["status"] for r in results], ["timeout", "timeout"], results)
         self.assertLess(seconds, 6.0)
         started = self.started()
@@ -205,21 +217,13 @@ class LimitTest(unittest.TestCase):
 
     def test_a_copy_forked_by_a_candidate_never_answers_for_its_run(self):
         source = read_text(self.sample.core)
-        harness = textwrap.dedent(
+        harness = harness_of(
             """
-            import unittest
+            def test_0(self):
+                self.assertEqual(candidate.classify(0), reference.classify(0))
 
-            import r2e_equiv
-
-            candidate, reference = r2e_equiv.harness_modules()
-
-
-            class TestClassify(unittest.TestCase):
-                def test_0(self):
-                    self.assertEqual(candidate.classify(0), reference.classify(0))
-
-                def test_1(self):
-                    self.assertEqual(candidate.classify(5), reference.classify(5))
+            def test_1(self):
+                self.assertEqual(candidate.classify(5), reference.classify(5))
             """
         )
         # The reference's classify, behind a fork whose child returns too (and would run the
@@ -246,16 +250,7 @@ class LimitTest(unittest.TestCase):
                 name=f"forks-{isolate}", mode="candidate",
                 hide=[self.sample.core] if isolate else [],
             )
-            request = self.sample.path("batch.json")
-            out = self.sample.path("batch.out.json")
-            with open(request, "w", encoding="utf-8") as f:
-                json.dump({"jobs": [job], "runs": 1, "timeout": 20}, f)
-            subprocess.run(
-                [sys.executable, BATCH, request, out],
-                check=True, timeout=60, cwd=self.sample.root, env=self.env,
-            )
-            with open(out, encoding="utf-8") as f:
-                results = json.load(f)["results"]
+            results = self.run_batch([job], 20)
             self.assertEqual([r[0]["status"] for r in results], ["ok"], results)
             self.assertEqual([t["outcome"] for t in results[0][0]["tests"]], ["pass", "pass"], results)
 
