@@ -41,11 +41,15 @@ def main():
     failures = jsonl(os.path.join(out, "failures.jsonl"))
 
     classes = collections.defaultdict(collections.Counter)
+    # Harnesses that kept no test at all, per repository (a subset of their failures).
+    zero_tests = collections.Counter()
     for h in harnesses:
         f = functions.get(h["id"])
         repo = f["repo"] if f else h["id"].split(":", 1)[0]
         if not h.get("valid"):
             classes[repo][h.get("failure_class") or "invalid"] += 1
+        if h.get("tests") == 0:
+            zero_tests[repo] += 1
     env_failures = collections.defaultdict(list)
     for r in failures:
         if r.get("stage") == "env":
@@ -72,11 +76,13 @@ def main():
             "valid": valid,
             "instances": inst,
             "failure_classes": dict(classes[repo]),
+            "zero_test_harnesses": zero_tests[repo],
             "env_failures": env_failures.get(repo, []),
             "seconds": {k: secs.get(k) for k in stage_names if k in secs},
         }
         rows.append(row)
-        pooled.update(candidates=cand, valid=valid, instances=inst, functions=row["functions"])
+        pooled.update(candidates=cand, valid=valid, instances=inst, functions=row["functions"],
+                      zero_test_harnesses=zero_tests[repo])
         pooled_classes.update(classes[repo])
         for k in stage_names:
             if isinstance(secs.get(k), (int, float)):
@@ -103,6 +109,8 @@ def main():
     excluded = summary.get("excluded_by", {})
     print("Filters (functions excluded, pooled): " + ", ".join(f"{k} {v}" for k, v in excluded.items() if v))
     print(f"no_normal_return: {nnr}/{c} candidates ({pct(nnr, c)}%)")
+    zero = pooled["zero_test_harnesses"]
+    print(f"harnesses with 0 tests: {zero}/{c} candidates ({pct(zero, c)}%)")
     zero_env = [row["project"] for row in rows if row["candidates"] and not row["instances"] and row["env_failures"]]
     print(f"projects with candidates and 0 instances because of their environment: {len(zero_env)} {zero_env}")
     machine_hours = a.wall * a.cores / 3600.0

@@ -250,18 +250,26 @@ pub fn pip(command: &str, options: &[&str], dir: &Path, pin: &str) {
 /// The setuptools the offline tests' wheelhouse holds, for projects built with it.
 pub const SETUPTOOLS: &str = "setuptools==80.9.0";
 
-/// An interpreter with the pinned coverage.py, for tests that run r2e's Python directly: a
-/// virtualenv made once per machine from `python3`, installed from the [`wheelhouse`].
+/// Hypothesis and what it needs, for the property test of r2e's value code
+/// (`crates/exec/src/py/tests/test_values.py`): only in [`test_python`], never in an
+/// environment r2e builds.
+pub const HYPOTHESIS: [&str; 2] = ["hypothesis==6.170.27", "sortedcontainers==2.4.0"];
+
+/// An interpreter with the pinned coverage.py (from the [`wheelhouse`]) and [`HYPOTHESIS`],
+/// for tests that run r2e's Python directly: a virtualenv made once per machine from `python3`.
 pub fn test_python() -> &'static Path {
     static PYTHON: OnceLock<PathBuf> = OnceLock::new();
     PYTHON.get_or_init(|| {
         let wheels = wheelhouse();
+        let hypothesis = self::wheels("hypothesis", &HYPOTHESIS);
         let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-venv");
         let python = venv.join("bin").join("python");
         let lock = std::fs::File::create(wheels.join(".lock")).unwrap();
         lock.lock().unwrap();
+        // The marker names what was installed: a venv from before a pin changed is made again.
         let ready = venv.join(".ready");
-        if !ready.exists() {
+        let pins = format!("{} {}", r2e_exec::py::COVERAGE, HYPOTHESIS.join(" "));
+        if std::fs::read_to_string(&ready).ok().as_deref() != Some(pins.as_str()) {
             let _ = std::fs::remove_dir_all(&venv);
             let run = |cmd: &mut std::process::Command| {
                 let out = cmd.output().expect("runs");
@@ -284,8 +292,11 @@ pub fn test_python() -> &'static Path {
                     "--find-links",
                 ])
                 .arg(wheels)
-                .arg(r2e_exec::py::COVERAGE));
-            std::fs::write(&ready, "").unwrap();
+                .arg("--find-links")
+                .arg(&hypothesis)
+                .arg(r2e_exec::py::COVERAGE)
+                .args(HYPOTHESIS));
+            std::fs::write(&ready, &pins).unwrap();
         }
         python
     })

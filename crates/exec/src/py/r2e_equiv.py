@@ -46,6 +46,8 @@ __all__ = [
     "Timeout",
     "call_outcome",
     "check_function",
+    "compare",
+    "decided",
     "check_method",
     "describe_outcome",
     "differences",
@@ -65,6 +67,9 @@ __all__ = [
 # "returned normally" means the *reference* call returned instead of raising. The runner clears
 # this list before each test and reads it afterwards.
 CALLS: list[dict] = []
+
+# The part of `differences` where two values could not be compared (`compare` is None).
+NOT_COMPARABLE = "not comparable"
 
 # How many items of an iterator/generator are compared.
 MAX_ITEMS = 1000
@@ -491,8 +496,10 @@ def _rebuild(value, memo):
 
 
 def _is_lazy_iterator(value) -> bool:
-    return isinstance(value, collections.abc.Iterator) and not isinstance(
-        value, (str, bytes, bytearray, collections.abc.Sequence, collections.abc.Mapping)
+    # By `type()`: a proxy's `__class__` may lie, or raise.
+    t = type(value)
+    return issubclass(t, collections.abc.Iterator) and not issubclass(
+        t, (str, bytes, bytearray, collections.abc.Sequence, collections.abc.Mapping)
     )
 
 
@@ -614,10 +621,12 @@ def _then_differences(cand, ref, prefix, diffs, detailed=True, messages=True):
     for i, ((co, cn), (ro, rn)) in enumerate(zip(cand, ref)):
         where = f"{prefix} call {i}"
         if co[0] == "return":
-            same = co[0] == ro[0] and equivalent(co[1], ro[1])
+            same = compare(co[1], ro[1]) if co[0] == ro[0] else False
         else:
             same = (co[1:] if messages else co[:2]) == (ro[1:] if messages else ro[:2])
-        if not same:
+        if same is None:
+            diffs.append((NOT_COMPARABLE, where))
+        elif not same:
             detail = f"{describe_outcome(co)} / {describe_outcome(ro)}" if detailed else ""
             diffs.append((where, detail))
         _then_differences(cn, rn, where + ", its returned function", diffs, detailed, messages)
@@ -721,14 +730,58 @@ def _slot_names(t: type):
 _MISSING = object()
 
 
+class _Raised:
+    """An attribute whose reading raised: equal to another whose reading raised the same type
+    (both sides behave alike when it is read), as the snapshot records it (`r2e_snapshot`)."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, exc: BaseException):
+        self.type = _type_key(type(exc))
+
+    def __eq__(self, other):
+        return isinstance(other, _Raised) and other.type == self.type
+
+    __hash__ = None
+
+
+def _read(obj, name):
+    """`getattr(obj, name, _MISSING)`, or a `_Raised` when reading it raises anything but
+    AttributeError (a property or a hostile `__getattribute__`)."""
+    try:
+        return getattr(obj, name, _MISSING)
+    except Exception as exc:  # noqa: BLE001 - a value's own code may raise anything
+        return _Raised(exc)
+
+
 def _state(obj):
     """(vars, slots) of an object, or None when it exposes neither."""
-    attrs = getattr(obj, "__dict__", None)
+    attrs = _read(obj, "__dict__")
     slots = _slot_names(type(obj))
     if not isinstance(attrs, dict) and not slots:
         return None
-    slot_values = {name: getattr(obj, name, _MISSING) for name in slots}
-    return (dict(attrs) if isinstance(attrs, dict) else {}, slot_values)
+    slot_values = {name: _read(obj, name) for name in slots}
+    return (dict.copy(attrs) if isinstance(attrs, dict) else {}, slot_values)
+
+
+# The builtin containers, each read with its own methods: a subclass's `__len__`, `__iter__`,
+# `__getitem__` or `items` may raise or lie, and what it holds is what is compared.
+_SEQUENCES = (list, tuple, collections.deque)
+_SETS = (set, frozenset)
+
+
+def _base(t: type, bases):
+    for base in bases:
+        if issubclass(t, base):
+            return base
+    return None
+
+
+def _items_of(value, base) -> list:
+    """A builtin container's items (a dict's pairs), as its builtin type holds them."""
+    if base is dict:
+        return list(dict.items(value))
+    return list(base.__iter__(value))
 
 
 def _floats_close(a: float, b: float) -> bool:
@@ -755,16 +808,32 @@ def _safe_repr(value) -> str:
         return f"<unrepresentable {type(value).__qualname__}>"
 
 
+def compare(a, b) -> bool | None:
+    """Whether two values produced by the candidate and the reference are the same
+    (`equivalent`), or None when that cannot be decided: the values are nested too deep for a
+    comparison, or code of theirs that the comparison needs raised. "Not comparable" is no
+    verdict: the explorer keeps no test on it, and counts no mutant killed by it. Never
+    raises."""
+    try:
+        return bool(_equiv(a, b, {}))
+    except RecursionError:
+        return None
+    except Exception:  # noqa: BLE001 - a value's own code may raise anything
+        return None
+
+
 def equivalent(a, b) -> bool:
     """Structural equality of two values produced by the candidate and the reference.
 
-    Same type (by module and qualified name); floats with a tolerance (NaN equals NaN); bool is
-    not int; containers elementwise; objects of repository/third-party classes by their state
-    (vars and __slots__), cycle-safe; iterators by their first MAX_ITEMS items; numpy arrays and
-    pandas frames/series with their libraries' tolerant comparisons; anything else by ==, then
-    by repr.
+    Same type (by module and qualified name: `type()`, never a proxy's `__class__`); floats
+    with a tolerance (NaN equals NaN); bool is not int; builtin containers elementwise, as
+    their builtin types hold them (whatever a subclass's methods say); objects of
+    repository/third-party classes by their state (vars and __slots__; an attribute whose
+    reading raises by the exception's type), cycle-safe; iterators by their first MAX_ITEMS
+    items; numpy arrays and pandas frames/series with their libraries' tolerant comparisons;
+    anything else by ==, then by repr. False when it cannot be decided (`compare`).
     """
-    return _equiv(a, b, {})
+    return compare(a, b) is True
 
 
 def _equiv(a, b, memo: dict) -> bool:
@@ -776,23 +845,25 @@ def _equiv(a, b, memo: dict) -> bool:
 
     # Scalars. Enum first: IntEnum members are ints, and twins from the candidate module are
     # distinct objects with the same name.
-    if isinstance(a, enum.Enum):
+    if issubclass(ta, enum.Enum):
         return a.name == b.name and _equiv(a.value, b.value, memo)
-    if isinstance(a, float):
+    if issubclass(ta, float):
         return _floats_close(a, b)
-    if isinstance(a, complex):
+    if issubclass(ta, complex):
         return _floats_close(a.real, b.real) and _floats_close(a.imag, b.imag)
-    if a is None or isinstance(a, (bool, int, str, bytes, bytearray, range)):
+    if a is None or issubclass(ta, (bool, int, str, bytes, bytearray, range)):
+        return _safe_eq(a, b) is True
+    if issubclass(ta, _Raised):
         return a == b
-    if isinstance(a, Iterated):
+    if issubclass(ta, Iterated):
         return _equiv(a.items, b.items, memo)
 
     # Array libraries, only when the code under test already imported them.
     numpy = sys.modules.get("numpy")
-    if numpy is not None and isinstance(a, numpy.ndarray):
+    if numpy is not None and issubclass(ta, numpy.ndarray):
         return _numpy_equal(numpy, a, b)
     pandas = sys.modules.get("pandas")
-    if pandas is not None and isinstance(a, (pandas.DataFrame, pandas.Series)):
+    if pandas is not None and issubclass(ta, (pandas.DataFrame, pandas.Series)):
         return _pandas_equal(pandas, a, b)
 
     # Everything below may recurse: a visited pair is assumed equal (cycles). The memo keeps
@@ -802,26 +873,29 @@ def _equiv(a, b, memo: dict) -> bool:
         return True
     memo[pair] = (a, b)
 
-    if isinstance(a, (list, tuple, collections.deque)):
-        if len(a) != len(b) or not all(_equiv(x, y, memo) for x, y in zip(a, b)):
+    sequence = _base(ta, _SEQUENCES)
+    if sequence is not None:
+        xs, ys = _items_of(a, sequence), _items_of(b, sequence)
+        if len(xs) != len(ys) or not all(_equiv(x, y, memo) for x, y in zip(xs, ys)):
             return False
         return _equiv_extra_state(a, b, memo)
-    if isinstance(a, dict):
+    if issubclass(ta, dict):
         return _equiv_dicts(a, b, memo) and _equiv_extra_state(a, b, memo)
-    if isinstance(a, (set, frozenset)):
-        return _equiv_sets(a, b, memo)
-    if isinstance(a, BaseException):
+    kind = _base(ta, _SETS)
+    if kind is not None:
+        return _equiv_sets(_items_of(a, kind), _items_of(b, kind), memo)
+    if issubclass(ta, BaseException):
         return _equiv(a.args, b.args, memo) and _equiv_extra_state(a, b, memo)
-    if isinstance(a, (types.FunctionType, types.BuiltinFunctionType, type, types.MethodType)):
+    if issubclass(ta, (types.FunctionType, types.BuiltinFunctionType, type, types.MethodType)):
         return (
             _type_key(a) == _type_key(b)
-            if isinstance(a, type)
+            if issubclass(ta, type)
             else (
                 getattr(a, "__module__", None) == getattr(b, "__module__", None)
                 and getattr(a, "__qualname__", None) == getattr(b, "__qualname__", None)
             )
         )
-    if isinstance(a, types.ModuleType):
+    if issubclass(ta, types.ModuleType):
         return a.__name__ == b.__name__
     if _is_lazy_iterator(a):
         return _equiv(
@@ -844,39 +918,41 @@ def _equiv(a, b, memo: dict) -> bool:
 
 def _equiv_extra_state(a, b, memo) -> bool:
     """Attributes of container subclasses (e.g. a list subclass with a `name`)."""
-    da, db = getattr(a, "__dict__", None), getattr(b, "__dict__", None)
+    da, db = _read(a, "__dict__"), _read(b, "__dict__")
     if not isinstance(da, dict) and not isinstance(db, dict):
-        return True
-    return _equiv(da or {}, db or {}, memo)
+        return _equiv(da, db, memo) if _Raised in (type(da), type(db)) else True
+    return _equiv(da if isinstance(da, dict) else {}, db if isinstance(db, dict) else {}, memo)
 
 
 def _equiv_dicts(a, b, memo) -> bool:
-    if len(a) != len(b):
+    pa, pb = _items_of(a, dict), _items_of(b, dict)
+    if len(pa) != len(pb):
         return False
     # Keys are compared with fresh memos: they are hashable (no cycles in practice), and a
     # failed tentative comparison must not leave "visited" pairs behind.
-    if all(_equiv(ka, kb, {}) for ka, kb in zip(a, b)):
+    if all(_equiv(ka, kb, {}) for (ka, _), (kb, _) in zip(pa, pb)):
         # Same keys in the same insertion order: compare pairwise (this also handles keys
         # that hash by identity, such as twin objects).
-        return all(_equiv(a[ka], b[kb], memo) for ka, kb in zip(a, b))
+        return all(_equiv(va, vb, memo) for (_, va), (_, vb) in zip(pa, pb))
     # Otherwise look each key up (dict equality ignores order).
     try:
-        b_keys = {k: k for k in b}
-        for key, value in a.items():
+        b_keys = {k: (k, v) for k, v in pb}
+        for key, value in pa:
             if key not in b_keys:
                 return False
-            other = b_keys[key]
-            if not _equiv(key, other, {}) or not _equiv(value, b[other], memo):
+            other, other_value = b_keys[key]
+            if not _equiv(key, other, {}) or not _equiv(value, other_value, memo):
                 return False
         return True
     except TypeError:
         return False
 
 
-def _equiv_sets(a, b, memo) -> bool:
+def _equiv_sets(a: list, b: list, memo) -> bool:
+    """Two sets' items (as lists) compared without order."""
     if len(a) != len(b):
         return False
-    if _safe_eq(a, b):
+    if _safe_eq(set(a), set(b)):
         return True
     # Elements that are equivalent but not == (floats within tolerance, twin objects): match
     # them pairwise for small sets, else compare sorted reprs.
@@ -968,7 +1044,10 @@ def differences(
     """The parts in which two observations differ, as (part, detail) pairs; [] if none.
 
     Parts: "return value", "exception", "outcome" (one returned, the other raised),
-    "argument N mutation", "argument 'name' mutation", "instance state".
+    "argument N mutation", "argument 'name' mutation", "instance state"; and
+    `NOT_COMPARABLE` (its detail names the part) where two values cannot be compared
+    (`compare`), which is no difference: a caller that decides on the parts never takes it
+    for one (the explorer keeps no test on it and counts no mutant killed by it).
 
     With `detailed=False` the details are empty and no value is shown (`repr`): showing a
     value may change it (a lazily computed name cached on first `repr`, as pyparsing's
@@ -977,40 +1056,48 @@ def differences(
     (docs/harness.md): the explorer must not count a mutant killed that the harness passes.
     """
     diffs = []
+
+    def values(part, c, r, detail):
+        same = compare(c, r)
+        if same is None:
+            diffs.append((NOT_COMPARABLE, part))
+        elif not same:
+            diffs.append((part, detail() if detailed else ""))
+
     co, ro = cand.outcome, ref.outcome
     if co[0] != ro[0]:
         diffs.append(("outcome", "one side returned and the other raised"))
     elif co[0] == "return":
-        if not equivalent(co[1], ro[1]):
-            diffs.append(("return value", ""))
+        values("return value", co[1], ro[1], lambda: "")
     elif (co[1:] if messages else co[1]) != (ro[1:] if messages else ro[1]):
         diffs.append(("exception", ""))
     for i, (ca, ra) in enumerate(zip(cand.args, ref.args)):
-        if not equivalent(ca, ra):
-            detail = f"{short_repr(ca)} / {short_repr(ra)}" if detailed else ""
-            diffs.append((f"argument {i} mutation", detail))
+        values(f"argument {i} mutation", ca, ra, lambda: f"{short_repr(ca)} / {short_repr(ra)}")
     for name in ref.kwargs:
-        if name in cand.kwargs and not equivalent(cand.kwargs[name], ref.kwargs[name]):
-            detail = (
-                f"{short_repr(cand.kwargs[name])} / {short_repr(ref.kwargs[name])}"
-                if detailed
-                else ""
+        if name in cand.kwargs:
+            c, r = cand.kwargs[name], ref.kwargs[name]
+            values(
+                f"argument {name!r} mutation", c, r, lambda: f"{short_repr(c)} / {short_repr(r)}"
             )
-            diffs.append((f"argument {name!r} mutation", detail))
     _then_differences(cand.then, ref.then, "returned function", diffs, detailed, messages)
     ci, ri = cand.instance, ref.instance
-    if (ci is _NO_INSTANCE) != (ri is _NO_INSTANCE) or (
-        ci is not _NO_INSTANCE and not equivalent(ci, ri)
-    ):
+    if (ci is _NO_INSTANCE) != (ri is _NO_INSTANCE):
         detail = f"{_state_repr(ci)} / {_state_repr(ri)}" if detailed else ""
         diffs.append(("instance state", detail))
+    elif ci is not _NO_INSTANCE:
+        values("instance state", ci, ri, lambda: f"{_state_repr(ci)} / {_state_repr(ri)}")
     return diffs
+
+
+def decided(diffs) -> list:
+    """The parts of `differences` that are differences (without `NOT_COMPARABLE`)."""
+    return [d for d in diffs if d[0] != NOT_COMPARABLE]
 
 
 def _state_repr(instance) -> str:
     if instance is _NO_INSTANCE:
         return "<no instance>"
-    state = getattr(instance, "__dict__", None)
+    state = _read(instance, "__dict__")
     return short_repr(state if isinstance(state, dict) else instance)
 
 
@@ -1034,8 +1121,11 @@ def _module_of(obj) -> str | None:
 def _check(test, cand: Observation, ref: Observation):
     CALLS.append({"returned_normally": ref.returned})
     diffs = differences(cand, ref)
+    if decided(diffs):
+        test.fail(failure_message(cand, ref, decided(diffs)))
     if diffs:
-        test.fail(failure_message(cand, ref, diffs))
+        # Values this process cannot compare: no verdict either way.
+        test.skipTest("not comparable: " + ", ".join(detail for _, detail in diffs))
 
 
 def _call_text(label: str, args, kwargs) -> str:

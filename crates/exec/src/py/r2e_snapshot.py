@@ -12,7 +12,12 @@ rewrite must preserve and nothing it may change:
 - objects of repository and third-party classes by their state (`vars()` and `__slots__`),
   standard-library values (datetime, Decimal, Path...) by a canonical text, functions and
   classes by name, exceptions (as values) by type and arguments, iterators by their first items;
-- never identity: an object reached twice is written out twice (cycles become back-references).
+- never identity: an object reached twice is written out twice (cycles become back-references);
+- what a value's own code does is never trusted: types are read with `type()` (a proxy's
+  `__class__` may lie), builtin containers through their builtin types' methods (a subclass's
+  may raise or lie), and an attribute whose reading raises is recorded by the exception's type
+  (`{"value": {"type": "raises", ...}}`: both sides behave alike when it is read). Nothing
+  here raises, whatever the value (`tests/test_values.py`).
 
 Standard library only.
 """
@@ -101,6 +106,43 @@ def _slot_names(t: type) -> list[str]:
 _MISSING = object()
 
 
+class _Raised:
+    """An attribute whose reading raised: recorded by the exception's type."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, exc: BaseException):
+        self.type = type_name(type(exc))
+
+
+def _read(value, name: str, default):
+    """`getattr(value, name, default)`, or a `_Raised` when reading it raises anything but
+    AttributeError (a property, a hostile `__getattribute__`)."""
+    try:
+        return getattr(value, name, default)
+    except Exception as exc:  # noqa: BLE001 - a value's own code may raise anything
+        return _Raised(exc)
+
+
+# The builtin containers, each read with its builtin type's own methods.
+_SEQUENCES = (list, tuple, collections.deque)
+_SETS = (set, frozenset)
+
+
+def _base(t: type, bases):
+    for base in bases:
+        if issubclass(t, base):
+            return base
+    return None
+
+
+def _items_of(value, base) -> list:
+    """A builtin container's items (a dict's pairs), as its builtin type holds them."""
+    if base is dict:
+        return list(dict.items(value))
+    return list(base.__iter__(value))
+
+
 class _Snapshotter:
     def __init__(self, max_nodes: int = MAX_NODES):
         self.max_nodes = max_nodes
@@ -117,7 +159,9 @@ class _Snapshotter:
         t = type(value)
         if t is bool:
             return {"bool": value}
-        if isinstance(value, enum.Enum):
+        if t is _Raised:
+            return {"value": {"type": "raises", "text": value.type}}
+        if issubclass(t, enum.Enum):
             return {"enum": {"type": type_name(t), "name": value.name}}
         if t is int:
             return {"int": str(value)}
@@ -130,14 +174,14 @@ class _Snapshotter:
         if t in (bytes, bytearray):
             return {t.__name__: value.hex()}
         numpy = sys.modules.get("numpy")
-        if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)):
-            return self._numpy(numpy, value, depth)
+        if numpy is not None and issubclass(t, (numpy.ndarray, numpy.generic)):
+            return self._guarded(self._numpy, numpy, value, depth)
         pandas = sys.modules.get("pandas")
-        if pandas is not None and isinstance(value, (pandas.DataFrame, pandas.Series)):
-            return self._pandas(value, depth)
-        if isinstance(value, _VALUES) and t.__module__.partition(".")[0] in _STDLIB:
+        if pandas is not None and issubclass(t, (pandas.DataFrame, pandas.Series)):
+            return self._guarded(self._pandas, value, depth)
+        if issubclass(t, _VALUES) and str(t.__module__).partition(".")[0] in _STDLIB:
             return {"value": {"type": type_name(t), "text": _canonical(value)}}
-        if isinstance(value, _POSITIONS):
+        if issubclass(t, _POSITIONS):
             # Where code was: its function's name. Files and line numbers are layout (a correct
             # rewrite moves the lines below it), and a line's text is read from a file the
             # candidate's process does not see.
@@ -148,13 +192,13 @@ class _Snapshotter:
                 code = frame.f_code if isinstance(frame, types.FrameType) else frame
                 name = code.co_name
             return {"value": {"type": type_name(t), "text": str(name)}}
-        if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
-            owner = getattr(value, "__module__", None) or ""
-            return {"function": f"{owner}.{getattr(value, '__qualname__', '?')}"}
-        if isinstance(value, type):
+        if issubclass(t, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+            owner = _read(value, "__module__", None) or ""
+            return {"function": f"{owner}.{_read(value, '__qualname__', '?')}"}
+        if issubclass(t, type):
             return {"class": type_name(value)}
-        if isinstance(value, types.ModuleType):
-            return {"module": value.__name__}
+        if issubclass(t, types.ModuleType):
+            return {"module": str(_read(value, "__name__", "?"))}
         key = id(value)
         if key in self.path:
             return {"ref": len(self.path) - self.path[key]}
@@ -164,43 +208,56 @@ class _Snapshotter:
         finally:
             del self.path[key]
 
+    def _guarded(self, take, *args):
+        """A library's value (numpy, pandas) whose own methods raised: written as cut."""
+        try:
+            return take(*args)
+        except Exception:  # noqa: BLE001 - a value's own code may raise anything
+            return "cut"
+
     def _composite(self, value, t, depth):
         name = type_name(t)
-        if isinstance(value, (list, tuple, collections.deque)) or _is_iterated(value):
-            items = value.items if _is_iterated(value) else value
-            kind = "iter" if _is_iterated(value) else "seq"
+        sequence = _base(t, _SEQUENCES)
+        if sequence is not None or _is_iterated(value):
+            iterated = sequence is None
+            items = _read(value, "items", ()) if iterated else _items_of(value, sequence)
+            kind = "iter" if iterated else "seq"
             out = {"type": name, "items": self._items(items, depth)}
             if kind == "seq":
                 out.update(self._extra(value, depth))
             return {kind: out}
-        if isinstance(value, dict):
+        if issubclass(t, dict):
+            held = _items_of(value, dict)
             pairs = []
-            for n, (k, v) in enumerate(value.items()):
+            for n, (k, v) in enumerate(held):
                 if n >= MAX_ITEMS:
                     break
                 pairs.append([self.take(k, depth + 1), self.take(v, depth + 1)])
             out = {
                 "type": name,
                 # The order of a plain dict is not part of its value; an OrderedDict's is.
-                "ordered": isinstance(value, collections.OrderedDict),
+                "ordered": issubclass(t, collections.OrderedDict),
                 "items": pairs,
-                "len": len(value),
+                "len": len(held),
             }
             out.update(self._extra(value, depth))
             return {"dict": out}
-        if isinstance(value, (set, frozenset)):
-            items = _set_order(value)
-            if items is value and len(value) <= MAX_ITEMS:
+        kind = _base(t, _SETS)
+        if kind is not None:
+            held = _items_of(value, kind)
+            items = _set_order(held)
+            if items is held and len(held) <= MAX_ITEMS:
                 # Items that are not plain values (enum members, objects): sorted by their
                 # snapshots' texts, which no process changes either.
-                taken = sorted((self.take(x, depth + 1) for x in value), key=_snapshot_text)
-                return {"set": {"type": name, "items": taken, "len": len(value)}}
-            return {"set": {"type": name, "items": self._items(items, depth), "len": len(value)}}
-        if isinstance(value, BaseException):
+                taken = sorted((self.take(x, depth + 1) for x in held), key=_snapshot_text)
+                return {"set": {"type": name, "items": taken, "len": len(held)}}
+            return {"set": {"type": name, "items": self._items(items, depth), "len": len(held)}}
+        if issubclass(t, BaseException):
+            args = _read(value, "args", ())
             return {
                 "exception": {
                     "type": name,
-                    "args": self._items(value.args, depth),
+                    "args": self._items(args if type(args) is tuple else (args,), depth),
                     "state": self._state(value, depth),
                 }
             }
@@ -217,21 +274,24 @@ class _Snapshotter:
 
     def _extra(self, value, depth) -> dict:
         """Attributes of a container subclass (a list subclass with a `name`)."""
-        attrs = getattr(value, "__dict__", None)
-        if not isinstance(attrs, dict) or not attrs:
+        attrs = _read(value, "__dict__", None)
+        if not (isinstance(attrs, dict) and attrs) and type(attrs) is not _Raised:
             return {}
         return {"state": self._state(value, depth)}
 
     def _state(self, value, depth) -> dict:
-        """An object's attributes (`vars()` and `__slots__`), by name, sorted."""
+        """An object's attributes (`vars()` and `__slots__`), by name (as plain strings, which
+        sort whatever a `str` subclass's ordering does), sorted."""
         state = {}
-        attrs = getattr(value, "__dict__", None)
-        if isinstance(attrs, dict):
-            for k, v in attrs.items():
+        attrs = _read(value, "__dict__", None)
+        if type(attrs) is _Raised:
+            state["__dict__"] = attrs
+        elif isinstance(attrs, dict):
+            for k, v in dict.items(attrs):
                 if isinstance(k, str) and k not in _BOOKKEEPING:
-                    state[k] = v
+                    state[str.__str__(k)] = v
         for slot in _slot_names(type(value)):
-            v = getattr(value, slot, _MISSING)
+            v = _read(value, slot, _MISSING)
             if v is not _MISSING:
                 state[slot] = v
         return {k: self.take(state[k], depth + 1) for k in sorted(state)}
@@ -283,7 +343,11 @@ def _snapshot_text(snap) -> str:
 
 def _is_iterated(value) -> bool:
     """The drained items of a returned iterator (r2e_equiv.Iterated)."""
-    return type(value).__name__ == "Iterated" and hasattr(value, "items") and hasattr(value, "type_name")
+    attrs = _read(value, "__dict__", None)
+    return type(value).__name__ == "Iterated" and isinstance(attrs, dict) and {
+        "items",
+        "type_name",
+    } <= set(dict.keys(attrs))
 
 
 def _canonical(value) -> str:

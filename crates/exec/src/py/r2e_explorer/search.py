@@ -1522,9 +1522,11 @@ class Explorer:
 
     def differs(self, obs, entry: Entry) -> bool:
         """Whether an observation differs from the reference's on that entry (as a harness
-        compares them)."""
+        compares them). Values that cannot be compared are no difference: a mutant is never
+        counted killed by them."""
         try:
-            return bool(self.equiv.differences(obs, entry.obs, detailed=False, messages=False))
+            diffs = self.equiv.differences(obs, entry.obs, detailed=False, messages=False)
+            return bool(self.equiv.decided(diffs))
         except Exception:  # noqa: BLE001 - a comparison that fails is a difference
             return True
 
