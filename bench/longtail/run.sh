@@ -25,10 +25,8 @@ mkdir -p "$work/src"
   echo 'name = "longtail-bench"'
   echo 'output = "out"'
   echo 'cache = "cache"'
-  # pytest in every environment: the capture (`[generate] capture_tests`) runs each project's
-  # own tests with it, where unittest alone would import few of them.
-  echo '[env]'
-  echo 'extra_packages = ["pytest==8.3.5"]'
+  # Nothing else: the bench measures what a user's pipeline gets (the capture's environment
+  # brings pytest and each project's declared test dependencies by default).
 } > "$work/pipeline.toml"
 grep -v '^#' "$here/projects.txt" | grep -v '^$' | while read -r spec; do
   name="${spec%%==*}"

@@ -329,7 +329,9 @@ pub struct CaptureKey<'a> {
     pub scripts: Hash,
     /// The checkout's hash of the files read (its `tree`): the tests and the code they run.
     pub tree: &'a str,
-    /// The environment's lock hash and the project layer's key, as in `CodeKey`.
+    /// The lock hash of the environment the tests run in (the capture's environment, with what
+    /// the test suite needs: `stages::environment::test_deps`; the repository's own where
+    /// there is none), and the project layer's key, as in `CodeKey`.
     pub env_lock: &'a str,
     pub project: &'a str,
     /// The test files run, relative to the repository's root, in order.

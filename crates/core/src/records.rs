@@ -546,6 +546,37 @@ pub struct EnvLine {
     /// folder are no longer a checkout of that commit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_files: Option<String>,
+    /// The environment the capture ran the repository's own tests in: this one with what its
+    /// test suite needs (`stages::environment::test_deps`); absent when nothing was captured
+    /// (no test files, or `[generate] capture_tests` off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureEnvLine>,
+}
+
+/// The capture's environment of an `envs.jsonl` line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CaptureEnvLine {
+    /// Its key (`keys::EnvKey`'s hash): its folder in the cache.
+    pub env_key: String,
+    /// `ok` or `partial` (some requirements failed: `failed_packages`); `failed` when it could
+    /// not be made, and the capture ran in the repository's own environment (`reason`).
+    pub outcome: EnvOutcome,
+    /// What the test suite needs, each with what declared it.
+    pub requirements: Vec<TestRequirement>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_packages: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub lock_hash: String,
+}
+
+/// One requirement of a project's test suite, and what declared it (`pyproject.toml
+/// [dependency-groups] test`, `tox.ini [testenv] deps`; `r2e` for the pytest the capture runs
+/// a suite with where none is declared).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TestRequirement {
+    pub requirement: String,
+    pub source: String,
 }
 
 /// A third-party module the code imports that its environment does not install: the code runs
@@ -746,6 +777,11 @@ pub struct Stability {
     /// The unstable tests dropped from the harness: their calls are not compared.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<String>,
+    /// The tests kept with parts of their expected values masked: parts the reference did not
+    /// reproduce in another run, in a fresh process (`verdict::mask_test`), which match
+    /// anything; the rest of each is compared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub masked: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

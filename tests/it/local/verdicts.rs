@@ -981,6 +981,134 @@ class TestFiles(unittest.TestCase):
         self.assertEqual(stem_of(PurePosixPath("conf/.hidden")), ".hidden")
 "#;
 
+/// A wheel of `name` 1.0 holding one module `name.py` with `body`, made by the host's python3
+/// in `dir` (no build backend, no index).
+fn tiny_wheel(dir: &Path, name: &str, body: &str) {
+    const SCRIPT: &str = r#"
+import base64, hashlib, sys, zipfile
+out, name, body = sys.argv[1:]
+info = f"{name}-1.0.dist-info"
+files = {
+    f"{name}.py": body,
+    f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+    f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: r2e-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+def digest(text):
+    raw = hashlib.sha256(text.encode()).digest()
+    return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+record = "".join(f"{p},{digest(t)},{len(t.encode())}\n" for p, t in files.items())
+files[f"{info}/RECORD"] = record + f"{info}/RECORD,,\n"
+with zipfile.ZipFile(f"{out}/{name}-1.0-py3-none-any.whl", "w") as z:
+    for p, t in files.items():
+        z.writestr(p, t)
+"#;
+    std::fs::create_dir_all(dir).unwrap();
+    let out = std::process::Command::new("python3")
+        .args(["-c", SCRIPT])
+        .arg(dir)
+        .args([name, body])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A test-only dependency (issue 52): the package's tests import `tokhelp`, which only its
+/// `requirements-test.txt` declares. The capture's environment installs it (with where it was
+/// declared, in `envs.jsonl`), so the tests run and their tokenizers reach a valid harness;
+/// the functions' own environment stays without it. Where it cannot be installed (not in the
+/// wheels the build may use), it is a failed package of the capture's environment, the tests
+/// do not import, and no harness of `parse_assignment` is valid.
+#[test]
+fn a_test_only_dependency_is_installed_for_the_capture_alone() {
+    let files = TOKENS
+        .replace(
+            "//- tests/test_parse.py\nimport os\nimport unittest\n",
+            "//- tests/test_parse.py\nimport os\nimport unittest\n\nimport tokhelp\n",
+        )
+        .replace(
+            "//- tok/files.py",
+            "//- requirements-test.txt\ntokhelp\n\n//- tok/files.py",
+        );
+    assert!(files.contains("import tokhelp") && files.contains("requirements-test.txt"));
+    let build_with = |wheels: Option<&Path>| {
+        let p = Project::new(&files, OFFLINE);
+        let mut links = common::wheelhouse().to_string_lossy().into_owned();
+        if let Some(dir) = wheels {
+            links = format!("{links} {}", dir.display());
+        }
+        Command::cargo_bin("r2e")
+            .unwrap()
+            .args(["build", "--json"])
+            .current_dir(p.path())
+            .env("PIP_NO_INDEX", "1")
+            .env("PIP_FIND_LINKS", links)
+            .timeout(std::time::Duration::from_secs(900))
+            .assert()
+            .success();
+        let by_id = |name: &str| -> BTreeMap<String, Value> {
+            jsonl(&p.path().join("out").join(name))
+                .into_iter()
+                .map(|v| (v["id"].as_str().unwrap_or_default().to_owned(), v))
+                .collect()
+        };
+        let env = jsonl(&p.path().join("out/envs.jsonl")).remove(0);
+        let (harnesses, dataset) = (by_id("harnesses.jsonl"), by_id("dataset.jsonl"));
+        (p, harnesses, dataset, env)
+    };
+    let wheels = tempfile::tempdir().unwrap();
+    tiny_wheel(wheels.path(), "tokhelp", "SAMPLE = 'a = b'\n");
+
+    let (p, harnesses, dataset, env) = build_with(Some(wheels.path()));
+    let id = "r:tok/parse.py:parse_assignment";
+    let row = instance(&harnesses, &dataset, id);
+    assert!(
+        row["harness"]
+            .as_str()
+            .unwrap()
+            .contains("r2e_equiv.loads("),
+        "the tokenizers are the captured ones: {row:#}"
+    );
+    assert!(
+        returning_tests(row) >= 2,
+        "both captured calls return: {row:#}"
+    );
+    let capture = &env["capture"];
+    assert!(
+        capture["requirements"].as_array().unwrap().contains(
+            &serde_json::json!({"requirement": "tokhelp", "source": "requirements-test.txt"})
+        ),
+        "the requirement is recorded with its file: {env:#}"
+    );
+    assert!(
+        !capture["failed_packages"].to_string().contains("tokhelp"),
+        "tokhelp installed: {env:#}"
+    );
+    assert_ne!(capture["lock_hash"], env["lock_hash"], "{env:#}");
+    assert!(
+        !env["lock"].to_string().contains("tokhelp"),
+        "the functions' environment is the project's own: {env:#}"
+    );
+    let original = def_text(&p, "tok/parse.py", "parse_assignment");
+    assert_passes(&p, id, "original", &original);
+
+    let (_, harnesses, _, env) = build_with(None);
+    assert!(
+        env["capture"]["failed_packages"]
+            .to_string()
+            .contains("tokhelp"),
+        "not installable here: {env:#}"
+    );
+    assert_ne!(
+        harnesses[id]["valid"], true,
+        "without its test dependency the tests do not import: {}",
+        harnesses[id]
+    );
+}
+
 /// Every text in the JSON lines of `path`, and in each pickle a harness loads
 /// (`r2e_equiv.loads(b"...")`) every string it holds and every run of strings that starts a
 /// path (a `PurePath` pickles as its parts), each joined by `/`: read by the host's `python3`.

@@ -213,10 +213,12 @@ pub struct GenerateConfig {
     pub per_call_timeout_ms: u64,
     /// A safety stop for one exploration (the same clock), recorded when it fires.
     pub time_limit_seconds: u64,
-    /// Run each repository's own test files once (pytest where the environment has it: a
-    /// declared test dependency, or `[env] extra_packages = ["pytest"]`; else unittest) and
-    /// hand the arguments they pass to the candidates to the explorer, as its first inputs
-    /// (`r2e_capture.py`).
+    /// Run each repository's own test files once (with pytest) and hand the arguments they
+    /// pass to the candidates to the explorer, as its first inputs (`r2e_capture.py`). They
+    /// run in the capture's environment: the repository's, with what its test suite declares
+    /// (test extras, dependency groups, hatch, poetry and pdm tables, test requirement files,
+    /// tox) and pytest, recorded in `envs.jsonl`; the functions' environment stays without
+    /// them.
     pub capture_tests: bool,
     /// Seconds a repository's test suite may run for that (the same clock); the calls recorded
     /// until then count.

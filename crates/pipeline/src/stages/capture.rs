@@ -96,10 +96,13 @@ pub fn capture_repo(
         return Ok(None);
     }
     let started = std::time::Instant::now();
+    // The tests run in the capture's environment (what they need besides the project's own
+    // dependencies), with the project layer of the functions' environment.
+    let (runtime, env_lock) = env.capture_runtime(&first.target.root);
     let key = CaptureKey {
         scripts: py::files_hash(py::CAPTURE),
         tree,
-        env_lock: &first.code.env_lock,
+        env_lock,
         project: &first.code.project,
         tests,
         targets: &targets,
@@ -111,7 +114,6 @@ pub fn capture_repo(
         Some(answer) => (answer, false),
         None => {
             let target = &first.target;
-            let runtime = env.runtime(&target.root);
             let paths: Vec<String> = tests
                 .iter()
                 .map(|t| target.root.join(t).to_string_lossy().into_owned())

@@ -347,8 +347,10 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
         tree.update(&[0]);
         tree.update(&f.hash.0);
     }
-    // The dependency declarations are part of the repository too (the `env` stage reads them).
-    for name in DECLARATIONS {
+    // The dependency declarations are part of the repository too (the `env` stage reads them,
+    // and those of its test suite for the capture's environment).
+    let tests = crate::stages::environment::test_deps::TEST_FILES;
+    for name in DECLARATIONS.iter().chain(tests) {
         if let Ok(Some(bytes)) = read_inside(root, name) {
             tree.update(name.as_bytes());
             tree.update(&[0]);

@@ -1073,6 +1073,7 @@ impl EnvBuilder<'_> {
             cached: false,
             fetched: false,
             project: None,
+            capture: None,
         }
     }
 
@@ -1174,6 +1175,7 @@ impl EnvBuilder<'_> {
                     cached: true,
                     fetched: false,
                     project: None,
+                    capture: None,
                 }))
             }
             Err(why) => {
@@ -1304,6 +1306,7 @@ impl EnvBuilder<'_> {
             cached: false,
             fetched: false,
             project: None,
+            capture: None,
         })
     }
 

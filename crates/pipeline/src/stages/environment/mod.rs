@@ -23,6 +23,7 @@ mod archive;
 mod build;
 mod declared;
 pub mod project;
+pub mod test_deps;
 
 use r2e_core::records::EnvOutcome;
 use std::collections::BTreeSet;
@@ -47,8 +48,8 @@ use r2e_core::cache::{ActionKey, Bucket, Cache, write_atomic, write_if_changed};
 use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};
 use r2e_core::records::{
-    EnvLine, FailureRecord, ProjectLine, RejectedDistribution, SkippedImport, StageCounts,
-    StageTime,
+    CaptureEnvLine, EnvLine, FailureRecord, ProjectLine, RejectedDistribution, SkippedImport,
+    StageCounts, StageTime,
 };
 pub use r2e_exec::interpreter::Interpreter;
 use r2e_exec::jobs::Runtime;
@@ -97,6 +98,20 @@ pub struct Env {
     /// The repository's project layer on it (`project`): none when it is not a buildable
     /// project or `[env] install_project` is off.
     pub project: Option<project::ProjectLayer>,
+    /// The environment the capture runs the repository's own tests in (`capture_env`): none
+    /// when nothing is captured (no test files, or `[generate] capture_tests` off).
+    pub capture: Option<Box<CaptureEnv>>,
+}
+
+/// The capture's environment of a repository: its own environment with what its test suite
+/// needs (`test_deps`), so that its tests import and run; the functions' own environment stays
+/// what the project installs for its users.
+#[derive(Clone, Debug)]
+pub struct CaptureEnv {
+    pub line: CaptureEnvLine,
+    /// `None` when it could not be made (`line.reason`): the capture runs in the repository's
+    /// own environment.
+    pub env: Option<Env>,
 }
 
 impl Env {
@@ -109,6 +124,20 @@ impl Env {
             interpreter: self.mounts.clone(),
             project: self.project.as_ref().map(|p| p.site.clone()),
             image: None,
+        }
+    }
+
+    /// How the capture runs the repository's tests, checked out at `root`: in its capture
+    /// environment with this environment's project layer, or in this environment when there
+    /// is none; and that environment's lock hash (`CaptureKey::env_lock`).
+    pub fn capture_runtime(&self, root: &Path) -> (Runtime, &str) {
+        match self.capture.as_ref().and_then(|c| c.env.as_ref()) {
+            Some(env) => {
+                let mut runtime = env.runtime(root);
+                runtime.project = self.project.as_ref().map(|p| p.site.clone());
+                (runtime, &env.record.lock_hash)
+            }
+            None => (self.runtime(root), &self.record.lock_hash),
         }
     }
 
@@ -239,6 +268,14 @@ pub fn run(
                         // The functions run without the layer (another code key).
                         Err(e) => stage.may_pass(&checkout.name, &e),
                     }
+                    if captures(cfg, checkout) {
+                        bar.set_message(format!("{} (its tests' environment)", checkout.name));
+                        let capture = capture_env(&builder, checkout, &declared, &inferred);
+                        if let Some(e) = &capture.transient {
+                            stage.may_pass(&checkout.name, e);
+                        }
+                        built.capture = Some(Box::new(capture.env));
+                    }
                 }
                 let fresh = !built.cached || built.project.as_ref().is_some_and(|p| !p.cached);
                 stage.record(
@@ -261,6 +298,91 @@ pub fn run(
     }
     bar.finish_and_clear();
     Ok(stage)
+}
+
+/// Whether the capture runs a repository's tests: `[generate] capture_tests` is on for a
+/// generator that uses it, and the repository has test files (`capture::is_test_file`).
+fn captures(cfg: &Config, checkout: &Checkout) -> bool {
+    cfg.generate.capture_tests
+        && cfg.generate.generator != r2e_core::config::Generator::Llm
+        && checkout
+            .files
+            .iter()
+            .any(|f| crate::stages::capture::is_test_file(&f.path))
+}
+
+/// A capture environment as made, and the failure that may pass (the index, a full disk) that
+/// kept it from being made, which the build reports (exit 1) and the next build tries again.
+struct MadeCapture {
+    env: CaptureEnv,
+    transient: Option<Error>,
+}
+
+/// The capture's environment of a repository: its environment's inputs, with the requirements
+/// its test suite declares (`test_deps`) as extra packages, built (or taken from the cache) as
+/// any environment is. One that cannot be made leaves the capture in the repository's own
+/// environment, with the reason recorded; a requirement that fails to install is recorded in
+/// `failed_packages` and the others are kept.
+fn capture_env(
+    builder: &EnvBuilder,
+    checkout: &Checkout,
+    declared: &Declared,
+    inferred: &[String],
+) -> MadeCapture {
+    let requirements = test_deps::test_requirements(checkout);
+    let mut cfg = builder.cfg.clone();
+    cfg.extra_packages
+        .extend(requirements.iter().map(|r| r.requirement.clone()));
+    let tests = EnvBuilder {
+        cfg: &cfg,
+        ..*builder
+    };
+    let failed = |reason: String| CaptureEnv {
+        line: CaptureEnvLine {
+            env_key: String::new(),
+            outcome: EnvOutcome::Failed,
+            requirements: requirements.clone(),
+            failed_packages: Vec::new(),
+            reason: Some(reason),
+            lock_hash: String::new(),
+        },
+        env: None,
+    };
+    match working_env(&tests, declared, inferred) {
+        Ok(env) if env.record.outcome != EnvOutcome::Failed => {
+            let r = &env.record;
+            let line = CaptureEnvLine {
+                env_key: r.key.clone(),
+                outcome: if r.failed_packages.is_empty() {
+                    EnvOutcome::Ok
+                } else {
+                    EnvOutcome::Partial
+                },
+                requirements: requirements.clone(),
+                failed_packages: r.failed_packages.clone(),
+                reason: None,
+                lock_hash: r.lock_hash.clone(),
+            };
+            MadeCapture {
+                env: CaptureEnv {
+                    line,
+                    env: Some(env),
+                },
+                transient: None,
+            }
+        }
+        Ok(env) => MadeCapture {
+            env: failed(format!(
+                "the capture's environment `{}` could not be created; the capture ran in the repository's own",
+                env.record.key
+            )),
+            transient: None,
+        },
+        Err(e) => MadeCapture {
+            env: failed(format!("the capture's environment could not be made: {e}")),
+            transient: Some(e),
+        },
+    }
 }
 
 /// A repository's dependencies as its environment's key holds them: those it declares, and
@@ -617,6 +739,7 @@ impl EnvStage {
             project,
             image: None,
             image_files: None,
+            capture: built.capture.as_ref().map(|c| c.line.clone()),
         });
         self.envs.insert(repo.to_owned(), Arc::new(built));
         Ok(())
