@@ -43,6 +43,7 @@ def main():
     classes = collections.defaultdict(collections.Counter)
     # Harnesses that kept no test at all, per repository (a subset of their failures).
     zero_tests = collections.Counter()
+    no_tests = collections.Counter()
     for h in harnesses:
         f = functions.get(h["id"])
         repo = f["repo"] if f else h["id"].split(":", 1)[0]
@@ -50,6 +51,7 @@ def main():
             classes[repo][h.get("failure_class") or "invalid"] += 1
         if h.get("tests") == 0:
             zero_tests[repo] += 1
+            no_tests[h.get("no_tests") or "unknown"] += 1
     env_failures = collections.defaultdict(list)
     for r in failures:
         if r.get("stage") == "env":
@@ -110,7 +112,8 @@ def main():
     print("Filters (functions excluded, pooled): " + ", ".join(f"{k} {v}" for k, v in excluded.items() if v))
     print(f"no_normal_return: {nnr}/{c} candidates ({pct(nnr, c)}%)")
     zero = pooled["zero_test_harnesses"]
-    print(f"harnesses with 0 tests: {zero}/{c} candidates ({pct(zero, c)}%)")
+    print(f"harnesses with 0 tests: {zero}/{c} candidates ({pct(zero, c)}%): "
+          + ", ".join(f"{k} {v}" for k, v in no_tests.most_common()))
     zero_env = [row["project"] for row in rows if row["candidates"] and not row["instances"] and row["env_failures"]]
     print(f"projects with candidates and 0 instances because of their environment: {len(zero_env)} {zero_env}")
     machine_hours = a.wall * a.cores / 3600.0
@@ -122,7 +125,7 @@ def main():
               ", ".join(f"{k} {pooled_seconds[k] / c:.2f}" for k in stage_names if k in pooled_seconds))
     result = {
         "r2e_commit": a.r2e_commit, "wall_seconds": a.wall, "cores": a.cores,
-        "pooled": dict(pooled), "failure_classes": dict(pooled_classes),
+        "pooled": dict(pooled), "failure_classes": dict(pooled_classes), "no_tests": dict(no_tests),
         "excluded_by": excluded, "seconds": dict(pooled_seconds), "projects": rows,
         "instances_per_machine_hour": pooled["instances"] / wall_hours if wall_hours else None,
         "instances_per_core_hour": pooled["instances"] / machine_hours if machine_hours else None,

@@ -171,36 +171,60 @@ fn harnesses(rows: &[Row]) -> Vec<Figure> {
         "Valid: candidates whose harness passed self-equivalence in the sandbox. Coverage: \
          branch coverage (line coverage for a function without branches) of the valid ones.",
     ));
-    let classes: Vec<String> = rows
-        .iter()
-        .flat_map(|r| r.failure_classes.keys().cloned())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    if !classes.is_empty() {
-        harnesses.push(figure(
-            &Chart {
-                id: "failures",
-                title: "Invalid harnesses by failure class",
-                x_label: "failure class",
-                y_label: "candidates",
-                categories: classes.clone(),
-                series: rows
-                    .iter()
-                    .map(|r| Series {
-                        name: r.variant.clone(),
-                        values: classes
-                            .iter()
-                            .map(|c| Some(r.failure_classes.get(c).copied().unwrap_or(0) as f64))
-                            .collect(),
-                    })
-                    .collect(),
-                scale: Scale::Count,
-            },
-            false,
-            "Why a candidate got no valid harness (`harnesses.jsonl`'s `failure_class`).",
-        ));
-    }
+    // Counts by a category (failure class, why no test), one series per variant.
+    let by_category = |id: &'static str,
+                       title: &'static str,
+                       x_label: &'static str,
+                       counts: &dyn Fn(&Row) -> &std::collections::BTreeMap<String, u64>,
+                       caption: &str|
+     -> Option<Figure> {
+        let categories: Vec<String> = rows
+            .iter()
+            .flat_map(|r| counts(r).keys().cloned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        (!categories.is_empty()).then(|| {
+            figure(
+                &Chart {
+                    id,
+                    title,
+                    x_label,
+                    y_label: "candidates",
+                    series: rows
+                        .iter()
+                        .map(|r| Series {
+                            name: r.variant.clone(),
+                            values: categories
+                                .iter()
+                                .map(|c| Some(counts(r).get(c).copied().unwrap_or(0) as f64))
+                                .collect(),
+                        })
+                        .collect(),
+                    categories,
+                    scale: Scale::Count,
+                },
+                false,
+                caption,
+            )
+        })
+    };
+    harnesses.extend(by_category(
+        "failures",
+        "Invalid harnesses by failure class",
+        "failure class",
+        &|r| &r.failure_classes,
+        "Why a candidate got no valid harness (`harnesses.jsonl`'s `failure_class`).",
+    ));
+    harnesses.extend(by_category(
+        "no-tests",
+        "Harnesses with no test, by why",
+        "why",
+        &|r| &r.no_tests,
+        "Why a candidate's harness has no test at all (`harnesses.jsonl`'s `no_tests`): every test \
+         dropped as unstable, no call that a test can keep, every call at its limit, the import, \
+         no input, or the explorer itself.",
+    ));
     let bins = |f: &dyn Fn(&Row) -> Option<Vec<u64>>| -> Vec<Series> {
         rows.iter()
             .filter_map(|r| {

@@ -53,6 +53,8 @@ pub struct Row {
     pub coverage_bins: Vec<u64>,
     /// Invalid candidates by failure class.
     pub failure_classes: BTreeMap<String, u64>,
+    /// Candidates whose harness has no test at all, by why (`harnesses.jsonl`'s `no_tests`).
+    pub no_tests: BTreeMap<String, u64>,
     /// Model requests the dataset needed (cached or not) and their tokens.
     pub model_requests: u64,
     pub prompt_tokens: u64,
@@ -309,6 +311,7 @@ pub fn row(
     let repos = repo_rows(dir, manifest.as_ref(), &harnesses, &instances)?;
     let (mut all, mut inside, mut outside) = (Sums::default(), Sums::default(), Sums::default());
     let mut failure_classes = BTreeMap::new();
+    let mut no_tests = BTreeMap::new();
     let mut spent = Spent::default();
     let mut coverages = Vec::new();
     for h in &harnesses {
@@ -326,6 +329,9 @@ pub fn row(
         }
         if !valid && let Some(class) = h.failure_class {
             *failure_classes.entry(class.name().to_owned()).or_default() += 1;
+        }
+        if let Some(why) = h.no_tests {
+            *no_tests.entry(why.name().to_owned()).or_default() += 1;
         }
         spent.add(&h.spent());
     }
@@ -345,6 +351,7 @@ pub fn row(
             .count() as u64,
         coverage_bins: bins(coverages),
         failure_classes,
+        no_tests,
         model_requests: spent.requests,
         prompt_tokens: spent.prompt_tokens,
         completion_tokens: spent.completion_tokens,
@@ -483,15 +490,20 @@ pub fn markdown(rows: &[Row]) -> String {
         "| variant | candidates | valid | coverage of valid | in-file valid | in-file coverage | out-of-file valid | out-of-file coverage | instances | refined specs | failure classes | model requests | tokens (prompt + completion) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
-        let failures = if r.failure_classes.is_empty() {
-            "-".to_owned()
-        } else {
-            r.failure_classes
-                .iter()
+        let counts = |m: &BTreeMap<String, u64>| {
+            m.iter()
                 .map(|(k, v)| format!("{k} {v}"))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let mut failures = if r.failure_classes.is_empty() {
+            "-".to_owned()
+        } else {
+            counts(&r.failure_classes)
+        };
+        if !r.no_tests.is_empty() {
+            failures.push_str(&format!("; no test: {}", counts(&r.no_tests)));
+        }
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} + {} |\n",
             r.variant,

@@ -655,6 +655,42 @@ pub struct HarnessRecord {
     /// speed, so another machine may write another harness.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub explorer_time_limit_hit: bool,
+    /// Why the candidate has no test at all (`tests` is 0), when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_tests: Option<NoTests>,
+}
+
+/// Why a candidate's harness has no test (`harnesses.jsonl`'s `no_tests`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoTests {
+    /// Tests were written, and every one was dropped as unstable: the reference did otherwise
+    /// in another run, in a fresh process, in more than parts of its values.
+    Unstable,
+    /// The function was called, and no call ended in a way a test can keep: each crashed its
+    /// process, did not do the same twice, or returned what holds a memory address.
+    NoCallReturned,
+    /// Every call ran out of its limit (time, memory, processes).
+    EveryCallHitItsLimit,
+    /// The module (or the harness) did not import.
+    ImportFailed,
+    /// No input could be built: an instance to call the method on, or an argument.
+    NoInput,
+    /// The explorer itself failed (r2e's own code: a defect to report, with its message).
+    ExplorerFailed,
+}
+
+impl NoTests {
+    pub fn name(self) -> &'static str {
+        match self {
+            NoTests::Unstable => "unstable",
+            NoTests::NoCallReturned => "no_call_returned",
+            NoTests::EveryCallHitItsLimit => "every_call_hit_its_limit",
+            NoTests::ImportFailed => "import_failed",
+            NoTests::NoInput => "no_input",
+            NoTests::ExplorerFailed => "explorer_failed",
+        }
+    }
 }
 
 /// Mutants made and mutants killed.

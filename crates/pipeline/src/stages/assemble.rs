@@ -70,6 +70,7 @@ impl Done {
             refine: None,
             explorer_mutants: None,
             explorer_time_limit_hit: false,
+            no_tests: v.and_then(crate::stages::validate::no_tests),
         }
     }
 

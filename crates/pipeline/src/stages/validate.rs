@@ -19,7 +19,7 @@ use r2e_core::config::{Unstable, ValidateConfig};
 use r2e_core::error::Result;
 use r2e_core::hash::Hash;
 use r2e_core::keys::{CodeKey, ValidateKey};
-use r2e_core::records::{ExpectedTest, FailureClass, Stability, TestStability};
+use r2e_core::records::{ExpectedTest, FailureClass, NoTests, Stability, TestStability};
 use r2e_core::verdict;
 use r2e_exec::checkpath;
 use r2e_exec::jobs::{Exec, Runtime};
@@ -69,6 +69,8 @@ pub struct Validation {
     pub expected: Vec<ExpectedTest>,
     /// How the tests agreed over the runs (none when a run failed before any test was judged).
     pub stability: Option<Stability>,
+    /// Why the first unstable test was dropped (its name and what differed).
+    pub unstable_why: Option<String>,
 }
 
 impl Validation {
@@ -284,7 +286,13 @@ pub fn classify(runs: &Runs, cfg: &ValidateConfig) -> Validation {
         stability(&mut v, runs, &recorded, cfg);
     }
     if v.failure_class.is_none() && v.tests < 3 {
-        let message = format!("{} tests; at least 3 are needed", v.tests);
+        let dropped = v.stability.as_ref().map_or(&[][..], |s| &s.dropped[..]);
+        let message = match (&v.unstable_why, dropped.len()) {
+            (Some(why), n) if v.tests == 0 && n > 0 => {
+                format!("0 tests: all {n} were dropped as unstable; {why}")
+            }
+            _ => format!("{} tests; at least 3 are needed", v.tests),
+        };
         fail(&mut v, FailureClass::TooFewTests, message);
     }
     if v.failure_class.is_none() && v.normal_returns == 0 {
@@ -409,6 +417,11 @@ fn stability(v: &mut Validation, runs: &Runs, recorded: &[&RunAnswer], cfg: &Val
                 ));
             }
             Unstable::Drop => {
+                v.unstable_why = Some(format!(
+                    "{}: {}",
+                    names[i],
+                    why[i].clone().unwrap_or_default()
+                ));
                 stability.dropped = unstable.iter().map(|&i| names[i].clone()).collect();
                 v.expected.retain(|t| !stability.dropped.contains(&t.name));
                 v.tests = v.expected.len() as u32;
@@ -417,6 +430,47 @@ fn stability(v: &mut Validation, runs: &Runs, recorded: &[&RunAnswer], cfg: &Val
         }
     }
     v.stability = Some(stability);
+}
+
+/// Why a validation (or a failure before one: the explorer's) left no test, when it did: from
+/// the drops of unstable tests, the explorer's message (`r2e_explorer.search`: "could not
+/// construct", "no input could be kept (N executions, K timed out)") and the failure class.
+pub fn no_tests(v: &Validation) -> Option<NoTests> {
+    if v.valid || v.tests > 0 {
+        return None;
+    }
+    let message = v.failure_message.as_deref().unwrap_or_default();
+    if v.stability.as_ref().is_some_and(|s| !s.dropped.is_empty()) {
+        return Some(NoTests::Unstable);
+    }
+    if message.contains("could not construct") {
+        return Some(NoTests::NoInput);
+    }
+    if let Some(counts) = message
+        .strip_prefix("no input could be kept (")
+        .and_then(|r| r.split(')').next())
+    {
+        let number = |word: &str| -> Option<u64> {
+            counts
+                .split(", ")
+                .find_map(|part| part.strip_suffix(word)?.trim().parse().ok())
+        };
+        let executions = number("executions").unwrap_or(0);
+        let timed_out = number("timed out").unwrap_or(0);
+        return Some(if executions == 0 {
+            NoTests::NoInput
+        } else if timed_out >= executions {
+            NoTests::EveryCallHitItsLimit
+        } else {
+            NoTests::NoCallReturned
+        });
+    }
+    Some(match v.failure_class {
+        Some(FailureClass::ImportEnv) => NoTests::ImportFailed,
+        Some(FailureClass::Timeout | FailureClass::ResourceLimit) => NoTests::EveryCallHitItsLimit,
+        Some(FailureClass::NoNormalReturn | FailureClass::TooFewTests) => NoTests::NoCallReturned,
+        _ => NoTests::ExplorerFailed,
+    })
 }
 
 /// What the first record measured: coverage, tests, calls of the reference, expectations.
@@ -812,6 +866,101 @@ mod tests {
         assert_eq!(
             classify(&runs, &strict).failure_class,
             Some(FailureClass::Nondeterministic)
+        );
+    }
+
+    /// Issue 52: every harness with no test says why; a test whose runs differ only in a part
+    /// of a value (a cached hash) is kept with that part masked.
+    #[test]
+    fn a_harness_with_no_test_says_why_and_a_hash_is_masked_not_dropped() {
+        let hashed = |hash: &str| {
+            let mut t = test("t", 0, true);
+            t.records[0].outcome = Outcome::Return(
+                serde_json::from_str(&format!(
+                    r#"{{"object": {{"type": "m.Namespaces", "state": {{"_hash": {{"int": "{hash}"}}, "n": {{"int": "1"}}}}}}}}"#
+                ))
+                .unwrap(),
+            );
+            t
+        };
+        let named = |mut t: TestResult, name: &str| {
+            t.name = name.into();
+            t
+        };
+        let run = |hash: &str| {
+            RawRun::Answered(answer(
+                (0..3)
+                    .map(|i| named(hashed(hash), &format!("t{i}")))
+                    .collect(),
+                false,
+            ))
+        };
+        // Every process has its own hash seed, hence its own hash; the candidate checks too.
+        let runs = Runs {
+            record: vec![run("11"), run("22")],
+            candidate: vec![run("33"), run("44")],
+        };
+        let v = classify(&runs, &ValidateConfig::default());
+        assert!(v.valid, "{v:?}");
+        assert_eq!(v.tests, 3);
+        assert_eq!(v.stability.as_ref().unwrap().masked, ["t0", "t1", "t2"]);
+        assert_eq!(no_tests(&v), None);
+
+        // Another outcome in a fresh process, for every test: all dropped, and said so.
+        let raising = |name: &str| named(test("x", 0, false), name);
+        let runs = Runs {
+            record: vec![
+                run("11"),
+                RawRun::Answered(answer(
+                    vec![raising("t0"), raising("t1"), raising("t2")],
+                    false,
+                )),
+            ],
+            candidate: vec![run("11"), run("11")],
+        };
+        let v = classify(&runs, &ValidateConfig::default());
+        assert_eq!(v.failure_class, Some(FailureClass::TooFewTests), "{v:?}");
+        let message = v.failure_message.clone().unwrap();
+        assert!(
+            message.starts_with("0 tests: all 3 were dropped as unstable; t0: "),
+            "{message}"
+        );
+        assert_eq!(no_tests(&v), Some(NoTests::Unstable));
+
+        // What the explorer said when it kept nothing.
+        let said = |class, message: &str| no_tests(&Validation::failed(class, message.into()));
+        let other = FailureClass::Other;
+        assert_eq!(
+            said(other, "no input could be kept (103 executions)"),
+            Some(NoTests::NoCallReturned)
+        );
+        assert_eq!(
+            said(
+                FailureClass::Timeout,
+                "no input could be kept (2 executions, 2 timed out)"
+            ),
+            Some(NoTests::EveryCallHitItsLimit)
+        );
+        assert_eq!(
+            said(
+                FailureClass::TypeValueError,
+                "could not construct MoveOperation: raise AttributeError: 'int' object has no attribute"
+            ),
+            Some(NoTests::NoInput)
+        );
+        assert_eq!(
+            said(
+                FailureClass::ImportEnv,
+                "ModuleNotFoundError: No module named 'x'"
+            ),
+            Some(NoTests::ImportFailed)
+        );
+        assert_eq!(
+            said(
+                other,
+                "exited with Code(1): Traceback (most recent call last)"
+            ),
+            Some(NoTests::ExplorerFailed)
         );
     }
 
