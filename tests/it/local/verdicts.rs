@@ -1109,6 +1109,131 @@ fn a_test_only_dependency_is_installed_for_the_capture_alone() {
     );
 }
 
+/// A module whose class is instrumented at import from the module's source, as runtime type
+/// checkers do (typeguard's `@typechecked` on a class), passes as its own candidate with its
+/// lines moved apart (issue 52: in a candidate's process the original's file is hidden, an
+/// empty file, so the decorator found no source and the module did not import: `unrunnable`).
+/// The candidate's source is what `inspect` reads for the module there, so the decorator finds
+/// each method at its own line, `perimeter` included, which the spread lines of `area` move.
+#[test]
+fn a_module_instrumented_from_its_source_at_import_passes_as_its_own_candidate() {
+    const FILES: &str = r#"
+//- deco/__init__.py
+//- deco/registry.py
+import ast
+import inspect
+import sys
+
+
+def instrumented(cls):
+    """Finds each method of the class in its module's source, at its own line, as runtime
+    type checkers do when they instrument a class."""
+    tree = ast.parse(inspect.getsource(sys.modules[cls.__module__]))
+    lines = {
+        node.name: node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+    }
+    for name, func in vars(cls).items():
+        if inspect.isfunction(func) and lines.get(name) != func.__code__.co_firstlineno:
+            raise ImportError(f"{name} is not at line {func.__code__.co_firstlineno}")
+    return cls
+
+//- deco/shapes.py
+from deco.registry import instrumented
+
+
+def _sides(width, height):
+    if width < 0 or height < 0:
+        raise ValueError("negative side")
+
+
+@instrumented
+class Rect:
+    def __init__(self, width, height):
+        self.width = width
+        self.height = height
+
+    def area(self, scale):
+        """The area at `scale`; a negative side is an error."""
+        _sides(self.width, self.height)
+        if self.width == 0:
+            return 0
+        return self.width * self.height * scale * scale
+
+    def perimeter(self, scale):
+        """The perimeter at `scale`; a negative side is an error."""
+        _sides(self.width, self.height)
+        if self.width == 0 or self.height == 0:
+            return 2 * max(self.width, self.height) * scale
+        return 2 * (self.width + self.height) * scale
+"#;
+    let p = Project::new(FILES, OFFLINE);
+    let (harnesses, dataset) = build(&p);
+    for name in ["area", "perimeter"] {
+        let id = format!("r:deco/shapes.py:Rect.{name}");
+        instance(&harnesses, &dataset, &id);
+        let original = def_text(&p, "deco/shapes.py", name);
+        assert_passes(&p, &id, "original", &original);
+        assert_fails(
+            &p,
+            &id,
+            "no-check",
+            &mutant(&original, "    _sides(self.width, self.height)\n", ""),
+        );
+    }
+}
+
+/// A source release's package reads its own version at import from the `.egg-info` folder at
+/// the root (issue 52: that folder was hidden from a candidate's process, where the version
+/// was then None and the module did not import, so the original failed as its own candidate and
+/// the function was `unrunnable`). The original now passes as its own candidate.
+#[test]
+fn a_module_that_reads_its_own_metadata_at_import_passes_as_its_own_candidate() {
+    const FILES: &str = r#"
+//- vers.egg-info/PKG-INFO
+Metadata-Version: 2.1
+Name: vers
+Version: 1.4.2
+
+//- vers.egg-info/top_level.txt
+vers
+
+//- vers/__init__.py
+import importlib.metadata
+
+__version__ = importlib.metadata.version(__name__)
+VERSION = tuple(int(p) for p in __version__.split("."))
+
+
+def _known(part):
+    if part not in (0, 1, 2):
+        raise ValueError(f"no part {part}")
+
+
+def bump(version, part):
+    """The version with `part` (0, 1 or 2) raised by one and the parts after it zeroed."""
+    _known(part)
+    parts = list(version)
+    parts[part] += 1
+    for i in range(part + 1, len(parts)):
+        parts[i] = 0
+    return tuple(parts)
+"#;
+    let p = Project::new(FILES, OFFLINE);
+    let (harnesses, dataset) = build(&p);
+    let id = "r:vers/__init__.py:bump";
+    instance(&harnesses, &dataset, id);
+    let original = def_text(&p, "vers/__init__.py", "bump");
+    assert_passes(&p, id, "original", &original);
+    assert_fails(
+        &p,
+        id,
+        "no-zeroing",
+        &mutant(&original, "parts[i] = 0", "parts[i] = parts[i]"),
+    );
+}
+
 /// Every text in the JSON lines of `path`, and in each pickle a harness loads
 /// (`r2e_equiv.loads(b"...")`) every string it holds and every run of strings that starts a
 /// path (a `PurePath` pickles as its parts), each joined by `/`: read by the host's `python3`.

@@ -389,7 +389,7 @@ def _init(run, out_fd: int) -> None:
             me = os.getpid()
             result = run()
             r2e_limit.leave_if_forked(me)
-            data = json.dumps(result).encode()
+            data = r2e_runner.json_text(result).encode()
             with os.fdopen(write_end, "wb") as out:
                 out.write(data)
             os._exit(0)
@@ -408,7 +408,7 @@ def _init(run, out_fd: int) -> None:
     data, status = _read_until_exit(read_end, parent)
     if os.WIFSIGNALED(status):
         how = f"signal {os.WTERMSIG(status)}"
-        data = json.dumps(r2e_runner.empty_result("crash", f"{KILLED_ITS_WORKER} ({how})")).encode()
+        data = r2e_runner.json_text(r2e_runner.empty_result("crash", f"{KILLED_ITS_WORKER} ({how})")).encode()
     if data:
         with os.fdopen(out_fd, "wb") as out:
             out.write(data)
@@ -491,7 +491,7 @@ def _run_in_child(
         # The run is over: what it started ends before it answers (in a PID namespace of its
         # own, `_keep`, the namespace's end takes it down).
         r2e_limit.stop_processes()
-        data = json.dumps(result).encode()
+        data = r2e_runner.json_text(result).encode()
         with os.fdopen(write_end, "wb") as out:
             out.write(data)
         os._exit(0)
@@ -603,7 +603,7 @@ def answer(request_path: str, out_path: str, serving: bool = False) -> None:
     ]
     _reap(block=True)
     with open(out_path, "w") as f:
-        json.dump({"results": results}, f)
+        f.write(r2e_runner.json_text({"results": results}))
 
 
 def serve(in_fifo: str, out_fifo: str, idle: float) -> int:

@@ -215,8 +215,25 @@ class CandidateLoader(FreshSourceLoader):
     def get_data(self, path):
         if path == self.path:
             with open(self.candidate, "rb") as f:
-                return f.read()
+                data = f.read()
+            _source_is(self.path, data)
+            return data
         return super().get_data(path)
+
+
+def _source_is(path: str, data: bytes) -> None:
+    """Makes `data` the source `inspect` and `traceback` read for `path` (the original's file,
+    which the sandbox hides from a candidate's process): code that reads its module's or its
+    functions' source at import time (typeguard's `@typechecked` instruments a function from
+    its module's source) finds the candidate's, whose lines are those of its code objects. An
+    entry without a modification time is never checked against the file (`linecache`)."""
+    import linecache
+
+    try:
+        lines = importlib.util.decode_source(data).splitlines(keepends=True)
+    except (SyntaxError, UnicodeDecodeError):
+        return
+    linecache.cache[path] = (len(data), None, lines, path)
 
 
 class CandidateFinder:

@@ -374,7 +374,9 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
 }
 
 /// Folders at a repository's root that hold other copies of its code: hidden folders (version
-/// control, local environments), build outputs, distributions, egg-info.
+/// control, local environments), build outputs, distributions. Not an `.egg-info` folder: it
+/// holds the project's metadata, not its code, and code that reads its own version at import
+/// (`importlib.metadata.version`) must find it in a candidate's process as in the reference's.
 fn copies_at_root(root: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
@@ -383,9 +385,7 @@ fn copies_at_root(root: &Path) -> Vec<String> {
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| {
-            n.starts_with('.') || matches!(n.as_str(), "build" | "dist") || n.ends_with(".egg-info")
-        })
+        .filter(|n| n.starts_with('.') || matches!(n.as_str(), "build" | "dist"))
         .collect();
     out.sort();
     out

@@ -115,8 +115,11 @@ class Factories:
             ]
             found.sort(key=lambda c: (len(c.__mro__), c.__qualname__))
             # A subclass of a class already found adds nothing (factories of the base class
-            # return its subclasses' instances too).
-            general = [c for c in found if not any(b is not c and issubclass(c, b) for b in found)]
+            # return its subclasses' instances too). Subclasses by their MRO: `issubclass`
+            # asks a Protocol, a TypedDict or an ABC's hook, which may raise.
+            general = [
+                c for c in found if not any(b is not c and b in c.__mro__ for b in found)
+            ]
             self.cache[key] = general[:MAX_CLASSES]
         return self.cache[key]
 

@@ -332,3 +332,64 @@ class ExploreTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ProtocolClassesTest(unittest.TestCase):
+    """Classes whose subclass checks raise (a Protocol that is not runtime-checkable, a
+    TypedDict) among a project's classes: `classes_with` tells subclasses by their MRO and
+    never asks them (issue 52: it raised, and the explorer failed)."""
+
+    def test_classes_with_never_asks_a_protocol_or_typeddict(self):
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="r2e-py-test-") as root:
+            pkg = os.path.join(root, "r2eprotopkg")
+            os.makedirs(pkg)
+            SampleRepo.write(os.path.join(pkg, "__init__.py"), "from r2eprotopkg.core import *\n")
+            SampleRepo.write(
+                os.path.join(pkg, "core.py"),
+                textwrap.dedent(
+                    """
+                    from typing import Protocol, TypedDict
+
+
+                    class HasNodes(Protocol):
+                        def nodes(self): ...
+
+                        def items(self): ...
+
+
+                    class Row(TypedDict):
+                        name: str
+
+
+                    class Graph:
+                        def nodes(self):
+                            return []
+
+                        def items(self):
+                            return []
+
+
+                    class Tree(Graph):
+                        pass
+                    """
+                ),
+            )
+            sys.path.insert(0, root)
+            try:
+                core = importlib.import_module("r2eprotopkg.core")
+                factories = Factories(core, lambda spec: build(spec, core), "")
+                found = factories.classes_with(["nodes"])
+                # A TypedDict is a dict: it has `items`.
+                with_items = [c.__name__ for c in factories.classes_with(["items"])]
+            finally:
+                sys.path.remove(root)
+                for name in [m for m in sys.modules if m.startswith("r2eprotopkg")]:
+                    del sys.modules[name]
+        names = [c.__name__ for c in found]
+        # The subclass adds nothing; the others are kept whatever their checks would say.
+        self.assertIn("Graph", names)
+        self.assertNotIn("Tree", names)
+        self.assertIn("Row", with_items)
+        self.assertNotIn("Tree", with_items)

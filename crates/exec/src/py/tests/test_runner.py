@@ -651,5 +651,38 @@ class RunnerTest(unittest.TestCase):
         self.assertFalse(last["returned_normally"])
 
 
+
+class AnswerTextTest(unittest.TestCase):
+    """Issue 52: a string with a lone surrogate (code under test may return one) made a whole
+    answer unreadable for r2e, which reads answers as UTF-8; it is written as its escape's
+    text, and everything else as `json.dumps` writes it."""
+
+    def test_a_lone_surrogate_is_written_as_text_and_the_answer_is_utf8(self):
+        import r2e_runner
+
+        value = {
+            "lone": "x\ud800y",
+            "low": "\udc00",
+            "pair": "\U0001F600",
+            "text": "back\\ud800slash",
+            "nested": [{"k": "\udbff"}],
+        }
+        text = r2e_runner.json_text(value)
+        text.encode("utf-8")
+        back = json.loads(text)
+        # Every string of the answer is UTF-8, as r2e reads it.
+        json.dumps(back, ensure_ascii=False).encode("utf-8")
+        self.assertEqual(back["lone"], "x\\ud800y")
+        self.assertEqual(back["low"], "\\udc00")
+        self.assertEqual(back["pair"], "\U0001F600")
+        self.assertEqual(back["text"], "back\\ud800slash")
+        self.assertEqual(back["nested"][0]["k"], "\\udbff")
+        # Without surrogates it is json.dumps's text.
+        plain = {"a": "é\\x", "b": [1, 2.5, None]}
+        self.assertEqual(r2e_runner.json_text(plain), json.dumps(plain))
+        with self.assertRaises(UnicodeEncodeError):
+            json.dumps(json.loads(json.dumps(value)), ensure_ascii=False).encode("utf-8")
+
+
 if __name__ == "__main__":
     unittest.main()
