@@ -24,10 +24,8 @@ mkdir -p "$work/src"
   echo 'name = "verdict-bench"'
   echo 'output = "out"'
   echo 'cache = "cache"'
-  # pytest in every environment: the capture (`[generate] capture_tests`) runs each project's
-  # own tests with it.
-  echo '[env]'
-  echo 'extra_packages = ["pytest==8.3.5"]'
+  # Nothing else: the capture's environment brings pytest and each project's declared test
+  # dependencies by default (`stages::environment::test_deps`).
 } > "$work/pipeline.toml.new"
 for spec in "${projects[@]}"; do
   name="${spec%%==*}"

@@ -16,6 +16,7 @@ use r2e_exec::runs::describe_crash;
 use r2e_exec::sandbox::Exit;
 
 use super::candidate::Candidate;
+pub use super::checkout::is_test_file;
 
 /// Calls kept per function (the first ones, then calls that reach arcs the kept ones do not).
 pub const PER_TARGET: u32 = 8;
@@ -29,25 +30,6 @@ pub fn settings(generate: &GenerateConfig) -> CaptureSettings {
         max_bytes: MAX_BYTES,
         time_limit_seconds: generate.capture_time_limit_seconds,
     }
-}
-
-/// Whether a repository's file is one of its tests: a `.py` file under a `test`, `tests` or
-/// `testing` folder, or named `test_*.py` or `*_test.py`; never a `conftest.py` (pytest reads
-/// those itself) or an `__init__.py`.
-pub fn is_test_file(path: &str) -> bool {
-    let Some(stem) = path.strip_suffix(".py") else {
-        return false;
-    };
-    let mut parts: Vec<&str> = stem.split('/').collect();
-    let name = parts.pop().unwrap_or_default();
-    if name == "conftest" || name == "__init__" {
-        return false;
-    }
-    name.starts_with("test_")
-        || name.ends_with("_test")
-        || parts
-            .iter()
-            .any(|p| matches!(*p, "test" | "tests" | "testing"))
 }
 
 /// The function a candidate's captured calls are recorded under.

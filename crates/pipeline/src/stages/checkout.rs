@@ -34,6 +34,43 @@ pub const DECLARATIONS: &[&str] = &[
     "requirements/base.txt",
 ];
 
+/// Requirement files of a test suite, at the repository's root or in its usual folders.
+pub const TEST_FILES: &[&str] = &[
+    "requirements-test.txt",
+    "requirements-tests.txt",
+    "requirements-testing.txt",
+    "requirements_test.txt",
+    "requirements_tests.txt",
+    "test-requirements.txt",
+    "test_requirements.txt",
+    "tests-requirements.txt",
+    "requirements/test.txt",
+    "requirements/tests.txt",
+    "requirements/testing.txt",
+    "requirements/dev.txt",
+    "tests/requirements.txt",
+    "tox.ini",
+];
+
+/// Whether a repository's file is one of its tests: a `.py` file under a `test`, `tests` or
+/// `testing` folder, or named `test_*.py` or `*_test.py`; never a `conftest.py` (pytest reads
+/// those itself) or an `__init__.py`.
+pub fn is_test_file(path: &str) -> bool {
+    let Some(stem) = path.strip_suffix(".py") else {
+        return false;
+    };
+    let mut parts: Vec<&str> = stem.split('/').collect();
+    let name = parts.pop().unwrap_or_default();
+    if name == "conftest" || name == "__init__" {
+        return false;
+    }
+    name.starts_with("test_")
+        || name.ends_with("_test")
+        || parts
+            .iter()
+            .any(|p| matches!(*p, "test" | "tests" | "testing"))
+}
+
 /// One source file of a repository.
 #[derive(Clone, Debug)]
 pub struct SourceEntry {
@@ -349,8 +386,7 @@ fn walk(repo: &RepoConfig, root: &Path, cache: &Cache) -> Result<Checkout> {
     }
     // The dependency declarations are part of the repository too (the `env` stage reads them,
     // and those of its test suite for the capture's environment).
-    let tests = crate::stages::environment::test_deps::TEST_FILES;
-    for name in DECLARATIONS.iter().chain(tests) {
+    for name in DECLARATIONS.iter().chain(TEST_FILES) {
         if let Ok(Some(bytes)) = read_inside(root, name) {
             tree.update(name.as_bytes());
             tree.update(&[0]);

@@ -301,14 +301,14 @@ pub fn run(
 }
 
 /// Whether the capture runs a repository's tests: `[generate] capture_tests` is on for a
-/// generator that uses it, and the repository has test files (`capture::is_test_file`).
+/// generator that uses it, and the repository has test files (`checkout::is_test_file`).
 fn captures(cfg: &Config, checkout: &Checkout) -> bool {
     cfg.generate.capture_tests
         && cfg.generate.generator != r2e_core::config::Generator::Llm
         && checkout
             .files
             .iter()
-            .any(|f| crate::stages::capture::is_test_file(&f.path))
+            .any(|f| crate::stages::checkout::is_test_file(&f.path))
 }
 
 /// A capture environment as made, and the failure that may pass (the index, a full disk) that

@@ -10,7 +10,7 @@
 //!   `extra-dependencies` (its `default` and `hatch-test` environments too), poetry's
 //!   `[tool.poetry.group.NAME.dependencies]` and `[tool.poetry.dev-dependencies]` (by name: their
 //!   version constraints are not PEP 440), pdm's `[tool.pdm.dev-dependencies]`;
-//! - the requirement files of `TEST_FILES`, and tox's `[testenv] deps`.
+//! - the requirement files of `checkout::TEST_FILES`, and tox's `[testenv] deps`.
 //!
 //! Every requirement is checked as a PEP 508 string before an installer sees it; each is
 //! recorded with the file and the table or extra that declared it (`TestRequirement::source`).
@@ -22,31 +22,13 @@ use std::str::FromStr;
 use r2e_core::records::TestRequirement;
 
 use super::declared::{normalize_requirement, section_lines};
-use crate::stages::checkout::Checkout;
+use crate::stages::checkout::{Checkout, TEST_FILES};
 
 /// The groups, extras and environments that hold a test suite's dependencies.
 pub const TEST_GROUPS: &[&str] = &["test", "tests", "testing", "dev"];
 
 /// Hatch's environments whose dependencies its test command uses, besides `TEST_GROUPS`.
 const HATCH_ENVS: &[&str] = &["default", "hatch-test"];
-
-/// Requirement files of a test suite, at the repository's root or in its usual folders.
-pub const TEST_FILES: &[&str] = &[
-    "requirements-test.txt",
-    "requirements-tests.txt",
-    "requirements-testing.txt",
-    "requirements_test.txt",
-    "requirements_tests.txt",
-    "test-requirements.txt",
-    "test_requirements.txt",
-    "tests-requirements.txt",
-    "requirements/test.txt",
-    "requirements/tests.txt",
-    "requirements/testing.txt",
-    "requirements/dev.txt",
-    "tests/requirements.txt",
-    "tox.ini",
-];
 
 /// pytest, which the capture runs a test suite with, where the project's test dependencies do
 /// not name it.
