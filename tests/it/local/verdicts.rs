@@ -28,6 +28,11 @@ use common::jsonl;
 /// Builds the project with every default: its harnesses and its dataset, by id.
 fn build(p: &Project) -> (BTreeMap<String, Value>, BTreeMap<String, Value>) {
     common::offline_build(p.path());
+    built(p)
+}
+
+/// The harnesses and the dataset of the project's last build, by id.
+fn built(p: &Project) -> (BTreeMap<String, Value>, BTreeMap<String, Value>) {
     let by_id = |name: &str| -> BTreeMap<String, Value> {
         jsonl(&p.path().join("out").join(name))
             .into_iter()
@@ -1049,14 +1054,8 @@ fn a_test_only_dependency_is_installed_for_the_capture_alone() {
             .timeout(std::time::Duration::from_secs(900))
             .assert()
             .success();
-        let by_id = |name: &str| -> BTreeMap<String, Value> {
-            jsonl(&p.path().join("out").join(name))
-                .into_iter()
-                .map(|v| (v["id"].as_str().unwrap_or_default().to_owned(), v))
-                .collect()
-        };
         let env = jsonl(&p.path().join("out/envs.jsonl")).remove(0);
-        let (harnesses, dataset) = (by_id("harnesses.jsonl"), by_id("dataset.jsonl"));
+        let (harnesses, dataset) = built(&p);
         (p, harnesses, dataset, env)
     };
     let wheels = tempfile::tempdir().unwrap();

@@ -39,6 +39,12 @@ import sys
 import types
 import warnings
 
+# The snapshot's readers of a value, which trust none of its own code (`r2e_snapshot` travels
+# with this module in every job): an attribute whose reading raises, and the builtin
+# containers read through their builtin types' methods.
+import r2e_snapshot
+from r2e_snapshot import _SEQUENCES, _SETS, _base, _items_of, _Raised, _read
+
 __all__ = [
     "CALLS",
     "CallRecorder",
@@ -747,58 +753,14 @@ def _slot_names(t: type):
 _MISSING = object()
 
 
-class _Raised:
-    """An attribute whose reading raised: equal to another whose reading raised the same type
-    (both sides behave alike when it is read), as the snapshot records it (`r2e_snapshot`)."""
-
-    __slots__ = ("type",)
-
-    def __init__(self, exc: BaseException):
-        self.type = _type_key(type(exc))
-
-    def __eq__(self, other):
-        return isinstance(other, _Raised) and other.type == self.type
-
-    __hash__ = None
-
-
-def _read(obj, name):
-    """`getattr(obj, name, _MISSING)`, or a `_Raised` when reading it raises anything but
-    AttributeError (a property or a hostile `__getattribute__`)."""
-    try:
-        return getattr(obj, name, _MISSING)
-    except Exception as exc:  # noqa: BLE001 - a value's own code may raise anything
-        return _Raised(exc)
-
-
 def _state(obj):
     """(vars, slots) of an object, or None when it exposes neither."""
-    attrs = _read(obj, "__dict__")
+    attrs = _read(obj, "__dict__", _MISSING)
     slots = _slot_names(type(obj))
     if not isinstance(attrs, dict) and not slots:
         return None
-    slot_values = {name: _read(obj, name) for name in slots}
+    slot_values = {name: _read(obj, name, _MISSING) for name in slots}
     return (dict.copy(attrs) if isinstance(attrs, dict) else {}, slot_values)
-
-
-# The builtin containers, each read with its own methods: a subclass's `__len__`, `__iter__`,
-# `__getitem__` or `items` may raise or lie, and what it holds is what is compared.
-_SEQUENCES = (list, tuple, collections.deque)
-_SETS = (set, frozenset)
-
-
-def _base(t: type, bases):
-    for base in bases:
-        if issubclass(t, base):
-            return base
-    return None
-
-
-def _items_of(value, base) -> list:
-    """A builtin container's items (a dict's pairs), as its builtin type holds them."""
-    if base is dict:
-        return list(dict.items(value))
-    return list(base.__iter__(value))
 
 
 def _floats_close(a: float, b: float) -> bool:
@@ -935,7 +897,7 @@ def _equiv(a, b, memo: dict) -> bool:
 
 def _equiv_extra_state(a, b, memo) -> bool:
     """Attributes of container subclasses (e.g. a list subclass with a `name`)."""
-    da, db = _read(a, "__dict__"), _read(b, "__dict__")
+    da, db = _read(a, "__dict__", None), _read(b, "__dict__", None)
     if not isinstance(da, dict) and not isinstance(db, dict):
         return _equiv(da, db, memo) if _Raised in (type(da), type(db)) else True
     return _equiv(da if isinstance(da, dict) else {}, db if isinstance(db, dict) else {}, memo)
@@ -1114,7 +1076,7 @@ def decided(diffs) -> list:
 def _state_repr(instance) -> str:
     if instance is _NO_INSTANCE:
         return "<no instance>"
-    state = _read(instance, "__dict__")
+    state = _read(instance, "__dict__", None)
     return short_repr(state if isinstance(state, dict) else instance)
 
 
@@ -1152,7 +1114,6 @@ def _call_text(label: str, args, kwargs) -> str:
 
 
 def _outcome_snapshot(outcome) -> dict:
-    import r2e_snapshot
 
     if outcome[0] == "return":
         return {"return": r2e_snapshot.snapshot(outcome[1])}
@@ -1174,7 +1135,6 @@ def record_observation(obs: Observation, call: str) -> dict:
     """The snapshot of one observation (record and candidate modes): the call's text, its
     outcome, the arguments' states after it, the instance's state (methods), and the calls of a
     returned function."""
-    import r2e_snapshot
 
     return {
         "call": call,

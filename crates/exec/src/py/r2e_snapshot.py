@@ -107,12 +107,18 @@ _MISSING = object()
 
 
 class _Raised:
-    """An attribute whose reading raised: recorded by the exception's type."""
+    """An attribute whose reading raised: recorded by the exception's type, and equal to
+    another whose reading raised the same type (both sides behave alike when it is read)."""
 
     __slots__ = ("type",)
 
     def __init__(self, exc: BaseException):
         self.type = type_name(type(exc))
+
+    def __eq__(self, other):
+        return type(other) is _Raised and other.type == self.type
+
+    __hash__ = None
 
 
 def _read(value, name: str, default):

@@ -214,23 +214,32 @@ fn pyproject_optional(doc: &toml::Table) -> Vec<String> {
 
 /// The requirements of `setup.cfg`'s `[options.extras_require]`, every extra.
 fn setup_cfg_extras(text: &str) -> Vec<String> {
+    setup_cfg_extras_named(text)
+        .into_iter()
+        .map(|(_, requirement)| requirement)
+        .collect()
+}
+
+/// (extra, requirement) of `setup.cfg`'s `[options.extras_require]`.
+pub(super) fn setup_cfg_extras_named(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
+    let mut extra = String::new();
     for line in section_lines(text, "[options.extras_require]") {
         let trimmed = line.trim();
         if trimmed.is_empty() || trimmed.starts_with(['#', ';']) {
             continue;
         }
-        // `extra = req` or a continuation line holding one requirement.
         let value = match trimmed.split_once(['=', ':']) {
             Some((key, value))
                 if !line.starts_with([' ', '\t']) && !key.contains(['<', '>', '!']) =>
             {
+                extra = key.trim().to_owned();
                 value.trim()
             }
             _ => trimmed,
         };
         if !value.is_empty() {
-            out.push(normalize_requirement(value));
+            out.push((extra.clone(), normalize_requirement(value)));
         }
     }
     out

@@ -21,7 +21,7 @@ use std::str::FromStr;
 
 use r2e_core::records::TestRequirement;
 
-use super::declared::{normalize_requirement, section_lines};
+use super::declared::{normalize_requirement, section_lines, setup_cfg_extras_named};
 use crate::stages::checkout::{Checkout, TEST_FILES};
 
 /// The groups, extras and environments that hold a test suite's dependencies.
@@ -192,31 +192,6 @@ fn dependency_group(groups: &toml::Table, name: &str, depth: u32) -> Vec<String>
             out.push(normalize_requirement(r));
         } else if let Some(included) = item.get("include-group").and_then(|g| g.as_str()) {
             out.extend(dependency_group(groups, included, depth + 1));
-        }
-    }
-    out
-}
-
-/// (extra, requirement) of `setup.cfg`'s `[options.extras_require]`.
-fn setup_cfg_extras_named(text: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut extra = String::new();
-    for line in section_lines(text, "[options.extras_require]") {
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with(['#', ';']) {
-            continue;
-        }
-        let value = match trimmed.split_once(['=', ':']) {
-            Some((key, value))
-                if !line.starts_with([' ', '\t']) && !key.contains(['<', '>', '!']) =>
-            {
-                extra = key.trim().to_owned();
-                value.trim()
-            }
-            _ => trimmed,
-        };
-        if !value.is_empty() {
-            out.push((extra.clone(), normalize_requirement(value)));
         }
     }
     out
