@@ -543,6 +543,7 @@ mod tests {
         let call_sites = [CallSiteArgs {
             args: vec!["1".into()],
             kwargs: vec![("k".into(), "2".into())],
+            receiver: None,
         }];
         let mut hashes = Vec::new();
         for base_image in [None, Some("debian:bookworm-slim")] {
@@ -616,9 +617,9 @@ mod tests {
     }
 
     const PINNED: [&str; 5] = [
-        "1fffe6953a373020fc2a41e4ce864aae97fd1d319b4023913d368487b19d31c3",
+        "45de4fdebf93db35d33311ff8d6278eb88172b1a3fd7ada72c7f735f1566df57",
         "eee4ebf437c36421910502fb8bf9c51e3bafeda3c419763e9bca0c05b6bbd027",
-        "eff80179e4f30bf1a5db19435c3e7314cb947f8e60eeee3a5d535bed7b8e27d8",
+        "3ad234f1ce51ccf0ee5ab96899e8d714d80f59457e676977fc4e8b15e8d80751",
         "740eedb6c550b12946b74523fd62808f7d4e044109b2909431ee11e89c5bd0c6",
         "87db9d14313d21929d58e60027cd6e49f8a7eac074eff5070cfb13ea44c3edb7",
     ];

@@ -1096,6 +1096,11 @@ pub struct CallSiteArgs {
     /// Keyword arguments in source order.
     #[serde(with = "ordered_pairs")]
     pub kwargs: Vec<(String, String)>,
+    /// A method's instance as the project's tests called it on (the capture's encoding,
+    /// `r2e_equiv.loads(b"...")`); none for a call site read from source, or an instance that
+    /// does not rebuild.
+    #[serde(default)]
+    pub receiver: Option<String>,
 }
 
 /// A map read and written as pairs in their order (in JSON an object; in the cache's binary

@@ -1366,3 +1366,221 @@ fn arguments_the_projects_tests_pass_are_captured() {
         "without the capture no tokenizer is built: {h}"
     );
 }
+
+/// Instances that no constructor call the explorer can write will build, taken from the
+/// project's own uses (issue 52, item 4), one module per source:
+/// - `ledger`: its constructor reads rows from an object only the tests define; the capture
+///   records the instance the tests called `balance` on (`receiver`);
+/// - `color`: its constructor checks a checksum of the state it is given (`seal`); the class's
+///   own alternate constructor (`Color.gray(4)`) builds one;
+/// - `markup` (sealed too): the docstring's session builds the instance with a function no
+///   name, annotation or docstring ties to the class (`w = start(10)`, then `w.wrap(...)`);
+/// - `doc` (sealed too): a public function returns it from a text (`parse`), probed with a
+///   string the project passes the method (`doc.count("# ")`).
+///
+/// Each was `could not construct ...` (no harness) before; each is now a valid instance whose
+/// harness calls the method on that receiver, passes the original and fails a mutant.
+#[test]
+fn receivers_come_from_the_projects_own_uses() {
+    const FILES: &str = r##"
+//- uses/__init__.py
+//- uses/ledger.py
+def _clamp(total, floor):
+    return floor if total < floor else total
+
+
+class Ledger:
+    """Amounts read from a source of rows."""
+
+    def __init__(self, source):
+        self.entries = [int(row) for row in source.rows()]
+        if not self.entries:
+            raise ValueError("an empty source")
+
+    def balance(self, floor):
+        """The sum of the entries, at most 1000 and never below `floor`."""
+        total = sum(self.entries)
+        if total > 1000:
+            total = 1000
+        return _clamp(total, floor)
+
+//- tests/test_ledger.py
+import unittest
+
+from uses.ledger import Ledger
+
+
+class Rows:
+    def __init__(self, rows):
+        self._rows = rows
+
+    def rows(self):
+        return list(self._rows)
+
+
+class TestLedger(unittest.TestCase):
+    def test_balance(self):
+        self.assertEqual(Ledger(Rows([1, 2, 3])).balance(0), 6)
+
+    def test_floor(self):
+        self.assertEqual(Ledger(Rows([-5, 1])).balance(0), 0)
+
+    def test_cap(self):
+        self.assertEqual(Ledger(Rows([900, 200])).balance(0), 1000)
+
+//- uses/seal.py
+import hashlib
+
+
+def sealed(data):
+    """A checksum of `data` that the classes below require of their state."""
+    return hashlib.sha256(repr(data).encode()).hexdigest()[:12]
+
+//- uses/color.py
+from uses.seal import sealed
+
+
+def _clip(value):
+    return max(0, min(255, value))
+
+
+class Color:
+    def __init__(self, channels, seal):
+        if seal != sealed(channels):
+            raise ValueError("unsealed channels")
+        self.channels = channels
+
+    @classmethod
+    def gray(cls, level):
+        channels = (level, level, level)
+        return cls(channels, sealed(channels))
+
+    def lighten(self, amount):
+        """Each channel raised by `amount`, within 0..255."""
+        if amount == 0:
+            return self
+        channels = tuple(_clip(c + amount) for c in self.channels)
+        return Color(channels, sealed(channels))
+
+//- uses/markup.py
+from uses.seal import sealed
+
+
+def start(width):
+    """Lines of at most `width` columns."""
+    if not isinstance(width, int):
+        raise TypeError("a width is a number of columns")
+    return Wrapper(width, sealed(width))
+
+
+def _lines(words, width):
+    lines, line = [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return lines + [line] if line else lines
+
+
+class Wrapper:
+    def __init__(self, width, seal):
+        if seal != sealed(width):
+            raise ValueError("unsealed width")
+        self.width = width
+
+    def wrap(self, text):
+        """The words of `text` in lines of at most the wrapper's width.
+
+        >>> w = start(10)
+        >>> w.wrap("a few short words here")
+        ['a few', 'short', 'words here']
+        """
+        words = text.split()
+        return _lines(words, self.width)
+
+//- uses/doc.py
+from uses.seal import sealed
+
+
+def _split(text):
+    return [line.rstrip() for line in text.splitlines()]
+
+
+def parse(text):
+    """The text's lines, read."""
+    lines = _split(text)
+    return Document(lines, sealed(lines))
+
+
+def _starting(lines, word):
+    return sum(1 for line in lines if line.startswith(word))
+
+
+class Document:
+    def __init__(self, lines, seal):
+        if seal != sealed(lines):
+            raise ValueError("unsealed lines")
+        self.lines = lines
+
+    def count(self, word):
+        """How many lines start with `word`."""
+        if not word:
+            return len(self.lines)
+        return _starting(self.lines, word)
+
+
+def titles(doc):
+    """How many title lines the document has."""
+    found = doc.count("# ")
+    return found
+"##;
+    let p = Project::new(FILES, OFFLINE);
+    let (harnesses, dataset) = build(&p);
+    for (file, class, method, receiver, from, to) in [
+        (
+            "uses/ledger.py",
+            "Ledger",
+            "balance",
+            "receiver = r2e_equiv.loads(",
+            "    return _clamp(total, floor)\n",
+            "    return total\n",
+        ),
+        (
+            "uses/color.py",
+            "Color",
+            "lighten",
+            "receiver = reference.Color.gray(",
+            "_clip(c + amount)",
+            "c + amount",
+        ),
+        (
+            "uses/markup.py",
+            "Wrapper",
+            "wrap",
+            "receiver = reference.start(10)",
+            "_lines(words, self.width)",
+            "_lines(words, self.width + 1)",
+        ),
+        (
+            "uses/doc.py",
+            "Document",
+            "count",
+            "receiver = reference.parse(",
+            "_starting(self.lines, word)",
+            "_starting(self.lines, word.strip())",
+        ),
+    ] {
+        let id = format!("r:{file}:{class}.{method}");
+        let row = instance(&harnesses, &dataset, &id);
+        let harness = row["harness"].as_str().unwrap();
+        assert!(
+            harness.contains(receiver),
+            "{id}'s tests call it on `{receiver}`: {harness}"
+        );
+        let original = def_text(&p, file, method);
+        assert_passes(&p, &id, "original", &original);
+        assert_fails(&p, &id, "mutant", &mutant(&original, from, to));
+    }
+}

@@ -166,8 +166,8 @@ impl Bucket {
         match self {
             Bucket::Parse => ("parse", Some(3)),
             Bucket::ParsePack => ("parse-pack", Some(1)),
-            Bucket::Generate => ("generate", Some(2)),
-            Bucket::Capture => ("capture", Some(1)),
+            Bucket::Generate => ("generate", Some(3)),
+            Bucket::Capture => ("capture", Some(2)),
             Bucket::Validate => ("validate", Some(8)),
             Bucket::Llm => ("llm", Some(2)),
             Bucket::Refusal => ("llm-refused", Some(1)),

@@ -14,13 +14,15 @@ they are before the function runs, as source texts the explorer reads like a cal
 (`ast.literal_eval(repr(v)) == v`), else `r2e_equiv.loads(b"...")`, a pickle the harness loads
 (a `re.Match` is pickled as the search or match that rebuilds it). A value that neither
 rebuilds is not used, and neither is the call; nor is one that holds a folder of this machine
-anywhere (`names_machine`: a `Path` of the tests' folder, the temporary folder in a string). A method's receiver is left out: the explorer
-constructs it, as for any call site. Which calls are kept (`per_target` of them): the first ones,
+anywhere (`names_machine`: a `Path` of the tests' folder, the temporary folder in a string). A method's
+receiver is encoded the same way, as it was when the method was called (`receiver`; left out
+when it does not rebuild: the explorer constructs one, as for any call site). Which calls are kept (`per_target` of them): the first ones,
 until the slots are full; then a call that ran arcs of the target no kept call ran takes the
 place of the latest kept call that ran none new (a test suite's first calls are often alike:
 its later ones reach the other branches).
 
-OUT.json is {"status": "ok", "runner", "calls": [[{"args", "kwargs"}...] per target],
+OUT.json is {"status": "ok", "runner", "calls": [[{"args", "kwargs"[, "receiver"]}...] per
+target],
 "time_limit_hit", "tests_failed_to_import"} or {"status": "error", "error"}; the exit code is 0
 in both cases. The test suite's own failures do not matter: only the calls it made.
 """
@@ -56,8 +58,13 @@ class Deadline(KeyboardInterrupt):
     pytest and unittest end their run on instead of counting a failed test)."""
 
 
+# What a target's first argument is (`resolve`).
+RECEIVER, CLASS = "receiver", "class"
+
+
 def resolve(module: str, qualname: str, kind: str):
-    """(code object, whether the first argument is a receiver) of a target, or None."""
+    """(code object, what its first argument is) of a target, or None: RECEIVER (a method's
+    instance), CLASS (a class method's class) or None (no receiver)."""
     try:
         obj = importlib.import_module(module)
     except BaseException:
@@ -71,16 +78,16 @@ def resolve(module: str, qualname: str, kind: str):
             obj = raw if raw is not None else getattr(owner, part)
         except BaseException:
             return None
-    receiver = False
+    receiver = None
     if kind == "method":
         if isinstance(obj, staticmethod):
             obj = obj.__func__
         elif isinstance(obj, classmethod):
-            obj, receiver = obj.__func__, True
+            obj, receiver = obj.__func__, CLASS
         elif isinstance(obj, property):
-            obj, receiver = obj.fget, True
+            obj, receiver = obj.fget, RECEIVER
         else:
-            receiver = True
+            receiver = RECEIVER
     try:
         obj = inspect.unwrap(obj)
     except BaseException:
@@ -355,7 +362,12 @@ class Capture:
             at += 1
         if code.co_flags & CO_VARKEYWORDS:
             keyword.extend(values[names[at]].items())
-        if receiver:
+        instance = None
+        if receiver is RECEIVER and positional:
+            # The instance as the tests called the method on it (None when it does not
+            # rebuild: the explorer constructs one then, as for any call site).
+            instance = self.encoder.text(positional[0])
+        if receiver is not None:
             positional = positional[1:]
         args = []
         for value in positional:
@@ -369,11 +381,14 @@ class Capture:
             if text is None:
                 return None
             kwargs[str(name)] = text
-        key = (tuple(args), tuple(sorted(kwargs.items())))
+        key = (tuple(args), tuple(sorted(kwargs.items())), instance)
         if key in self.seen[index]:
             return None
         self.seen[index].add(key)
-        pending = Pending(self, index, {"args": args, "kwargs": kwargs}, frame.f_lineno)
+        call = {"args": args, "kwargs": kwargs}
+        if instance is not None:
+            call["receiver"] = instance
+        pending = Pending(self, index, call, frame.f_lineno)
         self.live.append(pending)
         return pending
 

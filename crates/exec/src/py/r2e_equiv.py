@@ -155,6 +155,7 @@ def load_pair(module: str, candidate_file: str | None):
             loader.exec_module(candidate)
     _PAIRS[module] = (candidate, reference)
     _TWIN_MEMOS.pop(module, None)
+    _KEPT_MEMOS.pop(module, None)
     return candidate, reference
 
 
@@ -387,6 +388,9 @@ def _twin_memo(module_name: str | None) -> dict[int, object]:
                     and isinstance(cand_value, types.FunctionType)
                 ):
                     memo[id(ref_value)] = cand_value
+                elif type(ref_value) is object and type(cand_value) is object:
+                    # A sentinel (`_KEY = object()`): the candidate's own of that name.
+                    memo[id(ref_value)] = cand_value
 
         visit(reference, candidate, 0)
     _TWIN_MEMOS[module_name] = memo
@@ -398,6 +402,33 @@ def _twin_memo(module_name: str | None) -> dict[int, object]:
 # --------------------------------------------------------------------------------------------
 
 _NO_INSTANCE = object()
+
+# module name -> a deepcopy memo that keeps the module's sentinels (see _kept_memo).
+_KEPT_MEMOS: dict[str, dict[int, object]] = {}
+
+
+def _kept_memo(module_name: str | None) -> dict[int, object]:
+    """A deepcopy memo that keeps the sentinels of a module (bare `object()` values at its top
+    level or in its classes' namespaces) as they are: a copy of one is a new object, which an
+    identity check (`if key is not _KEY: raise`) tells from the original, while a sentinel has
+    no state a call could change. The memo each side's inputs are copied with when it is given
+    none (the candidate's twin memo maps them to the candidate's own)."""
+    module = sys.modules.get(module_name) if module_name is not None else None
+    if module is None:
+        return {}
+    memo = _KEPT_MEMOS.get(module_name)
+    if memo is None:
+        memo = {}
+        classes = [
+            v for v in list(vars(module).values())
+            if isinstance(v, type) and getattr(v, "__module__", None) == module_name
+        ]
+        for namespace in [module, *classes]:
+            for value in list(vars(namespace).values()):
+                if type(value) is object:
+                    memo[id(value)] = value
+        _KEPT_MEMOS[module_name] = memo
+    return memo
 
 
 class Iterated:
@@ -595,6 +626,8 @@ def observe_function(fn, args, kwargs, *, copy_memo=None, then=()) -> Observatio
 
     `then`: a list of (args, kwargs) calls made, on deep copies, of the function fn returned
     (when it returned one), so that the behaviour of a returned closure is compared too."""
+    if copy_memo is None:
+        copy_memo = _kept_memo(_module_of(fn))
     args, kwargs = _deep_copy((tuple(args), dict(kwargs)), copy_memo)
     outcome = call_outcome(fn, args, kwargs)
     return Observation(outcome, args, kwargs, then=_call_returned(outcome, then, copy_memo))
@@ -672,8 +705,22 @@ def method_kind(cls, method_name: str) -> str:
     return "instance"
 
 
+# The default of `receiver`: the instance is constructed from the constructor's arguments.
+_CONSTRUCTED = object()
+
+
 def observe_method(
-    cls, ctor_args, ctor_kwargs, method_name, args, kwargs, *, copy_memo=None, then=(), setup=()
+    cls,
+    ctor_args,
+    ctor_kwargs,
+    method_name,
+    args,
+    kwargs,
+    *,
+    copy_memo=None,
+    then=(),
+    setup=(),
+    receiver=_CONSTRUCTED,
 ) -> Observation:
     """Observes `cls(*ctor_args, **ctor_kwargs).method_name(*args, **kwargs)` on deep copies.
 
@@ -684,9 +731,24 @@ def observe_method(
     `then`: as for observe_function, the calls made of a function the method returned.
     `setup`: (method name, args) pairs called on the instance, in order, before the method
     (`("__setitem__", ("a", 1))` fills a mapping); one that raises is the outcome.
+    `receiver`: an instance to call the method on (a deep copy of it) instead of constructing
+    one: a receiver the project's own tests called the method on, or one a factory of the
+    project built. Copied with `copy_memo`, an instance of the reference's class becomes one of
+    the candidate's twin class.
     """
-    ctor_args, ctor_kwargs, args, kwargs, setup = _deep_copy(
-        (tuple(ctor_args), dict(ctor_kwargs), tuple(args), dict(kwargs), tuple(setup)), copy_memo
+    if copy_memo is None:
+        copy_memo = _kept_memo(getattr(cls, "__module__", None))
+    # (The receiver in a list: the default marker is not copied.)
+    ctor_args, ctor_kwargs, args, kwargs, setup, given = _deep_copy(
+        (
+            tuple(ctor_args),
+            dict(ctor_kwargs),
+            tuple(args),
+            dict(kwargs),
+            tuple(setup),
+            [] if receiver is _CONSTRUCTED else [receiver],
+        ),
+        copy_memo,
     )
     kind = method_kind(cls, method_name)
     if kind in ("static", "class"):
@@ -699,10 +761,13 @@ def observe_method(
         outcome = call_outcome(lambda *a, **k: holder.append(cls(*a, **k)), args, kwargs)
         instance = holder[0] if holder else _NO_INSTANCE
         return Observation(outcome, args, kwargs, instance)
-    built = call_outcome(cls, ctor_args, ctor_kwargs)
-    if built[0] != "return":
-        return Observation(built, args, kwargs)
-    instance = built[1]
+    if given:
+        instance = given[0]
+    else:
+        built = call_outcome(cls, ctor_args, ctor_kwargs)
+        if built[0] != "return":
+            return Observation(built, args, kwargs)
+        instance = built[1]
     for name, setup_args in setup:
         done = call_outcome(lambda *a, name=name: getattr(instance, name)(*a), setup_args, {})
         if done[0] != "return":
@@ -1181,24 +1246,39 @@ def check_method(
     kwargs=None,
     then=(),
     setup=(),
+    receiver=_CONSTRUCTED,
 ):
     """Fails `test` unless the method behaves the same on instances of both classes built from
     (deep copies of) the same constructor arguments and given the same `setup` calls ((method
     name, args) pairs, such as `("__setitem__", ("a", 1))`): outcome, arguments and instance
     state; and, when it returns a function, unless that behaves the same on each of the `then`
-    calls."""
+    calls. With `receiver` (an instance of the reference's class, or of a subclass that inherits
+    the method), each side calls the method on a deep copy of it instead (the candidate's on one
+    of its own twin class); the constructor's arguments are then empty."""
     ctor_kwargs = {} if ctor_kwargs is None else ctor_kwargs
     kwargs = {} if kwargs is None else kwargs
     if mode() != MODE_PAIR:
-        built = _call_text(getattr(cand_cls, "__qualname__", "C"), ctor_args, ctor_kwargs)
-        if setup:
+        if receiver is not _CONSTRUCTED:
+            # x = <the receiver>; x.method(2)
+            built = _shown(receiver)
+        else:
+            built = _call_text(getattr(cand_cls, "__qualname__", "C"), ctor_args, ctor_kwargs)
+        if setup or receiver is not _CONSTRUCTED:
             # x = C(1); x['a'] = 1; x.method(2)
             steps = "".join(f"; {_setup_text(name, a)}" for name, a in setup)
             call = "x = " + built + steps + "; " + _call_text(f"x.{method_name}", args, kwargs)
         else:
             call = _call_text(f"{built}.{method_name}", args, kwargs)
         obs = observe_method(
-            cand_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, then=then, setup=setup
+            cand_cls,
+            ctor_args,
+            ctor_kwargs,
+            method_name,
+            args,
+            kwargs,
+            then=then,
+            setup=setup,
+            receiver=receiver,
         )
         _record(obs, call)
         return
@@ -1213,9 +1293,18 @@ def check_method(
         copy_memo=memo,
         then=then,
         setup=setup,
+        receiver=receiver,
     )
     ref = observe_method(
-        ref_cls, ctor_args, ctor_kwargs, method_name, args, kwargs, then=then, setup=setup
+        ref_cls,
+        ctor_args,
+        ctor_kwargs,
+        method_name,
+        args,
+        kwargs,
+        then=then,
+        setup=setup,
+        receiver=receiver,
     )
     _check(test, cand, ref)
 

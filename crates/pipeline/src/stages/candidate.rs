@@ -171,6 +171,7 @@ pub fn prepare(
         .map(|site| CallSiteArgs {
             args: site.args,
             kwargs: site.kwargs,
+            receiver: None,
         })
         .collect();
     Ok(Candidate {

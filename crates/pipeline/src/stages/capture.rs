@@ -161,7 +161,9 @@ pub fn capture_repo(
 
 /// Whether a captured call's texts name one of this machine's folders.
 fn names_machine(call: &CallSiteArgs, names: &[(std::path::PathBuf, &str)]) -> bool {
-    let texts = call.args.iter().chain(call.kwargs.iter().map(|(_, t)| t));
+    let texts = (call.args.iter())
+        .chain(call.kwargs.iter().map(|(_, t)| t))
+        .chain(call.receiver.iter());
     texts.into_iter().any(|text| {
         names.iter().any(|(path, _)| {
             let p = path.to_string_lossy();
@@ -213,6 +215,7 @@ mod tests {
         let call = |a: &str| CallSiteArgs {
             args: vec![a.to_owned()],
             kwargs: Vec::new(),
+            receiver: None,
         };
         let mut sites = vec![call("1"), call("2")];
         merge(&[call("3"), call("1")], &mut sites);
@@ -225,11 +228,19 @@ mod tests {
         let call = CallSiteArgs {
             args: vec!["'/home/me/repo/data.txt'".into()],
             kwargs: Vec::new(),
+            receiver: None,
+        };
+        assert!(names_machine(&call, &names));
+        let call = CallSiteArgs {
+            args: vec!["'data.txt'".into()],
+            kwargs: Vec::new(),
+            receiver: Some("r2e_equiv.loads(b'/home/me/repo/x')".into()),
         };
         assert!(names_machine(&call, &names));
         let call = CallSiteArgs {
             args: vec!["'data.txt'".into()],
             kwargs: vec![("k".into(), "1".into())],
+            receiver: Some("r2e_equiv.loads(b'x')".into()),
         };
         assert!(!names_machine(&call, &names));
     }

@@ -22,13 +22,18 @@ import inspect
 import re
 import sys
 
-from .specs import New, not_a_factory, writable
+from .specs import New, class_path, not_a_factory, writable
 
 # Calls probed per class at most, and factory specs kept per class (distinct functions).
 MAX_PROBES = 24
 MAX_FACTORIES = 4
 # Arguments tried for a factory, by the number of positional arguments it takes.
 PROBE_ARGS = ((), (4,), (3, 3), (3, 2, 2))
+# Strings the project itself uses (`strings`: its docstrings' and call sites' literals, the
+# target's), tried as a one-argument factory's text (`parse(text)`), at most.
+MAX_PROBE_STRINGS = 3
+# The rank of a function nothing names the class in (probed with those strings only).
+NO_EVIDENCE = 4
 # Classes returned for a set of attributes at most.
 MAX_CLASSES = 2
 CALLED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
@@ -47,12 +52,15 @@ class Factories:
     factories to try first (the target's docstrings). Calls run through `probe(spec)`, which
     returns the built value or raises (the explorer runs it under its per-call timer)."""
 
-    def __init__(self, reference, probe, hint_text: str = ""):
+    def __init__(self, reference, probe, hint_text: str = "", strings=()):
         self.reference = reference
         self.probe = probe
         self.top = reference.__name__.partition(".")[0]
         self.package = sys.modules.get(self.top)
         self.hinted = {m.group(1) for m in CALLED.finditer(hint_text or "")}
+        self.strings = [s for s in dict.fromkeys(strings) if isinstance(s, str) and s][
+            :MAX_PROBE_STRINGS
+        ]
         self.cache: dict = {}
 
     # -- where names come from ---------------------------------------------------------------
@@ -125,26 +133,59 @@ class Factories:
 
     # -- factories ---------------------------------------------------------------------------
 
+    def alternate_constructors(self, cls) -> list:
+        """(root, "Class.name", method) for the public class methods of `cls` defined in the
+        project (`Parser.from_text`), and its static methods whose return annotation names it."""
+        path, root = class_path(self.reference, cls), "reference"
+        if path is None and self.package is not None:
+            path, root = class_path(self.package, cls), "package"
+        if path is None:
+            return []
+        out = []
+        for name in sorted(vars(cls)):
+            raw = vars(cls)[name]
+            if name.startswith("_") or not isinstance(raw, (classmethod, staticmethod)):
+                continue
+            fn = raw.__func__
+            if not inspect.isfunction(fn) or not _in_package(fn, self.top) or not_a_factory(fn):
+                continue
+            if isinstance(raw, staticmethod) and not _names(_returns(fn), cls.__name__):
+                continue
+            try:
+                bound = getattr(cls, name)
+            except Exception:  # noqa: BLE001 - a descriptor of the project's may raise
+                continue
+            out.append((root, f"{path}.{name}", bound))
+        return out
+
     def candidates(self, cls) -> list:
-        """(root, name, function) of the functions that may return `cls`, best first."""
+        """(root, name, function, evidence) of the functions that may return `cls`, best first: by the
+        evidence (a return annotation naming it; the class's own alternate constructors; the
+        name; the docstring; then, for functions of one text, none: `parse(text)` returns a
+        document whose class no annotation names, probed with the project's own strings)."""
         word = cls.__name__
         word_re = re.compile(r"\b" + re.escape(word) + r"\b")
         lowered = word.lower()
         ranked = []
-        for root, name, fn in self.functions():
-            returns = fn.__annotations__.get("return", None) if hasattr(fn, "__annotations__") else None
+        own = [(root, name, fn, 1) for root, name, fn in self.alternate_constructors(cls)]
+        for root, name, fn, own_evidence in own + [(*f, None) for f in self.functions()]:
+            returns = _returns(fn)
             returns_text = returns if isinstance(returns, str) else getattr(returns, "__name__", "")
-            if returns is not None and returns_text and word_re.search(str(returns_text)):
+            if returns is not None and returns_text and _names(returns, word):
                 evidence = 0
             elif returns is not None and (
                 not isinstance(returns, str) or WORD.match(returns).group(0).strip() in BUILTIN_NAMES
             ):
                 # A return annotation naming something else: not a factory of cls.
                 continue
+            elif own_evidence is not None:
+                evidence = own_evidence
             elif lowered in name.lower():
-                evidence = 1
-            elif word_re.search(inspect.getdoc(fn) or ""):
                 evidence = 2
+            elif word_re.search(inspect.getdoc(fn) or ""):
+                evidence = 3
+            elif self.strings and _required(fn) == 1:
+                evidence = NO_EVIDENCE
             else:
                 continue
             required = _required(fn)
@@ -155,7 +196,7 @@ class Factories:
             size = (required != 1, required)
             ranked.append(((name not in self.hinted, evidence, size, name), root, name, fn))
         ranked.sort(key=lambda r: r[0])
-        return [(root, name, fn) for _k, root, name, fn in ranked]
+        return [(root, name, fn, k[1]) for k, root, name, fn in ranked]
 
     def for_class(self, cls) -> list:
         """Specs of calls of the project's factories that return an instance of `cls`."""
@@ -164,10 +205,17 @@ class Factories:
             return self.cache[key]
         self.cache[key] = []
         found, probes = [], 0
-        for root, name, fn in self.candidates(cls):
+        for root, name, fn, evidence in self.candidates(cls):
             if len(found) >= MAX_FACTORIES or probes >= MAX_PROBES:
                 break
-            for args in _args_for(fn):
+            tried = _args_for(fn, self.strings)
+            if evidence == NO_EVIDENCE:
+                if found:
+                    break
+                # Nothing names the class, and nothing that does built it: a text of the
+                # project's own, to parse.
+                tried = [a for a in tried if len(a) == 1 and isinstance(a[0], str)]
+            for args in tried:
                 if probes >= MAX_PROBES:
                     break
                 spec = New(name, args, (), root)
@@ -214,9 +262,21 @@ def _required(fn) -> int | None:
     return required
 
 
-def _args_for(fn) -> list[tuple]:
+def _returns(fn):
+    annotations = getattr(fn, "__annotations__", None)
+    return annotations.get("return", None) if isinstance(annotations, dict) else None
+
+
+def _names(returns, word: str) -> bool:
+    """Whether a return annotation names the class `word` (or `Self`)."""
+    text = returns if isinstance(returns, str) else getattr(returns, "__name__", "")
+    return bool(text) and re.search(r"\b(" + re.escape(word) + r"|Self)\b", str(text)) is not None
+
+
+def _args_for(fn, strings=()) -> list[tuple]:
     """The probe arguments that fit `fn`: at least its required positional arguments, at most
-    the positional ones it takes (the fewest first)."""
+    the positional ones it takes (the fewest first); for one argument, the project's own
+    strings too (a text to parse)."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -225,8 +285,11 @@ def _args_for(fn) -> list[tuple]:
     varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     required = sum(1 for p in positional if p.default is inspect.Parameter.empty)
-    return [
+    fitting = [
         args
         for args in PROBE_ARGS
         if required <= len(args) and (varargs or len(args) <= len(positional))
     ][:2]
+    if required == 1:
+        fitting += [(s,) for s in strings]
+    return fitting

@@ -147,11 +147,14 @@ def method_test_body(e, local: str, method_name: str, then_calls=THEN_CALLS) -> 
     """The lines of a test of the method `method_name` of a class named `local` in the
     harness."""
     args, kwargs = e.call
-    ctor_args, ctor_kwargs, setup = construction_parts(e.ctor_call)
+    ctor_args, ctor_kwargs, setup, receiver = construction_parts(e.ctor_call)
     lines = [
         f"        ctor_args = {render(tuple(ctor_args))}",
         f"        ctor_kwargs = {render(dict(ctor_kwargs))}",
     ]
+    if receiver is not None:
+        # The instance the method is called on (one the project's tests used, or a factory's).
+        lines.append(f"        receiver = {render(receiver)}")
     if setup:
         # Calls made on the instance before the method (a mapping filled with items).
         lines.append(f"        setup = {render(tuple(setup))}")
@@ -164,5 +167,9 @@ def method_test_body(e, local: str, method_name: str, then_calls=THEN_CALLS) -> 
         # The method returned a function: it is called too, on each of these.
         lines.append(f"        then = {render(then_calls)}")
         call += ", then"
-    lines.append(f"        {call}{', setup=setup' if setup else ''})")
+    if setup:
+        call += ", setup=setup"
+    if receiver is not None:
+        call += ", receiver=receiver"
+    lines.append(f"        {call})")
     return lines

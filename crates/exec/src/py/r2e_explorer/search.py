@@ -47,6 +47,7 @@ from .specs import (
     class_path,
     construction_parts,
     dedupe,
+    receiver_construction,
     render,
     resolve,
     writable,
@@ -71,6 +72,10 @@ MAX_HUNT_CONSTRUCTIONS = 6
 HUNT_CONSTRUCTION_SHARE = 0.25
 # Concrete subclasses tried when a method's own class cannot be constructed.
 MAX_SUBCLASSES = 4
+# Instances taken as they are (receivers the project's own tests or docstrings called the
+# method on, a factory's product when no constructor call works), at most, beside the
+# constructions found.
+MAX_RECEIVERS = 3
 # Items put into an instance of a mapping class before the method is called (set-up calls):
 # str keys and int keys, one item and three (a small cache evicts); tried on the first
 # FILL_BASES constructions, at most MAX_FILLED kept.
@@ -306,11 +311,14 @@ class InstanceFinder:
             return []
         if cls is self.own_class and self.own_constructions:
             # The method's own class: the constructions that worked.
-            return [
-                New(path, c[0], c[1].items())
-                for c in self.own_constructions
-                if not construction_parts(c)[2]
-            ]
+            found = []
+            for c in self.own_constructions:
+                args, kwargs, setup, receiver = construction_parts(c)
+                if receiver is not None:
+                    found.append(receiver)
+                elif not setup:
+                    found.append(New(path, args, kwargs.items()))
+            return found
         if cls in self.cache:
             return self.cache[cls]
         self.cache[cls] = []
@@ -390,7 +398,11 @@ class ConstructionFinder:
         """Constructor inputs, in the order they are tried."""
         explorer = self.explorer
         seeds = [space.from_call(c) for c in explorer.doc_ctors]
-        seeds += [space.from_call(ctor) for ctor, _ in explorer.doc_calls if ctor is not None]
+        seeds += [
+            space.from_call(ctor)
+            for ctor, _ in explorer.doc_calls
+            if ctor is not None and construction_parts(ctor)[3] is None
+        ]
         base = space.base()
         return itertools.chain(
             [s for s in seeds if s is not None],
@@ -895,8 +907,11 @@ class Explorer:
         self.phase: Budget | None = None
         self.caches: list = []
         self.finalizing = False
-        # Constructor calls (args, kwargs) of a method's class, filled by the construction search.
+        # Constructor calls (args, kwargs) of a method's class, filled by the construction search,
+        # and receivers (specs of instances) from the project's own uses (`receivers_from_uses`).
         self.constructions: list = []
+        self.receivers: list = []
+        self.instances: InstanceFinder | None = None
 
     # -- loading ----------------------------------------------------------------------------
 
@@ -949,13 +964,13 @@ class Explorer:
                 return equiv.observe_function(target.callable, built[0], built[1], then=built[2])
 
         else:
-            ctor_args, ctor_kwargs, setup = construction_parts(ctor_call)
+            ctor_args, ctor_kwargs, setup, receiver = construction_parts(ctor_call)
 
             def prepare():
                 return tuple(
                     build(x, reference)
                     for x in (ctor_args, ctor_kwargs, call[0], call[1], self.then_calls, setup)
-                )
+                ) + (() if receiver is None else (build(receiver, reference),))
 
             def action(built):
                 return equiv.observe_method(
@@ -967,6 +982,7 @@ class Explorer:
                     built[3],
                     then=built[4],
                     setup=built[5],
+                    **({"receiver": built[6]} if len(built) > 6 else {}),
                 )
 
         return prepare, action
@@ -1014,20 +1030,27 @@ class Explorer:
             docs += [inspect.getdoc(cls), inspect.getdoc(getattr(cls, "__init__", None))]
         # The target builds no value of its own inputs (`specs.NOT_FACTORIES`).
         specs.NOT_FACTORIES[:] = [target.func] if callable(target.func) else []
-        self.instances.factories = Factories(
-            self.reference, self.probe, "\n".join(d for d in docs if d)
-        )
         self.doc_calls, self.doc_ctors = docstring_calls(
             docs,
             {self.qualname.split(".")[-1]},
             cls.__name__ if cls is not None else None,
             self.reference,
         )
+        self.instances.factories = Factories(
+            self.reference,
+            self.probe,
+            "\n".join(d for d in docs if d),
+            strings=self.project_strings(),
+        )
         self.example_sources = example_programs(
             docs, self.qualname.split(".")[-1], method=cls is not None
         )
+        self.receivers = self.receivers_from_uses()
         finder = self.construct()
         self.ctor_space = finder.space
+        for spec in self.receivers:
+            # The project's own receivers, beside the constructions found.
+            self.constructions.append(receiver_construction(spec))
         own = self.instances(cls) if cls is not None else []
         pools = PoolMaker(
             self.reference, target.literals, own_instances=own, instance_finder=self.instances
@@ -1060,8 +1083,15 @@ class Explorer:
                 self.try_input(self.space.from_call(call, index if index is not None else ctor0))
             for site in self.req.get("call_sites") or []:
                 call = call_site_specs(site, self.reference)
-                if call is not None:
-                    self.try_input(self.space.from_call(call, ctor0))
+                if call is None:
+                    continue
+                index = ctor0
+                if site.get("receiver"):
+                    # On the receiver the tests called it on, when that one is usable.
+                    spec = call_site_specs({"args": [site["receiver"]]}, self.reference)
+                    found = self._receiver_index(spec[0][0]) if spec and spec[0] else None
+                    index = found if found is not None else ctor0
+                self.try_input(self.space.from_call(call, index))
             self.examples = False
             base = self.space.base(ctor0)
             self.try_input(base)
@@ -1147,10 +1177,11 @@ class Explorer:
         classes = [cls]
         if cls is not None and target.method_kind not in ("static", "class", "init"):
             classes += concrete_subclasses(cls, target.method_name)[:MAX_SUBCLASSES]
-        first_error = None
+        first_error, first_finder = None, None
         for candidate in classes:
             target.ctor_cls = candidate
             finder = ConstructionFinder(self)
+            first_finder = first_finder or finder
             try:
                 finder.find()
             except Stop:
@@ -1158,6 +1189,7 @@ class Explorer:
                     not self.constructions
                     and cls is not None
                     and target.method_kind not in ("static", "class", "init")
+                    and not self.receivers
                 ):
                     raise ExploreError(
                         f"could not construct {candidate.__qualname__} within the budget"
@@ -1167,7 +1199,108 @@ class Explorer:
                 continue
             return finder
         target.ctor_cls = cls
+        if self.receivers or self.factory_receivers():
+            # No constructor call works, but instances the project itself makes do.
+            return first_finder
         raise first_error
+
+    # -- receivers from the project's own uses ------------------------------------------------
+
+    def project_strings(self) -> list:
+        """Strings the project itself passes the target, first to last: at its call sites (the
+        tests' first), in its doctest examples, then the target's own literals. A factory's
+        text to parse (`Factories`)."""
+        found = []
+        for site in self.req.get("call_sites") or []:
+            for text in list(site.get("args") or []) + list((site.get("kwargs") or {}).values()):
+                try:
+                    value = ast.literal_eval(str(text))
+                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                    continue
+                if isinstance(value, str):
+                    found.append(value)
+        for _ctor, call in self.doc_calls:
+            found += [a for a in list(call[0]) + list(call[1].values()) if isinstance(a, str)]
+        found += [v for v in self.target.literals if isinstance(v, str)]
+        return [s for s in dict.fromkeys(found) if s.strip()]
+
+    def usable_receiver(self, spec) -> bool:
+        """Whether `spec` builds, twice alike, an instance that calls the target method itself
+        (of its class, or of a subclass that inherits it unchanged)."""
+        target = self.target
+        name = target.method_name
+        try:
+            value = self.probe(spec)
+            again = self.probe(spec)
+        except (ValueError, Stop):
+            return False
+        try:
+            if not isinstance(value, target.cls):
+                return False
+            mine = inspect.getattr_static(target.cls, name)
+            if inspect.getattr_static(type(value), name) is not mine:
+                return False
+        except Exception:  # noqa: BLE001 - the project's own __instancecheck__ or MRO
+            return False
+        return self.equiv.equivalent(value, again)
+
+    def receivers_from_uses(self) -> list:
+        """Receivers the project's own uses called the method on: the call sites the capture
+        recorded (`receiver`: the instance as it was when the tests called the method) and the
+        doctest sessions' names (`md = create_markdown(); md.render(text)`), each usable one
+        once, at most MAX_RECEIVERS."""
+        target = self.target
+        if target.cls is None or target.method_kind in ("static", "class", "init"):
+            return []
+        specs_found = []
+        for site in self.req.get("call_sites") or []:
+            text = site.get("receiver") if isinstance(site, dict) else None
+            if text:
+                spec = call_site_specs({"args": [text]}, self.reference)
+                if spec is not None and spec[0] and spec[0][0] is not UNKNOWN:
+                    specs_found.append(spec[0][0])
+        for ctor, _call in self.doc_calls:
+            receiver = construction_parts(ctor)[3]
+            if receiver is not None:
+                specs_found.append(receiver)
+        return self._usable_receivers(specs_found)
+
+    def factory_receivers(self) -> list:
+        """Instances of the method's class that the project's factories build (its functions
+        and its class's own alternate constructors, `Factories.for_class`), taken as receivers
+        when no constructor call of the class works; kept in `receivers`."""
+        factories = self.instances.factories if self.instances is not None else None
+        if factories is None or self.target.cls is None:
+            return []
+        self.receivers = self._usable_receivers(factories.for_class(self.target.cls))
+        return self.receivers
+
+    def _usable_receivers(self, found) -> list:
+        kept, seen = [], set()
+        for spec in found:
+            if len(kept) >= MAX_RECEIVERS:
+                break
+            try:
+                key = render(spec)
+            except (Unwritable, TypeError, RecursionError):
+                continue
+            if key in seen:
+                continue
+            seen.add(key)
+            try:
+                self.limits.check()
+            except Stop:
+                break
+            if self.usable_receiver(spec):
+                kept.append(spec)
+        return kept
+
+    def _receiver_index(self, spec) -> int | None:
+        """The construction that calls the method on `spec`'s instance, or None."""
+        for i, c in enumerate(self.constructions):
+            if construction_parts(c)[3] == spec:
+                return i
+        return None
 
     def answer(self, chosen: list[Entry]) -> dict:
         """The answer for the chosen entries (ExploreError when there are none)."""
@@ -1214,6 +1347,9 @@ class Explorer:
     def _construction_index(self, ctor_call):
         if ctor_call is None or not self.constructions:
             return None
+        receiver = construction_parts(ctor_call)[3]
+        if receiver is not None:
+            return self._receiver_index(receiver)
         inp = self.ctor_space.from_call(ctor_call)
         call = self.ctor_space.to_call(inp) if inp is not None else None
         try:
@@ -1653,6 +1789,9 @@ class Explorer:
         if space is None or not space.params or count >= MAX_CONSTRUCTIONS + MAX_HUNT_CONSTRUCTIONS:
             return Input(rng.randrange(count), inp.values), None
         source = self.constructions[rng.randrange(count)]
+        if construction_parts(source)[3] is not None:
+            # An instance given as it is (a receiver of the project's tests): not varied.
+            return Input(self.constructions.index(source), inp.values), None
         base = space.from_call(source)
         if base is None:
             return inp, None

@@ -241,12 +241,24 @@ THEN_CALLS = (
 )
 
 def construction_parts(ctor_call) -> tuple:
-    """(args, kwargs, setup) of a construction of a method's class: (args, kwargs) specs, and
-    optionally the set-up calls made on the instance before the method, a tuple of (method
-    name, args) pairs such as `("__setitem__", ("a", 1))` (see `r2e_equiv.check_method`)."""
+    """(args, kwargs, setup, receiver) of a construction of a method's class: (args, kwargs)
+    specs; optionally the set-up calls made on the instance before the method, a tuple of
+    (method name, args) pairs such as `("__setitem__", ("a", 1))`; and optionally the receiver,
+    a spec of the instance itself (a receiver the project's tests called the method on, a
+    factory's call), in which case args and kwargs are empty (see `r2e_equiv.check_method`)."""
     if ctor_call is None:
-        return (), {}, ()
-    return ctor_call[0], ctor_call[1], (ctor_call[2] if len(ctor_call) > 2 else ())
+        return (), {}, (), None
+    return (
+        ctor_call[0],
+        ctor_call[1],
+        (ctor_call[2] if len(ctor_call) > 2 else ()),
+        (ctor_call[3] if len(ctor_call) > 3 else None),
+    )
+
+
+def receiver_construction(spec) -> tuple:
+    """A construction that calls the method on the instance `spec` builds."""
+    return ((), {}, (), spec)
 
 
 # Markers of an input's parameter values (see inputs.py).
@@ -340,6 +352,9 @@ def resolve_factory(reference, path: str) -> tuple:
     top = reference.__name__.partition(".")[0]
 
     def ours(obj) -> bool:
+        if isinstance(obj, types.MethodType) and isinstance(obj.__self__, type):
+            # A class's alternate constructor (`Parser.from_text`): a classmethod.
+            obj = obj.__func__
         module = getattr(obj, "__module__", None) or ""
         return (
             isinstance(obj, types.FunctionType)

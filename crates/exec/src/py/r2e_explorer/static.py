@@ -17,7 +17,7 @@ import types
 import typing
 
 from . import regexgen
-from .specs import UNKNOWN, dedupe, spec_from_node
+from .specs import UNKNOWN, dedupe, receiver_construction, spec_from_node
 
 STR_METHODS = {
     "capitalize", "casefold", "center", "encode", "endswith", "expandtabs", "find", "format",
@@ -515,6 +515,16 @@ def docstring_calls(docs, target_names, class_name, reference):
                             ctor = _call_specs(receiver, reference)
                         elif isinstance(receiver, ast.Name):
                             ctor = session_vars.get(receiver.id)
+                            if ctor is None and receiver.id in values:
+                                # `md = create_markdown()` then `md.render(...)`: the instance a
+                                # factory of the project built (the explorer checks its class).
+                                ctor = receiver_construction(values[receiver.id])
+                        elif isinstance(receiver, ast.Call):
+                            # `Parser.from_text("...").parse()`: an alternate constructor's.
+                            try:
+                                ctor = receiver_construction(spec_from_node(receiver, reference))
+                            except ValueError:
+                                ctor = None
                     calls.append((ctor, call))
     return calls, ctors
 

@@ -212,9 +212,15 @@ class CaptureTest(unittest.TestCase):
         )
         # The plain test function ran too (a cart with nothing in it).
         self.assertEqual(self.load(totals[1]["args"][0]), ("cart", "bo", [], True))
-        # A method's receiver is left out; literals are written as literals.
-        self.assertEqual(adds[0], {"args": ["'pear'", "2"], "kwargs": {}})
-        self.assertEqual(adds[1], {"args": ["'fig'", "1"], "kwargs": {}})
+        # A method's receiver is recorded apart, as it was when the method was called (empty,
+        # then with the pear); literals are written as literals.
+        self.assertEqual(
+            [(c["args"], c["kwargs"]) for c in adds], [(["'pear'", "2"], {}), (["'fig'", "1"], {})]
+        )
+        self.assertEqual(
+            [self.load(c["receiver"]) for c in adds],
+            [("cart", "ann", [], True), ("cart", "ann", [("pear", 2)], True)],
+        )
         # A match is rebuilt by the search or match that finds it again.
         self.assertEqual(
             [self.load(c["args"][0]) for c in hosts],

@@ -491,6 +491,50 @@ class LoadPairTest(unittest.TestCase):
         self.assertEqual(obs.outcome, ("return", True))
         self.assertIs(type(obs.args[0]), cand.Interval)
 
+    def test_sentinels_keep_their_identity_and_a_receiver_is_each_sides_own(self):
+        source = textwrap.dedent("""
+            _KEY = object()
+
+
+            class Box:
+                def __init__(self, items, key=None):
+                    if key is not _KEY:
+                        raise TypeError("boxes are made by pack")
+                    self.items = list(items)
+
+                def first(self, default):
+                    if not isinstance(self, Box):
+                        raise TypeError("not a box of this module")
+                    return self.items[0] if self.items else default
+
+
+            def pack(*items):
+                return Box(items, key=_KEY)
+        """)
+        ref_path = os.path.join(self.sample.repo, "samplepkg", "sealed.py")
+        self.sample.write(ref_path, source)
+        cand_path = self.sample.path("cand_sealed.py")
+        self.sample.write(cand_path, source)
+        wrong_path = self.sample.path("wrong_sealed.py")
+        self.sample.write(wrong_path, source.replace("else default", "else None"))
+        cand, ref = r2e_equiv.load_pair("samplepkg.sealed", cand_path)
+        # The sentinel passed as an argument is each side's own: both construct.
+        r2e_equiv.check_method(
+            self, cand.Box, ref.Box, ([1],), {"key": ref._KEY}, "first", (0,), {}
+        )
+        obs = r2e_equiv.observe_method(ref.Box, ([],), {"key": ref._KEY}, "first", (7,), {})
+        self.assertEqual(obs.outcome, ("return", 7))
+        # A receiver the project built: the candidate calls its own method on its own class.
+        for items in ([], [3]):
+            r2e_equiv.check_method(
+                self, cand.Box, ref.Box, (), {}, "first", (9,), {}, receiver=ref.pack(*items)
+            )
+        wrong, ref = r2e_equiv.load_pair("samplepkg.sealed", wrong_path)
+        with self.assertRaises(self.failureException):
+            r2e_equiv.check_method(
+                self, wrong.Box, ref.Box, (), {}, "first", (9,), {}, receiver=ref.pack()
+            )
+
     def test_harness_modules_reads_the_environment(self):
         saved = {k: os.environ.get(k) for k in ("R2E_MODULE", "R2E_CANDIDATE_FILE")}
         try:

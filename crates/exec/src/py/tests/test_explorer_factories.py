@@ -393,3 +393,85 @@ class ProtocolClassesTest(unittest.TestCase):
         self.assertNotIn("Tree", names)
         self.assertIn("Row", with_items)
         self.assertNotIn("Tree", with_items)
+
+
+class ReceiverFactoriesTest(unittest.TestCase):
+    """Instances of a class whose constructor no argument the explorer writes will satisfy (it
+    checks a checksum of its state): from the class's own alternate constructors, and from a
+    public function that nothing ties to the class, given a text the project uses (issue 52,
+    item 4)."""
+
+    SOURCE = """
+        import hashlib
+
+
+        def _seal(data):
+            return hashlib.sha256(repr(data).encode()).hexdigest()[:8]
+
+
+        class Doc:
+            def __init__(self, lines, seal):
+                if seal != _seal(lines):
+                    raise ValueError("unsealed")
+                self.lines = lines
+
+            @classmethod
+            def empty(cls):
+                return cls([], _seal([]))
+
+            @staticmethod
+            def count(n):
+                return n
+
+
+        class Page:
+            def __init__(self, lines, seal):
+                if seal != _seal(lines):
+                    raise ValueError("unsealed")
+                self.lines = lines
+
+
+        def read(text):
+            lines = text.splitlines()
+            return Page(lines, _seal(lines))
+
+
+        def echo(text):
+            return text.upper()
+    """
+
+    def test_alternate_constructors_and_texts_of_the_project(self):
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="r2e-py-test-") as root:
+            SampleRepo.write(os.path.join(root, "r2esealmod.py"), textwrap.dedent(self.SOURCE))
+            sys.path.insert(0, root)
+            try:
+                module = importlib.import_module("r2esealmod")
+
+                def made(cls, strings):
+                    probes = []
+
+                    def probe(spec):
+                        probes.append(render(spec))
+                        return build(spec, module)
+
+                    found = Factories(module, probe, "", strings=strings).for_class(cls)
+                    return [render(s) for s in found], probes
+
+                docs, doc_probes = made(module.Doc, ["a\nb"])
+                pages, page_probes = made(module.Page, ["a\nb", "c"])
+                none, _ = made(module.Page, [])
+            finally:
+                sys.path.remove(root)
+                del sys.modules["r2esealmod"]
+        # The class method builds a Doc; the static method (no annotation naming the class)
+        # is no candidate; a factory was found, so no function is probed with a text.
+        self.assertEqual(docs, ["reference.Doc.empty()"])
+        self.assertNotIn("reference.Doc.count(4)", doc_probes)
+        self.assertFalse([p for p in doc_probes if "a\\nb" in p], doc_probes)
+        # A Page only comes from `read` given a text; `echo` returns a str: probed (first, by
+        # name), not kept.
+        self.assertEqual(pages, ["reference.read('a\\nb')"])
+        self.assertIn("reference.echo('a\\nb')", page_probes)
+        self.assertEqual(none, [])
