@@ -911,6 +911,7 @@ class Explorer:
         # and receivers (specs of instances) from the project's own uses (`receivers_from_uses`).
         self.constructions: list = []
         self.receivers: list = []
+        self.factories_tried = False
         self.instances: InstanceFinder | None = None
 
     # -- loading ----------------------------------------------------------------------------
@@ -1104,6 +1105,7 @@ class Explorer:
                     self.try_pattern_strings(base)
                 self.try_input(inp)
             self.try_pattern_strings(base)
+            ctor_count = self.receivers_when_nothing_returns(ctor_count)
             self.mutate_loop(ctor_count)
         except Stop:
             pass
@@ -1270,10 +1272,39 @@ class Explorer:
         and its class's own alternate constructors, `Factories.for_class`), taken as receivers
         when no constructor call of the class works; kept in `receivers`."""
         factories = self.instances.factories if self.instances is not None else None
-        if factories is None or self.target.cls is None:
+        if factories is None or self.target.cls is None or self.factories_tried:
             return []
-        self.receivers = self._usable_receivers(factories.for_class(self.target.cls))
-        return self.receivers
+        self.factories_tried = True
+        found = self._usable_receivers(factories.for_class(self.target.cls))
+        self.receivers += [r for r in found if r not in self.receivers][
+            : max(0, MAX_RECEIVERS - len(self.receivers))
+        ]
+        return found
+
+    def receivers_when_nothing_returns(self, ctor_count: int) -> int:
+        """When the constructions found give instances on which no input returned normally
+        (a lexer whose tables only its factory fills: `Lexer.get_default_instance()`), the
+        factories' instances become constructions too, each tried with the base input and its
+        variations. Returns the number of constructions."""
+        target = self.target
+        if (
+            target.cls is None
+            or target.method_kind in ("static", "class", "init")
+            or any(e.returned for e in self.corpus)
+        ):
+            return ctor_count
+        before = len(self.receivers)
+        self.factory_receivers()
+        added = self.receivers[before:]
+        for spec in added:
+            if self._receiver_index(spec) is None:
+                self.constructions.append(receiver_construction(spec))
+            index = self._receiver_index(spec)
+            base = self.space.base(index)
+            self.try_input(base)
+            for inp in self.space.variations(base, 1):
+                self.try_input(inp)
+        return len(self.constructions) if self.constructions else ctor_count
 
     def _usable_receivers(self, found) -> list:
         kept, seen = [], set()

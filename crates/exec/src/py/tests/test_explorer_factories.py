@@ -475,3 +475,85 @@ class ReceiverFactoriesTest(unittest.TestCase):
         self.assertEqual(pages, ["reference.read('a\\nb')"])
         self.assertIn("reference.echo('a\\nb')", page_probes)
         self.assertEqual(none, [])
+
+
+class ReceiverExploreTest(unittest.TestCase):
+    """The explorer as a script: a class whose constructor gives instances on which no call
+    returns (its table is filled by its factory), and one no constructor call builds (sealed):
+    the factories' instances become receivers (issue 52, item 4)."""
+
+    SOURCE = """
+        import hashlib
+
+
+        class Lexer:
+            _default = None
+
+            def __init__(self):
+                self.table = None
+
+            @classmethod
+            def default(cls):
+                if cls._default is None:
+                    cls._default = cls()
+                    cls._default.load({"SELECT": "kw", "FROM": "kw"})
+                return cls._default
+
+            def load(self, table):
+                self.table = dict(table)
+
+            def kind(self, word):
+                \"\"\"The kind of a word: a keyword's, else "name".\"\"\"
+                key = word.upper()
+                if key in self.table:
+                    return self.table[key]
+                return "name"
+
+
+        def _seal(lines):
+            return hashlib.sha256(repr(lines).encode()).hexdigest()[:8]
+
+
+        class Doc:
+            def __init__(self, lines, seal):
+                if seal != _seal(lines):
+                    raise ValueError("unsealed")
+                self.lines = lines
+
+            def first(self, default):
+                if not self.lines:
+                    return default
+                return self.lines[0]
+
+
+        def read(text):
+            lines = text.splitlines()
+            return Doc(lines, _seal(lines))
+    """
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = SampleRepo()
+        SampleRepo.write(
+            os.path.join(cls.repo.repo, "r2elexmod.py"), textwrap.dedent(cls.SOURCE)
+        )
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.repo.cleanup()
+
+    def test_a_factorys_instance_when_no_call_on_a_constructed_one_returns(self):
+        out = self.repo.explore("Lexer.kind", kind="method", module="r2elexmod")
+        self.assertEqual(out["status"], "ok", out)
+        self.assertIn("receiver = reference.Lexer.default()", out["harness"])
+        self.assertIn("return:str", out["outcomes"])
+
+    def test_a_text_the_call_sites_pass_parsed_into_a_receiver(self):
+        sites = [{"args": ["'x'"], "kwargs": {}}]
+        out = self.repo.explore("Doc.first", kind="method", module="r2elexmod", call_sites=sites)
+        self.assertEqual(out["status"], "ok", out)
+        self.assertIn("receiver = reference.read('x')", out["harness"])
+        none = self.repo.explore("Doc.first", kind="method", module="r2elexmod", name="none")
+        self.assertEqual(none["status"], "error", none)
+        self.assertIn("could not construct Doc", none["error"])
+
