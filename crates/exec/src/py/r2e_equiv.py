@@ -1257,6 +1257,21 @@ def check_method(
     of its own twin class); the constructor's arguments are then empty."""
     ctor_kwargs = {} if ctor_kwargs is None else ctor_kwargs
     kwargs = {} if kwargs is None else kwargs
+
+    def observe(cls, memo=None):
+        return observe_method(
+            cls,
+            ctor_args,
+            ctor_kwargs,
+            method_name,
+            args,
+            kwargs,
+            copy_memo=memo,
+            then=then,
+            setup=setup,
+            receiver=receiver,
+        )
+
     if mode() != MODE_PAIR:
         if receiver is not _CONSTRUCTED:
             # x = <the receiver>; x.method(2)
@@ -1269,43 +1284,11 @@ def check_method(
             call = "x = " + built + steps + "; " + _call_text(f"x.{method_name}", args, kwargs)
         else:
             call = _call_text(f"{built}.{method_name}", args, kwargs)
-        obs = observe_method(
-            cand_cls,
-            ctor_args,
-            ctor_kwargs,
-            method_name,
-            args,
-            kwargs,
-            then=then,
-            setup=setup,
-            receiver=receiver,
-        )
-        _record(obs, call)
+        _record(observe(cand_cls), call)
         return
     memo = _twin_memo(getattr(ref_cls, "__module__", None)) if cand_cls is not ref_cls else None
-    cand = observe_method(
-        cand_cls,
-        ctor_args,
-        ctor_kwargs,
-        method_name,
-        args,
-        kwargs,
-        copy_memo=memo,
-        then=then,
-        setup=setup,
-        receiver=receiver,
-    )
-    ref = observe_method(
-        ref_cls,
-        ctor_args,
-        ctor_kwargs,
-        method_name,
-        args,
-        kwargs,
-        then=then,
-        setup=setup,
-        receiver=receiver,
-    )
+    cand = observe(cand_cls, memo)
+    ref = observe(ref_cls)
     _check(test, cand, ref)
 
 

@@ -170,8 +170,7 @@ class Factories:
         own = [(root, name, fn, 1) for root, name, fn in self.alternate_constructors(cls)]
         for root, name, fn, own_evidence in own + [(*f, None) for f in self.functions()]:
             returns = _returns(fn)
-            returns_text = returns if isinstance(returns, str) else getattr(returns, "__name__", "")
-            if returns is not None and returns_text and _names(returns, word):
+            if returns is not None and _names(returns, word):
                 evidence = 0
             elif returns is not None and (
                 not isinstance(returns, str) or WORD.match(returns).group(0).strip() in BUILTIN_NAMES

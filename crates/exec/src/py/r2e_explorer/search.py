@@ -1086,13 +1086,10 @@ class Explorer:
                 call = call_site_specs(site, self.reference)
                 if call is None:
                     continue
-                index = ctor0
-                if site.get("receiver"):
-                    # On the receiver the tests called it on, when that one is usable.
-                    spec = call_site_specs({"args": [site["receiver"]]}, self.reference)
-                    found = self._receiver_index(spec[0][0]) if spec and spec[0] else None
-                    index = found if found is not None else ctor0
-                self.try_input(self.space.from_call(call, index))
+                # On the receiver the tests called it on, when that one is usable.
+                spec = self._site_receiver(site)
+                found = self._receiver_index(spec) if spec is not None else None
+                self.try_input(self.space.from_call(call, found if found is not None else ctor0))
             self.examples = False
             base = self.space.base(ctor0)
             self.try_input(base)
@@ -1187,12 +1184,7 @@ class Explorer:
             try:
                 finder.find()
             except Stop:
-                if (
-                    not self.constructions
-                    and cls is not None
-                    and target.method_kind not in ("static", "class", "init")
-                    and not self.receivers
-                ):
+                if not self.constructions and self.calls_on_instances() and not self.receivers:
                     raise ExploreError(
                         f"could not construct {candidate.__qualname__} within the budget"
                     ) from None
@@ -1207,6 +1199,12 @@ class Explorer:
         raise first_error
 
     # -- receivers from the project's own uses ------------------------------------------------
+
+    def calls_on_instances(self) -> bool:
+        """Whether the target is a method called on an instance (not a static or class method,
+        nor `__init__`)."""
+        target = self.target
+        return target.cls is not None and target.method_kind not in ("static", "class", "init")
 
     def project_strings(self) -> list:
         """Strings the project itself passes the target, first to last: at its call sites (the
@@ -1251,16 +1249,10 @@ class Explorer:
         recorded (`receiver`: the instance as it was when the tests called the method) and the
         doctest sessions' names (`md = create_markdown(); md.render(text)`), each usable one
         once, at most MAX_RECEIVERS."""
-        target = self.target
-        if target.cls is None or target.method_kind in ("static", "class", "init"):
+        if not self.calls_on_instances():
             return []
-        specs_found = []
-        for site in self.req.get("call_sites") or []:
-            text = site.get("receiver") if isinstance(site, dict) else None
-            if text:
-                spec = call_site_specs({"args": [text]}, self.reference)
-                if spec is not None and spec[0] and spec[0][0] is not UNKNOWN:
-                    specs_found.append(spec[0][0])
+        specs_found = [self._site_receiver(site) for site in self.req.get("call_sites") or []]
+        specs_found = [spec for spec in specs_found if spec is not None]
         for ctor, _call in self.doc_calls:
             receiver = construction_parts(ctor)[3]
             if receiver is not None:
@@ -1286,21 +1278,13 @@ class Explorer:
         (a lexer whose tables only its factory fills: `Lexer.get_default_instance()`), the
         factories' instances become constructions too, each tried with the base input and its
         variations. Returns the number of constructions."""
-        target = self.target
-        if (
-            target.cls is None
-            or target.method_kind in ("static", "class", "init")
-            or any(e.returned for e in self.corpus)
-        ):
+        if not self.calls_on_instances() or any(e.returned for e in self.corpus):
             return ctor_count
         before = len(self.receivers)
         self.factory_receivers()
-        added = self.receivers[before:]
-        for spec in added:
-            if self._receiver_index(spec) is None:
-                self.constructions.append(receiver_construction(spec))
-            index = self._receiver_index(spec)
-            base = self.space.base(index)
+        for spec in self.receivers[before:]:
+            self.constructions.append(receiver_construction(spec))
+            base = self.space.base(len(self.constructions) - 1)
             self.try_input(base)
             for inp in self.space.variations(base, 1):
                 self.try_input(inp)
@@ -1325,6 +1309,14 @@ class Explorer:
             if self.usable_receiver(spec):
                 kept.append(spec)
         return kept
+
+    def _site_receiver(self, site):
+        """The spec of a captured call's receiver (`r2e_equiv.loads(...)`), or None."""
+        text = site.get("receiver") if isinstance(site, dict) else None
+        if not text:
+            return None
+        spec = call_site_specs({"args": [text]}, self.reference)
+        return spec[0][0] if spec and spec[0] and spec[0][0] is not UNKNOWN else None
 
     def _receiver_index(self, spec) -> int | None:
         """The construction that calls the method on `spec`'s instance, or None."""
