@@ -170,7 +170,12 @@ class _Snapshotter:
         if issubclass(t, enum.Enum):
             return {"enum": {"type": type_name(t), "name": value.name}}
         if t is int:
-            return {"int": str(value)}
+            try:
+                return {"int": str(value)}
+            except ValueError:
+                # Past the interpreter's digit limit for decimal text (4300 digits): hex has none
+                # and is as exact.
+                return {"int": hex(value)}
         if t is float:
             return {"float": _number(value)}
         if t is complex:

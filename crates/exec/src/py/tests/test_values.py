@@ -352,6 +352,17 @@ class HostileKindsTest(unittest.TestCase):
         self.assertTrue(r2e_equiv.equivalent(big, list(range(1_000_000))))
         self.assertFalse(r2e_equiv.equivalent(big, list(range(1, 1_000_001))))
 
+    def test_integers_past_the_decimal_digit_limit(self):
+        # An exact power a function returns (`safe_pow(9, 9999)`): `str` of it raises past the
+        # interpreter's 4300-digit limit; its snapshot is exact all the same.
+        huge = 9 ** 9999
+        never_raises(self, huge, huge + 1)
+        never_raises(self, [huge, {"k": huge}], (huge,))
+        self.assertTrue(r2e_equiv.equivalent(huge, 9 ** 9999))
+        self.assertFalse(r2e_equiv.equivalent(huge, huge + 1))
+        self.assertEqual(r2e_snapshot.snapshot(huge), r2e_snapshot.snapshot(9 ** 9999))
+        self.assertNotEqual(r2e_snapshot.snapshot(huge), r2e_snapshot.snapshot(huge + 1))
+
     def test_not_comparable_is_no_verdict(self):
         deep_a, deep_b = [], []
         for _ in range(100_000):
