@@ -1,5 +1,6 @@
 //! `r2e check ID --candidate FILE` and `r2e check --candidates FILE`: candidates checked against
-//! a built dataset through the build's [`Bench`], and the reports they print.
+//! a built dataset through the build's [`Bench`], and the reports they print; `r2e check TASK
+//! --patch FILE`: a fix of a bug-fix task, applied to its broken state and checked the same way.
 
 use std::path::Path;
 
@@ -7,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};
-use r2e_core::records::{CheckOutcome, FailureClass, read_jsonl};
+use r2e_core::records::{BugfixTask, CheckOutcome, FailureClass, OutputFile, read_jsonl};
 use r2e_exec::checkpath::{TestVerdict, Verdict};
 use r2e_exec::services::Services;
 use r2e_pipeline::bench::Bench;
@@ -171,6 +172,160 @@ pub fn report_text(r: &Report) -> String {
             out.push_str(&format!("    call      {call}\n"));
             out.push_str(&format!("    expected  {}\n", outcome(&t.expected)));
             out.push_str(&format!("    actual    {}\n", outcome(&t.actual)));
+        }
+    }
+    out
+}
+
+/// What `r2e check TASK --patch FILE` found, as `--json` prints it: the check of the patched
+/// broken state (`outcome`, `passed`, `tests`), and the task's hidden tests that fail.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PatchReport {
+    #[serde(flatten)]
+    pub check: Report,
+    /// FAIL_TO_PASS tests the patched state still fails.
+    pub fail_to_pass_failing: Vec<String>,
+    /// PASS_TO_PASS tests the patch broke.
+    pub pass_to_pass_failing: Vec<String>,
+}
+
+/// Applies `patch` to bug-fix task `id`'s broken state and checks it: `pass` when every
+/// FAIL_TO_PASS and PASS_TO_PASS test passes. The broken state is the instance's module with
+/// the task's `bug_patch` applied; the patched module runs through the one check path, as any
+/// candidate. An empty patch changes nothing. A diff that is not one, or that touches another
+/// file or a path outside the repository, is bad input (the line named); one that does not
+/// apply is the fix's failure.
+pub fn check_patch(
+    cfg: &Config,
+    id: &str,
+    patch: &Path,
+    services: &Services,
+) -> Result<PatchReport> {
+    use r2e_pipeline::stages::bugfix::{self, PatchError};
+    let tasks_file = r2e_core::records::resolve_output(&cfg.output).join(OutputFile::Bugfix.name());
+    let tasks: Vec<BugfixTask> = read_jsonl(&tasks_file)?.ok_or_else(|| {
+        Error::input(format!(
+            "`{}` does not exist: build the pipeline with `[bugfix]` first",
+            tasks_file.display()
+        ))
+    })?;
+    let task = tasks
+        .into_iter()
+        .find(|t| t.instance_id == id)
+        .ok_or_else(|| {
+            Error::input(format!(
+                "`{id}` is not a task of `{}`",
+                tasks_file.display()
+            ))
+        })?;
+    let text = std::fs::read_to_string(patch)
+        .map_err(|e| Error::input(format!("cannot read the patch `{}`: {e}", patch.display())))?;
+    let bench = Bench::open(cfg, services)?;
+    let ix = bench.index(&task.instance)?;
+    let file = &task.locations[0].file;
+    let judged = bench.module_source(ix).and_then(|original| {
+        let broken = bugfix::apply_patch(file, original, &task.bug_patch).map_err(|e| {
+            Error::Unrunnable(format!(
+                "the task's broken state cannot be made from the dataset's commit: {e:?}"
+            ))
+        })?;
+        // An empty patch changes nothing: the broken state is judged as it is.
+        let fixed = if text.trim().is_empty() {
+            Ok(broken)
+        } else {
+            bugfix::apply_patch(file, &broken, &text)
+        };
+        match fixed {
+            Ok(fixed) => {
+                let prepared = bench.prepare_module(ix, fixed)?;
+                let c = bench.check(&[prepared])?.remove(0);
+                Ok((c.verdict, Some(!c.fresh)))
+            }
+            Err(PatchError::Malformed { line, why }) => Err(Error::input(format!(
+                "{}:{line}: not a unified diff: {why}",
+                patch.display()
+            ))),
+            Err(PatchError::Refused(why)) => {
+                Err(Error::input(format!("{}: refused: {why}", patch.display())))
+            }
+            Err(PatchError::DoesNotApply(why)) => Ok((
+                Verdict::unrunnable(format!(
+                    "the patch does not apply to the broken state: {why}"
+                )),
+                None,
+            )),
+        }
+    });
+    let (verdict, cached) = match judged {
+        Ok(v) => v,
+        Err(Error::Unrunnable(why)) => (Verdict::error(why), None),
+        Err(e) => return Err(e),
+    };
+    Ok(judge_task(&task, id, verdict, cached))
+}
+
+/// The task's verdict from the check of its patched state: the harness's tests by their task
+/// ids; `pass` when no FAIL_TO_PASS or PASS_TO_PASS test fails (a test in neither list, flaky
+/// on the broken state, does not count).
+fn judge_task(
+    task: &BugfixTask,
+    id: &str,
+    mut verdict: Verdict,
+    cached: Option<bool>,
+) -> PatchReport {
+    let tests_path = task
+        .fail_to_pass
+        .first()
+        .and_then(|t| t.split_once("::"))
+        .map_or("", |(path, _)| path)
+        .to_owned();
+    let failing: Vec<String> = verdict
+        .tests
+        .iter()
+        .filter(|t| !t.passed)
+        .map(|t| r2e_pipeline::stages::bugfix::test_id(&tests_path, &t.name))
+        .collect();
+    let failing_of = |list: &[String]| -> Vec<String> {
+        list.iter()
+            .filter(|t| failing.contains(t))
+            .cloned()
+            .collect()
+    };
+    let fail_to_pass_failing = failing_of(&task.fail_to_pass);
+    let pass_to_pass_failing = failing_of(&task.pass_to_pass);
+    if verdict.outcome != CheckOutcome::Error && verdict.error.is_none() {
+        let passed = fail_to_pass_failing.is_empty() && pass_to_pass_failing.is_empty();
+        verdict.passed = passed;
+        verdict.outcome = if passed {
+            CheckOutcome::Pass
+        } else {
+            CheckOutcome::Fail
+        };
+    }
+    PatchReport {
+        check: Report {
+            id: id.to_owned(),
+            label: None,
+            cached,
+            verdict,
+        },
+        fail_to_pass_failing,
+        pass_to_pass_failing,
+    }
+}
+
+/// Text for people: the check's report, then the task's hidden tests that fail, by list.
+pub fn patch_text(r: &PatchReport) -> String {
+    let mut out = report_text(&r.check);
+    for (list, names) in [
+        ("FAIL_TO_PASS", &r.fail_to_pass_failing),
+        ("PASS_TO_PASS", &r.pass_to_pass_failing),
+    ] {
+        if !names.is_empty() {
+            out.push_str(&format!("{list} failing:\n"));
+            for n in names {
+                out.push_str(&format!("  {n}\n"));
+            }
         }
     }
     out

@@ -417,6 +417,22 @@ impl ActionKey for CheckKey<'_> {
     const BUCKET: Bucket = Bucket::Check;
 }
 
+/// A candidate's repeated check: `runs` raw runs of one candidate module against one
+/// instance's harness, in candidate mode, each in a fresh process (run 0 in the tests' natural
+/// order, run n shuffled with seed n). What a bug-fix task's broken state is judged on: each of
+/// its FAIL_TO_PASS tests must fail, and each PASS_TO_PASS test pass, in every run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RepeatKey<'a> {
+    /// The one check's key (its runner, code, harness, module, timeout and sandbox).
+    pub check: &'a CheckKey<'a>,
+    /// How many runs (`[validate] repeats`).
+    pub runs: u32,
+}
+
+impl ActionKey for RepeatKey<'_> {
+    const BUCKET: Bucket = Bucket::Repeat;
+}
+
 /// A model request: the API kind, the model, every sampling parameter, the rendered messages
 /// and the sample index. Never the base URL or the API key.
 #[derive(Clone, Debug, Serialize)]
@@ -614,6 +630,49 @@ mod tests {
         );
         hashes.push(LlmKey { request: &request }.hash().to_hex());
         assert_eq!(hashes, PINNED);
+    }
+
+    /// A repeated check's key is its check's key and the number of runs: pinned, and another
+    /// number of runs or another check is another key.
+    #[test]
+    fn the_hash_of_the_repeat_key_is_pinned() {
+        let sandbox = sandbox(None);
+        let check = CheckKey {
+            scripts: Hash::of_bytes(b"runner"),
+            code: "code",
+            harness: Hash::of_bytes(b"harness"),
+            module: Hash::of_bytes(b"module"),
+            run_timeout_seconds: 2,
+            sandbox: &sandbox,
+        };
+        let key = RepeatKey {
+            check: &check,
+            runs: 3,
+        };
+        assert_eq!(
+            key.hash().to_hex(),
+            "45d8b7c8c3a002d8b561c754e955a229f8f948fb24142c6ac0df6913645d7c88"
+        );
+        assert_ne!(
+            key.hash(),
+            RepeatKey {
+                check: &check,
+                runs: 2
+            }
+            .hash()
+        );
+        let other = CheckKey {
+            module: Hash::of_bytes(b"another"),
+            ..check.clone()
+        };
+        assert_ne!(
+            key.hash(),
+            RepeatKey {
+                check: &other,
+                runs: 3
+            }
+            .hash()
+        );
     }
 
     const PINNED: [&str; 5] = [

@@ -800,6 +800,99 @@ pub struct Instance {
     pub changed_at: Option<String>,
 }
 
+/// A bug-fix task (`bugfix.jsonl`, `docs/bugfix.md`): a repository in a broken state, a problem
+/// statement, and the hidden tests that tell the fix. SWE-bench's instance fields first, then
+/// r2e's own.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BugfixTask {
+    /// `<instance id>:bug-<12 hex>`: the instance whose harness catches the bug, and the
+    /// broken module's hash.
+    pub instance_id: String,
+    pub repo: String,
+    /// The commit the broken state is made from (as `Instance::commit`).
+    pub base_commit: String,
+    /// When the function's body last changed (`Instance::changed_at`, else `created_at`).
+    pub created_at: Option<String>,
+    /// What the agent is told: a user's report of the failing behaviour. Never the broken
+    /// file's path, a line, the patch or the tests' code.
+    pub problem_statement: String,
+    /// The gold fix: a unified diff (`a/`, `b/` paths from the repository's root) from the
+    /// broken state back to `base_commit`.
+    pub patch: String,
+    /// The hidden tests, as a diff that adds them: the instance's harness at `tests_path`. It
+    /// runs through r2e's runner, which holds the reference's recorded calls (`r2e check ID
+    /// --patch FILE`).
+    pub test_patch: String,
+    /// The hidden tests the broken state fails and the fix must pass
+    /// (`<tests_path>::<Class>::<test>`).
+    #[serde(rename = "FAIL_TO_PASS")]
+    pub fail_to_pass: Vec<String>,
+    /// The hidden tests the broken state passes and the fix must keep passing.
+    #[serde(rename = "PASS_TO_PASS")]
+    pub pass_to_pass: Vec<String>,
+    /// The environment's lock hash: which environment the task runs in.
+    pub version: String,
+    /// The commit the environment is built from (`base_commit`: the bug changes no
+    /// dependency).
+    pub environment_setup_commit: String,
+    /// The implementation instance (`dataset.jsonl`'s `id`) whose harness catches the bug.
+    pub instance: String,
+    /// From `base_commit` to the broken state: `patch` reversed.
+    pub bug_patch: String,
+    pub origin: BugOrigin,
+    /// 0: the bug is in the function whose tests catch it.
+    pub depth: u32,
+    /// Where the bug is.
+    pub locations: Vec<BugLocation>,
+    /// The mutant's kind (`flip_comparison`, `constant`, …) and what it changed, for `origin =
+    /// "mutant"`.
+    pub mutant_kind: Option<String>,
+    pub mutant: Option<String>,
+    /// The project's own tests that fail on the broken state; `null`: not run (this r2e does
+    /// not run them yet).
+    pub project_tests_fail: Option<Vec<String>>,
+    /// Whether any project test catches the bug; `null` when they were not run.
+    pub caught_by_project_tests: Option<bool>,
+    pub env_lock: String,
+    /// The broken state's runs: how many, and per hidden test how many it failed.
+    pub stability: BugStability,
+}
+
+/// Where a bug-fix task's bug comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BugOrigin {
+    /// One of the dataset's mutants of the function (`python::mutate`).
+    Mutant,
+    /// A real change from the repository's history.
+    History,
+}
+
+/// A bug's place: the file (from the repository's root), the function, and the lines the
+/// broken state changed (1-based, inclusive, in the broken file).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BugLocation {
+    pub file: String,
+    pub function: String,
+    pub lines: [u32; 2],
+}
+
+/// A broken state's runs against the hidden tests (`[validate] repeats`, each in a process of
+/// its own): per test, how many of the runs it failed. A FAIL_TO_PASS test failed every run, a
+/// PASS_TO_PASS test none; a test that did either is in neither list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BugStability {
+    pub runs: u32,
+    pub tests: Vec<TestFailed>,
+}
+
+/// A hidden test of a bug-fix task: how many of the broken state's runs it failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestFailed {
+    pub name: String,
+    pub failed: u32,
+}
+
 /// How stable a harness's tests are: the reference ran it `runs` times (`[validate] repeats`
 /// recorded in fresh processes, the first in natural order, the others shuffled; then twice
 /// checked as a candidate), and each test's runs that agreed with the first. A test that ever
@@ -1219,6 +1312,8 @@ pub enum OutputFile {
     Manifest,
     /// Stage `evaluate`'s samples and verdicts.
     Results,
+    /// Stage `bugfix`'s tasks (`BugfixTask`), with `[bugfix]`.
+    Bugfix,
     /// `r2e report`'s tables, as Markdown and as JSON, and as one page of charts.
     ReportMd,
     ReportJson,
@@ -1240,6 +1335,7 @@ impl OutputFile {
             OutputFile::Dataset => "dataset.jsonl",
             OutputFile::Manifest => "manifest.json",
             OutputFile::Results => "results.jsonl",
+            OutputFile::Bugfix => "bugfix.jsonl",
             OutputFile::ReportMd => "report.md",
             OutputFile::ReportJson => "report.json",
             OutputFile::ReportHtml => "report.html",

@@ -167,6 +167,63 @@ pub fn check(exec: &Exec, runtime: &Runtime, candidates: &[Candidate]) -> Result
         .collect())
 }
 
+/// Checks candidates `runs` times each, every run in a fresh process (run 0 in the tests'
+/// natural order, the others shuffled): what a bug-fix task's broken state is judged on. The
+/// runs of a candidate are one action (`keys::RepeatKey`), stored unless one of them says
+/// nothing about the candidate (an `error` run). Per candidate, a verdict per run, judged when
+/// read, and whether the runs ran now.
+pub fn check_repeated(
+    exec: &Exec,
+    runtime: &Runtime,
+    candidates: &[Candidate],
+    runs: u32,
+) -> Result<Vec<(Vec<Verdict>, bool)>> {
+    use r2e_core::keys::RepeatKey;
+    let sandbox = exec.sandbox_key();
+    let checks: Vec<CheckKey> = candidates.iter().map(|c| key(c, exec, &sandbox)).collect();
+    let keys: Vec<RepeatKey> = checks
+        .iter()
+        .map(|check| RepeatKey { check, runs })
+        .collect();
+    let mut got: Vec<Option<(Vec<RawRun>, bool)>> = keys
+        .iter()
+        .map(|k| {
+            exec.cache
+                .get_action::<_, Vec<RawRun>>(k)
+                .map(|r| (r, false))
+        })
+        .collect();
+    let misses: Vec<usize> = (0..candidates.len())
+        .filter(|&i| got[i].is_none())
+        .collect();
+    if !misses.is_empty() {
+        let items: Vec<Item> = misses
+            .iter()
+            .map(|&i| Item {
+                target: candidates[i].target,
+                harness: candidates[i].harness,
+                candidate: Some(candidates[i].module),
+            })
+            .collect();
+        let ran = runs::run_batch(exec, runtime, &items, Mode::Candidate, runs)?;
+        for (&i, ran) in misses.iter().zip(ran) {
+            if !ran.iter().any(RawRun::is_error) {
+                exec.cache.put_action(&keys[i], &ran)?;
+            }
+            got[i] = Some((ran, true));
+        }
+    }
+    Ok(candidates
+        .iter()
+        .zip(got)
+        .map(|(c, ran)| {
+            let (ran, fresh) = ran.expect("every candidate ran");
+            let verdicts = ran.iter().map(|r| judge(c.expected, r, c.policy)).collect();
+            (verdicts, fresh)
+        })
+        .collect())
+}
+
 /// The verdict on one candidate run against the reference's calls.
 pub fn judge(expected: &[ExpectedTest], run: &RawRun, policy: Policy) -> Verdict {
     let answer = match run {

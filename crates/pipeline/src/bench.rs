@@ -201,6 +201,25 @@ impl Bench {
         )
     }
 
+    /// The text of the module instance `ix`'s function is in, as the dataset's commit has it.
+    pub fn module_source(&self, ix: usize) -> Result<&str> {
+        let r = self.resolved[ix]
+            .as_ref()
+            .map_err(|e| Error::Unrunnable(e.clone()))?;
+        Ok(&r.source)
+    }
+
+    /// A whole module's text (a patched file) made ready for instance `ix`, checked as it is.
+    pub fn prepare_module(&self, ix: usize, module: String) -> Result<Prepared> {
+        self.resolved[ix]
+            .as_ref()
+            .map_err(|e| Error::Unrunnable(e.clone()))?;
+        Ok(Prepared {
+            instance: ix,
+            module,
+        })
+    }
+
     /// Checks prepared candidates through the check cache: those of one environment together
     /// in warm workers, the environments side by side. Per candidate, its verdict and whether
     /// it ran now.

@@ -68,6 +68,9 @@ pub enum Bucket {
     Check,
     /// Action: the candidate taken out of a model's answer (`keys::AnswerKey`).
     Answer,
+    /// Action: a candidate's raw runs against an instance's harness, repeated, each in a fresh
+    /// process (`keys::RepeatKey`): a bug-fix task's broken state.
+    Repeat,
     /// Environments: `<key>/venv` and its sealed record (`keys::EnvKey`).
     Envs,
     /// Project layers: a repository built as a wheel and installed into `<key>/site`, with
@@ -131,7 +134,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 26] = [
+    pub const ALL: [Bucket; 27] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
@@ -141,6 +144,7 @@ impl Bucket {
         Bucket::Refusal,
         Bucket::Check,
         Bucket::Answer,
+        Bucket::Repeat,
         Bucket::Envs,
         Bucket::Projects,
         Bucket::Trees,
@@ -173,6 +177,7 @@ impl Bucket {
             Bucket::Refusal => ("llm-refused", Some(1)),
             Bucket::Check => ("check", Some(3)),
             Bucket::Answer => ("answer", Some(1)),
+            Bucket::Repeat => ("check-repeat", Some(1)),
             Bucket::Envs => ("envs", Some(4)),
             Bucket::Projects => ("projects", Some(1)),
             Bucket::Trees => ("trees", Some(1)),
@@ -205,6 +210,7 @@ impl Bucket {
             | Bucket::Refusal
             | Bucket::Check
             | Bucket::Answer
+            | Bucket::Repeat
             | Bucket::Stat
             | Bucket::Github
             | Bucket::Analysis
@@ -235,6 +241,7 @@ impl Bucket {
                 | Bucket::Refusal
                 | Bucket::Check
                 | Bucket::Answer
+                | Bucket::Repeat
         )
     }
 

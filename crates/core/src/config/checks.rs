@@ -55,6 +55,9 @@ pub(super) fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
             ));
         }
     }
+    if let Some(b) = &cfg.bugfix {
+        check_bugfix(b, at)?;
+    }
     if !(0.0..=1.0).contains(&cfg.select.min_branch_coverage) {
         return Err(at(
             "select",
@@ -283,6 +286,61 @@ fn check_model(
             &format!(
                 "provider `{name}` reads its API key from the environment variable `{var}`, which is not set"
             ),
+        ));
+    }
+    Ok(())
+}
+
+/// `[bugfix]`: the values this r2e builds; the others the issue names are refused as not built
+/// yet, rather than silently ignored.
+fn check_bugfix(b: &super::BugfixConfig, at: &Locate) -> Result<()> {
+    use super::{BugSource, Statement};
+    if b.sources.is_empty() {
+        return Err(at(
+            "bugfix",
+            "sources",
+            "`sources` names at least one source (`\"mutants\"`)",
+        ));
+    }
+    if b.sources.contains(&BugSource::History) {
+        return Err(at(
+            "bugfix",
+            "sources",
+            "`\"history\"` tasks (real changes from a repository's history) are not built yet: this r2e makes bug-fix tasks from `\"mutants\"` only",
+        ));
+    }
+    if b.per_function == 0 {
+        return Err(at(
+            "bugfix",
+            "per_function",
+            "`per_function` must be at least 1",
+        ));
+    }
+    if b.depth > 1 {
+        return Err(at("bugfix", "depth", "`depth` is 0 or 1"));
+    }
+    if b.depth == 1 {
+        return Err(at(
+            "bugfix",
+            "depth",
+            "`depth = 1` (a bug one call away, in the function's slice) is not built yet: this r2e makes `depth = 0` tasks",
+        ));
+    }
+    if b.combine == 0 {
+        return Err(at("bugfix", "combine", "`combine` must be at least 1"));
+    }
+    if b.combine > 1 {
+        return Err(at(
+            "bugfix",
+            "combine",
+            "`combine` above 1 (several bugs in one task) is not built yet: this r2e makes one bug per task",
+        ));
+    }
+    if b.statement == Statement::Model {
+        return Err(at(
+            "bugfix",
+            "statement",
+            "`statement = \"model\"` is not built yet: this r2e writes `\"report\"` statements",
         ));
     }
     Ok(())

@@ -56,8 +56,8 @@ pub use sandbox::{Backend, SandboxConfig, check_reference, check_registry, docke
 pub use serve::ServeConfig;
 pub use sources::{PACKAGING_FILES, SourceConfig, read_lock, sources_fingerprint};
 pub use stages::{
-    ContextConfig, ExtractConfig, GenerateConfig, HarnessMode, SelectConfig, Strategy, Unstable,
-    ValidateConfig,
+    BugSource, BugfixConfig, ContextConfig, ExtractConfig, GenerateConfig, HarnessMode,
+    SelectConfig, Statement, Strategy, Unstable, ValidateConfig,
 };
 
 pub use crate::records::Generator;
@@ -99,6 +99,8 @@ struct Options {
     validate: ValidateConfig,
     #[serde(default)]
     select: SelectConfig,
+    /// Optional: bug-fix tasks from the valid harnesses (off when absent).
+    bugfix: Option<BugfixConfig>,
     #[serde(default)]
     providers: std::collections::BTreeMap<String, ProviderOptions>,
     /// Optional: another file for a prompt template, by the template's name (see
@@ -142,6 +144,8 @@ pub struct Config {
     /// how many times the reference runs, and what becomes of a test whose runs disagree.
     pub validate: ValidateConfig,
     pub select: SelectConfig,
+    /// `[bugfix]`, when present: bug-fix tasks from the valid harnesses (`bugfix.jsonl`).
+    pub bugfix: Option<BugfixConfig>,
     pub providers: Vec<ProviderConfig>,
     /// Prompt template files named in `[prompts]`, absolute; the others come from the
     /// pipeline's `prompts/` folder or, failing that, r2e's built-in templates.
@@ -364,6 +368,7 @@ fn parse_with(text: &str, file: &Path, read_lock: bool) -> Result<Config> {
         generate: options.generate,
         validate: options.validate,
         select: options.select,
+        bugfix: options.bugfix,
         providers: providers(&src, options.providers)?,
         prompts,
         refine: options.refine,

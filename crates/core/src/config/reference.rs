@@ -409,6 +409,7 @@ mod tests {
             "`[generate]`",
             "`[validate]`",
             "`[select]`",
+            "`[bugfix]`",
             "`[providers.NAME]`",
             "`[prompts]`",
             "`[refine]`",

@@ -327,3 +327,56 @@ impl Default for SelectConfig {
         }
     }
 }
+
+/// `[bugfix]`: bug-fix tasks (SWE-style) from the valid harnesses. Present, the build writes
+/// `bugfix.jsonl` beside `dataset.jsonl`; absent (the default), nothing of it runs. The tasks
+/// are chosen from these keys alone, never from time or order (`docs/bugfix.md`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct BugfixConfig {
+    /// Where the bugs come from: `mutants` (the dataset's mutants of an instance's function
+    /// that its harness kills on its stable tests). `history` (real changes from the
+    /// repository's history) is not built yet and is refused.
+    pub sources: Vec<BugSource>,
+    /// At most this many tasks per instance.
+    pub per_function: u32,
+    /// 0: the bug is in the function whose harness catches it. (1, a bug one call away in the
+    /// function's slice, is not built yet and is refused.)
+    pub depth: u32,
+    /// Bugs per task (1). Several bugs of one repository in one task are not built yet: more
+    /// than 1 is refused.
+    pub combine: u32,
+    /// The problem statement: `report`, written like a user's bug report from the failing
+    /// evidence (the call, what it did, what was expected), with no path, line, patch or test
+    /// code. (`model`, a model's rewrite, is not built yet and is refused.)
+    pub statement: Statement,
+}
+
+impl Default for BugfixConfig {
+    fn default() -> Self {
+        BugfixConfig {
+            sources: vec![BugSource::Mutants],
+            per_function: 2,
+            depth: 0,
+            combine: 1,
+            statement: Statement::Report,
+        }
+    }
+}
+
+/// `[bugfix] sources`: where a task's bug comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BugSource {
+    Mutants,
+    History,
+}
+
+/// `[bugfix] statement`: how a task's problem statement is written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Statement {
+    #[default]
+    Report,
+    Model,
+}

@@ -42,6 +42,10 @@ pub(super) struct VariantOptions {
     /// Keys of `[select]`.
     #[schemars(with = "Option<std::collections::BTreeMap<String, serde_json::Value>>")]
     select: Option<Spanned<toml::Table>>,
+    /// Keys of `[bugfix]` (a variant with some makes bug-fix tasks, from the pipeline's
+    /// `[bugfix]` with these keys over it).
+    #[schemars(with = "Option<std::collections::BTreeMap<String, serde_json::Value>>")]
+    bugfix: Option<Spanned<toml::Table>>,
     /// Keys of `[refine]`.
     #[schemars(with = "Option<std::collections::BTreeMap<String, serde_json::Value>>")]
     refine: Option<Spanned<toml::Table>>,
@@ -176,6 +180,9 @@ fn variant_config(
     }
     if let Some(t) = merged(doc, "select", &v.select) {
         vcfg.select = t.try_into().map_err(|e| bad("select", e))?;
+    }
+    if let Some(t) = merged(doc, "bugfix", &v.bugfix) {
+        vcfg.bugfix = Some(t.try_into().map_err(|e| bad("bugfix", e))?);
     }
     if let Some(t) = merged(doc, "refine", &v.refine) {
         vcfg.refine = t.try_into().map_err(|e| bad("refine", e))?;

@@ -37,6 +37,9 @@ pub struct StageTable {
     pub mutate: StageCounts,
     pub refine: StageCounts,
     pub assemble: StageCounts,
+    /// Bug-fix tasks' broken states judged (`[bugfix]`): each one's repeated check.
+    #[serde(default)]
+    pub bugfix: StageCounts,
     #[serde(default)]
     pub evaluate: StageCounts,
     /// Repositories whose functions were dated from their history now (`executed`) or taken
@@ -47,7 +50,7 @@ pub struct StageTable {
 
 impl StageTable {
     /// Every stage's counts, by name, in stage order.
-    pub fn rows(&self) -> [(&'static str, &StageCounts); 12] {
+    pub fn rows(&self) -> [(&'static str, &StageCounts); 13] {
         [
             ("checkout", &self.checkout),
             ("parse", &self.parse),
@@ -60,11 +63,12 @@ impl StageTable {
             ("mutate", &self.mutate),
             ("refine", &self.refine),
             ("assemble", &self.assemble),
+            ("bugfix", &self.bugfix),
             ("evaluate", &self.evaluate),
         ]
     }
 
-    fn rows_mut(&mut self) -> [&mut StageCounts; 12] {
+    fn rows_mut(&mut self) -> [&mut StageCounts; 13] {
         [
             &mut self.checkout,
             &mut self.parse,
@@ -77,6 +81,7 @@ impl StageTable {
             &mut self.mutate,
             &mut self.refine,
             &mut self.assemble,
+            &mut self.bugfix,
             &mut self.evaluate,
         ]
     }
@@ -121,6 +126,11 @@ pub struct Counts {
     pub specs_refined: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instances: Option<u64>,
+    /// With `[bugfix]`: the bug-fix tasks made, and the broken states judged and left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bugfix_tasks: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bugfix_rejected: Option<u64>,
     /// With `[select] created_after`: candidates written before that date (or without a date),
     /// left out before any harness was made for them.
     #[serde(default, skip_serializing_if = "Option::is_none")]

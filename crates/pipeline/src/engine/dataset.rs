@@ -259,7 +259,18 @@ impl Dataset<'_> {
             st.mutate = harness_out.mutate;
             st.refine = harness_out.refine;
             st.assemble = harness_out.assemble;
+            if let Some(made) = &harness_out.bugfix {
+                st.bugfix = r2e_core::records::StageCounts {
+                    executed: made.executed,
+                    cached: made.cached,
+                    failed: 0,
+                };
+            }
             let counts = &mut summary.counts;
+            if let Some(made) = &harness_out.bugfix {
+                counts.bugfix_tasks = Some(made.tasks.len() as u64);
+                counts.bugfix_rejected = Some(made.rejected.len() as u64);
+            }
             counts.harnesses_valid = Some(harness_out.valid);
             if self.cfg.generate.generator == r2e_core::config::Generator::Hybrid {
                 counts.hybrid_builtin_sufficient = Some(harness_out.builtin_sufficient);
@@ -887,6 +898,13 @@ impl Dataset<'_> {
             recorded.push(out.finish(previous, current)?);
             summary.dataset_version = Some(version);
         }
+        if let Some(made) = &harness_out.bugfix {
+            let mut out = open(OutputFile::Bugfix.name())?;
+            for task in &made.tasks {
+                out.write(task)?;
+            }
+            recorded.push(out.finish(previous, current)?);
+        }
         if let Some(results) = results {
             let mut out = open(OutputFile::Results.name())?;
             for r in results {
@@ -899,6 +917,17 @@ impl Dataset<'_> {
             let mut f = f.clone();
             f.log = f.log.as_deref().map(relocate);
             out.write(&f)?;
+        }
+        // The broken states `[bugfix]` judged and left out, each with why.
+        for (id, why) in harness_out.bugfix.iter().flat_map(|m| &m.rejected) {
+            let (repo, path) = id.split_once(':').unwrap_or((id, ""));
+            out.write(&r2e_core::records::FailureRecord {
+                repo: repo.to_owned(),
+                path: path.split(':').next().map(str::to_owned),
+                stage: "bugfix".into(),
+                reason: format!("{id}: {why}"),
+                log: None,
+            })?;
         }
         recorded.push(out.finish(previous, current)?);
         Ok(recorded)

@@ -82,6 +82,7 @@ pub fn fingerprint(
         select: &'a r2e_core::config::SelectConfig,
         refine: &'a r2e_core::config::RefineConfig,
         evaluate: &'a r2e_core::config::EvaluateConfig,
+        bugfix: &'a Option<r2e_core::config::BugfixConfig>,
         /// The prompt templates in use (their texts' hashes).
         prompts: Vec<(r2e_core::config::Template, String, Hash)>,
     }
@@ -119,6 +120,7 @@ pub fn fingerprint(
             select: &c.select,
             refine: &c.refine,
             evaluate: &c.evaluate,
+            bugfix: &c.bugfix,
             prompts: if c.generate.generator.uses_model() || c.refine.enabled || c.evaluate.enabled
             {
                 templates

@@ -63,6 +63,8 @@ pub struct HarnessOutputs {
     pub retry_later: bool,
     /// Each repository's time in `generate`, `validate` and `mutate` (`env` is not theirs).
     pub times: HashMap<String, RepoTime>,
+    /// With `[bugfix]`: the tasks (lines of `bugfix.jsonl`), and the broken states left out.
+    pub bugfix: Option<super::bugfix::Made>,
 }
 
 /// The counts of the harness stages, and whether something must run again next build.
@@ -219,21 +221,21 @@ pub fn run(
     if let (Some(m), Generator::Hybrid) = (&model, generator) {
         builtin_sufficient = hybrid_all(inputs, db, &exec, m, candidates, &mut steps, &tallies)?;
     }
+    // A mutant that loops forever is killed by the clock: a short one, so that it costs
+    // seconds, not the minute a harness run may take (stages `mutate` and `bugfix`).
+    let mutant_settings = r2e_core::config::SandboxConfig {
+        run_timeout_seconds: cfg
+            .sandbox
+            .run_timeout_seconds
+            .min(mutation::RUN_TIMEOUT_SECONDS),
+        ..cfg.sandbox.clone()
+    };
+    let mutant_exec = Exec {
+        settings: &mutant_settings,
+        ..exec
+    };
     if until >= Stage::Mutate {
-        // A mutant that loops forever is killed by the clock: a short one, so that it costs
-        // seconds, not the minute a harness run may take.
-        let settings = r2e_core::config::SandboxConfig {
-            run_timeout_seconds: cfg
-                .sandbox
-                .run_timeout_seconds
-                .min(mutation::RUN_TIMEOUT_SECONDS),
-            ..cfg.sandbox.clone()
-        };
-        let exec = Exec {
-            settings: &settings,
-            ..exec
-        };
-        mutate_all(&exec, &mut steps, cfg.validate.policy(), &tallies)?;
+        mutate_all(&mutant_exec, &mut steps, cfg.validate.policy(), &tallies)?;
     }
     let mut dones: Vec<Done> = steps
         .into_iter()
@@ -244,6 +246,13 @@ pub fn run(
         refined = refine_all(cfg, &exec, m, &mut dones, &tallies)?;
     }
     let mut out = HarnessOutputs::default();
+    if let (Some(b), true) = (&cfg.bugfix, until >= Stage::Assemble) {
+        let made = super::bugfix::make(&mutant_exec, b, cfg.validate.repeats, &dones)?;
+        if made.errors > 0 {
+            tallies.retry_later();
+        }
+        out.bugfix = Some(made);
+    }
     for done in dones {
         out.valid += u64::from(done.record.valid == Some(true));
         out.harnesses.push(done.record);

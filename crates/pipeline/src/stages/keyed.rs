@@ -219,6 +219,7 @@ pub fn of_pipeline(
         out.insert(stage("generate"), value(serde_json::to_value(&generate)));
         out.insert(stage("validate"), value(serde_json::to_value(&validate)));
         out.insert(stage("refine"), value(serde_json::to_value(&refine)));
+        out.insert(stage("bugfix"), value(serde_json::to_value(&c.bugfix)));
     }
     out
 }

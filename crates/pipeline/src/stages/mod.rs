@@ -5,10 +5,11 @@
 //! reference; `refine` rewrites docstrings; `keyed` makes the settings part of their action
 //! keys, which the build records for `r2e status`;
 //! `harnesses` runs those over every candidate; `assemble` selects the instances and writes the
-//! manifest. `jobs` runs the embedded Python in the sandbox for all of them.
+//! manifest; `bugfix` (with `[bugfix]`) makes bug-fix tasks from the instances' harnesses. `jobs` runs the embedded Python in the sandbox for all of them.
 
 pub mod answer;
 pub mod assemble;
+pub mod bugfix;
 pub mod candidate;
 pub mod capture;
 pub mod checkout;

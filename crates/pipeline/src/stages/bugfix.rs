@@ -1,0 +1,884 @@
+//! Stage `bugfix` (with `[bugfix]`): bug-fix tasks from the instances' harnesses. A task is a
+//! broken state of the repository (one of the dataset's mutants of an instance's function,
+//! `python::mutate`, which stage `mutate` checked), a report of what goes wrong, and the hidden
+//! tests that tell the fix: the harness's tests the broken state fails (FAIL_TO_PASS) and the
+//! ones it passes (PASS_TO_PASS). The broken state is judged through the one check path
+//! (`checkpath::check_repeated`), `[validate] repeats` times: it is a task only when every
+//! FAIL_TO_PASS test fails and every PASS_TO_PASS test passes in each run. The original passes
+//! them all: it is the reference, and validation checked it so. Which mutants become tasks is
+//! decided by their content alone (`docs/bugfix.md`).
+
+use std::collections::BTreeMap;
+
+use super::assemble::Done;
+use super::candidate::Candidate;
+use super::mutation;
+use r2e_core::config::BugfixConfig;
+use r2e_core::error::Result;
+use r2e_core::hash::Hash;
+use r2e_core::records::{
+    BugLocation, BugOrigin, BugStability, BugfixTask, CheckOutcome, Instance, TestFailed,
+};
+use r2e_exec::checkpath::{self, TestVerdict, Verdict};
+use r2e_exec::jobs::Exec;
+use r2e_exec::runs;
+use r2e_python::mutate::Mutant;
+
+/// Where a task's hidden tests are added (`test_patch`), under the repository's root.
+pub const TESTS_DIR: &str = "r2e_tests";
+/// Calls a report shows besides the first.
+const MORE_CALLS: usize = 2;
+/// Characters of a call or an outcome a report shows.
+const SHOWN: usize = 300;
+
+/// What the stage made: the tasks, and the broken states it judged and left out, with why.
+#[derive(Debug, Default)]
+pub struct Made {
+    pub tasks: Vec<BugfixTask>,
+    /// `(task id it would have had, why not)`.
+    pub rejected: Vec<(String, String)>,
+    /// Broken states' checks that ran now, and that came from the cache (the repeated checks,
+    /// and any first check stage `mutate` had not stored).
+    pub executed: u64,
+    pub cached: u64,
+    /// Checks that could not judge a broken state (outcome `error`): the build runs again.
+    pub errors: usize,
+}
+
+/// One broken state of an instance's function.
+struct Broken<'a> {
+    /// Index of the instance's `Done`.
+    done: usize,
+    mutant: Mutant,
+    module: String,
+    hash: Hash,
+    candidate: &'a Candidate,
+    instance: &'a Instance,
+}
+
+/// The tasks of the selected instances in `dones`. `exec` is stage `mutate`'s (its short run
+/// timeout), so that the first check of each mutant is the one `mutate` stored.
+pub fn make(exec: &Exec, cfg: &BugfixConfig, repeats: u32, dones: &[Done]) -> Result<Made> {
+    let subjects: Vec<(usize, &Candidate, &Instance)> = dones
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| {
+            let (c, _) = &**d.selected.as_ref()?;
+            Some((i, c, d.instance.as_ref()?))
+        })
+        .filter(|(_, c, _)| c.env.is_some())
+        .collect();
+    let chunks = runs::chunks_by_env(
+        subjects.iter().enumerate().map(|(k, (_, c, _))| {
+            let env = c.env.as_ref().expect("filtered");
+            (
+                k,
+                (
+                    env.runtime(&c.target.root),
+                    runs::worker_module(exec, &c.target).map(std::path::Path::to_path_buf),
+                ),
+            )
+        }),
+        runs::workers(),
+    );
+    use rayon::prelude::*;
+    let made: Vec<Result<Made>> = chunks
+        .par_iter()
+        .flat_map_iter(|bin| {
+            bin.iter().map(|((runtime, _), idx)| {
+                let chosen: Vec<&(usize, &Candidate, &Instance)> =
+                    idx.iter().map(|&k| &subjects[k]).collect();
+                chunk(exec, runtime, cfg, repeats, &chosen)
+            })
+        })
+        .collect();
+    let mut out = Made::default();
+    for m in made {
+        let m = m?;
+        out.tasks.extend(m.tasks);
+        out.rejected.extend(m.rejected);
+        out.executed += m.executed;
+        out.cached += m.cached;
+        out.errors += m.errors;
+    }
+    // The dataset's order: by instance, then by task id.
+    out.tasks
+        .sort_by(|a, b| (&a.instance, &a.instance_id).cmp(&(&b.instance, &b.instance_id)));
+    Ok(out)
+}
+
+/// The tasks of one environment's instances.
+fn chunk(
+    exec: &Exec,
+    runtime: &r2e_exec::jobs::Runtime,
+    cfg: &BugfixConfig,
+    repeats: u32,
+    subjects: &[&(usize, &Candidate, &Instance)],
+) -> Result<Made> {
+    let mut broken: Vec<Broken> = Vec::new();
+    for &&(done, c, instance) in subjects {
+        let definition = c.problem.reference();
+        let mut seen: Vec<Hash> = Vec::new();
+        for m in mutation::of(&definition) {
+            let Some(module) =
+                mutation::module_with(&c.source, &c.summary, c.def, &c.target.qualname, &m)
+            else {
+                continue;
+            };
+            let hash = Hash::of_bytes(module.as_bytes());
+            // Identical broken states are one task; a mutant that changes nothing is none.
+            if *module == *c.source || seen.contains(&hash) {
+                continue;
+            }
+            seen.push(hash);
+            broken.push(Broken {
+                done,
+                mutant: m,
+                module,
+                hash,
+                candidate: c,
+                instance,
+            });
+        }
+    }
+    let mut made = Made::default();
+    // The first check: stage `mutate`'s, from the cache.
+    let checked = checkpath::check(
+        exec,
+        runtime,
+        &broken.iter().map(candidate).collect::<Vec<_>>(),
+    )?;
+    let mut killed: BTreeMap<usize, Vec<(usize, Vec<String>)>> = BTreeMap::new();
+    for (i, c) in checked.iter().enumerate() {
+        made.executed += u64::from(c.fresh);
+        match c.verdict.outcome {
+            CheckOutcome::Error => made.errors += 1,
+            // A broken state that does not import, or that no test fails, is no task.
+            CheckOutcome::Fail if c.verdict.error.is_none() => {
+                let failing = failing(&c.verdict);
+                if !failing.is_empty() {
+                    killed.entry(broken[i].done).or_default().push((i, failing));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Per instance, the first `per_function` by a hash of the instance and the broken module:
+    // content decides, never the order the mutants were made or checked in.
+    let mut chosen: Vec<usize> = Vec::new();
+    for (_, mut ks) in killed {
+        ks.sort_by_key(|(i, _)| order(&broken[*i]));
+        chosen.extend(ks.iter().take(cfg.per_function as usize).map(|(i, _)| *i));
+    }
+    let repeated = checkpath::check_repeated(
+        exec,
+        runtime,
+        &chosen
+            .iter()
+            .map(|&i| candidate(&broken[i]))
+            .collect::<Vec<_>>(),
+        repeats,
+    )?;
+    for (&i, (verdicts, fresh)) in chosen.iter().zip(repeated) {
+        if fresh {
+            made.executed += 1;
+        } else {
+            made.cached += 1;
+        }
+        let b = &broken[i];
+        let id = task_id(b);
+        match judge_runs(&verdicts) {
+            Judged::Error => made.errors += 1,
+            Judged::Rejected(why) => made.rejected.push((id, why)),
+            Judged::Task {
+                fail_to_pass,
+                pass_to_pass,
+                stability,
+                evidence,
+            } => made.tasks.push(task(
+                b,
+                id,
+                &fail_to_pass,
+                &pass_to_pass,
+                stability,
+                &evidence,
+            )),
+        }
+    }
+    Ok(made)
+}
+
+/// A broken state as the check path takes it.
+fn candidate<'a>(b: &'a Broken<'a>) -> checkpath::Candidate<'a> {
+    checkpath::Candidate {
+        target: &b.candidate.target,
+        harness: &b.instance.harness,
+        expected: &b.instance.expected,
+        module: &b.module,
+        policy: b.instance.policy,
+        code: &b.instance.code_hash,
+    }
+}
+
+/// The names of a verdict's failing tests.
+fn failing(v: &Verdict) -> Vec<String> {
+    v.tests
+        .iter()
+        .filter(|t| !t.passed)
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+/// The order of an instance's broken states: blake3 of its id and the broken module's hash.
+fn order(b: &Broken) -> [u8; 32] {
+    *blake3::hash(format!("bugfix\0{}\0{}", b.instance.id, b.hash.to_hex()).as_bytes()).as_bytes()
+}
+
+fn task_id(b: &Broken) -> String {
+    format!("{}:bug-{}", b.instance.id, &b.hash.to_hex()[..12])
+}
+
+/// What a broken state's runs say.
+#[derive(Debug, PartialEq)]
+enum Judged {
+    /// A run could not judge it: nothing is decided.
+    Error,
+    Rejected(String),
+    Task {
+        fail_to_pass: Vec<String>,
+        pass_to_pass: Vec<String>,
+        stability: BugStability,
+        /// The first run's verdicts of the FAIL_TO_PASS tests: what the report shows.
+        evidence: Vec<TestVerdict>,
+    },
+}
+
+/// A broken state is a task when it imports in every run and some test fails in every run;
+/// the tests that fail in every run are FAIL_TO_PASS, those that pass in every run
+/// PASS_TO_PASS, and a test that does both is neither.
+fn judge_runs(verdicts: &[Verdict]) -> Judged {
+    if verdicts.iter().any(|v| v.outcome == CheckOutcome::Error) {
+        return Judged::Error;
+    }
+    let Some(first) = verdicts.first() else {
+        return Judged::Rejected("it was not run".into());
+    };
+    if let Some(v) = verdicts.iter().find(|v| v.error.is_some()) {
+        return Judged::Rejected(format!(
+            "the broken state does not run: {}",
+            v.error.as_deref().unwrap_or_default()
+        ));
+    }
+    let names: Vec<&str> = first.tests.iter().map(|t| t.name.as_str()).collect();
+    let failed_in = |name: &str| -> u32 {
+        verdicts
+            .iter()
+            .filter(|v| v.tests.iter().any(|t| t.name == name && !t.passed))
+            .count() as u32
+    };
+    let runs = verdicts.len() as u32;
+    let tests: Vec<TestFailed> = names
+        .iter()
+        .map(|&name| TestFailed {
+            name: name.to_owned(),
+            failed: failed_in(name),
+        })
+        .collect();
+    let fail_to_pass: Vec<String> = tests
+        .iter()
+        .filter(|t| t.failed == runs)
+        .map(|t| t.name.clone())
+        .collect();
+    let pass_to_pass: Vec<String> = tests
+        .iter()
+        .filter(|t| t.failed == 0)
+        .map(|t| t.name.clone())
+        .collect();
+    if fail_to_pass.is_empty() {
+        return Judged::Rejected(format!(
+            "no test fails in every one of its {runs} runs (it is caught only sometimes)"
+        ));
+    }
+    let evidence = first
+        .tests
+        .iter()
+        .filter(|t| fail_to_pass.contains(&t.name))
+        .cloned()
+        .collect();
+    Judged::Task {
+        fail_to_pass,
+        pass_to_pass,
+        stability: BugStability { runs, tests },
+        evidence,
+    }
+}
+
+/// The task's record.
+fn task(
+    b: &Broken,
+    id: String,
+    fail_to_pass: &[String],
+    pass_to_pass: &[String],
+    stability: BugStability,
+    evidence: &[TestVerdict],
+) -> BugfixTask {
+    let inst = b.instance;
+    let original: &str = &b.candidate.source;
+    let tests_path = tests_path(inst);
+    let named = |names: &[String]| -> Vec<String> {
+        names.iter().map(|n| test_id(&tests_path, n)).collect()
+    };
+    let (first, last) = changed_lines(original, &b.module);
+    BugfixTask {
+        instance_id: id,
+        repo: inst.repo.clone(),
+        base_commit: inst.commit.clone(),
+        created_at: inst.changed_at.clone().or_else(|| inst.created_at.clone()),
+        problem_statement: report(inst, evidence),
+        patch: diff(&inst.path, &b.module, original),
+        test_patch: added(&tests_path, &inst.harness),
+        fail_to_pass: named(fail_to_pass),
+        pass_to_pass: named(pass_to_pass),
+        version: inst.env_lock.clone(),
+        environment_setup_commit: inst.commit.clone(),
+        instance: inst.id.clone(),
+        bug_patch: diff(&inst.path, original, &b.module),
+        origin: BugOrigin::Mutant,
+        depth: 0,
+        locations: vec![BugLocation {
+            file: inst.path.clone(),
+            function: inst.qualname.clone(),
+            lines: [first, last],
+        }],
+        mutant_kind: Some(b.mutant.kind.name().to_owned()),
+        mutant: Some(b.mutant.description.clone()),
+        project_tests_fail: None,
+        caught_by_project_tests: None,
+        env_lock: inst.env_lock.clone(),
+        stability,
+    }
+}
+
+/// Where a task's hidden tests go: `r2e_tests/test_<module path>_<qualname>.py`.
+pub fn tests_path(inst: &Instance) -> String {
+    let stem = inst.path.strip_suffix(".py").unwrap_or(&inst.path);
+    let slug: String = format!("{stem}_{}", inst.qualname)
+        .chars()
+        .map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '_' })
+        .collect();
+    format!("{TESTS_DIR}/test_{slug}.py")
+}
+
+/// A harness test's id as pytest names it: `<path>::<Class>::<test>`.
+pub fn test_id(tests_path: &str, name: &str) -> String {
+    format!("{tests_path}::{}", name.replace('.', "::"))
+}
+
+/// The lines (1-based, inclusive) of `broken` that differ from `original`: from the first line
+/// that differs to the last, counted from the end.
+fn changed_lines(original: &str, broken: &str) -> (u32, u32) {
+    let a: Vec<&str> = original.lines().collect();
+    let b: Vec<&str> = broken.lines().collect();
+    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let tail = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count()
+        .min(a.len().min(b.len()) - head);
+    let last = (b.len() - tail).max(head + 1);
+    (head as u32 + 1, last as u32)
+}
+
+/// A unified diff of one file from `from` to `to`, with git's `a/` and `b/` paths.
+pub fn diff(path: &str, from: &str, to: &str) -> String {
+    diffy::DiffOptions::new()
+        .set_original_filename(format!("a/{path}"))
+        .set_modified_filename(format!("b/{path}"))
+        .create_patch(from, to)
+        .to_string()
+}
+
+/// A diff that adds a file.
+fn added(path: &str, text: &str) -> String {
+    diffy::DiffOptions::new()
+        .set_original_filename("/dev/null")
+        .set_modified_filename(format!("b/{path}"))
+        .create_patch("", text)
+        .to_string()
+}
+
+/// A user's report of the bug from the failing evidence: the calls that go wrong, what each did
+/// and what was expected, and what the documentation says. Never a path, a line, the patch or
+/// the tests' code.
+pub fn report(inst: &Instance, evidence: &[TestVerdict]) -> String {
+    let name = inst.qualname.as_str();
+    let mut out = format!("`{name}` does not behave as it should.\n");
+    let mut shown = 0;
+    for t in evidence {
+        for (k, call) in t.inputs.iter().enumerate() {
+            let (Some(want), Some(got)) = (t.expected.get(k), t.actual.get(k)) else {
+                continue;
+            };
+            if shown > MORE_CALLS {
+                break;
+            }
+            let call = clip(call);
+            if want != got {
+                out.push_str(&format!(
+                    "\n`{call}` {}, but I expected it to {}.\n",
+                    clip(got),
+                    infinitive(want)
+                ));
+            } else if let Some(why) = &t.message {
+                out.push_str(&format!("\nAfter `{call}`, {}.\n", clip(why)));
+            } else {
+                continue;
+            }
+            shown += 1;
+        }
+    }
+    if shown == 0 {
+        out.push_str("\nIts results differ from what it returned before.\n");
+    }
+    if let Some(doc) = inst
+        .docstring
+        .as_deref()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+    {
+        let first: String = doc
+            .split("\n\n")
+            .next()
+            .unwrap_or(doc)
+            .lines()
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(" ");
+        out.push_str(&format!("\nIts documentation says: \"{}\"\n", clip(&first)));
+    }
+    out
+}
+
+fn clip(s: &str) -> String {
+    if s.chars().count() <= SHOWN {
+        s.to_owned()
+    } else {
+        let cut: String = s.chars().take(SHOWN).collect();
+        format!("{cut}…")
+    }
+}
+
+/// `returns 3` → `return 3`; `raises KeyError` → `raise KeyError`.
+fn infinitive(outcome: &str) -> String {
+    let outcome = clip(outcome);
+    if let Some(rest) = outcome.strip_prefix("returns ") {
+        format!("return {rest}")
+    } else if let Some(rest) = outcome.strip_prefix("raises ") {
+        format!("raise {rest}")
+    } else {
+        outcome
+    }
+}
+
+/// Why a patch was not applied.
+#[derive(Debug, PartialEq)]
+pub enum PatchError {
+    /// Not a unified diff at this line (1-based): bad input.
+    Malformed { line: usize, why: String },
+    /// It names a path outside the repository, or another file than the task's: refused.
+    Refused(String),
+    /// A unified diff of the task's file that does not apply to the broken state: the fix's
+    /// own failure.
+    DoesNotApply(String),
+}
+
+/// One file's part of a unified diff: its paths (without `a/`, `b/`), and its lines from the
+/// `---` header on, with the line number that header is at.
+struct FilePatch<'a> {
+    old: String,
+    new: String,
+    line: usize,
+    lines: Vec<&'a str>,
+}
+
+/// Applies a unified diff (as `git diff` or `diff -u` writes it, paths with or without `a/`
+/// and `b/`) to the task's file: the text after it. Only `file` may change; a path that is
+/// absolute or climbs out (`..`) is refused, as is any other file.
+pub fn apply_patch(file: &str, broken: &str, patch: &str) -> Result<String, PatchError> {
+    let parts = split_files(patch)?;
+    if parts.is_empty() {
+        return Err(PatchError::Malformed {
+            line: 1,
+            why: "no file header (`--- a/PATH` then `+++ b/PATH`): not a unified diff".into(),
+        });
+    }
+    let mut text = broken.to_owned();
+    for part in parts {
+        for path in [&part.old, &part.new] {
+            if path == "/dev/null" {
+                continue;
+            }
+            let climbs = std::path::Path::new(path).components().any(|c| {
+                !matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
+            });
+            if climbs {
+                return Err(PatchError::Refused(format!(
+                    "the patch (line {}) names `{path}`, outside the repository",
+                    part.line
+                )));
+            }
+            if path.trim_start_matches("./") != file {
+                return Err(PatchError::Refused(format!(
+                    "the patch (line {}) changes `{path}`; a task's fix is judged in its own file, `{file}`",
+                    part.line
+                )));
+            }
+        }
+        check_hunks(&part)?;
+        let body = part.lines.join("\n") + "\n";
+        let parsed = diffy::Patch::from_str(&body).map_err(|e| PatchError::Malformed {
+            line: part.line,
+            why: e.to_string(),
+        })?;
+        text = diffy::apply(&text, &parsed)
+            .map_err(|e| PatchError::DoesNotApply(format!("{file}: {e}")))?;
+    }
+    Ok(text)
+}
+
+/// The diff's files, each from its `---` line; what comes before one (`diff --git`, `index`
+/// lines, a message) is left out.
+fn split_files(patch: &str) -> Result<Vec<FilePatch<'_>>, PatchError> {
+    let lines: Vec<&str> = patch.lines().collect();
+    let mut out: Vec<FilePatch> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if let Some(old) = line.strip_prefix("--- ")
+            && lines.get(i + 1).is_some_and(|n| n.starts_with("+++ "))
+        {
+            let new = &lines[i + 1][4..];
+            out.push(FilePatch {
+                old: header_path(old),
+                new: header_path(new),
+                line: i + 1,
+                lines: vec![line, lines[i + 1]],
+            });
+            i += 2;
+            continue;
+        }
+        match out.last_mut() {
+            // A `diff --git` line starts the next file's headers.
+            Some(_) if line.starts_with("diff ") => {}
+            Some(part) if !(line.starts_with("index ") || line.starts_with("new file mode")) => {
+                part.lines.push(line)
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    // A file's lines end at the next file's `diff` line, if any.
+    Ok(out)
+}
+
+/// A header's path: without a timestamp (after a tab) and without git's `a/` or `b/`.
+fn header_path(header: &str) -> String {
+    let path = header.split('\t').next().unwrap_or(header).trim();
+    if path == "/dev/null" {
+        return path.to_owned();
+    }
+    path.strip_prefix("a/")
+        .or_else(|| path.strip_prefix("b/"))
+        .unwrap_or(path)
+        .to_owned()
+}
+
+/// Each hunk of a file's part: a header `@@ -A[,B] +C[,D] @@`, then lines that start with ` `,
+/// `-`, `+` or `\` as many as the header says. The first line that breaks it is named.
+fn check_hunks(part: &FilePatch) -> Result<(), PatchError> {
+    let bad = |k: usize, why: String| PatchError::Malformed {
+        line: part.line + k,
+        why,
+    };
+    let range = |s: &str| -> Option<usize> {
+        let mut it = s.splitn(2, ',');
+        it.next()?.parse::<usize>().ok()?;
+        match it.next() {
+            Some(n) => n.parse().ok(),
+            None => Some(1),
+        }
+    };
+    let mut k = 2;
+    if k >= part.lines.len() {
+        return Err(bad(
+            1,
+            "no hunk (`@@ -A,B +C,D @@`) after the file's header".into(),
+        ));
+    }
+    while k < part.lines.len() {
+        let line = part.lines[k];
+        let header = line
+            .strip_prefix("@@ -")
+            .and_then(|r| r.split_once(" @@"))
+            .and_then(|(ranges, _)| ranges.split_once(" +"))
+            .and_then(|(a, b)| Some((range(a)?, range(b)?)));
+        let Some((mut old, mut new)) = header else {
+            return Err(bad(
+                k,
+                format!("`{}` is not a hunk header (`@@ -A,B +C,D @@`)", clip(line)),
+            ));
+        };
+        k += 1;
+        while old > 0 || new > 0 {
+            let Some(line) = part.lines.get(k) else {
+                return Err(bad(
+                    k,
+                    "the hunk ends before the lines its header counts".into(),
+                ));
+            };
+            match line.chars().next() {
+                Some(' ') | None => {
+                    old = old.saturating_sub(1);
+                    new = new.saturating_sub(1);
+                }
+                Some('-') => old = old.saturating_sub(1),
+                Some('+') => new = new.saturating_sub(1),
+                Some('\\') => {}
+                Some(_) => {
+                    return Err(bad(
+                        k,
+                        format!(
+                            "`{}`: a hunk's line starts with ` `, `-` or `+`",
+                            clip(line)
+                        ),
+                    ));
+                }
+            }
+            k += 1;
+        }
+        while part.lines.get(k).is_some_and(|l| l.starts_with('\\')) {
+            k += 1;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(tests: &[(&str, bool)]) -> Verdict {
+        Verdict {
+            outcome: if tests.iter().all(|t| t.1) {
+                CheckOutcome::Pass
+            } else {
+                CheckOutcome::Fail
+            },
+            passed: tests.iter().all(|t| t.1),
+            error: None,
+            failure_class: None,
+            tests: tests
+                .iter()
+                .map(|&(name, passed)| TestVerdict {
+                    name: name.into(),
+                    passed,
+                    inputs: vec![format!("f({name:?})")],
+                    expected: vec!["returns 1".into()],
+                    actual: vec![if passed { "returns 1" } else { "returns 2" }.into()],
+                    message: (!passed).then(|| "the return value differs".into()),
+                })
+                .collect(),
+        }
+    }
+
+    /// FAIL_TO_PASS fail in every run, PASS_TO_PASS pass in every run, and a test that does
+    /// both is in neither; a broken state caught only sometimes, or that does not run, is no
+    /// task; an `error` run decides nothing.
+    #[test]
+    fn the_runs_decide_fail_to_pass_and_pass_to_pass() {
+        let runs = [
+            verdict(&[("T.a", false), ("T.b", true), ("T.c", false)]),
+            verdict(&[("T.a", false), ("T.b", true), ("T.c", true)]),
+            verdict(&[("T.a", false), ("T.b", true), ("T.c", false)]),
+        ];
+        let Judged::Task {
+            fail_to_pass,
+            pass_to_pass,
+            stability,
+            evidence,
+        } = judge_runs(&runs)
+        else {
+            panic!("a task")
+        };
+        assert_eq!(fail_to_pass, ["T.a"]);
+        assert_eq!(pass_to_pass, ["T.b"]);
+        assert_eq!(stability.runs, 3);
+        assert_eq!(
+            stability.tests.iter().map(|t| t.failed).collect::<Vec<_>>(),
+            [3, 0, 2]
+        );
+        assert_eq!(evidence.len(), 1);
+
+        let sometimes = [verdict(&[("T.a", false)]), verdict(&[("T.a", true)])];
+        assert!(
+            matches!(judge_runs(&sometimes), Judged::Rejected(why) if why.contains("only sometimes"))
+        );
+        let mut broken = verdict(&[]);
+        broken.error = Some("the candidate does not import: SyntaxError".into());
+        broken.outcome = CheckOutcome::Fail;
+        assert!(
+            matches!(judge_runs(&[broken]), Judged::Rejected(why) if why.contains("does not run"))
+        );
+        let mut error = verdict(&[("T.a", false)]);
+        error.outcome = CheckOutcome::Error;
+        assert_eq!(judge_runs(&[runs[0].clone(), error]), Judged::Error);
+    }
+
+    /// The gold patch takes the broken file back to the original, the bug patch the other way,
+    /// and the changed lines are the mutant's.
+    #[test]
+    fn the_patches_apply_and_the_lines_are_the_changed_ones() {
+        let original =
+            "def f(x):\n    \"\"\"Doc.\"\"\"\n    if x > 1:\n        return 1\n    return 2\n";
+        let broken = original.replace("x > 1", "x <= 1");
+        let gold = diff("pkg/m.py", &broken, original);
+        assert!(
+            gold.starts_with("--- a/pkg/m.py\n+++ b/pkg/m.py\n"),
+            "{gold}"
+        );
+        let patch = diffy::Patch::from_str(&gold).unwrap();
+        assert_eq!(diffy::apply(&broken, &patch).unwrap(), original);
+        let bug_text = diff("pkg/m.py", original, &broken);
+        let bug = diffy::Patch::from_str(&bug_text).unwrap();
+        assert_eq!(diffy::apply(original, &bug).unwrap(), broken);
+        assert_eq!(changed_lines(original, &broken), (3, 3));
+        // A statement removed: the place it was.
+        let removed = original.replace("        return 1\n", "        pass\n");
+        assert_eq!(changed_lines(original, &removed), (4, 4));
+        let shorter = original.replace("    return 2\n", "");
+        assert_eq!(changed_lines(original, &shorter), (5, 5));
+        let added = super::added("r2e_tests/test_m.py", "import x\n");
+        assert!(
+            added.starts_with("--- /dev/null\n+++ b/r2e_tests/test_m.py\n"),
+            "{added}"
+        );
+    }
+
+    /// A fix as an agent writes it: git's headers and paths, or plain `diff -u`'s; a diff that
+    /// is not one is named by its line; a path out of the repository, or another file, is
+    /// refused; a diff of the file that does not fit the broken state does not apply.
+    #[test]
+    fn a_patch_applies_to_the_tasks_file_alone() {
+        let original = "def f(x):\n    if x > 1:\n        return 1\n    return 2\n";
+        let broken = original.replace("x > 1", "x <= 1");
+        let gold = diff("pkg/m.py", &broken, original);
+        assert_eq!(apply_patch("pkg/m.py", &broken, &gold).unwrap(), original);
+        let git =
+            format!("diff --git a/pkg/m.py b/pkg/m.py\nindex 1234567..89abcde 100644\n{gold}");
+        assert_eq!(apply_patch("pkg/m.py", &broken, &git).unwrap(), original);
+        let plain = gold
+            .replace("a/pkg/m.py", "pkg/m.py")
+            .replace("b/pkg/m.py", "pkg/m.py");
+        assert_eq!(apply_patch("pkg/m.py", &broken, &plain).unwrap(), original);
+        // An empty patch is no diff.
+        assert!(matches!(
+            apply_patch("pkg/m.py", &broken, ""),
+            Err(PatchError::Malformed { line: 1, .. })
+        ));
+        // A broken hunk line, named by its line in the whole patch (git's two lines first).
+        let bad = git.replacen("-    if x <= 1:", "?    if x <= 1:", 1);
+        match apply_patch("pkg/m.py", &broken, &bad) {
+            Err(PatchError::Malformed { line, why }) => {
+                let at = bad.lines().position(|l| l.starts_with('?')).unwrap() + 1;
+                assert_eq!(line, at, "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let header = git.replacen("@@ -1,4 +1,4 @@", "@@ one @@", 1);
+        assert!(
+            matches!(
+                apply_patch("pkg/m.py", &broken, &header),
+                Err(PatchError::Malformed { line: 5, .. })
+            ),
+            "{header}"
+        );
+        // Outside the repository, or another file: refused.
+        let out = gold.replace("a/pkg/m.py", "a/../etc/passwd");
+        assert!(
+            matches!(apply_patch("pkg/m.py", &broken, &out), Err(PatchError::Refused(why)) if why.contains("outside the repository"))
+        );
+        let abs = gold.replace("+++ b/pkg/m.py", "+++ /etc/passwd");
+        assert!(
+            matches!(apply_patch("pkg/m.py", &broken, &abs), Err(PatchError::Refused(why)) if why.contains("outside the repository"))
+        );
+        let other = gold.replace("pkg/m.py", "pkg/other.py");
+        assert!(
+            matches!(apply_patch("pkg/m.py", &broken, &other), Err(PatchError::Refused(why)) if why.contains("its own file"))
+        );
+        // The file's diff, but of another text: it does not apply.
+        let elsewhere = diff("pkg/m.py", "a = 1\nb = 2\n", "a = 1\nb = 3\n");
+        assert!(matches!(
+            apply_patch("pkg/m.py", &broken, &elsewhere),
+            Err(PatchError::DoesNotApply(_))
+        ));
+    }
+
+    /// The report names the public call and the evidence, never the path or the tests.
+    #[test]
+    fn a_report_shows_the_evidence_and_nothing_of_the_solution() {
+        let inst = Instance {
+            id: "r:pkg/m.py:f".into(),
+            repo: "r".into(),
+            commit: "c".into(),
+            path: "pkg/m.py".into(),
+            qualname: "f".into(),
+            docstring: Some("Adds one.\n\n    More words.".into()),
+            spec: None,
+            spec_source: r2e_core::records::SpecSource::Docstring,
+            context: String::new(),
+            problem: String::new(),
+            reference: String::new(),
+            harness: "class TestF: ...".into(),
+            tests: 3,
+            branch_coverage: None,
+            line_coverage: None,
+            harness_hash: String::new(),
+            env_lock: String::new(),
+            expected: Vec::new(),
+            policy: Default::default(),
+            code_hash: String::new(),
+            deps: 0,
+            tokens: 0,
+            in_file: true,
+            mutants: None,
+            stability: None,
+            image: None,
+            created_at: None,
+            changed_at: None,
+        };
+        let v = verdict(&[("TestF.test_0", false)]);
+        let text = report(&inst, &v.tests);
+        assert!(
+            text.contains("`f(\"TestF.test_0\")` returns 2, but I expected it to return 1."),
+            "{text}"
+        );
+        assert!(
+            text.contains("Its documentation says: \"Adds one.\""),
+            "{text}"
+        );
+        assert!(
+            !text.contains("pkg/m.py") && !text.contains("class TestF"),
+            "{text}"
+        );
+        assert_eq!(tests_path(&inst), "r2e_tests/test_pkg_m_f.py");
+        assert_eq!(
+            test_id(&tests_path(&inst), "TestF.test_0"),
+            "r2e_tests/test_pkg_m_f.py::TestF::test_0"
+        );
+    }
+}

@@ -1,0 +1,328 @@
+//! Bug-fix tasks (`[bugfix]`, docs/bugfix.md): made from the instances' harnesses and the
+//! dataset's mutants, judged through the one check path, written to `bugfix.jsonl`; added to a
+//! built pipeline, they run nothing but their own actions.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{Project, jsonl};
+use serde_json::Value;
+
+const OFFLINE: &str = "[env]\ninstaller = \"pip\"\n";
+
+const FILES: &str = r#"
+//- shop/__init__.py
+//- shop/prices.py
+def _round(cents):
+    return (cents + 50) // 100
+
+
+def discounted(prices, percent, floor):
+    """Each price lowered by `percent` percent (whole units), never below `floor`.
+
+    >>> discounted([100, 250], 10, 0)
+    [90, 225]
+    """
+    out = []
+    for price in prices:
+        cut = _round(price * percent)
+        value = price - cut
+        if value < floor:
+            value = floor
+        out.append(value)
+    return out
+"#;
+
+/// `git apply` of `patch` in `dir` (a copy of the repository), which must succeed.
+fn apply(dir: &Path, patch: &str) {
+    let file = dir.join("change.patch");
+    std::fs::write(&file, patch).unwrap();
+    let out = Command::new("git")
+        .args(["apply", "--unsafe-paths", "-p1"])
+        .arg(&file)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git apply: {}\n{patch}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_file(&file).unwrap();
+}
+
+/// The function's definition in a module's text, from `def` to the end of its body.
+fn def_text(src: &str, name: &str) -> String {
+    let lines: Vec<&str> = src.lines().collect();
+    let def = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("def {name}(")))
+        .unwrap();
+    let end = (def + 1..lines.len())
+        .find(|&i| !lines[i].is_empty() && !lines[i].starts_with(' '))
+        .unwrap_or(lines.len());
+    lines[def..end].join("\n") + "\n"
+}
+
+/// `r2e check ID --candidate FILE --json` in the project: its exit code and verdict.
+fn check(p: &Project, id: &str, text: &str) -> (i32, Value) {
+    let file = p.path().join("candidate.py");
+    std::fs::write(&file, text).unwrap();
+    let out = assert_cmd::Command::cargo_bin("r2e")
+        .unwrap()
+        .envs(common::offline_env())
+        .current_dir(p.path())
+        .args(["check", id, "--json", "--candidate"])
+        .arg(&file)
+        .timeout(std::time::Duration::from_secs(600))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        serde_json::from_slice(&out.stdout).unwrap(),
+    )
+}
+
+/// A built pipeline gains `[bugfix]`: the second build runs no generate, validate or mutate
+/// action, only the broken states' repeated checks, and writes tasks whose FAIL_TO_PASS the
+/// broken state fails (through `r2e check`), whose gold patch takes the broken file back to the
+/// original byte for byte, and whose statement shows the failing call and nothing of the
+/// solution (no path, no line, no test code). A third build with another `per_function` runs
+/// nothing new. Settings not built yet are refused, located (exit 2).
+#[test]
+fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
+    let p = Project::new(FILES, OFFLINE);
+    let first = common::offline_build(p.path());
+    assert_eq!(first["counts"]["instances"], 1, "{first}");
+    assert!(!p.path().join("out/bugfix.jsonl").exists());
+
+    let pipeline = p.path().join("pipeline.toml");
+    let text = std::fs::read_to_string(&pipeline).unwrap();
+    std::fs::write(&pipeline, format!("{text}\n[bugfix]\nper_function = 3\n")).unwrap();
+    let second = common::offline_build(p.path());
+    for stage in ["generate", "validate", "mutate"] {
+        assert_eq!(second["stages"][stage]["executed"], 0, "{stage}: {second}");
+    }
+    let tasks = jsonl(&p.path().join("out/bugfix.jsonl"));
+    assert_eq!(second["counts"]["bugfix_tasks"], tasks.len(), "{second}");
+    // Each chosen broken state's repeated check ran, once: the tasks and the ones left out.
+    let rejected = second["counts"]["bugfix_rejected"].as_u64().unwrap() as usize;
+    assert_eq!(
+        second["stages"]["bugfix"]["executed"],
+        tasks.len() + rejected,
+        "{second}"
+    );
+    assert!(
+        (2..=3).contains(&tasks.len()),
+        "up to per_function tasks: {tasks:#?}"
+    );
+
+    let id = "r:shop/prices.py:discounted";
+    let original = std::fs::read_to_string(p.path().join("repo/shop/prices.py")).unwrap();
+    let mut ids = Vec::new();
+    for t in &tasks {
+        let name = t["instance_id"].as_str().unwrap();
+        ids.push(name.to_owned());
+        assert!(name.starts_with(&format!("{id}:bug-")), "{t:#}");
+        assert_eq!(t["instance"], id);
+        assert_eq!(t["origin"], "mutant");
+        assert_eq!(t["depth"], 0);
+        assert_eq!(t["locations"][0]["file"], "shop/prices.py");
+        assert_eq!(t["locations"][0]["function"], "discounted");
+        let f2p: Vec<&str> = t["FAIL_TO_PASS"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert!(!f2p.is_empty(), "{t:#}");
+        assert!(
+            f2p.iter()
+                .all(|n| n.starts_with("r2e_tests/test_shop_prices_discounted.py::")),
+            "{f2p:?}"
+        );
+        let runs = t["stability"]["runs"].as_u64().unwrap();
+        assert_eq!(runs, 3, "[validate] repeats");
+
+        // The broken state: the repository with `bug_patch` applied.
+        let work = tempfile::tempdir().unwrap();
+        let copy = work.path().join("shop");
+        std::fs::create_dir_all(&copy).unwrap();
+        std::fs::write(copy.join("prices.py"), &original).unwrap();
+        apply(work.path(), t["bug_patch"].as_str().unwrap());
+        let broken = std::fs::read_to_string(copy.join("prices.py")).unwrap();
+        assert_ne!(broken, original);
+        let [first_line, last_line] =
+            [0, 1].map(|k| t["locations"][0]["lines"][k].as_u64().unwrap());
+        let changed: Vec<usize> = broken
+            .lines()
+            .zip(original.lines())
+            .enumerate()
+            .filter(|(_, (a, b))| a != b)
+            .map(|(i, _)| i + 1)
+            .collect();
+        if let (Some(&a), Some(&b)) = (changed.first(), changed.last()) {
+            assert!(
+                first_line <= a as u64 && b as u64 <= last_line,
+                "{changed:?} within {first_line}..{last_line}"
+            );
+        }
+        // Judged by the one check path: it fails, and exactly its FAIL_TO_PASS tests fail.
+        let (code, verdict) = check(&p, id, &def_text(&broken, "discounted"));
+        assert_eq!(code, 1, "the broken state fails: {verdict:#}");
+        let failing: Vec<String> = verdict["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["passed"] == false)
+            .map(|v| {
+                format!(
+                    "r2e_tests/test_shop_prices_discounted.py::{}",
+                    v["name"].as_str().unwrap().replace('.', "::")
+                )
+            })
+            .collect();
+        assert_eq!(failing, f2p, "{verdict:#}");
+        // The gold patch restores the original, byte for byte.
+        apply(work.path(), t["patch"].as_str().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(copy.join("prices.py")).unwrap(),
+            original
+        );
+        // The hidden tests are the harness, added.
+        let test_patch = t["test_patch"].as_str().unwrap();
+        assert!(
+            test_patch
+                .starts_with("--- /dev/null\n+++ b/r2e_tests/test_shop_prices_discounted.py\n"),
+            "{test_patch}"
+        );
+        // The statement: the failing call and what was expected, nothing of the solution.
+        let statement = t["problem_statement"].as_str().unwrap();
+        assert!(
+            statement.contains("`discounted` does not behave"),
+            "{statement}"
+        );
+        assert!(statement.contains("discounted("), "{statement}");
+        assert!(statement.contains("but I expected it to"), "{statement}");
+        for secret in ["prices.py", "r2e_equiv", "r2e_tests", "def ", "line "] {
+            assert!(!statement.contains(secret), "{secret}: {statement}");
+        }
+    }
+    // Judging a fix, `r2e check TASK --patch FILE`: the gold patch passes; an empty patch
+    // fails with the FAIL_TO_PASS tests named; a fix that breaks what passed fails with those
+    // PASS_TO_PASS tests named; a diff that is not one is bad input at its line; a path out of
+    // the repository is refused.
+    let patch_check = |task: &str, patch: &str| -> (i32, Value, String) {
+        let file = p.path().join("fix.patch");
+        std::fs::write(&file, patch).unwrap();
+        let out = assert_cmd::Command::cargo_bin("r2e")
+            .unwrap()
+            .envs(common::offline_env())
+            .current_dir(p.path())
+            .args(["check", task, "--json", "--patch"])
+            .arg(&file)
+            .timeout(std::time::Duration::from_secs(600))
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap(),
+            serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let task = tasks
+        .iter()
+        .find(|t| !t["PASS_TO_PASS"].as_array().unwrap().is_empty())
+        .unwrap_or_else(|| panic!("a task with PASS_TO_PASS tests: {tasks:#?}"));
+    let task_id = task["instance_id"].as_str().unwrap();
+    let (code, v, err) = patch_check(task_id, task["patch"].as_str().unwrap());
+    assert_eq!(
+        (code, &v["outcome"]),
+        (0, &Value::from("pass")),
+        "{v:#} {err}"
+    );
+    let (code, v, err) = patch_check(task_id, "");
+    assert_eq!(
+        (code, &v["outcome"]),
+        (1, &Value::from("fail")),
+        "{v:#} {err}"
+    );
+    assert_eq!(v["fail_to_pass_failing"], task["FAIL_TO_PASS"], "{v:#}");
+    assert_eq!(v["pass_to_pass_failing"], Value::Array(vec![]), "{v:#}");
+    // Broken otherwise: every price at its floor, whatever the floor is.
+    let work_copy = original.replace("    out = []\n", "    return [floor for _ in prices]\n");
+    assert_ne!(work_copy, original);
+    let broken_task = {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("shop")).unwrap();
+        std::fs::write(dir.path().join("shop/prices.py"), &original).unwrap();
+        apply(dir.path(), task["bug_patch"].as_str().unwrap());
+        std::fs::read_to_string(dir.path().join("shop/prices.py")).unwrap()
+    };
+    let worse = diffy::DiffOptions::new()
+        .set_original_filename("a/shop/prices.py")
+        .set_modified_filename("b/shop/prices.py")
+        .create_patch(&broken_task, &work_copy)
+        .to_string();
+    let (code, v, err) = patch_check(task_id, &worse);
+    assert_eq!(
+        (code, &v["outcome"]),
+        (1, &Value::from("fail")),
+        "{v:#} {err}"
+    );
+    let p2p_failing = v["pass_to_pass_failing"].as_array().unwrap();
+    assert!(!p2p_failing.is_empty(), "{v:#}");
+    for t in p2p_failing {
+        assert!(task["PASS_TO_PASS"].as_array().unwrap().contains(t), "{t}");
+    }
+    let gold = task["patch"].as_str().unwrap();
+    let malformed = gold.replacen("\n-", "\n?", 1);
+    let bad_line = malformed.lines().position(|l| l.starts_with('?')).unwrap() + 1;
+    let (code, _, err) = patch_check(task_id, &malformed);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("fix.patch:{bad_line}:")), "{err}");
+    let outside = gold.replace("a/shop/prices.py", "a/../../etc/passwd");
+    let (code, _, err) = patch_check(task_id, &outside);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("refused") && err.contains("outside the repository"),
+        "{err}"
+    );
+
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(unique, ids, "one task per broken state");
+
+    // Another `per_function`: the same tasks chosen first, and no check runs again.
+    std::fs::write(&pipeline, format!("{text}\n[bugfix]\nper_function = 1\n")).unwrap();
+    let third = common::offline_build(p.path());
+    assert_eq!(third["stages"]["bugfix"]["executed"], 0, "{third}");
+    let fewer = jsonl(&p.path().join("out/bugfix.jsonl"));
+    assert_eq!(fewer.len(), 1);
+    assert!(ids.contains(&fewer[0]["instance_id"].as_str().unwrap().to_owned()));
+
+    // Not built yet: refused, located, exit 2.
+    for (key, value) in [
+        ("depth", "1"),
+        ("sources", "[\"history\"]"),
+        ("combine", "2"),
+        ("statement", "\"model\""),
+    ] {
+        std::fs::write(&pipeline, format!("{text}\n[bugfix]\n{key} = {value}\n")).unwrap();
+        let out = assert_cmd::Command::cargo_bin("r2e")
+            .unwrap()
+            .args(["build"])
+            .current_dir(p.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{key}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let line = text.lines().count() + 3;
+        assert!(
+            stderr.contains(&format!("pipeline.toml:{line}:")) && stderr.contains("not built yet"),
+            "{key}: {stderr}"
+        );
+    }
+}
