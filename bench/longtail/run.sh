@@ -6,6 +6,9 @@
 #
 #   bash bench/longtail/run.sh [R2E]        (or R2E=/path/to/r2e bash bench/longtail/run.sh)
 #
+# R2E_LONGTAIL_PROJECTS names another list of projects (default: projects.txt beside this
+# script); R2E_LONGTAIL_TOML is appended to the pipeline (bench/bugfix/ adds `[bugfix]`).
+#
 # R2E defaults to /work/main/target/release/r2e (it is not built here). Working data goes to
 # $R2E_LONGTAIL_DIR (default /tmp/longtail): the downloads (kept and reused), pipeline.toml,
 # the build's cache and output. The build starts from an empty cache unless R2E_LONGTAIL_KEEP=1
@@ -27,8 +30,9 @@ mkdir -p "$work/src"
   echo 'cache = "cache"'
   # Nothing else: the bench measures what a user's pipeline gets (the capture's environment
   # brings pytest and each project's declared test dependencies by default).
+  [ -z "${R2E_LONGTAIL_TOML:-}" ] || printf '\n%s\n' "$R2E_LONGTAIL_TOML"
 } > "$work/pipeline.toml"
-grep -v '^#' "$here/projects.txt" | grep -v '^$' | while read -r spec; do
+grep -v '^#' "${R2E_LONGTAIL_PROJECTS:-$here/projects.txt}" | grep -v '^$' | while read -r spec; do
   name="${spec%%==*}"
   version="${spec##*==}"
   # sdists name their folder with the project's name as given, lower-cased, or with underscores.

@@ -8,7 +8,7 @@ use r2e_core::error::{Error, Result};
 use super::args::{PipelineFile, help_of, one_dataset};
 use super::{Global, print_json, print_text};
 
-/// Check a candidate implementation against an instance's harness, or a fix of a bug-fix task
+/// Check a candidate (or, with `--patch`, a bug fix) against its tests
 ///
 /// Run an instance's harness on a candidate implementation; or, with `--patch`, apply a unified
 /// diff to a bug-fix task's broken state (`bugfix.jsonl`) and run its FAIL_TO_PASS and

@@ -26,25 +26,37 @@ fn size_category(n: u64) -> &'static str {
     }
 }
 
-/// Where each dataset's `dataset.jsonl` is, relative to the pipeline's output: `dataset.jsonl`
-/// for the pipeline's own, `variants/NAME/dataset.jsonl` for a variant's.
+/// The card's configurations: each dataset's `dataset.jsonl`, relative to the pipeline's output
+/// (`dataset.jsonl` for the pipeline's own, `variants/NAME/dataset.jsonl` for a variant's), and,
+/// for a dataset built with `[bugfix]` that made tasks, its `bugfix.jsonl` as config `bugfix`
+/// (a variant's `NAME-bugfix`).
 fn data_files(cfg: &Config) -> Vec<(String, String)> {
+    use r2e_core::records::OutputFile;
     let root = r2e_pipeline::engine::outputs::resolve(&cfg.output);
-    cfg.builds()
-        .into_iter()
-        .map(|(name, c)| {
-            let dir = r2e_pipeline::engine::outputs::resolve(&c.output);
-            let rel = dir
-                .strip_prefix(&root)
-                .map(Path::to_path_buf)
-                .unwrap_or(dir);
-            let file = rel.join(r2e_core::records::OutputFile::Dataset.name());
-            (
-                name.unwrap_or("default").to_owned(),
-                file.to_string_lossy().replace('\\', "/"),
-            )
-        })
-        .collect()
+    let mut out = Vec::new();
+    let mut bugfix = Vec::new();
+    for (name, c) in cfg.builds() {
+        let dir = r2e_pipeline::engine::outputs::resolve(&c.output);
+        let rel = dir
+            .strip_prefix(&root)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| dir.clone());
+        let path = |file: OutputFile| rel.join(file.name()).to_string_lossy().replace('\\', "/");
+        out.push((
+            name.unwrap_or("default").to_owned(),
+            path(OutputFile::Dataset),
+        ));
+        let tasks = dir.join(OutputFile::Bugfix.name());
+        if c.bugfix.is_some() && std::fs::metadata(&tasks).is_ok_and(|m| m.len() > 0) {
+            let config = match name {
+                Some(n) => format!("{n}-bugfix"),
+                None => "bugfix".to_owned(),
+            };
+            bugfix.push((config, path(OutputFile::Bugfix)));
+        }
+    }
+    out.extend(bugfix);
+    out
 }
 
 /// The licences of the repositories, over every dataset: repository → SPDX id or `None`.

@@ -20,8 +20,8 @@ use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};
 use r2e_core::fsutil::write_if_changed;
 use r2e_core::records::{
-    EvalResult, EvalTables, FunctionHead, HarnessRecord, Instance, Manifest, MutationScore,
-    RepoCounts, SpecSource, Spent, read_built, read_jsonl, read_manifest,
+    BugfixTask, EvalResult, EvalTables, FunctionHead, HarnessRecord, Instance, Manifest,
+    MutationScore, RepoCounts, SpecSource, Spent, read_built, read_jsonl, read_manifest,
 };
 
 /// A group of candidates: all, in-file or out-of-file.
@@ -66,6 +66,10 @@ pub struct Row {
     pub mutation: Option<Mutation>,
     /// How stable the instances' tests were when validated (instances that carry it).
     pub stability: Option<StabilitySummary>,
+    /// With `[bugfix]`: the bug-fix tasks (`bugfix.jsonl`) per repository, origin and depth,
+    /// and whether the project's own tests catch them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bugfix: Option<BugfixSummary>,
     /// With `results.jsonl`: pass@k per model (overall, per repository, by dependencies, by
     /// tokens, single- and multi-file, and split at each model's cutoff) and the self-repair
     /// curves.
@@ -188,6 +192,86 @@ fn stability(instances: &[Instance]) -> Option<StabilitySummary> {
     (out.instances > 0).then_some(out)
 }
 
+/// A dataset's bug-fix tasks, counted.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct BugfixSummary {
+    pub tasks: u64,
+    /// Instances with at least one task.
+    pub instances: u64,
+    /// Tasks per repository, per origin (`mutant`, `history`) and per depth.
+    pub per_repo: BTreeMap<String, u64>,
+    pub per_origin: BTreeMap<String, u64>,
+    pub per_depth: BTreeMap<String, u64>,
+    /// Tasks the project's own tests catch, do not catch, and were not run on.
+    pub caught_by_project_tests: u64,
+    pub not_caught_by_project_tests: u64,
+    pub project_tests_not_run: u64,
+    /// FAIL_TO_PASS tests over all tasks.
+    pub fail_to_pass: u64,
+}
+
+fn bugfix(tasks: &[BugfixTask]) -> BugfixSummary {
+    let mut out = BugfixSummary {
+        tasks: tasks.len() as u64,
+        ..Default::default()
+    };
+    let mut instances = std::collections::BTreeSet::new();
+    for t in tasks {
+        instances.insert(t.instance.as_str());
+        *out.per_repo.entry(t.repo.clone()).or_default() += 1;
+        let origin = serde_json::to_value(t.origin)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        *out.per_origin.entry(origin).or_default() += 1;
+        *out.per_depth.entry(t.depth.to_string()).or_default() += 1;
+        match t.caught_by_project_tests {
+            Some(true) => out.caught_by_project_tests += 1,
+            Some(false) => out.not_caught_by_project_tests += 1,
+            None => out.project_tests_not_run += 1,
+        }
+        out.fail_to_pass += t.fail_to_pass.len() as u64;
+    }
+    out.instances = instances.len() as u64;
+    out
+}
+
+/// The bug-fix tasks per dataset that has them.
+pub fn bugfix_markdown(rows: &[Row]) -> String {
+    let with: Vec<(&Row, &BugfixSummary)> = rows
+        .iter()
+        .filter_map(|r| r.bugfix.as_ref().map(|b| (r, b)))
+        .collect();
+    if with.is_empty() {
+        return String::new();
+    }
+    let counts = |m: &BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = String::from(
+        "\n| variant | bug-fix tasks | instances with tasks | per origin | per depth | FAIL_TO_PASS per task | caught by the project's tests (yes / no / not run) | per repository |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for (r, b) in with {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {:.1} | {} / {} / {} | {} |\n",
+            r.variant,
+            b.tasks,
+            b.instances,
+            counts(&b.per_origin),
+            counts(&b.per_depth),
+            b.fail_to_pass as f64 / b.tasks.max(1) as f64,
+            b.caught_by_project_tests,
+            b.not_caught_by_project_tests,
+            b.project_tests_not_run,
+            counts(&b.per_repo),
+        ));
+    }
+    out
+}
+
 /// The stability of the instances' tests per dataset.
 pub fn stability_markdown(rows: &[Row]) -> String {
     let with: Vec<(&Row, &StabilitySummary)> = rows
@@ -297,6 +381,7 @@ pub fn row(
     let harnesses: Vec<HarnessRecord> = read_built(&dir.join(OutputFile::Harnesses.name()))?;
     let instances: Vec<Instance> = read_built(&dir.join(OutputFile::Dataset.name()))?;
     let results: Option<Vec<EvalResult>> = read_jsonl(&dir.join(OutputFile::Results.name()))?;
+    let tasks: Option<Vec<BugfixTask>> = read_jsonl(&dir.join(OutputFile::Bugfix.name()))?;
     let evaluation = results.map(|r| {
         r2e_pipeline::evaluate::tables(
             &r,
@@ -358,6 +443,7 @@ pub fn row(
         repos,
         mutation: mutation(&instances),
         stability: stability(&instances),
+        bugfix: tasks.as_deref().map(bugfix),
         evaluation,
         cutoffs: cfg
             .evaluate
@@ -525,6 +611,7 @@ pub fn markdown(rows: &[Row]) -> String {
     out.push_str(&repos_markdown(rows));
     out.push_str(&mutation_markdown(rows));
     out.push_str(&stability_markdown(rows));
+    out.push_str(&bugfix_markdown(rows));
     out.push_str(&evaluation_markdown(rows));
     out
 }

@@ -124,7 +124,7 @@ fn pipeline_text(url: &str) -> String {
              [[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"reference\"\n\n\
              [[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"mutants\"\n\n\
              [[variant]]\nname = \"sliced\"\n\n\
-             [[variant]]\nname = \"naive\"\ncontext.strategy = \"naive\"\n"
+             [[variant]]\nname = \"naive\"\ncontext.strategy = \"naive\"\nbugfix.per_function = 1\n"
     )
 }
 
@@ -400,7 +400,23 @@ fn the_dataset_card_is_front_matter_the_hub_and_datasets_read() {
         .iter()
         .map(|c| c["config_name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, VARIANTS);
+    // Each dataset, then the bug-fix tasks of the one built with `[bugfix]`.
+    assert_eq!(names, [VARIANTS[0], VARIANTS[1], "naive-bugfix"]);
+    let naive = rows.iter().find(|r| r["variant"] == "naive").unwrap();
+    let tasks = std::fs::read_to_string(out("variants/naive/bugfix.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    assert!(tasks > 0);
+    assert_eq!(naive["bugfix"]["tasks"], tasks, "{naive:#}");
+    assert_eq!(naive["bugfix"]["per_depth"]["0"], tasks, "{naive:#}");
+    assert_eq!(naive["bugfix"]["project_tests_not_run"], tasks, "{naive:#}");
+    assert!(rows.iter().find(|r| r["variant"] == "sliced").unwrap()["bugfix"].is_null());
+    let md = std::fs::read_to_string(out("report.md")).unwrap();
+    assert!(
+        md.contains(&format!("| naive | {tasks} | ")) && md.contains("bug-fix tasks"),
+        "{md}"
+    );
     for c in configs {
         for f in c["data_files"].as_array().unwrap() {
             let path = out(f["path"].as_str().unwrap());
@@ -421,14 +437,26 @@ fn the_dataset_card_is_front_matter_the_hub_and_datasets_read() {
     };
     for c in configs {
         let file = out(c["data_files"][0]["path"].as_str().unwrap());
+        // An implementation dataset has its problems and references; a bug-fix config, every
+        // field of its records.
+        let columns = if c["config_name"].as_str().unwrap().ends_with("-bugfix") {
+            "['instance_id', 'repo', 'base_commit', 'created_at', 'problem_statement', 'patch', \
+             'test_patch', 'FAIL_TO_PASS', 'PASS_TO_PASS', 'version', 'environment_setup_commit', \
+             'instance', 'bug_patch', 'origin', 'depth', 'locations', 'mutant_kind', 'mutant', \
+             'project_tests_fail', 'caught_by_project_tests', 'env_lock', 'stability']"
+        } else {
+            "['reference', 'problem']"
+        };
         let run = std::process::Command::new(&python)
             .args([
                 "-c",
                 "import sys, datasets\n\
                  d = datasets.load_dataset('json', data_files=sys.argv[1], split='train')\n\
-                 print(len(d), 'reference' in d.column_names, 'problem' in d.column_names)",
+                 missing = [c for c in eval(sys.argv[2]) if c not in d.column_names]\n\
+                 print(len(d), missing == [], missing)",
             ])
             .arg(&file)
+            .arg(columns)
             .env("HF_DATASETS_OFFLINE", "1")
             .env("HF_HOME", built().join("hf-home"))
             .output()
@@ -440,7 +468,7 @@ fn the_dataset_card_is_front_matter_the_hub_and_datasets_read() {
             String::from_utf8_lossy(&run.stderr)
         );
         let lines = std::fs::read_to_string(&file).unwrap().lines().count();
-        assert_eq!(said.trim(), format!("{lines} True True"));
+        assert_eq!(said.trim(), format!("{lines} True []"));
     }
 }
 

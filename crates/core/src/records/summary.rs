@@ -278,16 +278,20 @@ pub struct RepoTime {
     pub generate: StageTime,
     pub validate: StageTime,
     pub mutate: StageTime,
+    /// `[bugfix]`'s checks of the broken states (none without it).
+    #[serde(default)]
+    pub bugfix: StageTime,
 }
 
 impl RepoTime {
     /// Its stages, by name.
-    pub fn stages(&self) -> [(&'static str, &StageTime); 4] {
+    pub fn stages(&self) -> [(&'static str, &StageTime); 5] {
         [
             ("env", &self.env),
             ("generate", &self.generate),
             ("validate", &self.validate),
             ("mutate", &self.mutate),
+            ("bugfix", &self.bugfix),
         ]
     }
 
@@ -313,6 +317,7 @@ impl RepoTime {
             &mut self.generate,
             &mut self.validate,
             &mut self.mutate,
+            &mut self.bugfix,
         ] {
             *t = t.rounded();
         }
@@ -326,6 +331,7 @@ impl RepoTime {
             &mut self.generate,
             &mut self.validate,
             &mut self.mutate,
+            &mut self.bugfix,
         ] {
             t.all_cached();
         }

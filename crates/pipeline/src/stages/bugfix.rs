@@ -43,6 +43,9 @@ pub struct Made {
     pub cached: u64,
     /// Checks that could not judge a broken state (outcome `error`): the build runs again.
     pub errors: usize,
+    /// Per instance: its repository, its share of the stage's seconds, and whether any of its
+    /// checks ran now.
+    pub times: Vec<(String, f64, bool)>,
 }
 
 /// One broken state of an instance's function.
@@ -99,6 +102,7 @@ pub fn make(exec: &Exec, cfg: &BugfixConfig, repeats: u32, dones: &[Done]) -> Re
         out.rejected.extend(m.rejected);
         out.executed += m.executed;
         out.cached += m.cached;
+        out.times.extend(m.times);
         out.errors += m.errors;
     }
     // The dataset's order: by instance, then by task id.
@@ -115,6 +119,7 @@ fn chunk(
     repeats: u32,
     subjects: &[&(usize, &Candidate, &Instance)],
 ) -> Result<Made> {
+    let started = std::time::Instant::now();
     let mut broken: Vec<Broken> = Vec::new();
     for &&(done, c, instance) in subjects {
         let definition = c.problem.reference();
@@ -205,6 +210,12 @@ fn chunk(
             )),
         }
     }
+    let each = started.elapsed().as_secs_f64() / subjects.len().max(1) as f64;
+    let fresh = made.executed > 0;
+    made.times = subjects
+        .iter()
+        .map(|(_, c, _)| (c.repo.clone(), each, fresh))
+        .collect();
     Ok(made)
 }
 

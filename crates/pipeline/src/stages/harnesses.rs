@@ -84,6 +84,7 @@ enum Timed {
     Generate,
     Validate,
     Mutate,
+    Bugfix,
 }
 
 impl Tallies {
@@ -103,6 +104,7 @@ impl Tallies {
             Timed::Generate => &mut t.generate,
             Timed::Validate => &mut t.validate,
             Timed::Mutate => &mut t.mutate,
+            Timed::Bugfix => &mut t.bugfix,
         };
         match fresh {
             Some(fresh) => t.add(seconds, fresh),
@@ -250,6 +252,9 @@ pub fn run(
         let made = super::bugfix::make(&mutant_exec, b, cfg.validate.repeats, &dones)?;
         if made.errors > 0 {
             tallies.retry_later();
+        }
+        for (repo, seconds, fresh) in &made.times {
+            tallies.time(repo, Timed::Bugfix, *seconds, Some(*fresh));
         }
         out.bugfix = Some(made);
     }
