@@ -267,7 +267,7 @@ pub fn check_patch(
 /// The task's verdict from the check of its patched state: the harness's tests by their task
 /// ids; `pass` when no FAIL_TO_PASS or PASS_TO_PASS test fails (a test in neither list, flaky
 /// on the broken state, does not count).
-fn judge_task(
+pub fn judge_task(
     task: &BugfixTask,
     id: &str,
     mut verdict: Verdict,

@@ -39,6 +39,7 @@ use serde_json::{Value, json};
 
 use r2e_core::config::{Config, SandboxConfig, ServeConfig};
 use r2e_core::error::{Error, Result};
+use r2e_core::records::BugfixTask;
 use r2e_core::records::CheckOutcome;
 use r2e_core::records::Feedback;
 use r2e_exec::checkpath::{TestVerdict, Verdict};
@@ -128,6 +129,8 @@ struct Live {
     id: String,
     /// The instance's place in the bench.
     ix: usize,
+    /// A bug-fix session's task (its place in `Server::tasks`).
+    task: Option<usize>,
     workspace: PathBuf,
     /// What its workspace may hold (`[serve] workspace_limit` and the rest).
     quota: workspace::Quota,
@@ -191,6 +194,9 @@ struct Server {
     checker: checker::Checker,
     /// `/openapi.json`, made once (it lists the instances).
     openapi: Value,
+    /// The output's bug-fix tasks (`bugfix.jsonl`; none without `[bugfix]`): a session opened
+    /// on one starts from its broken state and is judged on its FAIL_TO_PASS and PASS_TO_PASS.
+    tasks: Vec<BugfixTask>,
 }
 
 /// How long a warm worker waits for its next check before it stops.
@@ -248,7 +254,13 @@ pub fn serve(cfg: &Config, services: &Services, opts: Options) -> Result<()> {
         eprintln!("closed {closed} session(s) that a stopped server left open");
     }
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let tasks: Vec<BugfixTask> = r2e_core::records::read_jsonl(
+        &r2e_pipeline::engine::outputs::resolve(&cfg.output)
+            .join(r2e_core::records::OutputFile::Bugfix.name()),
+    )?
+    .unwrap_or_default();
     let server = Arc::new(Server {
+        tasks,
         checker: checker::Checker::start(bench.clone(), threads),
         openapi: {
             let ids: Vec<&str> = bench.instances().iter().map(|i| i.id.as_str()).collect();
@@ -466,7 +478,18 @@ async fn list_instances(State(server): State<Arc<Server>>) -> axum::Json<Value> 
             })
         })
         .collect();
-    axum::Json(json!({ "instances": list }))
+    let tasks: Vec<Value> = server
+        .tasks
+        .iter()
+        .map(|t| {
+            json!({
+                "id": t.instance_id,
+                "repo": t.repo,
+                "problem_statement": t.problem_statement,
+            })
+        })
+        .collect();
+    axum::Json(json!({ "instances": list, "tasks": tasks }))
 }
 
 #[derive(Deserialize)]
@@ -498,9 +521,18 @@ async fn open_session(
     b: std::result::Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, axum::Json<Value>)> {
     let request: OpenRequest = json_body(b)?;
+    // An instance, or a bug-fix task (whose instance holds its harness).
+    let task = server
+        .tasks
+        .iter()
+        .position(|t| t.instance_id == request.instance);
+    let instance_id = match task {
+        Some(k) => server.tasks[k].instance.as_str(),
+        None => request.instance.as_str(),
+    };
     let ix = server
         .bench
-        .index(&request.instance)
+        .index(instance_id)
         .map_err(|_| ApiError::not_found(format!("no instance `{}`", request.instance)))?;
     let (root, target, _) = server.bench.place(ix).map_err(|why| {
         ApiError::new(
@@ -528,10 +560,27 @@ async fn open_session(
     let instance = &server.bench.instances()[ix];
     let sid = session_id()?;
     let workspace = server.sessions_dir.join(&sid);
-    let stub = server
-        .bench
-        .stub_module(ix)
-        .ok_or_else(|| ApiError::internal("the instance's module cannot be stubbed"))?;
+    // The module as the agent finds it: the function stubbed out, or a task's broken state.
+    let stub = match task {
+        None => server
+            .bench
+            .stub_module(ix)
+            .ok_or_else(|| ApiError::internal("the instance's module cannot be stubbed"))?,
+        Some(k) => {
+            let t = &server.tasks[k];
+            let original = server.bench.module_source(ix).map_err(ApiError::from)?;
+            r2e_pipeline::stages::bugfix::apply_patch(&t.locations[0].file, original, &t.bug_patch)
+                .map_err(|e| {
+                    ApiError::new(
+                        StatusCode::CONFLICT,
+                        format!(
+                            "task `{}`'s broken state cannot be made here: {e:?}",
+                            t.instance_id
+                        ),
+                    )
+                })?
+        }
+    };
     let hide: Vec<PathBuf> = target
         .hide
         .iter()
@@ -576,6 +625,7 @@ async fn open_session(
     let live = Arc::new(Live {
         id: sid.clone(),
         ix,
+        task,
         workspace,
         quota: workspace::Quota::over(copy, &server.settings),
         trace,
@@ -590,12 +640,20 @@ async fn open_session(
         .insert(sid.clone(), live);
     Ok((
         StatusCode::CREATED,
-        axum::Json(json!({
-            "session": sid,
-            "instance": instance.id,
-            "path": instance.path,
-            "qualname": instance.qualname,
-        })),
+        axum::Json(match task {
+            None => json!({
+                "session": sid,
+                "instance": instance.id,
+                "path": instance.path,
+                "qualname": instance.qualname,
+            }),
+            // A bug-fix session: the report, and nothing of where the bug is.
+            Some(k) => json!({
+                "session": sid,
+                "task": server.tasks[k].instance_id,
+                "problem_statement": server.tasks[k].problem_statement,
+            }),
+        }),
     ))
 }
 
@@ -792,6 +850,25 @@ fn check_workspace(server: &Server, live: &Live) -> ApiResult<Verdict> {
         }
         Err(e) => return Err(e),
     };
+    // A bug-fix session's file is checked whole, and judged on its task's lists.
+    if let Some(k) = live.task {
+        let task = &server.tasks[k];
+        let prepared = match server.bench.prepare_module(live.ix, text) {
+            Ok(p) => p,
+            Err(Error::Unrunnable(why)) => return Ok(Verdict::error(why)),
+            Err(e) => return Err(e.into()),
+        };
+        let verdict = match server.checker.check(prepared) {
+            Ok(checked) => checked.verdict,
+            Err(Error::Env(why)) => Verdict::error(why),
+            Err(e) => return Err(e.into()),
+        };
+        return Ok(
+            crate::check::judge_task(task, &task.instance_id, verdict, None)
+                .check
+                .verdict,
+        );
+    }
     let prepared = match server.bench.prepare(&instance.id, &text) {
         Ok(Ok(prepared)) => prepared,
         Ok(Err(verdict)) => return Ok(verdict),
@@ -899,7 +976,10 @@ async fn submit(
                 live.record("submit", json!({}), &observation, started, false)?;
                 return Ok((observation, false));
             }
-            let reward = if total == 0 {
+            // A bug fix is rewarded whole: every FAIL_TO_PASS and PASS_TO_PASS test passes.
+            let reward = if live.task.is_some() {
+                if verdict.passed { 1.0 } else { 0.0 }
+            } else if total == 0 {
                 0.0
             } else {
                 passed as f64 / total as f64

@@ -326,3 +326,85 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
         );
     }
 }
+
+/// `r2e serve` opens bug-fix sessions: the workspace is the repository in the task's broken
+/// state with no hidden test in it (no harness, no `r2e_tests`, no recorded call), the answer
+/// to opening it is the report and not where the bug is, a scripted agent that applies the gold
+/// patch is rewarded 1.0 and a no-op 0.0, and `/v1/instances` lists the tasks.
+#[test]
+fn a_bug_fix_session_rewards_the_gold_fix_and_shows_no_hidden_test() {
+    use common::serve::{dataset, original, start};
+    let pipeline = dataset("bugfix", "[bugfix]\nper_function = 1\n");
+    let server = start(&pipeline, &[], &[]);
+    let tasks = jsonl(&server.output.join("bugfix.jsonl"));
+    assert!(!tasks.is_empty());
+    let listed = server.call("GET", "/v1/instances", None).json();
+    let ids: Vec<&str> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), tasks.len(), "{listed}");
+    let task = &tasks[0];
+    let id = task["instance_id"].as_str().unwrap();
+    assert!(ids.contains(&id));
+    let file = task["locations"][0]["file"].as_str().unwrap();
+    let gold = original(file);
+    let instance = jsonl(&server.output.join("dataset.jsonl"))
+        .into_iter()
+        .find(|i| i["id"] == task["instance"])
+        .unwrap();
+
+    for (fix, reward, outcome) in [(Some(&gold), 1.0, "pass"), (None, 0.0, "fail")] {
+        let opened = server.json(
+            "POST",
+            "/v1/sessions",
+            serde_json::json!({ "instance": id }),
+        );
+        assert_eq!(opened.status, 201, "{}", opened.body);
+        let opened = opened.json();
+        let sid = opened["session"].as_str().unwrap().to_owned();
+        assert_eq!(opened["problem_statement"], task["problem_statement"]);
+        assert!(opened.get("path").is_none(), "{opened}");
+        // The workspace: the broken state, and nothing of the hidden tests.
+        let broken = server
+            .call("GET", &format!("/v1/sessions/{sid}/files/{file}"), None)
+            .body;
+        assert_ne!(broken, gold);
+        let dir = server
+            .output
+            .with_file_name(".out-bugfix.r2e")
+            .join("sessions")
+            .join(&sid);
+        assert!(dir.is_dir(), "{}", dir.display());
+        for entry in walkdir::WalkDir::new(&dir) {
+            let entry = entry.unwrap();
+            let rel = entry.path().strip_prefix(&dir).unwrap().to_string_lossy();
+            assert!(!rel.contains("r2e_tests"), "{rel}");
+            if entry.file_type().is_file() {
+                let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+                for hidden in ["r2e_equiv", "harness_modules", "check_function"] {
+                    assert!(!text.contains(hidden), "{rel} holds `{hidden}`");
+                }
+                assert!(
+                    !text.contains(instance["harness"].as_str().unwrap()),
+                    "{rel} holds the harness"
+                );
+            }
+        }
+        if let Some(fixed) = fix {
+            let put = server.call(
+                "PUT",
+                &format!("/v1/sessions/{sid}/files/{file}"),
+                Some(fixed.as_bytes()),
+            );
+            assert_eq!(put.status, 200, "{}", put.body);
+        }
+        let submitted = server
+            .call("POST", &format!("/v1/sessions/{sid}/submit"), None)
+            .json();
+        assert_eq!(submitted["reward"], reward, "{submitted}");
+        assert_eq!(submitted["outcome"], outcome, "{submitted}");
+    }
+}
