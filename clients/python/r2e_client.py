@@ -17,14 +17,16 @@ Public API:
 - `R2EError(status, message, retry_after=None)`: an error answer of the server (or, with
   `status` None, no answer at all: the server could not be reached).
 - `Client(base_url, token=None, timeout=120, retries_on_429=0, down_seconds=10)`:
-  `instances()`, `open(instance) -> Session`, `sessions()`, `openapi()`, and `request(...)` for
+  `instances()`, `tasks()` (bug-fix tasks), `open(instance) -> Session`, `sessions()`, `openapi()`, and `request(...)` for
   any route. `base_url` is one server's URL, or several servers' (a list, or separated by
   commas): `open` spreads the sessions over them and tries another server when one answers
   429, 5xx or not at all.
-- `Session`: `id`, `instance`, `path`, `qualname`, `server`, `closed`; `read(path)`, `write(path, text)`,
+- `Session`: `id`, `instance`, `path`, `qualname`, `task`, `problem_statement` (a bug-fix
+  session's), `server`, `closed`; `read(path)`, `write(path, text)`,
   `exec(command, timeout_s=10)`, `test()`, `submit()`, `close()`; a context manager that closes
   it.
-- `R2EEnvBase(client, max_steps=50, max_seconds=None)`: the environment with Gymnasium's API
+- `R2EEnvBase(client, max_steps=50, max_seconds=None, kind="instance")`: the environment with
+  Gymnasium's API (`kind="bugfix"` draws bug-fix tasks)
   (`reset(seed=None, options=None) -> (obs, info)`, `step(action) -> (obs, reward, terminated,
   truncated, info)`, `render()`, `close()`), standard library only. `R2EEnv` (from `r2e_gym`,
   which needs gymnasium; also reachable here as `r2e_client.R2EEnv`) is the same as a
@@ -300,6 +302,15 @@ class Client:
             lambda url: self.request("GET", "/v1/instances", server=url)["instances"],
         )
 
+    def tasks(self) -> List[Dict[str, Any]]:
+        """The bug-fix tasks served (`[bugfix]`): dicts with `id`, `repo` and
+        `problem_statement`; empty when the dataset has none. From the first server that
+        answers."""
+        return self._each_server(
+            "GET /v1/instances",
+            lambda url: self.request("GET", "/v1/instances", server=url).get("tasks") or [],
+        )
+
     def open(self, instance: str) -> "Session":
         """Opens a session on `instance` (an id): a fresh workspace with the function stubbed.
         With several servers, on the one where this client has the fewest sessions open, or the
@@ -413,6 +424,9 @@ class Session:
         self.instance: str = answer.get("instance", "")
         self.path: str = answer.get("path", "")
         self.qualname: str = answer.get("qualname", "")
+        # A bug-fix session: its task and report (no path: finding the bug is the agent's).
+        self.task: str = answer.get("task", "")
+        self.problem_statement: str = answer.get("problem_statement", "")
         self._closed = False
 
     @property
@@ -832,9 +846,12 @@ class R2EEnvBase:
     several).
 
     `reset(seed=None, options=None) -> (obs, info)` opens a session (closing the previous one) on
-    `options["instance"]`, else on one of the served instances chosen with the environment's
-    random generator (seeded by `seed`). `info`: `instance`, `session`, `path`, `qualname`,
-    `spec`, `problem`, `tests` and `file` (the exact text of the function's file).
+    `options["instance"]`, else on one of the served instances (with `kind="bugfix"`, one of the
+    served bug-fix tasks) chosen with the environment's random generator (seeded by `seed`).
+    `info`: `instance`, `session`, `path`, `qualname`, `spec`, `problem`, `tests` and `file` (the
+    exact text of the function's file). A bug-fix task's id opens a bug-fix session: its
+    `problem` is the task's report, and `path`, `qualname` and `file` are empty (where the bug
+    is, is for the agent to find; `write_function` has no function to write).
 
     Observations are dicts of strings (`OBS_KEYS`): the instance's `instance`, `path`,
     `qualname`, `spec`, `problem`, the action's `output` (the function's file after a reset) and
@@ -873,7 +890,11 @@ class R2EEnvBase:
         exec_timeout_s: float = 10,
         raise_errors: bool = False,
         render_mode: Optional[str] = None,
+        kind: str = "instance",
     ):
+        if kind not in ("instance", "bugfix"):
+            raise ValueError(f"kind {kind!r} is not 'instance' or 'bugfix'")
+        self.kind = kind
         if isinstance(client, (str, list, tuple)):
             client = Client(client)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -903,10 +924,17 @@ class R2EEnvBase:
     def _choose(self, n: int) -> int:
         return self._rng.randrange(n)
 
+    def _load_instances(self) -> None:
+        """The served instances and bug-fix tasks (a task's report as its `problem`), by id."""
+        self._instances = {i["id"]: i for i in self.client.instances()}
+        for t in self.client.tasks():
+            self._instances[t["id"]] = {**t, "problem": t.get("problem_statement"), "task": True}
+
     def instance_info(self, instance: str) -> Dict[str, Any]:
-        """The `instances()` entry of `instance` (fetched once)."""
+        """The `instances()` entry of `instance`, or of a bug-fix task (its report as
+        `problem`); fetched once."""
         if self._instances is None or instance not in self._instances:
-            self._instances = {i["id"]: i for i in self.client.instances()}
+            self._load_instances()
         if instance not in self._instances:
             raise R2EError(404, f"no instance `{instance}` is served")
         return self._instances[instance]
@@ -922,14 +950,15 @@ class R2EEnvBase:
         instance = (options or {}).get("instance")
         if instance is None:
             if self._instances is None:
-                self._instances = {i["id"]: i for i in self.client.instances()}
-            ids = sorted(self._instances)
+                self._load_instances()
+            want_task = self.kind == "bugfix"
+            ids = sorted(k for k, v in self._instances.items() if bool(v.get("task")) == want_task)
             if not ids:
-                raise R2EError(404, "the server serves no instance")
+                raise R2EError(404, f"the server serves no {'bug-fix task' if want_task else 'instance'}")
             instance = ids[self._choose(len(ids))]
         entry = self.instance_info(instance)
         self.session = self.client.open(instance)
-        file = self.session.read(self.session.path)
+        file = self.session.read(self.session.path) if self.session.path else ""
         self._over = False
         self._steps = 0
         self._started = time.monotonic()
@@ -1008,6 +1037,11 @@ class R2EEnvBase:
                     f"Submitted: reward {reward}, {answer.get('passed')} of {answer.get('total')} "
                     f"tests passed ({info['outcome']})."
                 )
+            elif not s.path:  # write_function, in a bug-fix session
+                error = "a bug-fix session has no function to write: find the bug, and `write` its file"
+                if self.raise_errors:
+                    raise ValueError(error)
+                info.update(status=None, error=error)
             else:  # write_function
                 current = s.read(s.path)
                 try:

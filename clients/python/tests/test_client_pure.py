@@ -286,18 +286,28 @@ class FakeSession:
 
 
 class FakeClient:
-    def __init__(self, ids=("i1",)):
+    def __init__(self, ids=("i1",), tasks=()):
         self.opened = []
         self.ids = ids
+        self.task_ids = tasks
 
     def instances(self):
         return [{"id": i, "repo": "r", "path": "m.py", "qualname": "f", "spec": "Add one.",
                  "problem": "def f(x): ...", "tests": 2} for i in self.ids]
 
+    def tasks(self):
+        return [{"id": t, "repo": "r", "problem_statement": "`f(1)` returns 3, but I expected 2."}
+                for t in self.task_ids]
+
     def open(self, instance):
-        if instance not in self.ids:
+        if instance in self.task_ids:
+            # A bug-fix session: the broken file, no path or qualname given.
+            s = FakeSession({"m.py": "def f(x):\n    return x + 2\n"}, instance)
+            s.path = s.qualname = ""
+        elif instance not in self.ids:
             raise R2EError(404, "no such instance")
-        s = FakeSession({"m.py": "def f(x):\n    raise NotImplementedError\n"}, instance)
+        else:
+            s = FakeSession({"m.py": "def f(x):\n    raise NotImplementedError\n"}, instance)
         self.opened.append(s)
         return s
 
@@ -306,6 +316,23 @@ STUB = "def f(x):\n    raise NotImplementedError\n"
 
 
 class EnvTest(unittest.TestCase):
+    def test_a_bug_fix_task(self):
+        # Drawn only with kind="bugfix"; its report is the problem, the agent finds the file.
+        client = FakeClient(ids=("i1",), tasks=("i1:bug-1",))
+        env = R2EEnvBase(client, kind="bugfix")
+        obs, info = env.reset(seed=3)
+        self.assertEqual(info["instance"], "i1:bug-1")
+        self.assertEqual((obs["path"], obs["qualname"], obs["output"]), ("", "", ""))
+        self.assertIn("I expected 2", obs["problem"])
+        obs, *_ = env.step({"op": "write_function", "code": "def f(x):\n    return x + 1\n"})
+        self.assertIn("no function to write", obs["error"])
+        env.step({"op": "write", "path": "m.py", "text": "def f(x):\n    return x + 1\n"})
+        obs, reward, terminated, _, info = env.step({"op": "submit"})
+        self.assertEqual((reward, terminated, info["outcome"]), (1.0, True, "pass"))
+        self.assertEqual(R2EEnvBase(client).reset(seed=3)[1]["instance"], "i1")
+        with self.assertRaises(ValueError):
+            R2EEnvBase(client, kind="other")
+
     def test_episode(self):
         client = FakeClient()
         env = R2EEnvBase(client)

@@ -407,4 +407,40 @@ fn a_bug_fix_session_rewards_the_gold_fix_and_shows_no_hidden_test() {
         assert_eq!(submitted["reward"], reward, "{submitted}");
         assert_eq!(submitted["outcome"], outcome, "{submitted}");
     }
+
+    // The Python client's environment takes the task too (`kind="bugfix"` draws among tasks).
+    let gold_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(gold_file.path(), &gold).unwrap();
+    let url = format!("http://{}", server.addr);
+    let (code, stdout, stderr) = common::serve::python(&[
+        "-c",
+        r#"
+import json, sys
+sys.path.insert(0, "clients/python")
+from r2e_client import R2EEnvBase
+url, task, path, gold = sys.argv[1:5]
+env = R2EEnvBase(url, kind="bugfix")
+obs, info = env.reset(seed=1)
+drawn = info["instance"]
+obs, info = env.reset(options={"instance": task})
+env.step({"op": "write", "path": path, "text": open(gold).read()})
+_, reward, terminated, _, info = env.step({"op": "submit"})
+print(json.dumps({"drawn": drawn, "problem": obs["problem"], "path": obs["path"],
+                  "reward": reward, "terminated": terminated, "outcome": info["outcome"]}))
+"#,
+        &url,
+        id,
+        file,
+        gold_file.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let got: Value = serde_json::from_str(stdout.trim().lines().last().unwrap()).unwrap();
+    assert!(ids.contains(&got["drawn"].as_str().unwrap()), "{got}");
+    assert_eq!(got["problem"], task["problem_statement"], "{got}");
+    assert_eq!(got["path"], "", "{got}");
+    assert_eq!(
+        (&got["reward"], &got["terminated"], &got["outcome"]),
+        (&Value::from(1.0), &Value::from(true), &Value::from("pass")),
+        "{got}"
+    );
 }
