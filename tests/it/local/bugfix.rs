@@ -303,9 +303,45 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
     assert_eq!(fewer.len(), 1);
     assert!(ids.contains(&fewer[0]["instance_id"].as_str().unwrap().to_owned()));
 
+    // Depth 1: the bug is in `_round`, which `discounted` calls; `discounted`'s tests catch it,
+    // and the report names `discounted`. The gold patch passes.
+    std::fs::write(
+        &pipeline,
+        format!("{text}\n[bugfix]\ndepth = 1\nper_function = 2\n"),
+    )
+    .unwrap();
+    common::offline_build(p.path());
+    let deep = jsonl(&p.path().join("out/bugfix.jsonl"));
+    assert!(!deep.is_empty(), "depth-1 tasks");
+    for t in &deep {
+        assert_eq!(t["depth"], 1, "{t:#}");
+        assert_eq!(t["instance"], id);
+        assert_eq!(t["locations"][0]["function"], "_round", "{t:#}");
+        assert!(!t["FAIL_TO_PASS"].as_array().unwrap().is_empty(), "{t:#}");
+        let statement = t["problem_statement"].as_str().unwrap();
+        assert!(
+            statement.contains("`discounted` does not behave"),
+            "{statement}"
+        );
+        assert!(!statement.contains("_round"), "{statement}");
+    }
+    let task_id = deep[0]["instance_id"].as_str().unwrap();
+    let (code, v, err) = patch_check(task_id, deep[0]["patch"].as_str().unwrap());
+    assert_eq!(
+        (code, &v["outcome"]),
+        (0, &Value::from("pass")),
+        "{v:#} {err}"
+    );
+    let (code, v, err) = patch_check(task_id, "");
+    assert_eq!(
+        (code, &v["outcome"]),
+        (1, &Value::from("fail")),
+        "{v:#} {err}"
+    );
+
     // Not built yet: refused, located, exit 2.
     for (key, value) in [
-        ("depth", "1"),
+        ("depth", "2"),
         ("sources", "[\"history\"]"),
         ("combine", "2"),
         ("statement", "\"model\""),
@@ -321,7 +357,8 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let line = text.lines().count() + 3;
         assert!(
-            stderr.contains(&format!("pipeline.toml:{line}:")) && stderr.contains("not built yet"),
+            stderr.contains(&format!("pipeline.toml:{line}:"))
+                && (stderr.contains("not built yet") || key == "depth"),
             "{key}: {stderr}"
         );
     }

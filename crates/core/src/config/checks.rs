@@ -319,13 +319,6 @@ fn check_bugfix(b: &super::BugfixConfig, at: &Locate) -> Result<()> {
     if b.depth > 1 {
         return Err(at("bugfix", "depth", "`depth` is 0 or 1"));
     }
-    if b.depth == 1 {
-        return Err(at(
-            "bugfix",
-            "depth",
-            "`depth = 1` (a bug one call away, in the function's slice) is not built yet: this r2e makes `depth = 0` tasks",
-        ));
-    }
     if b.combine == 0 {
         return Err(at("bugfix", "combine", "`combine` must be at least 1"));
     }

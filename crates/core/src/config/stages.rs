@@ -340,8 +340,9 @@ pub struct BugfixConfig {
     pub sources: Vec<BugSource>,
     /// At most this many tasks per instance.
     pub per_function: u32,
-    /// 0: the bug is in the function whose harness catches it. (1, a bug one call away in the
-    /// function's slice, is not built yet and is refused.)
+    /// Where the bug is: 0, in the function whose harness catches it; 1, in a function or
+    /// method of the same module that it calls directly (its slice at distance 1), so that the
+    /// agent sees a caller fail and must find the bug one hop away.
     pub depth: u32,
     /// Bugs per task (1). Several bugs of one repository in one task are not built yet: more
     /// than 1 is refused.

@@ -26,6 +26,9 @@ use r2e_python::mutate::Mutant;
 
 /// Where a task's hidden tests are added (`test_patch`), under the repository's root.
 pub const TESTS_DIR: &str = "r2e_tests";
+/// At depth 1, the broken states checked per task wanted (a callee's mutants are checked anew,
+/// not taken from stage `mutate`).
+const CHECKED_PER_TASK: usize = 4;
 /// Calls a report shows besides the first.
 const MORE_CALLS: usize = 2;
 /// Characters of a call or an outcome a report shows.
@@ -55,6 +58,8 @@ struct Broken<'a> {
     mutant: Mutant,
     module: String,
     hash: Hash,
+    /// The function the bug is in: the instance's own (depth 0), or one it calls (depth 1).
+    function: String,
     candidate: &'a Candidate,
     instance: &'a Instance,
 }
@@ -122,29 +127,38 @@ fn chunk(
     let started = std::time::Instant::now();
     let mut broken: Vec<Broken> = Vec::new();
     for &&(done, c, instance) in subjects {
-        let definition = c.problem.reference();
         let mut seen: Vec<Hash> = Vec::new();
-        for m in mutation::of(&definition) {
-            let Some(module) =
-                mutation::module_with(&c.source, &c.summary, c.def, &c.target.qualname, &m)
-            else {
-                continue;
-            };
-            let hash = Hash::of_bytes(module.as_bytes());
-            // Identical broken states are one task; a mutant that changes nothing is none.
-            if *module == *c.source || seen.contains(&hash) {
-                continue;
+        let mut own: Vec<Broken> = Vec::new();
+        for (def, function, definition) in bug_sites(c, cfg.depth) {
+            for m in mutation::of(&definition) {
+                let Some(module) = mutation::module_with(&c.source, &c.summary, def, &function, &m)
+                else {
+                    continue;
+                };
+                let hash = Hash::of_bytes(module.as_bytes());
+                // Identical broken states are one task; a mutant that changes nothing is none.
+                if *module == *c.source || seen.contains(&hash) {
+                    continue;
+                }
+                seen.push(hash);
+                own.push(Broken {
+                    done,
+                    mutant: m,
+                    module,
+                    hash,
+                    function: function.clone(),
+                    candidate: c,
+                    instance,
+                });
             }
-            seen.push(hash);
-            broken.push(Broken {
-                done,
-                mutant: m,
-                module,
-                hash,
-                candidate: c,
-                instance,
-            });
         }
+        if cfg.depth > 0 {
+            // A callee's mutants were never checked against this harness: the first
+            // `CHECKED_PER_TASK` per task wanted, by content, are.
+            own.sort_by_key(order);
+            own.truncate(CHECKED_PER_TASK * cfg.per_function as usize);
+        }
+        broken.extend(own);
     }
     let mut made = Made::default();
     // The first check: stage `mutate`'s, from the cache.
@@ -202,6 +216,7 @@ fn chunk(
                 evidence,
             } => made.tasks.push(task(
                 b,
+                cfg.depth,
                 id,
                 &fail_to_pass,
                 &pass_to_pass,
@@ -217,6 +232,27 @@ fn chunk(
         .map(|(_, c, _)| (c.repo.clone(), each, fresh))
         .collect();
     Ok(made)
+}
+
+/// Where an instance's bugs go at `depth`: (the definition's index in the module, its
+/// qualname, its text dedented). Depth 0: the function itself. Depth 1: each function or method
+/// of its module it calls directly (its slice at distance 1), so that the caller's harness
+/// fails one hop from the bug; the whole module is the candidate, so the bug may be anywhere in
+/// it.
+fn bug_sites(c: &Candidate, depth: u32) -> Vec<(usize, String, String)> {
+    if depth == 0 {
+        return vec![(c.def, c.target.qualname.clone(), c.problem.reference())];
+    }
+    c.callees
+        .iter()
+        .filter_map(|&d| {
+            let def = c.summary.interface.defs.get(d)?;
+            let chunk = c.summary.layout.defs.get(d)?.chunk;
+            let text = c.source.get(chunk.start as usize..chunk.end as usize)?;
+            let text = r2e_python::dedent(text, &r2e_python::strings_in(text));
+            Some((d, def.qualname.clone(), text))
+        })
+        .collect()
 }
 
 /// A broken state as the check path takes it.
@@ -327,6 +363,7 @@ fn judge_runs(verdicts: &[Verdict]) -> Judged {
 /// The task's record.
 fn task(
     b: &Broken,
+    depth: u32,
     id: String,
     fail_to_pass: &[String],
     pass_to_pass: &[String],
@@ -355,10 +392,10 @@ fn task(
         instance: inst.id.clone(),
         bug_patch: diff(&inst.path, original, &b.module),
         origin: BugOrigin::Mutant,
-        depth: 0,
+        depth,
         locations: vec![BugLocation {
             file: inst.path.clone(),
-            function: inst.qualname.clone(),
+            function: b.function.clone(),
             lines: [first, last],
         }],
         mutant_kind: Some(b.mutant.kind.name().to_owned()),

@@ -34,6 +34,10 @@ pub struct Candidate {
     pub problem: Problem,
     /// Its slice's size, and its own length in tokens.
     pub deps: u32,
+    /// The functions and methods of its own module it depends on directly (its slice at
+    /// distance 1), by their index in the module's definitions: where a depth-1 bug-fix task's
+    /// bug may be.
+    pub callees: Vec<usize>,
     pub tokens: u32,
     /// Its module's text and summary, and its definition's index there: what candidates and
     /// mutants are spliced into.
@@ -187,6 +191,25 @@ pub fn prepare(
         env,
         in_file: slice.in_file(file.ix(db)),
         deps: slice.items.len() as u32,
+        callees: slice
+            .items
+            .iter()
+            .filter_map(|&(item, distance)| match item {
+                r2e_python::resolve::Item::Def(f, d)
+                    if distance == 1
+                        && f == file.ix(db)
+                        && d != row.def
+                        && summary
+                            .interface
+                            .defs
+                            .get(d as usize)
+                            .is_some_and(|def| def.kind != r2e_python::summary::DefKind::Class) =>
+                {
+                    Some(d as usize)
+                }
+                _ => None,
+            })
+            .collect(),
         tokens: r2e_python::tokens::count(&definition),
         problem: Problem {
             before,
