@@ -291,6 +291,45 @@ fn harnesses(rows: &[Row]) -> Vec<Figure> {
             "A test whose runs of the reference disagreed (`[validate] repeats`) is dropped.",
         ));
     }
+    // `[bugfix]`: the tasks per depth (and origin), for the datasets that have them.
+    let kinds = [
+        ("mutant", "0"),
+        ("mutant", "1"),
+        ("history", "0"),
+        ("history", "1"),
+    ];
+    let tasks = bins(&|r| {
+        r.bugfix.as_ref().map(|b| {
+            kinds
+                .iter()
+                .map(|(origin, depth)| {
+                    b.per_origin_depth
+                        .get(&format!("{origin} {depth}"))
+                        .copied()
+                        .unwrap_or(0)
+                })
+                .collect()
+        })
+    });
+    if !tasks.is_empty() {
+        harnesses.push(figure(
+            &Chart {
+                id: "bugfix",
+                title: "Bug-fix tasks by origin and depth",
+                x_label: "origin, depth",
+                y_label: "tasks",
+                categories: kinds
+                    .iter()
+                    .map(|(origin, depth)| format!("{origin}, depth {depth}"))
+                    .collect(),
+                series: tasks,
+                scale: Scale::Count,
+            },
+            false,
+            "`[bugfix]` (docs/bugfix.md): broken states the harnesses catch on their stable \
+             tests; depth 1 when the bug is in a function the caught one calls.",
+        ));
+    }
     harnesses
 }
 

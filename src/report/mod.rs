@@ -202,6 +202,8 @@ pub struct BugfixSummary {
     pub per_repo: BTreeMap<String, u64>,
     pub per_origin: BTreeMap<String, u64>,
     pub per_depth: BTreeMap<String, u64>,
+    /// Tasks per `"ORIGIN DEPTH"` (`"mutant 0"`).
+    pub per_origin_depth: BTreeMap<String, u64>,
     /// Tasks the project's own tests catch, do not catch, and were not run on.
     pub caught_by_project_tests: u64,
     pub not_caught_by_project_tests: u64,
@@ -223,6 +225,9 @@ fn bugfix(tasks: &[BugfixTask]) -> BugfixSummary {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
+        *out.per_origin_depth
+            .entry(format!("{origin} {}", t.depth))
+            .or_default() += 1;
         *out.per_origin.entry(origin).or_default() += 1;
         *out.per_depth.entry(t.depth.to_string()).or_default() += 1;
         match t.caught_by_project_tests {

@@ -218,6 +218,29 @@ fn report_html_draws_the_numbers_of_report_json() {
         };
         bins("coverage", &row["coverage_bins"]);
         bins("mutation", &row["mutation"]["score_bins"]);
+        // The bug-fix tasks by origin and depth: the naive dataset's, none for the other.
+        let tasks: Vec<f64> = marks(&html, "bugfix")
+            .into_iter()
+            .filter(|(s, ..)| s == variant)
+            .map(|m| m.2)
+            .collect();
+        if row["bugfix"].is_null() {
+            assert!(tasks.is_empty(), "{variant}: {tasks:?}");
+        } else {
+            let by = &row["bugfix"]["per_origin_depth"];
+            let count = |k: &str| by[k].as_f64().unwrap_or(0.0);
+            assert_eq!(
+                tasks,
+                [
+                    count("mutant 0"),
+                    count("mutant 1"),
+                    count("history 0"),
+                    count("history 1")
+                ],
+                "{variant}"
+            );
+            assert!(tasks[0] > 0.0, "{variant}: {tasks:?}");
+        }
 
         // pass@k: one bar per model and k, each the table's number.
         let t = &row["evaluation"];
