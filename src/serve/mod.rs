@@ -612,6 +612,7 @@ async fn open_session(
             env_lock: instance.env_lock.clone(),
             feedback: server.settings.feedback,
             holdout: server.settings.holdout,
+            task: task.map(|k| server.tasks[k].instance_id.clone()),
             time: trace::now(),
         },
     );

@@ -1279,6 +1279,10 @@ pub enum TraceLine {
         env_lock: String,
         feedback: Feedback,
         holdout: f64,
+        /// A bug-fix session's task (`bugfix.jsonl`'s `instance_id`); `instance` is then the
+        /// instance whose harness judges it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
         time: f64,
     },
     /// An operation (`op`), its request, and what the agent observed.

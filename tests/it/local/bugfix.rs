@@ -443,6 +443,10 @@ fn a_bug_fix_session_rewards_the_gold_fix_and_shows_no_hidden_test() {
             .json();
         assert_eq!(submitted["reward"], reward, "{submitted}");
         assert_eq!(submitted["outcome"], outcome, "{submitted}");
+        // The trace names the task, and the instance whose harness judged it.
+        let trace = server.trace(&sid);
+        assert_eq!(trace[0]["task"], id, "{:#}", trace[0]);
+        assert_eq!(trace[0]["instance"], task["instance"], "{:#}", trace[0]);
     }
 
     // The Python client's environment takes the task too (`kind="bugfix"` draws among tasks).
