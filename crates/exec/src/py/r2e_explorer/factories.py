@@ -198,11 +198,15 @@ class Factories:
         return [(root, name, fn, k[1]) for k, root, name, fn in ranked]
 
     def for_class(self, cls) -> list:
-        """Specs of calls of the project's factories that return an instance of `cls`."""
+        """Specs of calls of the project's factories that return an instance of `cls`. A class
+        that refuses instance checks (a protocol that is not runtime-checkable, `typing.Any`)
+        has no instance to find: none."""
         key = ("class", cls)
         if key in self.cache:
             return self.cache[key]
         self.cache[key] = []
+        if _is_instance(None, cls) is None:
+            return []
         found, probes = [], 0
         for root, name, fn, evidence in self.candidates(cls):
             if len(found) >= MAX_FACTORIES or probes >= MAX_PROBES:
@@ -225,11 +229,20 @@ class Factories:
                     value = self.probe(spec)
                 except Exception:  # noqa: BLE001 - a factory that fails is not one
                     continue
-                if isinstance(value, cls):
+                if _is_instance(value, cls):
                     found.append(spec)
                     break
         self.cache[key] = found
         return found
+
+
+def _is_instance(value, cls):
+    """`isinstance(value, cls)`, or None when `cls` refuses the check (a protocol that is not
+    runtime-checkable, `typing.Any`, a metaclass whose `__instancecheck__` raises)."""
+    try:
+        return bool(isinstance(value, cls))
+    except Exception:  # noqa: BLE001 - the class's own __instancecheck__
+        return None
 
 
 def _has_attribute(cls, name: str) -> bool:

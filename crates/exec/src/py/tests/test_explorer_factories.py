@@ -476,6 +476,47 @@ class ReceiverFactoriesTest(unittest.TestCase):
         self.assertIn("reference.echo('a\\nb')", page_probes)
         self.assertEqual(none, [])
 
+    def test_a_class_that_refuses_instance_checks_has_no_factory(self):
+        # A protocol that is not runtime-checkable, and `typing.Any`, in an annotation: the
+        # factories are asked for them, and answer none instead of raising (cattrs, dacite).
+        import tempfile
+        import typing
+
+        source = """
+            import typing
+
+
+            class Sized(typing.Protocol):
+                def size(self) -> int: ...
+
+
+            def make(n) -> Sized:
+                return [n]
+
+
+            def anything(n) -> typing.Any:
+                return n
+        """
+        with tempfile.TemporaryDirectory(prefix="r2e-py-test-") as root:
+            SampleRepo.write(os.path.join(root, "r2eprotomod.py"), textwrap.dedent(source))
+            sys.path.insert(0, root)
+            try:
+                module = importlib.import_module("r2eprotomod")
+                for cls in (module.Sized, typing.Any):
+                    probes = []
+
+                    def probe(spec):
+                        probes.append(render(spec))
+                        return build(spec, module)
+
+                    with self.assertRaises(TypeError):
+                        isinstance(1, cls)
+                    self.assertEqual(Factories(module, probe, "", strings=["x"]).for_class(cls), [])
+                    self.assertEqual(probes, [])
+            finally:
+                sys.path.remove(root)
+                del sys.modules["r2eprotomod"]
+
 
 class ReceiverExploreTest(unittest.TestCase):
     """The explorer as a script: a class whose constructor gives instances on which no call
