@@ -131,15 +131,13 @@ pub fn check(exec: &Exec, runtime: &Runtime, candidates: &[Candidate]) -> Result
         }
     }
     if !misses.is_empty() {
-        let items: Vec<Item> = misses
-            .iter()
-            .map(|&i| Item {
-                target: candidates[i].target,
-                harness: candidates[i].harness,
-                candidate: Some(candidates[i].module),
-            })
-            .collect();
-        let runs = runs::run_batch(exec, runtime, &items, Mode::Candidate, 1)?;
+        let runs = runs::run_batch(
+            exec,
+            runtime,
+            &items(candidates, &misses),
+            Mode::Candidate,
+            1,
+        )?;
         for (&i, mut runs) in misses.iter().zip(runs) {
             let run = runs.remove(0);
             if !run.is_error() {
@@ -197,15 +195,13 @@ pub fn check_repeated(
         .filter(|&i| got[i].is_none())
         .collect();
     if !misses.is_empty() {
-        let items: Vec<Item> = misses
-            .iter()
-            .map(|&i| Item {
-                target: candidates[i].target,
-                harness: candidates[i].harness,
-                candidate: Some(candidates[i].module),
-            })
-            .collect();
-        let ran = runs::run_batch(exec, runtime, &items, Mode::Candidate, runs)?;
+        let ran = runs::run_batch(
+            exec,
+            runtime,
+            &items(candidates, &misses),
+            Mode::Candidate,
+            runs,
+        )?;
         for (&i, ran) in misses.iter().zip(ran) {
             if !ran.iter().any(RawRun::is_error) {
                 exec.cache.put_action(&keys[i], &ran)?;
@@ -222,6 +218,18 @@ pub fn check_repeated(
             (verdicts, fresh)
         })
         .collect())
+}
+
+/// The runs to make of the candidates at `which`.
+fn items<'a>(candidates: &[Candidate<'a>], which: &[usize]) -> Vec<Item<'a>> {
+    which
+        .iter()
+        .map(|&i| Item {
+            target: candidates[i].target,
+            harness: candidates[i].harness,
+            candidate: Some(candidates[i].module),
+        })
+        .collect()
 }
 
 /// The verdict on one candidate run against the reference's calls.

@@ -66,22 +66,24 @@ fn def_text(src: &str, name: &str) -> String {
     lines[def..end].join("\n") + "\n"
 }
 
-/// `r2e check ID --candidate FILE --json` in the project: its exit code and verdict.
-fn check(p: &Project, id: &str, text: &str) -> (i32, Value) {
-    let file = p.path().join("candidate.py");
+/// `r2e check ID --json FLAG FILE` in the project, FILE holding `text` (`--candidate` a
+/// function, `--patch` a diff): its exit code, its verdict (null when none) and its stderr.
+fn r2e_check(p: &Project, id: &str, flag: &str, text: &str) -> (i32, Value, String) {
+    let file = p.path().join("checked.txt");
     std::fs::write(&file, text).unwrap();
     let out = assert_cmd::Command::cargo_bin("r2e")
         .unwrap()
         .envs(common::offline_env())
         .current_dir(p.path())
-        .args(["check", id, "--json", "--candidate"])
+        .args(["check", id, "--json", flag])
         .arg(&file)
         .timeout(std::time::Duration::from_secs(600))
         .output()
         .unwrap();
     (
         out.status.code().unwrap(),
-        serde_json::from_slice(&out.stdout).unwrap(),
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
@@ -170,7 +172,7 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
             );
         }
         // Judged by the one check path: it fails, and exactly its FAIL_TO_PASS tests fail.
-        let (code, verdict) = check(&p, id, &def_text(&broken, "discounted"));
+        let (code, verdict, _) = r2e_check(&p, id, "--candidate", &def_text(&broken, "discounted"));
         assert_eq!(code, 1, "the broken state fails: {verdict:#}");
         let failing: Vec<String> = verdict["tests"]
             .as_array()
@@ -214,24 +216,7 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
     // fails with the FAIL_TO_PASS tests named; a fix that breaks what passed fails with those
     // PASS_TO_PASS tests named; a diff that is not one is bad input at its line; a path out of
     // the repository is refused.
-    let patch_check = |task: &str, patch: &str| -> (i32, Value, String) {
-        let file = p.path().join("fix.patch");
-        std::fs::write(&file, patch).unwrap();
-        let out = assert_cmd::Command::cargo_bin("r2e")
-            .unwrap()
-            .envs(common::offline_env())
-            .current_dir(p.path())
-            .args(["check", task, "--json", "--patch"])
-            .arg(&file)
-            .timeout(std::time::Duration::from_secs(600))
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap(),
-            serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let patch_check = |task: &str, patch: &str| r2e_check(&p, task, "--patch", patch);
     let task = tasks
         .iter()
         .find(|t| !t["PASS_TO_PASS"].as_array().unwrap().is_empty())
@@ -282,7 +267,7 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
     let bad_line = malformed.lines().position(|l| l.starts_with('?')).unwrap() + 1;
     let (code, _, err) = patch_check(task_id, &malformed);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains(&format!("fix.patch:{bad_line}:")), "{err}");
+    assert!(err.contains(&format!("checked.txt:{bad_line}:")), "{err}");
     let outside = gold.replace("a/shop/prices.py", "a/../../etc/passwd");
     let (code, _, err) = patch_check(task_id, &outside);
     assert_eq!(code, 2, "{err}");
