@@ -105,7 +105,7 @@ fn text(name: &str, repos: &[Named]) -> String {
          \n[sandbox]\n\
          # backend = \"local\"         # bubblewrap; \"docker\" builds an image per environment\n\
          \n# [bugfix]                  # bug-fix tasks from the harnesses (bugfix.jsonl; docs/bugfix.md)\n\
-         # sources = [\"mutants\"]\n\
+         # sources = [\"mutants\"]     # and \"history\": each function's last change, from git\n\
          # per_function = 2\n\
          \n# [evaluate]                # pass@k of models on the dataset (`r2e build` runs it)\n\
          # k = [1, 5]\n\

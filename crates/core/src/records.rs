@@ -805,13 +805,14 @@ pub struct Instance {
 /// r2e's own.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BugfixTask {
-    /// `<instance id>:bug-<12 hex>`: the instance whose harness catches the bug, and the
-    /// broken module's hash.
+    /// `<instance id>:bug-<12 hex>` (a mutant) or `<instance id>:hist-<12 hex>` (a change from
+    /// the history): the instance whose harness catches the bug, and the broken module's hash.
     pub instance_id: String,
     pub repo: String,
     /// The commit the broken state is made from (as `Instance::commit`).
     pub base_commit: String,
-    /// When the function's body last changed (`Instance::changed_at`, else `created_at`).
+    /// When the function's body last changed (`Instance::changed_at`, else `created_at`); for
+    /// a history task, the date of the commit whose change it is.
     pub created_at: Option<String>,
     /// What the agent is told: a user's report of the failing behaviour. Never the broken
     /// file's path, a line, the patch or the tests' code.
@@ -848,6 +849,9 @@ pub struct BugfixTask {
     /// "mutant"`.
     pub mutant_kind: Option<String>,
     pub mutant: Option<String>,
+    /// For `origin = "history"`: the commit whose change to the function is the gold patch
+    /// (`created_at` is its committer date).
+    pub history_commit: Option<String>,
     /// The project's own tests that fail on the broken state; `null`: not run (this r2e does
     /// not run them yet).
     pub project_tests_fail: Option<Vec<String>>,

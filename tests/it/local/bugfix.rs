@@ -325,12 +325,7 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
     );
 
     // Not built yet: refused, located, exit 2.
-    for (key, value) in [
-        ("depth", "2"),
-        ("sources", "[\"history\"]"),
-        ("combine", "2"),
-        ("statement", "\"model\""),
-    ] {
+    for (key, value) in [("depth", "2"), ("combine", "2"), ("statement", "\"model\"")] {
         std::fs::write(&pipeline, format!("{text}\n[bugfix]\n{key} = {value}\n")).unwrap();
         let out = assert_cmd::Command::cargo_bin("r2e")
             .unwrap()
@@ -468,5 +463,187 @@ print(json.dumps({"drawn": drawn, "problem": obs["problem"], "path": obs["path"]
         (&got["reward"], &got["terminated"], &got["outcome"]),
         (&Value::from(1.0), &Value::from(true), &Value::from("pass")),
         "{got}"
+    );
+}
+
+/// `prices.py` at the fixture's first commit: `discounted` has no floor yet, and `total` adds
+/// in a loop.
+const PRICES_V1: &str = r#"def _round(cents):
+    return (cents + 50) // 100
+
+
+def discounted(prices, percent, floor):
+    """Each price lowered by `percent` percent (whole units), never below `floor`.
+
+    >>> discounted([100, 250], 10, 0)
+    [90, 225]
+    """
+    out = []
+    for price in prices:
+        cut = _round(price * percent)
+        value = price - cut
+        out.append(value)
+    return out
+
+
+def total(prices):
+    """The sum of the prices, in whole units."""
+    s = 0
+    for price in prices:
+        s += _round(price)
+    return s
+"#;
+
+/// Runs git in `repo` with fixed names, at `date`; its stdout.
+fn git_at(repo: &Path, date: &str, args: &[&str]) -> String {
+    common::git(repo, Some(date), args)
+}
+
+/// `[bugfix] sources = ["history", "mutants"]` on a repository whose history has, on its
+/// first-parent line, a behaviour change of `discounted` (the floor, commit 2) and a pure
+/// refactor of `total` (commit 3, a variable renamed, and a comment added to `_round`): the change is a task whose
+/// gold patch is the maintainers' own change and whose date is its commit's, judged `pass` by
+/// `r2e check --patch` and its empty patch `fail` with its FAIL_TO_PASS named; the refactor is
+/// no task, and `failures.jsonl` says why; with one task per instance, the history's comes
+/// before the mutants'.
+#[test]
+fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
+    let p = Project::new("//- shop/__init__.py\n", OFFLINE);
+    let repo = p.path().join("repo");
+    let prices = repo.join("shop/prices.py");
+    const C1: &str = "2024-01-10T10:00:00Z";
+    const C2: &str = "2024-03-05T12:00:00Z";
+    const C3: &str = "2024-06-01T08:00:00Z";
+    git_at(&repo, C1, &["init", "-q", "-b", "main"]);
+    std::fs::write(&prices, PRICES_V1).unwrap();
+    git_at(&repo, C1, &["add", "-A"]);
+    git_at(&repo, C1, &["commit", "-q", "-m", "prices"]);
+    let v2 = PRICES_V1.replace(
+        "        value = price - cut\n",
+        "        value = price - cut\n        if value < floor:\n            value = floor\n",
+    );
+    std::fs::write(&prices, &v2).unwrap();
+    git_at(&repo, C2, &["commit", "-q", "-am", "floor"]);
+    let fix = git_at(&repo, C2, &["rev-parse", "HEAD"]);
+    let maintainers = git_at(
+        &repo,
+        C2,
+        &["diff", "HEAD~1", "HEAD", "--", "shop/prices.py"],
+    );
+    let v3 = v2
+        .replace(
+            "    s = 0\n    for price in prices:\n        s += _round(price)\n    return s\n",
+            "    acc = 0\n    for price in prices:\n        acc += _round(price)\n    return acc\n",
+        )
+        .replace(
+            "def _round(cents):\n",
+            "def _round(cents):\n    # half up\n",
+        );
+    assert_ne!(v3, v2);
+    std::fs::write(&prices, &v3).unwrap();
+    git_at(&repo, C3, &["commit", "-q", "-am", "refactor"]);
+
+    let pipeline = p.pipeline();
+    let text = std::fs::read_to_string(&pipeline).unwrap();
+    std::fs::write(
+        &pipeline,
+        format!("{text}\n[bugfix]\nsources = [\"history\", \"mutants\"]\nper_function = 1\n"),
+    )
+    .unwrap();
+    let built = common::offline_build(p.path());
+    assert_eq!(built["counts"]["instances"], 2, "{built}");
+    let tasks = jsonl(&p.path().join("out/bugfix.jsonl"));
+    let discounted = "r:shop/prices.py:discounted";
+    let total = "r:shop/prices.py:total";
+    let of = |id: &str| -> Vec<&Value> { tasks.iter().filter(|t| t["instance"] == id).collect() };
+    // One task per instance: `discounted`'s is its change from the history, `total`'s a mutant
+    // (its refactor is none).
+    let [change] = of(discounted)[..] else {
+        panic!("one task of discounted: {tasks:#?}")
+    };
+    let [mutant] = of(total)[..] else {
+        panic!("one task of total: {tasks:#?}")
+    };
+    assert_eq!(mutant["origin"], "mutant", "{mutant:#}");
+    assert_eq!(change["origin"], "history", "{change:#}");
+    assert!(
+        change["instance_id"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{discounted}:hist-")),
+        "{change:#}"
+    );
+    assert_eq!(change["history_commit"], fix.as_str());
+    assert_eq!(change["created_at"], C2);
+    assert_eq!(change["mutant_kind"], Value::Null);
+    assert_eq!(change["depth"], 0);
+    assert!(!change["FAIL_TO_PASS"].as_array().unwrap().is_empty());
+    // The gold patch is the maintainers' change: the same lines taken out and put in.
+    let changed = |diff: &str| -> Vec<String> {
+        diff.lines()
+            .filter(|l| {
+                (l.starts_with('+') || l.starts_with('-'))
+                    && !l.starts_with("+++")
+                    && !l.starts_with("---")
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    let gold = change["patch"].as_str().unwrap();
+    assert_eq!(
+        changed(gold),
+        changed(&maintainers),
+        "{gold}\n{maintainers}"
+    );
+    // The broken state is today's module with the body from before the change.
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(work.path().join("shop")).unwrap();
+    std::fs::write(work.path().join("shop/prices.py"), &v3).unwrap();
+    apply(work.path(), change["bug_patch"].as_str().unwrap());
+    let broken = std::fs::read_to_string(work.path().join("shop/prices.py")).unwrap();
+    assert_eq!(
+        broken,
+        v3.replace("        if value < floor:\n            value = floor\n", "")
+    );
+    let statement = change["problem_statement"].as_str().unwrap();
+    assert!(statement.contains("discounted("), "{statement}");
+    for secret in ["prices.py", "floor:", "r2e_tests", &fix[..12]] {
+        assert!(!statement.contains(secret), "{secret}: {statement}");
+    }
+
+    // Judged by the one check path.
+    let id = change["instance_id"].as_str().unwrap();
+    let (code, v, err) = r2e_check(&p, id, "--patch", gold);
+    assert_eq!(
+        (code, &v["outcome"]),
+        (0, &Value::from("pass")),
+        "{v:#} {err}"
+    );
+    let (code, v, err) = r2e_check(&p, id, "--patch", "");
+    assert_eq!(
+        (code, &v["outcome"]),
+        (1, &Value::from("fail")),
+        "{v:#} {err}"
+    );
+    assert_eq!(v["fail_to_pass_failing"], change["FAIL_TO_PASS"], "{v:#}");
+
+    // The refactor: judged, and left out with why.
+    let failures = jsonl(&p.path().join("out/failures.jsonl"));
+    let refactor: Vec<&Value> = failures
+        .iter()
+        .filter(|f| {
+            f["stage"] == "bugfix"
+                && f["reason"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("{total}:hist-"))
+        })
+        .collect();
+    assert_eq!(refactor.len(), 1, "{failures:#?}");
+    let reason = refactor[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("refactor"), "{reason}");
+    assert!(
+        reason.contains(&git_at(&repo, C3, &["rev-parse", "--short=12", "HEAD"])),
+        "{reason}"
     );
 }

@@ -466,7 +466,7 @@ fn the_dataset_card_is_front_matter_the_hub_and_datasets_read() {
             "['instance_id', 'repo', 'base_commit', 'created_at', 'problem_statement', 'patch', \
              'test_patch', 'FAIL_TO_PASS', 'PASS_TO_PASS', 'version', 'environment_setup_commit', \
              'instance', 'bug_patch', 'origin', 'depth', 'locations', 'mutant_kind', 'mutant', \
-             'project_tests_fail', 'caught_by_project_tests', 'env_lock', 'stability']"
+             'history_commit', 'project_tests_fail', 'caught_by_project_tests', 'env_lock', 'stability']"
         } else {
             "['reference', 'problem']"
         };

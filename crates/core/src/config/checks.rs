@@ -294,19 +294,12 @@ fn check_model(
 /// `[bugfix]`: the values this r2e builds; the others the issue names are refused as not built
 /// yet, rather than silently ignored.
 fn check_bugfix(b: &super::BugfixConfig, at: &Locate) -> Result<()> {
-    use super::{BugSource, Statement};
+    use super::Statement;
     if b.sources.is_empty() {
         return Err(at(
             "bugfix",
             "sources",
-            "`sources` names at least one source (`\"mutants\"`)",
-        ));
-    }
-    if b.sources.contains(&BugSource::History) {
-        return Err(at(
-            "bugfix",
-            "sources",
-            "`\"history\"` tasks (real changes from a repository's history) are not built yet: this r2e makes bug-fix tasks from `\"mutants\"` only",
+            "`sources` names at least one source (`\"mutants\"`, `\"history\"`)",
         ));
     }
     if b.per_function == 0 {

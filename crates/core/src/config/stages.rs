@@ -335,10 +335,11 @@ impl Default for SelectConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct BugfixConfig {
     /// Where the bugs come from: `mutants` (the dataset's mutants of an instance's function
-    /// that its harness kills on its stable tests). `history` (real changes from the
-    /// repository's history) is not built yet and is refused.
+    /// that its harness kills on its stable tests) and `history` (the body a function had
+    /// before the last commit that changed it, when its harness tells the two apart: the gold
+    /// patch is the maintainers' own change).
     pub sources: Vec<BugSource>,
-    /// At most this many tasks per instance.
+    /// At most this many tasks per instance: changes from the history first, then mutants.
     pub per_function: u32,
     /// Where the bug is: 0, in the function whose harness catches it; 1, in a function or
     /// method of the same module that it calls directly (its slice at distance 1), so that the

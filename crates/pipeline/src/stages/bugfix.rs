@@ -8,12 +8,15 @@
 //! them all: it is the reference, and validation checked it so. Which mutants become tasks is
 //! decided by their content alone (`docs/bugfix.md`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::assemble::Done;
 use super::candidate::Candidate;
+use super::history::{self, Earlier};
 use super::mutation;
-use r2e_core::config::BugfixConfig;
+use r2e_core::config::{BugSource, BugfixConfig};
 use r2e_core::error::Result;
 use r2e_core::hash::Hash;
 use r2e_core::records::{
@@ -51,11 +54,18 @@ pub struct Made {
     pub times: Vec<(String, f64, bool)>,
 }
 
+/// Where a broken state's bug comes from.
+enum Bug {
+    Mutant(Mutant),
+    /// The body before the last change to it: the fix is that change.
+    History(Arc<Earlier>),
+}
+
 /// One broken state of an instance's function.
 struct Broken<'a> {
     /// Index of the instance's `Done`.
     done: usize,
-    mutant: Mutant,
+    bug: Bug,
     module: String,
     hash: Hash,
     /// The function the bug is in: the instance's own (depth 0), or one it calls (depth 1).
@@ -64,9 +74,22 @@ struct Broken<'a> {
     instance: &'a Instance,
 }
 
+/// Each repository's history, by its name: the folder `git` reads it from, and the commit
+/// built (`Checkout::history`, `Checkout::identity`).
+pub type Histories = HashMap<String, (PathBuf, String)>;
+
+/// A definition's earlier body, by (repository, file, place in the file).
+type EarlierBodies = HashMap<(String, String, String), Arc<Earlier>>;
+
 /// The tasks of the selected instances in `dones`. `exec` is stage `mutate`'s (its short run
 /// timeout), so that the first check of each mutant is the one `mutate` stored.
-pub fn make(exec: &Exec, cfg: &BugfixConfig, repeats: u32, dones: &[Done]) -> Result<Made> {
+pub fn make(
+    exec: &Exec,
+    cfg: &BugfixConfig,
+    repeats: u32,
+    dones: &[Done],
+    histories: &Histories,
+) -> Result<Made> {
     let subjects: Vec<(usize, &Candidate, &Instance)> = dones
         .iter()
         .enumerate()
@@ -90,17 +113,24 @@ pub fn make(exec: &Exec, cfg: &BugfixConfig, repeats: u32, dones: &[Done]) -> Re
         runs::workers(),
     );
     use rayon::prelude::*;
+    let mut out = Made::default();
+    let earlier = if cfg.sources.contains(&BugSource::History) {
+        let (found, unread) = earlier_bodies(cfg, &subjects, histories);
+        out.errors += unread;
+        found
+    } else {
+        EarlierBodies::new()
+    };
     let made: Vec<Result<Made>> = chunks
         .par_iter()
         .flat_map_iter(|bin| {
             bin.iter().map(|((runtime, _), idx)| {
                 let chosen: Vec<&(usize, &Candidate, &Instance)> =
                     idx.iter().map(|&k| &subjects[k]).collect();
-                chunk(exec, runtime, cfg, repeats, &chosen)
+                chunk(exec, runtime, cfg, repeats, &chosen, &earlier)
             })
         })
         .collect();
-    let mut out = Made::default();
     for m in made {
         let m = m?;
         out.tasks.extend(m.tasks);
@@ -116,6 +146,73 @@ pub fn make(exec: &Exec, cfg: &BugfixConfig, repeats: u32, dones: &[Done]) -> Re
     Ok(out)
 }
 
+/// A bug site's place in its file (`qualname`, `#n` for the n-th of a name), as dating and
+/// the history name definitions.
+fn place(c: &Candidate, def: usize) -> Option<String> {
+    let places = r2e_python::summary::numbered_places(
+        c.summary.interface.defs.iter().map(|d| d.qualname.as_str()),
+    );
+    places.into_iter().nth(def)
+}
+
+/// The earlier bodies of the subjects' bug sites, read from their repositories' histories (a
+/// file's once, the files in parallel), and how many files' histories could not be read (each
+/// named on stderr; the build runs again).
+fn earlier_bodies(
+    cfg: &BugfixConfig,
+    subjects: &[(usize, &Candidate, &Instance)],
+    histories: &Histories,
+) -> (EarlierBodies, usize) {
+    use rayon::prelude::*;
+    // (repository, file) → the places wanted there, with their bodies' hashes now.
+    let mut wanted: BTreeMap<(String, String), history::Wanted> = BTreeMap::new();
+    for (_, c, inst) in subjects {
+        if !histories.contains_key(&c.repo) {
+            continue;
+        }
+        for (def, _, _) in bug_sites(c, cfg.depth) {
+            let (Some(place), Some(layout)) = (place(c, def), c.summary.layout.defs.get(def))
+            else {
+                continue;
+            };
+            let places = wanted
+                .entry((c.repo.clone(), inst.path.clone()))
+                .or_default();
+            if !places.iter().any(|(p, _)| *p == place) {
+                places.push((place, layout.code_hash));
+            }
+        }
+    }
+    let read: Vec<_> = wanted
+        .into_par_iter()
+        .map(|((repo, path), places)| {
+            let (dir, commit) = &histories[&repo];
+            let found = history::earlier(dir, commit, &path, &places);
+            (repo, path, places, found)
+        })
+        .collect();
+    let mut out = EarlierBodies::new();
+    let mut unread = 0;
+    for (repo, path, places, found) in read {
+        match found {
+            Ok(found) => {
+                for ((place, _), e) in places.into_iter().zip(found) {
+                    if let Some(e) = e {
+                        out.insert((repo.clone(), path.clone(), place), Arc::new(e));
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!(
+                    "warning: repo `{repo}`: cannot read the history of `{path}` for bug-fix tasks: {e}"
+                );
+                unread += 1;
+            }
+        }
+    }
+    (out, unread)
+}
+
 /// The tasks of one environment's instances.
 fn chunk(
     exec: &Exec,
@@ -123,13 +220,40 @@ fn chunk(
     cfg: &BugfixConfig,
     repeats: u32,
     subjects: &[&(usize, &Candidate, &Instance)],
+    earlier: &EarlierBodies,
 ) -> Result<Made> {
     let started = std::time::Instant::now();
+    let mutants = cfg.sources.contains(&BugSource::Mutants);
     let mut broken: Vec<Broken> = Vec::new();
     for &&(done, c, instance) in subjects {
         let mut seen: Vec<Hash> = Vec::new();
         let mut own: Vec<Broken> = Vec::new();
+        let mut changes: Vec<Broken> = Vec::new();
         for (def, function, definition) in bug_sites(c, cfg.depth) {
+            // The body before the last change to it, spliced into today's module.
+            let found = place(c, def)
+                .and_then(|p| earlier.get(&(c.repo.clone(), instance.path.clone(), p)));
+            if let Some(e) = found
+                && let Ok(module) =
+                    r2e_exec::splice::splice(&c.source, &c.summary, def, &e.definition, &function)
+            {
+                let hash = Hash::of_bytes(module.as_bytes());
+                if *module != *c.source && !seen.contains(&hash) {
+                    seen.push(hash);
+                    changes.push(Broken {
+                        done,
+                        bug: Bug::History(e.clone()),
+                        module,
+                        hash,
+                        function: function.clone(),
+                        candidate: c,
+                        instance,
+                    });
+                }
+            }
+            if !mutants {
+                continue;
+            }
             for m in mutation::of(&definition) {
                 let Some(module) = mutation::module_with(&c.source, &c.summary, def, &function, &m)
                 else {
@@ -143,7 +267,7 @@ fn chunk(
                 seen.push(hash);
                 own.push(Broken {
                     done,
-                    mutant: m,
+                    bug: Bug::Mutant(m),
                     module,
                     hash,
                     function: function.clone(),
@@ -158,6 +282,7 @@ fn chunk(
             own.sort_by_key(order);
             own.truncate(CHECKED_PER_TASK * cfg.per_function as usize);
         }
+        broken.extend(changes);
         broken.extend(own);
     }
     let mut made = Made::default();
@@ -170,23 +295,41 @@ fn chunk(
     let mut killed: BTreeMap<usize, Vec<(usize, Vec<String>)>> = BTreeMap::new();
     for (i, c) in checked.iter().enumerate() {
         made.executed += u64::from(c.fresh);
+        let failing = failing(&c.verdict);
         match c.verdict.outcome {
             CheckOutcome::Error => made.errors += 1,
             // A broken state that does not import, or that no test fails, is no task.
-            CheckOutcome::Fail if c.verdict.error.is_none() => {
-                let failing = failing(&c.verdict);
-                if !failing.is_empty() {
-                    killed.entry(broken[i].done).or_default().push((i, failing));
+            CheckOutcome::Fail if c.verdict.error.is_none() && !failing.is_empty() => {
+                killed.entry(broken[i].done).or_default().push((i, failing));
+            }
+            // A mutant the harness does not catch is one of many; a change from the history
+            // that it does not catch is said (a refactor, as far as the tests can tell).
+            _ => {
+                if let Bug::History(e) = &broken[i].bug {
+                    let why = match &c.verdict.error {
+                        Some(err) => format!(
+                            "the body before commit {} does not run in today's module: {err}",
+                            short(&e.commit)
+                        ),
+                        None => format!(
+                            "the harness does not tell the body before commit {} from today's (a refactor, as far as its tests can tell)",
+                            short(&e.commit)
+                        ),
+                    };
+                    made.rejected.push((task_id(&broken[i]), why));
                 }
             }
-            _ => {}
         }
     }
-    // Per instance, the first `per_function` by a hash of the instance and the broken module:
-    // content decides, never the order the mutants were made or checked in.
+    // Per instance, the changes from the history first, then the mutants, each by a hash of
+    // the instance and the broken module, the first `per_function`: content decides, never
+    // the order the bugs were made or checked in.
     let mut chosen: Vec<usize> = Vec::new();
     for (_, mut ks) in killed {
-        ks.sort_by_key(|(i, _)| order(&broken[*i]));
+        ks.sort_by_key(|(i, _)| {
+            let b = &broken[*i];
+            (matches!(b.bug, Bug::Mutant(_)), order(b))
+        });
         chosen.extend(ks.iter().take(cfg.per_function as usize).map(|(i, _)| *i));
     }
     let repeated = checkpath::check_repeated(
@@ -282,7 +425,16 @@ fn order(b: &Broken) -> [u8; 32] {
 }
 
 fn task_id(b: &Broken) -> String {
-    format!("{}:bug-{}", b.instance.id, &b.hash.to_hex()[..12])
+    let kind = match b.bug {
+        Bug::Mutant(_) => "bug",
+        Bug::History(_) => "hist",
+    };
+    format!("{}:{kind}-{}", b.instance.id, &b.hash.to_hex()[..12])
+}
+
+/// A commit's id as people quote it.
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
 }
 
 /// What a broken state's runs say.
@@ -377,11 +529,27 @@ fn task(
         names.iter().map(|n| test_id(&tests_path, n)).collect()
     };
     let (first, last) = changed_lines(original, &b.module);
+    let (origin, mutant_kind, mutant, history_commit, created_at) = match &b.bug {
+        Bug::Mutant(m) => (
+            BugOrigin::Mutant,
+            Some(m.kind.name().to_owned()),
+            Some(m.description.clone()),
+            None,
+            inst.changed_at.clone().or_else(|| inst.created_at.clone()),
+        ),
+        Bug::History(e) => (
+            BugOrigin::History,
+            None,
+            None,
+            Some(e.commit.clone()),
+            Some(r2e_core::dates::rfc3339(e.time)),
+        ),
+    };
     BugfixTask {
         instance_id: id,
         repo: inst.repo.clone(),
         base_commit: inst.commit.clone(),
-        created_at: inst.changed_at.clone().or_else(|| inst.created_at.clone()),
+        created_at,
         problem_statement: report(inst, evidence),
         patch: diff(&inst.path, &b.module, original),
         test_patch: added(&tests_path, &inst.harness),
@@ -391,15 +559,16 @@ fn task(
         environment_setup_commit: inst.commit.clone(),
         instance: inst.id.clone(),
         bug_patch: diff(&inst.path, original, &b.module),
-        origin: BugOrigin::Mutant,
+        origin,
         depth,
         locations: vec![BugLocation {
             file: inst.path.clone(),
             function: b.function.clone(),
             lines: [first, last],
         }],
-        mutant_kind: Some(b.mutant.kind.name().to_owned()),
-        mutant: Some(b.mutant.description.clone()),
+        mutant_kind,
+        mutant,
+        history_commit,
         project_tests_fail: None,
         caught_by_project_tests: None,
         env_lock: inst.env_lock.clone(),

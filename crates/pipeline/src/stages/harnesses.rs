@@ -249,7 +249,12 @@ pub fn run(
     }
     let mut out = HarnessOutputs::default();
     if let (Some(b), true) = (&cfg.bugfix, until >= Stage::Assemble) {
-        let made = super::bugfix::make(&mutant_exec, b, cfg.validate.repeats, &dones)?;
+        let histories: super::bugfix::Histories = inputs
+            .checkouts
+            .iter()
+            .filter_map(|c| Some((c.name.clone(), (c.history()?, c.identity.clone()))))
+            .collect();
+        let made = super::bugfix::make(&mutant_exec, b, cfg.validate.repeats, &dones, &histories)?;
         if made.errors > 0 {
             tallies.retry_later();
         }

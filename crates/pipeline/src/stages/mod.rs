@@ -17,6 +17,7 @@ pub mod dating;
 pub mod environment;
 pub mod generate;
 pub mod harnesses;
+pub mod history;
 pub mod hybrid;
 pub mod keyed;
 pub mod llmgen;
