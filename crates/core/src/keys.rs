@@ -433,6 +433,32 @@ impl ActionKey for RepeatKey<'_> {
     const BUCKET: Bucket = Bucket::Repeat;
 }
 
+/// Stage `bugfix`: which of the project's own tests fail on one state of a module (a broken
+/// state, or the module as it is), run under pytest in the capture's environment
+/// (`r2e_capture.py`'s second mode). The value stored: the failing tests' node ids, sorted.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProjectTestsKey<'a> {
+    /// The embedded capture scripts (`py::CAPTURE`).
+    pub scripts: Hash,
+    /// As in `CaptureKey`: the checkout's files, the capture's environment, the project layer.
+    pub tree: &'a str,
+    pub env_lock: &'a str,
+    pub project: &'a str,
+    /// The module whose import the state replaces.
+    pub module: &'a str,
+    /// The tests run (pytest node ids), in order.
+    pub tests: &'a [String],
+    /// The state's text hash; `None`: the module as the checkout has it.
+    pub state: Option<Hash>,
+    /// Seconds the tests may run.
+    pub time_limit_seconds: u64,
+    pub sandbox: &'a SandboxKey,
+}
+
+impl ActionKey for ProjectTestsKey<'_> {
+    const BUCKET: Bucket = Bucket::ProjectTests;
+}
+
 /// A model request: the API kind, the model, every sampling parameter, the rendered messages
 /// and the sample index. Never the base URL or the API key.
 #[derive(Clone, Debug, Serialize)]

@@ -852,8 +852,9 @@ pub struct BugfixTask {
     /// For `origin = "history"`: the commit whose change to the function is the gold patch
     /// (`created_at` is its committer date).
     pub history_commit: Option<String>,
-    /// The project's own tests that fail on the broken state; `null`: not run (this r2e does
-    /// not run them yet).
+    /// The project's own tests (pytest node ids) that fail on the broken state and pass on the
+    /// module as it is, of those the capture saw call the function; `null`: not known (the
+    /// tests did not run under pytest, or a run did not finish). `[]`: none caught it.
     pub project_tests_fail: Option<Vec<String>>,
     /// Whether any project test catches the bug; `null` when they were not run.
     pub caught_by_project_tests: Option<bool>,

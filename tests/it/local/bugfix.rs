@@ -494,6 +494,26 @@ def total(prices):
     return s
 "#;
 
+/// The project's own tests, added with the fix of `discounted`.
+const PROJECT_TESTS: &str = r#"from shop.prices import discounted
+
+
+def test_floor():
+    assert discounted([100], 50, 60) == [60]
+
+
+def test_plain():
+    assert discounted([100, 250], 10, 0) == [90, 225]
+"#;
+
+/// pytest and what it needs on this interpreter, for the capture's environment.
+const PYTEST: [&str; 4] = [
+    "pytest==8.3.5",
+    "iniconfig==2.1.0",
+    "pluggy==1.6.0",
+    "packaging==25.0",
+];
+
 /// Runs git in `repo` with fixed names, at `date`; its stdout.
 fn git_at(repo: &Path, date: &str, args: &[&str]) -> String {
     common::git(repo, Some(date), args)
@@ -505,7 +525,9 @@ fn git_at(repo: &Path, date: &str, args: &[&str]) -> String {
 /// gold patch is the maintainers' own change and whose date is its commit's, judged `pass` by
 /// `r2e check --patch` and its empty patch `fail` with its FAIL_TO_PASS named; the refactor is
 /// no task, and `failures.jsonl` says why; with one task per instance, the history's comes
-/// before the mutants'.
+/// before the mutants'. The project's own tests (pytest, the capture's environment) run on
+/// each broken state: the test that came with the fix catches the change, and none catches
+/// the mutant of `total`, which no project test calls.
 #[test]
 fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
     let p = Project::new("//- shop/__init__.py\n", OFFLINE);
@@ -523,7 +545,11 @@ fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
         "        value = price - cut\n        if value < floor:\n            value = floor\n",
     );
     std::fs::write(&prices, &v2).unwrap();
-    git_at(&repo, C2, &["commit", "-q", "-am", "floor"]);
+    // The fix comes with a test of its own, as maintainers' fixes do.
+    std::fs::create_dir_all(repo.join("tests")).unwrap();
+    std::fs::write(repo.join("tests/test_prices.py"), PROJECT_TESTS).unwrap();
+    git_at(&repo, C2, &["add", "-A"]);
+    git_at(&repo, C2, &["commit", "-q", "-m", "floor"]);
     let fix = git_at(&repo, C2, &["rev-parse", "HEAD"]);
     let maintainers = git_at(
         &repo,
@@ -550,7 +576,21 @@ fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
         format!("{text}\n[bugfix]\nsources = [\"history\", \"mutants\"]\nper_function = 1\n"),
     )
     .unwrap();
-    let built = common::offline_build(p.path());
+    // pytest for the capture's environment, which runs the project's tests.
+    let pytest = common::wheels("pytest", &PYTEST);
+    let links = format!("{} {}", common::wheelhouse().display(), pytest.display());
+    let out = assert_cmd::Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["build", "--json"])
+        .current_dir(p.path())
+        .env("PIP_NO_INDEX", "1")
+        .env("PIP_FIND_LINKS", links)
+        .timeout(std::time::Duration::from_secs(900))
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let built: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(built["counts"]["instances"], 2, "{built}");
     let tasks = jsonl(&p.path().join("out/bugfix.jsonl"));
     let discounted = "r:shop/prices.py:discounted";
@@ -565,6 +605,20 @@ fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
         panic!("one task of total: {tasks:#?}")
     };
     assert_eq!(mutant["origin"], "mutant", "{mutant:#}");
+    // The project's own tests: the ones that call the function, run on the broken state. The
+    // maintainers' test of the floor catches the change; no project test calls `total`.
+    assert_eq!(
+        change["project_tests_fail"],
+        serde_json::json!(["tests/test_prices.py::test_floor"]),
+        "{change:#}"
+    );
+    assert_eq!(change["caught_by_project_tests"], true);
+    assert_eq!(
+        mutant["project_tests_fail"],
+        serde_json::json!([]),
+        "{mutant:#}"
+    );
+    assert_eq!(mutant["caught_by_project_tests"], false);
     assert_eq!(change["origin"], "history", "{change:#}");
     assert!(
         change["instance_id"]

@@ -71,6 +71,9 @@ pub enum Bucket {
     /// Action: a candidate's raw runs against an instance's harness, repeated, each in a fresh
     /// process (`keys::RepeatKey`): a bug-fix task's broken state.
     Repeat,
+    /// Action: the project's own tests that fail on one state of a module (`keys::
+    /// ProjectTestsKey`): a bug-fix task's broken state, or the module as it is.
+    ProjectTests,
     /// Environments: `<key>/venv` and its sealed record (`keys::EnvKey`).
     Envs,
     /// Project layers: a repository built as a wheel and installed into `<key>/site`, with
@@ -134,7 +137,7 @@ pub enum Layout {
 }
 
 impl Bucket {
-    pub const ALL: [Bucket; 27] = [
+    pub const ALL: [Bucket; 28] = [
         Bucket::Parse,
         Bucket::ParsePack,
         Bucket::Generate,
@@ -145,6 +148,7 @@ impl Bucket {
         Bucket::Check,
         Bucket::Answer,
         Bucket::Repeat,
+        Bucket::ProjectTests,
         Bucket::Envs,
         Bucket::Projects,
         Bucket::Trees,
@@ -178,6 +182,7 @@ impl Bucket {
             Bucket::Check => ("check", Some(3)),
             Bucket::Answer => ("answer", Some(1)),
             Bucket::Repeat => ("check-repeat", Some(1)),
+            Bucket::ProjectTests => ("project-tests", Some(1)),
             Bucket::Envs => ("envs", Some(4)),
             Bucket::Projects => ("projects", Some(1)),
             Bucket::Trees => ("trees", Some(1)),
@@ -211,6 +216,7 @@ impl Bucket {
             | Bucket::Check
             | Bucket::Answer
             | Bucket::Repeat
+            | Bucket::ProjectTests
             | Bucket::Stat
             | Bucket::Github
             | Bucket::Analysis

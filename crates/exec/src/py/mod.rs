@@ -253,6 +253,32 @@ pub struct CaptureRequest<'a> {
     pub time_limit: u64,
 }
 
+/// What `r2e_capture.py` reads in its second mode: the project's tests (pytest node ids) run on
+/// states of one module, each state's text served as the module's import (`None`: the file as
+/// it is).
+#[derive(Clone, Debug, Serialize)]
+pub struct ProjectTestsRequest<'a> {
+    pub repo_root: &'a std::path::Path,
+    pub extra_roots: &'a [PathBuf],
+    pub module: &'a str,
+    pub tests: &'a [String],
+    pub states: Vec<Option<&'a str>>,
+    /// Seconds one state's tests may run.
+    pub time_limit: u64,
+}
+
+/// What `r2e_capture.py` answers in its second mode.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProjectTestsAnswer {
+    pub status: AnswerStatus,
+    /// `pytest`, or `none` when the environment has no pytest.
+    pub runner: String,
+    /// Per state, the node ids that failed; `None`: its run did not finish.
+    pub failed: Vec<Option<Vec<String>>>,
+    pub error: Option<String>,
+}
+
 /// What `r2e_capture.py` answers.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -263,6 +289,8 @@ pub struct CaptureAnswer {
     pub runner: String,
     /// Per target of the request, in its order: the calls recorded, as call-site texts.
     pub calls: Vec<Vec<CallSiteArgs>>,
+    /// Per target, under pytest: the node ids of the tests that called it (at most 200).
+    pub reached: Vec<Vec<String>>,
     pub time_limit_hit: bool,
     pub tests_failed_to_import: u32,
     pub seconds: f64,

@@ -22,9 +22,20 @@ place of the latest kept call that ran none new (a test suite's first calls are 
 its later ones reach the other branches).
 
 OUT.json is {"status": "ok", "runner", "calls": [[{"args", "kwargs"[, "receiver"]}...] per
-target],
+target], "reached": [[pytest node ids] per target],
 "time_limit_hit", "tests_failed_to_import"} or {"status": "error", "error"}; the exit code is 0
-in both cases. The test suite's own failures do not matter: only the calls it made.
+in both cases. The test suite's own failures do not matter: only the calls it made, and under
+pytest which tests reached each target (`reached`, at most `REACHED` each, sorted).
+
+The second mode (the request has "states"): the project's tests on states of one module, for a
+bug-fix task's `project_tests_fail`. REQUEST.json: {"repo_root", "extra_roots", "module",
+"tests": [pytest node ids], "states": [a module text, or null for the file as it is],
+"time_limit"}. Each state runs in a child forked from this process (pytest imported once): the
+module's import is served from the state's text (a finder first on `sys.meta_path`; the
+file's own path stays its `__file__`), and the given tests run under pytest. OUT.json is
+{"status": "ok", "runner": "pytest", "failed": [[node ids that failed] or null per state]}
+(null: the state's run did not finish, its time limit or a crash) or {"status": "error",
+"error"}; "runner": "none" when the environment has no pytest.
 """
 
 from __future__ import annotations
@@ -46,6 +57,8 @@ import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
+# Test ids kept per target in `reached`.
+REACHED = 200
 CO_VARARGS = 0x04
 CO_VARKEYWORDS = 0x08
 # Calls of a target whose arguments are encoded, per slot of `per_target`: the first calls fill
@@ -319,6 +332,10 @@ class Capture:
         self.tries = [0 for _ in self.targets]
         self.codes = {}
         self.busy = False
+        # The pytest node id of the test running (`NodeIds`), and per target the ones that
+        # reached it.
+        self.test = None
+        self.reached = [set() for _ in self.targets]
 
     def resolve_all(self):
         for i, t in enumerate(self.targets):
@@ -334,6 +351,10 @@ class Capture:
         entry = self.codes.get(frame.f_code)
         if entry is None:
             return None
+        if self.test is not None:
+            reached = self.reached[entry[0]]
+            if len(reached) < REACHED:
+                reached.add(self.test)
         self.busy = True
         try:
             pending = self.enter(entry, frame)
@@ -442,7 +463,24 @@ class Pending:
         return self.event
 
 
-def run_pytest(pytest, root: str, tests: list, scratch: str) -> str:
+class NodeIds:
+    """A pytest plugin that tells the capture which test runs (`Capture.test`), and keeps the
+    ids of the tests that failed, in any phase."""
+
+    def __init__(self, capture=None):
+        self.capture = capture
+        self.failed = set()
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        if self.capture is not None:
+            self.capture.test = nodeid
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            self.failed.add(report.nodeid)
+
+
+def run_pytest(pytest, root: str, tests: list, scratch: str, plugin=None) -> str:
     ini = os.path.join(scratch, "r2e_capture.ini")
     with open(ini, "w", encoding="utf-8") as f:
         f.write("[pytest]\n")
@@ -466,7 +504,7 @@ def run_pytest(pytest, root: str, tests: list, scratch: str) -> str:
         saved = sys.stdout
         sys.stdout = null
         try:
-            pytest.main(args)
+            pytest.main(args, plugins=[plugin] if plugin is not None else None)
         finally:
             sys.stdout = saved
     return "pytest"
@@ -510,7 +548,8 @@ def run_unittest(tests: list) -> tuple:
     return "unittest", failed
 
 
-def capture(request: dict, scratch: str) -> dict:
+def set_paths(request: dict) -> str:
+    """The import path as the tests see it; the repository's root."""
     repo_root = os.path.join(HERE, request["repo_root"])
     sys.path[0:0] = [repo_root]
     for extra in request.get("extra_roots") or []:
@@ -519,6 +558,94 @@ def capture(request: dict, scratch: str) -> dict:
             sys.path.append(extra)
     sys.path.append(HERE)
     sys.dont_write_bytecode = True
+    return repo_root
+
+
+class StateFinder:
+    """Serves one module's import from a given text (a bug-fix task's broken state), with the
+    file's own path as its origin, so that the package around it is as it was."""
+
+    def __init__(self, module: str, text: str):
+        self.module, self.text = module, text
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.module:
+            return None
+        import importlib.machinery
+
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or not spec.origin:
+            return None
+        spec.loader = StateLoader(self.text, spec.origin)
+        spec.cached = None
+        return spec
+
+
+class StateLoader:
+    def __init__(self, text: str, origin: str):
+        self.text, self.origin = text, origin
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__file__ = self.origin
+        exec(compile(self.text, self.origin, "exec", dont_inherit=True), module.__dict__)
+
+
+def project_tests(request: dict, scratch: str) -> dict:
+    """The given tests on each state of one module (the module's docstring, second mode)."""
+    repo_root = set_paths(request)
+    import r2e_limit
+
+    try:
+        import pytest
+    except BaseException:
+        return {"status": "ok", "runner": "none", "failed": []}
+    tests = [os.path.join(repo_root, t) for t in request.get("tests") or []]
+    limit = max(float(request.get("time_limit") or 60), 1.0)
+    failed = []
+    for n, text in enumerate(request.get("states") or []):
+        if not tests:
+            failed.append([])
+            continue
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            code = 1
+            try:
+                if text is not None:
+                    sys.meta_path.insert(0, StateFinder(request["module"], text))
+
+                def expire(signum, frame):
+                    raise Deadline()
+
+                signal.signal(signal.SIGALRM, expire)
+                r2e_limit.watch().start(limit, 1.0)
+                plugin = NodeIds()
+                state_scratch = os.path.join(scratch, f"state-{n}")
+                os.makedirs(state_scratch, exist_ok=True)
+                run_pytest(pytest, repo_root, tests, state_scratch, plugin)
+                with os.fdopen(write, "w", encoding="utf-8") as f:
+                    json.dump(sorted(plugin.failed), f)
+                code = 0
+            except BaseException:
+                pass
+            os._exit(code)
+        os.close(write)
+        with os.fdopen(read, encoding="utf-8") as f:
+            said = f.read()
+        _, status = os.waitpid(pid, 0)
+        try:
+            failed.append(json.loads(said) if os.waitstatus_to_exitcode(status) == 0 else None)
+        except ValueError:
+            failed.append(None)
+    return {"status": "ok", "runner": "pytest", "failed": failed}
+
+
+def capture(request: dict, scratch: str) -> dict:
+    repo_root = set_paths(request)
     import r2e_equiv
     import r2e_limit
 
@@ -549,7 +676,7 @@ def capture(request: dict, scratch: str) -> dict:
             except BaseException:
                 pytest = None
             if pytest is not None:
-                out["runner"] = run_pytest(pytest, repo_root, tests, scratch)
+                out["runner"] = run_pytest(pytest, repo_root, tests, scratch, NodeIds(cap))
             else:
                 out["runner"], out["tests_failed_to_import"] = run_unittest(tests)
         except (Deadline, KeyboardInterrupt):
@@ -564,6 +691,7 @@ def capture(request: dict, scratch: str) -> dict:
             out["time_limit_hit"] = out["time_limit_hit"] or meter.over
             cap.flush()
     out["calls"] = cap.calls
+    out["reached"] = [sorted(r) for r in cap.reached]
     return out
 
 
@@ -587,7 +715,10 @@ def main(argv: list[str]) -> int:
         request = json.load(f)
     started = time.monotonic()
     try:
-        result = capture(request, os.path.dirname(out_path))
+        if "states" in request:
+            result = project_tests(request, os.path.dirname(out_path))
+        else:
+            result = capture(request, os.path.dirname(out_path))
     except BaseException as exc:  # the answer is written whatever the tests did
         result = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
     result["seconds"] = round(time.monotonic() - started, 3)

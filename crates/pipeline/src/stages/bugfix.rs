@@ -74,22 +74,34 @@ struct Broken<'a> {
     instance: &'a Instance,
 }
 
-/// Each repository's history, by its name: the folder `git` reads it from, and the commit
-/// built (`Checkout::history`, `Checkout::identity`).
-pub type Histories = HashMap<String, (PathBuf, String)>;
+/// What the stage needs of a repository's checkout.
+pub struct RepoFacts {
+    /// Its history: the folder `git` reads it from, and the commit built (`Checkout::history`,
+    /// `Checkout::identity`); `None` without history.
+    pub history: Option<(PathBuf, String)>,
+    /// `Checkout::tree`: what the project's tests read.
+    pub tree: String,
+}
+
+/// The repositories, by name.
+pub type Repos = HashMap<String, RepoFacts>;
+
+/// The stage's settings.
+pub struct Settings<'a> {
+    pub bugfix: &'a BugfixConfig,
+    /// `[validate] repeats`: the runs a broken state is judged on.
+    pub repeats: u32,
+    /// Seconds the project's own tests may run on one state (the capture's limit).
+    pub tests_time_limit: u64,
+}
 
 /// A definition's earlier body, by (repository, file, place in the file).
 type EarlierBodies = HashMap<(String, String, String), Arc<Earlier>>;
 
 /// The tasks of the selected instances in `dones`. `exec` is stage `mutate`'s (its short run
 /// timeout), so that the first check of each mutant is the one `mutate` stored.
-pub fn make(
-    exec: &Exec,
-    cfg: &BugfixConfig,
-    repeats: u32,
-    dones: &[Done],
-    histories: &Histories,
-) -> Result<Made> {
+pub fn make(exec: &Exec, settings: &Settings, dones: &[Done], repos: &Repos) -> Result<Made> {
+    let cfg = settings.bugfix;
     let subjects: Vec<(usize, &Candidate, &Instance)> = dones
         .iter()
         .enumerate()
@@ -115,7 +127,7 @@ pub fn make(
     use rayon::prelude::*;
     let mut out = Made::default();
     let earlier = if cfg.sources.contains(&BugSource::History) {
-        let (found, unread) = earlier_bodies(cfg, &subjects, histories);
+        let (found, unread) = earlier_bodies(cfg, &subjects, repos);
         out.errors += unread;
         found
     } else {
@@ -127,7 +139,7 @@ pub fn make(
             bin.iter().map(|((runtime, _), idx)| {
                 let chosen: Vec<&(usize, &Candidate, &Instance)> =
                     idx.iter().map(|&k| &subjects[k]).collect();
-                chunk(exec, runtime, cfg, repeats, &chosen, &earlier)
+                chunk(exec, runtime, settings, &chosen, &earlier, repos)
             })
         })
         .collect();
@@ -161,13 +173,17 @@ fn place(c: &Candidate, def: usize) -> Option<String> {
 fn earlier_bodies(
     cfg: &BugfixConfig,
     subjects: &[(usize, &Candidate, &Instance)],
-    histories: &Histories,
+    repos: &Repos,
 ) -> (EarlierBodies, usize) {
     use rayon::prelude::*;
     // (repository, file) → the places wanted there, with their bodies' hashes now.
     let mut wanted: BTreeMap<(String, String), history::Wanted> = BTreeMap::new();
     for (_, c, inst) in subjects {
-        if !histories.contains_key(&c.repo) {
+        if repos
+            .get(&c.repo)
+            .and_then(|r| r.history.as_ref())
+            .is_none()
+        {
             continue;
         }
         for (def, _, _) in bug_sites(c, cfg.depth) {
@@ -186,7 +202,7 @@ fn earlier_bodies(
     let read: Vec<_> = wanted
         .into_par_iter()
         .map(|((repo, path), places)| {
-            let (dir, commit) = &histories[&repo];
+            let (dir, commit) = repos[&repo].history.as_ref().expect("filtered");
             let found = history::earlier(dir, commit, &path, &places);
             (repo, path, places, found)
         })
@@ -217,11 +233,12 @@ fn earlier_bodies(
 fn chunk(
     exec: &Exec,
     runtime: &r2e_exec::jobs::Runtime,
-    cfg: &BugfixConfig,
-    repeats: u32,
+    settings: &Settings,
     subjects: &[&(usize, &Candidate, &Instance)],
     earlier: &EarlierBodies,
+    repos: &Repos,
 ) -> Result<Made> {
+    let (cfg, repeats) = (settings.bugfix, settings.repeats);
     let started = std::time::Instant::now();
     let mutants = cfg.sources.contains(&BugSource::Mutants);
     let mut broken: Vec<Broken> = Vec::new();
@@ -332,6 +349,8 @@ fn chunk(
         });
         chosen.extend(ks.iter().take(cfg.per_function as usize).map(|(i, _)| *i));
     }
+    // The broken states that became tasks, in `made.tasks`' order.
+    let mut tasked: Vec<usize> = Vec::new();
     let repeated = checkpath::check_repeated(
         exec,
         runtime,
@@ -357,17 +376,21 @@ fn chunk(
                 pass_to_pass,
                 stability,
                 evidence,
-            } => made.tasks.push(task(
-                b,
-                cfg.depth,
-                id,
-                &fail_to_pass,
-                &pass_to_pass,
-                stability,
-                &evidence,
-            )),
+            } => {
+                made.tasks.push(task(
+                    b,
+                    cfg.depth,
+                    id,
+                    &fail_to_pass,
+                    &pass_to_pass,
+                    stability,
+                    &evidence,
+                ));
+                tasked.push(i);
+            }
         }
     }
+    project_tests(exec, settings, &broken, &tasked, &mut made, repos)?;
     let each = started.elapsed().as_secs_f64() / subjects.len().max(1) as f64;
     let fresh = made.executed > 0;
     made.times = subjects
@@ -375,6 +398,59 @@ fn chunk(
         .map(|(_, c, _)| (c.repo.clone(), each, fresh))
         .collect();
     Ok(made)
+}
+
+/// The project's own tests on each task's broken state: those the capture saw call the
+/// instance's function (at depth 1, the caller's: the callee's own are not recorded), run on the
+/// module as it is and on each broken state (`capture::project_tests`). A task's
+/// `project_tests_fail` are the ones that fail on its broken state and not on the module as it
+/// is; they stay `null` when the tests did not run under pytest or a run did not finish.
+fn project_tests(
+    exec: &Exec,
+    settings: &Settings,
+    broken: &[Broken],
+    tasked: &[usize],
+    made: &mut Made,
+    repos: &Repos,
+) -> Result<()> {
+    let first = made.tasks.len() - tasked.len();
+    let mut by_instance: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (k, &i) in tasked.iter().enumerate() {
+        by_instance.entry(broken[i].done).or_default().push(k);
+    }
+    for ks in by_instance.values() {
+        let b = &broken[tasked[ks[0]]];
+        let (Some(tests), Some(facts)) = (&b.candidate.project_tests, repos.get(&b.candidate.repo))
+        else {
+            continue;
+        };
+        let mut states: Vec<Option<&str>> = vec![None];
+        states.extend(ks.iter().map(|&k| Some(broken[tasked[k]].module.as_str())));
+        let (failed, fresh) = super::capture::project_tests(
+            exec,
+            b.candidate,
+            &facts.tree,
+            tests,
+            &states,
+            settings.tests_time_limit,
+        )?;
+        made.executed += u64::from(fresh);
+        let Some(Some(before)) = failed.first() else {
+            continue;
+        };
+        for (&k, after) in ks.iter().zip(&failed[1..]) {
+            let Some(after) = after else { continue };
+            let caught: Vec<String> = after
+                .iter()
+                .filter(|t| !before.contains(t))
+                .cloned()
+                .collect();
+            let task = &mut made.tasks[first + k];
+            task.caught_by_project_tests = Some(!caught.is_empty());
+            task.project_tests_fail = Some(caught);
+        }
+    }
+    Ok(())
 }
 
 /// Where an instance's bugs go at `depth`: (the definition's index in the module, its

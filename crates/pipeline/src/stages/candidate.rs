@@ -38,6 +38,9 @@ pub struct Candidate {
     /// distance 1), by their index in the module's definitions: where a depth-1 bug-fix task's
     /// bug may be.
     pub callees: Vec<usize>,
+    /// The project's own tests (pytest node ids) that called it when the capture ran them;
+    /// `None` when they did not run under pytest (no test files, no pytest, or no capture).
+    pub project_tests: Option<Vec<String>>,
     pub tokens: u32,
     /// Its module's text and summary, and its definition's index there: what candidates and
     /// mutants are spliced into.
@@ -210,6 +213,7 @@ pub fn prepare(
                 _ => None,
             })
             .collect(),
+        project_tests: None,
         tokens: r2e_python::tokens::count(&definition),
         problem: Problem {
             before,

@@ -8,10 +8,12 @@ use std::collections::BTreeMap;
 
 use r2e_core::config::GenerateConfig;
 use r2e_core::error::Result;
-use r2e_core::keys::{CaptureKey, CaptureSettings};
+use r2e_core::keys::{CaptureKey, CaptureSettings, ProjectTestsKey};
 use r2e_core::records::{CallSiteArgs, CaptureTarget};
 use r2e_exec::jobs::{Exec, MESSAGE_CAP, redact, run_script};
-use r2e_exec::py::{self, AnswerStatus, CaptureAnswer, CaptureRequest};
+use r2e_exec::py::{
+    self, AnswerStatus, CaptureAnswer, CaptureRequest, ProjectTestsAnswer, ProjectTestsRequest,
+};
 use r2e_exec::runs::describe_crash;
 use r2e_exec::sandbox::Exit;
 
@@ -44,6 +46,8 @@ pub fn target_of(c: &Candidate) -> CaptureTarget {
 /// What one repository's capture gave: the calls per target, and the time it took.
 pub struct Captured {
     pub calls: BTreeMap<CaptureTarget, Vec<CallSiteArgs>>,
+    /// Under pytest (`None` otherwise): per target, the project's tests that called it.
+    pub reached: Option<BTreeMap<CaptureTarget, Vec<String>>>,
     pub seconds: f64,
     pub fresh: bool,
 }
@@ -135,6 +139,9 @@ pub fn capture_repo(
             for calls in &mut answer.calls {
                 calls.retain(|call| !names_machine(call, &names));
             }
+            for tests in &mut answer.reached {
+                tests.retain(|id| !names_path(id, &names));
+            }
             answer.error = answer.error.map(|e| redact(&e, &names, MESSAGE_CAP));
             // A capture the sandbox's clock stopped is not stored (a loaded machine, perhaps):
             // the script stops the tests itself before that.
@@ -145,7 +152,15 @@ pub fn capture_repo(
         }
     };
     let mut calls = BTreeMap::new();
+    let mut reached = None;
     if answer.status == AnswerStatus::Ok {
+        if answer.runner == "pytest" {
+            let mut by_target = BTreeMap::new();
+            for (target, tests) in targets.iter().zip(&answer.reached) {
+                by_target.insert(target.clone(), tests.clone());
+            }
+            reached = Some(by_target);
+        }
         for (target, found) in targets.into_iter().zip(answer.calls) {
             if !found.is_empty() {
                 calls.insert(target, found);
@@ -154,6 +169,7 @@ pub fn capture_repo(
     }
     Ok(Some(Captured {
         calls,
+        reached,
         seconds: started.elapsed().as_secs_f64(),
         fresh,
     }))
@@ -164,12 +180,96 @@ fn names_machine(call: &CallSiteArgs, names: &[(std::path::PathBuf, &str)]) -> b
     let texts = (call.args.iter())
         .chain(call.kwargs.iter().map(|(_, t)| t))
         .chain(call.receiver.iter());
-    texts.into_iter().any(|text| {
-        names.iter().any(|(path, _)| {
-            let p = path.to_string_lossy();
-            p.len() > 1 && text.contains(p.as_ref())
-        })
+    texts.into_iter().any(|text| names_path(text, names))
+}
+
+/// Whether `text` names one of this machine's folders.
+fn names_path(text: &str, names: &[(std::path::PathBuf, &str)]) -> bool {
+    names.iter().any(|(path, _)| {
+        let p = path.to_string_lossy();
+        p.len() > 1 && text.contains(p.as_ref())
     })
+}
+
+/// Which of the project's own `tests` (pytest node ids: the ones the capture saw call the
+/// function) fail on each of `states` of the candidate's module (`None`: the module as it is;
+/// `tree`: its checkout's),
+/// in the capture's environment, from the cache or in one sandboxed run of those missing
+/// (`r2e_capture.py`'s second mode, `keys::ProjectTestsKey`). Per state, the failing ids, or
+/// `None` when they are not known: no usable environment or pytest, or a run that did not
+/// finish (not stored: the next build runs it again).
+pub fn project_tests(
+    exec: &Exec,
+    c: &Candidate,
+    tree: &str,
+    tests: &[String],
+    states: &[Option<&str>],
+    time_limit_seconds: u64,
+) -> Result<(Vec<Option<Vec<String>>>, bool)> {
+    let mut out: Vec<Option<Vec<String>>> = vec![None; states.len()];
+    let Ok(env) = c.usable_env() else {
+        return Ok((out, false));
+    };
+    let (runtime, env_lock) = env.capture_runtime(&c.target.root);
+    let sandbox = exec.sandbox_key();
+    let scripts = py::files_hash(py::CAPTURE);
+    let key = |state: &Option<&str>| ProjectTestsKey {
+        scripts,
+        tree,
+        env_lock,
+        project: &c.code.project,
+        module: &c.target.module,
+        tests,
+        state: state.map(|s| r2e_core::hash::Hash::of_bytes(s.as_bytes())),
+        time_limit_seconds,
+        sandbox: &sandbox,
+    };
+    let mut missing = Vec::new();
+    for (i, state) in states.iter().enumerate() {
+        match exec.cache.get_action::<_, Vec<String>>(&key(state)) {
+            Some(failed) => out[i] = Some(failed),
+            None => missing.push(i),
+        }
+    }
+    if missing.is_empty() {
+        return Ok((out, false));
+    }
+    let target = &c.target;
+    let request = ProjectTestsRequest {
+        repo_root: &target.import_root,
+        extra_roots: &target.extra_roots,
+        module: &target.module,
+        tests,
+        states: missing.iter().map(|&i| states[i]).collect(),
+        time_limit: time_limit_seconds,
+    };
+    let per_state = 3 * time_limit_seconds + 20;
+    let limits = exec.limits(super::generate::JOB_BACKSTOP * per_state * missing.len() as u64);
+    let (_, answer, scratch) = run_script::<_, ProjectTestsAnswer>(
+        exec,
+        &runtime,
+        py::CAPTURE,
+        &[],
+        &request,
+        limits,
+        &target.hide,
+    )?;
+    let Ok(answer) = answer else {
+        return Ok((out, true));
+    };
+    if answer.status != AnswerStatus::Ok || answer.runner != "pytest" {
+        return Ok((out, true));
+    }
+    let names = runtime.names(&scratch, exec.cache.root());
+    for (&i, failed) in missing.iter().zip(answer.failed) {
+        let Some(mut failed) = failed else { continue };
+        // Untrusted ids: one that names this machine's folders is not kept.
+        failed.retain(|id| !names_path(id, &names));
+        failed.sort();
+        exec.cache.put_action(&key(&states[i]), &failed)?;
+        out[i] = Some(failed);
+    }
+    Ok((out, true))
 }
 
 /// The candidate's call sites with the captured calls first (without repeats).

@@ -249,12 +249,27 @@ pub fn run(
     }
     let mut out = HarnessOutputs::default();
     if let (Some(b), true) = (&cfg.bugfix, until >= Stage::Assemble) {
-        let histories: super::bugfix::Histories = inputs
+        let repos: super::bugfix::Repos = inputs
             .checkouts
             .iter()
-            .filter_map(|c| Some((c.name.clone(), (c.history()?, c.identity.clone()))))
+            .map(|c| {
+                let facts = super::bugfix::RepoFacts {
+                    history: c.history().map(|dir| (dir, c.identity.clone())),
+                    tree: c.tree.clone(),
+                };
+                (c.name.clone(), facts)
+            })
             .collect();
-        let made = super::bugfix::make(&mutant_exec, b, cfg.validate.repeats, &dones, &histories)?;
+        let made = super::bugfix::make(
+            &mutant_exec,
+            &super::bugfix::Settings {
+                bugfix: b,
+                repeats: cfg.validate.repeats,
+                tests_time_limit: cfg.generate.capture_time_limit_seconds,
+            },
+            &dones,
+            &repos,
+        )?;
         if made.errors > 0 {
             tallies.retry_later();
         }
@@ -417,8 +432,12 @@ fn capture_group(
         recorded,
     );
     for (_, c, _) in group.iter_mut() {
-        if let Some(calls) = captured.calls.get(&capture::target_of(c)) {
+        let target = capture::target_of(c);
+        if let Some(calls) = captured.calls.get(&target) {
             capture::merge(calls, &mut c.target.call_sites);
+        }
+        if let Some(reached) = &captured.reached {
+            c.project_tests = Some(reached.get(&target).cloned().unwrap_or_default());
         }
     }
     Ok(())
