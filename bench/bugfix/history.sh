@@ -39,10 +39,10 @@ grep -v '^#' "$here/history-projects.txt" | grep -v '^$' | while read -r name ve
       archive=$(find "$work/dl" -maxdepth 1 -type f \( -iname "${name}-${v}.*" -o -iname "${name//-/_}-${v}.*" \) | head -1)
     fi
     tmp=$(mktemp -d)
-    tar -xf "$archive" -C "$tmp"
+    tar --no-same-owner -xf "$archive" -C "$tmp"
     # The release's files replace the previous release's (the history keeps only `.git`).
     find "$repo" -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} +
-    cp -a "$tmp"/*/. "$repo/"
+    cp -R "$tmp"/*/. "$repo/"
     rm -rf "$tmp"
     date=$(printf '2024-01-%02dT12:00:00Z' "$day")
     day=$((day + 1))

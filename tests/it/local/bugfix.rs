@@ -466,25 +466,8 @@ print(json.dumps({"drawn": drawn, "problem": obs["problem"], "path": obs["path"]
     );
 }
 
-/// `prices.py` at the fixture's first commit: `discounted` has no floor yet, and `total` adds
-/// in a loop.
-const PRICES_V1: &str = r#"def _round(cents):
-    return (cents + 50) // 100
-
-
-def discounted(prices, percent, floor):
-    """Each price lowered by `percent` percent (whole units), never below `floor`.
-
-    >>> discounted([100, 250], 10, 0)
-    [90, 225]
-    """
-    out = []
-    for price in prices:
-        cut = _round(price * percent)
-        value = price - cut
-        out.append(value)
-    return out
-
+/// `total`, which the fixture with history adds to `FILES`' `prices.py`.
+const TOTAL: &str = r#"
 
 def total(prices):
     """The sum of the prices, in whole units."""
@@ -493,6 +476,17 @@ def total(prices):
         s += _round(price)
     return s
 "#;
+
+/// The floor `discounted` gets at the fixture's second commit.
+const FLOOR: &str = "        if value < floor:\n            value = floor\n";
+
+/// `prices.py` at the fixture's first commit: `FILES`' `discounted` without its floor, and
+/// `total`.
+fn prices_v1() -> String {
+    let today = FILES.split("//- shop/prices.py\n").nth(1).unwrap();
+    assert!(today.contains(FLOOR));
+    today.replace(FLOOR, "") + TOTAL
+}
 
 /// The project's own tests, added with the fix of `discounted`.
 const PROJECT_TESTS: &str = r#"from shop.prices import discounted
@@ -537,12 +531,13 @@ fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
     const C2: &str = "2024-03-05T12:00:00Z";
     const C3: &str = "2024-06-01T08:00:00Z";
     git_at(&repo, C1, &["init", "-q", "-b", "main"]);
-    std::fs::write(&prices, PRICES_V1).unwrap();
+    let v1 = prices_v1();
+    std::fs::write(&prices, &v1).unwrap();
     git_at(&repo, C1, &["add", "-A"]);
     git_at(&repo, C1, &["commit", "-q", "-m", "prices"]);
-    let v2 = PRICES_V1.replace(
+    let v2 = v1.replace(
         "        value = price - cut\n",
-        "        value = price - cut\n        if value < floor:\n            value = floor\n",
+        &format!("        value = price - cut\n{FLOOR}"),
     );
     std::fs::write(&prices, &v2).unwrap();
     // The fix comes with a test of its own, as maintainers' fixes do.
@@ -655,10 +650,7 @@ fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
     std::fs::write(work.path().join("shop/prices.py"), &v3).unwrap();
     apply(work.path(), change["bug_patch"].as_str().unwrap());
     let broken = std::fs::read_to_string(work.path().join("shop/prices.py")).unwrap();
-    assert_eq!(
-        broken,
-        v3.replace("        if value < floor:\n            value = floor\n", "")
-    );
+    assert_eq!(broken, v3.replace(FLOOR, ""));
     let statement = change["problem_statement"].as_str().unwrap();
     assert!(statement.contains("discounted("), "{statement}");
     for secret in ["prices.py", "floor:", "r2e_tests", &fix[..12]] {
