@@ -477,15 +477,30 @@ def total(prices):
     return s
 "#;
 
+/// `roots`, which the fixture with history adds too: its first version uses the module's
+/// import of `isqrt`, which the third commit moves into it.
+const ROOTS: &str = r#"
+
+def roots(values):
+    """The integer square roots of the values, in hundredths, rounded to whole units."""
+    out = []
+    for v in values:
+        out.append(_round(isqrt(v) * 100))
+    return out
+"#;
+
+/// The module-level import the fixture's first module has.
+const IMPORT: &str = "from math import isqrt\n\n\n";
+
 /// The floor `discounted` gets at the fixture's second commit.
 const FLOOR: &str = "        if value < floor:\n            value = floor\n";
 
-/// `prices.py` at the fixture's first commit: `FILES`' `discounted` without its floor, and
-/// `total`.
+/// `prices.py` at the fixture's first commit: `FILES`' `discounted` without its floor, `total`
+/// and `roots`, with `roots`' import at the top.
 fn prices_v1() -> String {
     let today = FILES.split("//- shop/prices.py\n").nth(1).unwrap();
     assert!(today.contains(FLOOR));
-    today.replace(FLOOR, "") + TOTAL
+    format!("{IMPORT}{}{TOTAL}{ROOTS}", today.replace(FLOOR, ""))
 }
 
 /// The project's own tests, added with the fix of `discounted`.
@@ -515,10 +530,12 @@ fn git_at(repo: &Path, date: &str, args: &[&str]) -> String {
 
 /// `[bugfix] sources = ["history", "mutants"]` on a repository whose history has, on its
 /// first-parent line, a behaviour change of `discounted` (the floor, commit 2) and a pure
-/// refactor of `total` (commit 3, a variable renamed, and a comment added to `_round`): the change is a task whose
+/// refactor of `total` (commit 3, a variable renamed, and a comment added to `_round`; `roots`
+/// takes the module's import of `isqrt` into its body): the change is a task whose
 /// gold patch is the maintainers' own change and whose date is its commit's, judged `pass` by
 /// `r2e check --patch` and its empty patch `fail` with its FAIL_TO_PASS named; the refactor is
-/// no task, and `failures.jsonl` says why; with one task per instance, the history's comes
+/// no task, and `failures.jsonl` says why, as does the earlier `roots`, which fails in today's
+/// module only for the import it lacks; with one task per instance, the history's comes
 /// before the mutants'. The project's own tests (pytest, the capture's environment) run on
 /// each broken state: the test that came with the fix catches the change, and none catches
 /// the mutant of `total`, which no project test calls.
@@ -559,8 +576,13 @@ fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
         .replace(
             "def _round(cents):\n",
             "def _round(cents):\n    # half up\n",
+        )
+        .replace(IMPORT, "")
+        .replace(
+            "whole units.\"\"\"\n    out = []\n",
+            "whole units.\"\"\"\n    from math import isqrt\n\n    out = []\n",
         );
-    assert_ne!(v3, v2);
+    assert!(v3.contains("    from math import isqrt\n") && !v3.starts_with(IMPORT));
     std::fs::write(&prices, &v3).unwrap();
     git_at(&repo, C3, &["commit", "-q", "-am", "refactor"]);
 
@@ -586,7 +608,7 @@ fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
         .get_output()
         .clone();
     let built: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(built["counts"]["instances"], 2, "{built}");
+    assert_eq!(built["counts"]["instances"], 3, "{built}");
     let tasks = jsonl(&p.path().join("out/bugfix.jsonl"));
     let discounted = "r:shop/prices.py:discounted";
     let total = "r:shop/prices.py:total";
@@ -691,5 +713,23 @@ fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
     assert!(
         reason.contains(&git_at(&repo, C3, &["rev-parse", "--short=12", "HEAD"])),
         "{reason}"
+    );
+    // The earlier `roots`, spliced into today's module, lacks the import its module had: no
+    // task, and why.
+    let roots = "r:shop/prices.py:roots";
+    assert!(
+        of(roots).iter().all(|t| t["origin"] == "mutant"),
+        "{tasks:#?}"
+    );
+    let moved: Vec<&str> = failures
+        .iter()
+        .filter_map(|f| f["reason"].as_str())
+        .filter(|r| r.starts_with(&format!("{roots}:hist-")))
+        .collect();
+    assert_eq!(moved.len(), 1, "{failures:#?}");
+    assert!(
+        moved[0].contains("NameError") && moved[0].contains("no longer has"),
+        "{}",
+        moved[0]
     );
 }

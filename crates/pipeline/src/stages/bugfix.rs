@@ -317,6 +317,21 @@ fn chunk(
             CheckOutcome::Error => made.errors += 1,
             // A broken state that does not import, or that no test fails, is no task.
             CheckOutcome::Fail if c.verdict.error.is_none() && !failing.is_empty() => {
+                // An earlier body that fails only on a name today's module no longer has was
+                // moved away from what it used (an import, a helper), not changed in what it
+                // does: splicing it into today's module is what breaks it.
+                if let (Bug::History(e), Some(missing)) =
+                    (&broken[i].bug, only_missing_names(&c.verdict))
+                {
+                    made.rejected.push((
+                        task_id(&broken[i]),
+                        format!(
+                            "the body before commit {} fails in today's module only on a name it no longer has ({missing}): its module changed around it, not its behaviour",
+                            short(&e.commit)
+                        ),
+                    ));
+                    continue;
+                }
                 killed.entry(broken[i].done).or_default().push((i, failing));
             }
             // A mutant the harness does not catch is one of many; a change from the history
@@ -493,6 +508,30 @@ fn failing(v: &Verdict) -> Vec<String> {
         .filter(|t| !t.passed)
         .map(|t| t.name.clone())
         .collect()
+}
+
+/// When every call the failing tests make differently raises `NameError`: the first such
+/// outcome.
+fn only_missing_names(v: &Verdict) -> Option<String> {
+    let mut first = None;
+    for t in v.tests.iter().filter(|t| !t.passed) {
+        let differing: Vec<&String> = t
+            .expected
+            .iter()
+            .zip(&t.actual)
+            .filter(|(want, got)| want != got)
+            .map(|(_, got)| got)
+            .collect();
+        if differing.is_empty()
+            || !differing
+                .iter()
+                .all(|got| got.starts_with("raises NameError"))
+        {
+            return None;
+        }
+        first.get_or_insert_with(|| clip(differing[0]));
+    }
+    first
 }
 
 /// The order of an instance's broken states: blake3 of its id and the broken module's hash.
