@@ -31,6 +31,7 @@ by_repo = collections.Counter(t["repo"] for t in tasks)
 inst_by_repo = collections.Counter(i["repo"] for i in instances)
 refactors = collections.Counter(f["repo"] for f in failures if "refactor" in f["reason"])
 no_run = collections.Counter(f["repo"] for f in failures if "does not run" in f["reason"])
+moved = collections.Counter(f["repo"] for f in failures if "no longer has" in f["reason"])
 repos = sorted(set(inst_by_repo) | set(by_repo))
 
 
@@ -41,12 +42,13 @@ def release(t):
         capture_output=True, text=True).stdout.strip()
 
 
-print("| project | instances | history tasks | refactors (no task) | earlier body does not run |")
-print("|---|---|---|---|---|")
+print("| project | instances | history tasks | refactors (no task) | earlier body does not run "
+      "| fails only on a name its module lost |")
+print("|---|---|---|---|---|---|")
 for r in repos:
-    print(f"| {r} | {inst_by_repo[r]} | {by_repo[r]} | {refactors[r]} | {no_run[r]} |")
+    print(f"| {r} | {inst_by_repo[r]} | {by_repo[r]} | {refactors[r]} | {no_run[r]} | {moved[r]} |")
 print(f"| **all** | {len(instances)} | **{len(tasks)}** | {sum(refactors.values())} "
-      f"| {sum(no_run.values())} |")
+      f"| {sum(no_run.values())} | {sum(moved.values())} |")
 print()
 f2p = [len(t["FAIL_TO_PASS"]) for t in tasks]
 if f2p:
@@ -76,6 +78,7 @@ pathlib.Path(args.results).write_text(json.dumps({
     "instances": dict(inst_by_repo),
     "refactors": dict(refactors),
     "earlier_does_not_run": dict(no_run),
+    "earlier_lost_a_name": dict(moved),
     "fail_to_pass": f2p,
     "build": wall,
     "stages": build.get("stages"),
