@@ -304,13 +304,16 @@ pub fn test_python() -> &'static Path {
 
 /// The environment variables that make r2e's pip install from the [`wheelhouse`] only.
 pub fn offline_env() -> [(&'static str, String); 2] {
-    [
-        ("PIP_NO_INDEX", "1".to_owned()),
-        (
-            "PIP_FIND_LINKS",
-            wheelhouse().to_string_lossy().into_owned(),
-        ),
-    ]
+    offline_env_with(&[])
+}
+
+/// Like [`offline_env`], with more folders of wheels beside the [`wheelhouse`].
+pub fn offline_env_with(more: &[&Path]) -> [(&'static str, String); 2] {
+    let mut links = wheelhouse().to_string_lossy().into_owned();
+    for dir in more {
+        links = format!("{links} {}", dir.display());
+    }
+    [("PIP_NO_INDEX", "1".to_owned()), ("PIP_FIND_LINKS", links)]
 }
 
 /// `r2e build --json` in `dir`, offline (environments from the [`wheelhouse`], with the
@@ -321,11 +324,16 @@ pub fn offline_build(dir: &Path) -> serde_json::Value {
 
 /// Like [`offline_build`], with what the build said on stderr.
 pub fn offline_build_logged(dir: &Path) -> (serde_json::Value, String) {
+    offline_build_with(dir, &[])
+}
+
+/// Like [`offline_build_logged`], with more folders of wheels beside the [`wheelhouse`].
+pub fn offline_build_with(dir: &Path, wheels: &[&Path]) -> (serde_json::Value, String) {
     let out = assert_cmd::Command::cargo_bin("r2e")
         .unwrap()
         .args(["build", "--json"])
         .current_dir(dir)
-        .envs(offline_env())
+        .envs(offline_env_with(wheels))
         .timeout(std::time::Duration::from_secs(900))
         .assert()
         .success()

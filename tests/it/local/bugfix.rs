@@ -595,19 +595,7 @@ fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
     .unwrap();
     // pytest for the capture's environment, which runs the project's tests.
     let pytest = common::wheels("pytest", &PYTEST);
-    let links = format!("{} {}", common::wheelhouse().display(), pytest.display());
-    let out = assert_cmd::Command::cargo_bin("r2e")
-        .unwrap()
-        .args(["build", "--json"])
-        .current_dir(p.path())
-        .env("PIP_NO_INDEX", "1")
-        .env("PIP_FIND_LINKS", links)
-        .timeout(std::time::Duration::from_secs(900))
-        .assert()
-        .success()
-        .get_output()
-        .clone();
-    let built: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (built, _) = common::offline_build_with(p.path(), &[&pytest]);
     assert_eq!(built["counts"]["instances"], 3, "{built}");
     let tasks = jsonl(&p.path().join("out/bugfix.jsonl"));
     let discounted = "r:shop/prices.py:discounted";

@@ -1041,19 +1041,7 @@ fn a_test_only_dependency_is_installed_for_the_capture_alone() {
     assert!(files.contains("import tokhelp") && files.contains("requirements-test.txt"));
     let build_with = |wheels: Option<&Path>| {
         let p = Project::new(&files, OFFLINE);
-        let mut links = common::wheelhouse().to_string_lossy().into_owned();
-        if let Some(dir) = wheels {
-            links = format!("{links} {}", dir.display());
-        }
-        Command::cargo_bin("r2e")
-            .unwrap()
-            .args(["build", "--json"])
-            .current_dir(p.path())
-            .env("PIP_NO_INDEX", "1")
-            .env("PIP_FIND_LINKS", links)
-            .timeout(std::time::Duration::from_secs(900))
-            .assert()
-            .success();
+        common::offline_build_with(p.path(), wheels.as_slice());
         let env = jsonl(&p.path().join("out/envs.jsonl")).remove(0);
         let (harnesses, dataset) = built(&p);
         (p, harnesses, dataset, env)

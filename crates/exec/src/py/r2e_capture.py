@@ -622,14 +622,20 @@ def project_tests(request: dict, scratch: str) -> dict:
                     raise Deadline()
 
                 signal.signal(signal.SIGALRM, expire)
-                r2e_limit.watch().start(limit, 1.0)
+                meter = r2e_limit.watch().start(limit, 1.0)
                 plugin = NodeIds()
                 state_scratch = os.path.join(scratch, f"state-{n}")
                 os.makedirs(state_scratch, exist_ok=True)
-                run_pytest(pytest, repo_root, tests, state_scratch, plugin)
-                with os.fdopen(write, "w", encoding="utf-8") as f:
-                    json.dump(sorted(plugin.failed), f)
-                code = 0
+                try:
+                    run_pytest(pytest, repo_root, tests, state_scratch, plugin)
+                finally:
+                    r2e_limit.watch().stop(meter)
+                # pytest ends its session on the limit's interrupt as if it were done: a state
+                # whose tests the limit stopped has no answer (the caller stores none).
+                if not meter.over:
+                    with os.fdopen(write, "w", encoding="utf-8") as f:
+                        json.dump(sorted(plugin.failed), f)
+                    code = 0
             except BaseException:
                 pass
             os._exit(code)

@@ -158,13 +158,12 @@ pub fn make(exec: &Exec, settings: &Settings, dones: &[Done], repos: &Repos) -> 
     Ok(out)
 }
 
-/// A bug site's place in its file (`qualname`, `#n` for the n-th of a name), as dating and
-/// the history name definitions.
-fn place(c: &Candidate, def: usize) -> Option<String> {
-    let places = r2e_python::summary::numbered_places(
+/// The places of the definitions of a candidate's module (`qualname`, `#n` for the n-th of a
+/// name), by index, as dating and the history name definitions.
+fn places(c: &Candidate) -> Vec<String> {
+    r2e_python::summary::numbered_places(
         c.summary.interface.defs.iter().map(|d| d.qualname.as_str()),
-    );
-    places.into_iter().nth(def)
+    )
 }
 
 /// The earlier bodies of the subjects' bug sites, read from their repositories' histories (a
@@ -186,16 +185,17 @@ fn earlier_bodies(
         {
             continue;
         }
+        let places_of = places(c);
         for (def, _, _) in bug_sites(c, cfg.depth) {
-            let (Some(place), Some(layout)) = (place(c, def), c.summary.layout.defs.get(def))
+            let (Some(place), Some(layout)) = (places_of.get(def), c.summary.layout.defs.get(def))
             else {
                 continue;
             };
             let places = wanted
                 .entry((c.repo.clone(), inst.path.clone()))
                 .or_default();
-            if !places.iter().any(|(p, _)| *p == place) {
-                places.push((place, layout.code_hash));
+            if !places.iter().any(|(p, _)| p == place) {
+                places.push((place.clone(), layout.code_hash));
             }
         }
     }
@@ -246,10 +246,16 @@ fn chunk(
         let mut seen: Vec<Hash> = Vec::new();
         let mut own: Vec<Broken> = Vec::new();
         let mut changes: Vec<Broken> = Vec::new();
+        let places_of = if earlier.is_empty() {
+            Vec::new()
+        } else {
+            places(c)
+        };
         for (def, function, definition) in bug_sites(c, cfg.depth) {
             // The body before the last change to it, spliced into today's module.
-            let found = place(c, def)
-                .and_then(|p| earlier.get(&(c.repo.clone(), instance.path.clone(), p)));
+            let found = places_of
+                .get(def)
+                .and_then(|p| earlier.get(&(c.repo.clone(), instance.path.clone(), p.clone())));
             if let Some(e) = found
                 && let Ok(module) =
                     r2e_exec::splice::splice(&c.source, &c.summary, def, &e.definition, &function)
@@ -439,6 +445,15 @@ fn project_tests(
         else {
             continue;
         };
+        // No project test calls the function: none can catch its bugs, and nothing need run.
+        if tests.is_empty() {
+            for &k in ks {
+                let task = &mut made.tasks[first + k];
+                task.caught_by_project_tests = Some(false);
+                task.project_tests_fail = Some(Vec::new());
+            }
+            continue;
+        }
         let mut states: Vec<Option<&str>> = vec![None];
         states.extend(ks.iter().map(|&k| Some(broken[tasked[k]].module.as_str())));
         let (failed, fresh) = super::capture::project_tests(

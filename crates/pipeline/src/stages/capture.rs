@@ -213,20 +213,23 @@ pub fn project_tests(
     let (runtime, env_lock) = env.capture_runtime(&c.target.root);
     let sandbox = exec.sandbox_key();
     let scripts = py::files_hash(py::CAPTURE);
-    let key = |state: &Option<&str>| ProjectTestsKey {
-        scripts,
-        tree,
-        env_lock,
-        project: &c.code.project,
-        module: &c.target.module,
-        tests,
-        state: state.map(|s| r2e_core::hash::Hash::of_bytes(s.as_bytes())),
-        time_limit_seconds,
-        sandbox: &sandbox,
-    };
+    let keys: Vec<ProjectTestsKey> = states
+        .iter()
+        .map(|state| ProjectTestsKey {
+            scripts,
+            tree,
+            env_lock,
+            project: &c.code.project,
+            module: &c.target.module,
+            tests,
+            state: state.map(|s| r2e_core::hash::Hash::of_bytes(s.as_bytes())),
+            time_limit_seconds,
+            sandbox: &sandbox,
+        })
+        .collect();
     let mut missing = Vec::new();
-    for (i, state) in states.iter().enumerate() {
-        match exec.cache.get_action::<_, Vec<String>>(&key(state)) {
+    for (i, key) in keys.iter().enumerate() {
+        match exec.cache.get_action::<_, Vec<String>>(key) {
             Some(failed) => out[i] = Some(failed),
             None => missing.push(i),
         }
@@ -266,7 +269,7 @@ pub fn project_tests(
         // Untrusted ids: one that names this machine's folders is not kept.
         failed.retain(|id| !names_path(id, &names));
         failed.sort();
-        exec.cache.put_action(&key(&states[i]), &failed)?;
+        exec.cache.put_action(&keys[i], &failed)?;
         out[i] = Some(failed);
     }
     Ok((out, true))

@@ -447,7 +447,7 @@ fn clean_git_commit(root: &Path) -> Option<String> {
         .then(|| String::from_utf8_lossy(&head.stdout).trim().to_owned())
 }
 
-fn run_git(args: &[&str], dir: Option<&Path>) -> Result<std::process::Output> {
+pub(crate) fn run_git(args: &[&str], dir: Option<&Path>) -> Result<std::process::Output> {
     let mut cmd = Command::new("git");
     if let Some(dir) = dir {
         cmd.arg("-C").arg(dir);

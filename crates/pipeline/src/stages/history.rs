@@ -12,10 +12,10 @@
 //! or a move): it has no earlier body. A version that does not parse ends the walk.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use super::checkout::CatFile;
+use super::checkout::{CatFile, run_git};
 use r2e_python::summary::numbered_places;
 
 /// How many commits that changed a file are walked back, newest first.
@@ -34,8 +34,12 @@ pub struct Earlier {
 /// Definitions wanted in a file: each one's place and its body's hash.
 pub type Wanted = Vec<(String, [u8; 32])>;
 
-/// A file's definitions at one version: place → (body hash, text).
-type Defs = HashMap<String, ([u8; 32], String)>;
+/// A file at one version: its text, and its definitions by place, each one's body hash and
+/// where it is in the text.
+struct Version {
+    text: String,
+    defs: HashMap<String, ([u8; 32], Range<usize>)>,
+}
 
 /// For each of `wanted` (a place in `path` and its body's hash at `commit`), its earlier body,
 /// from the history in `dir` (a bare mirror or a work tree). `Err` when the history cannot be
@@ -49,7 +53,7 @@ pub fn earlier(
     let commits = changes_of(dir, commit, path)?;
     let mut blobs = CatFile::spawn(dir).map_err(|e| e.to_string())?;
     // The parents' versions, read and parsed once for all the file's definitions.
-    let mut parents: Vec<Option<Defs>> = Vec::new();
+    let mut parents: Vec<Option<Version>> = Vec::new();
     let mut out = Vec::with_capacity(wanted.len());
     for (place, body) in wanted {
         let mut found = None;
@@ -58,18 +62,19 @@ pub fn earlier(
                 let bytes = blobs
                     .read(&format!("{sha}^:{path}"))
                     .map_err(|e| e.to_string())?;
-                parents.push(bytes.as_deref().and_then(defs));
+                parents.push(bytes.as_deref().and_then(version));
             }
             // The parent has no such file (or one that does not parse): the walk ends.
             let Some(before) = &parents[k] else { break };
-            match before.get(place) {
+            match before.defs.get(place) {
                 None => break,
                 Some((was, _)) if was == body => continue,
-                Some((_, text)) => {
+                Some((_, at)) => {
+                    let chunk = &before.text[at.clone()];
                     found = Some(Earlier {
                         commit: sha.clone(),
                         time: *time,
-                        definition: text.clone(),
+                        definition: r2e_python::dedent(chunk, &r2e_python::strings_in(chunk)),
                     });
                     break;
                 }
@@ -83,23 +88,18 @@ pub fn earlier(
 /// The commits on `commit`'s first-parent line that changed `path`, newest first, with their
 /// committer times.
 fn changes_of(dir: &Path, commit: &str, path: &str) -> Result<Vec<(String, i64)>, String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "log",
-            "--no-color",
-            "--first-parent",
-            &format!("--max-count={DEPTH}"),
-            "--format=%H %ct",
-            commit,
-            "--",
-        ])
-        .arg(path)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run `git log`: {e}"))?;
+    let max = format!("--max-count={DEPTH}");
+    let args = [
+        "log",
+        "--no-color",
+        "--first-parent",
+        &max,
+        "--format=%H %ct",
+        commit,
+        "--",
+        path,
+    ];
+    let out = run_git(&args, Some(dir)).map_err(|e| e.to_string())?;
     if !out.status.success() {
         return Err(format!(
             "`git log` failed: {}",
@@ -120,30 +120,32 @@ fn changes_of(dir: &Path, commit: &str, path: &str) -> Result<Vec<(String, i64)>
         .collect()
 }
 
-/// A version's definitions by place, or `None` when it does not decode or parse.
-fn defs(bytes: &[u8]) -> Option<Defs> {
+/// A version of a file, or `None` when it does not decode or parse.
+fn version(bytes: &[u8]) -> Option<Version> {
     let text = r2e_python::decode::decode_source(bytes).ok()?;
     let summary = r2e_python::extract::summarize(&text).ok()?;
     let places = numbered_places(summary.interface.defs.iter().map(|d| d.qualname.as_str()));
-    Some(
-        places
-            .into_iter()
-            .zip(&summary.layout.defs)
-            .filter_map(|(place, l)| {
-                let chunk = text.get(l.chunk.start as usize..l.chunk.end as usize)?;
-                let dedented = r2e_python::dedent(chunk, &r2e_python::strings_in(chunk));
-                Some((place, (l.code_hash, dedented)))
-            })
-            .collect(),
-    )
+    let defs = places
+        .into_iter()
+        .zip(&summary.layout.defs)
+        .map(|(place, l)| {
+            (
+                place,
+                (l.code_hash, l.chunk.start as usize..l.chunk.end as usize),
+            )
+        })
+        .filter(|(_, (_, at))| text.get(at.clone()).is_some())
+        .collect();
+    Some(Version { text, defs })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn git(dir: &Path, date: &str, args: &[&str]) {
-        let out = Command::new("git")
+    /// `git -C DIR ARGS…` at `date`, which must succeed: its stdout, trimmed.
+    fn git(dir: &Path, date: &str, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
             .arg("-C")
             .arg(dir)
             .args(args)
@@ -160,23 +162,18 @@ mod tests {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
     }
 
     fn commit(dir: &Path, date: &str, text: &str) -> String {
         std::fs::write(dir.join("m.py"), text).unwrap();
         git(dir, date, &["add", "-A"]);
         git(dir, date, &["commit", "-q", "-m", date]);
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["rev-parse", "HEAD"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        git(dir, date, &["rev-parse", "HEAD"])
     }
 
     fn hash_of(text: &str, place: &str) -> [u8; 32] {
-        defs(text.as_bytes()).unwrap()[place].0
+        version(text.as_bytes()).unwrap().defs[place].0
     }
 
     /// The last change of each body is found past commits that changed only other definitions
@@ -207,13 +204,11 @@ mod tests {
         assert_eq!(g.definition, "def g(x):\n    return x\n");
         assert_eq!(got[2], None, "h was added, not changed");
         // At the first commit, nothing has an earlier body.
-        let first = Command::new("git")
-            .arg("-C")
-            .arg(d)
-            .args(["rev-list", "--max-parents=0", "HEAD"])
-            .output()
-            .unwrap();
-        let first = String::from_utf8_lossy(&first.stdout).trim().to_owned();
+        let first = git(
+            d,
+            "2024-03-04T00:00:00Z",
+            &["rev-list", "--max-parents=0", "HEAD"],
+        );
         let got = earlier(d, &first, "m.py", &[("f".into(), hash_of(v1, "f"))]).unwrap();
         assert_eq!(got, vec![None]);
     }

@@ -342,3 +342,90 @@ class ExplorerReadsCapturedValues(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# A stand-in for pytest in the project's folder (first on the import path), for the second
+# mode: it runs each `path::function` given, reports each test to the plugin as pytest does,
+# and ends its session on an interrupt as pytest does.
+FAKE_PYTEST = '''
+import importlib.util, os, types
+
+def main(args, plugins=None):
+    plugin = (plugins or [None])[0]
+    root = os.path.dirname(os.path.abspath(__file__))
+    try:
+        for arg in args:
+            if "::" not in arg:
+                continue
+            path, name = arg.split("::", 1)
+            spec = importlib.util.spec_from_file_location("t_" + name, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            try:
+                getattr(module, name)()
+                failed = False
+            except Exception:
+                failed = True
+            nodeid = os.path.relpath(path, root) + "::" + name
+            plugin.pytest_runtest_logreport(types.SimpleNamespace(failed=failed, nodeid=nodeid))
+    except KeyboardInterrupt:
+        return 2
+    return 0
+'''
+
+
+class ProjectTestsTest(unittest.TestCase):
+    """The second mode: the given tests on states of one module, each state served as the
+    module's import."""
+
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="r2e-projtests-")
+        self.addCleanup(shutil.rmtree, self.root, ignore_errors=True)
+        files = {
+            "pytest.py": FAKE_PYTEST,
+            "calc.py": "def double(x):\n    return 2 * x\n",
+            "tests/test_calc.py": (
+                "import calc\n\n\ndef test_double():\n    assert calc.double(2) == 4\n\n\n"
+                "def test_other():\n    assert 1 + 1 == 2\n"
+            ),
+        }
+        for rel, text in files.items():
+            path = os.path.join(self.root, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        self.scratch = tempfile.mkdtemp(prefix="r2e-projtests-scratch-")
+        self.addCleanup(shutil.rmtree, self.scratch, ignore_errors=True)
+        for name in ("r2e_capture.py", "r2e_equiv.py", "r2e_limit.py", "r2e_reexec.py", "r2e_snapshot.py"):
+            shutil.copy(os.path.join(PY_DIR, name), self.scratch)
+
+    def test_each_state_is_the_modules_import_and_a_stopped_one_has_no_answer(self):
+        request = {
+            "repo_root": self.root,
+            "extra_roots": [],
+            "module": "calc",
+            "tests": ["tests/test_calc.py::test_double", "tests/test_calc.py::test_other"],
+            "states": [
+                None,
+                "def double(x):\n    return x + x + 1\n",
+                "def double(x):\n    while True:\n        pass\n",
+            ],
+            "time_limit": 2,
+        }
+        req = os.path.join(self.scratch, "request.json")
+        out = os.path.join(self.scratch, "out.json")
+        with open(req, "w", encoding="utf-8") as f:
+            json.dump(request, f)
+        subprocess.run(
+            [sys.executable, "-I", os.path.join(self.scratch, "r2e_capture.py"), req, out],
+            check=True,
+            timeout=120,
+            stdout=subprocess.DEVNULL,
+        )
+        with open(out, encoding="utf-8") as f:
+            answer = json.load(f)
+        self.assertEqual(answer["status"], "ok", answer)
+        self.assertEqual(answer["runner"], "pytest")
+        # The file as it is passes; the broken state fails the test that calls it; the state
+        # whose test the limit stopped has no answer, not the tests that got to run.
+        self.assertEqual(answer["failed"], [[], ["tests/test_calc.py::test_double"], None])
