@@ -223,12 +223,7 @@ pub fn check_patch(
     let bench = Bench::open(cfg, services)?;
     let ix = bench.index(&task.instance)?;
     let file = &task.locations[0].file;
-    let judged = bench.module_source(ix).and_then(|original| {
-        let broken = bugfix::apply_patch(file, original, &task.bug_patch).map_err(|e| {
-            Error::Unrunnable(format!(
-                "the task's broken state cannot be made from the dataset's commit: {e:?}"
-            ))
-        })?;
+    let judged = bench.broken_module(ix, &task).and_then(|broken| {
         // An empty patch changes nothing: the broken state is judged as it is.
         let fixed = if text.trim().is_empty() {
             Ok(broken)
@@ -270,47 +265,19 @@ pub fn check_patch(
 pub fn judge_task(
     task: &BugfixTask,
     id: &str,
-    mut verdict: Verdict,
+    verdict: Verdict,
     cached: Option<bool>,
 ) -> PatchReport {
-    let tests_path = task
-        .fail_to_pass
-        .first()
-        .and_then(|t| t.split_once("::"))
-        .map_or("", |(path, _)| path)
-        .to_owned();
-    let failing: Vec<String> = verdict
-        .tests
-        .iter()
-        .filter(|t| !t.passed)
-        .map(|t| r2e_pipeline::stages::bugfix::test_id(&tests_path, &t.name))
-        .collect();
-    let failing_of = |list: &[String]| -> Vec<String> {
-        list.iter()
-            .filter(|t| failing.contains(t))
-            .cloned()
-            .collect()
-    };
-    let fail_to_pass_failing = failing_of(&task.fail_to_pass);
-    let pass_to_pass_failing = failing_of(&task.pass_to_pass);
-    if verdict.outcome != CheckOutcome::Error && verdict.error.is_none() {
-        let passed = fail_to_pass_failing.is_empty() && pass_to_pass_failing.is_empty();
-        verdict.passed = passed;
-        verdict.outcome = if passed {
-            CheckOutcome::Pass
-        } else {
-            CheckOutcome::Fail
-        };
-    }
+    let judged = r2e_pipeline::stages::bugfix::judge(task, verdict);
     PatchReport {
         check: Report {
             id: id.to_owned(),
             label: None,
             cached,
-            verdict,
+            verdict: judged.verdict,
         },
-        fail_to_pass_failing,
-        pass_to_pass_failing,
+        fail_to_pass_failing: judged.fail_to_pass_failing,
+        pass_to_pass_failing: judged.pass_to_pass_failing,
     }
 }
 

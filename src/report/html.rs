@@ -405,7 +405,7 @@ fn build_cost(r: &Row) -> Option<Section> {
 fn evaluation(r: &Row, t: &r2e_core::records::EvalTables) -> Vec<Figure> {
     let mut figures = Vec::new();
     let models: Vec<String> = t.overall.iter().map(|p| p.model.clone()).collect();
-    let ks = super::pass_ks(t);
+    let ks = super::pass_ks(&t.overall);
     let id = chart_id("passk", &r.variant);
     let title = format!("pass@k per model ({})", r.variant);
     figures.push(figure(

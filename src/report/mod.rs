@@ -21,7 +21,7 @@ use r2e_core::error::{Error, Result};
 use r2e_core::fsutil::write_if_changed;
 use r2e_core::records::{
     BugfixTask, EvalResult, EvalTables, FunctionHead, HarnessRecord, Instance, Manifest,
-    MutationScore, RepoCounts, SpecSource, Spent, read_built, read_jsonl, read_manifest,
+    MutationScore, PassRow, RepoCounts, SpecSource, Spent, read_built, read_jsonl, read_manifest,
 };
 
 /// A group of candidates: all, in-file or out-of-file.
@@ -210,6 +210,10 @@ pub struct BugfixSummary {
     pub project_tests_not_run: u64,
     /// FAIL_TO_PASS tests over all tasks.
     pub fail_to_pass: u64,
+    /// With `bugfix_results.jsonl`: pass@k of the evaluated models on the tasks, over all of
+    /// them, per origin and per depth (`evaluate::bugfix_table`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pass: Vec<PassRow>,
 }
 
 fn bugfix(tasks: &[BugfixTask]) -> BugfixSummary {
@@ -272,6 +276,51 @@ pub fn bugfix_markdown(rows: &[Row]) -> String {
             b.not_caught_by_project_tests,
             b.project_tests_not_run,
             counts(&b.per_repo),
+        ));
+    }
+    for (r, b) in rows
+        .iter()
+        .filter_map(|r| r.bugfix.as_ref().map(|b| (r, b)))
+    {
+        if b.pass.is_empty() {
+            continue;
+        }
+        out.push_str(&pass_table(
+            &format!(
+                "pass@k of `{}` on its bug-fix tasks (single-file fixes)",
+                r.variant
+            ),
+            "tasks",
+            &b.pass,
+            &pass_ks(&b.pass),
+        ));
+    }
+    out
+}
+
+/// A Markdown table of pass@k rows under `heading`: the model, the group, how many `unit`
+/// (instances, tasks) it holds, and a column per k of `ks`.
+fn pass_table(heading: &str, unit: &str, rows: &[PassRow], ks: &[String]) -> String {
+    let mut out = format!(
+        "\n{heading}:\n\n| model | group | {unit} | {} |\n|---|---|---|{}\n",
+        ks.join(" | "),
+        "---|".repeat(ks.len())
+    );
+    for row in rows {
+        let cells: Vec<String> = ks
+            .iter()
+            .map(|k| {
+                row.pass
+                    .get(k)
+                    .map_or_else(|| "-".into(), |v| format!("{v:.3}"))
+            })
+            .collect();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            row.model,
+            row.group,
+            row.instances,
+            cells.join(" | ")
         ));
     }
     out
@@ -387,6 +436,8 @@ pub fn row(
     let instances: Vec<Instance> = read_built(&dir.join(OutputFile::Dataset.name()))?;
     let results: Option<Vec<EvalResult>> = read_jsonl(&dir.join(OutputFile::Results.name()))?;
     let tasks: Option<Vec<BugfixTask>> = read_jsonl(&dir.join(OutputFile::Bugfix.name()))?;
+    let bugfix_results: Option<Vec<EvalResult>> =
+        read_jsonl(&dir.join(OutputFile::BugfixResults.name()))?;
     let evaluation = results.map(|r| {
         r2e_pipeline::evaluate::tables(
             &r,
@@ -448,7 +499,13 @@ pub fn row(
         repos,
         mutation: mutation(&instances),
         stability: stability(&instances),
-        bugfix: tasks.as_deref().map(bugfix),
+        bugfix: tasks.as_deref().map(|t| {
+            let mut b = bugfix(t);
+            if let Some(results) = &bugfix_results {
+                b.pass = r2e_pipeline::evaluate::bugfix_table(results, t, &cfg.evaluate.k);
+            }
+            b
+        }),
         evaluation,
         cutoffs: cfg
             .evaluate
@@ -661,10 +718,10 @@ pub fn mutation_markdown(rows: &[Row]) -> String {
 /// Survivors listed per dataset in the Markdown report.
 const SURVIVORS_SHOWN: usize = 20;
 
-/// The `pass@K` columns of an evaluation's tables, by K (`pass@2` before `pass@10`).
-pub fn pass_ks(t: &EvalTables) -> Vec<String> {
-    let mut ks: Vec<String> = t
-        .overall
+/// The `pass@K` columns of pass@k rows (an evaluation's `overall`), by K (`pass@2` before
+/// `pass@10`).
+pub fn pass_ks(rows: &[PassRow]) -> Vec<String> {
+    let mut ks: Vec<String> = rows
         .iter()
         .flat_map(|p| p.pass.keys().cloned())
         .collect::<std::collections::BTreeSet<_>>()
@@ -683,7 +740,7 @@ pub fn evaluation_markdown(rows: &[Row]) -> String {
     let mut out = String::new();
     for r in rows {
         let Some(t) = &r.evaluation else { continue };
-        let ks = pass_ks(t);
+        let ks = pass_ks(&t.overall);
         // The cutoffs the unseen split is after, as the pipeline gives them.
         let cutoffs: Vec<String> = r
             .cutoffs
@@ -706,29 +763,12 @@ pub fn evaluation_markdown(rows: &[Row]) -> String {
             if table.is_empty() && std::ptr::eq(table, &t.by_cutoff) {
                 continue;
             }
-            out.push_str(&format!(
-                "\npass@k of `{}`, {title}:\n\n| model | group | instances | {} |\n|---|---|---|{}\n",
-                r.variant,
-                ks.join(" | "),
-                "---|".repeat(ks.len())
+            out.push_str(&pass_table(
+                &format!("pass@k of `{}`, {title}", r.variant),
+                "instances",
+                table,
+                &ks,
             ));
-            for row in table {
-                let cells: Vec<String> = ks
-                    .iter()
-                    .map(|k| {
-                        row.pass
-                            .get(k)
-                            .map_or_else(|| "-".into(), |v| format!("{v:.3}"))
-                    })
-                    .collect();
-                out.push_str(&format!(
-                    "| {} | {} | {} | {} |\n",
-                    row.model,
-                    row.group,
-                    row.instances,
-                    cells.join(" | ")
-                ));
-            }
         }
         if !t.repair.is_empty() {
             out.push_str(&format!(

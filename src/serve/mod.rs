@@ -566,20 +566,14 @@ async fn open_session(
             .bench
             .stub_module(ix)
             .ok_or_else(|| ApiError::internal("the instance's module cannot be stubbed"))?,
-        Some(k) => {
-            let t = &server.tasks[k];
-            let original = server.bench.module_source(ix).map_err(ApiError::from)?;
-            r2e_pipeline::stages::bugfix::apply_patch(&t.locations[0].file, original, &t.bug_patch)
-                .map_err(|e| {
-                    ApiError::new(
-                        StatusCode::CONFLICT,
-                        format!(
-                            "task `{}`'s broken state cannot be made here: {e:?}",
-                            t.instance_id
-                        ),
-                    )
-                })?
-        }
+        // A broken state that cannot be made here (the repository changed): a conflict.
+        Some(k) => server
+            .bench
+            .broken_module(ix, &server.tasks[k])
+            .map_err(|e| match e {
+                Error::Unrunnable(why) => ApiError::new(StatusCode::CONFLICT, why),
+                e => ApiError::from(e),
+            })?,
     };
     let hide: Vec<PathBuf> = target
         .hide

@@ -303,6 +303,8 @@ pub enum ModelUse {
     Refine,
     /// A candidate asked of a model under evaluation (stage `evaluate`).
     Evaluate,
+    /// A bug-fix task's report rewritten as an issue (stage `statement`).
+    Statement,
 }
 
 impl ModelUse {
@@ -313,6 +315,7 @@ impl ModelUse {
             ModelUse::Repair => "repair",
             ModelUse::Refine => "refine",
             ModelUse::Evaluate => "evaluate",
+            ModelUse::Statement => "statement",
         }
     }
 }
@@ -817,6 +820,9 @@ pub struct BugfixTask {
     /// What the agent is told: a user's report of the failing behaviour. Never the broken
     /// file's path, a line, the patch or the tests' code.
     pub problem_statement: String,
+    /// Who wrote `problem_statement`: r2e's report, or a model's rewrite of it.
+    #[serde(default)]
+    pub statement_source: StatementSource,
     /// The gold fix: a unified diff (`a/`, `b/` paths from the repository's root) from the
     /// broken state back to `base_commit`.
     pub patch: String,
@@ -861,6 +867,27 @@ pub struct BugfixTask {
     pub env_lock: String,
     /// The broken state's runs: how many, and per hidden test how many it failed.
     pub stability: BugStability,
+}
+
+/// Who wrote a bug-fix task's problem statement (`[bugfix] statement`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatementSource {
+    /// `report`: r2e's, from the failing evidence; `model`: `model`'s rewrite of that report.
+    pub by: StatementBy,
+    /// The model asked, when one was (`by = "model"`, or a model whose answer was not used).
+    pub model: Option<String>,
+    /// Why a model's answer is not the statement (the task keeps the report): the answer
+    /// named the broken file or a hidden test, or the request failed.
+    pub refused: Option<String>,
+}
+
+/// `StatementSource::by`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StatementBy {
+    #[default]
+    Report,
+    Model,
 }
 
 /// Where a bug-fix task's bug comes from.
@@ -1031,6 +1058,10 @@ pub struct EvalSummary {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unseen: Vec<PassRow>,
     pub repair: Vec<RepairCurve>,
+    /// pass@k on the bug-fix tasks (`evaluate::bugfix_table`): per model over every task,
+    /// per origin and per depth.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bugfix: Vec<PassRow>,
 }
 
 /// One line of `results.jsonl`: one sample of one model on one instance.
@@ -1323,6 +1354,9 @@ pub enum OutputFile {
     Results,
     /// Stage `bugfix`'s tasks (`BugfixTask`), with `[bugfix]`.
     Bugfix,
+    /// Stage `evaluate`'s samples on the bug-fix tasks (`EvalResult`, `id` the task's), with
+    /// `[bugfix]` and `[evaluate] bugfix`.
+    BugfixResults,
     /// `r2e report`'s tables, as Markdown and as JSON, and as one page of charts.
     ReportMd,
     ReportJson,
@@ -1345,6 +1379,7 @@ impl OutputFile {
             OutputFile::Manifest => "manifest.json",
             OutputFile::Results => "results.jsonl",
             OutputFile::Bugfix => "bugfix.jsonl",
+            OutputFile::BugfixResults => "bugfix_results.jsonl",
             OutputFile::ReportMd => "report.md",
             OutputFile::ReportJson => "report.json",
             OutputFile::ReportHtml => "report.html",

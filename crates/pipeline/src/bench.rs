@@ -19,7 +19,7 @@ use crate::session::Session;
 use r2e_core::cache::Cache;
 use r2e_core::config::{Config, SandboxConfig};
 use r2e_core::error::{Error, Result};
-use r2e_core::records::{EnvLine, Instance, read_built, read_jsonl, resolve_output};
+use r2e_core::records::{BugfixTask, EnvLine, Instance, read_built, read_jsonl, resolve_output};
 use r2e_exec::checkpath::{self, Candidate, Checked, Verdict};
 use r2e_exec::jobs::{Exec, Runtime};
 use r2e_exec::runs;
@@ -192,6 +192,96 @@ impl Bench {
         let qualname = &self.instances[ix].qualname;
         Ok(
             match splice(&r.source, &r.summary, r.def, candidate, qualname) {
+                Ok(module) => Ok(Prepared {
+                    instance: ix,
+                    module,
+                }),
+                Err(message) => Err(Verdict::unrunnable(message)),
+            },
+        )
+    }
+
+    /// Bug-fix task `task`'s broken state: the module of its instance (`ix`) with its
+    /// `bug_patch` applied. Unrunnable when the instance can no longer be checked or the patch
+    /// no longer applies.
+    pub fn broken_module(&self, ix: usize, task: &BugfixTask) -> Result<String> {
+        let original = self.module_source(ix)?;
+        let file = task.locations.first().map_or("", |l| l.file.as_str());
+        crate::stages::bugfix::apply_patch(file, original, &task.bug_patch).map_err(|e| {
+            Error::Unrunnable(format!(
+                "task `{}`'s broken state cannot be made from the dataset's commit: {e:?}",
+                task.instance_id
+            ))
+        })
+    }
+
+    /// The definition of the function bug-fix task `task` is about (its first location's,
+    /// found by its qualified name and, among several of that name, by the changed line) in
+    /// instance `ix`'s module: its index in the module's summary.
+    fn task_def(&self, ix: usize, task: &BugfixTask) -> Option<usize> {
+        let r = self.resolved.get(ix)?.as_ref().ok()?;
+        let loc = task.locations.first()?;
+        // The first changed line, as a byte range: the text before it is the module's.
+        let mut lines = r.source.split_inclusive('\n');
+        let before: usize = lines
+            .by_ref()
+            .take(loc.lines[0].saturating_sub(1) as usize)
+            .map(str::len)
+            .sum();
+        let line = (
+            before as u32,
+            (before + lines.next().map_or(0, str::len)) as u32,
+        );
+        let named = |d: &usize| r.summary.interface.defs[*d].qualname == loc.function;
+        let defs: Vec<usize> = (0..r.summary.interface.defs.len()).filter(named).collect();
+        defs.iter()
+            .copied()
+            .find(|&d| {
+                let chunk = r.summary.layout.defs[d].chunk;
+                chunk.start <= line.1 && line.0 < chunk.end
+            })
+            .or_else(|| defs.first().copied())
+    }
+
+    /// The function a bug-fix task is about, as instance `ix`'s module has it (the gold fix's
+    /// definition, dedented) and as the task's broken state has it. `None` when either cannot
+    /// be made.
+    pub fn task_definitions(&self, ix: usize, task: &BugfixTask) -> Option<(String, String)> {
+        let r = self.resolved.get(ix)?.as_ref().ok()?;
+        let d = self.task_def(ix, task)?;
+        let chunk = r.summary.layout.defs[d].chunk;
+        let text = r.source.get(chunk.start as usize..chunk.end as usize)?;
+        let gold = r2e_python::dedent(text, &r2e_python::strings_in(text));
+        let broken = self.broken_module(ix, task).ok()?;
+        // The broken state differs from the module only inside this definition: the text
+        // after it is the same.
+        let tail = r.source.len() - chunk.end as usize;
+        let text = broken.get(chunk.start as usize..broken.len().checked_sub(tail)?)?;
+        let bad = r2e_python::dedent(text, &r2e_python::strings_in(text));
+        Some((gold, bad))
+    }
+
+    /// A fixed definition of the function bug-fix task `task` is about, spliced into instance
+    /// `ix`'s module (the broken state differs from it only in that definition, which the
+    /// candidate replaces); the verdict instead when it cannot run at all.
+    pub fn prepare_fix(
+        &self,
+        ix: usize,
+        task: &BugfixTask,
+        candidate: &str,
+    ) -> Result<std::result::Result<Prepared, Verdict>> {
+        let r = self.resolved[ix]
+            .as_ref()
+            .map_err(|e| Error::Unrunnable(e.clone()))?;
+        let Some(def) = self.task_def(ix, task) else {
+            return Err(Error::Unrunnable(format!(
+                "task `{}`'s function is not in its module",
+                task.instance_id
+            )));
+        };
+        let qualname = &r.summary.interface.defs[def].qualname;
+        Ok(
+            match splice(&r.source, &r.summary, def, candidate, qualname) {
                 Ok(module) => Ok(Prepared {
                     instance: ix,
                     module,

@@ -17,6 +17,14 @@
 //!
 //! Two pseudo-models need no server: `builtin/reference` answers with the original function
 //! (it must pass everything) and `builtin/mutants` answers sample i with the i-th mutant.
+//!
+//! With `[bugfix]` (and `[evaluate] bugfix`, the default), the models are evaluated on the
+//! bug-fix tasks too, as single-file fixes: the prompt (`bugfix_fix`) shows the statement and
+//! the broken file and names the function the bug is in; the answer's `def` of it replaces the
+//! broken one, and the module is checked through the same path and judged as `r2e check TASK
+//! --patch` judges (`stages::bugfix::judge`: every FAIL_TO_PASS and PASS_TO_PASS test must
+//! pass). One round each, no repair. On a task, `builtin/reference` answers with the gold
+//! function and `builtin/mutants` with the broken one (a fix that changes nothing).
 
 use r2e_core::config::Template;
 use r2e_core::records::{CheckOutcome, ModelUse};
@@ -34,8 +42,8 @@ use r2e_core::error::{Error, Result};
 use r2e_core::hash::Hash;
 use r2e_core::model::{Message, Request};
 use r2e_core::records::{
-    EvalResult, EvalRound, EvalTables, FailureClass, Instance, PassRow, RepairCurve, Spent,
-    StageCounts,
+    BugfixTask, EvalResult, EvalRound, EvalTables, FailureClass, Instance, PassRow, RepairCurve,
+    Spent, StageCounts,
 };
 use r2e_exec::checkpath::Verdict;
 use r2e_exec::llm::Llm;
@@ -58,6 +66,18 @@ pub struct Evaluator<'a> {
     pub pool: &'a rayon::ThreadPool,
     /// Per instance: its reference, computed once, when first asked for.
     references: Vec<OnceLock<Reference>>,
+    /// The bug-fix tasks evaluated after the instances (a sample's problem `p` is instance
+    /// `p`, or task `p - instances`).
+    tasks: Vec<TaskRef<'a>>,
+}
+
+/// A bug-fix task evaluated: the task, its instance's place in the bench, and its broken
+/// file's text (`None` when it cannot be made: the task's samples are checks that cannot
+/// judge).
+struct TaskRef<'a> {
+    task: &'a BugfixTask,
+    instance: usize,
+    broken: Option<String>,
 }
 
 /// What every sample of an instance shares: its module's name and the reference answer (both
@@ -104,6 +124,9 @@ pub struct EvalOutputs {
     /// Samples a check could not judge (outcome `error`), with why: in `results.jsonl`, left
     /// out of the tables, and checked again by the next build.
     pub errors: Vec<String>,
+    /// Lines of `bugfix_results.jsonl` (the samples on bug-fix tasks), in task, model, sample
+    /// order; `id` is the task's.
+    pub bugfix_results: Vec<EvalResult>,
 }
 
 /// One sample while it is evaluated.
@@ -149,6 +172,9 @@ enum Answered {
     TooLong(String),
     /// The request failed: no sample (the build exits 1, and the next build asks again).
     Failed(String),
+    /// Nothing could be asked or checked (a bug-fix task whose broken state cannot be made
+    /// here): a sample no check could judge (`error`).
+    Unjudged(String),
 }
 
 /// A planned request.
@@ -178,7 +204,20 @@ impl<'a> Evaluator<'a> {
         templates: &'a Templates,
         cache: &'a Cache,
         pool: &'a rayon::ThreadPool,
+        tasks: &'a [BugfixTask],
     ) -> Evaluator<'a> {
+        let tasks = tasks
+            .iter()
+            .filter_map(|task| {
+                let instance = bench.index(&task.instance).ok()?;
+                let broken = bench.broken_module(instance, task).ok();
+                Some(TaskRef {
+                    task,
+                    instance,
+                    broken,
+                })
+            })
+            .collect();
         Evaluator {
             cfg,
             bench,
@@ -189,6 +228,29 @@ impl<'a> Evaluator<'a> {
             references: (0..bench.instances().len())
                 .map(|_| OnceLock::new())
                 .collect(),
+            tasks,
+        }
+    }
+
+    /// The problems a sample may be of: the instances, then the bug-fix tasks.
+    fn problems(&self) -> usize {
+        self.bench.instances().len() + self.tasks.len()
+    }
+
+    /// Problem `p`'s bug-fix task, when it is one.
+    fn task(&self, p: usize) -> Option<&TaskRef<'a>> {
+        p.checked_sub(self.bench.instances().len())
+            .and_then(|t| self.tasks.get(t))
+    }
+
+    /// The instance whose harness judges problem `p`, and `p`'s id.
+    fn problem(&self, p: usize) -> (&Instance, &str) {
+        match self.task(p) {
+            Some(t) => (&self.bench.instances()[t.instance], &t.task.instance_id),
+            None => {
+                let instance = &self.bench.instances()[p];
+                (instance, &instance.id)
+            }
         }
     }
 
@@ -217,7 +279,7 @@ impl<'a> Evaluator<'a> {
                 repair_requests_at_most: 0,
             };
             if !m.is_builtin() {
-                for instance in 0..self.bench.instances().len() {
+                for instance in 0..self.problems() {
                     for sample in 0..ev.samples {
                         let unit = Unit::new(instance, model, sample);
                         let Some(p) = self.plan(&unit, 0)? else {
@@ -256,7 +318,7 @@ impl<'a> Evaluator<'a> {
     pub fn run(&self, progress: &indicatif::ProgressBar) -> Result<EvalOutputs> {
         let ev = &self.cfg.evaluate;
         let mut units: Vec<Unit> = Vec::new();
-        for instance in 0..self.bench.instances().len() {
+        for instance in 0..self.problems() {
             for model in 0..self.models().len() {
                 for sample in 0..ev.samples {
                     units.push(Unit::new(instance, model, sample));
@@ -273,8 +335,10 @@ impl<'a> Evaluator<'a> {
                     if round == 0 {
                         return true;
                     }
-                    // A prompt too long for the model has no repair: its prompt is longer.
+                    // A prompt too long for the model has no repair: its prompt is longer. A
+                    // bug-fix task has none either.
                     unit.failed.is_none()
+                        && self.task(unit.instance).is_none()
                         && !self.models()[unit.model].is_builtin()
                         && unit.last.as_ref().is_some_and(|(_, v)| {
                             v.outcome == CheckOutcome::Fail
@@ -293,13 +357,11 @@ impl<'a> Evaluator<'a> {
         for unit in units {
             let eval_model = &self.models()[unit.model];
             let model = eval_model.label();
+            let (instance, id) = self.problem(unit.instance);
             if let Some(why) = unit.failed {
                 out.samples.failed += 1;
-                out.failed_requests.push(format!(
-                    "{model}, sample {} of `{}`: {why}",
-                    unit.sample,
-                    self.bench.instances()[unit.instance].id
-                ));
+                out.failed_requests
+                    .push(format!("{model}, sample {} of `{id}`: {why}", unit.sample));
                 continue;
             }
             if unit.fresh {
@@ -307,23 +369,25 @@ impl<'a> Evaluator<'a> {
             } else {
                 out.samples.cached += 1;
             }
-            let instance = &self.bench.instances()[unit.instance];
             let errored = unit.last.as_ref().and_then(|(_, v)| {
                 (v.outcome == CheckOutcome::Error).then(|| v.error.clone().unwrap_or_default())
             });
             let outcome = match (&errored, unit.rounds.first()) {
                 (Some(why), _) => {
-                    out.errors.push(format!(
-                        "{model}, sample {} of `{}`: {why}",
-                        unit.sample, instance.id
-                    ));
+                    out.errors
+                        .push(format!("{model}, sample {} of `{id}`: {why}", unit.sample));
                     CheckOutcome::Error
                 }
                 (None, Some(r)) if r.passed => CheckOutcome::Pass,
                 (None, _) => CheckOutcome::Fail,
             };
-            out.results.push(EvalResult {
-                id: instance.id.clone(),
+            let task = self.task(unit.instance).map(|t| t.task);
+            let created_at = match task {
+                Some(t) => t.created_at.as_deref(),
+                None => instance.created_at.as_deref(),
+            };
+            let result = EvalResult {
+                id: id.to_owned(),
                 model,
                 sample: unit.sample,
                 outcome,
@@ -341,11 +405,12 @@ impl<'a> Evaluator<'a> {
                 prompt_hash: unit.prompt_hash,
                 llm: unit.spent,
                 rounds: unit.rounds,
-                unseen: eval_model
-                    .cutoff
-                    .as_ref()
-                    .map(|c| c.admits(instance.created_at.as_deref())),
-            });
+                unseen: eval_model.cutoff.as_ref().map(|c| c.admits(created_at)),
+            };
+            match task {
+                Some(_) => out.bugfix_results.push(result),
+                None => out.results.push(result),
+            }
         }
         Ok(out)
     }
@@ -399,11 +464,20 @@ impl<'a> Evaluator<'a> {
                     .as_ref()
                     .map_or_else(String::new, |p| Hash::of_key(&p.request.messages).to_hex());
             }
-            let instance = &self.bench.instances()[unit.instance];
+            let task = self.task(unit.instance);
+            let (instance, _) = self.problem(unit.instance);
+            // The function the candidate is: the instance's, or the one a task's bug is in.
+            let qualname = task.map_or(instance.qualname.as_str(), |t| {
+                t.task.locations[0].function.as_str()
+            });
             let code = match answered {
                 Answered::Failed(why) => {
                     unit.failed = Some(why);
                     continue;
+                }
+                Answered::Unjudged(why) => {
+                    verdicts[n] = Some(Verdict::error(why));
+                    None
                 }
                 Answered::TooLong(why) => {
                     verdicts[n] = Some(Verdict {
@@ -418,7 +492,7 @@ impl<'a> Evaluator<'a> {
                 // Taken out here, one after the other, so that the same text twice in a round
                 // (two models' equal answers) is taken apart once.
                 Answered::Text(text) => {
-                    let (code, fresh) = answer::extract(self.cache, &text, &instance.qualname);
+                    let (code, fresh) = answer::extract(self.cache, &text, qualname);
                     if fresh {
                         out.extractions.executed += 1;
                         unit.fresh = true;
@@ -440,7 +514,10 @@ impl<'a> Evaluator<'a> {
                             tests: Vec::new(),
                         });
                     }
-                    Some(code) => match self.bench.prepare(&instance.id, code)? {
+                    Some(code) => match match task {
+                        Some(t) => self.bench.prepare_fix(t.instance, t.task, code)?,
+                        None => self.bench.prepare(&instance.id, code)?,
+                    } {
                         Ok(p) => {
                             prepared.push(p);
                             slots.push(n);
@@ -458,7 +535,11 @@ impl<'a> Evaluator<'a> {
             } else {
                 out.checks.cached += 1;
             }
-            verdicts[n] = Some(checked.verdict);
+            // A bug-fix task's fix is judged as the task's (FAIL_TO_PASS and PASS_TO_PASS).
+            verdicts[n] = Some(match self.task(units[active[n]].instance) {
+                Some(t) => crate::stages::bugfix::judge(t.task, checked.verdict).verdict,
+                None => checked.verdict,
+            });
         }
         for (n, &u) in active.iter().enumerate() {
             let unit = &mut units[u];
@@ -500,9 +581,44 @@ impl<'a> Evaluator<'a> {
             return Ok(None);
         }
         let provider = self.provider(m)?;
+        let completions = provider.api == Api::Completions;
+        let messages = |prompt: String| {
+            if completions {
+                vec![Message::user(prompt)]
+            } else {
+                vec![Message::system(SYSTEM), Message::user(prompt)]
+            }
+        };
+        let request = |messages| Request {
+            api: provider.api,
+            model: m.model.clone(),
+            temperature: ev.temperature,
+            max_tokens: ev.max_completion_tokens,
+            messages,
+            sample: unit.sample,
+        };
+        if let Some(t) = self.task(unit.instance) {
+            let Some(broken) = &t.broken else {
+                return Ok(None);
+            };
+            let function = &t.task.locations[0].function;
+            let vars = serde_json::json!({
+                "repo": t.task.repo,
+                "statement": t.task.problem_statement,
+                "path": t.task.locations[0].file,
+                "file": broken,
+                "function": function,
+                "name": function.rsplit('.').next().unwrap_or_default(),
+                "kind": if function.contains('.') { "method" } else { "function" },
+            });
+            let prompt = self.templates.render(Template::BugfixFix, &vars)?;
+            return Ok(Some(Planned {
+                request: request(messages(prompt)),
+                provider,
+            }));
+        }
         let instance = &self.bench.instances()[unit.instance];
         let module = self.reference(unit.instance).module();
-        let completions = provider.api == Api::Completions;
         let name = match (round, completions, ev.prompt) {
             (0, true, _) => Template::CodegenDirectCompletion,
             (0, false, PromptStyle::Direct) => Template::CodegenDirect,
@@ -539,20 +655,8 @@ impl<'a> Evaluator<'a> {
             "feedback_comment": feedback.lines().map(|l| format!("# {l}")).collect::<Vec<_>>().join("\n"),
         });
         let prompt = self.templates.render(name, &vars)?;
-        let messages = if completions {
-            vec![Message::user(prompt)]
-        } else {
-            vec![Message::system(SYSTEM), Message::user(prompt)]
-        };
         Ok(Some(Planned {
-            request: Request {
-                api: provider.api,
-                model: m.model.clone(),
-                temperature: ev.temperature,
-                max_tokens: ev.max_completion_tokens,
-                messages,
-                sample: unit.sample,
-            },
+            request: request(messages(prompt)),
             provider,
         }))
     }
@@ -560,6 +664,27 @@ impl<'a> Evaluator<'a> {
     /// A sample's answer in a round, what it cost, and whether it was asked now.
     fn answer(&self, unit: &Unit, plan: Option<&Planned>) -> (Answered, Spent, bool) {
         let m = &self.models()[unit.model];
+        if let Some(t) = self.task(unit.instance) {
+            let definitions = t
+                .broken
+                .as_ref()
+                .and_then(|_| self.bench.task_definitions(t.instance, t.task));
+            let Some((gold, broken)) = definitions else {
+                let why = format!(
+                    "task `{}`'s broken state cannot be made from the dataset's commit",
+                    t.task.instance_id
+                );
+                return (Answered::Unjudged(why), Spent::default(), false);
+            };
+            if plan.is_none() {
+                // The gold function, or the broken one (a fix that changes nothing).
+                let code = match m.model.as_str() {
+                    "reference" => gold,
+                    _ => broken,
+                };
+                return (Answered::Code(Some(code)), Spent::default(), false);
+            }
+        }
         let Some(plan) = plan else {
             let reference = self.reference(unit.instance);
             let code = match m.model.as_str() {
@@ -706,6 +831,74 @@ pub fn tokens_bucket(tokens: u32) -> &'static str {
     }
 }
 
+/// pass@k rows from results and the problems (instances or tasks) they are of, by id: per
+/// model and group, the mean over the group's problems. `group_of` puts a model's problem in a
+/// group, or in none (it is not in the table). A sample no check could judge says nothing of
+/// the model.
+fn pass_rows<T>(
+    results: &[EvalResult],
+    problems: &BTreeMap<&str, &T>,
+    ks: &[u32],
+    group_of: &dyn Fn(&str, &T) -> Option<String>,
+) -> Vec<PassRow> {
+    // (model, id) → (n, c).
+    let mut counts: BTreeMap<(&str, &str), (u32, u32)> = BTreeMap::new();
+    for r in results.iter().filter(|r| r.outcome != CheckOutcome::Error) {
+        let e = counts.entry((&r.model, &r.id)).or_default();
+        e.0 += 1;
+        e.1 += u32::from(r.passed);
+    }
+    let mut groups: BTreeMap<(&str, String), Vec<(u32, u32)>> = BTreeMap::new();
+    for (&(model, id), &nc) in &counts {
+        let Some(group) = problems.get(id).and_then(|p| group_of(model, p)) else {
+            continue;
+        };
+        groups.entry((model, group)).or_default().push(nc);
+    }
+    groups
+        .into_iter()
+        .map(|((model, group), ncs)| PassRow {
+            model: model.to_owned(),
+            group,
+            instances: ncs.len() as u32,
+            pass: ks
+                .iter()
+                .filter_map(|&k| {
+                    let vals: Vec<f64> = ncs
+                        .iter()
+                        .filter_map(|&(n, c)| pass_at_k(n, c, k))
+                        .collect();
+                    (!vals.is_empty()).then(|| {
+                        (
+                            format!("pass@{k}"),
+                            vals.iter().sum::<f64>() / vals.len() as f64,
+                        )
+                    })
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// pass@k on the bug-fix tasks (`bugfix_results.jsonl`): per model over every task (`all`),
+/// per origin (`origin: mutant`, `origin: history`) and per depth (`depth: 0`, `depth: 1`).
+pub fn bugfix_table(results: &[EvalResult], tasks: &[BugfixTask], ks: &[u32]) -> Vec<PassRow> {
+    let by_id: BTreeMap<&str, &BugfixTask> =
+        tasks.iter().map(|t| (t.instance_id.as_str(), t)).collect();
+    let origin = |t: &BugfixTask| match t.origin {
+        r2e_core::records::BugOrigin::Mutant => "mutant",
+        r2e_core::records::BugOrigin::History => "history",
+    };
+    let mut out = pass_rows(results, &by_id, ks, &|_, _| Some("all".to_owned()));
+    out.extend(pass_rows(results, &by_id, ks, &|_, t| {
+        Some(format!("origin: {}", origin(t)))
+    }));
+    out.extend(pass_rows(results, &by_id, ks, &|_, t| {
+        Some(format!("depth: {}", t.depth))
+    }));
+    out
+}
+
 /// pass@k tables from results and the instances they are of; `models` (the pipeline's) give
 /// each model's cutoff, which splits `by_cutoff`.
 pub fn tables(
@@ -716,47 +909,9 @@ pub fn tables(
     models: &[EvalModel],
 ) -> EvalTables {
     let by_id: BTreeMap<&str, &Instance> = instances.iter().map(|i| (i.id.as_str(), i)).collect();
-    // (model, id) → (n, c).
-    let mut counts: BTreeMap<(&str, &str), (u32, u32)> = BTreeMap::new();
-    // A sample no check could judge says nothing of the model.
     let judged = || results.iter().filter(|r| r.outcome != CheckOutcome::Error);
-    for r in judged() {
-        let e = counts.entry((&r.model, &r.id)).or_default();
-        e.0 += 1;
-        e.1 += u32::from(r.passed);
-    }
-    // A group per model and instance, or none: the instance is not in the table.
     let rows = |group_of: &dyn Fn(&str, &Instance) -> Option<String>| -> Vec<PassRow> {
-        let mut groups: BTreeMap<(&str, String), Vec<(u32, u32)>> = BTreeMap::new();
-        for (&(model, id), &nc) in &counts {
-            let Some(group) = by_id.get(id).and_then(|i| group_of(model, i)) else {
-                continue;
-            };
-            groups.entry((model, group)).or_default().push(nc);
-        }
-        groups
-            .into_iter()
-            .map(|((model, group), ncs)| PassRow {
-                model: model.to_owned(),
-                group,
-                instances: ncs.len() as u32,
-                pass: ks
-                    .iter()
-                    .filter_map(|&k| {
-                        let vals: Vec<f64> = ncs
-                            .iter()
-                            .filter_map(|&(n, c)| pass_at_k(n, c, k))
-                            .collect();
-                        (!vals.is_empty()).then(|| {
-                            (
-                                format!("pass@{k}"),
-                                vals.iter().sum::<f64>() / vals.len() as f64,
-                            )
-                        })
-                    })
-                    .collect(),
-            })
-            .collect()
+        pass_rows(results, &by_id, ks, group_of)
     };
     let all = |group: fn(&Instance) -> String| move |_: &str, i: &Instance| Some(group(i));
     let cutoffs: BTreeMap<String, &r2e_core::dates::DateBound> = models

@@ -312,8 +312,20 @@ fn evaluate_plans(
             .num_threads(1)
             .build()
             .map_err(Error::internal)?;
-        let evaluator =
-            crate::evaluate::Evaluator::new(c, &bench, &llm, &templates, &session.cache, &pool);
+        let tasks: Vec<r2e_core::records::BugfixTask> = if c.bugfix.is_some() && c.evaluate.bugfix {
+            r2e_core::records::read_jsonl(&dir.join(OutputFile::Bugfix.name()))?.unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let evaluator = crate::evaluate::Evaluator::new(
+            c,
+            &bench,
+            &llm,
+            &templates,
+            &session.cache,
+            &pool,
+            &tasks,
+        );
         for mut plan in evaluator.estimate()? {
             if let Some(name) = name {
                 plan.model = format!("{name}: {}", plan.model);

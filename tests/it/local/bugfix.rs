@@ -6,6 +6,7 @@ use crate::common;
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use common::{Project, jsonl};
 use serde_json::Value;
@@ -288,6 +289,150 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
     assert_eq!(fewer.len(), 1);
     assert!(ids.contains(&fewer[0]["instance_id"].as_str().unwrap().to_owned()));
 
+    // `statement = "model"`: a model rewrites each report as an issue (stage `statement`), and
+    // nothing else runs again. The model is shown the report and the docstring, never the file,
+    // the patch or the tests.
+    let issue = "Discounted prices come out wrong\n\nI used `discounted` on my price list and \
+                 the prices it gave back are not the ones the documentation promises.";
+    // (The same server answers `[evaluate]`'s fix requests below with the gold function.)
+    let gold_def = def_text(&original, "discounted");
+    let (good, asked, _) = common::server::serve(Duration::ZERO, move |prompt, _| {
+        if prompt.contains("Fix the bug") {
+            (200, "", format!("Here:\n```python\n{gold_def}```\n"))
+        } else {
+            (200, "", issue.to_owned())
+        }
+    });
+    let model = |url: &str, name: &str| {
+        format!(
+            "{text}\n[providers.local]\nbase_url = \"{url}\"\n\n[bugfix]\nper_function = 2\n\
+             statement = \"model\"\nprovider = \"local\"\nmodel = \"{name}\"\n"
+        )
+    };
+    std::fs::write(&pipeline, model(&good, "scripted")).unwrap();
+    let fourth = common::offline_build(p.path());
+    for stage in ["generate", "validate", "mutate", "bugfix"] {
+        assert_eq!(fourth["stages"][stage]["executed"], 0, "{stage}: {fourth}");
+    }
+    let told = jsonl(&p.path().join("out/bugfix.jsonl"));
+    assert_eq!(told.len(), 2, "{fourth}");
+    assert_eq!(fourth["stages"]["statement"]["executed"], 2, "{fourth}");
+    let prompts = asked.lock().unwrap().clone();
+    assert_eq!(prompts.len(), 2, "one request per task");
+    for (t, prompt) in told.iter().zip(&prompts) {
+        assert_eq!(t["problem_statement"], issue, "{t:#}");
+        assert_eq!(t["statement_source"]["by"], "model", "{t:#}");
+        assert_eq!(t["statement_source"]["model"], "scripted", "{t:#}");
+        assert!(prompt.contains("`discounted` does not behave"), "{prompt}");
+        assert!(
+            prompt.contains("Each price lowered by"),
+            "the docstring: {prompt}"
+        );
+        for secret in ["prices.py", "r2e_tests", "_round", "def ", "@@"] {
+            assert!(!prompt.contains(secret), "{secret}: {prompt}");
+        }
+    }
+    // Another model, whose answer names the broken file: not used; the task keeps its report
+    // and says why. Only the statements' requests run.
+    let (leaky, _, _) = common::server::serve(Duration::ZERO, |_, _| {
+        (
+            200,
+            "",
+            "The bug is in shop/prices.py, please look.".to_owned(),
+        )
+    });
+    std::fs::write(&pipeline, model(&leaky, "scripted-2")).unwrap();
+    let fifth = common::offline_build(p.path());
+    for stage in ["generate", "validate", "mutate", "bugfix"] {
+        assert_eq!(fifth["stages"][stage]["executed"], 0, "{stage}: {fifth}");
+    }
+    assert_eq!(fifth["stages"]["statement"]["executed"], 2, "{fifth}");
+    assert_eq!(fifth["stages"]["statement"]["failed"], 2, "{fifth}");
+    for t in jsonl(&p.path().join("out/bugfix.jsonl")) {
+        let statement = t["problem_statement"].as_str().unwrap();
+        assert!(statement.contains("`discounted` does not behave"), "{t:#}");
+        assert_eq!(t["statement_source"]["by"], "report", "{t:#}");
+        assert_eq!(t["statement_source"]["model"], "scripted-2", "{t:#}");
+        let why = t["statement_source"]["refused"].as_str().unwrap();
+        assert!(why.contains("prices.py"), "{why}");
+    }
+    // The first model again: its answers come from the cache; nothing runs.
+    std::fs::write(&pipeline, model(&good, "scripted")).unwrap();
+    let sixth = common::offline_build(p.path());
+    assert_eq!(sixth["stages"]["statement"]["executed"], 0, "{sixth}");
+    assert_eq!(sixth["stages"]["statement"]["cached"], 2, "{sixth}");
+    assert_eq!(asked.lock().unwrap().len(), 2, "no new request");
+
+    // `[evaluate]` scores models on the tasks too, as single-file fixes, judged as `r2e check
+    // TASK --patch` judges: the gold function passes, the broken one (a fix that changes
+    // nothing) fails, and a model that writes the gold function passes. Its prompt shows the
+    // statement and the broken file, never the hidden tests.
+    let evaluate = "\n[evaluate]\nenabled = true\nsamples = 1\nk = [1]\n\
+                    [[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"reference\"\n\
+                    [[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"mutants\"\n\
+                    [[evaluate.model]]\nprovider = \"local\"\nmodel = \"fixer\"\n";
+    std::fs::write(&pipeline, format!("{}{evaluate}", model(&good, "scripted"))).unwrap();
+    let seventh = common::offline_build(p.path());
+    for stage in ["generate", "validate", "mutate", "bugfix", "statement"] {
+        assert_eq!(
+            seventh["stages"][stage]["executed"], 0,
+            "{stage}: {seventh}"
+        );
+    }
+    let results = jsonl(&p.path().join("out/bugfix_results.jsonl"));
+    assert_eq!(
+        results.len(),
+        2 * 3,
+        "two tasks, three models: {results:#?}"
+    );
+    for r in &results {
+        assert!(
+            told.iter().any(|t| t["instance_id"] == r["id"]),
+            "a task's id: {r:#}"
+        );
+        let want = r["model"] != "builtin/mutants";
+        assert_eq!(r["passed"], want, "{r:#}");
+    }
+    let rows = seventh["evaluate"]["bugfix"].as_array().unwrap();
+    let pass = |model: &str, group: &str| {
+        rows.iter()
+            .find(|r| r["model"] == model && r["group"] == group)
+            .unwrap_or_else(|| panic!("{model} {group}: {rows:#?}"))["pass"]["pass@1"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(pass("builtin/reference", "all"), 1.0);
+    assert_eq!(pass("builtin/mutants", "origin: mutant"), 0.0);
+    assert_eq!(pass("local/fixer", "depth: 0"), 1.0);
+    let fix_prompts: Vec<String> = asked
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p.contains("Fix the bug"))
+        .cloned()
+        .collect();
+    assert_eq!(fix_prompts.len(), 2, "one per task");
+    for prompt in &fix_prompts {
+        assert!(prompt.contains(issue), "the statement: {prompt}");
+        assert!(prompt.contains("shop/prices.py"), "{prompt}");
+        assert!(prompt.contains("`discounted`"), "{prompt}");
+        assert!(!prompt.contains("r2e_tests"), "{prompt}");
+    }
+    // `r2e report` shows the table.
+    let report = assert_cmd::Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["report"])
+        .current_dir(p.path())
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{report:?}");
+    let md = std::fs::read_to_string(p.path().join("out/report.md")).unwrap();
+    assert!(md.contains("on its bug-fix tasks"), "{md}");
+    assert!(
+        md.contains("| builtin/reference | all | 2 | 1.000 |"),
+        "{md}"
+    );
+
     // Depth 1: the bug is in `_round`, which `discounted` calls; `discounted`'s tests catch it,
     // and the report names `discounted`. The gold patch passes.
     std::fs::write(
@@ -324,7 +469,7 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
         "{v:#} {err}"
     );
 
-    // Not built yet: refused, located, exit 2.
+    // Not built yet, or incomplete: refused, located, exit 2.
     for (key, value) in [("depth", "2"), ("combine", "2"), ("statement", "\"model\"")] {
         std::fs::write(&pipeline, format!("{text}\n[bugfix]\n{key} = {value}\n")).unwrap();
         let out = assert_cmd::Command::cargo_bin("r2e")
@@ -338,7 +483,11 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
         let line = text.lines().count() + 3;
         assert!(
             stderr.contains(&format!("pipeline.toml:{line}:"))
-                && (stderr.contains("not built yet") || key == "depth"),
+                && match key {
+                    "combine" => stderr.contains("not built yet"),
+                    "statement" => stderr.contains("needs `provider"),
+                    _ => true,
+                },
             "{key}: {stderr}"
         );
     }

@@ -463,7 +463,8 @@ fn the_dataset_card_is_front_matter_the_hub_and_datasets_read() {
         // An implementation dataset has its problems and references; a bug-fix config, every
         // field of its records.
         let columns = if c["config_name"].as_str().unwrap().ends_with("-bugfix") {
-            "['instance_id', 'repo', 'base_commit', 'created_at', 'problem_statement', 'patch', \
+            "['instance_id', 'repo', 'base_commit', 'created_at', 'problem_statement', \
+             'statement_source', 'patch', \
              'test_patch', 'FAIL_TO_PASS', 'PASS_TO_PASS', 'version', 'environment_setup_commit', \
              'instance', 'bug_patch', 'origin', 'depth', 'locations', 'mutant_kind', 'mutant', \
              'history_commit', 'project_tests_fail', 'caught_by_project_tests', 'env_lock', 'stability']"

@@ -56,7 +56,7 @@ pub(super) fn check_stages(cfg: &Config, at: &Locate) -> Result<()> {
         }
     }
     if let Some(b) = &cfg.bugfix {
-        check_bugfix(b, at)?;
+        check_bugfix(cfg, b, at)?;
     }
     if !(0.0..=1.0).contains(&cfg.select.min_branch_coverage) {
         return Err(at(
@@ -293,7 +293,7 @@ fn check_model(
 
 /// `[bugfix]`: the values this r2e builds; the others the issue names are refused as not built
 /// yet, rather than silently ignored.
-fn check_bugfix(b: &super::BugfixConfig, at: &Locate) -> Result<()> {
+fn check_bugfix(cfg: &Config, b: &super::BugfixConfig, at: &Locate) -> Result<()> {
     use super::Statement;
     if b.sources.is_empty() {
         return Err(at(
@@ -323,10 +323,28 @@ fn check_bugfix(b: &super::BugfixConfig, at: &Locate) -> Result<()> {
         ));
     }
     if b.statement == Statement::Model {
-        return Err(at(
+        check_model(
+            cfg,
             "bugfix",
             "statement",
-            "`statement = \"model\"` is not built yet: this r2e writes `\"report\"` statements",
+            "`statement = \"model\"`",
+            b.provider.as_deref(),
+            b.model.as_deref(),
+            at,
+        )?;
+    }
+    if !(0.0..=2.0).contains(&b.temperature) {
+        return Err(at(
+            "bugfix",
+            "temperature",
+            "`temperature` is at least 0 and at most 2",
+        ));
+    }
+    if b.max_completion_tokens == 0 {
+        return Err(at(
+            "bugfix",
+            "max_completion_tokens",
+            "`max_completion_tokens` must be at least 1",
         ));
     }
     Ok(())

@@ -185,6 +185,26 @@ impl Config {
         self.providers.iter().find(|p| p.name == name)
     }
 
+    /// The provider `[bugfix] statement = "model"` asks, when statements are a model's.
+    pub fn statement_provider(&self) -> Option<&ProviderConfig> {
+        let b = self.bugfix.as_ref()?;
+        if b.statement != Statement::Model {
+            return None;
+        }
+        let name = b.provider.as_deref()?;
+        self.providers.iter().find(|p| p.name == name)
+    }
+
+    /// Whether a stage of this dataset renders prompt templates: a model writes harnesses,
+    /// refines docstrings, writes bug-fix statements, or is evaluated. The fingerprint, the
+    /// recorded settings and the build read the templates only then.
+    pub fn renders_prompts(&self) -> bool {
+        self.generate.generator.uses_model()
+            || self.refine.enabled
+            || self.evaluate.enabled
+            || self.statement_provider().is_some()
+    }
+
     /// What one build computes: every variant, or this configuration alone (named `None`).
     pub fn builds(&self) -> Vec<(Option<&str>, &Config)> {
         if self.variants.is_empty() {

@@ -67,6 +67,11 @@ pub struct EvaluateConfig {
     pub max_requests: u64,
     /// The models evaluated. A variant's list replaces the pipeline's.
     pub model: Vec<EvalModel>,
+    /// With `[bugfix]`: evaluate the models on the bug-fix tasks too, as single-file fixes
+    /// (the model sees the statement and the broken function's file and writes the fixed
+    /// function; `bugfix_results.jsonl`, pass@k per origin and depth). One round each: no
+    /// repair.
+    pub bugfix: bool,
 }
 
 impl Default for EvaluateConfig {
@@ -81,6 +86,7 @@ impl Default for EvaluateConfig {
             repair_rounds: 0,
             max_requests: 100_000,
             model: Vec::new(),
+            bugfix: true,
         }
     }
 }
@@ -225,11 +231,13 @@ pub enum Template {
     CodegenRepair,
     CodegenDirectCompletion,
     CodegenRepairCompletion,
+    BugfixIssue,
+    BugfixFix,
 }
 
 impl Template {
     /// Every template, in the order r2e loads them.
-    pub const ALL: [Template; 10] = [
+    pub const ALL: [Template; 12] = [
         Template::TestgenEquivalence,
         Template::TestgenOutputPrediction,
         Template::TestgenFixError,
@@ -240,6 +248,8 @@ impl Template {
         Template::CodegenRepair,
         Template::CodegenDirectCompletion,
         Template::CodegenRepairCompletion,
+        Template::BugfixIssue,
+        Template::BugfixFix,
     ];
 
     /// The template's name: its file's stem, and its key in `[prompts]`.
@@ -255,6 +265,8 @@ impl Template {
             Template::CodegenRepair => "codegen_repair",
             Template::CodegenDirectCompletion => "codegen_direct_completion",
             Template::CodegenRepairCompletion => "codegen_repair_completion",
+            Template::BugfixIssue => "bugfix_issue",
+            Template::BugfixFix => "bugfix_fix",
         }
     }
 

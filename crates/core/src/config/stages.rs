@@ -331,7 +331,7 @@ impl Default for SelectConfig {
 /// `[bugfix]`: bug-fix tasks (SWE-style) from the valid harnesses. Present, the build writes
 /// `bugfix.jsonl` beside `dataset.jsonl`; absent (the default), nothing of it runs. The tasks
 /// are chosen from these keys alone, never from time or order (`docs/bugfix.md`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BugfixConfig {
     /// Where the bugs come from: `mutants` (the dataset's mutants of an instance's function
@@ -350,8 +350,21 @@ pub struct BugfixConfig {
     pub combine: u32,
     /// The problem statement: `report`, written like a user's bug report from the failing
     /// evidence (the call, what it did, what was expected), with no path, line, patch or test
-    /// code. (`model`, a model's rewrite, is not built yet and is refused.)
+    /// code; `model`, that report rewritten by `model` as an issue in the project's voice
+    /// (template `bugfix_issue`; stage `statement`). A model's answer that names the broken
+    /// file, the hidden tests or a changed line is not used: the task keeps its report and
+    /// says why.
     pub statement: Statement,
+    /// With `statement = "model"`: the `[providers.NAME]` asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// With `statement = "model"`: the model asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// With `statement = "model"`: sampling temperature (0: greedy).
+    pub temperature: f64,
+    /// With `statement = "model"`: the answer's token limit.
+    pub max_completion_tokens: u32,
 }
 
 impl Default for BugfixConfig {
@@ -362,6 +375,10 @@ impl Default for BugfixConfig {
             depth: 0,
             combine: 1,
             statement: Statement::Report,
+            provider: None,
+            model: None,
+            temperature: 0.0,
+            max_completion_tokens: 1024,
         }
     }
 }

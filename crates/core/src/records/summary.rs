@@ -40,6 +40,10 @@ pub struct StageTable {
     /// Bug-fix tasks' broken states judged (`[bugfix]`): each one's repeated check.
     #[serde(default)]
     pub bugfix: StageCounts,
+    /// Bug-fix statements a model wrote (`[bugfix] statement = "model"`); `failed`: answers
+    /// not used.
+    #[serde(default)]
+    pub statement: StageCounts,
     #[serde(default)]
     pub evaluate: StageCounts,
     /// Repositories whose functions were dated from their history now (`executed`) or taken
@@ -50,7 +54,7 @@ pub struct StageTable {
 
 impl StageTable {
     /// Every stage's counts, by name, in stage order.
-    pub fn rows(&self) -> [(&'static str, &StageCounts); 13] {
+    pub fn rows(&self) -> [(&'static str, &StageCounts); 14] {
         [
             ("checkout", &self.checkout),
             ("parse", &self.parse),
@@ -64,6 +68,7 @@ impl StageTable {
             ("refine", &self.refine),
             ("assemble", &self.assemble),
             ("bugfix", &self.bugfix),
+            ("statement", &self.statement),
             ("evaluate", &self.evaluate),
         ]
     }

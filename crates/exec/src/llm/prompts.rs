@@ -33,6 +33,8 @@ fn builtin(template: Template) -> &'static str {
         Template::CodegenRepairCompletion => {
             include_str!("../../../../prompts/codegen_repair_completion.j2")
         }
+        Template::BugfixIssue => include_str!("../../../../prompts/bugfix_issue.j2"),
+        Template::BugfixFix => include_str!("../../../../prompts/bugfix_fix.j2"),
     }
 }
 

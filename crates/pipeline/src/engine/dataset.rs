@@ -266,6 +266,7 @@ impl Dataset<'_> {
                     failed: 0,
                 };
             }
+            st.statement = harness_out.statement;
             let counts = &mut summary.counts;
             if let Some(made) = &harness_out.bugfix {
                 counts.bugfix_tasks = Some(made.tasks.len() as u64);
@@ -295,16 +296,18 @@ impl Dataset<'_> {
         let mut results = None;
         let mut retry_errors = false;
         if until >= Stage::Evaluate && self.cfg.evaluate.enabled {
-            let ev = self.evaluate(&harness_out.instances, summary)?;
+            let tasks = harness_out.bugfix.as_ref().map_or(&[][..], |m| &m.tasks);
+            let ev = self.evaluate(&harness_out.instances, tasks, summary)?;
             failed_requests.extend(ev.failed_requests);
             if !ev.errors.is_empty() {
                 summary.retry.push(errors_note(&ev.errors));
                 retry_errors = true;
             }
-            results = Some(ev.results);
+            results = Some((ev.results, ev.bugfix_results));
             clock.lap("evaluate");
         }
-        let recorded = self.write(&rows, &slices, &harness_out, results.as_deref(), summary)?;
+        let results = results.as_ref().map(|(r, b)| (r.as_slice(), b.as_slice()));
+        let recorded = self.write(&rows, &slices, &harness_out, results, summary)?;
         if until >= Stage::Slice {
             self.store_memos(rows, slices, &recorded);
         }
@@ -404,6 +407,7 @@ impl Dataset<'_> {
     fn evaluate(
         &self,
         instances: &[r2e_core::records::Instance],
+        tasks: &[r2e_core::records::BugfixTask],
         summary: &mut Summary,
     ) -> Result<crate::evaluate::EvalOutputs> {
         let cfg = self.cfg;
@@ -429,8 +433,16 @@ impl Dataset<'_> {
             .num_threads(width)
             .build()
             .map_err(Error::internal)?;
-        let evaluator =
-            crate::evaluate::Evaluator::new(cfg, &bench, &llm, &templates, &self.s.cache, &pool);
+        let tasks = if cfg.evaluate.bugfix { tasks } else { &[] };
+        let evaluator = crate::evaluate::Evaluator::new(
+            cfg,
+            &bench,
+            &llm,
+            &templates,
+            &self.s.cache,
+            &pool,
+            tasks,
+        );
         let bar = progress(0, "evaluate");
         let out = evaluator.run(&bar)?;
         bar.finish_and_clear();
@@ -459,6 +471,7 @@ impl Dataset<'_> {
             pass: tables.overall,
             unseen: tables.by_cutoff,
             repair: tables.repair,
+            bugfix: crate::evaluate::bugfix_table(&out.bugfix_results, tasks, &cfg.evaluate.k),
         });
         Ok(out)
     }
@@ -773,7 +786,10 @@ impl Dataset<'_> {
         rows: &[(SourceFile, FunctionRow)],
         slices: &[RepoSlices],
         harness_out: &HarnessOutputs,
-        results: Option<&[r2e_core::records::EvalResult]>,
+        results: Option<(
+            &[r2e_core::records::EvalResult],
+            &[r2e_core::records::EvalResult],
+        )>,
         summary: &mut Summary,
     ) -> Result<Vec<Recorded>> {
         let (until, db) = (self.opts.until, &self.s.db);
@@ -905,12 +921,20 @@ impl Dataset<'_> {
             }
             recorded.push(out.finish(previous, current)?);
         }
-        if let Some(results) = results {
+        if let Some((results, bugfix_results)) = results {
             let mut out = open(OutputFile::Results.name())?;
             for r in results {
                 out.write(r)?;
             }
             recorded.push(out.finish(previous, current)?);
+            // The samples on the bug-fix tasks, when they were evaluated.
+            if harness_out.bugfix.is_some() && self.cfg.evaluate.bugfix {
+                let mut out = open(OutputFile::BugfixResults.name())?;
+                for r in bugfix_results {
+                    out.write(r)?;
+                }
+                recorded.push(out.finish(previous, current)?);
+            }
         }
         let mut out = open(OutputFile::Failures.name())?;
         for f in self.shared.failures {

@@ -121,8 +121,7 @@ pub fn fingerprint(
             refine: &c.refine,
             evaluate: &c.evaluate,
             bugfix: &c.bugfix,
-            prompts: if c.generate.generator.uses_model() || c.refine.enabled || c.evaluate.enabled
-            {
+            prompts: if c.renders_prompts() {
                 templates
                     .get(c)
                     .map(|t| t.sources.clone())

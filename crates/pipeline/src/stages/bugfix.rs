@@ -681,6 +681,7 @@ fn task(
         base_commit: inst.commit.clone(),
         created_at,
         problem_statement: report(inst, evidence),
+        statement_source: Default::default(),
         patch: diff(&inst.path, &b.module, original),
         test_patch: added(&tests_path, &inst.harness),
         fail_to_pass: named(fail_to_pass),
@@ -703,6 +704,57 @@ fn task(
         caught_by_project_tests: None,
         env_lock: inst.env_lock.clone(),
         stability,
+    }
+}
+
+/// A fix's check, judged as a task's (`judge`).
+pub struct FixVerdict {
+    /// The check's verdict, `pass` when no FAIL_TO_PASS or PASS_TO_PASS test fails.
+    pub verdict: Verdict,
+    /// FAIL_TO_PASS tests the fixed state still fails.
+    pub fail_to_pass_failing: Vec<String>,
+    /// PASS_TO_PASS tests the fix broke.
+    pub pass_to_pass_failing: Vec<String>,
+}
+
+/// Judges the check of a task's fixed state (`r2e check TASK --patch`, `serve`'s bug-fix
+/// sessions and `evaluate`'s bug-fix samples alike): the harness's tests by their task ids;
+/// `pass` when no FAIL_TO_PASS or PASS_TO_PASS test fails (a test in neither list, flaky on
+/// the broken state, does not count). A check that could not judge stays as it is.
+pub fn judge(task: &BugfixTask, mut verdict: Verdict) -> FixVerdict {
+    let tests_path = task
+        .fail_to_pass
+        .first()
+        .and_then(|t| t.split_once("::"))
+        .map_or("", |(path, _)| path)
+        .to_owned();
+    let failing: Vec<String> = verdict
+        .tests
+        .iter()
+        .filter(|t| !t.passed)
+        .map(|t| test_id(&tests_path, &t.name))
+        .collect();
+    let failing_of = |list: &[String]| -> Vec<String> {
+        list.iter()
+            .filter(|t| failing.contains(t))
+            .cloned()
+            .collect()
+    };
+    let fail_to_pass_failing = failing_of(&task.fail_to_pass);
+    let pass_to_pass_failing = failing_of(&task.pass_to_pass);
+    if verdict.outcome != CheckOutcome::Error && verdict.error.is_none() {
+        let passed = fail_to_pass_failing.is_empty() && pass_to_pass_failing.is_empty();
+        verdict.passed = passed;
+        verdict.outcome = if passed {
+            CheckOutcome::Pass
+        } else {
+            CheckOutcome::Fail
+        };
+    }
+    FixVerdict {
+        verdict,
+        fail_to_pass_failing,
+        pass_to_pass_failing,
     }
 }
 

@@ -65,6 +65,9 @@ pub struct HarnessOutputs {
     pub times: HashMap<String, RepoTime>,
     /// With `[bugfix]`: the tasks (lines of `bugfix.jsonl`), and the broken states left out.
     pub bugfix: Option<super::bugfix::Made>,
+    /// With `[bugfix] statement = "model"`: the statement requests (`failed`: answers not
+    /// used).
+    pub statement: StageCounts,
 }
 
 /// The counts of the harness stages, and whether something must run again next build.
@@ -136,8 +139,9 @@ impl Model {
         client: &Arc<dyn ModelClient>,
         generate: bool,
         refine: bool,
+        statement: bool,
     ) -> Result<Option<Model>> {
-        if !generate && !refine {
+        if !generate && !refine && !statement {
             return Ok(None);
         }
         let mut width = 0;
@@ -146,6 +150,9 @@ impl Model {
         }
         if refine {
             width = width.max(provider(cfg.refine_provider())?.max_concurrency);
+        }
+        if statement {
+            width = width.max(provider(cfg.statement_provider())?.max_concurrency);
         }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads((width as usize).max(rayon::current_num_threads()))
@@ -196,6 +203,7 @@ pub fn run(
     };
     let validate = until >= Stage::Validate;
     let refine = until >= Stage::Refine && cfg.refine.enabled;
+    let statement = until >= Stage::Assemble && cfg.statement_provider().is_some();
     let tallies = Tallies::default();
     let generator = cfg.generate.generator;
     let model = Model::new(
@@ -204,6 +212,7 @@ pub fn run(
         &services.models,
         generator.uses_model() && validate,
         refine,
+        statement,
     )?;
     let steps = generate_all(
         inputs,
@@ -275,6 +284,10 @@ pub fn run(
         }
         for (repo, seconds, fresh) in &made.times {
             tallies.time(repo, Timed::Bugfix, *seconds, Some(*fresh));
+        }
+        let mut made = made;
+        if let (Some(m), true) = (&model, statement) {
+            out.statement = statements_all(cfg, &exec, m, &mut made.tasks, &dones, &tallies)?;
         }
         out.bugfix = Some(made);
     }
@@ -980,4 +993,58 @@ fn refine_all(
         });
     }
     Ok(refined)
+}
+
+/// Stage `statement` for the bug-fix tasks: each report rewritten by the model
+/// (`[bugfix] statement = "model"`). Returns the stage's counts; `failed` counts the answers not
+/// used (the task keeps its report).
+fn statements_all(
+    cfg: &Config,
+    exec: &Exec,
+    m: &Model,
+    tasks: &mut [r2e_core::records::BugfixTask],
+    dones: &[Done],
+    tallies: &Tallies,
+) -> Result<StageCounts> {
+    let provider = provider(cfg.statement_provider())?;
+    let settings = cfg
+        .bugfix
+        .as_ref()
+        .expect("a statement provider is [bugfix]'s");
+    let writer = super::statement::Writer {
+        llm: &m.llm,
+        templates: &m.templates,
+        provider,
+        request: super::keyed::statement_request(provider.api, settings),
+    };
+    let instances: HashMap<&str, &r2e_core::records::Instance> = dones
+        .iter()
+        .filter_map(|d| d.instance.as_ref())
+        .map(|i| (i.id.as_str(), i))
+        .collect();
+    let written: Vec<Result<(super::statement::Written, bool)>> = m.pool.install(|| {
+        tasks
+            .par_iter_mut()
+            .filter_map(|t| {
+                let inst = instances.get(t.instance.as_str())?;
+                Some(
+                    writer
+                        .run(exec.cache, t, inst)
+                        .map(|w| (w, t.statement_source.refused.is_some())),
+                )
+            })
+            .collect()
+    });
+    let tally = super::Tally::default();
+    for w in written {
+        let (w, refused) = w?;
+        tally.ran(w.fresh);
+        if refused {
+            tally.failed();
+        }
+        if w.failed_request {
+            tallies.retry_later();
+        }
+    }
+    Ok(tally.counts())
 }

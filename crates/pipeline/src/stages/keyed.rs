@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use r2e_core::config::{
-    Api, Config, GenerateConfig, HarnessMode, RefineConfig, SandboxConfig, Template,
+    Api, BugfixConfig, Config, GenerateConfig, HarnessMode, RefineConfig, SandboxConfig, Template,
 };
 use r2e_core::keys::{ExplorerSettings, GenerateSettings, ValidateSettings};
 use r2e_core::model::RequestSettings;
@@ -114,6 +114,30 @@ pub fn harness_prompts(generate: &GenerateConfig) -> Vec<Template> {
 /// The template a refined docstring's request is rendered from.
 pub const SPECGEN: Template = Template::Specgen;
 
+/// The settings of the model requests that write bug-fix statements (`[bugfix]`, the
+/// provider's API kind).
+pub fn statement_request(api: Api, bugfix: &BugfixConfig) -> RequestSettings {
+    RequestSettings {
+        api,
+        model: bugfix.model.clone().unwrap_or_default(),
+        temperature: bugfix.temperature,
+        max_tokens: bugfix.max_completion_tokens,
+    }
+}
+
+/// The template a bug-fix task's statement request is rendered from.
+pub const ISSUE: Template = Template::BugfixIssue;
+
+/// What stage `bugfix` is keyed by: `[bugfix]`, and with `statement = "model"` the statement
+/// requests' settings and template (stage `statement`).
+#[derive(Serialize)]
+struct Bugfix<'a> {
+    #[serde(flatten)]
+    config: &'a BugfixConfig,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    statement: Option<Asked>,
+}
+
 /// What `generate`'s actions are keyed by: the explorer's key settings (built-in and hybrid),
 /// the model's request settings and prompts (llm and hybrid).
 #[derive(Serialize)]
@@ -171,7 +195,7 @@ pub fn of_pipeline(
             None => s.to_owned(),
         };
         // Read only when a stage of this dataset asks a model (as the fingerprint does).
-        let asks = c.generate.generator.uses_model() || c.refine.enabled;
+        let asks = c.renders_prompts();
         let templates: BTreeMap<Template, String> = asks
             .then(|| templates.get(c).ok())
             .flatten()
@@ -219,7 +243,16 @@ pub fn of_pipeline(
         out.insert(stage("generate"), value(serde_json::to_value(&generate)));
         out.insert(stage("validate"), value(serde_json::to_value(&validate)));
         out.insert(stage("refine"), value(serde_json::to_value(&refine)));
-        out.insert(stage("bugfix"), value(serde_json::to_value(&c.bugfix)));
+        let bugfix = c.bugfix.as_ref().map(|b| Bugfix {
+            config: b,
+            statement: c.statement_provider().map(|p| Asked {
+                request: statement_request(p.api, b),
+                prompt: prompts(&[ISSUE]),
+                repair_rounds: None,
+                max_examples: None,
+            }),
+        });
+        out.insert(stage("bugfix"), value(serde_json::to_value(&bugfix)));
     }
     out
 }

@@ -24,6 +24,7 @@ pub mod llmgen;
 pub mod mutation;
 pub mod pypi;
 pub mod refine;
+pub mod statement;
 pub mod validate;
 
 use r2e_core::records::StageCounts;
