@@ -141,8 +141,7 @@ impl Bench {
         let r = self.resolved.get(ix)?.as_ref().ok()?;
         let chunk = r.summary.layout.defs[r.def].chunk;
         let text = r.source.get(chunk.start as usize..chunk.end as usize)?;
-        let strings = r2e_python::strings_in(text);
-        Some((&r.target.module, r2e_python::dedent(text, &strings)))
+        Some((&r.target.module, dedented(text)))
     }
 
     /// Where instance `ix`'s function is (its repository's files on this machine, and the
@@ -244,20 +243,22 @@ impl Bench {
     }
 
     /// The function a bug-fix task is about, as instance `ix`'s module has it (the gold fix's
-    /// definition, dedented) and as the task's broken state has it. `None` when either cannot
-    /// be made.
-    pub fn task_definitions(&self, ix: usize, task: &BugfixTask) -> Option<(String, String)> {
+    /// definition, dedented) and as the task's broken state (`broken`, from
+    /// [`Bench::broken_module`]) has it. `None` when it is not found.
+    pub fn task_definitions(
+        &self,
+        ix: usize,
+        task: &BugfixTask,
+        broken: &str,
+    ) -> Option<(String, String)> {
         let r = self.resolved.get(ix)?.as_ref().ok()?;
         let d = self.task_def(ix, task)?;
         let chunk = r.summary.layout.defs[d].chunk;
-        let text = r.source.get(chunk.start as usize..chunk.end as usize)?;
-        let gold = r2e_python::dedent(text, &r2e_python::strings_in(text));
-        let broken = self.broken_module(ix, task).ok()?;
+        let gold = dedented(r.source.get(chunk.start as usize..chunk.end as usize)?);
         // The broken state differs from the module only inside this definition: the text
         // after it is the same.
         let tail = r.source.len() - chunk.end as usize;
-        let text = broken.get(chunk.start as usize..broken.len().checked_sub(tail)?)?;
-        let bad = r2e_python::dedent(text, &r2e_python::strings_in(text));
+        let bad = dedented(broken.get(chunk.start as usize..broken.len().checked_sub(tail)?)?);
         Some((gold, bad))
     }
 
@@ -374,6 +375,11 @@ impl Bench {
             Err(verdict) => Ok(verdict),
         }
     }
+}
+
+/// A definition's text (decorators included), dedented.
+fn dedented(text: &str) -> String {
+    r2e_python::dedent(text, &r2e_python::strings_in(text))
 }
 
 /// Where an instance's function is now, and its environment; why it cannot be checked when its

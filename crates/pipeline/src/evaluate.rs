@@ -71,13 +71,14 @@ pub struct Evaluator<'a> {
     tasks: Vec<TaskRef<'a>>,
 }
 
-/// A bug-fix task evaluated: the task, its instance's place in the bench, and its broken
-/// file's text (`None` when it cannot be made: the task's samples are checks that cannot
-/// judge).
+/// A bug-fix task evaluated: the task, its instance's place in the bench, its broken file's
+/// text, and the function as the gold fix and the broken state have it (what the built-in
+/// models answer); `None` when they cannot be made: the task's samples are checks that cannot
+/// judge.
 struct TaskRef<'a> {
     task: &'a BugfixTask,
     instance: usize,
-    broken: Option<String>,
+    broken: Option<(String, (String, String))>,
 }
 
 /// What every sample of an instance shares: its module's name and the reference answer (both
@@ -210,7 +211,10 @@ impl<'a> Evaluator<'a> {
             .iter()
             .filter_map(|task| {
                 let instance = bench.index(&task.instance).ok()?;
-                let broken = bench.broken_module(instance, task).ok();
+                let broken = bench.broken_module(instance, task).ok().and_then(|text| {
+                    let definitions = bench.task_definitions(instance, task, &text)?;
+                    Some((text, definitions))
+                });
                 Some(TaskRef {
                     task,
                     instance,
@@ -598,7 +602,7 @@ impl<'a> Evaluator<'a> {
             sample: unit.sample,
         };
         if let Some(t) = self.task(unit.instance) {
-            let Some(broken) = &t.broken else {
+            let Some((broken, _)) = &t.broken else {
                 return Ok(None);
             };
             let function = &t.task.locations[0].function;
@@ -665,11 +669,7 @@ impl<'a> Evaluator<'a> {
     fn answer(&self, unit: &Unit, plan: Option<&Planned>) -> (Answered, Spent, bool) {
         let m = &self.models()[unit.model];
         if let Some(t) = self.task(unit.instance) {
-            let definitions = t
-                .broken
-                .as_ref()
-                .and_then(|_| self.bench.task_definitions(t.instance, t.task));
-            let Some((gold, broken)) = definitions else {
+            let Some((_, (gold, broken))) = &t.broken else {
                 let why = format!(
                     "task `{}`'s broken state cannot be made from the dataset's commit",
                     t.task.instance_id
@@ -682,7 +682,7 @@ impl<'a> Evaluator<'a> {
                     "reference" => gold,
                     _ => broken,
                 };
-                return (Answered::Code(Some(code)), Spent::default(), false);
+                return (Answered::Code(Some(code.clone())), Spent::default(), false);
             }
         }
         let Some(plan) = plan else {

@@ -126,6 +126,22 @@ FILES = {
 }
 
 
+def run_capture(scratch, request):
+    """`r2e_capture.py` (copied into `scratch`) on `request`, in a child: its answer."""
+    req = os.path.join(scratch, "request.json")
+    out = os.path.join(scratch, "out.json")
+    with open(req, "w", encoding="utf-8") as f:
+        json.dump(request, f)
+    subprocess.run(
+        [sys.executable, "-I", os.path.join(scratch, "r2e_capture.py"), req, out],
+        check=True,
+        timeout=120,
+        stdout=subprocess.DEVNULL,
+    )
+    with open(out, encoding="utf-8") as f:
+        return json.load(f)
+
+
 class CaptureTest(unittest.TestCase):
     def setUp(self):
         self.root = tempfile.mkdtemp(prefix="r2e-capture-")
@@ -150,18 +166,7 @@ class CaptureTest(unittest.TestCase):
             "max_bytes": 8192,
             "time_limit": time_limit,
         }
-        req = os.path.join(self.scratch, "request.json")
-        out = os.path.join(self.scratch, "out.json")
-        with open(req, "w", encoding="utf-8") as f:
-            json.dump(request, f)
-        subprocess.run(
-            [sys.executable, "-I", os.path.join(self.scratch, "r2e_capture.py"), req, out],
-            check=True,
-            timeout=120,
-            stdout=subprocess.DEVNULL,
-        )
-        with open(out, encoding="utf-8") as f:
-            return json.load(f)
+        return run_capture(self.scratch, request)
 
     def load(self, text):
         """The value of a captured text, in a fresh interpreter that imports the package (as a
@@ -412,18 +417,7 @@ class ProjectTestsTest(unittest.TestCase):
             ],
             "time_limit": 2,
         }
-        req = os.path.join(self.scratch, "request.json")
-        out = os.path.join(self.scratch, "out.json")
-        with open(req, "w", encoding="utf-8") as f:
-            json.dump(request, f)
-        subprocess.run(
-            [sys.executable, "-I", os.path.join(self.scratch, "r2e_capture.py"), req, out],
-            check=True,
-            timeout=120,
-            stdout=subprocess.DEVNULL,
-        )
-        with open(out, encoding="utf-8") as f:
-            answer = json.load(f)
+        answer = run_capture(self.scratch, request)
         self.assertEqual(answer["status"], "ok", answer)
         self.assertEqual(answer["runner"], "pytest")
         # The file as it is passes; the broken state fails the test that calls it; the state
