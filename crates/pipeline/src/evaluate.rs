@@ -23,7 +23,8 @@
 //! the broken file and names the function the bug is in; the answer's `def` of it replaces the
 //! broken one, and the module is checked through the same path and judged as `r2e check TASK
 //! --patch` judges (`stages::bugfix::judge`: every FAIL_TO_PASS and PASS_TO_PASS test must
-//! pass). One round each, no repair. On a task, `builtin/reference` answers with the gold
+//! pass). One round each, no repair. A task of several bugs (`[bugfix] combine`) is left
+//! out: its fix is more than one function. On a task, `builtin/reference` answers with the gold
 //! function and `builtin/mutants` with the broken one (a fix that changes nothing).
 
 use r2e_core::config::Template;
@@ -209,6 +210,8 @@ impl<'a> Evaluator<'a> {
     ) -> Evaluator<'a> {
         let tasks = tasks
             .iter()
+            // A task of several bugs (`[bugfix] combine`) needs more than one function fixed.
+            .filter(|task| task.locations.len() == 1)
             .filter_map(|task| {
                 let instance = bench.index(&task.instance).ok()?;
                 let broken = bench.broken_module(instance, task).ok().and_then(|text| {

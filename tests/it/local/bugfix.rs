@@ -469,8 +469,93 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
         "{v:#} {err}"
     );
 
+    // Two bugs in one task (`combine = 2`): one in `discounted`, one in `_round`, which it
+    // calls; only bug-fix checks run. The gold patch passes, and a patch that fixes one of the
+    // two fails: each must be fixed. `[evaluate]`, whose answer is one function, leaves them
+    // out.
+    let reference = "\n[evaluate]\nenabled = true\nsamples = 1\nk = [1]\n\
+                     [[evaluate.model]]\nprovider = \"builtin\"\nmodel = \"reference\"\n";
+    std::fs::write(
+        &pipeline,
+        format!("{text}\n[bugfix]\ncombine = 2\nper_function = 2\n{reference}"),
+    )
+    .unwrap();
+    let combined = common::offline_build(p.path());
+    for stage in ["generate", "validate", "mutate"] {
+        assert_eq!(
+            combined["stages"][stage]["executed"], 0,
+            "{stage}: {combined}"
+        );
+    }
+    assert_eq!(
+        jsonl(&p.path().join("out/results.jsonl")).len(),
+        1,
+        "the instance is evaluated"
+    );
+    let results = p.path().join("out/bugfix_results.jsonl");
+    assert!(
+        !results.exists() || jsonl(&results).is_empty(),
+        "no task of two bugs is evaluated: {:?}",
+        std::fs::read_to_string(&results)
+    );
+    let tasks = jsonl(&p.path().join("out/bugfix.jsonl"));
+    assert!(
+        (1..=2).contains(&tasks.len()),
+        "up to per_function tasks: {tasks:#?}"
+    );
+    for t in &tasks {
+        let functions: Vec<&str> = t["locations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["function"].as_str().unwrap())
+            .collect();
+        assert_eq!(functions, ["discounted", "_round"], "{t:#}");
+        assert!(
+            t["instance_id"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{id}:bugs-")),
+            "{t:#}"
+        );
+        assert_eq!(t["mutant_kind"].as_str().unwrap().split('+').count(), 2);
+        assert_eq!(t["depth"], 0);
+        let task_id = t["instance_id"].as_str().unwrap();
+        let (code, v, err) = patch_check(task_id, t["patch"].as_str().unwrap());
+        assert_eq!(
+            (code, &v["outcome"]),
+            (0, &Value::from("pass")),
+            "{v:#} {err}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("shop")).unwrap();
+        std::fs::write(dir.path().join("shop/prices.py"), &original).unwrap();
+        apply(dir.path(), t["bug_patch"].as_str().unwrap());
+        let broken = std::fs::read_to_string(dir.path().join("shop/prices.py")).unwrap();
+        for fixed in ["discounted", "_round"] {
+            let half = broken.replace(&def_text(&broken, fixed), &def_text(&original, fixed));
+            assert_ne!(half, broken, "{fixed} is broken");
+            assert_ne!(half, original, "the other one is broken");
+            let patch = diffy::DiffOptions::new()
+                .set_original_filename("a/shop/prices.py")
+                .set_modified_filename("b/shop/prices.py")
+                .create_patch(&broken, &half)
+                .to_string();
+            let (code, v, err) = patch_check(task_id, &patch);
+            assert_eq!(
+                (code, &v["outcome"]),
+                (1, &Value::from("fail")),
+                "only {fixed} fixed: {v:#} {err}"
+            );
+            assert!(
+                !v["fail_to_pass_failing"].as_array().unwrap().is_empty(),
+                "{v:#}"
+            );
+        }
+    }
+
     // Not built yet, or incomplete: refused, located, exit 2.
-    for (key, value) in [("depth", "2"), ("combine", "2"), ("statement", "\"model\"")] {
+    for (key, value) in [("depth", "2"), ("combine", "0"), ("statement", "\"model\"")] {
         std::fs::write(&pipeline, format!("{text}\n[bugfix]\n{key} = {value}\n")).unwrap();
         let out = assert_cmd::Command::cargo_bin("r2e")
             .unwrap()
@@ -484,7 +569,7 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
         assert!(
             stderr.contains(&format!("pipeline.toml:{line}:"))
                 && match key {
-                    "combine" => stderr.contains("not built yet"),
+                    "combine" => stderr.contains("at least 1"),
                     "statement" => stderr.contains("needs `provider"),
                     _ => true,
                 },

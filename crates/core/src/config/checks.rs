@@ -315,13 +315,6 @@ fn check_bugfix(cfg: &Config, b: &super::BugfixConfig, at: &Locate) -> Result<()
     if b.combine == 0 {
         return Err(at("bugfix", "combine", "`combine` must be at least 1"));
     }
-    if b.combine > 1 {
-        return Err(at(
-            "bugfix",
-            "combine",
-            "`combine` above 1 (several bugs in one task) is not built yet: this r2e makes one bug per task",
-        ));
-    }
     if b.statement == Statement::Model {
         check_model(
             cfg,

@@ -345,8 +345,11 @@ pub struct BugfixConfig {
     /// method of the same module that it calls directly (its slice at distance 1), so that the
     /// agent sees a caller fail and must find the bug one hop away.
     pub depth: u32,
-    /// Bugs per task (1). Several bugs of one repository in one task are not built yet: more
-    /// than 1 is refused.
+    /// Bugs per task: up to this many, each in another function of the instance's module and
+    /// each caught by its harness alone, so that every one must be fixed. At depth 0, one is in
+    /// the function whose harness catches them and the others in functions it calls; at depth
+    /// 1, all are in functions it calls. A change from the history stays one task of its own;
+    /// `[evaluate]` leaves tasks of several bugs out (its answer is one function).
     pub combine: u32,
     /// The problem statement: `report`, written like a user's bug report from the failing
     /// evidence (the call, what it did, what was expected), with no path, line, patch or test

@@ -59,6 +59,17 @@ enum Bug {
     Mutant(Mutant),
     /// The body before the last change to it: the fix is that change.
     History(Arc<Earlier>),
+    /// Several mutants, each in another function of the module (`[bugfix] combine`), each
+    /// one caught by the harness alone.
+    Combined(Vec<Part>),
+}
+
+/// One bug of a combined broken state.
+struct Part {
+    function: String,
+    mutant: Mutant,
+    /// Its lines in the module (`changed_lines`).
+    lines: (u32, u32),
 }
 
 /// One broken state of an instance's function.
@@ -68,7 +79,9 @@ struct Broken<'a> {
     bug: Bug,
     module: String,
     hash: Hash,
-    /// The function the bug is in: the instance's own (depth 0), or one it calls (depth 1).
+    /// The definition the bug is in (its index in the module), and its qualname: the
+    /// instance's own function (depth 0), or one it calls (depth 1). A combined state's first.
+    def: usize,
     function: String,
     candidate: &'a Candidate,
     instance: &'a Instance,
@@ -241,6 +254,7 @@ fn chunk(
     let (cfg, repeats) = (settings.bugfix, settings.repeats);
     let started = std::time::Instant::now();
     let mutants = cfg.sources.contains(&BugSource::Mutants);
+    let combine = cfg.combine.max(1) as usize;
     let mut broken: Vec<Broken> = Vec::new();
     for &&(done, c, instance) in subjects {
         let mut seen: Vec<Hash> = Vec::new();
@@ -251,7 +265,12 @@ fn chunk(
         } else {
             places(c)
         };
-        for (def, function, definition) in bug_sites(c, cfg.depth) {
+        let mut sites = bug_sites(c, cfg.depth);
+        if combine > 1 && cfg.depth == 0 {
+            // A combined task's other bugs are in the functions it calls.
+            sites.extend(bug_sites(c, 1).into_iter().filter(|(d, _, _)| *d != c.def));
+        }
+        for (def, function, definition) in sites {
             // The body before the last change to it, spliced into today's module.
             let found = places_of
                 .get(def)
@@ -268,6 +287,7 @@ fn chunk(
                         bug: Bug::History(e.clone()),
                         module,
                         hash,
+                        def,
                         function: function.clone(),
                         candidate: c,
                         instance,
@@ -293,20 +313,40 @@ fn chunk(
                     bug: Bug::Mutant(m),
                     module,
                     hash,
+                    def,
                     function: function.clone(),
                     candidate: c,
                     instance,
                 });
             }
         }
-        if cfg.depth > 0 {
-            // A callee's mutants were never checked against this harness: the first
-            // `CHECKED_PER_TASK` per task wanted, by content, are.
-            own.sort_by_key(order);
-            own.truncate(CHECKED_PER_TASK * cfg.per_function as usize);
+        // A callee's mutants were never checked against this harness: the first
+        // `CHECKED_PER_TASK` per task wanted (per bug of a combined one), by content, are.
+        // With `combine`, they take turns by function, so that each callee has its share.
+        let (mut callees, mine): (Vec<Broken>, Vec<Broken>) = own
+            .into_iter()
+            .partition(|b| cfg.depth > 0 || b.def != c.def);
+        if combine > 1 {
+            let mut rank: HashMap<usize, usize> = HashMap::new();
+            callees.sort_by_key(order);
+            let mut ranked: Vec<(usize, Broken)> = callees
+                .into_iter()
+                .map(|b| {
+                    let r = rank.entry(b.def).or_default();
+                    *r += 1;
+                    (*r, b)
+                })
+                .collect();
+            ranked.sort_by_key(|(r, b)| (*r, order(b)));
+            callees = ranked.into_iter().map(|(_, b)| b).collect();
+        } else {
+            callees.sort_by_key(order);
         }
+        let bugs_in_callees = if cfg.depth > 0 { combine } else { combine - 1 };
+        callees.truncate(CHECKED_PER_TASK * cfg.per_function as usize * bugs_in_callees);
         broken.extend(changes);
-        broken.extend(own);
+        broken.extend(mine);
+        broken.extend(callees);
     }
     let mut made = Made::default();
     // The first check: stage `mutate`'s, from the cache.
@@ -368,7 +408,34 @@ fn chunk(
             let b = &broken[*i];
             (matches!(b.bug, Bug::Mutant(_)), order(b))
         });
-        chosen.extend(ks.iter().take(cfg.per_function as usize).map(|(i, _)| *i));
+        if combine == 1 {
+            chosen.extend(ks.iter().take(cfg.per_function as usize).map(|(i, _)| *i));
+            continue;
+        }
+        // With `combine`: the changes from the history alone, then the mutants in combined
+        // states.
+        let history: Vec<usize> = ks
+            .iter()
+            .map(|(i, _)| *i)
+            .filter(|&i| matches!(broken[i].bug, Bug::History(_)))
+            .take(cfg.per_function as usize)
+            .collect();
+        let wanted = cfg.per_function as usize - history.len();
+        chosen.extend(history);
+        let mutants: Vec<usize> = ks
+            .iter()
+            .map(|(i, _)| *i)
+            .filter(|&i| matches!(broken[i].bug, Bug::Mutant(_)))
+            .collect();
+        for state in combined(&broken, &mutants, combine, cfg.depth, wanted) {
+            match state {
+                Chosen::One(i) => chosen.push(i),
+                Chosen::Several(b) => {
+                    chosen.push(broken.len());
+                    broken.push(b);
+                }
+            }
+        }
     }
     // The broken states that became tasks, in `made.tasks`' order.
     let mut tasked: Vec<usize> = Vec::new();
@@ -419,6 +486,146 @@ fn chunk(
         .map(|(_, c, _)| (c.repo.clone(), each, fresh))
         .collect();
     Ok(made)
+}
+
+/// A broken state chosen to be judged: one already checked, or one of several bugs.
+enum Chosen<'a> {
+    One(usize),
+    Several(Broken<'a>),
+}
+
+/// An instance's `wanted` broken states of up to `combine` bugs each, from its mutants the
+/// harness caught (`killed`, indices in `broken`, in their order), each bug in another
+/// function: at depth 0 one bug in the instance's function and the others in functions it
+/// calls, at depth 1 all in functions it calls. The functions take turns (by their first bug's
+/// order), and each function's bugs too, so that the states differ; a state whose bugs cannot
+/// all be put in the module together, or that is one already made, is skipped. With one
+/// function caught, a state is one bug. Each bug alone is caught: none of them may be left
+/// unfixed.
+fn combined<'a>(
+    broken: &[Broken<'a>],
+    killed: &[usize],
+    combine: usize,
+    depth: u32,
+    wanted: usize,
+) -> Vec<Chosen<'a>> {
+    let Some(&first) = killed.first() else {
+        return Vec::new();
+    };
+    let c = broken[first].candidate;
+    // Per function, its bugs in order; the functions in order of their first bug.
+    let mut functions: Vec<(usize, Vec<usize>)> = Vec::new();
+    for &i in killed {
+        match functions.iter_mut().find(|(d, _)| *d == broken[i].def) {
+            Some((_, bugs)) => bugs.push(i),
+            None => functions.push((broken[i].def, vec![i])),
+        }
+    }
+    let own = if depth == 0 {
+        let Some(k) = functions.iter().position(|(d, _)| *d == c.def) else {
+            return Vec::new();
+        };
+        Some(functions.remove(k))
+    } else {
+        None
+    };
+    let mut used: HashMap<usize, usize> = HashMap::new();
+    let mut pick = |(def, bugs): &(usize, Vec<usize>)| {
+        let n = used.entry(*def).or_default();
+        *n += 1;
+        bugs[(*n - 1) % bugs.len()]
+    };
+    let mut seen: Vec<Hash> = Vec::new();
+    let mut out = Vec::new();
+    for k in 0..wanted {
+        let mut parts: Vec<usize> = own.iter().map(&mut pick).collect();
+        let others = combine - parts.len();
+        let n = functions.len();
+        parts.extend(
+            (0..others.min(n))
+                .map(|j| &functions[(k + j) % n])
+                .map(&mut pick)
+                .collect::<Vec<_>>(),
+        );
+        if parts.len() == 1 {
+            if !seen.contains(&broken[parts[0]].hash) {
+                seen.push(broken[parts[0]].hash);
+                out.push(Chosen::One(parts[0]));
+            }
+            continue;
+        }
+        let Some(module) = compose(
+            &c.source,
+            &parts
+                .iter()
+                .map(|&i| broken[i].module.as_str())
+                .collect::<Vec<_>>(),
+        ) else {
+            continue;
+        };
+        let hash = Hash::of_bytes(module.as_bytes());
+        if seen.contains(&hash) {
+            continue;
+        }
+        seen.push(hash);
+        let b = &broken[parts[0]];
+        let bugs = parts
+            .iter()
+            .filter_map(|&i| match &broken[i].bug {
+                Bug::Mutant(m) => Some(Part {
+                    function: broken[i].function.clone(),
+                    mutant: m.clone(),
+                    lines: changed_lines(&c.source, &broken[i].module),
+                }),
+                _ => None,
+            })
+            .collect();
+        out.push(Chosen::Several(Broken {
+            done: b.done,
+            bug: Bug::Combined(bugs),
+            module,
+            hash,
+            def: b.def,
+            function: b.function.clone(),
+            candidate: c,
+            instance: b.instance,
+        }));
+    }
+    out
+}
+
+/// `original` with the changes of each of `states` (each differs from it in one stretch of
+/// lines), when those stretches are apart: none overlaps or touches another.
+fn compose(original: &str, states: &[&str]) -> Option<String> {
+    let a: Vec<&str> = original.split_inclusive('\n').collect();
+    let mut edits: Vec<(usize, usize, Vec<&str>)> = states
+        .iter()
+        .map(|state| {
+            let b: Vec<&str> = state.split_inclusive('\n').collect();
+            let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+            let tail = a
+                .iter()
+                .rev()
+                .zip(b.iter().rev())
+                .take_while(|(x, y)| x == y)
+                .count()
+                .min(a.len().min(b.len()) - head);
+            (head, a.len() - tail, b[head..b.len() - tail].to_vec())
+        })
+        .collect();
+    edits.sort_by_key(|(start, _, _)| *start);
+    if edits.windows(2).any(|w| w[0].1 >= w[1].0) {
+        return None;
+    }
+    let mut out = String::with_capacity(original.len());
+    let mut at = 0;
+    for (start, end, with) in &edits {
+        out.extend(a[at..*start].iter().copied());
+        out.extend(with.iter().copied());
+        at = *end;
+    }
+    out.extend(a[at..].iter().copied());
+    Some(out)
 }
 
 /// The project's own tests on each task's broken state: those the capture saw call the
@@ -558,6 +765,7 @@ fn task_id(b: &Broken) -> String {
     let kind = match b.bug {
         Bug::Mutant(_) => "bug",
         Bug::History(_) => "hist",
+        Bug::Combined(_) => "bugs",
     };
     format!("{}:{kind}-{}", b.instance.id, &b.hash.to_hex()[..12])
 }
@@ -658,7 +866,12 @@ fn task(
     let named = |names: &[String]| -> Vec<String> {
         names.iter().map(|n| test_id(&tests_path, n)).collect()
     };
-    let (first, last) = changed_lines(original, &b.module);
+    let location = |function: &str, (first, last): (u32, u32)| BugLocation {
+        file: inst.path.clone(),
+        function: function.to_owned(),
+        lines: [first, last],
+    };
+    let mut locations = vec![location(&b.function, changed_lines(original, &b.module))];
     let (origin, mutant_kind, mutant, history_commit, created_at) = match &b.bug {
         Bug::Mutant(m) => (
             BugOrigin::Mutant,
@@ -667,6 +880,26 @@ fn task(
             None,
             inst.changed_at.clone().or_else(|| inst.created_at.clone()),
         ),
+        Bug::Combined(parts) => {
+            locations = parts
+                .iter()
+                .map(|p| location(&p.function, p.lines))
+                .collect();
+            let each = |f: fn(&Mutant) -> &str, by: &str| {
+                parts
+                    .iter()
+                    .map(|p| f(&p.mutant))
+                    .collect::<Vec<_>>()
+                    .join(by)
+            };
+            (
+                BugOrigin::Mutant,
+                Some(each(|m| m.kind.name(), "+")),
+                Some(each(|m| &m.description, "; ")),
+                None,
+                inst.changed_at.clone().or_else(|| inst.created_at.clone()),
+            )
+        }
         Bug::History(e) => (
             BugOrigin::History,
             None,
@@ -692,11 +925,7 @@ fn task(
         bug_patch: diff(&inst.path, original, &b.module),
         origin,
         depth,
-        locations: vec![BugLocation {
-            file: inst.path.clone(),
-            function: b.function.clone(),
-            lines: [first, last],
-        }],
+        locations,
         mutant_kind,
         mutant,
         history_commit,
@@ -1228,6 +1457,23 @@ mod tests {
     }
 
     /// The report names the public call and the evidence, never the path or the tests.
+    #[test]
+    fn bugs_in_two_functions_are_put_together_when_they_are_apart() {
+        let original = "def a(x):\n    return x + 1\n\n\ndef b(x):\n    return x * 2\n";
+        let in_a = original.replace("x + 1", "x - 1");
+        let in_b = original.replace("x * 2", "x * 3\n    pass");
+        let both = compose(original, &[&in_b, &in_a]).unwrap();
+        assert_eq!(
+            both,
+            "def a(x):\n    return x - 1\n\n\ndef b(x):\n    return x * 3\n    pass\n"
+        );
+        assert_eq!(changed_lines(original, &in_b), (6, 7));
+        // Two changes of the same lines, or of lines that touch, are not put together.
+        let also_a = original.replace("def a(x)", "def a(y)");
+        assert_eq!(compose(original, &[&in_a, &also_a]), None);
+        assert_eq!(compose(original, &[&in_a, &in_a]), None);
+    }
+
     #[test]
     fn a_report_shows_the_evidence_and_nothing_of_the_solution() {
         let inst = Instance {
