@@ -168,8 +168,9 @@ pub fn check(exec: &Exec, runtime: &Runtime, candidates: &[Candidate]) -> Result
 /// Checks candidates `runs` times each, every run in a fresh process (run 0 in the tests'
 /// natural order, the others shuffled): what a bug-fix task's broken state is judged on. The
 /// runs of a candidate are one action (`keys::RepeatKey`), stored unless one of them says
-/// nothing about the candidate (an `error` run). Per candidate, a verdict per run, judged when
-/// read, and whether the runs ran now.
+/// nothing about the candidate (an `error` run). Run 0 is [`check`]'s run, taken from the check
+/// cache when it holds it. Per candidate, a verdict per run, judged when read, and whether the
+/// runs ran now.
 pub fn check_repeated(
     exec: &Exec,
     runtime: &Runtime,
@@ -191,18 +192,37 @@ pub fn check_repeated(
                 .map(|r| (r, false))
         })
         .collect();
-    let misses: Vec<usize> = (0..candidates.len())
-        .filter(|&i| got[i].is_none())
-        .collect();
-    if !misses.is_empty() {
-        let ran = runs::run_batch(
+    // Run 0 is the one `check` makes (the same run: a fresh process, the tests in their
+    // natural order): when the check cache holds it, only the later runs are made.
+    let mut first: Vec<Option<RawRun>> = vec![None; candidates.len()];
+    let (mut whole, mut later): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    for i in (0..candidates.len()).filter(|&i| got[i].is_none()) {
+        first[i] = (runs > 1)
+            .then(|| exec.cache.get_action::<_, RawRun>(&checks[i]))
+            .flatten()
+            .filter(|r| !r.is_error());
+        if first[i].is_some() {
+            later.push(i);
+        } else {
+            whole.push(i);
+        }
+    }
+    for (misses, from) in [(whole, 0), (later, 1)] {
+        if misses.is_empty() {
+            continue;
+        }
+        let ran = runs::run_batch_from(
             exec,
             runtime,
             &items(candidates, &misses),
             Mode::Candidate,
-            runs,
+            runs::Runs {
+                first: from,
+                count: runs - from,
+            },
         )?;
         for (&i, ran) in misses.iter().zip(ran) {
+            let ran: Vec<RawRun> = first[i].take().into_iter().chain(ran).collect();
             if !ran.iter().any(RawRun::is_error) {
                 exec.cache.put_action(&keys[i], &ran)?;
             }
