@@ -110,6 +110,13 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
     }
     let tasks = jsonl(&p.path().join("out/bugfix.jsonl"));
     assert_eq!(second["counts"]["bugfix_tasks"], tasks.len(), "{second}");
+    // Where the stage's time went: its checks, and the project's tests on the broken states.
+    for part in ["bugfix", "bugfix_tests"] {
+        let t = &second["time"][0][part];
+        assert!(t["seconds"].as_f64().is_some(), "{part}: {second}");
+        assert_eq!(t["computed"], 1, "{part}: {second}");
+    }
+    assert!(second["time"][0]["bugfix"]["seconds"].as_f64().unwrap() > 0.0);
     // Each chosen broken state's repeated check ran, once: the tasks and the ones left out.
     let rejected = second["counts"]["bugfix_rejected"].as_u64().unwrap() as usize;
     assert_eq!(

@@ -286,17 +286,21 @@ pub struct RepoTime {
     /// `[bugfix]`'s checks of the broken states (none without it).
     #[serde(default)]
     pub bugfix: StageTime,
+    /// `[bugfix]`'s runs of the project's own tests on the broken states (none without it).
+    #[serde(default)]
+    pub bugfix_tests: StageTime,
 }
 
 impl RepoTime {
     /// Its stages, by name.
-    pub fn stages(&self) -> [(&'static str, &StageTime); 5] {
+    pub fn stages(&self) -> [(&'static str, &StageTime); 6] {
         [
             ("env", &self.env),
             ("generate", &self.generate),
             ("validate", &self.validate),
             ("mutate", &self.mutate),
             ("bugfix", &self.bugfix),
+            ("bugfix_tests", &self.bugfix_tests),
         ]
     }
 
@@ -323,6 +327,7 @@ impl RepoTime {
             &mut self.validate,
             &mut self.mutate,
             &mut self.bugfix,
+            &mut self.bugfix_tests,
         ] {
             *t = t.rounded();
         }

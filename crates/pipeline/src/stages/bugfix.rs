@@ -49,9 +49,20 @@ pub struct Made {
     pub cached: u64,
     /// Checks that could not judge a broken state (outcome `error`): the build runs again.
     pub errors: usize,
-    /// Per instance: its repository, its share of the stage's seconds, and whether any of its
-    /// checks ran now.
-    pub times: Vec<(String, f64, bool)>,
+    /// Per instance, its share of the stage's seconds.
+    pub times: Vec<Spent>,
+}
+
+/// An instance's share of the stage's seconds: an even share of its environment's.
+#[derive(Debug)]
+pub struct Spent {
+    pub repo: String,
+    /// Making and checking the broken states.
+    pub checks: f64,
+    /// The project's own tests on them.
+    pub tests: f64,
+    /// Whether any of its environment's work ran now.
+    pub fresh: bool,
 }
 
 /// Where a broken state's bug comes from.
@@ -478,12 +489,19 @@ fn chunk(
             }
         }
     }
+    let checks_done = started.elapsed();
     project_tests(exec, settings, &broken, &tasked, &mut made, repos)?;
-    let each = started.elapsed().as_secs_f64() / subjects.len().max(1) as f64;
+    let n = subjects.len().max(1) as f64;
+    let tests = (started.elapsed() - checks_done).as_secs_f64() / n;
     let fresh = made.executed > 0;
     made.times = subjects
         .iter()
-        .map(|(_, c, _)| (c.repo.clone(), each, fresh))
+        .map(|(_, c, _)| Spent {
+            repo: c.repo.clone(),
+            checks: checks_done.as_secs_f64() / n,
+            tests,
+            fresh,
+        })
         .collect();
     Ok(made)
 }

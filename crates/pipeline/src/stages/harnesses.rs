@@ -88,6 +88,7 @@ enum Timed {
     Validate,
     Mutate,
     Bugfix,
+    BugfixTests,
 }
 
 impl Tallies {
@@ -108,6 +109,7 @@ impl Tallies {
             Timed::Validate => &mut t.validate,
             Timed::Mutate => &mut t.mutate,
             Timed::Bugfix => &mut t.bugfix,
+            Timed::BugfixTests => &mut t.bugfix_tests,
         };
         match fresh {
             Some(fresh) => t.add(seconds, fresh),
@@ -282,8 +284,9 @@ pub fn run(
         if made.errors > 0 {
             tallies.retry_later();
         }
-        for (repo, seconds, fresh) in &made.times {
-            tallies.time(repo, Timed::Bugfix, *seconds, Some(*fresh));
+        for t in &made.times {
+            tallies.time(&t.repo, Timed::Bugfix, t.checks, Some(t.fresh));
+            tallies.time(&t.repo, Timed::BugfixTests, t.tests, Some(t.fresh));
         }
         let mut made = made;
         if let (Some(m), true) = (&model, statement) {
