@@ -54,6 +54,24 @@ fn apply(dir: &Path, patch: &str) {
     std::fs::remove_file(&file).unwrap();
 }
 
+/// `shop/prices.py` as `original` with `bug_patch` applied (through `git apply`).
+fn broken_of(original: &str, bug_patch: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("shop")).unwrap();
+    std::fs::write(dir.path().join("shop/prices.py"), original).unwrap();
+    apply(dir.path(), bug_patch);
+    std::fs::read_to_string(dir.path().join("shop/prices.py")).unwrap()
+}
+
+/// A diff of `shop/prices.py` from `from` to `to`, as a fix is submitted.
+fn prices_diff(from: &str, to: &str) -> String {
+    diffy::DiffOptions::new()
+        .set_original_filename("a/shop/prices.py")
+        .set_modified_filename("b/shop/prices.py")
+        .create_patch(from, to)
+        .to_string()
+}
+
 /// The function's definition in a module's text, from `def` to the end of its body.
 fn def_text(src: &str, name: &str) -> String {
     let lines: Vec<&str> = src.lines().collect();
@@ -247,18 +265,8 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
     // Broken otherwise: every price at its floor, whatever the floor is.
     let work_copy = original.replace("    out = []\n", "    return [floor for _ in prices]\n");
     assert_ne!(work_copy, original);
-    let broken_task = {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("shop")).unwrap();
-        std::fs::write(dir.path().join("shop/prices.py"), &original).unwrap();
-        apply(dir.path(), task["bug_patch"].as_str().unwrap());
-        std::fs::read_to_string(dir.path().join("shop/prices.py")).unwrap()
-    };
-    let worse = diffy::DiffOptions::new()
-        .set_original_filename("a/shop/prices.py")
-        .set_modified_filename("b/shop/prices.py")
-        .create_patch(&broken_task, &work_copy)
-        .to_string();
+    let broken_task = broken_of(&original, task["bug_patch"].as_str().unwrap());
+    let worse = prices_diff(&broken_task, &work_copy);
     let (code, v, err) = patch_check(task_id, &worse);
     assert_eq!(
         (code, &v["outcome"]),
@@ -534,21 +542,12 @@ fn tasks_from_the_harnesses_mutants_judged_by_the_check_path() {
             (0, &Value::from("pass")),
             "{v:#} {err}"
         );
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("shop")).unwrap();
-        std::fs::write(dir.path().join("shop/prices.py"), &original).unwrap();
-        apply(dir.path(), t["bug_patch"].as_str().unwrap());
-        let broken = std::fs::read_to_string(dir.path().join("shop/prices.py")).unwrap();
+        let broken = broken_of(&original, t["bug_patch"].as_str().unwrap());
         for fixed in ["discounted", "_round"] {
             let half = broken.replace(&def_text(&broken, fixed), &def_text(&original, fixed));
             assert_ne!(half, broken, "{fixed} is broken");
             assert_ne!(half, original, "the other one is broken");
-            let patch = diffy::DiffOptions::new()
-                .set_original_filename("a/shop/prices.py")
-                .set_modified_filename("b/shop/prices.py")
-                .create_patch(&broken, &half)
-                .to_string();
-            let (code, v, err) = patch_check(task_id, &patch);
+            let (code, v, err) = patch_check(task_id, &prices_diff(&broken, &half));
             assert_eq!(
                 (code, &v["outcome"]),
                 (1, &Value::from("fail")),

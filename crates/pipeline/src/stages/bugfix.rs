@@ -282,9 +282,11 @@ fn chunk(
             sites.extend(bug_sites(c, 1).into_iter().filter(|(d, _, _)| *d != c.def));
         }
         for (def, function, definition) in sites {
-            // The body before the last change to it, spliced into today's module.
+            // The body before the last change to it, spliced into today's module (not in a
+            // function that is a site only for a combined task's other bugs).
             let found = places_of
                 .get(def)
+                .filter(|_| cfg.depth > 0 || def == c.def)
                 .and_then(|p| earlier.get(&(c.repo.clone(), instance.path.clone(), p.clone())));
             if let Some(e) = found
                 && let Ok(module) =
@@ -620,14 +622,7 @@ fn compose(original: &str, states: &[&str]) -> Option<String> {
         .iter()
         .map(|state| {
             let b: Vec<&str> = state.split_inclusive('\n').collect();
-            let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-            let tail = a
-                .iter()
-                .rev()
-                .zip(b.iter().rev())
-                .take_while(|(x, y)| x == y)
-                .count()
-                .min(a.len().min(b.len()) - head);
+            let (head, tail) = same_ends(&a, &b);
             (head, a.len() - tail, b[head..b.len() - tail].to_vec())
         })
         .collect();
@@ -1025,7 +1020,15 @@ pub fn test_id(tests_path: &str, name: &str) -> String {
 fn changed_lines(original: &str, broken: &str) -> (u32, u32) {
     let a: Vec<&str> = original.lines().collect();
     let b: Vec<&str> = broken.lines().collect();
-    let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let (head, tail) = same_ends(&a, &b);
+    let last = (b.len() - tail).max(head + 1);
+    (head as u32 + 1, last as u32)
+}
+
+/// How many items `a` and `b` share at their start, and then at their end (never counting an
+/// item twice).
+fn same_ends<T: PartialEq>(a: &[T], b: &[T]) -> (usize, usize) {
+    let head = a.iter().zip(b).take_while(|(x, y)| x == y).count();
     let tail = a
         .iter()
         .rev()
@@ -1033,8 +1036,7 @@ fn changed_lines(original: &str, broken: &str) -> (u32, u32) {
         .take_while(|(x, y)| x == y)
         .count()
         .min(a.len().min(b.len()) - head);
-    let last = (b.len() - tail).max(head + 1);
-    (head as u32 + 1, last as u32)
+    (head, tail)
 }
 
 /// A unified diff of one file from `from` to `to`, with git's `a/` and `b/` paths.
