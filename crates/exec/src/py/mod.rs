@@ -276,6 +276,9 @@ pub struct ProjectTestsAnswer {
     pub runner: String,
     /// Per state, the node ids that failed; `None`: its run did not finish.
     pub failed: Vec<Option<Vec<String>>>,
+    /// Per state, the seconds its run could take: the request's limit, or for a broken state
+    /// after the module's own run, a few times that run (`r2e_capture.py`).
+    pub limits: Vec<f64>,
     pub error: Option<String>,
 }
 

@@ -32,10 +32,14 @@ bug-fix task's `project_tests_fail`. REQUEST.json: {"repo_root", "extra_roots", 
 "tests": [pytest node ids], "states": [a module text, or null for the file as it is],
 "time_limit"}. Each state runs in a child forked from this process (pytest imported once): the
 module's import is served from the state's text (a finder first on `sys.meta_path`; the
-file's own path stays its `__file__`), and the given tests run under pytest. OUT.json is
-{"status": "ok", "runner": "pytest", "failed": [[node ids that failed] or null per state]}
-(null: the state's run did not finish, its time limit or a crash) or {"status": "error",
-"error"}; "runner": "none" when the environment has no pytest.
+file's own path stays its `__file__`), and the given tests run under pytest. When the first
+state is the file as it is (null), the others are broken states of it: each may take at most
+BROKEN_FLOOR seconds more than BROKEN_FACTOR times what the tests took on it (and never more
+than "time_limit"), since a broken state that runs far longer than the module is stuck, and
+waiting out the whole limit on it is what made these runs slow. OUT.json is {"status": "ok",
+"runner": "pytest", "failed": [[node ids that failed] or null per state], "limits": [seconds
+per state]} (null: the state's run did not finish, its time limit or a crash) or {"status":
+"error", "error"}; "runner": "none" when the environment has no pytest.
 """
 
 from __future__ import annotations
@@ -593,6 +597,11 @@ class StateLoader:
         exec(compile(self.text, self.origin, "exec", dont_inherit=True), module.__dict__)
 
 
+# A broken state's time limit: BROKEN_FLOOR + BROKEN_FACTOR x the module's own run (seconds).
+BROKEN_FLOOR = 5.0
+BROKEN_FACTOR = 3.0
+
+
 def project_tests(request: dict, scratch: str) -> dict:
     """The given tests on each state of one module (the module's docstring, second mode)."""
     repo_root = set_paths(request)
@@ -603,12 +612,22 @@ def project_tests(request: dict, scratch: str) -> dict:
     except BaseException:
         return {"status": "ok", "runner": "none", "failed": []}
     tests = [os.path.join(repo_root, t) for t in request.get("tests") or []]
-    limit = max(float(request.get("time_limit") or 60), 1.0)
+    whole = max(float(request.get("time_limit") or 60), 1.0)
+    states = request.get("states") or []
     failed = []
-    for n, text in enumerate(request.get("states") or []):
+    limits = []
+    # The module's own run, when the first state is it (wall seconds, which a busy machine only
+    # makes longer).
+    own = None
+    for n, text in enumerate(states):
+        limit = whole
+        if n > 0 and own is not None:
+            limit = min(whole, BROKEN_FLOOR + BROKEN_FACTOR * own)
+        limits.append(limit)
         if not tests:
             failed.append([])
             continue
+        started = time.monotonic()
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -647,7 +666,9 @@ def project_tests(request: dict, scratch: str) -> dict:
             failed.append(json.loads(said) if os.waitstatus_to_exitcode(status) == 0 else None)
         except ValueError:
             failed.append(None)
-    return {"status": "ok", "runner": "pytest", "failed": failed}
+        if n == 0 and text is None and failed[0] is not None:
+            own = time.monotonic() - started
+    return {"status": "ok", "runner": "pytest", "failed": failed, "limits": limits}
 
 
 def capture(request: dict, scratch: str) -> dict:

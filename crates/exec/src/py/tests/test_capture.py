@@ -423,3 +423,26 @@ class ProjectTestsTest(unittest.TestCase):
         # The file as it is passes; the broken state fails the test that calls it; the state
         # whose test the limit stopped has no answer, not the tests that got to run.
         self.assertEqual(answer["failed"], [[], ["tests/test_calc.py::test_double"], None])
+
+    def test_a_broken_state_may_run_a_few_times_as_long_as_the_module(self):
+        stuck = "def double(x):\n    while True:\n        pass\n"
+        request = {
+            "repo_root": self.root,
+            "extra_roots": [],
+            "module": "calc",
+            "tests": ["tests/test_calc.py::test_double"],
+            "states": [None, stuck],
+            "time_limit": 300,
+        }
+        answer = run_capture(self.scratch, request)
+        self.assertEqual(answer["failed"], [[], None], answer)
+        whole, broken = answer["limits"]
+        self.assertEqual(whole, 300)
+        # The module's own run took well under a minute here: the stuck state was stopped
+        # after a few times that (5 s more than 3 times it), not after the whole limit.
+        self.assertLess(broken, 300)
+        self.assertGreaterEqual(broken, 5)
+        # Without the module's own run first, a state gets the whole limit.
+        request["states"] = ["def double(x):\n    return x + x\n"]
+        request["time_limit"] = 7
+        self.assertEqual(run_capture(self.scratch, request)["limits"], [7])
