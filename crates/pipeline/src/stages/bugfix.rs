@@ -884,7 +884,13 @@ fn task(
         function: function.to_owned(),
         lines: [first, last],
     };
-    let mut locations = vec![location(&b.function, changed_lines(original, &b.module))];
+    let locations = match &b.bug {
+        Bug::Combined(parts) => parts
+            .iter()
+            .map(|p| location(&p.function, p.lines))
+            .collect(),
+        _ => vec![location(&b.function, changed_lines(original, &b.module))],
+    };
     let (origin, mutant_kind, mutant, history_commit, created_at) = match &b.bug {
         Bug::Mutant(m) => (
             BugOrigin::Mutant,
@@ -894,10 +900,6 @@ fn task(
             inst.changed_at.clone().or_else(|| inst.created_at.clone()),
         ),
         Bug::Combined(parts) => {
-            locations = parts
-                .iter()
-                .map(|p| location(&p.function, p.lines))
-                .collect();
             let each = |f: fn(&Mutant) -> &str, by: &str| {
                 parts
                     .iter()
@@ -1476,7 +1478,6 @@ mod tests {
         ));
     }
 
-    /// The report names the public call and the evidence, never the path or the tests.
     #[test]
     fn bugs_in_two_functions_are_put_together_when_they_are_apart() {
         let original = "def a(x):\n    return x + 1\n\n\ndef b(x):\n    return x * 2\n";
@@ -1494,6 +1495,7 @@ mod tests {
         assert_eq!(compose(original, &[&in_a, &in_a]), None);
     }
 
+    /// The report names the public call and the evidence, never the path or the tests.
     #[test]
     fn a_report_shows_the_evidence_and_nothing_of_the_solution() {
         let inst = Instance {
