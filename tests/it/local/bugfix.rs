@@ -744,7 +744,11 @@ fn prices_v1() -> String {
 }
 
 /// The project's own tests, added with the fix of `discounted`.
-const PROJECT_TESTS: &str = r#"from shop.prices import discounted
+const PROJECT_TESTS: &str = r#"from shop.prices import discounted, roots
+
+
+def test_roots():
+    assert roots([400, 81]) == [20, 9]
 
 
 def test_floor():
@@ -778,7 +782,8 @@ fn git_at(repo: &Path, date: &str, args: &[&str]) -> String {
 /// module only for the import it lacks; with one task per instance, the history's comes
 /// before the mutants'. The project's own tests (pytest, the capture's environment) run on
 /// each broken state: the test that came with the fix catches the change, and none catches
-/// the mutant of `total`, which no project test calls.
+/// the mutant of `total`, which no project test calls. They run on the module as it is once,
+/// with the tests of both instances some test calls (`discounted` and `roots`).
 #[test]
 fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
     let p = Project::new("//- shop/__init__.py\n", OFFLINE);
@@ -864,6 +869,17 @@ fn a_change_from_the_history_is_a_task_and_a_refactor_is_not() {
         "{mutant:#}"
     );
     assert_eq!(mutant["caught_by_project_tests"], false);
+    // `roots`' task ran its one test. The stored runs: one per task whose function some test
+    // calls, and one of the module as it is, shared by them.
+    let [root] = of("r:shop/prices.py:roots")[..] else {
+        panic!("one task of roots: {tasks:#?}")
+    };
+    assert!(root["project_tests_fail"].is_array(), "{root:#}");
+    let stored = walkdir::WalkDir::new(p.path().join("cache/actions/project-tests-v1"))
+        .into_iter()
+        .filter(|e| e.as_ref().unwrap().file_type().is_file())
+        .count();
+    assert_eq!(stored, 2 + 1);
     assert_eq!(change["origin"], "history", "{change:#}");
     assert!(
         change["instance_id"]

@@ -248,6 +248,7 @@ impl Bucket {
                 | Bucket::Check
                 | Bucket::Answer
                 | Bucket::Repeat
+                | Bucket::ProjectTests
         )
     }
 

@@ -254,17 +254,24 @@ pub struct CaptureRequest<'a> {
 }
 
 /// What `r2e_capture.py` reads in its second mode: the project's tests (pytest node ids) run on
-/// states of one module, each state's text served as the module's import (`None`: the file as
-/// it is).
+/// states of one module, each state's text served as the module's import.
 #[derive(Clone, Debug, Serialize)]
 pub struct ProjectTestsRequest<'a> {
     pub repo_root: &'a std::path::Path,
     pub extra_roots: &'a [PathBuf],
     pub module: &'a str,
-    pub tests: &'a [String],
-    pub states: Vec<Option<&'a str>>,
+    pub states: Vec<TestedState<'a>>,
     /// Seconds one state's tests may run.
     pub time_limit: u64,
+}
+
+/// One state of a module and the tests run on it.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct TestedState<'a> {
+    /// The module's text; `None`: the file as it is.
+    pub text: Option<&'a str>,
+    /// The tests (pytest node ids), in order.
+    pub tests: &'a [String],
 }
 
 /// What `r2e_capture.py` answers in its second mode.

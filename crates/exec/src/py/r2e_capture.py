@@ -29,11 +29,12 @@ pytest which tests reached each target (`reached`, at most `REACHED` each, sorte
 
 The second mode (the request has "states"): the project's tests on states of one module, for a
 bug-fix task's `project_tests_fail`. REQUEST.json: {"repo_root", "extra_roots", "module",
-"tests": [pytest node ids], "states": [a module text, or null for the file as it is],
+"states": [{"text": a module text, or null for the file as it is, "tests": [pytest node ids]}],
 "time_limit"}. Each state runs in a child forked from this process (pytest imported once): the
 module's import is served from the state's text (a finder first on `sys.meta_path`; the
-file's own path stays its `__file__`), and the given tests run under pytest. When the first
-state is the file as it is (null), the others are broken states of it: each may take at most
+file's own path stays its `__file__`), and the state's tests run under pytest. When the first
+state is the file as it is (null), with the tests of all the others, those are broken states of
+it: each may take at most
 BROKEN_FLOOR seconds more than BROKEN_FACTOR times what the tests took on it (and never more
 than "time_limit"), since a broken state that runs far longer than the module is stuck, and
 waiting out the whole limit on it is what made these runs slow. OUT.json is {"status": "ok",
@@ -611,7 +612,6 @@ def project_tests(request: dict, scratch: str) -> dict:
         import pytest
     except BaseException:
         return {"status": "ok", "runner": "none", "failed": []}
-    tests = [os.path.join(repo_root, t) for t in request.get("tests") or []]
     whole = max(float(request.get("time_limit") or 60), 1.0)
     states = request.get("states") or []
     failed = []
@@ -619,7 +619,9 @@ def project_tests(request: dict, scratch: str) -> dict:
     # The module's own run, when the first state is it (wall seconds, which a busy machine only
     # makes longer).
     own = None
-    for n, text in enumerate(states):
+    for n, state in enumerate(states):
+        text = state.get("text")
+        tests = [os.path.join(repo_root, t) for t in state.get("tests") or []]
         limit = whole
         if n > 0 and own is not None:
             limit = min(whole, BROKEN_FLOOR + BROKEN_FACTOR * own)

@@ -24,6 +24,7 @@ use r2e_core::records::{
 };
 use r2e_exec::checkpath::{self, TestVerdict, Verdict};
 use r2e_exec::jobs::Exec;
+use r2e_exec::py::TestedState;
 use r2e_exec::runs;
 use r2e_python::mutate::Mutant;
 
@@ -157,18 +158,24 @@ pub fn make(exec: &Exec, settings: &Settings, dones: &[Done], repos: &Repos) -> 
     } else {
         EarlierBodies::new()
     };
-    let made: Vec<Result<Made>> = chunks
+    let made: Vec<Result<(Made, Vec<Tested>)>> = chunks
         .par_iter()
         .flat_map_iter(|bin| {
             bin.iter().map(|((runtime, _), idx)| {
                 let chosen: Vec<&(usize, &Candidate, &Instance)> =
                     idx.iter().map(|&k| &subjects[k]).collect();
-                chunk(exec, runtime, settings, &chosen, &earlier, repos)
+                chunk(exec, runtime, settings, &chosen, &earlier)
             })
         })
         .collect();
+    let mut tested: Vec<Tested> = Vec::new();
     for m in made {
-        let m = m?;
+        let (m, t) = m?;
+        let first = out.tasks.len();
+        tested.extend(t.into_iter().map(|t| Tested {
+            task: first + t.task,
+            ..t
+        }));
         out.tasks.extend(m.tasks);
         out.rejected.extend(m.rejected);
         out.executed += m.executed;
@@ -176,6 +183,7 @@ pub fn make(exec: &Exec, settings: &Settings, dones: &[Done], repos: &Repos) -> 
         out.times.extend(m.times);
         out.errors += m.errors;
     }
+    project_tests(exec, settings, &tested, &mut out, repos)?;
     // The dataset's order: by instance, then by task id.
     out.tasks
         .sort_by(|a, b| (&a.instance, &a.instance_id).cmp(&(&b.instance, &b.instance_id)));
@@ -253,15 +261,14 @@ fn earlier_bodies(
     (out, unread)
 }
 
-/// The tasks of one environment's instances.
-fn chunk(
+/// The tasks of one environment's instances, and their broken states for the project's tests.
+fn chunk<'a>(
     exec: &Exec,
     runtime: &r2e_exec::jobs::Runtime,
     settings: &Settings,
-    subjects: &[&(usize, &Candidate, &Instance)],
+    subjects: &[&(usize, &'a Candidate, &'a Instance)],
     earlier: &EarlierBodies,
-    repos: &Repos,
-) -> Result<Made> {
+) -> Result<(Made, Vec<Tested<'a>>)> {
     let (cfg, repeats) = (settings.bugfix, settings.repeats);
     let started = std::time::Instant::now();
     let mutants = cfg.sources.contains(&BugSource::Mutants);
@@ -491,21 +498,38 @@ fn chunk(
             }
         }
     }
-    let checks_done = started.elapsed();
-    project_tests(exec, settings, &broken, &tasked, &mut made, repos)?;
     let n = subjects.len().max(1) as f64;
-    let tests = (started.elapsed() - checks_done).as_secs_f64() / n;
+    let checks = started.elapsed().as_secs_f64() / n;
     let fresh = made.executed > 0;
     made.times = subjects
         .iter()
         .map(|(_, c, _)| Spent {
             repo: c.repo.clone(),
-            checks: checks_done.as_secs_f64() / n,
-            tests,
+            checks,
+            tests: 0.0,
             fresh,
         })
         .collect();
-    Ok(made)
+    let first = made.tasks.len() - tasked.len();
+    let tested = tasked
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| Tested {
+            task: first + k,
+            done: broken[i].done,
+            candidate: broken[i].candidate,
+            module: broken[i].module.clone(),
+        })
+        .collect();
+    Ok((made, tested))
+}
+
+/// A task's broken state, for the project's tests: `task` is its index in the tasks made.
+struct Tested<'a> {
+    task: usize,
+    done: usize,
+    candidate: &'a Candidate,
+    module: String,
 }
 
 /// A broken state chosen to be judged: one already checked, or one of several bugs.
@@ -642,63 +666,110 @@ fn compose(original: &str, states: &[&str]) -> Option<String> {
 }
 
 /// The project's own tests on each task's broken state: those the capture saw call the
-/// instance's function (at depth 1, the caller's: the callee's own are not recorded), run on the
-/// module as it is and on each broken state (`capture::project_tests`). A task's
+/// instance's function (at depth 1, the caller's: the callee's own are not recorded), run on
+/// each broken state, and once per module on the module as it is, with the tests of all its
+/// instances (`capture::project_tests`); the modules side by side. A task's
 /// `project_tests_fail` are the ones that fail on its broken state and not on the module as it
-/// is; they stay `null` when the tests did not run under pytest or a run did not finish.
+/// is; they stay `null` when the tests did not run under pytest or a run did not finish. Each
+/// module's time is its repository's `tests`.
 fn project_tests(
     exec: &Exec,
     settings: &Settings,
-    broken: &[Broken],
-    tasked: &[usize],
+    tested: &[Tested],
     made: &mut Made,
     repos: &Repos,
 ) -> Result<()> {
-    let first = made.tasks.len() - tasked.len();
-    let mut by_instance: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (k, &i) in tasked.iter().enumerate() {
-        by_instance.entry(broken[i].done).or_default().push(k);
+    // By module (one checkout's file, imported from one root), then by instance.
+    type Module<'a> = (&'a str, &'a str, &'a std::path::Path);
+    let mut by_module: BTreeMap<Module, BTreeMap<usize, Vec<&Tested>>> = BTreeMap::new();
+    for t in tested {
+        let c = t.candidate;
+        let module = (
+            c.repo.as_str(),
+            c.target.module.as_str(),
+            c.target.import_root.as_path(),
+        );
+        by_module
+            .entry(module)
+            .or_default()
+            .entry(t.done)
+            .or_default()
+            .push(t);
     }
-    for ks in by_instance.values() {
-        let b = &broken[tasked[ks[0]]];
-        let (Some(tests), Some(facts)) = (&b.candidate.project_tests, repos.get(&b.candidate.repo))
-        else {
-            continue;
-        };
-        // No project test calls the function: none can catch its bugs, and nothing need run.
-        if tests.is_empty() {
-            for &k in ks {
-                let task = &mut made.tasks[first + k];
-                task.caught_by_project_tests = Some(false);
-                task.project_tests_fail = Some(Vec::new());
+    use rayon::prelude::*;
+    // Per module: each task's failing tests (`None`: not known), whether a run was made, and
+    // its seconds.
+    type Outcome = (Vec<(usize, Option<Vec<String>>)>, bool, f64);
+    let outcomes: Vec<Result<Outcome>> = by_module
+        .par_iter()
+        .map(|(_, instances)| {
+            let started = std::time::Instant::now();
+            let mut known: Vec<(usize, Option<Vec<String>>)> = Vec::new();
+            let mut union: Vec<String> = Vec::new();
+            let mut runs: Vec<(&Tested, &[String])> = Vec::new();
+            let mut candidate = None;
+            for states in instances.values() {
+                let c = states[0].candidate;
+                let (Some(tests), Some(facts)) = (&c.project_tests, repos.get(&c.repo)) else {
+                    continue;
+                };
+                // No project test calls the function: none can catch its bugs, and nothing
+                // need run.
+                if tests.is_empty() {
+                    known.extend(states.iter().map(|t| (t.task, Some(Vec::new()))));
+                    continue;
+                }
+                for t in tests {
+                    if !union.contains(t) {
+                        union.push(t.clone());
+                    }
+                }
+                runs.extend(states.iter().map(|&t| (t, tests.as_slice())));
+                candidate.get_or_insert((c, &facts.tree));
             }
-            continue;
-        }
-        let mut states: Vec<Option<&str>> = vec![None];
-        states.extend(ks.iter().map(|&k| Some(broken[tasked[k]].module.as_str())));
-        let (failed, fresh) = super::capture::project_tests(
-            exec,
-            b.candidate,
-            &facts.tree,
-            tests,
-            &states,
-            settings.tests_time_limit,
-        )?;
+            let Some((c, tree)) = candidate else {
+                return Ok((known, false, started.elapsed().as_secs_f64()));
+            };
+            let mut states = vec![TestedState {
+                text: None,
+                tests: &union,
+            }];
+            states.extend(runs.iter().map(|&(t, tests)| TestedState {
+                text: Some(t.module.as_str()),
+                tests,
+            }));
+            let (failed, fresh) =
+                super::capture::project_tests(exec, c, tree, &states, settings.tests_time_limit)?;
+            if let Some(Some(before)) = failed.first() {
+                for (&(t, _), after) in runs.iter().zip(&failed[1..]) {
+                    let caught = after.as_ref().map(|after| {
+                        after
+                            .iter()
+                            .filter(|id| !before.contains(id))
+                            .cloned()
+                            .collect()
+                    });
+                    known.push((t.task, caught));
+                }
+            }
+            Ok((known, fresh, started.elapsed().as_secs_f64()))
+        })
+        .collect();
+    for ((repo, _, _), outcome) in by_module.keys().zip(outcomes) {
+        let (known, fresh, seconds) = outcome?;
         made.executed += u64::from(fresh);
-        let Some(Some(before)) = failed.first() else {
-            continue;
-        };
-        for (&k, after) in ks.iter().zip(&failed[1..]) {
-            let Some(after) = after else { continue };
-            let caught: Vec<String> = after
-                .iter()
-                .filter(|t| !before.contains(t))
-                .cloned()
-                .collect();
-            let task = &mut made.tasks[first + k];
+        for (k, caught) in known {
+            let Some(caught) = caught else { continue };
+            let task = &mut made.tasks[k];
             task.caught_by_project_tests = Some(!caught.is_empty());
             task.project_tests_fail = Some(caught);
         }
+        made.times.push(Spent {
+            repo: (*repo).to_owned(),
+            checks: 0.0,
+            tests: seconds,
+            fresh,
+        });
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use r2e_core::records::{CallSiteArgs, CaptureTarget};
 use r2e_exec::jobs::{Exec, MESSAGE_CAP, redact, run_script};
 use r2e_exec::py::{
     self, AnswerStatus, CaptureAnswer, CaptureRequest, ProjectTestsAnswer, ProjectTestsRequest,
+    TestedState,
 };
 use r2e_exec::runs::describe_crash;
 use r2e_exec::sandbox::Exit;
@@ -191,19 +192,17 @@ fn names_path(text: &str, names: &[(std::path::PathBuf, &str)]) -> bool {
     })
 }
 
-/// Which of the project's own `tests` (pytest node ids: the ones the capture saw call the
-/// function) fail on each of `states` of the candidate's module (`None`: the module as it is;
-/// `tree`: its checkout's),
-/// in the capture's environment, from the cache or in one sandboxed run of those missing
-/// (`r2e_capture.py`'s second mode, `keys::ProjectTestsKey`). Per state, the failing ids, or
-/// `None` when they are not known: no usable environment or pytest, or a run that did not
-/// finish (not stored: the next build runs it again).
+/// Which of the project's own tests (pytest node ids: the ones the capture saw call a
+/// function) fail on each of `states` of the candidate's module (`text` `None`: the module as
+/// it is; `tree`: its checkout's), in the capture's environment, from the cache or in one
+/// sandboxed run of those missing (`r2e_capture.py`'s second mode, `keys::ProjectTestsKey`).
+/// Per state, the failing ids, or `None` when they are not known: no usable environment or
+/// pytest, or a run that did not finish (not stored: the next build runs it again).
 pub fn project_tests(
     exec: &Exec,
     c: &Candidate,
     tree: &str,
-    tests: &[String],
-    states: &[Option<&str>],
+    states: &[TestedState],
     time_limit_seconds: u64,
 ) -> Result<(Vec<Option<Vec<String>>>, bool)> {
     let mut out: Vec<Option<Vec<String>>> = vec![None; states.len()];
@@ -221,8 +220,10 @@ pub fn project_tests(
             env_lock,
             project: &c.code.project,
             module: &c.target.module,
-            tests,
-            state: state.map(|s| r2e_core::hash::Hash::of_bytes(s.as_bytes())),
+            tests: state.tests,
+            state: state
+                .text
+                .map(|s| r2e_core::hash::Hash::of_bytes(s.as_bytes())),
             time_limit_seconds,
             sandbox: &sandbox,
         })
@@ -239,7 +240,7 @@ pub fn project_tests(
     }
     // The module as it is runs first whenever a broken state runs, stored or not: its time
     // sets theirs (a broken state that runs far longer is stuck, not waited out).
-    if states.first() == Some(&None) && missing.first() != Some(&0) {
+    if states.first().is_some_and(|s| s.text.is_none()) && missing.first() != Some(&0) {
         missing.insert(0, 0);
     }
     let target = &c.target;
@@ -247,7 +248,6 @@ pub fn project_tests(
         repo_root: &target.import_root,
         extra_roots: &target.extra_roots,
         module: &target.module,
-        tests,
         states: missing.iter().map(|&i| states[i]).collect(),
         time_limit: time_limit_seconds,
     };

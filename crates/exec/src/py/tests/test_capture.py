@@ -405,15 +405,17 @@ class ProjectTestsTest(unittest.TestCase):
             shutil.copy(os.path.join(PY_DIR, name), self.scratch)
 
     def test_each_state_is_the_modules_import_and_a_stopped_one_has_no_answer(self):
+        both = ["tests/test_calc.py::test_double", "tests/test_calc.py::test_other"]
         request = {
             "repo_root": self.root,
             "extra_roots": [],
             "module": "calc",
-            "tests": ["tests/test_calc.py::test_double", "tests/test_calc.py::test_other"],
             "states": [
-                None,
-                "def double(x):\n    return x + x + 1\n",
-                "def double(x):\n    while True:\n        pass\n",
+                {"text": None, "tests": both},
+                {"text": "def double(x):\n    return x + x + 1\n", "tests": both},
+                {"text": "def double(x):\n    while True:\n        pass\n", "tests": both},
+                # Each state runs its own tests: this one, only the test the bug cannot reach.
+                {"text": "def double(x):\n    return 0\n", "tests": both[1:]},
             ],
             "time_limit": 2,
         }
@@ -421,8 +423,9 @@ class ProjectTestsTest(unittest.TestCase):
         self.assertEqual(answer["status"], "ok", answer)
         self.assertEqual(answer["runner"], "pytest")
         # The file as it is passes; the broken state fails the test that calls it; the state
-        # whose test the limit stopped has no answer, not the tests that got to run.
-        self.assertEqual(answer["failed"], [[], ["tests/test_calc.py::test_double"], None])
+        # whose test the limit stopped has no answer, not the tests that got to run; the last
+        # state's one test passes.
+        self.assertEqual(answer["failed"], [[], ["tests/test_calc.py::test_double"], None, []])
 
     def test_a_broken_state_may_run_a_few_times_as_long_as_the_module(self):
         stuck = "def double(x):\n    while True:\n        pass\n"
@@ -430,8 +433,10 @@ class ProjectTestsTest(unittest.TestCase):
             "repo_root": self.root,
             "extra_roots": [],
             "module": "calc",
-            "tests": ["tests/test_calc.py::test_double"],
-            "states": [None, stuck],
+            "states": [
+                {"text": None, "tests": ["tests/test_calc.py::test_double"]},
+                {"text": stuck, "tests": ["tests/test_calc.py::test_double"]},
+            ],
             "time_limit": 300,
         }
         answer = run_capture(self.scratch, request)
@@ -443,6 +448,8 @@ class ProjectTestsTest(unittest.TestCase):
         self.assertLess(broken, 300)
         self.assertGreaterEqual(broken, 5)
         # Without the module's own run first, a state gets the whole limit.
-        request["states"] = ["def double(x):\n    return x + x\n"]
+        request["states"] = [
+            {"text": "def double(x):\n    return x + x\n", "tests": ["tests/test_calc.py::test_double"]}
+        ]
         request["time_limit"] = 7
         self.assertEqual(run_capture(self.scratch, request)["limits"], [7])
