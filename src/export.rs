@@ -31,6 +31,7 @@ use r2e_core::hash::Hash;
 use r2e_core::records::{EnvLine, Instance, read_built, read_jsonl, read_manifest, to_line};
 use r2e_exec::image::{IMAGE_ENV, IMAGE_PROJECT, IMAGE_REPO};
 use r2e_exec::sandbox::docker::{self, ChunkWriter};
+use r2e_pipeline::bench::Bench;
 use r2e_pipeline::session::Session;
 use r2e_pipeline::stages::environment::project::tree_files;
 
@@ -100,8 +101,18 @@ fn file_name(repo: &str) -> String {
         .to_owned()
 }
 
-/// Writes the export of `cfg`'s built dataset into `dir` (which must not exist, or be empty).
-pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
+/// What an export holds besides the images and the dataset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The dataset and a `pipeline.toml` that checks candidates in the images.
+    R2e,
+    /// Also one Harbor task folder per instance (`tasks/`) and `registry.json` (`harbor.rs`).
+    Harbor,
+}
+
+/// Writes the export of `cfg`'s built dataset into `dir` (which must not exist, or be empty),
+/// in `format`. Nothing is left in `dir` unless all of it was written.
+pub fn export(cfg: &Config, dir: &Path, format: Format) -> Result<ExportManifest> {
     if dir.exists()
         && std::fs::read_dir(dir)
             .map(|mut d| d.next().is_some())
@@ -115,17 +126,42 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
     let output = r2e_pipeline::engine::outputs::resolve(&cfg.output);
     let instances: Vec<Instance> = read_built(&output.join(OutputFile::Dataset.name()))?;
     let envs: Vec<EnvLine> = read_jsonl(&output.join(OutputFile::Envs.name()))?.unwrap_or_default();
-    let manifest_path = output.join(OutputFile::Manifest.name());
-    let manifest = read_manifest(&manifest_path)?;
+    let manifest = read_manifest(&output.join(OutputFile::Manifest.name()))?;
     let session = Session::open(cfg)?;
+    let tmp = dir.with_extension(format!("part{}", std::process::id()));
+    let _ = fs_err::remove_dir_all(&tmp);
+    let written =
+        write_into(cfg, &tmp, format, session, &instances, &envs, &manifest).and_then(|exported| {
+            if dir.exists() {
+                fs_err::remove_dir(dir)?;
+            }
+            fs_err::rename(&tmp, dir)?;
+            Ok(exported)
+        });
+    if written.is_err() {
+        let _ = fs_err::remove_dir_all(&tmp);
+    }
+    written
+}
+
+/// The export, written into `tmp`.
+fn write_into(
+    cfg: &Config,
+    tmp: &Path,
+    format: Format,
+    session: Session,
+    instances: &[Instance],
+    envs: &[EnvLine],
+    manifest: &r2e_core::records::Manifest,
+) -> Result<ExportManifest> {
+    let manifest_path =
+        r2e_pipeline::engine::outputs::resolve(&cfg.output).join(OutputFile::Manifest.name());
     let docker = docker::connect()?;
     let local = r2e_exec::sandbox::local::LocalSandbox::new(false);
     let tools = session.cache.dir(r2e_core::cache::Bucket::Tools)?;
     let ((base, _), _) = r2e_exec::image::base_in(cfg, &tools, &local, None)?;
     let (_, base_size) = docker::image_id(&docker, &base)?;
-
-    let tmp = dir.with_extension(format!("part{}", std::process::id()));
-    let _ = fs_err::remove_dir_all(&tmp);
+    let tmp = tmp.to_path_buf();
     fs_err::create_dir_all(tmp.join("images"))?;
     fs_err::create_dir_all(tmp.join("repos"))?;
     fs_err::create_dir_all(tmp.join("out"))?;
@@ -145,16 +181,17 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
     let mut tags = std::collections::BTreeMap::new();
     let mut identities = std::collections::BTreeMap::new();
     for repo in repos {
-        let (image, files_identity) = exporter.repo(repo, &instances, &envs)?;
+        let (image, files_identity) = exporter.repo(repo, instances, envs)?;
         identities.insert(repo.to_owned(), files_identity);
         tags.insert(repo.to_owned(), image.tag.clone());
         images.push(image);
     }
-    let Exporter { base, tmp, .. } = exporter;
-
+    let Exporter {
+        base, tmp, session, ..
+    } = exporter;
     // The dataset, whose instances and environments name their images.
     let mut dataset = Vec::new();
-    for instance in &instances {
+    for instance in instances {
         let mut instance = instance.clone();
         instance.image = tags.get(&instance.repo).cloned();
         dataset.extend(to_line(&instance));
@@ -178,10 +215,15 @@ pub fn export(cfg: &Config, dir: &Path) -> Result<ExportManifest> {
     };
     let json = serde_json::to_vec_pretty(&exported).map_err(Error::internal)?;
     fs_err::write(tmp.join("export.json"), json)?;
-    if dir.exists() {
-        fs_err::remove_dir(dir)?;
+    if format == Format::Harbor {
+        let services = r2e_exec::services::Services::for_config(cfg, false);
+        let bench = Bench::of(&session, cfg, &services, instances.to_vec(), envs)?;
+        let names = crate::harbor::write_tasks(cfg, &bench, &tmp, &tags, manifest)?;
+        eprintln!(
+            "wrote {} Harbor task folders under tasks/: load the images with `r2e import` before running them",
+            names.len()
+        );
     }
-    fs_err::rename(&tmp, dir)?;
     Ok(exported)
 }
 

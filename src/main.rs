@@ -8,6 +8,7 @@ mod cli;
 mod cluster;
 mod diff;
 mod export;
+mod harbor;
 mod init;
 mod report;
 mod serve;

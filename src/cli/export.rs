@@ -20,6 +20,10 @@ use super::{print_json, print_text};
 pub struct ExportArgs {
     /// The folder to write (it must not exist, or be empty).
     dir: PathBuf,
+    /// What the export holds besides the images and the dataset: `harbor` adds one Harbor
+    /// task folder per instance (`tasks/`, `registry.json`).
+    #[arg(long, value_enum, default_value = "r2e")]
+    format: crate::export::Format,
     #[command(flatten)]
     pipeline: PipelineFile,
     /// Print `export.json` on stdout instead of a summary.
@@ -28,7 +32,7 @@ pub struct ExportArgs {
 }
 
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
-    let exported = crate::export::export(&args.pipeline.load()?, &args.dir)?;
+    let exported = crate::export::export(&args.pipeline.load()?, &args.dir, args.format)?;
     if args.json {
         print_json(&exported)?;
     } else {

@@ -61,6 +61,7 @@ mod docker {
     // The Docker backend's own area, in the tier named after what it needs.
     #[allow(clippy::module_inception)]
     pub(crate) mod docker;
+    mod harbor;
     mod hostile;
     mod outcomes;
     mod serve;

@@ -21,4 +21,5 @@ pub mod sandbox;
 pub mod services;
 pub mod splice;
 pub mod target;
+pub mod verifier;
 pub mod warm;

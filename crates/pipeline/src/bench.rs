@@ -151,6 +151,35 @@ impl Bench {
         Ok((&r.host_root, &r.target, &r.runtime))
     }
 
+    /// What a verifier inside instance `ix`'s environment image needs to check a candidate
+    /// there (`r2e_exec::verifier`), with the harness's `timeout_seconds`; why not when it can
+    /// no longer be checked.
+    pub fn verifier_task(
+        &self,
+        ix: usize,
+        timeout_seconds: u64,
+    ) -> std::result::Result<r2e_exec::verifier::VerifierTask, String> {
+        use r2e_exec::verifier::{VERIFIER_FORMAT, VerifierTask, relative};
+        let r = self.resolved[ix].as_ref().map_err(Clone::clone)?;
+        let (t, instance) = (&r.target, &self.instances[ix]);
+        Ok(VerifierTask {
+            format: VERIFIER_FORMAT.into(),
+            instance_id: instance.id.clone(),
+            path: instance.path.clone(),
+            module: t.module.clone(),
+            qualname: instance.qualname.clone(),
+            def: r.def,
+            start_line: t.start_line,
+            end_line: t.end_line,
+            original: r.source.to_string(),
+            import_root: relative(&t.root, &t.import_root),
+            extra_roots: t.extra_roots.iter().map(|p| relative(&t.root, p)).collect(),
+            expected: instance.expected.clone(),
+            policy: instance.policy,
+            timeout_seconds,
+        })
+    }
+
     /// Instance `ix`'s module as an agent is given it: the function's body replaced by its
     /// signature, `spec` as its docstring and `raise NotImplementedError`; the rest unchanged.
     pub fn stub_module(&self, ix: usize) -> Option<String> {

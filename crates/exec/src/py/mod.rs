@@ -104,6 +104,10 @@ pub const RUNNER: &[(&str, &str)] = &[
     LIMIT,
 ];
 
+/// The verifier a Harbor task's `tests/test.sh` holds (`r2e_verify.py`): it runs `RUNNER`'s
+/// runner inside an environment image, between `r2e-verdict`'s steps.
+pub const VERIFY: &str = include_str!("r2e_verify.py");
+
 /// The runner's files with the warm worker (`r2e_batch.py`) first: what a worker job writes
 /// into its scratch folder and runs.
 pub fn batch_worker() -> Vec<(&'static str, &'static str)> {

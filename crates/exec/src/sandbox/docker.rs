@@ -53,18 +53,19 @@ use r2e_core::error::{Error, Result};
 pub const USER: u32 = 65534;
 
 /// The base image's format: what it holds and how (part of its tag).
-const BASE_FORMAT: u32 = 4;
+const BASE_FORMAT: u32 = 5;
 
 /// The programs every image gets from this machine (those it has), at `/usr/bin/NAME`, with
 /// `/bin/sh`: a shell and the common tools, so that a command an agent runs (`r2e serve`'s
 /// `exec`) and code that starts programs find what the local backend shows of the system
-/// (`git`: GitPython runs `git version` when it is imported).
+/// (`git`: GitPython runs `git version` when it is imported), and what Harbor's runtime needs of
+/// a task's image (`tar`, `gzip`, `find`, `timeout`, `bash`).
 const PROGRAMS: &[&str] = &[
     "sh", "bash", "dash", "env", "ls", "cat", "echo", "printf", "cp", "mv", "rm", "mkdir", "rmdir",
     "ln", "touch", "chmod", "head", "tail", "wc", "sort", "uniq", "cut", "tr", "tee", "grep",
     "sed", "find", "xargs", "diff", "cmp", "sleep", "true", "false", "test", "[", "pwd", "id",
     "whoami", "uname", "date", "stat", "du", "basename", "dirname", "readlink", "realpath",
-    "mktemp", "timeout", "nproc", "seq", "yes", "expr", "git",
+    "mktemp", "timeout", "nproc", "seq", "yes", "expr", "git", "tar", "gzip",
 ];
 
 /// Libraries every image gets besides the interpreter's closure (see `base_files`): the
