@@ -106,7 +106,8 @@ fn file_name(repo: &str) -> String {
 pub enum Format {
     /// The dataset and a `pipeline.toml` that checks candidates in the images.
     R2e,
-    /// Also one Harbor task folder per instance (`tasks/`) and `registry.json` (`harbor.rs`).
+    /// Also one Harbor task folder per instance and per bug-fix task (`tasks/`) and
+    /// `registry.json` (`harbor.rs`).
     Harbor,
 }
 

@@ -1,5 +1,6 @@
 //! `r2e export --format harbor DIR`: the export (`export.rs`: the environment images, the
-//! dataset) with one **Harbor task folder** per instance under `DIR/tasks/`, and
+//! dataset) with one **Harbor task folder** per instance and per bug-fix task under
+//! `DIR/tasks/`, and
 //! `DIR/registry.json` naming them as one dataset. Harbor's task format is its `task.toml`
 //! schema 1.4 (`harbor.models.task.config.TaskConfig`, harbor 0.25.0).
 //!
@@ -7,10 +8,12 @@
 //! - `task.toml`: `[task]` (an `r2e/…` name), `[metadata]` (r2e's provenance: the dataset's
 //!   version, the instance, its harness hash, `env_lock`, dates, licence), `[verifier]` and
 //!   `[agent]` timeouts, `[environment]` (the instance's own limits, no network);
-//! - `instruction.md`: the function to write, where, and its specification;
+//! - `instruction.md`: the function to write, where, and its specification; or the bug-fix
+//!   task's problem statement;
 //! - `environment/Dockerfile`: the repository's environment image with the function stubbed
-//!   out (`Bench::stub_module`), the module at `environment/module.py`;
-//! - `solution/solve.sh`: writes the reference (the module as the commit has it);
+//!   out (`Bench::stub_module`) or the task's broken state (`Bench::broken_module`), the module
+//!   at `environment/module.py`;
+//! - `solution/solve.sh`: writes the reference, the gold fix (the module as the commit has it);
 //! - `tests/test.sh`: the verifier (`r2e_verify.py`, with the sha256 of each file it reads);
 //!   `tests/r2e/`: the harness, the runner's files, `task.json` (`VerifierTask`: the
 //!   original module and the reference's recorded calls) and `r2e-verdict`, the check path's
@@ -29,8 +32,11 @@ use sha2::Digest;
 
 use r2e_core::config::Config;
 use r2e_core::error::{Error, Result};
-use r2e_core::records::{Instance, Manifest};
+use r2e_core::records::{
+    BugOrigin, BugfixTask, Instance, Manifest, OutputFile, read_jsonl, resolve_output,
+};
 use r2e_exec::image::IMAGE_REPO;
+use r2e_exec::verifier::VerifierTask;
 use r2e_pipeline::bench::Bench;
 
 /// The version of Harbor's `task.toml` schema the tasks follow (harbor 0.25.0).
@@ -109,9 +115,24 @@ pub fn task_name(id: &str) -> String {
     format!("{slug}-{}", &hash[..8])
 }
 
+/// One task to write: what the agent starts from and what checks it.
+struct Planned<'a> {
+    name: String,
+    instance: &'a Instance,
+    /// `implementation` or `bugfix`.
+    kind: &'static str,
+    /// The module the agent is given (the function stubbed out, or the broken state).
+    given: String,
+    verifier: VerifierTask,
+    instruction: String,
+    description: String,
+    /// `[metadata]` besides the instance's.
+    metadata: Vec<(&'static str, String)>,
+}
+
 /// Writes `tasks/` and `registry.json` into `dir` (an export being written): one task per
-/// instance of `bench`, its image the tag `tags` gives its repository. The names of the
-/// tasks written.
+/// instance of `bench` and one per bug-fix task of the build (`bugfix.jsonl`), each over the
+/// image `tags` gives its repository. The names of the tasks written.
 pub fn write_tasks(
     cfg: &Config,
     bench: &Bench,
@@ -125,51 +146,89 @@ pub fn write_tasks(
         .iter()
         .filter_map(|r| Some((r.name.as_str(), r.license.as_deref()?)))
         .collect();
-    let mut names = Vec::new();
+    let timeout = cfg.sandbox.run_timeout_seconds;
+    let cannot = |id: &str, e: String| Error::input(format!("`{id}` cannot be exported: {e}"));
+    let mut planned: Vec<Planned> = Vec::new();
     for (ix, instance) in bench.instances().iter().enumerate() {
-        let Some(tag) = tags.get(&instance.repo) else {
+        let verifier = bench
+            .verifier_task(ix, timeout)
+            .map_err(|e| cannot(&instance.id, e))?;
+        let given = bench
+            .stub_module(ix)
+            .ok_or_else(|| cannot(&instance.id, "its module cannot be stubbed".into()))?;
+        planned.push(Planned {
+            name: task_name(&instance.id),
+            instance,
+            kind: "implementation",
+            given,
+            verifier,
+            instruction: instruction(instance),
+            description: format!(
+                "Write `{}` in `{}` of {} from its specification",
+                instance.qualname, instance.path, instance.repo
+            ),
+            metadata: Vec::new(),
+        });
+    }
+    let tasks_file = resolve_output(&cfg.output).join(OutputFile::Bugfix.name());
+    let tasks: Vec<BugfixTask> = read_jsonl(&tasks_file)?.unwrap_or_default();
+    for task in &tasks {
+        let ix = bench.index(&task.instance)?;
+        let instance = &bench.instances()[ix];
+        let mut verifier = bench
+            .verifier_task(ix, timeout)
+            .map_err(|e| cannot(&task.instance_id, e))?;
+        let given = bench
+            .broken_module(ix, task)
+            .map_err(|e| cannot(&task.instance_id, e.to_string()))?;
+        verifier.instance_id = task.instance_id.clone();
+        verifier.bugfix = Some(task.clone());
+        let origin = match task.origin {
+            BugOrigin::Mutant => "mutant",
+            BugOrigin::History => "history",
+        };
+        planned.push(Planned {
+            name: task_name(&task.instance_id),
+            instance,
+            kind: "bugfix",
+            given,
+            verifier,
+            instruction: bugfix_instruction(instance, task),
+            description: format!("Fix a bug in {} from an issue's report", instance.repo),
+            metadata: vec![
+                ("r2e_task_id", task.instance_id.clone()),
+                ("origin", origin.into()),
+                ("depth", task.depth.to_string()),
+                ("fail_to_pass", task.fail_to_pass.len().to_string()),
+                ("pass_to_pass", task.pass_to_pass.len().to_string()),
+            ],
+        });
+    }
+    let mut names = Vec::new();
+    for p in &planned {
+        let Some(tag) = tags.get(&p.instance.repo) else {
             continue;
         };
-        let name = task_name(&instance.id);
-        let task = bench
-            .verifier_task(ix, cfg.sandbox.run_timeout_seconds)
-            .map_err(|e| {
-                Error::input(format!(
-                    "instance `{}` cannot be exported: {e}",
-                    instance.id
-                ))
-            })?;
-        let stub = bench.stub_module(ix).ok_or_else(|| {
-            Error::internal(format!("the module of `{}` cannot be stubbed", instance.id))
-        })?;
-        let folder = dir.join("tasks").join(&name);
-        let toml = task_toml(
-            cfg,
-            instance,
-            &name,
-            manifest,
-            licenses.get(instance.repo.as_str()),
-        );
+        let folder = dir.join("tasks").join(&p.name);
+        let toml = task_toml(cfg, p, manifest, licenses.get(p.instance.repo.as_str()));
         write(&folder.join("task.toml"), toml.as_bytes())?;
-        write(
-            &folder.join("instruction.md"),
-            instruction(instance).as_bytes(),
-        )?;
+        write(&folder.join("instruction.md"), p.instruction.as_bytes())?;
+        let path = &p.verifier.path;
         write(
             &folder.join("environment/Dockerfile"),
-            dockerfile(tag, instance).as_bytes(),
+            dockerfile(tag, &p.verifier.instance_id, path).as_bytes(),
         )?;
-        write(&folder.join("environment/module.py"), stub.as_bytes())?;
+        write(&folder.join("environment/module.py"), p.given.as_bytes())?;
         write(
             &folder.join("solution/reference.py"),
-            task.original.as_bytes(),
+            p.verifier.original.as_bytes(),
         )?;
-        write_script(&folder.join("solution/solve.sh"), &solve(instance))?;
+        write_script(&folder.join("solution/solve.sh"), &solve(path))?;
         // The verifier's files, each with its sha256 in test.sh.
-        let task_json = serde_json::to_vec_pretty(&task).map_err(Error::internal)?;
+        let task_json = serde_json::to_vec_pretty(&p.verifier).map_err(Error::internal)?;
         let mut files: Vec<(String, Vec<u8>)> = vec![
             ("task.json".into(), task_json),
-            ("harness.py".into(), instance.harness.as_bytes().to_vec()),
+            ("harness.py".into(), p.instance.harness.as_bytes().to_vec()),
         ];
         files.extend(
             r2e_exec::py::RUNNER
@@ -190,16 +249,16 @@ pub fn write_tasks(
         hashes.insert("r2e-verdict".into(), verdict.1.clone());
         write_script(
             &folder.join("tests/test.sh"),
-            &test_sh(&instance.id, &hashes),
+            &test_sh(&p.verifier.instance_id, &hashes),
         )?;
-        names.push(name);
+        names.push(p.name.clone());
     }
     let registry = vec![DatasetSpec {
         name: cfg.name.clone(),
         version: manifest.version.clone(),
         description: format!(
-            "r2e dataset `{}` ({} instances): write a function from its specification; each \
-             task is checked by its equivalence harness",
+            "r2e dataset `{}`: {} tasks, each checked by its instance's equivalence harness \
+             (write a function from its specification, or fix a bug from an issue's report)",
             cfg.name,
             names.len()
         ),
@@ -213,7 +272,10 @@ pub fn write_tasks(
     }];
     let json = serde_json::to_vec_pretty(&registry).map_err(Error::internal)?;
     write(&dir.join("registry.json"), &json)?;
-    write(&dir.join("README.md"), readme(names.len()).as_bytes())?;
+    write(
+        &dir.join("README.md"),
+        readme(&cfg.name, names.len()).as_bytes(),
+    )?;
     Ok(names)
 }
 
@@ -248,15 +310,10 @@ fn write_script(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-fn task_toml(
-    cfg: &Config,
-    instance: &Instance,
-    name: &str,
-    manifest: &Manifest,
-    license: Option<&&str>,
-) -> String {
+fn task_toml(cfg: &Config, p: &Planned, manifest: &Manifest, license: Option<&&str>) -> String {
+    let instance = p.instance;
     let mut metadata = BTreeMap::from([
-        ("r2e_kind", "implementation".to_owned()),
+        ("r2e_kind", p.kind.to_owned()),
         ("r2e_dataset", cfg.name.clone()),
         ("r2e_dataset_version", manifest.version.clone()),
         ("r2e_instance_id", instance.id.clone()),
@@ -267,6 +324,7 @@ fn task_toml(
         ("path", instance.path.clone()),
         ("qualname", instance.qualname.clone()),
     ]);
+    metadata.extend(p.metadata.iter().cloned());
     for (key, value) in [
         ("created_at", &instance.created_at),
         ("changed_at", &instance.changed_at),
@@ -284,12 +342,9 @@ fn task_toml(
     let toml = TaskToml {
         schema_version: HARBOR_SCHEMA,
         task: TaskInfo {
-            name: format!("r2e/{name}"),
-            description: format!(
-                "Write `{}` in `{}` of {} from its specification",
-                instance.qualname, instance.path, instance.repo
-            ),
-            keywords: vec!["r2e".into(), "python".into(), "implementation".into()],
+            name: format!("r2e/{}", p.name),
+            description: p.description.clone(),
+            keywords: vec!["r2e".into(), "python".into(), p.kind.into()],
         },
         metadata,
         verifier: Timeout {
@@ -329,25 +384,34 @@ fn instruction(instance: &Instance) -> String {
     )
 }
 
-fn dockerfile(tag: &str, instance: &Instance) -> String {
+/// A bug-fix task's instruction: the issue's report, and where the repository is.
+fn bugfix_instruction(instance: &Instance, task: &BugfixTask) -> String {
     format!(
-        "# r2e instance {id}: its repository's environment image (load it with `r2e import` \
-         from the export that holds this task), with `{q}` stubbed out.\nFROM {tag}\nCOPY \
-         module.py {IMAGE_REPO}/{path}\nENV PATH=/r2e/env/bin:/usr/local/bin:/usr/bin:/bin\n\
-         WORKDIR {IMAGE_REPO}\n# The agent edits the repository, and the verifier needs root to keep the \
-         original from the candidate\n# (the base image's user is the sandbox's unprivileged \
-         one).\nUSER root\n",
-        id = instance.id.replace('\n', " "),
-        q = instance.qualname,
-        path = instance.path,
+        "# Fix the bug\n\nThe repository of `{repo}` is at `{IMAGE_REPO}`. This was reported:\n\n\
+         {statement}\n\nFind the cause and fix it in the repository's code. Hidden tests check \
+         the fix: those that fail now must pass, and the others must keep passing. The \
+         environment's Python is `/r2e/env/bin/python`.\n",
+        repo = instance.repo,
+        statement = task.problem_statement.trim_end(),
     )
 }
 
-fn solve(instance: &Instance) -> String {
+fn dockerfile(tag: &str, id: &str, path: &str) -> String {
+    format!(
+        "# r2e task {id}: its repository's environment image (load it with `r2e import` from \
+         the export that holds this task), with the module the agent starts from.\nFROM \
+         {tag}\nCOPY module.py {IMAGE_REPO}/{path}\nENV \
+         PATH=/r2e/env/bin:/usr/local/bin:/usr/bin:/bin\nWORKDIR {IMAGE_REPO}\n# The agent edits \
+         the repository, and the verifier needs root to keep the original from the \
+         candidate\n# (the base image's user is the sandbox's unprivileged one).\nUSER root\n",
+        id = id.replace('\n', " "),
+    )
+}
+
+fn solve(path: &str) -> String {
     format!(
         "#!/usr/bin/env bash\n# The reference: `{path}` as the repository's commit has it.\nset \
-         -eu\ncp /solution/reference.py {IMAGE_REPO}/{path}\n",
-        path = instance.path
+         -eu\ncp /solution/reference.py {IMAGE_REPO}/{path}\n"
     )
 }
 
@@ -363,12 +427,16 @@ fn test_sh(id: &str, hashes: &BTreeMap<String, String>) -> String {
     )
 }
 
-fn readme(tasks: usize) -> String {
+/// The export's `README.md`: a dataset card whose front matter carries the Hugging Face Hub's
+/// `environment` and `harbor` tags (how the Hub lists Harbor task sets), and how to run them.
+fn readme(name: &str, tasks: usize) -> String {
     format!(
-        "# r2e tasks for Harbor\n\n{tasks} task folders under `tasks/`, named in \
+        "---\npretty_name: {name}\ntags:\n- environment\n- harbor\n- r2e\n- code\n- python\n---\n\n\
+         # {name}: r2e tasks for Harbor\n\n{tasks} task folders under `tasks/`, named in \
          `registry.json`, each following Harbor's `task.toml` schema {HARBOR_SCHEMA}.\n\nTheir \
          environments are this export's images (`images/`): **load them first**, on the \
          machine that runs the tasks:\n\n    r2e import .\n\nThen, for example:\n\n    harbor \
-         run -p tasks/NAME --agent oracle\n"
+         run -p tasks/NAME --agent oracle\n",
+        name = serde_json::Value::from(name),
     )
 }

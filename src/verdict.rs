@@ -6,10 +6,11 @@
 //!     r2e-verdict reward VERDICT.json
 //!
 //! `prepare` writes WORK/candidate.py (the module with the function from AGENT_FILE spliced
-//! in, `r2e_exec::verifier::prepare`) and WORK/request.json (the runner's request, candidate
+//! in, or for a bug-fix task AGENT_FILE whole: `r2e_exec::verifier::prepare`) and WORK/request.json (the runner's request, candidate
 //! mode), exit 0; or, when the candidate cannot run at all, prints its verdict, exit 1.
-//! `judge` prints the verdict on the runner's answer (`r2e_exec::checkpath::judge`): exit 0
-//! `pass`, 1 `fail`, 3 `error`. `reward` prints Harbor's `reward.json` of a verdict: numbers
+//! `judge` prints the verdict on the runner's answer (`r2e_exec::checkpath::judge`; a bug-fix
+//! task's judged on its FAIL_TO_PASS and PASS_TO_PASS lists): exit 0 `pass`, 1 `fail`, 3
+//! `error`. `reward` prints Harbor's `reward.json` of a verdict: numbers
 //! only (`reward`, `tests`, `tests_passed`). Bad usage or an unreadable file: exit 2.
 
 use std::path::Path;
@@ -55,11 +56,7 @@ fn run(args: &[&str]) -> Result<ExitCode, String> {
             let seconds = seconds
                 .parse()
                 .map_err(|_| format!("`{seconds}` is not a number of seconds"))?;
-            print_verdict(&judge(
-                &task.expected,
-                &RawRun::TimedOut(seconds),
-                task.policy,
-            ))
+            judged(&task, &RawRun::TimedOut(seconds))
         }
         ["judge", task, "--died", how] => {
             let task = read_task(task)?;
@@ -67,7 +64,7 @@ fn run(args: &[&str]) -> Result<ExitCode, String> {
                 how: (*how).to_owned(),
                 limit: None,
             };
-            print_verdict(&judge(&task.expected, &run, task.policy))
+            judged(&task, &run)
         }
         ["judge", task, answer] => {
             let task = read_task(task)?;
@@ -78,7 +75,7 @@ fn run(args: &[&str]) -> Result<ExitCode, String> {
                 },
                 Err(e) => RawRun::Error(format!("the runner wrote no answer: {e}")),
             };
-            print_verdict(&judge(&task.expected, &run, task.policy))
+            judged(&task, &run)
         }
         ["reward", verdict] => {
             let bytes = std::fs::read(verdict).map_err(|e| format!("{verdict}: {e}"))?;
@@ -119,9 +116,28 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
 /// Prints the verdict; its exit code says its outcome.
 fn print_verdict(v: &Verdict) -> Result<ExitCode, String> {
     println!("{}", serde_json::to_string(v).map_err(|e| e.to_string())?);
-    Ok(ExitCode::from(match v.outcome {
+    Ok(exit_of(v))
+}
+
+/// The verdict on `run` (`checkpath::judge`), a bug-fix task's judged on its lists
+/// (`stages::bugfix::judge`, as `r2e check --patch` and `r2e serve` judge it), printed.
+fn judged(task: &VerifierTask, run: &RawRun) -> Result<ExitCode, String> {
+    let verdict = judge(&task.expected, run, task.policy);
+    let Some(bugfix) = &task.bugfix else {
+        return print_verdict(&verdict);
+    };
+    let fixed = r2e_pipeline::stages::bugfix::judge(bugfix, verdict);
+    let mut json = serde_json::to_value(&fixed.verdict).map_err(|e| e.to_string())?;
+    json["fail_to_pass_failing"] = fixed.fail_to_pass_failing.into();
+    json["pass_to_pass_failing"] = fixed.pass_to_pass_failing.into();
+    println!("{json}");
+    Ok(exit_of(&fixed.verdict))
+}
+
+fn exit_of(v: &Verdict) -> ExitCode {
+    ExitCode::from(match v.outcome {
         CheckOutcome::Pass => 0,
         CheckOutcome::Fail => 1,
         CheckOutcome::Error => 3,
-    }))
+    })
 }

@@ -21,7 +21,7 @@ pub struct ExportArgs {
     /// The folder to write (it must not exist, or be empty).
     dir: PathBuf,
     /// What the export holds besides the images and the dataset: `harbor` adds one Harbor
-    /// task folder per instance (`tasks/`, `registry.json`).
+    /// task folder per instance and per bug-fix task (`tasks/`, `registry.json`).
     #[arg(long, value_enum, default_value = "r2e")]
     format: crate::export::Format,
     #[command(flatten)]

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpath::Verdict;
 use crate::py::{Mode, RunRequest};
-use r2e_core::records::ExpectedTest;
+use r2e_core::records::{BugfixTask, ExpectedTest};
 use r2e_core::verdict::Policy;
 
 /// [`VerifierTask::format`].
@@ -49,12 +49,21 @@ pub struct VerifierTask {
     pub policy: Policy,
     /// Seconds the harness may run on the candidate (`[sandbox] run_timeout_seconds`).
     pub timeout_seconds: u64,
+    /// A bug-fix task: the agent's file is the candidate module whole, and the verdict is the
+    /// task's (its FAIL_TO_PASS and PASS_TO_PASS tests). `None`: an implementation instance.
+    #[serde(default)]
+    pub bugfix: Option<BugfixTask>,
 }
 
-/// The candidate module for `task` from the agent's file (`agent`): the module as the
-/// dataset's commit has it with the function taken from `agent`; the verdict instead when it
-/// cannot run at all (it does not compile, it defines no such function).
+/// The candidate module for `task` from the agent's file (`agent`): for an implementation
+/// instance, the module as the dataset's commit has it with the function taken from `agent`
+/// (the verdict instead when it cannot run at all: it does not compile, it defines no such
+/// function); for a bug-fix task, the agent's file whole, as `r2e serve` checks a bug-fix
+/// session's file.
 pub fn prepare(task: &VerifierTask, agent: &str) -> std::result::Result<String, Verdict> {
+    if task.bugfix.is_some() {
+        return Ok(agent.to_owned());
+    }
     let summary = r2e_python::extract::summarize(&task.original).map_err(|e| {
         Verdict::error(format!(
             "the instance's module does not parse any more: {e:?}"

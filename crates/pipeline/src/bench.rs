@@ -177,6 +177,7 @@ impl Bench {
             expected: instance.expected.clone(),
             policy: instance.policy,
             timeout_seconds,
+            bugfix: None,
         })
     }
 

@@ -113,8 +113,9 @@ fn trial(
     (reward, verdict, log)
 }
 
-/// The task folders of an export of the export test's fixture (two instances), Harbor's own
-/// models loading each, and each task's verifier in its image: the reference 1, no change 0,
+/// The task folders of an export of the export test's fixture (two instances and their bug-fix
+/// tasks), Harbor's own models loading each, and each task's verifier in its image: the
+/// reference (the gold fix) 1, no change 0,
 /// a wrong body 0; a candidate that reads the original module from the verifier's files, an
 /// agent that writes the reward itself or plants a harness where the verifier's go, and a
 /// verifier file changed after it was copied in, all 0; a verifier that cannot run gives no
@@ -126,7 +127,7 @@ fn harbor_tasks_score_the_reference_one_and_every_cheat_zero() {
     };
     let p = common::Project::new(
         &format!("//- pkg/__init__.py\n//- pkg/text.py\n{TEXT_PY}"),
-        "[env]\ninstaller = \"pip\"\n",
+        "[env]\ninstaller = \"pip\"\n\n[bugfix]\nper_function = 1\n",
     );
     for args in [
         &["init", "-q", "-b", "main"][..],
@@ -157,7 +158,19 @@ fn harbor_tasks_score_the_reference_one_and_every_cheat_zero() {
         .iter()
         .map(|t| t["path"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(listed.len(), 2, "{registry:#}");
+    // A task per instance and per bug-fix task.
+    let bugfix = common::jsonl(&p.path().join("out/bugfix.jsonl"));
+    assert!(!bugfix.is_empty());
+    assert_eq!(listed.len(), 2 + bugfix.len(), "{registry:#}");
+    let is_bugfix = |task: &str| task.contains("-bug-");
+    assert_eq!(listed.iter().filter(|t| is_bugfix(t)).count(), bugfix.len());
+    // The export's card carries the Hub's tags for Harbor task sets.
+    let card = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    let front = card.split("---\n").nth(1).unwrap();
+    assert!(
+        front.contains("- environment\n") && front.contains("- harbor\n"),
+        "{card}"
+    );
     let host = p.path().to_string_lossy().into_owned();
     assert_eq!(
         common::found_under(&dir.join("tasks"), host.as_bytes()),
@@ -170,7 +183,7 @@ fn harbor_tasks_score_the_reference_one_and_every_cheat_zero() {
     // The images the tasks start from are the export's; each task's own adds the stub.
     let shout = listed
         .iter()
-        .find(|t| t.contains("shout"))
+        .find(|t| t.contains("shout") && !is_bugfix(t))
         .expect("a task of `shout`");
     for task in &listed {
         let folder = dir.join(task);
@@ -187,10 +200,15 @@ fn harbor_tasks_score_the_reference_one_and_every_cheat_zero() {
             &folder.join("environment").to_string_lossy(),
         ]);
         let _removed = Removed(image.clone());
-        // The agent sees the function stubbed out.
+        // The agent sees the function stubbed out, or the bug.
         let c = Container::start(&image);
         let (_, stub) = c.sh("cat pkg/text.py; echo; pwd; command -v tar gzip bash find timeout");
-        assert!(stub.contains("raise NotImplementedError"), "{stub}");
+        assert_eq!(
+            stub.contains("raise NotImplementedError"),
+            !is_bugfix(task),
+            "{stub}"
+        );
+        assert!(!stub.contains(TEXT_PY), "{stub}");
         assert!(stub.contains("/r2e/repo"), "{stub}");
         for tool in ["tar", "gzip", "bash", "find", "timeout"] {
             assert!(stub.contains(&format!("/{tool}\n")), "{tool}: {stub}");
@@ -203,6 +221,16 @@ fn harbor_tasks_score_the_reference_one_and_every_cheat_zero() {
         let (reward, verdict, log) = trial(&image, &folder, false, "true", "true");
         assert_eq!(reward.as_deref(), Some("0"), "{verdict:#} {log}");
         assert_eq!(verdict["outcome"], "fail", "{verdict:#}");
+        if is_bugfix(task) {
+            // The broken state fails the task's FAIL_TO_PASS tests, named.
+            assert!(
+                !verdict["fail_to_pass_failing"]
+                    .as_array()
+                    .unwrap()
+                    .is_empty(),
+                "{verdict:#}"
+            );
+        }
         if task != shout {
             continue;
         }
