@@ -127,12 +127,11 @@ pub fn export(cfg: &Config, dir: &Path, format: Format) -> Result<ExportManifest
     let output = r2e_pipeline::engine::outputs::resolve(&cfg.output);
     let instances: Vec<Instance> = read_built(&output.join(OutputFile::Dataset.name()))?;
     let envs: Vec<EnvLine> = read_jsonl(&output.join(OutputFile::Envs.name()))?.unwrap_or_default();
-    let manifest = read_manifest(&output.join(OutputFile::Manifest.name()))?;
     let session = Session::open(cfg)?;
     let tmp = dir.with_extension(format!("part{}", std::process::id()));
     let _ = fs_err::remove_dir_all(&tmp);
     let written =
-        write_into(cfg, &tmp, format, session, &instances, &envs, &manifest).and_then(|exported| {
+        write_into(cfg, &tmp, format, session, &instances, &envs, &output).and_then(|exported| {
             if dir.exists() {
                 fs_err::remove_dir(dir)?;
             }
@@ -153,10 +152,10 @@ fn write_into(
     session: Session,
     instances: &[Instance],
     envs: &[EnvLine],
-    manifest: &r2e_core::records::Manifest,
+    output: &Path,
 ) -> Result<ExportManifest> {
-    let manifest_path =
-        r2e_pipeline::engine::outputs::resolve(&cfg.output).join(OutputFile::Manifest.name());
+    let manifest_path = output.join(OutputFile::Manifest.name());
+    let manifest = read_manifest(&manifest_path)?;
     let docker = docker::connect()?;
     let local = r2e_exec::sandbox::local::LocalSandbox::new(false);
     let tools = session.cache.dir(r2e_core::cache::Bucket::Tools)?;
@@ -219,7 +218,7 @@ fn write_into(
     if format == Format::Harbor {
         let services = r2e_exec::services::Services::for_config(cfg, false);
         let bench = Bench::of(&session, cfg, &services, instances.to_vec(), envs)?;
-        let names = crate::harbor::write_tasks(cfg, &bench, &tmp, &tags, manifest)?;
+        let names = crate::harbor::write_tasks(cfg, &bench, &tmp, &tags, &manifest)?;
         eprintln!(
             "wrote {} Harbor task folders under tasks/: load the images with `r2e import` before running them",
             names.len()

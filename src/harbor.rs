@@ -141,6 +141,11 @@ pub fn write_tasks(
     manifest: &Manifest,
 ) -> Result<Vec<String>> {
     let verdict = verdict_program()?;
+    // The runner's files and their hashes: the same in every task.
+    let runner: Vec<(&str, &[u8], String)> = r2e_exec::py::RUNNER
+        .iter()
+        .map(|(n, text)| (*n, text.as_bytes(), hex_sha256(text.as_bytes())))
+        .collect();
     let licenses: BTreeMap<&str, &str> = manifest
         .repos
         .iter()
@@ -226,20 +231,18 @@ pub fn write_tasks(
         write_script(&folder.join("solution/solve.sh"), &solve(path))?;
         // The verifier's files, each with its sha256 in test.sh.
         let task_json = serde_json::to_vec_pretty(&p.verifier).map_err(Error::internal)?;
-        let mut files: Vec<(String, Vec<u8>)> = vec![
-            ("task.json".into(), task_json),
-            ("harness.py".into(), p.instance.harness.as_bytes().to_vec()),
-        ];
-        files.extend(
-            r2e_exec::py::RUNNER
-                .iter()
-                .map(|(n, text)| ((*n).to_owned(), text.as_bytes().to_vec())),
-        );
         let tests = folder.join("tests/r2e");
         let mut hashes = BTreeMap::new();
-        for (file, bytes) in &files {
+        for (file, bytes) in [
+            ("task.json", task_json.as_slice()),
+            ("harness.py", p.instance.harness.as_bytes()),
+        ] {
             write(&tests.join(file), bytes)?;
-            hashes.insert(file.clone(), hex_sha256(bytes));
+            hashes.insert(file.to_owned(), hex_sha256(bytes));
+        }
+        for (file, bytes, hash) in &runner {
+            write(&tests.join(file), bytes)?;
+            hashes.insert((*file).to_owned(), hash.clone());
         }
         // The verdict program: one file on disk for every task (a hard link each).
         let program = tests.join("r2e-verdict");
@@ -279,8 +282,8 @@ pub fn write_tasks(
     Ok(names)
 }
 
-/// The verdict program beside this executable (`r2e-verdict`, built with it), stripped of
-/// nothing: its path and its sha256.
+/// The verdict program beside this executable (`r2e-verdict`, built with it): its path and its
+/// sha256.
 fn verdict_program() -> Result<(PathBuf, String)> {
     let exe = std::env::current_exe().map_err(|e| Error::env(format!("cannot find r2e: {e}")))?;
     let path = exe.with_file_name("r2e-verdict");

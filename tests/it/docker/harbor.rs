@@ -129,12 +129,14 @@ fn harbor_tasks_score_the_reference_one_and_every_cheat_zero() {
         &format!("//- pkg/__init__.py\n//- pkg/text.py\n{TEXT_PY}"),
         "[env]\ninstaller = \"pip\"\n\n[bugfix]\nper_function = 1\n",
     );
+    // A commit of its own date: the export test builds the same files, and removes its
+    // environment image, whose tag names the commit; the two must never share one.
     for args in [
         &["init", "-q", "-b", "main"][..],
         &["add", "."],
         &["commit", "-qm", "one"],
     ] {
-        common::git(&p.path().join("repo"), None, args);
+        common::git(&p.path().join("repo"), Some("2024-02-29T12:00:00Z"), args);
     }
     common::offline_build(p.path());
     let instances = common::jsonl(&p.path().join("out/dataset.jsonl"));
