@@ -112,8 +112,14 @@ pub enum Format {
 }
 
 /// Writes the export of `cfg`'s built dataset into `dir` (which must not exist, or be empty),
-/// in `format`. Nothing is left in `dir` unless all of it was written.
-pub fn export(cfg: &Config, dir: &Path, format: Format) -> Result<ExportManifest> {
+/// in `format`; a Harbor export's task images pushed to `registry` (`HOST[:PORT]/PREFIX`) when
+/// one is given. Nothing is left in `dir` unless all of it was written.
+pub fn export(
+    cfg: &Config,
+    dir: &Path,
+    format: Format,
+    registry: Option<&str>,
+) -> Result<ExportManifest> {
     if dir.exists()
         && std::fs::read_dir(dir)
             .map(|mut d| d.next().is_some())
@@ -124,20 +130,15 @@ pub fn export(cfg: &Config, dir: &Path, format: Format) -> Result<ExportManifest
             dir.display()
         )));
     }
-    let output = r2e_pipeline::engine::outputs::resolve(&cfg.output);
-    let instances: Vec<Instance> = read_built(&output.join(OutputFile::Dataset.name()))?;
-    let envs: Vec<EnvLine> = read_jsonl(&output.join(OutputFile::Envs.name()))?.unwrap_or_default();
-    let session = Session::open(cfg)?;
     let tmp = dir.with_extension(format!("part{}", std::process::id()));
     let _ = fs_err::remove_dir_all(&tmp);
-    let written =
-        write_into(cfg, &tmp, format, session, &instances, &envs, &output).and_then(|exported| {
-            if dir.exists() {
-                fs_err::remove_dir(dir)?;
-            }
-            fs_err::rename(&tmp, dir)?;
-            Ok(exported)
-        });
+    let written = write_into(cfg, &tmp, format, registry).and_then(|exported| {
+        if dir.exists() {
+            fs_err::remove_dir(dir)?;
+        }
+        fs_err::rename(&tmp, dir)?;
+        Ok(exported)
+    });
     if written.is_err() {
         let _ = fs_err::remove_dir_all(&tmp);
     }
@@ -149,11 +150,12 @@ fn write_into(
     cfg: &Config,
     tmp: &Path,
     format: Format,
-    session: Session,
-    instances: &[Instance],
-    envs: &[EnvLine],
-    output: &Path,
+    registry: Option<&str>,
 ) -> Result<ExportManifest> {
+    let output = r2e_pipeline::engine::outputs::resolve(&cfg.output);
+    let instances: &[Instance] = &read_built(&output.join(OutputFile::Dataset.name()))?;
+    let envs: &[EnvLine] = &read_jsonl(&output.join(OutputFile::Envs.name()))?.unwrap_or_default();
+    let session = Session::open(cfg)?;
     let manifest_path = output.join(OutputFile::Manifest.name());
     let manifest = read_manifest(&manifest_path)?;
     let docker = docker::connect()?;
@@ -187,7 +189,11 @@ fn write_into(
         images.push(image);
     }
     let Exporter {
-        base, tmp, session, ..
+        base,
+        tmp,
+        session,
+        docker,
+        ..
     } = exporter;
     // The dataset, whose instances and environments name their images.
     let mut dataset = Vec::new();
@@ -218,11 +224,21 @@ fn write_into(
     if format == Format::Harbor {
         let services = r2e_exec::services::Services::for_config(cfg, false);
         let bench = Bench::of(&session, cfg, &services, instances.to_vec(), envs)?;
-        let names = crate::harbor::write_tasks(cfg, &bench, &tmp, &tags, &manifest)?;
-        eprintln!(
-            "wrote {} Harbor task folders under tasks/: load the images with `r2e import` before running them",
-            names.len()
-        );
+        let push = registry.map(|registry| crate::harbor::Push {
+            docker: &docker,
+            registry,
+        });
+        let names = crate::harbor::write_tasks(cfg, &bench, &tmp, &tags, &manifest, push.as_ref())?;
+        match registry {
+            Some(registry) => eprintln!(
+                "wrote {} Harbor task folders under tasks/, their images pushed to `{registry}` and named by digest",
+                names.len()
+            ),
+            None => eprintln!(
+                "wrote {} Harbor task folders under tasks/: their images are in this export only, so load them with `r2e import` on the machine that runs the tasks (or export with `--registry HOST/PREFIX` to push them)",
+                names.len()
+            ),
+        }
     }
     Ok(exported)
 }

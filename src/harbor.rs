@@ -20,9 +20,13 @@
 //!   splice and verdict as a program. Harbor copies `tests/` into the container only after
 //!   the agent is done.
 //!
-//! The images are the export's: `r2e import DIR` loads them, and the Dockerfiles start from
-//! their tags, which the export's archives hold (no name that exists only on the building
-//! machine).
+//! **Images.** Without a registry, the images are the export's: `r2e import DIR` loads them,
+//! and the Dockerfiles start from their tags, which the export's archives hold (no name that
+//! exists only on the building machine). With one (`--registry HOST[:PORT]/PREFIX`, or
+//! `[sandbox] registry`), each repository's environment image is pushed as
+//! `HOST/PREFIX/r2e-env`, each task's image (its Dockerfile, built from the environment image
+//! by digest) as `HOST/PREFIX/r2e-task:NAME`, and `task.toml` names the task's image by
+//! digest (`[environment] docker_image`): it pulls on any machine that reaches the registry.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,6 +40,7 @@ use r2e_core::records::{
     BugOrigin, BugfixTask, Instance, Manifest, OutputFile, read_jsonl, resolve_output,
 };
 use r2e_exec::image::IMAGE_REPO;
+use r2e_exec::sandbox::docker::{self, Docker};
 use r2e_exec::verifier::VerifierTask;
 use r2e_pipeline::bench::Bench;
 
@@ -71,6 +76,9 @@ struct Timeout {
 
 #[derive(Serialize)]
 struct Environment {
+    /// The task's image by digest, when pushed to a registry.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    docker_image: Option<String>,
     cpus: u32,
     memory_mb: u64,
     storage_mb: u64,
@@ -115,6 +123,19 @@ pub fn task_name(id: &str) -> String {
     format!("{slug}-{}", &hash[..8])
 }
 
+/// A registry the tasks' images are pushed to, and the daemon that holds them.
+pub struct Push<'a> {
+    pub docker: &'a Docker,
+    /// `HOST[:PORT]/PREFIX`.
+    pub registry: &'a str,
+}
+
+/// The repository (under a registry's prefix) environment images are pushed to.
+const ENV_REPO: &str = "r2e-env";
+/// The repository (under a registry's prefix) task images are pushed to, each tagged with its
+/// task's name.
+const TASK_REPO: &str = "r2e-task";
+
 /// One task to write: what the agent starts from and what checks it.
 struct Planned<'a> {
     name: String,
@@ -132,13 +153,15 @@ struct Planned<'a> {
 
 /// Writes `tasks/` and `registry.json` into `dir` (an export being written): one task per
 /// instance of `bench` and one per bug-fix task of the build (`bugfix.jsonl`), each over the
-/// image `tags` gives its repository. The names of the tasks written.
+/// image `tags` gives its repository; with `push`, each task's image is pushed to its registry.
+/// The names of the tasks written.
 pub fn write_tasks(
     cfg: &Config,
     bench: &Bench,
     dir: &Path,
     tags: &BTreeMap<String, String>,
     manifest: &Manifest,
+    push: Option<&Push>,
 ) -> Result<Vec<String>> {
     let verdict = verdict_program()?;
     // The runner's files and their hashes: the same in every task.
@@ -210,20 +233,38 @@ pub fn write_tasks(
         });
     }
     let mut names = Vec::new();
+    // Each environment image by digest, once pushed.
+    let mut pushed: BTreeMap<&str, String> = BTreeMap::new();
     for p in &planned {
-        let Some(tag) = tags.get(&p.instance.repo) else {
+        let repo = p.instance.repo.as_str();
+        let Some(tag) = tags.get(repo) else {
             continue;
         };
+        let from = match push {
+            Some(push) => match pushed.get(repo) {
+                Some(reference) => reference.clone(),
+                None => {
+                    let short = tag.rsplit(':').next().unwrap_or(tag);
+                    let env_repo = format!("{}/{ENV_REPO}", push.registry);
+                    let reference = docker::push_by_digest(push.docker, tag, &env_repo, short)?;
+                    pushed.insert(repo, reference.clone());
+                    reference
+                }
+            },
+            None => tag.clone(),
+        };
         let folder = dir.join("tasks").join(&p.name);
-        let toml = task_toml(cfg, p, manifest, licenses.get(p.instance.repo.as_str()));
+        let path = &p.verifier.path;
+        let recipe = dockerfile(&from, push.is_some(), &p.verifier.instance_id, path);
+        write(&folder.join("environment/Dockerfile"), recipe.as_bytes())?;
+        write(&folder.join("environment/module.py"), p.given.as_bytes())?;
+        let image = match push {
+            Some(push) => Some(push_task_image(push, &p.name, &recipe, &p.given)?),
+            None => None,
+        };
+        let toml = task_toml(cfg, p, manifest, licenses.get(repo), image);
         write(&folder.join("task.toml"), toml.as_bytes())?;
         write(&folder.join("instruction.md"), p.instruction.as_bytes())?;
-        let path = &p.verifier.path;
-        write(
-            &folder.join("environment/Dockerfile"),
-            dockerfile(tag, &p.verifier.instance_id, path).as_bytes(),
-        )?;
-        write(&folder.join("environment/module.py"), p.given.as_bytes())?;
         write(
             &folder.join("solution/reference.py"),
             p.verifier.original.as_bytes(),
@@ -277,9 +318,36 @@ pub fn write_tasks(
     write(&dir.join("registry.json"), &json)?;
     write(
         &dir.join("README.md"),
-        readme(&cfg.name, names.len()).as_bytes(),
+        readme(&cfg.name, names.len(), push.map(|p| p.registry)).as_bytes(),
     )?;
     Ok(names)
+}
+
+/// Builds the image of the task `name` (its `Dockerfile`, with `module` as `module.py`), pushes
+/// it to the registry as `r2e-task:NAME` (the daemon keeps it under that tag): the reference
+/// by digest the registry holds it under.
+fn push_task_image(push: &Push, name: &str, dockerfile: &str, module: &str) -> Result<String> {
+    let repo = format!("{}/{TASK_REPO}", push.registry);
+    // A tag starts with a letter, a digit or `_` (a name's slug may be empty: `-HASH`).
+    let tag = if name.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        name.to_owned()
+    } else {
+        format!("_{name}")
+    };
+    let local = format!("{repo}:{tag}");
+    use std::io::Write;
+    docker::build_image(push.docker, &local, |out| {
+        let mut context = tar::Builder::new(out);
+        for (file, text) in [("Dockerfile", dockerfile), ("module.py", module)] {
+            let mut h = tar::Header::new_gnu();
+            h.set_mode(0o644);
+            h.set_size(text.len() as u64);
+            h.set_mtime(0);
+            context.append_data(&mut h, file, text.as_bytes())?;
+        }
+        context.into_inner()?.flush()
+    })?;
+    docker::push_by_digest(push.docker, &local, &repo, &tag)
 }
 
 /// The verdict program beside this executable (`r2e-verdict`, built with it): its path and its
@@ -313,7 +381,13 @@ fn write_script(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-fn task_toml(cfg: &Config, p: &Planned, manifest: &Manifest, license: Option<&&str>) -> String {
+fn task_toml(
+    cfg: &Config,
+    p: &Planned,
+    manifest: &Manifest,
+    license: Option<&&str>,
+    docker_image: Option<String>,
+) -> String {
     let instance = p.instance;
     let mut metadata = BTreeMap::from([
         ("r2e_kind", p.kind.to_owned()),
@@ -357,6 +431,7 @@ fn task_toml(cfg: &Config, p: &Planned, manifest: &Manifest, license: Option<&&s
             timeout_sec: AGENT_TIMEOUT_SECONDS as f64,
         },
         environment: Environment {
+            docker_image,
             cpus: 1,
             memory_mb: cfg.sandbox.memory_mib,
             storage_mb: STORAGE_MB,
@@ -399,11 +474,17 @@ fn bugfix_instruction(instance: &Instance, task: &BugfixTask) -> String {
     )
 }
 
-fn dockerfile(tag: &str, id: &str, path: &str) -> String {
+/// The task's Dockerfile: `from` (the environment image, by digest when `pushed`) with the module
+/// the agent starts from.
+fn dockerfile(from: &str, pushed: bool, id: &str, path: &str) -> String {
+    let whence = if pushed {
+        "by digest, from its registry"
+    } else {
+        "load it with `r2e import` from the export that holds this task"
+    };
     format!(
-        "# r2e task {id}: its repository's environment image (load it with `r2e import` from \
-         the export that holds this task), with the module the agent starts from.\nFROM \
-         {tag}\nCOPY module.py {IMAGE_REPO}/{path}\nENV \
+        "# r2e task {id}: its repository's environment image ({whence}), with the module the \
+         agent starts from.\nFROM {from}\nCOPY module.py {IMAGE_REPO}/{path}\nENV \
          PATH=/r2e/env/bin:/usr/local/bin:/usr/bin:/bin\nWORKDIR {IMAGE_REPO}\n# The agent edits \
          the repository, and the verifier needs root to keep the original from the \
          candidate\n# (the base image's user is the sandbox's unprivileged one).\nUSER root\n",
@@ -432,14 +513,23 @@ fn test_sh(id: &str, hashes: &BTreeMap<String, String>) -> String {
 
 /// The export's `README.md`: a dataset card whose front matter carries the Hugging Face Hub's
 /// `environment` and `harbor` tags (how the Hub lists Harbor task sets), and how to run them.
-fn readme(name: &str, tasks: usize) -> String {
+fn readme(name: &str, tasks: usize, registry: Option<&str>) -> String {
+    let images = match registry {
+        Some(registry) => format!(
+            "Each task's `task.toml` names its image by digest (`[environment] docker_image`), \
+             in the registry `{registry}`: a machine that reaches it pulls them. Each \
+             `environment/Dockerfile` rebuilds the same image from the environment image, also \
+             by digest."
+        ),
+        None => "Their environments are this export's images (`images/`): **load them first**, \
+                 on the machine that runs the tasks:\n\n    r2e import ."
+            .to_owned(),
+    };
     format!(
         "---\npretty_name: {name}\ntags:\n- environment\n- harbor\n- r2e\n- code\n- python\n---\n\n\
          # {name}: r2e tasks for Harbor\n\n{tasks} task folders under `tasks/`, named in \
-         `registry.json`, each following Harbor's `task.toml` schema {HARBOR_SCHEMA}.\n\nTheir \
-         environments are this export's images (`images/`): **load them first**, on the \
-         machine that runs the tasks:\n\n    r2e import .\n\nThen, for example:\n\n    harbor \
-         run -p tasks/NAME --agent oracle\n",
+         `registry.json`, each following Harbor's `task.toml` schema {HARBOR_SCHEMA}.\n\n\
+         {images}\n\nThen, for example:\n\n    harbor run -p tasks/NAME --agent oracle\n",
         name = serde_json::Value::from(name),
     )
 }

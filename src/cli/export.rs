@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use r2e_core::error::Result;
+use r2e_core::error::{Error, Result};
 
 use super::args::{PipelineFile, help_of};
 use super::{print_json, print_text};
@@ -24,6 +24,10 @@ pub struct ExportArgs {
     /// task folder per instance and per bug-fix task (`tasks/`, `registry.json`).
     #[arg(long, value_enum, default_value = "r2e")]
     format: crate::export::Format,
+    /// With `--format harbor`: push each task's image to this registry (`HOST[:PORT]/PREFIX`;
+    /// default: `[sandbox] registry`), and name it by digest in its `task.toml`.
+    #[arg(long, value_name = "HOST[:PORT]/PREFIX")]
+    registry: Option<String>,
     #[command(flatten)]
     pipeline: PipelineFile,
     /// Print `export.json` on stdout instead of a summary.
@@ -32,7 +36,24 @@ pub struct ExportArgs {
 }
 
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
-    let exported = crate::export::export(&args.pipeline.load()?, &args.dir, args.format)?;
+    let cfg = args.pipeline.load()?;
+    if let Some(registry) = &args.registry {
+        r2e_core::config::check_registry(registry).map_err(|why| {
+            Error::input(format!(
+                "`--registry {registry}` is not a registry and prefix: {why}"
+            ))
+        })?;
+        if args.format != crate::export::Format::Harbor {
+            return Err(Error::input(
+                "`--registry` is for `--format harbor`: it pushes the tasks' images",
+            ));
+        }
+    }
+    let registry = match args.format {
+        crate::export::Format::Harbor => args.registry.or(cfg.sandbox.registry.clone()),
+        crate::export::Format::R2e => None,
+    };
+    let exported = crate::export::export(&cfg, &args.dir, args.format, registry.as_deref())?;
     if args.json {
         print_json(&exported)?;
     } else {

@@ -315,19 +315,8 @@ fn head(key: Hash, header: &Header) -> Vec<u8> {
 /// Pushes the image `tag` to `registry` (`HOST/PREFIX`) as `HOST/PREFIX/r2e-base:<its tag's
 /// hash>`; the reference by digest it is held under there.
 fn push(docker: &Docker, registry: &str, tag: &str) -> Result<String> {
-    let repo = format!("{registry}/{PUSHED_REPO}");
     let short = tag.rsplit(':').next().unwrap_or(tag);
-    docker::tag_image(docker, tag, &repo, short)?;
-    docker::push_image(docker, &repo, short)?;
-    let prefix = format!("{repo}@");
-    docker::repo_digests(docker, tag)?
-        .into_iter()
-        .find(|d| d.starts_with(&prefix))
-        .ok_or_else(|| {
-            Error::env(format!(
-                "`docker push` of `{repo}:{short}` recorded no digest of the image"
-            ))
-        })
+    docker::push_by_digest(docker, tag, &format!("{registry}/{PUSHED_REPO}"), short)
 }
 
 /// `docker save` of `tag` compressed into `to`: the compressed stream's length and hash.

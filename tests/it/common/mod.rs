@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod github;
 pub mod hogs;
 pub mod index;
+pub mod registry;
 pub mod seed;
 pub mod serve;
 pub mod server;

@@ -143,15 +143,18 @@ fn harbor_tasks_score_the_reference_one_and_every_cheat_zero() {
     assert_eq!(instances.len(), 2, "{instances:?}");
 
     let dir = p.path().join("harbor");
-    assert_cmd::Command::cargo_bin("r2e")
-        .unwrap()
-        .args(["export", "--format", "harbor"])
-        .arg(&dir)
-        .current_dir(p.path())
-        .envs(common::offline_env())
-        .timeout(std::time::Duration::from_secs(600))
-        .assert()
-        .success();
+    let out = export(p.path(), &dir, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Without a registry, it says plainly that the images must be loaded first.
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("load them with `r2e import`"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let registry: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("registry.json")).unwrap()).unwrap();
     let listed: Vec<String> = registry[0]["tasks"]
@@ -180,7 +183,8 @@ fn harbor_tasks_score_the_reference_one_and_every_cheat_zero() {
         "a task names a path of the building machine"
     );
 
-    harbor_loads(&dir, &listed);
+    let images = harbor_loads(&dir, &listed);
+    assert!(images.iter().all(|i| i == "None"), "{images:?}");
 
     // The images the tasks start from are the export's; each task's own adds the stub.
     let shout = listed
@@ -314,6 +318,111 @@ fn harbor_tasks_score_the_reference_one_and_every_cheat_zero() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!again.exists());
+
+    with_a_registry(&p, &listed);
+}
+
+/// `r2e export --format harbor DIR` of the project in `at` (with `--registry REGISTRY`): what it
+/// did.
+fn export(at: &Path, dir: &Path, registry: Option<&str>) -> std::process::Output {
+    let mut command = assert_cmd::Command::cargo_bin("r2e").unwrap();
+    command.args(["export", "--format", "harbor"]);
+    if let Some(registry) = registry {
+        command.args(["--registry", registry]);
+    }
+    command
+        .arg(dir)
+        .current_dir(at)
+        .envs(common::offline_env())
+        .timeout(std::time::Duration::from_secs(600))
+        .output()
+        .unwrap()
+}
+
+/// With a registry on loopback: each task's `task.toml` names its image by digest there. After
+/// the local images are removed (the tasks' and the environment's), a pull by that digest gives
+/// the same image, and the reference scores 1 in it. A registry that refuses the push: exit 1,
+/// and nothing written.
+fn with_a_registry(p: &common::Project, listed: &[String]) {
+    if !common::registry::available() {
+        return;
+    }
+    let w = tempfile::tempdir().unwrap();
+    let registry = common::registry::Registry::start(&w.path().join("open"), false);
+    let prefix = format!("127.0.0.1:{}/r2e-test", registry.port);
+    let dir = p.path().join("pushed");
+    let out = export(p.path(), &dir, Some(&prefix));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(&format!("pushed to `{prefix}`")), "{said}");
+    let images = harbor_loads(&dir, listed);
+    let by_digest = format!("{prefix}/r2e-task@sha256:");
+    assert!(
+        images.iter().all(|i| i.starts_with(&by_digest)),
+        "{images:?}"
+    );
+    // The Dockerfile starts from the environment image by digest too.
+    let recipe =
+        std::fs::read_to_string(dir.join(&listed[0]).join("environment/Dockerfile")).unwrap();
+    assert!(
+        recipe.contains(&format!("FROM {prefix}/r2e-env@sha256:")),
+        "{recipe}"
+    );
+    let id = |reference: &str| docker(&["image", "inspect", "--format", "{{.Id}}", reference]);
+    let ids: Vec<String> = images.iter().map(|i| id(i)).collect();
+    // By ID: every tag of each goes with it.
+    let _removed: Vec<Removed> = ids.iter().cloned().map(Removed).collect();
+    // Every local image of the tasks goes, then the environment's (by ID: all its tags).
+    let exported: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("export.json")).unwrap()).unwrap();
+    let env_ids: Vec<String> = exported["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().to_owned())
+        .collect();
+    for image in ids.iter().chain(&env_ids) {
+        docker(&["rmi", "-f", image]);
+    }
+    for reference in &images {
+        let gone = Command::new("docker")
+            .args(["image", "inspect", reference])
+            .output()
+            .unwrap();
+        assert!(!gone.status.success(), "{reference} is still here");
+    }
+    for ((reference, before), task) in images.iter().zip(&ids).zip(listed) {
+        docker(&["pull", "-q", reference]);
+        assert_eq!(&id(reference), before, "{reference}");
+        let (reward, verdict, log) = trial(
+            reference,
+            &dir.join(task),
+            true,
+            "/solution/solve.sh",
+            "true",
+        );
+        assert_eq!(reward.as_deref(), Some("1"), "{verdict:#} {log}");
+    }
+
+    // A registry that refuses every push: exit 1, the push named, nothing left.
+    let refusing = common::registry::Registry::start(&w.path().join("read-only"), true);
+    let dir = p.path().join("refused");
+    let out = export(
+        p.path(),
+        &dir,
+        Some(&format!("127.0.0.1:{}/r2e-test", refusing.port)),
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("docker push"), "{said}");
+    assert!(!dir.exists());
+    let left: Vec<_> = std::fs::read_dir(p.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("refused"))
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// Removes the image when dropped.
@@ -328,8 +437,8 @@ impl Drop for Removed {
 /// Harbor's own task and registry models (harbor 0.25.0, from the package index, with what
 /// they import) load every task folder and `registry.json`. Harbor needs Python 3.12 for
 /// `typing.override`, a decorator that does nothing when it runs: on an older Python it is
-/// given as that.
-fn harbor_loads(dir: &Path, tasks: &[String]) {
+/// given as that. Each task's `[environment] docker_image` as Harbor reads it (`None` without).
+fn harbor_loads(dir: &Path, tasks: &[String]) -> Vec<String> {
     let venv = harbor_models();
     let script = r#"
 import json, sys, typing
@@ -348,7 +457,7 @@ for spec in registry.datasets[0].tasks:
     assert task.config.environment.network_mode.value == "no-network"
     assert task.config.metadata["r2e_instance_id"]
     assert "raise NotImplementedError" not in task.instruction
-    print(task.config.task.name)
+    print(task.config.environment.docker_image)
 "#;
     let out = Command::new(venv.join("bin/python"))
         .args(["-c", script])
@@ -360,10 +469,12 @@ for spec in registry.datasets[0].tasks:
         "Harbor's models: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).lines().count(),
-        tasks.len()
-    );
+    let images: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(images.len(), tasks.len());
+    images
 }
 
 /// A virtual environment with Harbor's task models: harbor 0.25.0's wheel and the packages

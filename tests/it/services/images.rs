@@ -5,7 +5,6 @@
 //! digest from a registry on loopback), and both give the same dataset version. A damaged
 //! archive is named, is a miss (the image is built), and is repaired.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -343,68 +342,13 @@ impl Drop for Forward {
     }
 }
 
-/// Docker's registry (`docker-registry serve`, the distribution registry) on a free port of
-/// this machine's loopback, its storage in `dir`. Stopped when dropped.
-struct Registry {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Registry {
-    fn start(dir: &Path) -> Registry {
-        let port = std::net::TcpListener::bind(("127.0.0.1", 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let config = dir.join("registry.yml");
-        std::fs::create_dir_all(dir.join("data")).unwrap();
-        let mut f = std::fs::File::create(&config).unwrap();
-        write!(
-            f,
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-            dir.join("data").display()
-        )
-        .unwrap();
-        let log = std::fs::File::create(dir.join("registry.log")).unwrap();
-        let child = std::process::Command::new("docker-registry")
-            .arg("serve")
-            .arg(&config)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("docker-registry starts");
-        let registry = Registry { child, port };
-        common::cluster::wait_for(Duration::from_secs(30), "the registry", || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        registry
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn with_a_registry_the_second_host_pulls_the_first_ones_base_image_by_digest() {
-    if !second_daemon_possible()
-        || !common::require(
-            std::process::Command::new("docker-registry")
-                .arg("--version")
-                .output()
-                .is_ok_and(|o| o.status.success()),
-            "Docker's registry (`docker-registry`)",
-            "install Debian's `docker-registry`, as `.ci/run` does",
-        )
-    {
+    if !second_daemon_possible() || !common::registry::available() {
         return;
     }
     let w = tempfile::tempdir().unwrap();
-    let registry = Registry::start(w.path());
+    let registry = common::registry::Registry::start(w.path(), false);
     let name = format!("127.0.0.1:{}/r2e-test", registry.port);
     let store = w.path().join("store");
     std::fs::create_dir_all(&store).unwrap();

@@ -47,7 +47,8 @@ pub struct SandboxConfig {
     /// With `backend = "docker"` and a remote cache: the registry (`HOST[:PORT]/PREFIX`) the
     /// base image travels through between hosts, pushed as `HOST/PREFIX/r2e-base:TAG` and
     /// pulled by its digest. None: it travels as a `docker save` archive in the remote cache.
-    /// How it travels changes nothing a build makes (no key holds it).
+    /// How it travels changes nothing a build makes (no key holds it). `r2e export --format
+    /// harbor` pushes its tasks' images there too, unless given `--registry`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub registry: Option<String>,
 }

@@ -1007,6 +1007,22 @@ pub fn push_image(docker: &Docker, repo: &str, tag: &str) -> Result<()> {
     })
 }
 
+/// Pushes the image `image` to its registry as `repo:tag` (`repo` is `HOST[:PORT]/PATH`): the
+/// reference by digest the registry holds it under (`repo@sha256:…`), as the push recorded it.
+pub fn push_by_digest(docker: &Docker, image: &str, repo: &str, tag: &str) -> Result<String> {
+    tag_image(docker, image, repo, tag)?;
+    push_image(docker, repo, tag)?;
+    let prefix = format!("{repo}@");
+    repo_digests(docker, image)?
+        .into_iter()
+        .find(|d| d.starts_with(&prefix))
+        .ok_or_else(|| {
+            Error::env(format!(
+                "`docker push` of `{repo}:{tag}` recorded no digest of the image"
+            ))
+        })
+}
+
 /// Pulls `reference` (`HOST/PATH@sha256:...`) from its registry (`docker pull`).
 pub fn pull_image(docker: &Docker, reference: &str) -> Result<()> {
     let what = format!("`docker pull` of `{reference}`");
