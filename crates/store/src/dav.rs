@@ -15,7 +15,8 @@
 //! within a second. [`Store::replace`] reads the entry again and writes only if its bytes still
 //! hash to the version expected: **best-effort, not atomic** (a write by another host between
 //! the read and the `MOVE` is overwritten; both writers hold a good entry for the key, so the
-//! cache stays correct).
+//! cache stays correct). Leases never rely on it: a lease is taken over by a create-only write
+//! of its next generation (`cache::remote`).
 //!
 //! As with the object stores ([`crate::object`]), [`Store::remove`] removes nothing and
 //! [`Store::touch`] does nothing; [`Store::list`] gives an empty listing (listing a collection

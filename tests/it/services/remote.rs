@@ -633,3 +633,60 @@ fn an_unknown_scheme_is_a_usage_error() {
         assert!(said.contains(scheme), "{said}");
     }
 }
+
+/// Two hosts race for one expired lease, 50 times over WebDAV, whose conditional replace is
+/// not atomic: each time exactly one takes it over (it creates the lease's next generation,
+/// create-only), and the other waits for the action's result.
+#[test]
+fn dav_two_hosts_race_for_an_expired_lease_and_one_wins() {
+    use r2e_core::cache::remote::Remote;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let Some(program) = nginx_program() else {
+        return;
+    };
+    let server = nginx(&program);
+    let store = dav_store(&server);
+    let remote = || {
+        Arc::new(Remote::new(
+            Arc::clone(&store),
+            "http://dav",
+            Duration::from_secs(60),
+        ))
+    };
+    let (dead, a, b) = (remote(), remote(), remote());
+    for round in 0..50u32 {
+        let key = Hash::of_bytes(format!("action {round}").as_bytes());
+        // A holder that ended without a result: its lease is there, expired.
+        drop(
+            dead.lease(Bucket::Envs, key, &|| false)
+                .expect("the first lease"),
+        );
+        let done = Arc::new(AtomicBool::new(false));
+        let winners = Arc::new(AtomicUsize::new(0));
+        let start = Arc::new(Barrier::new(2));
+        let end = Arc::new(Barrier::new(2));
+        let racers: Vec<_> = [&a, &b]
+            .into_iter()
+            .map(|r| {
+                let (r, done, winners) = (Arc::clone(r), Arc::clone(&done), Arc::clone(&winners));
+                let (start, end) = (Arc::clone(&start), Arc::clone(&end));
+                std::thread::spawn(move || {
+                    start.wait();
+                    let guard = r.lease(Bucket::Envs, key, &|| done.load(Ordering::SeqCst));
+                    if guard.is_some() {
+                        winners.fetch_add(1, Ordering::SeqCst);
+                        // Its result is stored: the other host, waiting, finds it.
+                        done.store(true, Ordering::SeqCst);
+                    }
+                    // The winner holds its lease until both are done.
+                    end.wait();
+                    drop(guard);
+                })
+            })
+            .collect();
+        for r in racers {
+            r.join().unwrap();
+        }
+        assert_eq!(winners.load(Ordering::SeqCst), 1, "round {round}");
+    }
+}

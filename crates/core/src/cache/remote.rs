@@ -32,8 +32,11 @@
 //! Leases ([`Remote::lease`]): an action that several hosts may need at once (an environment
 //! that repositories without dependencies share) is run by the host that creates its lease
 //! object (create-only); the others wait for its result. The holder renews the lease while it
-//! runs; a lease not renewed within its term (its host died) is taken over by a conditional
-//! replace.
+//! runs; a lease not renewed within its term (its host died) is taken over by creating the
+//! next **generation** of the lease, create-only too (a fencing token): of the hosts that race
+//! for an expired lease exactly one creates the next generation, on every store whose
+//! create-only write is atomic, even one whose conditional replace is not (WebDAV's). A holder
+//! renews its own generation only while no next one exists.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -649,38 +652,30 @@ impl Remote {
             }
             return free();
         }
-        let lease_key = Hash::of_key(&(bucket.folder(), key));
+        let mut generation = 0;
         let mut waited = false;
         loop {
             if done() {
                 return None;
             }
-            let mine = self.lease_parts(lease_key, now_ms() + self.lease_term.as_millis() as u64);
+            let lease = LeaseAt::of(bucket, key, generation);
+            let mine = self.lease_parts(lease.key, now_ms() + self.lease_term.as_millis() as u64);
             let parts: [&[u8]; 2] = [&mine.0, &mine.1];
-            let outcome = self.store.put_if_absent(Bucket::Leases, lease_key, &parts);
-            let taken = match outcome {
-                Ok(Created::Stored) => Some(Event::LeaseTaken),
+            let taken = match self.store.put_if_absent(Bucket::Leases, lease.key, &parts) {
+                Ok(Created::Stored) if generation == 0 => Some(Event::LeaseTaken),
+                Ok(Created::Stored) => Some(Event::LeaseTakenOver),
                 Ok(Created::Exists(theirs)) => {
                     // A lease that does not verify (or, with a signing key, is not signed
                     // with it) holds nothing.
                     let expired = self
-                        .lease_of(lease_key, &theirs.bytes)
+                        .lease_of(lease.key, &theirs.bytes)
                         .is_none_or(|l| l.expires_ms < now_ms());
                     if expired {
-                        match self
-                            .store
-                            .replace(Bucket::Leases, lease_key, &theirs.version, &parts)
-                        {
-                            Ok(true) => Some(Event::LeaseTakenOver),
-                            Ok(false) => None,
-                            Err(e) => {
-                                self.failed("a lease", &e);
-                                return free();
-                            }
-                        }
-                    } else {
-                        None
+                        // Its successor, if no other host has created it first.
+                        generation += 1;
+                        continue;
                     }
+                    None
                 }
                 Err(e) => {
                     self.failed("a lease", &e);
@@ -691,10 +686,10 @@ impl Remote {
                 self.trace(event, bucket, key);
                 // The action may have finished between the check and the lease.
                 if done() {
-                    self.release(lease_key);
+                    self.release(lease);
                     return None;
                 }
-                return Some(LeaseGuard::renewing(Arc::clone(self), lease_key));
+                return Some(LeaseGuard::renewing(Arc::clone(self), lease));
             }
             if !waited {
                 waited = true;
@@ -734,30 +729,32 @@ impl Remote {
     }
 
     /// Renews (or, with `until` in the past, releases) this holder's lease: only while the store
-    /// still holds this holder's lease. Says whether it still does.
-    fn renew(&self, lease_key: Hash, until: u64) -> bool {
-        let Ok(Some(current)) = self.store.get(Bucket::Leases, lease_key) else {
+    /// still holds this holder's lease and no host has taken it over (its next generation does
+    /// not exist). Says whether it still holds it. Only the holder writes its generation after
+    /// creating it, so a store's replace need not be atomic here.
+    fn renew(&self, lease: LeaseAt, until: u64) -> bool {
+        let Ok(Some(current)) = self.store.get(Bucket::Leases, lease.key) else {
             return false;
         };
         let ours = self
-            .lease_of(lease_key, &current.bytes)
+            .lease_of(lease.key, &current.bytes)
             .is_some_and(|l| l.holder == self.holder);
-        if !ours {
+        if !ours || !matches!(self.store.contains(Bucket::Leases, lease.next), Ok(false)) {
             return false;
         }
-        let (header, payload) = self.lease_parts(lease_key, until);
+        let (header, payload) = self.lease_parts(lease.key, until);
         self.store
             .replace(
                 Bucket::Leases,
-                lease_key,
+                lease.key,
                 &current.version,
                 &[&header, &payload],
             )
             .unwrap_or(false)
     }
 
-    fn release(&self, lease_key: Hash) {
-        self.renew(lease_key, 0);
+    fn release(&self, lease: LeaseAt) {
+        self.renew(lease, 0);
     }
 }
 
@@ -784,11 +781,31 @@ fn read_up_to(r: &mut dyn std::io::Read, buf: &mut [u8]) -> std::io::Result<usiz
     Ok(got)
 }
 
+/// One generation of an action's lease: its entry's key, and its successor's (which exists
+/// once another host took the lease over).
+#[derive(Clone, Copy, Debug)]
+struct LeaseAt {
+    key: Hash,
+    next: Hash,
+}
+
+impl LeaseAt {
+    /// Generation `generation` of the lease on the action `key` of `bucket`: the blake3 of
+    /// (the bucket's folder, the key, the generation).
+    fn of(bucket: Bucket, key: Hash, generation: u64) -> LeaseAt {
+        let at = |g: u64| Hash::of_key(&(bucket.folder(), key, g));
+        LeaseAt {
+            key: at(generation),
+            next: at(generation + 1),
+        }
+    }
+}
+
 /// While alive, this host holds an action's lease: a thread renews it every third of its term;
 /// dropping it releases the lease (the action's result is stored by then, or it failed and
 /// another host may try).
 pub struct LeaseGuard {
-    inner: Option<(Arc<Remote>, Hash, std::sync::mpsc::Sender<()>)>,
+    inner: Option<(Arc<Remote>, LeaseAt, std::sync::mpsc::Sender<()>)>,
     renewer: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -801,7 +818,7 @@ impl LeaseGuard {
         }
     }
 
-    fn renewing(remote: Arc<Remote>, lease_key: Hash) -> LeaseGuard {
+    fn renewing(remote: Arc<Remote>, lease: LeaseAt) -> LeaseGuard {
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
         let r = Arc::clone(&remote);
         let every = remote.lease_term / 3;
@@ -812,14 +829,14 @@ impl LeaseGuard {
                     stopped.recv_timeout(every)
                 {
                     let until = now_ms() + r.lease_term.as_millis() as u64;
-                    if !r.renew(lease_key, until) {
+                    if !r.renew(lease, until) {
                         break;
                     }
                 }
             })
             .ok();
         LeaseGuard {
-            inner: Some((remote, lease_key, stop)),
+            inner: Some((remote, lease, stop)),
             renewer,
         }
     }
@@ -827,12 +844,12 @@ impl LeaseGuard {
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        if let Some((remote, lease_key, stop)) = self.inner.take() {
+        if let Some((remote, lease, stop)) = self.inner.take() {
             drop(stop);
             if let Some(r) = self.renewer.take() {
                 let _ = r.join();
             }
-            remote.release(lease_key);
+            remote.release(lease);
         }
     }
 }
@@ -1112,10 +1129,8 @@ mod tests {
         let remote = Arc::clone(s.signed.remote().unwrap());
         let store = LocalStore::new(s.shared.path());
         // Leases: an unsigned lease holds nothing for a signing host.
-        let (d, lease_key) = (
-            Hash::of_bytes(b"d"),
-            Hash::of_key(&(Bucket::Envs.folder(), Hash::of_bytes(b"d"))),
-        );
+        let d = Hash::of_bytes(b"d");
+        let lease_key = LeaseAt::of(Bucket::Envs, d, 0).key;
         let (_, payload) =
             Arc::clone(s.unsigned.remote().unwrap()).lease_parts(lease_key, now_ms() + 600_000);
         let header = super::super::entry::header(&Bucket::Leases.folder(), lease_key, &payload);
@@ -1356,11 +1371,11 @@ mod tests {
         // A holder that dies without releasing: its lease expires, and is taken over.
         let dead = remote(Duration::from_secs(1));
         let other = Hash::of_bytes(b"other env");
-        let lease_key = Hash::of_key(&(Bucket::Envs.folder(), other));
-        let (header, payload) = dead.lease_parts(lease_key, now_ms() + 1000);
+        let lease = LeaseAt::of(Bucket::Envs, other, 0);
+        let (header, payload) = dead.lease_parts(lease.key, now_ms() + 1000);
         assert_eq!(
             store
-                .put_if_absent(Bucket::Leases, lease_key, &[&header, &payload])
+                .put_if_absent(Bucket::Leases, lease.key, &[&header, &payload])
                 .unwrap(),
             Created::Stored
         );
