@@ -40,6 +40,10 @@ pub struct Args {
     /// Indexed Job's pod).
     #[arg(long, value_name = "N", conflicts_with = "shard")]
     shards: Option<u32>,
+    /// With a shard: build the repositories this plan gives it (`r2e status --plan N --json`),
+    /// not those whose name hashes to it.
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
     /// The remote cache shared between hosts (`s3://BUCKET/PREFIX`, `gs://`, `az://`,
     /// `http(s)://` WebDAV, `file:///PATH`); wins over `[cache] remote`.
     #[arg(long, value_name = "URL", value_parser = RemoteCache::parse)]
@@ -67,7 +71,20 @@ pub fn run(args: Args, global: &Global) -> Result<ExitCode> {
         None => crate::cluster::shard_from_env(args.shards).transpose()?,
     };
     if let Some(shard) = shard {
-        return build_shard(&cfg, &opts, global, shard, args.json);
+        let plan = match &args.plan {
+            Some(path) => {
+                let plan = engine::shard_plan::ShardPlan::read(path)?;
+                plan.check(&cfg, shard.count, path)?;
+                Some(plan)
+            }
+            None => None,
+        };
+        return build_shard(&cfg, &opts, global, shard, plan.as_ref(), args.json);
+    }
+    if args.plan.is_some() {
+        return Err(Error::input(
+            "`--plan` is for a shard's build: give `--shard I/N` (or `--shards N`)",
+        ));
     }
     let summary = engine::build_with(&cfg, &opts, &global.services(&cfg))?;
     if args.json {
@@ -120,9 +137,10 @@ fn build_shard(
     opts: &BuildOptions,
     global: &Global,
     shard: Shard,
+    plan: Option<&engine::shard_plan::ShardPlan>,
     json: bool,
 ) -> Result<ExitCode> {
-    let outcome = engine::build_shard(cfg, opts, &global.services(cfg), shard)?;
+    let outcome = engine::build_shard(cfg, opts, &global.services(cfg), shard, plan)?;
     if json {
         print_json(&outcome.summary)?;
     } else if let Some(summary) = &outcome.summary {

@@ -46,6 +46,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
 struct SlurmArgs {
     #[command(flatten)]
     pipeline: PipelinePath,
+    /// The shard plan the shards follow (`r2e status --plan N --json`), instead of the
+    /// repositories' name hashes; at the same path on every host.
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
     /// Shards: the job array's tasks, one shard each.
     #[arg(long, value_name = "N")]
     shards: u32,
@@ -92,6 +96,7 @@ fn run_slurm(args: SlurmArgs) -> Result<ExitCode> {
         remote_cache: args.remote_cache,
         out: args.out,
         r2e: args.r2e,
+        plan: args.plan,
     };
     print_text(&crate::cluster::slurm::run(opts, args.submit)?)?;
     Ok(ExitCode::SUCCESS)
@@ -159,6 +164,10 @@ fn run_k8s(command: K8sCommand) -> Result<ExitCode> {
 struct RayArgs {
     #[command(flatten)]
     pipeline: PipelinePath,
+    /// The shard plan the shards follow (`r2e status --plan N --json`), instead of the
+    /// repositories' name hashes; at the same path on every host.
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
     /// The Ray dashboard's address, where its job server answers (`http://HEAD:8265`).
     #[arg(long, value_name = "URL")]
     address: String,
@@ -208,6 +217,7 @@ fn run_ray(args: RayArgs) -> Result<ExitCode> {
         retries: args.retries,
         r2e: args.r2e,
         poll: std::time::Duration::from_secs(1),
+        plan: args.plan,
     };
     let report = ray::run(opts)?;
     if args.json {

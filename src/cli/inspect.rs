@@ -21,9 +21,23 @@ pub struct StatusArgs {
     /// Print JSON on stdout instead of text.
     #[arg(long)]
     json: bool,
+    /// Instead: a plan that assigns the repositories to N shards by their estimated cost
+    /// (candidates, and the timings of earlier builds), for `r2e build --shard I/N --plan
+    /// FILE` (`--json` writes the file).
+    #[arg(long, value_name = "N")]
+    plan: Option<u32>,
 }
 
 pub fn status(args: StatusArgs) -> Result<ExitCode> {
+    if let Some(shards) = args.plan {
+        let plan = inspect::shard_plan(&args.pipeline.load()?, shards)?;
+        if args.json {
+            print_json(&plan)?;
+        } else {
+            print_text(&plan.text())?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let report = inspect::status(&args.pipeline.load()?, args.until)?;
     if args.json {
         print_json(&report)?;

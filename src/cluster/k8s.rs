@@ -23,6 +23,8 @@ use r2e_pipeline::cluster::{self, Engine, Follow, Job, JobStatus, Jobs, Plan, Po
 
 /// Where a pod's folders are mounted, under the mount root (`--mount-root`, default `/r2e`).
 const PIPELINE_DIR: &str = "pipeline";
+/// The shard plan's file in the pipeline's ConfigMap (`--plan`).
+const PLAN_FILE: &str = "plan.json";
 const CACHE_DIR: &str = "cache";
 const OUT_DIR: &str = "out";
 
@@ -85,6 +87,10 @@ pub struct K8sOptions {
     /// give a privileged pod).
     #[arg(long)]
     pub privileged: bool,
+    /// The shard plan the shards follow (`r2e status --plan N --json`): it travels in the
+    /// pipeline's ConfigMap.
+    #[arg(long, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
 }
 
 /// The manifests: a ConfigMap of the pipeline (unless it is in the image), the shards' Indexed
@@ -112,12 +118,12 @@ pub struct K8s {
 /// `r2e cluster k8s`: the manifests as YAML, or (`apply`) applied and followed: the lines
 /// saying both Jobs completed.
 pub fn run(opts: K8sOptions, apply: bool) -> Result<String> {
-    let (pipeline, shards) = (opts.pipeline.clone(), opts.shards);
+    let (pipeline, shards, cost) = (opts.pipeline.clone(), opts.shards, opts.plan.clone());
     let mut k8s = K8s {
         opts,
         ..K8s::default()
     };
-    match cluster::drive(&mut k8s, &pipeline, shards, apply)? {
+    match cluster::drive(&mut k8s, &pipeline, shards, cost.as_deref(), apply)? {
         cluster::Outcome::Shown(text) => Ok(text),
         // A failed Job ends the run with an error (`poll`): the assemble completed.
         cluster::Outcome::Ran { .. } => {
@@ -333,11 +339,16 @@ fn manifests(opts: &K8sOptions, plan: &Plan) -> Result<Manifests> {
                 .map_err(|e| Error::input(format!("{}: {e}", file.display())))?,
         )
     };
+    let cost = plan.cost.as_ref().map(|c| c.text.as_str());
+    if cost.is_some() && opts.pipeline_in_image.is_some() {
+        return Err(Error::input(
+            "`--plan` travels in the pipeline's ConfigMap, which `--pipeline-in-image` does without: build the plan's repositories into the image's pipeline, or give the pipeline by ConfigMap",
+        ));
+    }
     let render = |name: &str| {
         render(
             opts,
-            &text,
-            lock.as_deref(),
+            (&text, lock.as_deref(), cost),
             &remote,
             store_path.as_deref(),
             name,
@@ -360,8 +371,7 @@ fn manifests(opts: &K8sOptions, plan: &Plan) -> Result<Manifests> {
 /// The manifests named `name`.
 fn render(
     opts: &K8sOptions,
-    text: &str,
-    lock: Option<&str>,
+    (text, lock, cost): (&str, Option<&str>, Option<&str>),
     remote: &RemoteCache,
     store_path: Option<&Path>,
     name: &str,
@@ -385,6 +395,12 @@ fn render(
     ];
     let assemble_cmd = build.clone();
     build.extend(["--shards".into(), opts.shards.to_string()]);
+    if cost.is_some() {
+        build.extend([
+            "--plan".into(),
+            path(&root.join(PIPELINE_DIR).join(PLAN_FILE)),
+        ]);
+    }
 
     let labels = json!({
         "app.kubernetes.io/name": "r2e",
@@ -480,6 +496,9 @@ fn render(
         let mut data = json!({"pipeline.toml": text});
         if let Some(lock) = lock {
             data[r2e_core::curation::LOCK_FILE] = json!(lock);
+        }
+        if let Some(cost) = cost {
+            data[PLAN_FILE] = json!(cost);
         }
         documents.push(json!({
             "apiVersion": "v1",

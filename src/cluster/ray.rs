@@ -48,6 +48,9 @@ pub struct RayOptions {
     pub cpus: f64,
     /// Memory reserved for each job's entry point, in bytes (`entrypoint_memory`).
     pub memory: Option<u64>,
+    /// The shard plan the shards follow (`r2e status --plan N --json`), at the same path on
+    /// every worker.
+    pub plan: Option<PathBuf>,
     /// Custom resources each job's entry point needs (`entrypoint_resources`).
     pub resources: BTreeMap<String, f64>,
     /// How many times a failed or stopped job is submitted again.
@@ -133,13 +136,13 @@ const LOST_AFTER: Duration = Duration::from_secs(120);
 /// when the cluster cannot be used (bad input, the job server gone); a job that failed for
 /// good is in the report, with `succeeded` false.
 pub fn run(opts: RayOptions) -> Result<Report> {
-    let (pipeline, shards) = (opts.pipeline.clone(), opts.shards);
+    let (pipeline, shards, cost) = (opts.pipeline.clone(), opts.shards, opts.plan.clone());
     let mut ray = Ray {
         opts,
         ..Ray::default()
     };
     let cluster::Outcome::Ran { jobs, succeeded } =
-        cluster::drive(&mut ray, &pipeline, shards, true)?
+        cluster::drive(&mut ray, &pipeline, shards, cost.as_deref(), true)?
     else {
         unreachable!("submitted")
     };
@@ -207,10 +210,14 @@ impl Engine for Ray {
             None => String::new(),
         };
         let n = plan.shards;
+        let cost = match &plan.cost {
+            Some(c) => format!(" --plan {}", quote_path(&c.path)),
+            None => String::new(),
+        };
         let mut shards = Vec::new();
         for i in 0..n {
             let name = format!("shard {i}/{n}");
-            let entrypoint = format!("{build} --shard {i}/{n} {cache}{given}");
+            let entrypoint = format!("{build} --shard {i}/{n} {cache}{given}{cost}");
             self.entrypoints.push((name.clone(), entrypoint));
             shards.push(Job {
                 name,

@@ -33,6 +33,9 @@ pub struct SlurmOptions {
     pub out: Option<PathBuf>,
     /// The r2e executable the nodes run (default: this one).
     pub r2e: Option<PathBuf>,
+    /// The shard plan the shards follow (`r2e status --plan N --json`), at the same path on
+    /// every node.
+    pub plan: Option<PathBuf>,
 }
 
 /// The scripts written.
@@ -52,13 +55,13 @@ pub struct Slurm {
 /// `r2e cluster slurm`: writes the scripts, and prints their paths and how to submit them, or
 /// (`submit`) submits them and prints the two job ids.
 pub fn run(opts: SlurmOptions, submit: bool) -> Result<String> {
-    let (pipeline, shards) = (opts.pipeline.clone(), opts.shards);
+    let (pipeline, shards, cost) = (opts.pipeline.clone(), opts.shards, opts.plan.clone());
     let mut slurm = Slurm {
         opts,
         scripts: None,
     };
     Ok(
-        match cluster::drive(&mut slurm, &pipeline, shards, submit)? {
+        match cluster::drive(&mut slurm, &pipeline, shards, cost.as_deref(), submit)? {
             cluster::Outcome::Shown(text) => text,
             cluster::Outcome::Ran { jobs, .. } => jobs
                 .iter()
@@ -214,6 +217,10 @@ fn write_scripts(opts: &SlurmOptions, plan: &Plan) -> Result<Scripts> {
     };
     let build = format!("exec {} build {}", quote_path(&r2e), quote_path(&pipeline));
     let cache = format!("--cache \"{local_cache}\"");
+    let cost = match &plan.cost {
+        Some(c) => format!(" --plan {}", quote_path(&c.path)),
+        None => String::new(),
+    };
     let n = plan.shards;
     let shards = format!(
         "#!/bin/bash\n\
@@ -224,7 +231,7 @@ fn write_scripts(opts: &SlurmOptions, plan: &Plan) -> Result<Scripts> {
          {resources}\
          # Written by `r2e cluster slurm`: task I of this array builds shard I of {n} of the\n\
          # pipeline with this host's local cache, and stores its results in the remote cache.\n\
-         {build} --shard \"$SLURM_ARRAY_TASK_ID/{n}\" {cache}{remote}\n",
+         {build} --shard \"$SLURM_ARRAY_TASK_ID/{n}\" {cache}{remote}{cost}\n",
         last = n - 1,
     );
     let assemble = format!(

@@ -86,14 +86,41 @@ pub struct Plan {
     pub cfg: Config,
     /// Shards (at least 1).
     pub shards: u32,
+    /// The plan file that assigns the repositories to the shards by cost (`r2e status --plan
+    /// N --json`), checked against the pipeline: each shard's build follows it (`--plan`).
+    pub cost: Option<CostPlan>,
+}
+
+/// A shard plan file a run's shards follow.
+pub struct CostPlan {
+    /// Its absolute path on this host.
+    pub path: std::path::PathBuf,
+    /// Its text (for an engine that ships it to its hosts).
+    pub text: String,
 }
 
 impl Plan {
-    /// Reads the pipeline and checks that it can be built in `shards` shards.
-    pub fn new(pipeline: &std::path::Path, shards: u32) -> Result<Plan> {
+    /// Reads the pipeline and checks that it can be built in `shards` shards, following the
+    /// shard plan `cost` when given (which must be one of `shards` shards for its repositories).
+    pub fn new(
+        pipeline: &std::path::Path,
+        shards: u32,
+        cost: Option<&std::path::Path>,
+    ) -> Result<Plan> {
         let cfg = config::load(pipeline)?;
         refuse_read_only(&cfg)?;
-        Ok(Plan { cfg, shards })
+        let cost = match cost {
+            Some(path) => {
+                let plan = crate::engine::shard_plan::ShardPlan::read(path)?;
+                plan.check(&cfg, shards, path)?;
+                Some(CostPlan {
+                    path: std::path::absolute(path).map_err(|e| Error::env(e.to_string()))?,
+                    text: fs_err::read_to_string(path)?,
+                })
+            }
+            None => None,
+        };
+        Ok(Plan { cfg, shards, cost })
     }
 }
 
@@ -207,13 +234,14 @@ pub fn drive(
     engine: &mut dyn Engine,
     pipeline: &std::path::Path,
     shards: u32,
+    cost: Option<&std::path::Path>,
     submit: bool,
 ) -> Result<Outcome> {
     if shards == 0 {
         return Err(Error::input("`--shards` must be at least 1"));
     }
     engine.check()?;
-    let plan = Plan::new(pipeline, shards)?;
+    let plan = Plan::new(pipeline, shards, cost)?;
     let jobs = engine.render(&plan)?;
     if !submit {
         return Ok(Outcome::Shown(engine.show()));

@@ -482,3 +482,73 @@ fn slurm_submit_runs_shards_then_the_assembly_on_a_real_cluster() {
     // The jobs' logs went where the script said.
     assert!(project.join("slurm/logs").read_dir().unwrap().count() >= 3);
 }
+
+/// A cost plan (`r2e status --plan 2 --json`) given to `r2e cluster`: Slurm's shards run
+/// `--plan` with its absolute path (the assemble does not), Kubernetes ships it in the
+/// pipeline's ConfigMap and its shards read it there; a plan of another shard count is refused
+/// at once (exit 2, the file named).
+#[test]
+fn the_engines_pass_a_cost_plan_to_their_shards() {
+    let p = project();
+    let plan = r2e()
+        .args(["status", "--json", "--plan", "2", "-p"])
+        .arg(p.pipeline())
+        .envs(common::offline_env())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let file = p.path().join("plan.json");
+    std::fs::write(&file, &plan).unwrap();
+    r2e()
+        .args(["cluster", "slurm"])
+        .arg(p.pipeline())
+        .args(["--shards", "2", "--remote-cache", "s3://bucket/p", "--plan"])
+        .arg(&file)
+        .assert()
+        .success();
+    let dir = p.path().join("slurm");
+    let shards = std::fs::read_to_string(dir.join("shards.sbatch")).unwrap();
+    let assemble = std::fs::read_to_string(dir.join("assemble.sbatch")).unwrap();
+    assert!(
+        shards.contains(&format!("--plan '{}'\n", file.display())),
+        "{shards}"
+    );
+    assert!(!assemble.contains("--plan"), "{assemble}");
+
+    let yaml = r2e()
+        .args(["cluster", "k8s", "--shards", "2", "--image", "r2e:1"])
+        .args(["--remote-cache", "s3://bucket/p", "--plan"])
+        .arg(&file)
+        .arg(p.pipeline())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let yaml = String::from_utf8(yaml).unwrap();
+    assert!(yaml.contains("plan.json:"), "{yaml}");
+    assert!(yaml.contains("r2e-shard-plan/1"), "{yaml}");
+    assert!(yaml.contains("/r2e/pipeline/plan.json"), "{yaml}");
+
+    for engine in [
+        &["cluster", "slurm", "--shards", "3"][..],
+        &["cluster", "k8s", "--shards", "3", "--image", "r2e:1"],
+    ] {
+        let out = r2e()
+            .args(engine)
+            .args(["--remote-cache", "s3://bucket/p", "--plan"])
+            .arg(&file)
+            .arg(p.pipeline())
+            .assert()
+            .code(2)
+            .get_output()
+            .clone();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&file.display().to_string()) && stderr.contains("for 2 shards, not 3"),
+            "{engine:?}: {stderr}"
+        );
+    }
+}

@@ -651,3 +651,151 @@ fn bad_cluster_input_is_exit_2_with_its_place() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+/// `r2e status --plan N --json` of `pipeline`: exit code, the plan, stderr.
+fn shard_plan(pipeline: &Path, env: &[(&'static str, String)], n: u32) -> Value {
+    let out = assert_cmd::Command::cargo_bin("r2e")
+        .unwrap()
+        .args(["status", "--json", "--plan", &n.to_string(), "-p"])
+        .arg(pipeline)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {said}"))
+}
+
+/// The repositories a plan gives each shard.
+fn planned(plan: &Value, n: usize) -> Vec<Vec<String>> {
+    let mut shards = vec![Vec::new(); n];
+    for r in plan["repos"].as_array().unwrap() {
+        shards[r["shard"].as_u64().unwrap() as usize].push(r["repo"].as_str().unwrap().to_owned());
+    }
+    for s in &mut shards {
+        s.sort();
+    }
+    shards
+}
+
+/// Shards that follow a cost plan (`r2e status --plan 2`, `r2e build --shard I/2 --plan FILE`)
+/// build exactly the repositories it gives them, balanced (six repositories of the same size:
+/// three each, where their names' hashes need not split them evenly), and the assemble gives
+/// the one-machine build's version with nothing run twice. A second plan stands on the timings
+/// the shards measured. A plan of another shard count, one that lacks a repository, one that
+/// is not JSON, or `--plan` without a shard: exit 2, the file named.
+#[test]
+fn shards_that_follow_a_cost_plan_build_what_it_gives_them_and_the_one_machine_build() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let (model_url, _, _) = common::server::serve(Duration::ZERO, refine);
+    let env: Vec<(&'static str, String)> = common::offline_env().into_iter().collect();
+    let (repos, summary) = one_machine(w);
+    let v = summary["dataset_version"].as_str().unwrap().to_owned();
+    let store = w.join("store");
+    std::fs::create_dir_all(&store).unwrap();
+    let shared = pipeline(
+        &w.join("shared"),
+        &repos,
+        &model_url,
+        Some(&format!("file://{}", store.display())),
+    );
+    let plan = shard_plan(&shared, &env, 2);
+    assert_eq!(plan["shards"], 2, "{plan:#}");
+    let given = planned(&plan, 2);
+    assert_eq!((given[0].len(), given[1].len()), (3, 3), "{plan:#}");
+    // Nothing measured yet: each estimate stands on the repository's candidates, as many as
+    // the one-machine build had.
+    for r in plan["repos"].as_array().unwrap() {
+        let built = summary["repos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["repo"] == r["repo"])
+            .unwrap();
+        assert_eq!(r["basis"], "candidates", "{plan:#}");
+        assert_eq!(r["candidates"], built["candidates"], "{plan:#}\n{built:#}");
+    }
+    let file = w.join("plan.json");
+    std::fs::write(&file, plan.to_string()).unwrap();
+    let plan_arg = file.to_string_lossy().into_owned();
+    for (i, given) in given.iter().enumerate() {
+        let (code, _, stderr) = build(
+            &shared,
+            &w.join(format!("cache-{i}")),
+            &env,
+            &["--shard", &format!("{i}/2"), "--plan", &plan_arg],
+        );
+        assert_eq!(code, 0, "{stderr}");
+        let summary: Value = serde_json::from_slice(
+            &std::fs::read(w.join(format!("shared/.out.r2e/shards/shard-{i}-of-2.json"))).unwrap(),
+        )
+        .unwrap();
+        let mut built: Vec<String> = summary["repos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_owned())
+            .collect();
+        built.sort();
+        assert_eq!(&built, given, "{summary:#}");
+    }
+    let (code, summary, stderr) = build(&shared, &w.join("cache-assemble"), &env, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(summary["dataset_version"].as_str(), Some(v.as_str()));
+    let twice: Vec<_> = started(&traces(&w.join("shared/out")), &|_| true)
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .collect();
+    assert!(twice.is_empty(), "run twice: {twice:?}");
+    // The shards measured their repositories: the next plan stands on that.
+    let again = shard_plan(&shared, &env, 2);
+    assert!(
+        again["repos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["basis"] == "timings" && r["seconds"].as_f64().unwrap() > 0.0),
+        "{again:#}"
+    );
+
+    // Bad plans: exit 2, the file named.
+    let three = w.join("three.json");
+    std::fs::write(&three, shard_plan(&shared, &env, 3).to_string()).unwrap();
+    let mut lacking = plan.clone();
+    lacking["repos"].as_array_mut().unwrap().pop();
+    let short = w.join("short.json");
+    std::fs::write(&short, lacking.to_string()).unwrap();
+    let broken = w.join("broken.json");
+    std::fs::write(
+        &broken,
+        "{\n  \"format\": \"r2e-shard-plan/1\",\n  oops\n}\n",
+    )
+    .unwrap();
+    for (file, args, says) in [
+        (
+            &three,
+            &["--shard", "0/2"][..],
+            "for 3 shards, not 2".to_owned(),
+        ),
+        (
+            &short,
+            &["--shard", "0/2"][..],
+            "the plan has no repo".to_owned(),
+        ),
+        (
+            &broken,
+            &["--shard", "0/2"][..],
+            format!("{}:3:", broken.display()),
+        ),
+        (&file, &[][..], "give `--shard I/N`".to_owned()),
+    ] {
+        let mut all = args.to_vec();
+        let plan_file = file.to_string_lossy().into_owned();
+        all.extend(["--plan", plan_file.as_str()]);
+        let (code, _, stderr) = build(&shared, &w.join("cache-bad"), &env, &all);
+        assert_eq!(code, 2, "{all:?}: {stderr}");
+        assert!(stderr.contains(&says), "{all:?}: {stderr}");
+    }
+}

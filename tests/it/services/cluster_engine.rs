@@ -188,13 +188,13 @@ fn an_engine_added_through_the_interface_runs_every_shard_then_the_assemble() {
     assert!(shard_from_env(&engines, &|_: &str| None, None).is_none());
 
     // Made and shown, nothing run.
-    match cluster::drive(&mut local, &pipeline, 3, false).unwrap() {
+    match cluster::drive(&mut local, &pipeline, 3, None, false).unwrap() {
         Outcome::Shown(text) => assert!(text.starts_with("3 shard(s) of "), "{text}"),
         other => panic!("{other:?}"),
     }
     assert!(local.submitted.is_empty());
 
-    let outcome = cluster::drive(&mut local, &pipeline, 3, true).unwrap();
+    let outcome = cluster::drive(&mut local, &pipeline, 3, None, true).unwrap();
     let logs = || {
         let mut text = local.submitted.join("\n");
         for e in std::fs::read_dir(w.join("logs")).unwrap().flatten() {

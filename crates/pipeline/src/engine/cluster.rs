@@ -102,9 +102,17 @@ pub struct ShardSummary<'a> {
     pub summary: Option<&'a Summary>,
 }
 
-/// The repositories of `shard` of the pipeline.
-pub fn shard_config(cfg: &Config, shard: Shard) -> Config {
-    cfg.clone().with_repos(&|r| shard.holds(&r.name))
+/// The repositories of `shard` of the pipeline: those whose name hashes to it, or those `plan`
+/// gives it (`shard_plan`).
+pub fn shard_config(
+    cfg: &Config,
+    shard: Shard,
+    plan: Option<&super::shard_plan::ShardPlan>,
+) -> Config {
+    cfg.clone().with_repos(&|r| match plan {
+        Some(plan) => plan.holds(shard, &r.name),
+        None => shard.holds(&r.name),
+    })
 }
 
 /// Where a shard's summary goes.

@@ -460,6 +460,9 @@ pub struct AnalysisPlan {
     pub slice: u64,
     /// Candidates whose context would be rendered.
     pub context: u64,
+    /// Each repository's candidates (for `r2e status --plan`).
+    #[serde(skip)]
+    pub candidates: std::collections::BTreeMap<String, u64>,
 }
 
 /// The analysis plan of the pipeline's own dataset over `repos` (`Session::repos`, with their
@@ -506,6 +509,8 @@ pub fn plan(
             .map(|(f, r)| Item::Def(f.ix(db), r.def))
             .collect();
         candidates.sort_unstable();
+        plan.candidates
+            .insert(repo.name(db).to_string(), candidates.len() as u64);
         match memo
             .as_ref()
             .and_then(|m| Some((m, m.kept_slices(db, repo, &parse, &candidates)?)))

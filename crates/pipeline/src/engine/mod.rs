@@ -12,6 +12,7 @@ pub mod cluster;
 mod dataset;
 pub mod memo;
 pub mod outputs;
+pub mod shard_plan;
 
 use crate::session::{Session, progress};
 use crate::stages::Stage;
@@ -241,7 +242,8 @@ pub struct ShardOutcome {
     pub lost: u64,
 }
 
-/// Builds shard `shard` of the pipeline: every stage of its repositories, its results stored in
+/// Builds shard `shard` of the pipeline (its repositories by their names' hash, or as `plan`
+/// assigns them): every stage of its repositories, its results stored in
 /// the remote store (`cluster`), its summary beside the output; the output itself is not
 /// written.
 pub fn build_shard(
@@ -249,6 +251,7 @@ pub fn build_shard(
     opts: &BuildOptions,
     services: &Services,
     shard: r2e_core::config::Shard,
+    plan: Option<&shard_plan::ShardPlan>,
 ) -> Result<ShardOutcome> {
     if cfg.remote.is_none() {
         return Err(Error::input(format!(
@@ -256,7 +259,7 @@ pub fn build_shard(
             cfg.file.display()
         )));
     }
-    let mine = cluster::shard_config(cfg, shard);
+    let mine = cluster::shard_config(cfg, shard, plan);
     let names: Vec<&str> = mine.repos.iter().map(|r| r.name.as_str()).collect();
     eprintln!(
         "shard {shard}: {} of {} repositories{}",
