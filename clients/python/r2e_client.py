@@ -35,6 +35,10 @@ Public API:
   `fit_text(text)`: a string as an observation holds it.
 - Pure helpers: `replace_function(source, qualname, new_code)`, `find_function(source,
   qualname)`, `extract_code(reply)`, `format_feedback(test_result)`.
+- One answer, checked (what the verifiers and Inspect adapters share): `SOLVE_SYSTEM_PROMPT`,
+  `solve_prompt(row)` and `instance_tests(row)` of an instance's row, and
+  `check_answer(client, instance, reply, tests=None)`, which judges a model's reply through the
+  server and returns its outcome (`pass`, `fail`, or `error` when no check could be made).
 """
 
 from __future__ import annotations
@@ -70,6 +74,10 @@ __all__ = [
     "find_function",
     "extract_code",
     "format_feedback",
+    "SOLVE_SYSTEM_PROMPT",
+    "solve_prompt",
+    "instance_tests",
+    "check_answer",
 ]
 
 
@@ -1105,6 +1113,106 @@ class R2EEnvBase:
                 self.session.close()
             finally:
                 self.session = None
+
+
+# ---------------------------------------------------------------------------------------------
+# One answer, checked: what the single-turn adapters share (`r2e_verifiers`, `r2e_inspect`)
+# ---------------------------------------------------------------------------------------------
+
+SOLVE_SYSTEM_PROMPT = (
+    "You are an expert Python programmer. You implement one function of a repository so that it "
+    "meets its specification. Answer with the complete function (its decorators, def line, "
+    "docstring and body) in a single ```python code block."
+)
+"""The system prompt of a single-turn task: the model answers with the whole function."""
+
+
+def solve_prompt(row: Dict[str, Any]) -> str:
+    """The task's prompt for an instance (a `GET /v1/instances` entry or a `dataset.jsonl`
+    line): the function's path and name, its spec, and the code around it with the function's
+    body removed (the instance's `problem`, its signature and spec in place)."""
+    name = row["qualname"].split(".")[-1]
+    parts = [
+        f"Implement the function `{row['qualname']}` in the file `{row['path']}`.",
+        "",
+        "Specification:",
+        (row.get("spec") or "(none: see the docstring below)").rstrip("\n"),
+    ]
+    if row.get("problem"):
+        parts += [
+            "",
+            "The code it lives in, with the function's body removed:",
+            "```python",
+            row["problem"].rstrip("\n"),
+            "```",
+        ]
+    parts += [
+        "",
+        f"Reply with the complete function `{name}` in one ```python block. Do not change its "
+        "signature.",
+    ]
+    return "\n".join(parts)
+
+
+def instance_tests(row: Dict[str, Any]) -> Optional[int]:
+    """The number of tests of an instance (a `GET /v1/instances` entry or a `dataset.jsonl`
+    line): an integer on the server, a list in the file; None when the row gives neither."""
+    tests = row.get("tests")
+    if isinstance(tests, list):
+        return len(tests)
+    return tests if isinstance(tests, int) else None
+
+
+def check_answer(
+    client: Client, instance: str, reply: str, tests: Optional[int] = None
+) -> Dict[str, Any]:
+    """Judges a model's `reply` on `instance` through `r2e serve` (blocking): opens a session,
+    writes the function taken from the reply (`extract_code`) in place of the stub
+    (`replace_function`), submits. `tests` is the instance's number of tests
+    (`instance_tests`), the `total` when the server gives none. Returns `{"instance",
+    "outcome", "passed", "total", "reward", "session", "error", "status"}`, its `outcome`
+    `pass`, `fail` (a reply without the function is one: `passed` 0 of `tests`) or `error` (the
+    check could not be made: the server's outcome `error`, no answer, or an error status;
+    `status` is the HTTP status, None when no answer came). It raises no `R2EError`: each
+    adapter turns the outcome `error` into its library's error."""
+    result: Dict[str, Any] = {
+        "instance": instance, "outcome": None, "passed": None, "total": tests,
+        "reward": None, "session": None, "error": None, "status": None,
+    }
+    code = extract_code(reply or "")
+    try:
+        with client.open(instance) as session:
+            result["session"] = session.id
+            stub = session.read(session.path)
+            try:
+                text = replace_function(stub, session.qualname, code)
+            except ValueError as e:
+                # The reply holds no usable function: the candidate's doing.
+                result.update(outcome="fail", passed=0, error=f"no function in the reply: {e}")
+                return result
+            try:
+                session.write(session.path, text)
+            except R2EError as e:
+                if e.status != 413:
+                    raise
+                # Too large a file: the candidate's doing as well.
+                result.update(outcome="fail", passed=0, error=e.message, status=e.status)
+                return result
+            answer = session.submit()
+    except R2EError as e:
+        result.update(outcome="error", error=e.message, status=e.status)
+        return result
+    outcome = outcome_of("submit", answer)
+    result.update(
+        outcome=outcome,
+        passed=answer.get("passed"),
+        total=answer.get("total", tests),
+        reward=answer.get("reward"),
+        error=answer.get("error"),
+    )
+    if outcome == "error" and not result["error"]:
+        result["error"] = "the server could not judge the submission"
+    return result
 
 
 def __getattr__(name: str) -> Any:

@@ -35,6 +35,7 @@ mod pure {
 /// Repository code in the local sandbox (bubblewrap), and the servers a test starts itself on
 /// loopback (a scripted model, a package index, GitHub's API).
 mod local {
+    mod adapters;
     mod bugfix;
     mod busy;
     mod cli;

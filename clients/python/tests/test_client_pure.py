@@ -1,5 +1,6 @@
-"""Tests of the client's pure helpers, of `R2EEnvBase` over a fake client, and of `Client` over a
-tiny in-process HTTP server (no r2e needed).
+"""Tests of the client's pure helpers, of `R2EEnvBase` and of the adapters' shared check
+(`check_answer`) over a fake client, and of `Client` over a tiny in-process HTTP server (no r2e
+needed).
 
     python3 -m unittest discover -s clients/python/tests
 """
@@ -19,16 +20,20 @@ import r2e_client  # noqa: E402
 from r2e_client import (  # noqa: E402
     OBS_KEYS,
     OPS,
+    SOLVE_SYSTEM_PROMPT,
     Client,
     R2EEnvBase,
     R2EError,
+    check_answer,
     extract_code,
     find_function,
     fit_text,
     format_feedback,
+    instance_tests,
     obs_char_allowed,
     outcome_of,
     replace_function,
+    solve_prompt,
 )
 
 MODULE = '''"""A module."""
@@ -284,6 +289,12 @@ class FakeSession:
     def close(self):
         self.closed = True
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
 
 class FakeClient:
     def __init__(self, ids=("i1",), tasks=()):
@@ -511,6 +522,89 @@ class OutcomeAndTextTest(unittest.TestCase):
             self.assertTrue(obs_char_allowed(c), repr(c))
         for c in "\x00\x0b\x7f\x9f\ud800\U00010000":
             self.assertFalse(obs_char_allowed(c), repr(c))
+
+
+class SolveTest(unittest.TestCase):
+    """What the single-turn adapters (`r2e_verifiers`, `r2e_inspect`) share: the prompt, the
+    number of tests, and the check over a fake client."""
+
+    ROW = {"id": "i1", "repo": "r", "path": "pkg/shapes.py", "qualname": "Shape.area",
+           "spec": "The area, in square units.\n",
+           "problem": "class Shape:\n    def area(self): ...\n", "tests": 3}
+
+    def test_solve_prompt(self):
+        self.assertEqual(solve_prompt(self.ROW), "\n".join([
+            "Implement the function `Shape.area` in the file `pkg/shapes.py`.",
+            "",
+            "Specification:",
+            "The area, in square units.",
+            "",
+            "The code it lives in, with the function's body removed:",
+            "```python",
+            "class Shape:",
+            "    def area(self): ...",
+            "```",
+            "",
+            "Reply with the complete function `area` in one ```python block. Do not change its "
+            "signature.",
+        ]))
+        self.assertIn("```python", SOLVE_SYSTEM_PROMPT)
+
+    def test_solve_prompt_without_spec_or_problem(self):
+        row = {"path": "m.py", "qualname": "f", "spec": None}
+        prompt = solve_prompt(row)
+        self.assertIn("Specification:\n(none: see the docstring below)\n", prompt)
+        self.assertNotIn("body removed", prompt)
+        self.assertNotIn("```python\n", prompt)
+        self.assertTrue(prompt.endswith("function `f` in one ```python block. Do not change its "
+                                        "signature."), prompt)
+
+    def test_instance_tests(self):
+        self.assertEqual(instance_tests({"tests": 3}), 3)  # the server's count
+        self.assertEqual(instance_tests({"tests": ["t1", "t2"]}), 2)  # dataset.jsonl's list
+        self.assertEqual(instance_tests({"tests": []}), 0)
+        self.assertIsNone(instance_tests({}))
+        self.assertIsNone(instance_tests({"tests": None}))
+        self.assertIsNone(instance_tests({"tests": "3"}))
+
+    def test_check_answer_passes_and_fails(self):
+        client = FakeClient()
+        good = check_answer(client, "i1", "Here:\n```python\ndef f(x):\n    return x + 1\n```\n", 2)
+        self.assertEqual(good, {"instance": "i1", "outcome": "pass", "passed": 2, "total": 2,
+                                "reward": 1.0, "session": "s1", "error": None, "status": None})
+        self.assertEqual(client.opened[0].files["m.py"], "def f(x):\n    return x + 1\n")
+        bad = check_answer(client, "i1", "```python\ndef f(x):\n    return x\n```", 2)
+        self.assertEqual((bad["outcome"], bad["passed"], bad["reward"]), ("fail", 0, 0.0))
+        self.assertTrue(all(s.closed for s in client.opened))
+
+    def test_check_answer_of_a_reply_without_a_function(self):
+        for reply in ("", None, "  \n"):
+            client = FakeClient()
+            result = check_answer(client, "i1", reply, 2)
+            self.assertEqual(result["outcome"], "fail", reply)
+            self.assertEqual((result["passed"], result["total"], result["reward"]), (0, 2, None))
+            self.assertEqual(result["session"], "s1")
+            self.assertIn("no function in the reply", result["error"])
+            self.assertIsNone(result["status"])
+            [session] = client.opened
+            self.assertEqual(session.files["m.py"], STUB)  # nothing written, nothing submitted
+            self.assertTrue(session.closed)
+
+    def test_check_answer_that_could_not_be_made_is_an_error(self):
+        result = check_answer(FakeClient(), "nope", "def f(x):\n    return x + 1\n", 4)
+        self.assertEqual(result, {"instance": "nope", "outcome": "error", "passed": None,
+                                  "total": 4, "reward": None, "session": None,
+                                  "error": "no such instance", "status": 404})
+
+        class ErringClient(FakeClient):
+            def open(self, instance):
+                s = super().open(instance)
+                s.answers["submit"] = {"outcome": "error", "reward": None}
+                return s
+
+        result = check_answer(ErringClient(), "i1", "def f(x):\n    return x + 1\n", 2)
+        self.assertEqual((result["outcome"], result["total"], result["status"]), ("error", 2, None))
+        self.assertEqual(result["error"], "the server could not judge the submission")
 
 
 class _Handler(BaseHTTPRequestHandler):
