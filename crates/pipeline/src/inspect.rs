@@ -816,7 +816,8 @@ pub fn shard_plan(cfg: &Config, shards: u32) -> Result<engine::shard_plan::Shard
         })
         .collect();
     let output = std::path::absolute(&cfg.output).map_err(|e| Error::env(e.to_string()))?;
-    let timings = engine::shard_plan::timings_near(&output);
+    let shards_dir = engine::cluster::shards_dir(&output).ok();
+    let timings = engine::shard_plan::timings_near(&output, shards_dir.as_deref());
     Ok(engine::shard_plan::ShardPlan::balance(
         engine::shard_plan::estimate(&candidates, &timings),
         shards,

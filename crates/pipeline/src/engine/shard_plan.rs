@@ -314,9 +314,9 @@ fn basis_name(b: Basis) -> &'static str {
 }
 
 /// The measured timing records beside `output`: the last build's (`.r2e/timings.json`, every
-/// dataset) and every shard summary's. What cannot be read is passed over (an estimate falls
-/// back to candidates).
-pub fn timings_near(output: &Path) -> Vec<RepoTime> {
+/// dataset) and every shard summary's in `shards` (`cluster::shards_dir`). What cannot be read
+/// is passed over (an estimate falls back to candidates).
+pub fn timings_near(output: &Path, shards: Option<&Path>) -> Vec<RepoTime> {
     let mut found = Vec::new();
     let file = output.join(".r2e").join(super::outputs::TIMINGS);
     if let Some(t) = fs_err::read(&file)
@@ -325,7 +325,7 @@ pub fn timings_near(output: &Path) -> Vec<RepoTime> {
     {
         found.extend(t.datasets.into_iter().flat_map(|d| d.repos));
     }
-    if let Ok(dir) = super::cluster::shards_dir(output)
+    if let Some(dir) = shards
         && let Ok(entries) = std::fs::read_dir(dir)
     {
         let mut paths: Vec<_> = entries
