@@ -130,6 +130,13 @@ pub struct Push<'a> {
     pub registry: &'a str,
 }
 
+/// Harbor's Docker environment enforcing `no-network` with Harbor's own Compose file where
+/// its egress control cannot run (its images are on Docker Hub): `--env
+/// r2e_harbor_env:NoNetworkDocker`, with `harbor/` on `PYTHONPATH`.
+const HARBOR_ENV: &str = include_str!("harbor_env.py");
+/// Where the export holds it.
+const HARBOR_ENV_FILE: &str = "harbor/r2e_harbor_env.py";
+
 /// The repository (under a registry's prefix) environment images are pushed to.
 const ENV_REPO: &str = "r2e-env";
 /// The repository (under a registry's prefix) task images are pushed to, each tagged with its
@@ -316,6 +323,7 @@ pub fn write_tasks(
     }];
     let json = serde_json::to_vec_pretty(&registry).map_err(Error::internal)?;
     write(&dir.join("registry.json"), &json)?;
+    write(&dir.join(HARBOR_ENV_FILE), HARBOR_ENV.as_bytes())?;
     write(
         &dir.join("README.md"),
         readme(&cfg.name, names.len(), push.map(|p| p.registry)).as_bytes(),
@@ -529,7 +537,12 @@ fn readme(name: &str, tasks: usize, registry: Option<&str>) -> String {
         "---\npretty_name: {name}\ntags:\n- environment\n- harbor\n- r2e\n- code\n- python\n---\n\n\
          # {name}: r2e tasks for Harbor\n\n{tasks} task folders under `tasks/`, named in \
          `registry.json`, each following Harbor's `task.toml` schema {HARBOR_SCHEMA}.\n\n\
-         {images}\n\nThen, for example:\n\n    harbor run -p tasks/NAME --agent oracle\n",
+         {images}\n\nThen, for example:\n\n    harbor run -p tasks/NAME --agent oracle\n\n\
+         The tasks allow no network. Harbor's Docker environment enforces that with images it \
+         pulls from Docker Hub; where Docker Hub cannot be reached it refuses the tasks. Then \
+         run them with the environment in `harbor/`, which enforces it with Harbor's own \
+         Compose file (no network but loopback) and checks it:\n\n    PYTHONPATH=harbor \
+         harbor run -p tasks --agent oracle --env r2e_harbor_env:NoNetworkDocker\n",
         name = serde_json::Value::from(name),
     )
 }

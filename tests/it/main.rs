@@ -63,6 +63,7 @@ mod docker {
     #[allow(clippy::module_inception)]
     pub(crate) mod docker;
     mod harbor;
+    mod harbor_run;
     mod hostile;
     mod outcomes;
     mod serve;
