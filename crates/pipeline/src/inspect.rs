@@ -747,6 +747,41 @@ fn generator_name(g: Generator) -> &'static str {
     }
 }
 
+/// `r2e status --plan N`: the pipeline's repositories on `shards` shards by estimated cost
+/// (`engine::shard_plan`): their candidates now, found as a build finds them, and the timings
+/// measured beside the output (the last build's and its shards').
+pub fn shard_plan(cfg: &Config, shards: u32) -> Result<engine::shard_plan::ShardPlan> {
+    if shards == 0 {
+        return Err(Error::input("`--plan 0`: a build has at least one shard"));
+    }
+    let session = open(cfg)?;
+    let repos: Vec<_> = session.repos.iter().copied().zip(&cfg.repos).collect();
+    let analysis = engine::memo::plan(
+        &session.db,
+        &session.cache,
+        &repos,
+        session.settings,
+        cfg.select.dedup,
+    );
+    let candidates: Vec<(String, u64)> = cfg
+        .repos
+        .iter()
+        .map(|rc| {
+            (
+                rc.name.clone(),
+                analysis.candidates.get(&rc.name).copied().unwrap_or(0),
+            )
+        })
+        .collect();
+    let output = std::path::absolute(&cfg.output).map_err(|e| Error::env(e.to_string()))?;
+    let shards_dir = engine::cluster::shards_dir(&output).ok();
+    let timings = engine::shard_plan::timings_near(&output, shards_dir.as_deref());
+    Ok(engine::shard_plan::ShardPlan::balance(
+        engine::shard_plan::estimate(&candidates, &timings),
+        shards,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -787,39 +822,4 @@ mod tests {
         assert!(changes.is_empty());
         assert_eq!(unrecorded.len(), now.len());
     }
-}
-
-/// `r2e status --plan N`: the pipeline's repositories on `shards` shards by estimated cost
-/// (`engine::shard_plan`): their candidates now, found as a build finds them, and the timings
-/// measured beside the output (the last build's and its shards').
-pub fn shard_plan(cfg: &Config, shards: u32) -> Result<engine::shard_plan::ShardPlan> {
-    if shards == 0 {
-        return Err(Error::input("`--plan 0`: a build has at least one shard"));
-    }
-    let session = open(cfg)?;
-    let repos: Vec<_> = session.repos.iter().copied().zip(&cfg.repos).collect();
-    let analysis = engine::memo::plan(
-        &session.db,
-        &session.cache,
-        &repos,
-        session.settings,
-        cfg.select.dedup,
-    );
-    let candidates: Vec<(String, u64)> = cfg
-        .repos
-        .iter()
-        .map(|rc| {
-            (
-                rc.name.clone(),
-                analysis.candidates.get(&rc.name).copied().unwrap_or(0),
-            )
-        })
-        .collect();
-    let output = std::path::absolute(&cfg.output).map_err(|e| Error::env(e.to_string()))?;
-    let shards_dir = engine::cluster::shards_dir(&output).ok();
-    let timings = engine::shard_plan::timings_near(&output, shards_dir.as_deref());
-    Ok(engine::shard_plan::ShardPlan::balance(
-        engine::shard_plan::estimate(&candidates, &timings),
-        shards,
-    ))
 }
