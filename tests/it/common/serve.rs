@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -323,4 +323,83 @@ pub fn python_with(interpreter: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// A virtualenv with `pin` (and its dependencies) from the package index, made once in the
+/// target folder's `name` and marked complete with the pin: its interpreter, or `None` with a
+/// line saying why (a failure under `R2E_TEST_STRICT=1`).
+pub fn pinned_venv(name: &str, pin: &str) -> Option<PathBuf> {
+    let started = Instant::now();
+    let mut installed = false;
+    let mut why = None;
+    let dir = super::provisioned(name, |dir| {
+        let ready = dir.join("ready");
+        if std::fs::read_to_string(&ready).ok().as_deref() == Some(pin) {
+            return;
+        }
+        installed = true;
+        let _ = std::fs::remove_file(&ready);
+        let _ = std::fs::remove_dir_all(dir.join("venv"));
+        match install(&dir.join("venv"), pin) {
+            Ok(()) => std::fs::write(&ready, pin).unwrap(),
+            Err(e) => why = Some(e),
+        }
+    });
+    if let Some(why) = why {
+        super::require(
+            false,
+            &format!("{pin} in a virtualenv ({why})"),
+            "python3 with venv and pip, and the package index reachable; `.ci/run` has both",
+        );
+        return None;
+    }
+    eprintln!(
+        "{pin}: {} in {:.1}s",
+        if installed { "installed" } else { "cached" },
+        started.elapsed().as_secs_f64()
+    );
+    Some(dir.join("venv").join("bin").join("python"))
+}
+
+/// `python3 -m venv VENV` and `pip install PIN` into it.
+fn install(venv: &Path, pin: &str) -> Result<(), String> {
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(venv)
+        .output()
+        .map_err(|e| format!("python3 does not run: {e}"))?;
+    if !made.status.success() {
+        return Err(format!(
+            "`python3 -m venv` failed: {}",
+            String::from_utf8_lossy(&made.stderr).trim()
+        ));
+    }
+    let pip = Command::new(venv.join("bin").join("python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            pin,
+        ])
+        .output()
+        .map_err(|e| format!("the virtualenv's python does not run: {e}"))?;
+    if !pip.status.success() {
+        return Err(format!(
+            "`pip install {pin}` failed: {}",
+            String::from_utf8_lossy(&pip.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `script` with `python` and the arguments; it must exit 0: its last line, as JSON.
+pub fn run_json(python: &Path, script: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["-c", script];
+    all.extend_from_slice(args);
+    let (code, stdout, stderr) = python_with(python, &all);
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let last = stdout.trim().lines().last().unwrap_or_default();
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"))
 }

@@ -12,15 +12,13 @@
 //! run installs nothing; where it cannot be, the test is skipped, and under
 //! `R2E_TEST_STRICT=1` (`.ci/run`) it fails.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
 use crate::common;
 
-use common::serve::{CLAMP, dataset, python_with, start};
+use common::serve::{CLAMP, dataset, pinned_venv, run_json, start};
 
 /// The verifiers the environment is checked against (0.4.0 is the only 0.4 release).
 const VERIFIERS: &str = "verifiers==0.4.0";
@@ -30,85 +28,6 @@ const INSPECT: &str = "inspect-ai==0.3.285";
 
 /// The fixture's second instance.
 const SCALE: &str = "calc:calc/ops.py:scale";
-
-/// A virtualenv with `pin` (and its dependencies) from the package index, made once in the
-/// target folder's `name` and marked complete with the pin: its interpreter, or `None` with a
-/// line saying why (a failure under `R2E_TEST_STRICT=1`).
-fn venv(name: &str, pin: &str) -> Option<PathBuf> {
-    let started = Instant::now();
-    let mut installed = false;
-    let mut why = None;
-    let dir = common::provisioned(name, |dir| {
-        let ready = dir.join("ready");
-        if std::fs::read_to_string(&ready).ok().as_deref() == Some(pin) {
-            return;
-        }
-        installed = true;
-        let _ = std::fs::remove_file(&ready);
-        let _ = std::fs::remove_dir_all(dir.join("venv"));
-        match install(&dir.join("venv"), pin) {
-            Ok(()) => std::fs::write(&ready, pin).unwrap(),
-            Err(e) => why = Some(e),
-        }
-    });
-    if let Some(why) = why {
-        common::require(
-            false,
-            &format!("{pin} in a virtualenv ({why})"),
-            "python3 with venv and pip, and the package index reachable; `.ci/run` has both",
-        );
-        return None;
-    }
-    eprintln!(
-        "{pin}: {} in {:.1}s",
-        if installed { "installed" } else { "cached" },
-        started.elapsed().as_secs_f64()
-    );
-    Some(dir.join("venv").join("bin").join("python"))
-}
-
-/// `python3 -m venv VENV` and `pip install PIN` into it.
-fn install(venv: &Path, pin: &str) -> Result<(), String> {
-    let made = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(venv)
-        .output()
-        .map_err(|e| format!("python3 does not run: {e}"))?;
-    if !made.status.success() {
-        return Err(format!(
-            "`python3 -m venv` failed: {}",
-            String::from_utf8_lossy(&made.stderr).trim()
-        ));
-    }
-    let pip = Command::new(venv.join("bin").join("python"))
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            pin,
-        ])
-        .output()
-        .map_err(|e| format!("the virtualenv's python does not run: {e}"))?;
-    if !pip.status.success() {
-        return Err(format!(
-            "`pip install {pin}` failed: {}",
-            String::from_utf8_lossy(&pip.stderr).trim()
-        ));
-    }
-    Ok(())
-}
-
-/// Runs `script` with `python` and the arguments; it must exit 0: its last line, as JSON.
-fn run(python: &Path, script: &str, args: &[&str]) -> Value {
-    let mut all = vec!["-c", script];
-    all.extend_from_slice(args);
-    let (code, stdout, stderr) = python_with(python, &all);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let last = stdout.trim().lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"))
-}
 
 /// `vf-eval r2e_verifiers` (verifiers' own command, in a process of its own) on the instances of
 /// `DATASET`, checked by the server at `SERVER`, with a scripted model on loopback (an
@@ -244,7 +163,7 @@ fn episode<'a>(got: &'a Value, instance: &str) -> &'a Value {
 
 #[test]
 fn verifiers_scores_the_reference_1_a_wrong_body_0_and_a_check_not_made_is_a_maskable_error() {
-    let Some(python) = venv("adapters-verifiers", VERIFIERS) else {
+    let Some(python) = pinned_venv("adapters-verifiers", VERIFIERS) else {
         return;
     };
     let pipeline = dataset("adapters-verifiers", "");
@@ -256,7 +175,7 @@ fn verifiers_scores_the_reference_1_a_wrong_body_0_and_a_check_not_made_is_a_mas
     let eval = |mode: &str, fault: &str, url: &str| {
         let out = work.path().join(format!("{mode}-{fault}"));
         let t = Instant::now();
-        let got = run(
+        let got = run_json(
             &python,
             VERIFIERS_EVAL,
             &[instances, url, mode, fault, out.to_str().unwrap()],
@@ -420,7 +339,7 @@ else:
 
 #[test]
 fn inspect_scores_the_reference_1_a_stub_0_and_a_check_not_made_is_a_sample_error() {
-    let Some(python) = venv("adapters-inspect", INSPECT) else {
+    let Some(python) = pinned_venv("adapters-inspect", INSPECT) else {
         return;
     };
     let pipeline = dataset("adapters-inspect", "");
@@ -432,7 +351,7 @@ fn inspect_scores_the_reference_1_a_stub_0_and_a_check_not_made_is_a_sample_erro
     let logs = logs.path().to_str().unwrap();
     let eval = |mode: &str| {
         let t = Instant::now();
-        let got = run(&python, INSPECT_EVAL, &[instances, &url, mode, logs]);
+        let got = run_json(&python, INSPECT_EVAL, &[instances, &url, mode, logs]);
         eprintln!(
             "inspect eval ({mode}) took {:.1}s",
             t.elapsed().as_secs_f64()

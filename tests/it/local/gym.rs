@@ -4,75 +4,20 @@
 //! answer ends the episode with outcome `fail` and no reward (the server's: the fraction of tests
 //! passed), and the step limit truncates.
 //!
-//! Gymnasium is installed from the package index (pinned) into a throwaway virtualenv; where it
-//! cannot be, the test is skipped, and under `R2E_TEST_STRICT=1` (`.ci/run`) it fails.
+//! Gymnasium is installed from the package index (pinned) into a virtualenv made once in the
+//! target folder (`common::serve::pinned_venv`); where it cannot be, the test is skipped, and
+//! under `R2E_TEST_STRICT=1` (`.ci/run`) it fails.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
 use serde_json::Value;
 
 use crate::common;
 
-use common::serve::{CLAMP, built, dataset, python_with, start};
+use common::serve::{CLAMP, built, dataset, pinned_venv, python_with, run_json, start};
 
 /// The Gymnasium the client is checked against.
 const GYMNASIUM: &str = "gymnasium==1.4.0";
-
-/// A virtualenv in `dir` with [`GYMNASIUM`] (and its dependencies) from the package index: its
-/// interpreter, or `None` with a line saying why (a failure under `R2E_TEST_STRICT=1`).
-fn gymnasium_python(dir: &Path) -> Option<PathBuf> {
-    let venv = dir.join("venv");
-    let python = venv.join("bin").join("python");
-    let made = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .output();
-    let why = match made {
-        Ok(out) if out.status.success() => {
-            let pip = Command::new(&python)
-                .args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    GYMNASIUM,
-                ])
-                .output()
-                .expect("the virtualenv's python runs");
-            if pip.status.success() {
-                return Some(python);
-            }
-            format!(
-                "`pip install {GYMNASIUM}` failed: {}",
-                String::from_utf8_lossy(&pip.stderr).trim()
-            )
-        }
-        Ok(out) => format!(
-            "`python3 -m venv` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
-        Err(e) => format!("python3 does not run: {e}"),
-    };
-    common::require(
-        false,
-        &format!("{GYMNASIUM} in a virtualenv ({why})"),
-        "python3 with venv and pip, and the package index reachable; `.ci/run` has both",
-    );
-    None
-}
-
-/// Runs `script` with `python` and the arguments; it must exit 0: its last line, as JSON.
-fn run(python: &Path, script: &str, args: &[&str]) -> Value {
-    let mut all = vec!["-c", script];
-    all.extend_from_slice(args);
-    let (code, stdout, stderr) = python_with(python, &all);
-    assert_eq!(code, 0, "{stdout}\n{stderr}");
-    let last = stdout.trim().lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"))
-}
 
 /// `check_env` on the environment `gymnasium.make` builds (its spec lets the checker also make
 /// it with each render mode and close it twice), every warning recorded: none may come.
@@ -122,9 +67,8 @@ print(json.dumps({"tested": tested, "submitted": submitted, "limit": limit}))
 
 #[test]
 fn gymnasium_s_check_env_passes_and_16_threaded_envs_solve_with_the_reference() {
-    let work = tempfile::tempdir().unwrap();
     let t = Instant::now();
-    let Some(python) = gymnasium_python(work.path()) else {
+    let Some(python) = pinned_venv("gymnasium", GYMNASIUM) else {
         return;
     };
     eprintln!("gymnasium installed in {:.1}s", t.elapsed().as_secs_f64());
@@ -134,7 +78,7 @@ fn gymnasium_s_check_env_passes_and_16_threaded_envs_solve_with_the_reference() 
 
     // (1) Gymnasium's own checker.
     let t = Instant::now();
-    let checked = run(&python, CHECK, &[&url]);
+    let checked = run_json(&python, CHECK, &[&url]);
     eprintln!("check_env took {:.1}s", t.elapsed().as_secs_f64());
     assert_eq!(checked["gymnasium"], "1.4.0");
     assert_eq!(checked["warnings"], Value::Array(vec![]), "{checked}");
@@ -184,7 +128,7 @@ fn gymnasium_s_check_env_passes_and_16_threaded_envs_solve_with_the_reference() 
     assert!(drawn.len() > 1 && drawn.contains(CLAMP), "{drawn:?}");
 
     // (3) A wrong answer: terminated, no reward, outcome `fail`; and the step limit.
-    let got = run(&python, WRONG, &[&url, CLAMP]);
+    let got = run_json(&python, WRONG, &[&url, CLAMP]);
     assert_eq!(got["tested"]["outcome"], "fail", "{got}");
     assert_eq!(got["tested"]["terminated"], false, "{got}");
     let submitted = &got["submitted"];
