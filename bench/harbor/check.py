@@ -16,14 +16,16 @@ export, venv, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 # Harbor's models: harbor 0.25.0's wheel and what they import (as tests/it/docker/harbor.rs pins
 # them); Harbor asks Python 3.12 for `typing.override` alone, given here on an older Python.
-PINS = ["harbor==0.25.0", "pydantic==2.14.4", "pydantic_core==2.50.5", "annotated-types==0.8.0",
+DEPS = ["pydantic==2.14.4", "pydantic_core==2.50.5", "annotated-types==0.8.0",
         "typing-inspection==0.4.5", "typing_extensions==4.16.0", "toml==0.10.2",
         "pathspec==1.1.1", "shortuuid==1.0.13"]
 if not os.path.exists(f"{venv}/bin/python"):
     subprocess.run([sys.executable, "-m", "venv", venv], check=True)
     wheels = f"{venv}/wheels"
-    subprocess.run([f"{venv}/bin/python", "-m", "pip", "download", "--quiet", "--no-deps",
-                    "--only-binary=:all:", "--python-version", "3.12", "-d", wheels, *PINS], check=True)
+    pip = [f"{venv}/bin/python", "-m", "pip", "download", "--quiet", "--no-deps", "-d", wheels]
+    subprocess.run([*pip, *DEPS], check=True)
+    subprocess.run([*pip, "--only-binary=:all:", "--python-version", "3.12", "harbor==0.25.0"],
+                   check=True)
     subprocess.run([f"{venv}/bin/python", "-m", "pip", "install", "--quiet", "--no-index",
                     "--no-deps", "--ignore-requires-python",
                     *[os.path.join(wheels, w) for w in os.listdir(wheels)]], check=True)

@@ -341,7 +341,7 @@ fn export(at: &Path, dir: &Path, registry: Option<&str>) -> std::process::Output
 
 /// With a registry on loopback: each task's `task.toml` names its image by digest there. After
 /// the local images are removed (the tasks' and the environment's), a pull by that digest gives
-/// the same image, and the reference scores 1 in it. A registry that refuses the push: exit 1,
+/// the same image, and the reference scores 1 in it (one task of each kind). A registry that refuses the push: exit 1,
 /// and nothing written.
 fn with_a_registry(p: &common::Project, listed: &[String]) {
     if !common::registry::available() {
@@ -391,9 +391,15 @@ fn with_a_registry(p: &common::Project, listed: &[String]) {
             .unwrap();
         assert!(!gone.status.success(), "{reference} is still here");
     }
+    // Each pulled by its digest is the image it was; the reference scores 1 in the first
+    // implementation task's and the first bug-fix task's.
+    let mut tried = std::collections::BTreeSet::new();
     for ((reference, before), task) in images.iter().zip(&ids).zip(listed) {
         docker(&["pull", "-q", reference]);
         assert_eq!(&id(reference), before, "{reference}");
+        if !tried.insert(task.contains("-bug-")) {
+            continue;
+        }
         let (reward, verdict, log) = trial(
             reference,
             &dir.join(task),

@@ -163,7 +163,7 @@ fn daemon() -> (String, Option<String>) {
     }
 }
 
-/// `harbor run` with `agent` on every task under `tasks`, two trials at a time, its job in
+/// `harbor run` with `agent` on every task under `tasks`, four trials at a time, its job in
 /// `work/jobs/AGENT`: that folder.
 fn harbor_run(root: &Path, work: &Path, tasks: &Path, agent: &str) -> PathBuf {
     // The folder is made in the root (on its tmpfs when under `/tmp`) through no symbolic
@@ -187,7 +187,7 @@ fn harbor_run(root: &Path, work: &Path, tasks: &Path, agent: &str) -> PathBuf {
         .arg("-p")
         .arg(tasks)
         .args(["--agent", agent, "--env", "r2e_harbor_env:NoNetworkDocker"])
-        .args(["-n", "2", "-y", "--job-name", agent, "-o"])
+        .args(["-n", "4", "-y", "--job-name", agent, "-o"])
         .arg(&jobs)
         .env_remove("DOCKER_HOST")
         .timeout(Duration::from_secs(1200));
