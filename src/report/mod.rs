@@ -592,13 +592,9 @@ fn repo_rows(
 /// The rows of every dataset the pipeline builds.
 pub fn report(cfg: &Config) -> Result<Vec<Row>> {
     // Where the last build spent its time, beside the pipeline's own output.
-    let timings: Option<r2e_core::records::Timings> = std::fs::read(
-        r2e_pipeline::engine::outputs::resolve(&cfg.output)
-            .join(".r2e")
-            .join(r2e_pipeline::engine::outputs::TIMINGS),
-    )
-    .ok()
-    .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    let timings = r2e_pipeline::engine::outputs::read_timings(
+        &r2e_pipeline::engine::outputs::resolve(&cfg.output),
+    );
     let mut measured = EnvSizes::new();
     cfg.builds()
         .into_iter()

@@ -774,8 +774,16 @@ pub fn shard_plan(cfg: &Config, shards: u32) -> Result<engine::shard_plan::Shard
         })
         .collect();
     let output = std::path::absolute(&cfg.output).map_err(|e| Error::env(e.to_string()))?;
-    let shards_dir = engine::cluster::shards_dir(&output).ok();
-    let timings = engine::shard_plan::timings_near(&output, shards_dir.as_deref());
+    // What was measured: the last build's timings (every dataset) and the shards'.
+    let mut timings: Vec<_> = engine::outputs::read_timings(&output)
+        .into_iter()
+        .flat_map(|t| t.datasets.into_iter().flat_map(|d| d.repos))
+        .collect();
+    timings.extend(
+        engine::cluster::shard_summaries(&output)
+            .into_iter()
+            .flat_map(|s| s.time),
+    );
     Ok(engine::shard_plan::ShardPlan::balance(
         engine::shard_plan::estimate(&candidates, &timings),
         shards,

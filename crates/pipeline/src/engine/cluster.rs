@@ -138,6 +138,31 @@ pub fn scratch_output(cfg: &Config) -> PathBuf {
         .join("out")
 }
 
+/// A shard's summary as read back: its build's summary (the rest is for people).
+#[derive(serde::Deserialize)]
+struct StoredShard {
+    summary: Option<Summary>,
+}
+
+/// The build summaries of the shards' summaries beside `output` (in the order of their file
+/// names); one that cannot be read is passed over.
+pub fn shard_summaries(output: &Path) -> Vec<Summary> {
+    let Ok(entries) = shards_dir(output).and_then(|d| Ok(std::fs::read_dir(d)?)) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .filter_map(|p| serde_json::from_slice::<StoredShard>(&std::fs::read(p).ok()?).ok())
+        .filter_map(|s| s.summary)
+        .collect()
+}
+
 /// Writes a shard's summary beside the output, atomically.
 pub fn write_shard_summary(output: &Path, s: &ShardSummary) -> Result<PathBuf> {
     let path = shard_summary_path(output, s.shard)?;

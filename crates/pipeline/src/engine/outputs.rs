@@ -351,6 +351,12 @@ pub fn write_timings(staging: &Path, summary: &Summary, seconds: f64) -> Result<
 /// The name of the timings file in an output's `.r2e/` folder.
 pub const TIMINGS: &str = "timings.json";
 
+/// The timings the last build that ran wrote into `output` (`None`: none, or unreadable).
+pub fn read_timings(output: &Path) -> Option<Timings> {
+    let bytes = std::fs::read(output.join(".r2e").join(TIMINGS)).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
 /// The line of `functions.jsonl` for one function, with its slice record when it is a candidate
 /// and slices were computed.
 pub fn function_line(

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use r2e_core::config::{Config, Shard};
 use r2e_core::error::{Error, Result};
-use r2e_core::records::{RepoTime, Summary, Timings};
+use r2e_core::records::RepoTime;
 
 /// The plan file's format tag.
 pub const PLAN_FORMAT: &str = "r2e-shard-plan/1";
@@ -311,42 +311,6 @@ fn basis_name(b: Basis) -> &'static str {
         Basis::Timings => "timings",
         Basis::Candidates => "candidates",
     }
-}
-
-/// The measured timing records beside `output`: the last build's (`.r2e/timings.json`, every
-/// dataset) and every shard summary's in `shards` (`cluster::shards_dir`). What cannot be read
-/// is passed over (an estimate falls back to candidates).
-pub fn timings_near(output: &Path, shards: Option<&Path>) -> Vec<RepoTime> {
-    let mut found = Vec::new();
-    let file = output.join(".r2e").join(super::outputs::TIMINGS);
-    if let Some(t) = fs_err::read(&file)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Timings>(&b).ok())
-    {
-        found.extend(t.datasets.into_iter().flat_map(|d| d.repos));
-    }
-    if let Some(dir) = shards
-        && let Ok(entries) = std::fs::read_dir(dir)
-    {
-        let mut paths: Vec<_> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            .collect();
-        paths.sort();
-        for p in paths {
-            if let Some(summary) = fs_err::read(&p).ok().and_then(|b| {
-                serde_json::from_slice::<serde_json::Value>(&b)
-                    .ok()?
-                    .get("summary")
-                    .cloned()
-                    .and_then(|s| serde_json::from_value::<Summary>(s).ok())
-            }) {
-                found.extend(summary.time);
-            }
-        }
-    }
-    found
 }
 
 #[cfg(test)]
