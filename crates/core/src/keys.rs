@@ -261,6 +261,9 @@ pub struct SandboxKey {
 pub struct ExplorerSettings {
     /// Executions of the function the explorer may spend; decides what is kept.
     pub budget: u32,
+    /// The stopping rule (`[generate] plateau`): executions that keep nothing after which the
+    /// search and the hunt stop (v4 added it).
+    pub plateau: u32,
     pub seed: u64,
     pub max_tests: u32,
     /// Milliseconds one call may take before it is abandoned.
@@ -577,6 +580,7 @@ mod tests {
         let code = code();
         let explorer = ExplorerSettings {
             budget: 1500,
+            plateau: 300,
             seed: 0,
             max_tests: 12,
             per_call_timeout_ms: 1000,
@@ -702,9 +706,9 @@ mod tests {
     }
 
     const PINNED: [&str; 5] = [
-        "45de4fdebf93db35d33311ff8d6278eb88172b1a3fd7ada72c7f735f1566df57",
+        "2171d1306ad803ad5419ced67a8100fa73c3d3f2d1d056b4aef847450c918e20",
         "eee4ebf437c36421910502fb8bf9c51e3bafeda3c419763e9bca0c05b6bbd027",
-        "3ad234f1ce51ccf0ee5ab96899e8d714d80f59457e676977fc4e8b15e8d80751",
+        "ae07b2a64717f9a606648b2e598a36f2a2c36e93ffe6f06ff2677f54fb9e67cd",
         "740eedb6c550b12946b74523fd62808f7d4e044109b2909431ee11e89c5bd0c6",
         "87db9d14313d21929d58e60027cd6e49f8a7eac074eff5070cfb13ea44c3edb7",
     ];

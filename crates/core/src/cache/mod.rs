@@ -174,7 +174,7 @@ impl Bucket {
         match self {
             Bucket::Parse => ("parse", Some(3)),
             Bucket::ParsePack => ("parse-pack", Some(1)),
-            Bucket::Generate => ("generate", Some(3)),
+            Bucket::Generate => ("generate", Some(4)),
             Bucket::Capture => ("capture", Some(2)),
             Bucket::Validate => ("validate", Some(8)),
             Bucket::Llm => ("llm", Some(2)),

@@ -204,6 +204,13 @@ pub struct GenerateConfig {
     /// Executions of the function the explorer may spend; this, not time, decides what is kept
     /// (deterministic).
     pub budget: u32,
+    /// The explorer's stopping rule: its search stops once the last `max(plateau, G, 80 K)`
+    /// executions kept no new input (no new arc, no new kind of outcome), G being the
+    /// execution that kept the last one and K the inputs kept; its hunt for inputs that kill
+    /// its own mutants, once `max(plateau, H)` executions killed none (H: its executions up to
+    /// its last kill); or at `budget`, whichever comes first. Counts, so deterministic. 0: the
+    /// search runs to the budget.
+    pub plateau: u32,
     /// The explorer's seed.
     pub seed: u64,
     /// At most this many tests per harness (R2E averaged 11.5).
@@ -236,6 +243,7 @@ impl Default for GenerateConfig {
             temperature: 0.0,
             max_completion_tokens: 2048,
             budget: 1500,
+            plateau: 300,
             seed: 0,
             max_tests: 16,
             per_call_timeout_ms: 1000,

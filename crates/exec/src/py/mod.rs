@@ -138,6 +138,8 @@ pub struct ExploreRequest<'a> {
     pub kind: r2e_core::records::FunctionKind,
     pub call_sites: &'a [CallSiteArgs],
     pub budget: u32,
+    /// The stopping rule (`[generate] plateau`).
+    pub plateau: u32,
     pub seed: u64,
     pub max_tests: u32,
     /// Seconds one call may take.

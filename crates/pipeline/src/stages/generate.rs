@@ -50,6 +50,7 @@ pub fn generate(
         kind: target.kind,
         call_sites: &target.call_sites,
         budget: settings.budget,
+        plateau: settings.plateau,
         seed: settings.seed,
         max_tests: settings.max_tests,
         per_call_timeout: settings.per_call_timeout_ms as f64 / 1000.0,
@@ -111,6 +112,7 @@ mod tests {
         let explorer = |sandbox| GenerateSettings {
             explorer: r2e_core::keys::ExplorerSettings {
                 budget: 10,
+                plateau: 300,
                 seed: 0,
                 max_tests: 3,
                 per_call_timeout_ms: 100,

@@ -41,6 +41,7 @@ pub fn explorer(
 pub fn explorer_settings(generate: &GenerateConfig) -> ExplorerSettings {
     ExplorerSettings {
         budget: generate.budget,
+        plateau: generate.plateau,
         seed: generate.seed,
         max_tests: generate.max_tests,
         per_call_timeout_ms: generate.per_call_timeout_ms,

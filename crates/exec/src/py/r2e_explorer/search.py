@@ -89,6 +89,13 @@ FILL_BASES = 3
 MAX_FILLED = 3
 # Consecutive already-tried inputs after which the mutation phase gives up (space exhausted).
 MAX_DUPLICATE_STREAK = 2000
+# The search's stopping rule (the request's `plateau`, 0 for none): the mutation phase stops
+# when the last max(plateau, G, PER_KEPT * K) executions kept no input, G being the execution
+# that kept the last one (a search that found its last input late waits as long again) and K
+# the inputs kept (a function of many behaviours is searched longer). A count, never a time: a
+# loaded machine stops where an idle one does.
+DEFAULT_PLATEAU = 300
+PER_KEPT = 80
 # Inputs that were executed but not kept, remembered to fill the harness up at the end and
 # as candidates that kill mutants (one per outcome and arcs).
 MAX_TRIED_LOG = 500
@@ -890,6 +897,9 @@ class Explorer:
         self.seed = request.get("seed", 0)
         self.rng = random.Random(self.seed)
         self.executor = Executor(equiv, request.get("per_call_timeout", 1.0))
+        self.plateau = max(0, int(request.get("plateau", DEFAULT_PLATEAU)))
+        # The execution count when the search last kept an input (the stopping rule's G).
+        self.grown_at = 0
         # A few executions are kept back to top the harness up at the end.
         self.limits = Budget(self.executor, self.budget, min(8, self.budget // 4), self.time_limit)
         # The bounds in force: the search's, then the mutation analysis's.
@@ -1449,6 +1459,7 @@ class Explorer:
         if new and self.is_deterministic(ctor_call, call, obs):
             entry.verified = True
             self.corpus.append(entry)
+            self.grown_at = self.executor.executions
             self.remembered.add(key)
             self.covered |= arcs
             if not entry.ill_typed:
@@ -1592,12 +1603,12 @@ class Explorer:
 
     def mutate_loop(self, ctor_count: int):
         """Mutations of kept inputs (one or two dimensions changed), with an occasional random
-        input, until the budget runs out or MAX_DUPLICATE_STREAK inputs in a row were tried
-        before."""
+        input, until the budget runs out, MAX_DUPLICATE_STREAK inputs in a row were tried
+        before, or the search reached its plateau (`plateaued`)."""
         rng = self.rng
         dims = len(self.space.params) + (1 if ctor_count > 1 else 0)
         streak = 0
-        while streak < MAX_DUPLICATE_STREAK:
+        while streak < MAX_DUPLICATE_STREAK and not self.plateaued():
             if not self.corpus or rng.random() < 0.1 or dims == 0:
                 inp = self.space.random_input(rng, ctor_count)
             else:
@@ -1605,6 +1616,14 @@ class Explorer:
                 for _ in range(2 if rng.random() < 0.25 else 1):
                     inp = self.space.mutate(inp, rng, ctor_count)
             streak = 0 if self.try_input(inp) else streak + 1
+
+    def plateaued(self) -> bool:
+        """Whether the last max(plateau, G, PER_KEPT * K) executions kept no input (G: the
+        execution that kept the last one, K: the inputs kept); never with a plateau of 0."""
+        if not self.plateau:
+            return False
+        stretch = max(self.plateau, self.grown_at, PER_KEPT * len(self.corpus))
+        return self.executor.executions - self.grown_at >= stretch
 
     # -- mutation analysis ------------------------------------------------------------------
 
@@ -1723,7 +1742,19 @@ class Explorer:
         ]
         misses = turn = 0
         patience = min(HUNT_PATIENCE, max(20, self.budget // 5))
-        while survivors and misses < patience and (self.corpus or params):
+        # The stopping rule of the search, on kills: the hunt's executions since it started
+        # when it last killed a mutant (K), and it stops when max(plateau, K) more killed none.
+        started = killed_at = self.executor.executions
+        while (
+            survivors
+            and misses < patience
+            and (self.corpus or params)
+            and not (
+                self.plateau
+                and self.executor.executions - killed_at
+                >= max(self.plateau, killed_at - started)
+            )
+        ):
             mutant = analysis.mutants[survivors[turn % len(survivors)]]
             turn += 1
             sources = self.corpus + self.kill_candidates
@@ -1793,6 +1824,7 @@ class Explorer:
                 if not entry.ill_typed:
                     survivors = [i for i in survivors if i not in killed]
                     misses = 0
+                    killed_at = self.executor.executions
                     continue
             elif killed:
                 entry.kills = frozenset()

@@ -589,6 +589,82 @@ class ExplorerTest(SearchCase):
         request.update(overrides)
         return Explorer(request, r2e_equiv).run()
 
+    def searched(self, qualname, **overrides):
+        """The explorer after a run, with the executor's count when its search ended (the
+        mutation analysis began) and when each input was kept (`kept_at`)."""
+        explorer = Explorer(
+            {
+                "module": MODULE,
+                "qualname": qualname,
+                "seed": 0,
+                "max_tests": 6,
+                "per_call_timeout": 1.0,
+                "time_limit": 60,
+                **overrides,
+            },
+            r2e_equiv,
+        )
+        explorer.kept_at = []
+        analyse, try_input = explorer.analyse, explorer.try_input
+
+        def recording_analyse(ctor_count):
+            explorer.search_ended = explorer.executor.executions
+            return analyse(ctor_count)
+
+        def recording_try(inp, again=False):
+            kept = len(explorer.corpus)
+            result = try_input(inp, again)
+            if explorer.analysis is None and len(explorer.corpus) > kept:
+                explorer.kept_at.append(explorer.executor.executions)
+            return result
+
+        explorer.analyse, explorer.try_input = recording_analyse, recording_try
+        explorer.answer_ = explorer.run()
+        return explorer
+
+    def test_the_search_stops_at_its_plateau(self):
+        # `sign` has four arcs and two kinds of outcome, found in its first inputs: with a
+        # budget of 20,000 the search stops max(plateau, G, PER_KEPT * K) executions after the
+        # last input it kept (the G-th execution; K inputs kept), and the harness is the same
+        # on each run.
+        for plateau in (50, 500):
+            explorer = self.searched("sign", budget=20_000, plateau=plateau)
+            out = explorer.answer_
+            self.assertEqual(out["status"], "ok", out.get("error"))
+            last, kept = explorer.kept_at[-1], len(explorer.kept_at)
+            stretch = max(plateau, last, search.PER_KEPT * kept)
+            self.assertEqual(explorer.search_ended, last + stretch)
+            # The plateau decides when the search has kept little; what it kept, otherwise.
+            self.assertEqual(stretch, search.PER_KEPT * kept if plateau == 50 else plateau)
+            self.assertLess(explorer.search_ended, 1_000)
+            again = self.searched("sign", budget=20_000, plateau=plateau)
+            self.assertEqual(again.search_ended, explorer.search_ended)
+            self.assertEqual(again.answer_["harness"], out["harness"])
+        # Without a plateau the search runs to its budget (less the reserve kept for the end).
+        explorer = self.searched("sign", budget=2_000, plateau=0)
+        self.assertEqual(explorer.search_ended, 2_000 - 8)
+
+    def test_a_search_that_keeps_finding_goes_on(self):
+        # `scaled` keeps finding arcs for a while: each input kept moves the stopping point on,
+        # and a late find (the G-th execution, past the plateau and PER_KEPT * K) is waited on
+        # for G executions more.
+        explorer = self.searched("scaled", budget=20_000, plateau=20)
+        self.assertGreater(len(explorer.kept_at), 3)
+        last = explorer.kept_at[-1]
+        stretch = max(20, last, search.PER_KEPT * len(explorer.kept_at))
+        self.assertEqual(explorer.search_ended, last + stretch)
+        self.assertGreater(explorer.search_ended, last + 20)
+
+    def test_the_hunt_stops_when_it_kills_no_more(self):
+        # `checked` has a mutant no input kills: without a plateau the hunt looks for a killer
+        # until its 300 misses; with one it stops after max(plateau, K) executions that killed
+        # none, and kills what the long hunt kills.
+        long = self.explore("checked", budget=3_000, plateau=0)
+        short = self.explore("checked", budget=3_000, plateau=30)
+        self.assertEqual(len(long["mutants"]["survivors"]), 1, long["mutants"])
+        self.assertEqual(short["mutants"]["killed"], long["mutants"]["killed"])
+        self.assertLess(short["mutants"]["executions"] * 3, long["mutants"]["executions"])
+
     def test_a_function(self):
         out = self.explore("sign")
         self.assertEqual(out["status"], "ok")
