@@ -7,6 +7,17 @@
 # keeps the work folder; NS="1 2 3" picks the host counts; REF=VERSION skips the plain build).
 # Shards count from 0: `--shard 0/N` to `--shard N-1/N`.
 #
+# PROJECTS=FILE builds the source releases FILE names instead (`NAME==VERSION` per line, `#`
+# comments: bench/longtail/projects.txt gives 30), without the examples. PLAN picks how
+# repositories go to shards: unset, by the hash of their name; `cold`, by a plan of
+# `r2e status --plan N --json` on an empty cache (candidates); `measured`, by one on the plain
+# build's cache and output (its timings; needs the plain build, so not with REF), or on
+# PLAN_FROM's (a folder with the pipeline.toml, cache and output of an earlier build of the
+# same repositories by the same names: bench/longtail/run.sh's $R2E_LONGTAIL_DIR). Each shard
+# then builds with `--plan FILE`. REF=- skips the plain build and compares the N runs' dataset
+# versions with each other instead. MODES="concurrent alone" (the default) or "alone" (the
+# shards one after another only: the busy times and the computed wall times need no more).
+#
 # First a plain one-machine build (no shard, no remote store) gives the reference dataset
 # version. Then for each N:
 #   - concurrent: the N shards (`--shard I/N`) at once, each with its own empty local cache,
@@ -33,6 +44,11 @@ work=$(mktemp -d)
 
 # The PyPI projects, unpacked as $work/src/NAME (never part of this repository).
 mkdir -p "$work/dl" "$work/src"
+examples=("$here"/../examples/{textkit,shapes_ds,unitconv})
+if [ -n "${PROJECTS:-}" ]; then
+  mapfile -t pypi < <(grep -v '^#' "$PROJECTS" | grep -v '^$')
+  examples=()
+fi
 for spec in "${pypi[@]}"; do
   pip download --quiet --no-binary :all: --no-deps "$spec" -d "$work/dl" >/dev/null
 done
@@ -48,8 +64,9 @@ done
 # The pipeline: the default one's settings, the six projects by absolute path.
 {
   printf 'version = 1\n\n[project]\nname = "r2e-cluster-bench"\noutput = "out"\ncache = "cache"\n'
-  for d in "$here"/../examples/{textkit,shapes_ds,unitconv} "$work"/src/*; do
-    printf '\n[[repo]]\npath = "%s"\n' "$(readlink -f "$d")"
+  for d in "${examples[@]}" "$work"/src/*; do
+    # Named in lower case, as bench/longtail/run.sh names them (a plan made there fits here).
+    printf '\n[[repo]]\npath = "%s"\nname = "%s"\n' "$(readlink -f "$d")" "$(basename "$d" | tr 'A-Z' 'a-z')"
   done
   printf '\n[context]\nstrategy = "sliced"\nmax_tokens = 6000\n'
 } > "$work/pipeline.toml"
@@ -58,6 +75,13 @@ python3 - "$r2e" "$work" ${NS:-1 2 3} <<'PY'
 import collections, glob, json, os, shutil, subprocess, sys, time
 
 r2e, work, ns = sys.argv[1], sys.argv[2], [int(n) for n in sys.argv[3:]]
+PLAN = os.environ.get("PLAN", "")
+MODES = os.environ.get("MODES", "concurrent alone").split()
+if PLAN not in ("", "cold", "measured") or not set(MODES) <= {"concurrent", "alone"} or not MODES:
+    sys.exit("PLAN is cold, measured or unset; MODES holds concurrent, alone or both")
+PLAN_FROM = os.environ.get("PLAN_FROM")
+if PLAN == "measured" and os.environ.get("REF") and not PLAN_FROM:
+    sys.exit("PLAN=measured plans on the plain build's timings (or PLAN_FROM's): not with REF alone")
 EXPENSIVE = ("envs", "actions/generate", "actions/validate", "actions/check", "actions/llm")
 env = {**os.environ, "R2E_LOG": "timings"}
 
@@ -82,8 +106,25 @@ def version(d, name):
     text = open(f"{d}/{name}.json").read()
     return json.loads(text).get("dataset_version") if text.strip() else None
 
-def shard_args(n, i, cache, store):
-    return ["--shard", f"{i}/{n}", "--cache", cache, "--remote-cache", f"file://{store}"]
+def shard_args(n, i, cache, store, plan=None):
+    return ["--shard", f"{i}/{n}", "--cache", cache, "--remote-cache", f"file://{store}"] + (
+        ["--plan", plan] if plan else [])
+
+def make_plan(n, plain_dir):
+    """The plan file for N shards (PLAN), or None: `r2e status --plan N --json` on the plain
+    build's folder (its cache and timings) or on a fresh one (an empty cache)."""
+    if not PLAN:
+        return None
+    d = (PLAN_FROM or plain_dir) if PLAN == "measured" else rundir(f"plan-cold-{n}")
+    path = f"{work}/plan-{PLAN}-{n}.json"
+    with open(path, "wb") as out:
+        subprocess.run([r2e, "status", "-p", f"{d}/pipeline.toml", "--plan", str(n), "--json"],
+                       stdout=out, check=True, env=env)
+    plan = json.load(open(path))
+    print(f"plan ({PLAN}): estimated seconds per shard "
+          + " / ".join(f"{x:.0f}" for x in plan["shard_seconds"])
+          + f"; bases {dict(collections.Counter(r['basis'] for r in plan['repos']))}")
+    return path
 
 def assemble(d, store):
     t0 = time.perf_counter()
@@ -167,30 +208,37 @@ else:
 rows, problems = [], []
 for n in ns:
     print(f"\n== N={n}")
-    # Concurrent: the N hosts at once, one store.
-    dc, store_c = rundir(f"{n}-concurrent"), f"{work}/stores/{n}-concurrent"
-    t0 = time.perf_counter()
-    ps = [start(dc, f"shard-{i}", shard_args(n, i, f"{dc}/cache-host{i}", store_c)) for i in range(n)]
-    # Each shard's own wall time: reaped as it ends, whichever ends first.
-    own_c, left = [None] * n, set(range(n))
-    while left:
-        for i in [i for i in left if ps[i].poll() is not None]:
-            own_c[i] = finish(dc, f"shard-{i}", ps[i], t0)
-            left.discard(i)
-        time.sleep(0.05)
-    wall_c = time.perf_counter() - t0
-    asm_c, ver_c = assemble(dc, store_c)
+    plan = make_plan(n, f"{work}/runs/plain")
+    dc = None
+    if "concurrent" in MODES:
+        # Concurrent: the N hosts at once, one store.
+        dc, store_c = rundir(f"{n}-concurrent"), f"{work}/stores/{n}-concurrent"
+        t0 = time.perf_counter()
+        ps = [start(dc, f"shard-{i}", shard_args(n, i, f"{dc}/cache-host{i}", store_c, plan)) for i in range(n)]
+        # Each shard's own wall time: reaped as it ends, whichever ends first.
+        own_c, left = [None] * n, set(range(n))
+        while left:
+            for i in [i for i in left if ps[i].poll() is not None]:
+                own_c[i] = finish(dc, f"shard-{i}", ps[i], t0)
+                left.discard(i)
+            time.sleep(0.05)
+        wall_c = time.perf_counter() - t0
+        asm_c, ver_c = assemble(dc, store_c)
     # Alone: one after another, a second store (N=1: the concurrent run already was).
-    if n == 1:
+    if n == 1 and dc is not None:
         da, alone, asm_a, ver_a = dc, own_c, asm_c, ver_c
     else:
         da, store_a, alone = rundir(f"{n}-alone"), f"{work}/stores/{n}-alone", []
         for i in range(n):
             t0 = time.perf_counter()
-            alone.append(finish(da, f"shard-{i}", start(da, f"shard-{i}", shard_args(n, i, f"{da}/cache-host{i}", store_a)), t0))
+            alone.append(finish(da, f"shard-{i}", start(da, f"shard-{i}", shard_args(n, i, f"{da}/cache-host{i}", store_a, plan)), t0))
         asm_a, ver_a = assemble(da, store_a)
+    if dc is None:
+        dc, wall_c, own_c, asm_c, ver_c = da, None, [None] * n, asm_a, ver_a
     for label, dd in (("concurrent", dc), ("alone", da)):
-        if label == "alone" and da is dc:
+        if label == "alone" and da is dc and "concurrent" in MODES:
+            continue
+        if label == "concurrent" and "concurrent" not in MODES:
             continue
         tr = traces(dd)
         twice, by_asm = ran_twice(tr)
@@ -210,23 +258,38 @@ for n in ns:
         c = started(traces(dc).get(f"shard-{i}-of-{n}", []))
         hosts.append(f"h{i} ({', '.join(repos_of(dc, n, i)) or 'no repos'}): {sum(c.values())} ({fmt_counts(c)})")
     for v, what in ((ver_c, "concurrent assemble"), (ver_a, "alone assemble")):
+        if ref == "-":
+            ref = v  # no plain build: the first run's version is the one the others must build
         if v != ref:
             problems.append(f"N={n}: the {what} built version {v}, the plain build {ref}")
     row = dict(n=n, hosts=hosts, wall_c=wall_c, own_c=own_c, alone=alone, asm=asm_c, asm_a=asm_a,
                real=max(alone) + asm_c, busy=busy, model=max(busy) + asm_c,
+               spread=max(busy) / min(busy) if min(busy) > 0 else float("inf"),
                version="same" if ver_c == ref == ver_a else f"{ver_c} / {ver_a}")
     rows.append(row)
-    print(f"concurrent wall {wall_c:.1f} s (each {', '.join(f'{s:.1f}' for s in own_c)}); alone {', '.join(f'{s:.1f}' for s in alone)} s; "
+    conc = "not run" if wall_c is None else f"{wall_c:.1f} s (each {', '.join(f'{s:.1f}' for s in own_c)})"
+    print(f"concurrent wall {conc}; alone {', '.join(f'{s:.1f}' for s in alone)} s; "
           f"assemble {asm_c:.1f} s (alone run's {asm_a:.1f} s); versions {ver_c} {ver_a}")
+    print(f"busy (actions under way, alone) {' / '.join(f'{b:.1f}' for b in busy)} s; largest over smallest {row['spread']:.2f}")
 
 print("\n" + ("nothing ran twice, no assemble started an expensive action, every version equals the plain build's"
               if not problems else "PROBLEMS:\n  " + "\n  ".join(problems)))
 print(f"\nplain one-machine build: {f'{plain_s:.1f} s' if plain_s else 'skipped (REF)'}, version `{ref}`\n")
-print("| N | actions started per host (bucket counts) | concurrent shards wall | each shard concurrent | each shard alone | assemble | N machines (max alone + assemble) | model (max time with actions under way + assemble) | version |")
-print("|---|---|---|---|---|---|---|---|---|")
+# The speed-ups: against the plain one-machine build's wall time (when it ran) and against
+# N=1's model (when N=1 ran).
+one = next((r["model"] for r in rows if r["n"] == 1), None)
+one_real = next((r["real"] for r in rows if r["n"] == 1), None)
+print(f"plan: {PLAN or 'by name hash'}; modes: {' '.join(MODES)}\n")
+print("| N | actions started per host (bucket counts) | concurrent shards wall | each shard concurrent | each shard alone | assemble | N machines (max alone + assemble) | model (max time with actions under way + assemble) | busy largest / smallest | speed-up (plain, else N=1's N machines / N machines; N=1 model / model) | version |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
-    print(f"| {r['n']} | {'<br>'.join(r['hosts'])} | {r['wall_c']:.1f} s | {' / '.join(f'{s:.1f}' for s in r['own_c'])} s "
+    conc = "not run" if r["wall_c"] is None else f"{r['wall_c']:.1f} s"
+    each = "not run" if r["wall_c"] is None else " / ".join(f"{s:.1f}" for s in r["own_c"]) + " s"
+    up = " ; ".join(x for x in (
+        f"{(plain_s or one_real) / r['real']:.2f}x" if (plain_s or one_real) else "",
+        f"{one / r['model']:.2f}x" if one else "") if x) or "-"
+    print(f"| {r['n']} | {'<br>'.join(r['hosts'])} | {conc} | {each} "
           f"| {' / '.join(f'{s:.1f}' for s in r['alone'])} s | {r['asm']:.1f} s | {r['real']:.1f} s "
-          f"| {r['model']:.1f} s ({' / '.join(f'{s:.1f}' for s in r['busy'])}) | {r['version']} |")
+          f"| {r['model']:.1f} s ({' / '.join(f'{s:.1f}' for s in r['busy'])}) | {r['spread']:.2f} | {up} | {r['version']} |")
 PY
 [ -n "${R2E_KEEP:-}" ] && echo "kept $work" || true
