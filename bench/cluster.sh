@@ -45,14 +45,17 @@ work=$(mktemp -d)
 # The PyPI projects, unpacked as $work/src/NAME (never part of this repository).
 mkdir -p "$work/dl" "$work/src"
 examples=("$here"/../examples/{textkit,shapes_ds,unitconv})
-if [ -n "${PROJECTS:-}" ]; then
+if [ -n "${PIPELINE:-}" ]; then
+  pypi=()  # the given pipeline names its repositories by absolute path
+  examples=()
+elif [ -n "${PROJECTS:-}" ]; then
   mapfile -t pypi < <(grep -v '^#' "$PROJECTS" | grep -v '^$')
   examples=()
 fi
 for spec in "${pypi[@]}"; do
   pip download --quiet --no-binary :all: --no-deps "$spec" -d "$work/dl" >/dev/null
 done
-for f in "$work"/dl/*; do
+for f in $(find "$work/dl" -maxdepth 1 -type f | sort); do
   d=$(mktemp -d -p "$work")
   case "$f" in *.zip) unzip -q "$f" -d "$d" ;; *) tar xf "$f" -C "$d" ;; esac
   top=$(ls "$d")
@@ -61,8 +64,12 @@ for f in "$work"/dl/*; do
   rmdir "$d"
 done
 
-# The pipeline: the default one's settings, the six projects by absolute path.
-{
+# The pipeline: the default one's settings, the six projects by absolute path; or PIPELINE's
+# (one whose repositories have absolute paths and whose output and cache are relative: the
+# long-tail bench's, so that its build is the one-machine reference of REF and PLAN_FROM).
+if [ -n "${PIPELINE:-}" ]; then
+  cp "$PIPELINE" "$work/pipeline.toml"
+else {
   printf 'version = 1\n\n[project]\nname = "r2e-cluster-bench"\noutput = "out"\ncache = "cache"\n'
   for d in "${examples[@]}" "$work"/src/*; do
     # Named in lower case, as bench/longtail/run.sh names them (a plan made there fits here).
@@ -70,6 +77,7 @@ done
   done
   printf '\n[context]\nstrategy = "sliced"\nmax_tokens = 6000\n'
 } > "$work/pipeline.toml"
+fi
 
 python3 - "$r2e" "$work" ${NS:-1 2 3} <<'PY'
 import collections, glob, json, os, shutil, subprocess, sys, time
@@ -192,10 +200,13 @@ def fmt_counts(c):
     return ", ".join(f"{b} {c[b]}" for b in sorted(c)) or "none"
 
 # The reference: a plain one-machine build (no shard, no store); REF=VERSION skips it (a
-# version printed by an earlier run of this script with the same binary and projects).
+# version printed by an earlier run of this script with the same binary and projects, or by the
+# long-tail bench's build of its pipeline with PIPELINE), PLAIN_S=SECONDS giving its wall time.
 if os.environ.get("REF"):
-    ref, plain_s = os.environ["REF"], None
-    print(f"plain one-machine build: skipped, reference version {ref} (REF)")
+    # PLAIN_S: that reference build's measured wall seconds, for the speed-ups (optional).
+    ref, plain_s = os.environ["REF"], float(os.environ["PLAIN_S"]) if os.environ.get("PLAIN_S") else None
+    print(f"plain one-machine build: skipped, reference version {ref} (REF)"
+          + (f", {plain_s:.1f} s (PLAIN_S)" if plain_s else ""))
 else:
     d = rundir("plain")
     t0 = time.perf_counter()
