@@ -102,6 +102,7 @@ pub const RUNNER: &[(&str, &str)] = &[
     EQUIV,
     SNAPSHOT,
     LIMIT,
+    REEXEC,
 ];
 
 /// The verifier a Harbor task's `tests/test.sh` holds (`r2e_verify.py`): it runs `RUNNER`'s

@@ -8,7 +8,9 @@ seconds per run, "memory_mib": each run's memory limit (optional)}.
 The worker imports coverage and every target module once (not for jobs in candidate mode: their
 processes must never hold the original), then runs each harness `runs` times, each time in a
 child forked from this warm parent, numbered from `first_run`: run 0 in the tests' natural order
-(and with coverage, when asked), run n shuffled with seed n. Nothing of the function under test has run in
+(and with coverage, when asked; a worker of record jobs from run 0 re-executes itself under
+PYTHONHASHSEED=0 first, `r2e_reexec.py`, so that what is recorded is the same on every build),
+run n shuffled with seed n. Nothing of the function under test has run in
 the parent, so each child is a fresh process as far as the harness is concerned; the imports are
 paid once. A child that runs past `timeout` seconds (r2e_limit's one rule: CPU time or
 idle-machine time, whichever is larger, of the child and every process it started) is killed with
@@ -629,9 +631,29 @@ def serve(in_fifo: str, out_fifo: str, idle: float) -> int:
         os.write(out, b"done\n")
 
 
+def _seeds_hashes(request_path: str) -> bool:
+    """Whether this worker records the expected outcomes: run 0 of record jobs only. It runs
+    under PYTHONHASHSEED=0, as the explorer that wrote the harness did, so that what it records
+    (a set's order in a call's text, in a value's repr) is the same on every build; the later
+    runs and the candidates keep hash seeds of their own, and catch what depends on one."""
+    try:
+        with open(request_path) as f:
+            request = json.load(f)
+        jobs = request.get("jobs") or []
+        return int(request.get("first_run", 0)) == 0 and all(
+            job.get("mode") == "record" for job in jobs
+        )
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
+
+
 def main(argv: list[str]) -> int:
     if argv[1] == "--serve":
         return serve(argv[2], argv[3], float(argv[4]))
+    if _seeds_hashes(argv[1]):
+        import r2e_reexec
+
+        r2e_reexec.ensure_hash_seed("R2E_BATCH_REEXECUTED")
     answer(argv[1], argv[2])
     return 0
 

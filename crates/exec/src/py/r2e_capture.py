@@ -677,8 +677,11 @@ def capture(request: dict, scratch: str) -> dict:
     repo_root = set_paths(request)
     import r2e_equiv
     import r2e_limit
+    import r2e_reexec
 
     r2e_equiv.use_project_layer()
+    # The tests' random values (a `uuid.uuid4()` passed to a target) are the same on every run.
+    r2e_reexec.seed_randomness(0)
     cap = Capture(request)
     cap.resolve_all()
     tests = [os.path.join(repo_root, t) for t in request.get("tests") or []]

@@ -55,8 +55,12 @@ def explore(request: dict) -> dict:
             sys.path.append(extra)
     sys.dont_write_bytecode = True
     import r2e_equiv
+    import r2e_reexec
 
     r2e_equiv.use_project_layer()
+    # Before the module under test is imported: what it draws, at import or when called, is
+    # the same on every run (`r2e_reexec.seed_randomness`).
+    r2e_reexec.seed_randomness(int(request.get("seed") or 0))
 
     try:
         return Explorer(request, r2e_equiv).run()

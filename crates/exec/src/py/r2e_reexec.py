@@ -1,7 +1,7 @@
 """The re-execution of an embedded script under PYTHONHASHSEED=0, so that hash-order-dependent
 code (a test parametrized over a set of strings, set iteration in the code under test) runs, and
-is recorded, in the same order on every run: the explorer (`r2e_explore.py`) and the capture
-(`r2e_capture.py`) both start with `ensure_hash_seed`.
+is recorded, in the same order on every run: the explorer (`r2e_explore.py`), the capture
+(`r2e_capture.py`) and a validation's first record (`r2e_batch.py`) start with `ensure_hash_seed`.
 
 The Rust side runs them with `-I`, which ignores PYTHON* environment variables: the re-executed
 command replaces `-I` by its other parts (`-s -P`) and drops PYTHON* variables itself, so it
@@ -61,3 +61,27 @@ def reexec_argv() -> list[str] | None:
     if isolated:
         kept += ["-s", "-P"]
     return [sys.executable, *kept, *rest]
+
+
+def seed_randomness(seed=0) -> None:
+    """Makes the randomness the code under test draws reproducible in this process: `random`'s
+    global generator seeded, and `os.urandom` (which `uuid.uuid4` reads) and `random`'s
+    `SystemRandom` (which `secrets` uses) served from a generator of their own, seeded too. A
+    test that passes `uuid.uuid4()` to a function then passes the same value on every build,
+    and what the explorer keeps of a function that draws is the same on every build. Draws still
+    differ one from the next, so a function that draws is still seen to be nondeterministic.
+    Only the explorer and the capture call it: the validation's and the candidates' runs keep the
+    machine's randomness."""
+    import random
+
+    random.seed(seed)
+    stream = random.Random(f"r2e-urandom:{seed}")
+
+    def urandom(size: int) -> bytes:
+        if size < 0:
+            raise ValueError("negative argument not allowed")
+        # (`randbytes` is Python 3.9's; this works back to 3.6.)
+        return stream.getrandbits(size * 8).to_bytes(size, "little") if size else b""
+
+    os.urandom = urandom
+    random._urandom = urandom

@@ -170,6 +170,18 @@ CORE_SOURCE = textwrap.dedent('''
         if not isinstance(items, list):
             return 0
         return 1 + max([depth(x) for x in items], default=0)
+
+
+    def roll(sides):
+        # Draws: a throw of a die with `sides` sides, 0 for none, "top" for its highest face.
+        import random
+
+        if sides < 1:
+            return 0
+        face = random.randint(1, sides)
+        if face == sides:
+            return "top"
+        return face
     ''')
 
 

@@ -67,6 +67,11 @@ FILES = {
             while n:
                 pass
             return n
+
+
+        def short(u):
+            """The first eight digits of an id."""
+            return u.hex[:8]
     ''',
     "tests/test_shop.py": '''
         import unittest
@@ -115,6 +120,21 @@ FILES = {
         def test_words():
             for word in WORDS:
                 sign(len(word) - 5)
+    ''',
+    "tests/test_ids.py": '''
+        import random
+        import secrets
+        import uuid
+
+        from shop.core import short, sign
+
+
+        def test_ids():
+            short(uuid.uuid4())
+            short(uuid.UUID(secrets.token_hex(16)))
+            short(uuid.uuid4())
+            sign(random.random() - 0.5)
+            sign(random.SystemRandom().random() - 0.5)
     ''',
     "tests/test_zzz_spin.py": '''
         from shop.core import spin
@@ -258,6 +278,25 @@ class CaptureTest(unittest.TestCase):
             self.assertEqual(out["status"], "ok", out)
             runs.append([c["args"] for c in out["calls"][0]])
         self.assertEqual(runs[1:], runs[:1] * 3, runs)
+
+    def test_the_tests_random_values_are_the_same_on_every_run(self):
+        # uuid4 and secrets read os.urandom, SystemRandom too: the capture serves them, and
+        # random's own generator, from seeded generators, so the calls it keeps (and the
+        # harnesses written from them) are the same on every build.
+        runs = []
+        for _ in range(3):
+            out = self.capture(
+                [("shop.core", "short", "function"), ("shop.core", "sign", "function")],
+                ["tests/test_ids.py"],
+            )
+            self.assertEqual(out["status"], "ok", out)
+            runs.append(out["calls"])
+        self.assertEqual(runs[1:], runs[:1] * 2, runs)
+        shorts, signs = runs[0]
+        self.assertEqual(len(shorts), 3, shorts)
+        self.assertEqual(len(signs), 2, signs)
+        # Still draws: no two ids alike.
+        self.assertEqual(len({c["args"][0] for c in shorts}), 3, shorts)
 
     def test_the_time_limit_keeps_what_was_recorded(self):
         out = self.capture(

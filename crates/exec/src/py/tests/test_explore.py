@@ -4,6 +4,7 @@ r2e_runner.py the way the Rust side does it."""
 from __future__ import annotations
 
 import ast
+import json
 import os
 import time
 import unittest
@@ -243,6 +244,24 @@ class ExploreTest(unittest.TestCase):
             self.assertEqual(out["status"], "ok", out.get("error"))
             harnesses.add(out["harness"])
         self.assertEqual(len(harnesses), 1)
+
+    def test_a_function_that_draws_gets_the_same_harness_on_every_run(self):
+        # `roll` draws from random's generator: whether an input looks deterministic (two runs
+        # alike) is chance, and was decided again on each run. The explorer seeds what the code
+        # draws (`r2e_reexec.seed_randomness`), so it keeps the same inputs every time.
+        answers = set()
+        for i in range(4):
+            out = self.sample.explore("roll", name=f"roll_{i}", python_args=("-I",))
+            self.assertEqual(out["status"], "ok", out.get("error"))
+            # The harness, and the hunt for inputs that kill its mutants (which runs them on
+            # drawn faces, and so took more or fewer executions).
+            answers.add(json.dumps([out["harness"], out["executions"], out["mutants"]]))
+        self.assertEqual(len(answers), 1, answers)
+        # Only inputs that do not draw, or whose draws can only come out one way, were kept.
+        for test in test_bodies(json.loads(answers.pop())[0]).values():
+            (n,) = ast.literal_eval(assigned(test, "args"))
+            if isinstance(n, int):
+                self.assertLessEqual(n, 1, test)
 
     def test_a_slow_machine_writes_the_same_harness(self):
         # The explorer is bounded by counts of executions; time is only its safety stop. Here

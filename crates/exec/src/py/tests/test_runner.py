@@ -650,6 +650,33 @@ class RunnerTest(unittest.TestCase):
         self.assertIn("ZeroDivisionError: boom", last["message"])
         self.assertFalse(last["returned_normally"])
 
+    def test_the_first_record_is_the_same_under_any_hash_seed(self):
+        # A set of strings and an int (unsortable: its text follows the set's iteration order,
+        # which the hash seed decides) in a call's text and in what the function returns.
+        words = ["apple", "berry", "cherry", "date", "elder", "fig", "grape", "kiwi"]
+        harness = HEADER.replace(
+            "class TestClassify", "first_of = candidate.first_of\nreference_first_of = "
+            "reference.first_of\n\n\nclass TestClassify"
+        ) + (
+            "    def test_0(self):\n"
+            f"        args = ({{1, *{words!r}}},)\n"
+            "        r2e_equiv.check_function(self, first_of, reference_first_of, args, {})\n"
+        )
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+        calls = []
+        for i, (args, seed) in enumerate([((), "0"), (("-I",), None), (("-I",), None), (("-I",), None)]):
+            request = self.sample.runner_request(
+                harness, "first_of", coverage=False, name=f"seeded_{i}", mode="record"
+            )
+            out = self.sample._run_script(
+                BATCH, {"jobs": [request], "runs": 1, "first_run": 0, "timeout": 60},
+                f"seeded_{i}", 120, python_args=args,
+                env=dict(env, PYTHONHASHSEED=seed) if seed else env,
+            )
+            calls.append(out["results"][0][0]["tests"][0]["records"][0]["call"])
+        # The first under PYTHONHASHSEED=0 itself, the others as the Rust side runs them.
+        self.assertEqual(calls[1:], calls[:1] * 3)
+        self.assertTrue(calls[0].startswith("first_of({"), calls)
 
 
 class AnswerTextTest(unittest.TestCase):
