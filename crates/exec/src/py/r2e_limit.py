@@ -146,11 +146,76 @@ def stop_processes(root: int | None = None, spare=frozenset(), wait: float = 5.0
         _SLEEP(0.001)
 
 
+# This process's own tasks' schedstat files, kept open (tid -> (descriptor, its device and
+# inode)) and read again from their start: the explorer's calls read them thousands of times.
+# Keyed by the process that opened them (a forked child opens its own). A descriptor that no
+# longer is the file (code under test closed it, and another file took its number) is
+# forgotten, never read or closed.
+_OPEN: dict = {}
+_OPEN_PID: list = [0]
+
+
+def _forget(tid: int, close: bool) -> None:
+    fd, _ = _OPEN.pop(tid)
+    if close:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _ours(tid: int) -> bool:
+    fd, ident = _OPEN[tid]
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == ident
+
+
+def _own_schedstat(tid: int) -> bytes:
+    """The schedstat text of a task of this process, through a descriptor kept open (a task
+    gone, or a tid taken again by a new task, is opened anew once)."""
+    me = os.getpid()
+    if _OPEN_PID[0] != me:
+        # Inherited across a fork: the parent's tasks, not this process's.
+        for tid in list(_OPEN):
+            _forget(tid, _ours(tid))
+        _OPEN_PID[0] = me
+    if tid in _OPEN:
+        if _ours(tid):
+            try:
+                text = os.pread(_OPEN[tid][0], 256, 0)
+                if text:
+                    return text
+            except OSError:
+                pass
+            _forget(tid, True)
+        else:
+            _forget(tid, False)
+    fd = os.open(f"/proc/{me}/task/{tid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        text = os.pread(fd, 256, 0)
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if len(_OPEN) >= 64:
+        for old in list(_OPEN):
+            _forget(old, _ours(old))
+    _OPEN[tid] = (fd, (st.st_dev, st.st_ino))
+    return text
+
+
 def _task_clocks(pid: int, tid: int) -> tuple | None:
     """(CPU seconds, seconds waited for a CPU) of one task, or None when it is gone."""
     try:
-        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-            cpu, delay = f.read().split()[:2]
+        if pid == os.getpid():
+            text = _own_schedstat(tid)
+        else:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                text = f.read()
+        cpu, delay = text.split()[:2]
         return int(cpu) / 1e9, int(delay) / 1e9
     except (OSError, ValueError):
         pass
@@ -246,29 +311,37 @@ class Watch:
     """Watches calls of this process's main thread, one at a time, from a thread of its own: a
     call past its limit gets `signum` (the caller's handler raises in it), again every
     `interval` seconds while it runs on (code that swallows the first exception is interrupted
-    again), and its processes are killed."""
+    again), and its processes are killed.
+
+    The thread looks every tick (TICK, or a twentieth of a shorter call's limit) at the call
+    under way; starting and ending a call wakes no thread (a call of the explorer lasts less
+    than a millisecond, and it makes thousands). Whether a call passed its limit is decided
+    when it ends (`stop`), by its own sample: a look that comes a tick late only stops a call
+    that is over later, it never changes the verdict."""
 
     def __init__(self, signum=signal.SIGALRM):
         self.signum = signum
-        self.cond = threading.Condition()
+        # Held while a call ends, and while the thread signals one: no signal reaches past the
+        # end of a call (into the next).
+        self.lock = threading.Lock()
         self.call = None
         self.tid = None
-        self.thread = threading.Thread(target=self._loop, name="r2e-limit", daemon=True)
+        ready = threading.Event()
+        self.thread = threading.Thread(
+            target=self._loop, args=(ready,), name="r2e-limit", daemon=True
+        )
         self.thread.start()
-        with self.cond:
-            while self.tid is None:
-                self.cond.wait()
+        ready.wait()
 
     def start(self, seconds: float, interval: float) -> Meter:
         """Starts watching a call of the calling (main) thread with a limit of `seconds`."""
         meter = Meter()
         meter.limit = seconds
         meter.interval = max(interval, TICK)
+        meter.tick = min(TICK, max(seconds / 20, 0.002))
         meter.over = False
         meter.fired = 0.0
-        with self.cond:
-            self.call = meter
-            self.cond.notify()
+        self.call = meter
         return meter
 
     def stop(self, meter: Meter) -> float:
@@ -276,40 +349,32 @@ class Watch:
         whether it passed the limit). A copy of the caller forked by the call's code ends here
         (before the lock, which the fork may have copied held)."""
         leave_if_forked(meter.pid)
-        with self.cond:
+        with self.lock:
             self.call = None
-            self.cond.notify()
         seconds = meter.sample()
         if seconds > meter.limit:
             meter.over = True
         stop_processes(spare=meter.spare())
         return seconds
 
-    def _loop(self):
+    def _loop(self, ready):
         import sys
 
         sys.settrace(None)
         sys.setprofile(None)
-        with self.cond:
-            self.tid = threading.get_native_id()
-            self.cond.notify_all()
+        self.tid = threading.get_native_id()
+        ready.set()
         main = threading.main_thread().ident
         while True:
-            with self.cond:
-                while self.call is None:
-                    self.cond.wait()
-                meter = self.call
-                # A tick first (a call that ends before it costs no look), or until the call
-                # ends.
-                self.cond.wait(min(TICK, max(meter.limit / 20, 0.002)))
-                if self.call is not meter:
-                    continue
+            meter = self.call
+            _SLEEP(TICK if meter is None else meter.tick)
+            # A call that ends before its first tick costs no look.
+            if meter is None or self.call is not meter or _now() - meter.started < meter.tick:
+                continue
             seconds = meter.sample()
             now = _now()
             if seconds > meter.limit and now - meter.fired >= meter.interval:
-                # Under the lock, so that no kill reaches past the end of this call (into the
-                # processes of the next).
-                with self.cond:
+                with self.lock:
                     if self.call is not meter:
                         continue
                     first = not meter.over
