@@ -36,13 +36,13 @@ grep -v '^#' "${R2E_LONGTAIL_PROJECTS:-$here/projects.txt}" | grep -v '^$' | whi
   name="${spec%%==*}"
   version="${spec##*==}"
   # sdists name their folder with the project's name as given, lower-cased, or with underscores.
-  find_dir() { find "$work/src" -maxdepth 1 -type d \( -iname "${name}-${version}" -o -iname "${name//-/_}-${version}" \) | head -1; }
+  find_dir() { find -H "$work/src" -maxdepth 1 -type d \( -iname "${name}-${version}" -o -iname "${name//-/_}-${version}" \) | head -1; }
   dir=$(find_dir)
   if [ -z "$dir" ]; then
-    archive=$(find "$work/src" -maxdepth 1 -type f \( -iname "${name}-${version}.*" -o -iname "${name//-/_}-${version}.*" \) | head -1)
+    archive=$(find -H "$work/src" -maxdepth 1 -type f \( -iname "${name}-${version}.*" -o -iname "${name//-/_}-${version}.*" \) | head -1)
     if [ -z "$archive" ]; then
       python3 -m pip download --quiet --no-binary :all: --no-deps "$spec" -d "$work/src"
-      archive=$(find "$work/src" -maxdepth 1 -type f \( -iname "${name}-${version}.*" -o -iname "${name//-/_}-${version}.*" \) | head -1)
+      archive=$(find -H "$work/src" -maxdepth 1 -type f \( -iname "${name}-${version}.*" -o -iname "${name//-/_}-${version}.*" \) | head -1)
     fi
     tar -xf "$archive" -C "$work/src"
     dir=$(find_dir)
