@@ -150,27 +150,31 @@ def stop_processes(root: int | None = None, spare=frozenset(), wait: float = 5.0
 # inode)) and read again from their start: the explorer's calls read them thousands of times.
 # Keyed by the process that opened them (a forked child opens its own). A descriptor that no
 # longer is the file (code under test closed it, and another file took its number) is
-# forgotten, never read or closed.
+# forgotten, never read or closed. The calling thread and the watcher both read them: each
+# step is one operation on the table, and a race costs at most a descriptor left open.
 _OPEN: dict = {}
 _OPEN_PID: list = [0]
 
 
-def _forget(tid: int, close: bool) -> None:
-    fd, _ = _OPEN.pop(tid)
-    if close:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
-def _ours(tid: int) -> bool:
-    fd, ident = _OPEN[tid]
+def _is_file(entry) -> bool:
+    """Whether an entry's descriptor still is the file it was opened on."""
+    fd, ident = entry
     try:
         st = os.fstat(fd)
     except OSError:
         return False
     return (st.st_dev, st.st_ino) == ident
+
+
+def _drop(tid: int, entry) -> None:
+    """Forgets `entry`, closing its descriptor when it still is the file."""
+    if _OPEN.get(tid) is entry:
+        _OPEN.pop(tid, None)
+    if _is_file(entry):
+        try:
+            os.close(entry[0])
+        except OSError:
+            pass
 
 
 def _own_schedstat(tid: int) -> bytes:
@@ -179,20 +183,19 @@ def _own_schedstat(tid: int) -> bytes:
     me = os.getpid()
     if _OPEN_PID[0] != me:
         # Inherited across a fork: the parent's tasks, not this process's.
-        for tid in list(_OPEN):
-            _forget(tid, _ours(tid))
+        for key, entry in list(_OPEN.items()):
+            _drop(key, entry)
         _OPEN_PID[0] = me
-    if tid in _OPEN:
-        if _ours(tid):
+    entry = _OPEN.get(tid)
+    if entry is not None:
+        if _is_file(entry):
             try:
-                text = os.pread(_OPEN[tid][0], 256, 0)
+                text = os.pread(entry[0], 256, 0)
                 if text:
                     return text
             except OSError:
                 pass
-            _forget(tid, True)
-        else:
-            _forget(tid, False)
+        _drop(tid, entry)
     fd = os.open(f"/proc/{me}/task/{tid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
     try:
         text = os.pread(fd, 256, 0)
@@ -201,9 +204,11 @@ def _own_schedstat(tid: int) -> bytes:
         os.close(fd)
         raise
     if len(_OPEN) >= 64:
-        for old in list(_OPEN):
-            _forget(old, _ours(old))
-    _OPEN[tid] = (fd, (st.st_dev, st.st_ino))
+        for key, old in list(_OPEN.items()):
+            _drop(key, old)
+    entry = (fd, (st.st_dev, st.st_ino))
+    if _OPEN.setdefault(tid, entry) is not entry:
+        os.close(fd)
     return text
 
 
