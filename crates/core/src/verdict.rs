@@ -209,8 +209,18 @@ pub struct Then {
     pub then: Vec<Then>,
 }
 
+/// A warning the module under test's own code issued during a call (`warnings.warn`): its
+/// category, named as snapshots name types, and its message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Warned {
+    #[serde(rename = "type")]
+    pub ty: String,
+    pub message: String,
+}
+
 /// One observed call: its text, its outcome, the arguments' states after it, the instance's
-/// state (methods), and the calls of a function it returned.
+/// state (methods), the calls of a function it returned, and the warnings the module under
+/// test issued, in order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     pub call: String,
@@ -223,6 +233,8 @@ pub struct Record {
     pub instance: Option<Snap>,
     #[serde(default)]
     pub then: Vec<Then>,
+    #[serde(default)]
+    pub warnings: Vec<Warned>,
 }
 
 /// What correct code may change and still pass (`docs/harness.md`): `[validate]` in the
@@ -510,6 +522,31 @@ pub fn record_differs(expected: &Record, actual: &Record, policy: Policy) -> Opt
         _ => return Some("one side built an instance and the other did not".into()),
     }
     thens_differ(&expected.then, &actual.then, policy)
+        .or_else(|| warnings_differ(&expected.warnings, &actual.warnings, policy))
+}
+
+/// Where the warnings of a call differ: their categories, in order, and their messages when
+/// the policy compares exception messages.
+fn warnings_differ(expected: &[Warned], actual: &[Warned], policy: Policy) -> Option<String> {
+    let names = |w: &[Warned]| {
+        w.iter()
+            .map(|w| w.ty.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if expected.len() != actual.len() || expected.iter().zip(actual).any(|(e, a)| e.ty != a.ty) {
+        return Some(format!(
+            "the warnings differ ([{}] / [{}])",
+            names(expected),
+            names(actual)
+        ));
+    }
+    (policy.compare_exception_messages
+        && expected
+            .iter()
+            .zip(actual)
+            .any(|(e, a)| e.message != a.message))
+    .then(|| "a warning's message differs".into())
 }
 
 /// The verdict on one test: its calls against the expected ones.
@@ -571,6 +608,10 @@ fn mask_record(e: &mut Record, a: &Record, policy: Policy) -> Option<u32> {
         _ => return None,
     }
     masked += mask_thens(&mut e.then, &a.then, policy)?;
+    // Warnings are never masked: another run that warns otherwise leaves the test unstable.
+    if warnings_differ(&e.warnings, &a.warnings, policy).is_some() {
+        return None;
+    }
     Some(masked)
 }
 
@@ -966,6 +1007,44 @@ mod tests {
                 .unwrap()
                 .contains("returned function")
         );
+    }
+
+    /// What the module under test warned counts: a missing warning or another category fails,
+    /// another message only under `compare_exception_messages`; and another run of the
+    /// reference that warns otherwise is never masked.
+    #[test]
+    fn warnings_count_by_category_and_by_message_only_when_asked() {
+        let record = |warnings: &str| -> Record {
+            serde_json::from_str(&format!(
+                r#"{{"call": "f(x)", "outcome": {{"return": "none"}}, "warnings": [{warnings}]}}"#
+            ))
+            .unwrap()
+        };
+        let deprecated = |m: &str| format!(r#"{{"type": "DeprecationWarning", "message": "{m}"}}"#);
+        let warned = record(&deprecated("n is deprecated"));
+        let loose = Policy::default();
+        let strict = Policy {
+            compare_exception_messages: true,
+        };
+        assert_eq!(record_differs(&warned, &warned, strict), None);
+        let silent = record("");
+        let d = record_differs(&warned, &silent, loose).expect("a missing warning fails");
+        assert!(d.contains("DeprecationWarning"), "{d}");
+        assert!(record_differs(&silent, &warned, loose).is_some());
+        let user = record(r#"{"type": "UserWarning", "message": "n is deprecated"}"#);
+        assert!(record_differs(&warned, &user, loose).is_some());
+        let twice = record(&format!("{0}, {0}", deprecated("n is deprecated")));
+        assert!(record_differs(&warned, &twice, loose).is_some());
+        let reworded = record(&deprecated("pass n"));
+        assert_eq!(record_differs(&warned, &reworded, loose), None);
+        assert!(record_differs(&warned, &reworded, strict).is_some());
+        // A record of an older r2e, without the field, reads as one that warned nothing.
+        let old: Record =
+            serde_json::from_str(r#"{"call": "f(x)", "outcome": {"return": "none"}}"#).unwrap();
+        assert_eq!(record_differs(&old, &silent, strict), None);
+        let mut expected = vec![warned.clone()];
+        assert_eq!(mask_test(&mut expected, &[silent], loose), None);
+        assert_eq!(mask_test(&mut expected, &[warned], loose), Some(0));
     }
 
     /// A part the reference does not reproduce in a fresh process (a cached hash of strings) is

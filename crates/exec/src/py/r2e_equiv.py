@@ -6,7 +6,8 @@ A harness compares a *candidate* implementation of one function (or method) with
 - loads both versions of the target module (`load_pair`, `harness_modules`);
 - runs one call on each side on deep copies of the same inputs and records what happened
   (`observe_function`, `observe_method`): the outcome (a return value or an exception), the
-  arguments' states after the call and, for methods, the instance's state;
+  arguments' states after the call, for methods the instance's state, and the warnings the
+  module under test's own code issued;
 - compares two observations structurally (`equivalent`, `differences`) and fails a
   `unittest.TestCase` with a readable message (`check_function`, `check_method`);
 - records a few calls of the reference (call, outcome, argument and return types) while a
@@ -449,11 +450,13 @@ class Observation:
     args, kwargs: the arguments' states after the call.
     instance: the instance's state after a method call (_NO_INSTANCE for functions, static and
     class methods, or when the constructor raised).
+    warned: the warnings the module under test's own code issued during the observation
+    (`Warned`, in order; `_warnings_of`).
     """
 
-    __slots__ = ("outcome", "args", "kwargs", "instance", "then")
+    __slots__ = ("outcome", "args", "kwargs", "instance", "then", "warned")
 
-    def __init__(self, outcome, args, kwargs, instance=_NO_INSTANCE, then=()):
+    def __init__(self, outcome, args, kwargs, instance=_NO_INSTANCE, then=(), warned=()):
         self.outcome = outcome
         self.args = args
         self.kwargs = kwargs
@@ -461,6 +464,7 @@ class Observation:
         # The outcomes of calling a returned function (a closure, a decorator's wrapper) with
         # each of the `then` calls, in order; () when nothing was called.
         self.then = then
+        self.warned = tuple(warned)
 
     @property
     def returned(self) -> bool:
@@ -595,6 +599,103 @@ def _drained(value):
 DRAINED_ITEMS = 64
 
 
+# --------------------------------------------------------------------------------------------
+# Warnings the code under test issues
+# --------------------------------------------------------------------------------------------
+
+# At most this many warnings are kept of one observation (a loop may warn on every turn).
+MAX_WARNED = 16
+
+
+class Warned(tuple):
+    """(category's qualified name, message) of one warning, which also knows the category's
+    module (`module_type`, as snapshots name types)."""
+
+
+class _WarningLog:
+    """The warnings being observed: `modules` (the names of the modules whose own calls of
+    `warnings.warn` count) and `items` (None when nothing is observed)."""
+
+    modules: frozenset = frozenset()
+    items: list | None = None
+
+
+# Kept on the installed wrapper, so that a second copy of this module (a reload, a harness's
+# own import) shares the log and wraps the true original, never another copy's wrapper.
+_ORIGINAL_WARN = getattr(warnings.warn, "r2e_original", warnings.warn)
+_WARNING_LOG = getattr(warnings.warn, "r2e_log", None) or _WarningLog()
+
+
+def _warned(message, category) -> Warned:
+    if isinstance(message, Warning):
+        category = type(message)
+    elif not (isinstance(category, type) and issubclass(category, Warning)):
+        category = UserWarning
+    try:
+        text = str(message)
+    except Exception:  # a broken __str__ is still a warning
+        text = f"<unprintable {category.__qualname__}>"
+    warned = Warned((category.__qualname__, _normalize_message(text)[:REPR_LIMIT]))
+    module = getattr(category, "__module__", "builtins")
+    warned.module_type = (
+        category.__qualname__ if module == "builtins" else f"{module}.{category.__qualname__}"
+    )
+    return warned
+
+
+def _observed_warn(message, category=None, stacklevel=1, source=None, **kwargs):
+    """`warnings.warn` while a harness runs: a call made by the module under test's own code
+    (its caller's globals are that module's) is logged, then handed to the original warn,
+    one frame further up, so that where the warning points is unchanged."""
+    log = _WARNING_LOG
+    if log.items is not None and len(log.items) < MAX_WARNED:
+        try:
+            caller = sys._getframe(1).f_globals.get("__name__")
+        except (ValueError, AttributeError):
+            caller = None
+        if caller in log.modules:
+            log.items.append(_warned(message, category))
+    if isinstance(stacklevel, int):
+        stacklevel += 1
+    return _ORIGINAL_WARN(message, category, stacklevel, source, **kwargs)
+
+
+# Installed when this module is imported, before the module under test is (a module that
+# imported `warn` by name gets this one).
+_observed_warn.r2e_original = _ORIGINAL_WARN
+_observed_warn.r2e_log = _WARNING_LOG
+warnings.warn = _observed_warn
+
+
+@contextlib.contextmanager
+def _warnings_of(module_name):
+    """Logs the warnings `module_name`'s own code issues inside the block, into the list it
+    gives: what the code warns is part of what it does, whatever the process's filters show
+    (each warning is logged before the filters see it). Warnings of other code (the standard
+    library's deprecations, a dependency's) are not: a correct rewrite may call other APIs.
+    A name bound to the original `warnings.warn` in the module is replaced during the block."""
+    log = _WARNING_LOG
+    saved = (log.modules, log.items)
+    items: list = []
+    module = sys.modules.get(module_name) if module_name else None
+    rebound = []
+    namespace = getattr(module, "__dict__", None)
+    original = _ORIGINAL_WARN
+    if isinstance(namespace, dict) and namespace is not globals():
+        for name, value in list(namespace.items()):
+            if value is original:
+                namespace[name] = _observed_warn
+                rebound.append(name)
+    log.modules, log.items = frozenset([module_name]) if module_name else frozenset(), items
+    try:
+        yield items
+    finally:
+        log.modules, log.items = saved
+        for name in rebound:
+            if namespace.get(name) is _observed_warn:
+                namespace[name] = original
+
+
 def call_outcome(fn, args, kwargs):
     """Calls fn and returns its outcome. Timeout and KeyboardInterrupt propagate; any other
     exception (SystemExit included) is an outcome."""
@@ -620,17 +721,23 @@ def sample_function(*args, **kwargs):
     return ("sample_function", args, kwargs)
 
 
-def observe_function(fn, args, kwargs, *, copy_memo=None, then=()) -> Observation:
+def observe_function(fn, args, kwargs, *, copy_memo=None, then=(), module=None) -> Observation:
     """Calls fn on deep copies of (args, kwargs) and records the outcome and the arguments'
     states afterwards. `copy_memo` maps reference objects to candidate twins (_twin_memo).
 
     `then`: a list of (args, kwargs) calls made, on deep copies, of the function fn returned
-    (when it returned one), so that the behaviour of a returned closure is compared too."""
+    (when it returned one), so that the behaviour of a returned closure is compared too.
+    `module`: the name of the module under test, whose warnings are observed (by default fn's
+    module)."""
+    own = _module_of(fn)
+    module = own if module is None else module
     if copy_memo is None:
-        copy_memo = _kept_memo(_module_of(fn))
+        copy_memo = _kept_memo(own)
     args, kwargs = _deep_copy((tuple(args), dict(kwargs)), copy_memo)
-    outcome = call_outcome(fn, args, kwargs)
-    return Observation(outcome, args, kwargs, then=_call_returned(outcome, then, copy_memo))
+    with _warnings_of(module) as warned:
+        outcome = call_outcome(fn, args, kwargs)
+        returned = _call_returned(outcome, then, copy_memo)
+    return Observation(outcome, args, kwargs, then=returned, warned=warned)
 
 
 # A function returned by a `then` call (a decorator factory's decorator's wrapper) is called in
@@ -736,8 +843,27 @@ def observe_method(
     project built. Copied with `copy_memo`, an instance of the reference's class becomes one of
     the candidate's twin class.
     """
-    if copy_memo is None:
-        copy_memo = _kept_memo(getattr(cls, "__module__", None))
+    module = getattr(cls, "__module__", None)
+    with _warnings_of(module) as warned:
+        obs = _observe_method(
+            cls,
+            ctor_args,
+            ctor_kwargs,
+            method_name,
+            args,
+            kwargs,
+            _kept_memo(module) if copy_memo is None else copy_memo,
+            then,
+            setup,
+            receiver,
+        )
+    obs.warned = tuple(warned)
+    return obs
+
+
+def _observe_method(
+    cls, ctor_args, ctor_kwargs, method_name, args, kwargs, copy_memo, then, setup, receiver
+) -> Observation:
     # (The receiver in a list: the default marker is not copied.)
     ctor_args, ctor_kwargs, args, kwargs, setup, given = _deep_copy(
         (
@@ -1088,7 +1214,8 @@ def differences(
     """The parts in which two observations differ, as (part, detail) pairs; [] if none.
 
     Parts: "return value", "exception", "outcome" (one returned, the other raised),
-    "argument N mutation", "argument 'name' mutation", "instance state"; and
+    "argument N mutation", "argument 'name' mutation", "instance state", "warnings" (the
+    categories the module under test warned, in order, and their messages with `messages`); and
     `NOT_COMPARABLE` (its detail names the part) where two values cannot be compared
     (`compare`), which is no difference: a caller that decides on the parts never takes it
     for one (the explorer keeps no test on it and counts no mutant killed by it).
@@ -1124,6 +1251,11 @@ def differences(
                 f"argument {name!r} mutation", c, r, lambda: f"{short_repr(c)} / {short_repr(r)}"
             )
     _then_differences(cand.then, ref.then, "returned function", diffs, detailed, messages)
+    if [w if messages else w[0] for w in cand.warned] != [
+        w if messages else w[0] for w in ref.warned
+    ]:
+        detail = f"{_warned_text(cand.warned)} / {_warned_text(ref.warned)}" if detailed else ""
+        diffs.append(("warnings", detail))
     ci, ri = cand.instance, ref.instance
     if (ci is _NO_INSTANCE) != (ri is _NO_INSTANCE):
         detail = f"{_state_repr(ci)} / {_state_repr(ri)}" if detailed else ""
@@ -1131,6 +1263,10 @@ def differences(
     elif ci is not _NO_INSTANCE:
         values("instance state", ci, ri, lambda: f"{_state_repr(ci)} / {_state_repr(ri)}")
     return diffs
+
+
+def _warned_text(warned) -> str:
+    return "[" + ", ".join(f"{w[0]}({w[1]!r})" for w in warned) + "]"
 
 
 def decided(diffs) -> list:
@@ -1198,8 +1334,8 @@ def _then_snapshot(then) -> list:
 
 def record_observation(obs: Observation, call: str) -> dict:
     """The snapshot of one observation (record and candidate modes): the call's text, its
-    outcome, the arguments' states after it, the instance's state (methods), and the calls of a
-    returned function."""
+    outcome, the arguments' states after it, the instance's state (methods), the calls of a
+    returned function, and the warnings the module under test issued."""
 
     return {
         "call": call,
@@ -1208,6 +1344,9 @@ def record_observation(obs: Observation, call: str) -> dict:
         "kwargs": {k: r2e_snapshot.snapshot(v) for k, v in obs.kwargs.items()},
         "instance": None if obs.instance is _NO_INSTANCE else r2e_snapshot.snapshot(obs.instance),
         "then": _then_snapshot(obs.then),
+        "warnings": [
+            {"type": getattr(w, "module_type", w[0]), "message": w[1]} for w in obs.warned
+        ],
     }
 
 
@@ -1353,7 +1492,7 @@ def _example_runner(module, source: str):
 
 def observe_example(module, source: str) -> Observation:
     """Observes a docstring's example run on `module` (run_example)."""
-    return observe_function(_example_runner(module, source), (), {})
+    return observe_function(_example_runner(module, source), (), {}, module=module.__name__)
 
 
 def check_example(test, cand_module, ref_module, source: str):

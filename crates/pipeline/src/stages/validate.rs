@@ -622,6 +622,7 @@ mod tests {
                 kwargs: Default::default(),
                 instance: None,
                 then: Vec::new(),
+                warnings: Vec::new(),
             }],
         }
     }

@@ -861,6 +861,10 @@ def observation_key(equiv, obs) -> tuple[str, bool]:
         then_snapshot = equiv._then_snapshot(then)
         identity.append(then_snapshot)
         compared.append(_without_messages(then_snapshot))
+    warned = getattr(obs, "warned", ())
+    if warned:
+        # What the module warned is an outcome too (a deprecated form of a call).
+        identity.append([list(w) for w in warned])
     compared += [snap(a) for a in obs.args]
     compared += [snap(v) for v in obs.kwargs.values()]
     text = json.dumps(identity, sort_keys=True, default=str)

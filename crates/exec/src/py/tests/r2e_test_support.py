@@ -172,6 +172,16 @@ CORE_SOURCE = textwrap.dedent('''
         return 1 + max([depth(x) for x in items], default=0)
 
 
+    def scaled(x, factor=None):
+        # Leaving `factor` out is deprecated: it warns, then scales by 2.
+        import warnings
+
+        if factor is None:
+            warnings.warn("factor will be required", DeprecationWarning, stacklevel=2)
+            factor = 2
+        return x * factor
+
+
     def roll(sides):
         # Draws: a throw of a die with `sides` sides, 0 for none, "top" for its highest face.
         import random

@@ -264,6 +264,157 @@ class SloppyCounter(Counter):
         return self.count - 1
 
 
+def _module(name: str, source: str) -> types.ModuleType:
+    """A module made from source and registered under `name`, as the module under test is."""
+    module = types.ModuleType(name)
+    exec(compile(textwrap.dedent(source), f"{name}.py", "exec"), module.__dict__)
+    sys.modules[name] = module
+    return module
+
+
+class WarningsTest(unittest.TestCase):
+    """What the module under test warns is observed: a candidate that drops a deprecation
+    warning fails; warnings of other code, the process's filters and a reworded message do not
+    change a verdict (messages count only as exception messages do)."""
+
+    HELPER = """
+        import warnings
+
+        def old_api(x):
+            warnings.warn("old_api is deprecated", DeprecationWarning, stacklevel=2)
+            return x
+    """
+    REFERENCE = """
+        import warnings
+
+        def scale(x, n=None):
+            if n is None:
+                warnings.warn("pass n; 128 is deprecated", DeprecationWarning, stacklevel=2)
+                n = 128
+            return x * n
+    """
+
+    def setUp(self):
+        r2e_equiv.CALLS.clear()
+        self.helper = _module("warn_helper_mod", self.HELPER)
+        self.ref = _module("warn_ref_mod", self.REFERENCE)
+
+    def tearDown(self):
+        for name in [n for n in sys.modules if n.startswith("warn_")]:
+            del sys.modules[name]
+
+    def test_a_candidate_that_drops_the_warning_fails(self):
+        dropped = _module(
+            "warn_dropped_mod",
+            """
+            def scale(x, n=None):
+                return x * (128 if n is None else n)
+            """,
+        )
+        with self.assertRaises(self.failureException) as cm:
+            r2e_equiv.check_function(self, dropped.scale, self.ref.scale, (2,), {})
+        self.assertIn("warnings", str(cm.exception))
+        self.assertIn("DeprecationWarning", str(cm.exception))
+        # Where it does not warn, the same code passes.
+        r2e_equiv.check_function(self, dropped.scale, self.ref.scale, (2, 3), {})
+
+    def test_another_category_or_another_count_fails(self):
+        for name, warns in [
+            ("warn_user_mod", ['"pass n; 128 is deprecated"']),
+            ("warn_twice_mod", ['"a", DeprecationWarning', '"b", DeprecationWarning']),
+        ]:
+            lines = ["import warnings", "def scale(x, n=None):", "    if n is None:"]
+            lines += [f"        warnings.warn({w})" for w in warns]
+            lines += ["        n = 128", "    return x * n"]
+            cand = _module(name, "\n".join(lines) + "\n")
+            with self.subTest(name), self.assertRaises(self.failureException):
+                r2e_equiv.check_function(self, cand.scale, self.ref.scale, (2,), {})
+
+    def test_a_reworded_warning_and_other_codes_warnings_pass(self):
+        cand = _module(
+            "warn_rewrite_mod",
+            """
+            from warnings import warn
+            import warn_helper_mod
+
+            def scale(x, n=None):
+                if n is None:
+                    warn(DeprecationWarning("n defaults to 128 (deprecated)"), stacklevel=2)
+                    n = 128
+                return warn_helper_mod.old_api(x) * n
+            """,
+        )
+        obs = r2e_equiv.observe_function(cand.scale, (2,), {})
+        # The helper's own warning is not the module's: only the reworded one is logged.
+        self.assertEqual(
+            obs.warned, (("DeprecationWarning", "n defaults to 128 (deprecated)"),)
+        )
+        ref = r2e_equiv.observe_function(self.ref.scale, (2,), {})
+        # The verdict's default (and the explorer's) compares categories; a policy that compares
+        # exception messages compares the warnings' too.
+        self.assertEqual(r2e_equiv.differences(obs, ref, messages=False), [])
+        self.assertEqual(
+            [part for part, _ in r2e_equiv.differences(obs, ref, messages=True)], ["warnings"]
+        )
+
+    def test_the_filters_do_not_change_what_is_observed_nor_where_it_points(self):
+        import warnings
+
+        with warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("ignore")
+            ignored = r2e_equiv.observe_function(self.ref.scale, (2,), {})
+            warnings.simplefilter("always")
+            caller = sys._getframe().f_lineno + 1
+            seen = r2e_equiv.observe_function(self.ref.scale, (2,), {})
+        self.assertEqual(ignored.warned, seen.warned)
+        self.assertEqual(len(seen.warned), 1)
+        # stacklevel=2 still points at the module's caller: r2e_equiv's call, not its wrapper.
+        self.assertEqual(len(shown), 1)
+        self.assertEqual(os.path.basename(shown[0].filename), "r2e_equiv.py")
+
+    def test_a_warn_bound_before_r2e_equiv_was_imported_is_observed(self):
+        # A module imported before the harness holds the original `warn` under its own name.
+        module = _module(
+            "warn_early_mod",
+            """
+            def scale(x):
+                early_warn("early")
+                return x
+            """,
+        )
+        module.early_warn = r2e_equiv._ORIGINAL_WARN
+        obs = r2e_equiv.observe_function(module.scale, (2,), {})
+        self.assertEqual(obs.warned, (("UserWarning", "early"),))
+        self.assertIs(module.early_warn, r2e_equiv._ORIGINAL_WARN)
+
+    def test_an_example_observes_the_warnings_of_its_module(self):
+        # The example runs in r2e_equiv's function; the module under test is the example's.
+        obs = r2e_equiv.observe_example(self.ref, "scale(2)")
+        self.assertEqual(obs.warned, (("DeprecationWarning", "pass n; 128 is deprecated"),))
+        self.assertEqual(r2e_equiv.observe_example(self.ref, "scale(2, 3)").warned, ())
+
+    def test_the_record_holds_the_warnings(self):
+        obs = r2e_equiv.observe_function(self.ref.scale, (2,), {})
+        record = r2e_equiv.record_observation(obs, "scale(2)")
+        self.assertEqual(
+            record["warnings"],
+            [{"type": "DeprecationWarning", "message": "pass n; 128 is deprecated"}],
+        )
+        method = _module(
+            "warn_method_mod",
+            """
+            import warnings
+
+            class Cache:
+                def get(self, key):
+                    warnings.warn("get is slow", RuntimeWarning)
+                    return key
+            """,
+        )
+        obs = r2e_equiv.observe_method(method.Cache, (), {}, "get", (1,), {})
+        self.assertEqual(obs.warned, (("RuntimeWarning", "get is slow"),))
+
+
 class CheckTest(unittest.TestCase):
     def setUp(self):
         r2e_equiv.CALLS.clear()

@@ -263,6 +263,35 @@ class ExploreTest(unittest.TestCase):
             if isinstance(n, int):
                 self.assertLessEqual(n, 1, test)
 
+    def test_a_harness_tells_a_candidate_that_drops_a_warning(self):
+        # `scaled` warns when `factor` is left out; a candidate that scales the same and does
+        # not warn is wrong (the project's tests catch it with `pytest.warns`). (That a reworded
+        # warning passes the verdict's default policy: test_equiv.WarningsTest and the Rust
+        # verdict's tests.)
+        from r2e_test_support import read_text
+
+        out = self.sample.explore("scaled", name="scaled")
+        self.assertValidHarness(out, "scaled", min_tests=2)
+        source = read_text(self.sample.core)
+        warning = 'warnings.warn("factor will be required", DeprecationWarning, stacklevel=2)'
+        self.assertIn(warning, source)
+        run = self.sample.run_harness(
+            out["harness"],
+            "scaled",
+            candidate_source=source.replace(warning, "pass"),
+            name="scaled_silent",
+        )
+        self.assertEqual(run["status"], "ok", run["error"])
+        self.assertIn("fail", [t["outcome"] for t in run["tests"]], run["tests"])
+        # The explorer's own mutants: those its tests leave alive are on the warning's line
+        # alone (its message, its stacklevel: neither is compared); the rest are killed.
+        line = source.splitlines().index("        " + warning) + 1
+        mutants = out["mutants"]
+        self.assertGreater(mutants["killed"], 0)
+        self.assertEqual(mutants["total"] - mutants["killed"], len(mutants["survivors"]))
+        for survivor in mutants["survivors"]:
+            self.assertIn(f"line {line}:", survivor)
+
     def test_a_slow_machine_writes_the_same_harness(self):
         # The explorer is bounded by counts of executions; time is only its safety stop. Here
         # the machine becomes 1000 times slower halfway (LOADED_CLOCK): the harness and the
