@@ -31,19 +31,28 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# The package lies next to this script, but under `-I` (as the Rust side runs it) the script's
-# folder is not on sys.path: it is put first only while the package is imported, so that
-# explore() finds sys.path as the interpreter set it up. No bytecode is written (the scratch
-# folder stays as it was copied), as for every module imported later.
+# No bytecode is written (the scratch folder stays as it was copied), as for every module
+# imported later.
 sys.dont_write_bytecode = True
-sys.path.insert(0, HERE)
-try:
-    from r2e_explorer.search import ExploreError, Explorer
-finally:
-    del sys.path[0]
+
+
+def _load_explorer():
+    """Imports the explorer's package (about 0.2 s of compiling: after the hash-seed
+    re-execution, so that only one process pays it). It lies next to this script, but under
+    `-I` (as the Rust side runs it) the script's folder is not on sys.path: it is put first only
+    while the package is imported, so that explore() finds sys.path as the interpreter set it
+    up, and the package's own imports are the standard library's, never a repository's module
+    of the same name."""
+    global ExploreError, Explorer
+    sys.path.insert(0, HERE)
+    try:
+        from r2e_explorer.search import ExploreError, Explorer
+    finally:
+        del sys.path[0]
 
 
 def explore(request: dict) -> dict:
+    _load_explorer()
     # A relative path in the request is relative to this script's folder.
     repo_root = os.path.join(HERE, request["repo_root"])
     sys.path[0:0] = [repo_root, HERE]

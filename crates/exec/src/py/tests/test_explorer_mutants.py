@@ -372,6 +372,28 @@ class AnalysisTest(unittest.TestCase):
         self.assertEqual([e.name for e in tried if e.kills], ["p", "q", "r"])
         self.assertEqual(len(runs), MutationAnalysis.ENOUGH_KILLERS)
 
+    def test_tried_entries_that_never_reach_the_mutants_line_are_skipped(self):
+        # Mutant 0 changes line 7, mutant 1 a default (no line of the body shows it). A tried
+        # input whose run reached line 7 is run on mutant 0; one that did not is not (its run
+        # cannot differ), unless it recorded no arcs; every tried input is run on mutant 1.
+        class Changed:
+            def __init__(self, line, default=None):
+                self.line, self.default = line, default
+
+        runs = []
+
+        def run(mutant, entry):
+            runs.append((mutant.line, entry.name))
+            return ("ok", None)
+
+        analysis = MutationAnalysis([Changed(7), Changed(3, ("n", 2))], run, lambda o, e: False)
+        tried = [Entry(name) for name in "abc"]
+        tried[0].arcs = frozenset({(-1, 5), (5, 7), (7, -1)})
+        tried[1].arcs = frozenset({(-1, 5), (5, -1)})
+        tried[2].arcs = frozenset()
+        analysis.evaluate([], tried)
+        self.assertEqual(runs, [(7, "a"), (7, "c"), (3, "a"), (3, "b"), (3, "c")])
+
     def test_a_mutant_that_times_out_is_not_run_again(self):
         outcomes = {(0, name): "timeout" for name in "abcd"}
         analysis, runs = self.analysis(outcomes)
