@@ -667,33 +667,39 @@ _observed_warn.r2e_log = _WARNING_LOG
 warnings.warn = _observed_warn
 
 
+# The modules whose names bound to the original `warnings.warn` were rebound (by id).
+_REBOUND: set = set()
+
+
+def _rebind_warn(module_name) -> None:
+    """Rebinds, once per module, the names of the module bound to the original `warnings.warn`
+    (a module imported before this one, `from warnings import warn`) to the wrapper, which
+    passes every call on as it was and only logs inside `_warnings_of`."""
+    module = sys.modules.get(module_name) if module_name else None
+    namespace = getattr(module, "__dict__", None)
+    if not isinstance(namespace, dict) or namespace is globals() or id(module) in _REBOUND:
+        return
+    _REBOUND.add(id(module))
+    for name, value in list(namespace.items()):
+        if value is _ORIGINAL_WARN:
+            namespace[name] = _observed_warn
+
+
 @contextlib.contextmanager
 def _warnings_of(module_name):
     """Logs the warnings `module_name`'s own code issues inside the block, into the list it
     gives: what the code warns is part of what it does, whatever the process's filters show
     (each warning is logged before the filters see it). Warnings of other code (the standard
-    library's deprecations, a dependency's) are not: a correct rewrite may call other APIs.
-    A name bound to the original `warnings.warn` in the module is replaced during the block."""
+    library's deprecations, a dependency's) are not: a correct rewrite may call other APIs."""
+    _rebind_warn(module_name)
     log = _WARNING_LOG
     saved = (log.modules, log.items)
     items: list = []
-    module = sys.modules.get(module_name) if module_name else None
-    rebound = []
-    namespace = getattr(module, "__dict__", None)
-    original = _ORIGINAL_WARN
-    if isinstance(namespace, dict) and namespace is not globals():
-        for name, value in list(namespace.items()):
-            if value is original:
-                namespace[name] = _observed_warn
-                rebound.append(name)
     log.modules, log.items = frozenset([module_name]) if module_name else frozenset(), items
     try:
         yield items
     finally:
         log.modules, log.items = saved
-        for name in rebound:
-            if namespace.get(name) is _observed_warn:
-                namespace[name] = original
 
 
 def call_outcome(fn, args, kwargs):

@@ -385,7 +385,16 @@ class WarningsTest(unittest.TestCase):
         module.early_warn = r2e_equiv._ORIGINAL_WARN
         obs = r2e_equiv.observe_function(module.scale, (2,), {})
         self.assertEqual(obs.warned, (("UserWarning", "early"),))
-        self.assertIs(module.early_warn, r2e_equiv._ORIGINAL_WARN)
+        # Rebound for good: outside an observation the wrapper passes the call on, logging
+        # nothing.
+        self.assertIs(module.early_warn, r2e_equiv._observed_warn)
+        import warnings
+
+        with warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("always")
+            self.assertEqual(module.scale(3), 3)
+        self.assertEqual([str(w.message) for w in shown], ["early"])
+        self.assertIsNone(r2e_equiv._WARNING_LOG.items)
 
     def test_an_example_observes_the_warnings_of_its_module(self):
         # The example runs in r2e_equiv's function; the module under test is the example's.
