@@ -500,6 +500,30 @@ def _exception_outcome(exc: BaseException):
     return outcome
 
 
+# Values deepcopy gives back as they are (no memo maps them: it holds classes, functions,
+# enum members and bare sentinels), so a call whose arguments are all such values, or tuples of
+# them, needs no copy.
+_ATOMS = frozenset({int, float, bool, str, bytes, complex, type(None)})
+
+
+def _is_atomic(value, depth: int = 0) -> bool:
+    t = type(value)
+    if t in _ATOMS:
+        return True
+    return t is tuple and depth < 3 and len(value) <= 64 and all(
+        _is_atomic(v, depth + 1) for v in value
+    )
+
+
+def _copy_call(args, kwargs, memo):
+    """Deep copies of a call's (args, kwargs), as `_deep_copy` makes them; the arguments
+    themselves when every one is atomic (the copy would be the same objects)."""
+    args, kwargs = tuple(args), dict(kwargs)
+    if all(_is_atomic(a) for a in args) and all(_is_atomic(v) for v in kwargs.values()):
+        return args, kwargs
+    return _deep_copy((args, kwargs), memo)
+
+
 def _deep_copy(value, memo=None):
     """copy.deepcopy with a private copy of `memo`. Objects that refuse deepcopy (immutable
     classes whose ``__setattr__`` raises, for example) are rebuilt field by field; a value that
@@ -739,7 +763,7 @@ def observe_function(fn, args, kwargs, *, copy_memo=None, then=(), module=None) 
     module = own if module is None else module
     if copy_memo is None:
         copy_memo = _kept_memo(own)
-    args, kwargs = _deep_copy((tuple(args), dict(kwargs)), copy_memo)
+    args, kwargs = _copy_call(args, kwargs, copy_memo)
     with _warnings_of(module) as warned:
         outcome = call_outcome(fn, args, kwargs)
         returned = _call_returned(outcome, then, copy_memo)
@@ -774,7 +798,7 @@ def _call_returned(outcome, then, copy_memo, depth=1):
     returned = outcome[1]
     out = []
     for a, k in then:
-        result = call_outcome(returned, *_deep_copy((tuple(a), dict(k)), copy_memo))
+        result = call_outcome(returned, *_copy_call(a, k, copy_memo))
         nested = (
             _call_returned(result, _nested_calls(then), copy_memo, depth + 1)
             if depth < _THEN_DEPTH
