@@ -681,7 +681,7 @@ mod tests {
         };
         assert_eq!(
             key.hash().to_hex(),
-            "45d8b7c8c3a002d8b561c754e955a229f8f948fb24142c6ac0df6913645d7c88"
+            "575f0cfb4db7f48bc675d7e32e68479fbfd1eaeb4298edba21346ba7a2c26adb"
         );
         assert_ne!(
             key.hash(),
@@ -707,9 +707,9 @@ mod tests {
 
     const PINNED: [&str; 5] = [
         "2171d1306ad803ad5419ced67a8100fa73c3d3f2d1d056b4aef847450c918e20",
-        "eee4ebf437c36421910502fb8bf9c51e3bafeda3c419763e9bca0c05b6bbd027",
+        "cbc13f16648bd46c5325a1ce8d394887346dc7ccd463f51a0a79b23a230c5e11",
         "ae07b2a64717f9a606648b2e598a36f2a2c36e93ffe6f06ff2677f54fb9e67cd",
-        "740eedb6c550b12946b74523fd62808f7d4e044109b2909431ee11e89c5bd0c6",
+        "32bd36ac86bbdd611a15cd8c8209acd42c8d31dc54319f906bcef85b06203997",
         "87db9d14313d21929d58e60027cd6e49f8a7eac074eff5070cfb13ea44c3edb7",
     ];
 
