@@ -590,6 +590,7 @@ mod tests {
             args: vec!["1".into()],
             kwargs: vec![("k".into(), "2".into())],
             receiver: None,
+            then: Vec::new(),
         }];
         let mut hashes = Vec::new();
         for base_image in [None, Some("debian:bookworm-slim")] {
@@ -681,7 +682,7 @@ mod tests {
         };
         assert_eq!(
             key.hash().to_hex(),
-            "575f0cfb4db7f48bc675d7e32e68479fbfd1eaeb4298edba21346ba7a2c26adb"
+            "d2536ba19717aee51bda576751020a94dc057329dd99de1541d1f9a12a70845e"
         );
         assert_ne!(
             key.hash(),
@@ -706,10 +707,10 @@ mod tests {
     }
 
     const PINNED: [&str; 5] = [
-        "2171d1306ad803ad5419ced67a8100fa73c3d3f2d1d056b4aef847450c918e20",
-        "cbc13f16648bd46c5325a1ce8d394887346dc7ccd463f51a0a79b23a230c5e11",
-        "ae07b2a64717f9a606648b2e598a36f2a2c36e93ffe6f06ff2677f54fb9e67cd",
-        "32bd36ac86bbdd611a15cd8c8209acd42c8d31dc54319f906bcef85b06203997",
+        "f9acc89f9b7b1a6f519339e5ceb30e6151ec2ed84c839ed508a52b1cc122c626",
+        "e2c05449433c18500c8d8188fca04ef6665708363db2ebad4deef086aa4a43ee",
+        "7e53936a218d1970a8e399c675e364ed600acde53f08fb0c21a0365f19dc2992",
+        "8d65c889db13f19825a8ab10de4b908a580fd7af20f651b4571e2b20c056f1dc",
         "87db9d14313d21929d58e60027cd6e49f8a7eac074eff5070cfb13ea44c3edb7",
     ];
 

@@ -1230,6 +1230,22 @@ pub struct CallSiteArgs {
     /// does not rebuild.
     #[serde(default)]
     pub receiver: Option<String>,
+    /// What the project's tests did with the value this call returned: the calls they made of
+    /// its methods (`r2e_capture.py`'s uses; none for a call site read from source). The
+    /// explorer makes them of what its inputs return.
+    #[serde(default)]
+    pub then: Vec<CallUse>,
+}
+
+/// A call of a method of the value a captured call returned, as the project's tests made it:
+/// the method's name and its arguments' texts (the capture's encoding).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CallUse {
+    pub method: String,
+    pub args: Vec<String>,
+    /// Keyword arguments in the order the method takes them.
+    #[serde(with = "ordered_pairs")]
+    pub kwargs: Vec<(String, String)>,
 }
 
 /// A map read and written as pairs in their order (in JSON an object; in the cache's binary

@@ -201,12 +201,16 @@ pub enum Outcome {
     },
 }
 
-/// A call of a function a call returned.
+/// A call made of what a call returned: of the returned function itself (`name` none), or of
+/// the returned value's method or a returned function's own attribute `name` (`r2e_equiv`'s
+/// `_call_returned`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Then {
     pub outcome: Outcome,
     #[serde(default)]
     pub then: Vec<Then>,
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 /// A warning the module under test's own code issued during a call (`warnings.warn`): its
@@ -483,9 +487,16 @@ fn thens_differ(expected: &[Then], actual: &[Then], policy: Policy) -> Option<St
         .zip(actual)
         .enumerate()
         .find_map(|(i, (e, a))| {
+            let call = match &e.name {
+                None => format!("calling the returned function ({i})"),
+                Some(name) => format!("calling `{name}` of the returned value ({i})"),
+            };
+            if e.name != a.name {
+                return Some(format!("{call}: the candidate called another attribute"));
+            }
             outcome_differs(&e.outcome, &a.outcome, policy)
                 .or_else(|| thens_differ(&e.then, &a.then, policy))
-                .map(|d| format!("calling the returned function ({i}): {d}"))
+                .map(|d| format!("{call}: {d}"))
         })
 }
 
@@ -621,6 +632,9 @@ fn mask_thens(e: &mut [Then], a: &[Then], policy: Policy) -> Option<u32> {
     }
     let mut masked = 0;
     for (x, y) in e.iter_mut().zip(a) {
+        if x.name != y.name {
+            return None;
+        }
         masked += mask_outcome(&mut x.outcome, &y.outcome, policy)?;
         masked += mask_thens(&mut x.then, &y.then, policy)?;
     }
@@ -1007,6 +1021,30 @@ mod tests {
                 .unwrap()
                 .contains("returned function")
         );
+        // A method of the returned value called by name (as the project's tests used it): the
+        // name is compared too, and no other run of the reference masks another name.
+        let named = |name: &str, v: &str| {
+            format!(
+                r#"[{{"outcome": {{"return": {{"int": "{v}"}}}}, "then": [], "name": "{name}"}}]"#
+            )
+        };
+        let parse = record(&list(""), "null", &named("parse", "1"));
+        assert_eq!(record_differs(&parse, &parse, Policy::default()), None);
+        let parse_2 = record(&list(""), "null", &named("parse", "2"));
+        assert!(
+            record_differs(&parse, &parse_2, Policy::default())
+                .unwrap()
+                .contains("calling `parse` of the returned value")
+        );
+        let scan = record(&list(""), "null", &named("scan", "1"));
+        assert!(
+            record_differs(&parse, &scan, Policy::default())
+                .unwrap()
+                .contains("another attribute")
+        );
+        assert!(record_differs(&a, &parse, Policy::default()).is_some());
+        let mut masked = parse.clone();
+        assert_eq!(mask_record(&mut masked, &scan, Policy::default()), None);
     }
 
     /// What the module under test warned counts: a missing warning or another category fails,

@@ -284,7 +284,7 @@ fn a_build_without_a_daemon_says_so_stores_nothing_of_it_and_keeps_what_it_did()
     // Nothing of the failure was stored: no environment, no harness; the build's failure
     // report names it.
     let cache = p.path().join("cache");
-    for bucket in ["envs-v4", "actions/generate-v4", "actions/validate-v9"] {
+    for bucket in ["envs-v4", "actions/generate-v5", "actions/validate-v10"] {
         let stored = std::fs::read_dir(cache.join(bucket))
             .map(|d| d.count())
             .unwrap_or(0);
@@ -736,7 +736,7 @@ fn a_daemon_whose_disk_fills_up_during_an_image_build_fails_the_build_clearly_an
     drop(small);
     // Nothing of the failure was stored; what came before it (coverage.py for the image) was.
     let cache = p.path().join("cache");
-    for bucket in ["envs-v4", "actions/generate-v4", "actions/validate-v9"] {
+    for bucket in ["envs-v4", "actions/generate-v5", "actions/validate-v10"] {
         let stored = std::fs::read_dir(cache.join(bucket))
             .map(|d| d.count())
             .unwrap_or(0);
@@ -871,7 +871,7 @@ fn a_base_image_on_debians_packages_gives_the_local_instances_and_a_missing_one_
             .unwrap_or(0)
     };
     let counts = || -> Vec<usize> {
-        ["envs-v4", "actions/generate-v4", "actions/validate-v9"]
+        ["envs-v4", "actions/generate-v5", "actions/validate-v10"]
             .iter()
             .map(|b| stored(b))
             .collect()

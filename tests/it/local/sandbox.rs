@@ -207,7 +207,7 @@ fn a_job_sees_only_its_allow_list() {
     let env = cache.join("envs-v9/abc");
     std::fs::create_dir_all(&env).unwrap();
     std::fs::write(env.join("ok.txt"), "env").unwrap();
-    let in_cache = common::Marker::new(&cache.join("actions/validate-v9"));
+    let in_cache = common::Marker::new(&cache.join("actions/validate-v10"));
     let in_output = common::Marker::new(&dir.path().join("out"));
     let repo = dir.path().join("repo");
     std::fs::create_dir_all(&repo).unwrap();

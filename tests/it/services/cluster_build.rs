@@ -528,8 +528,8 @@ fn a_sharded_build_on_slurm_with_an_s3_store_is_the_one_machine_build() {
     let t2 = traces(&output);
     let again = started(&t2, &|f| f.starts_with("build."));
     let expected: BTreeMap<String, usize> = [
-        (format!("actions/validate-v9/{}", flipped.to_hex()), 1),
-        (format!("actions/generate-v4/{}", to.to_hex()), 1),
+        (format!("actions/validate-v10/{}", flipped.to_hex()), 1),
+        (format!("actions/generate-v5/{}", to.to_hex()), 1),
     ]
     .into_iter()
     .collect();

@@ -174,14 +174,14 @@ impl Bucket {
         match self {
             Bucket::Parse => ("parse", Some(3)),
             Bucket::ParsePack => ("parse-pack", Some(1)),
-            Bucket::Generate => ("generate", Some(4)),
-            Bucket::Capture => ("capture", Some(2)),
-            Bucket::Validate => ("validate", Some(9)),
+            Bucket::Generate => ("generate", Some(5)),
+            Bucket::Capture => ("capture", Some(3)),
+            Bucket::Validate => ("validate", Some(10)),
             Bucket::Llm => ("llm", Some(2)),
             Bucket::Refusal => ("llm-refused", Some(1)),
-            Bucket::Check => ("check", Some(4)),
+            Bucket::Check => ("check", Some(5)),
             Bucket::Answer => ("answer", Some(1)),
-            Bucket::Repeat => ("check-repeat", Some(2)),
+            Bucket::Repeat => ("check-repeat", Some(3)),
             Bucket::ProjectTests => ("project-tests", Some(1)),
             Bucket::Envs => ("envs", Some(4)),
             Bucket::Projects => ("projects", Some(1)),
@@ -893,7 +893,7 @@ mod tests {
         let folders: std::collections::BTreeSet<String> =
             Bucket::ALL.iter().map(|b| b.folder()).collect();
         assert_eq!(folders.len(), Bucket::ALL.len());
-        assert_eq!(Bucket::Validate.folder(), "actions/validate-v9");
+        assert_eq!(Bucket::Validate.folder(), "actions/validate-v10");
         assert_eq!(Bucket::Envs.folder(), "envs-v4");
     }
 }

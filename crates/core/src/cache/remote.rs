@@ -86,7 +86,7 @@ pub struct TraceRecord {
     pub host: String,
     pub pid: u32,
     pub event: Event,
-    /// The bucket's folder (`actions/validate-v9`, `envs-v4`).
+    /// The bucket's folder (`actions/validate-v10`, `envs-v4`).
     pub bucket: String,
     pub key: String,
 }

@@ -21,8 +21,14 @@ until the slots are full; then a call that ran arcs of the target no kept call r
 place of the latest kept call that ran none new (a test suite's first calls are often alike:
 its later ones reach the other branches).
 
-OUT.json is {"status": "ok", "runner", "calls": [[{"args", "kwargs"[, "receiver"]}...] per
-target], "reached": [[pytest node ids] per target],
+What the tests did with a value a kept call returned is kept too (`Capture.use`): the calls
+of the value's methods made from outside its own methods (a returned parser's `parse_string`,
+its `_parse` called by the parser it is part of), their arguments encoded the same way, at
+most USES per target (distinct), as the call's "then": [{"method", "args", "kwargs"}]. The
+explorer makes them of what its inputs return (`r2e_equiv`'s named `then` calls).
+
+OUT.json is {"status": "ok", "runner", "calls": [[{"args", "kwargs"[, "receiver"][, "then"]}...]
+per target], "reached": [[pytest node ids] per target],
 "time_limit_hit", "tests_failed_to_import"} or {"status": "error", "error"}; the exit code is 0
 in both cases. The test suite's own failures do not matter: only the calls it made, and under
 pytest which tests reached each target (`reached`, at most `REACHED` each, sorted).
@@ -75,6 +81,21 @@ class Deadline(KeyboardInterrupt):
     """The capture's time is up (raised by the timer into the running test; an interrupt, which
     pytest and unittest end their run on instead of counting a failed test)."""
 
+
+# Method calls on what the targets returned (`Capture.use`): at most USES per target are kept,
+# and at most WATCHED returned values are watched at once (the latest).
+USES = 4
+WATCHED = 16
+# A value is watched for this many calls of its class's methods (on any instance) at most: a
+# test uses what it got soon, and each such call costs a look at the frame's locals.
+WINDOW = 4096
+# The items of a returned tuple or list that are watched, at most.
+ITEMS = 4
+# Values whose methods are not watched: atoms, and what a method call does not apply to.
+UNWATCHED = (
+    type(None), bool, int, float, complex, str, bytes, type, types.FunctionType,
+    types.BuiltinFunctionType, types.MethodType, types.ModuleType,
+)  # fmt: skip
 
 # What a target's first argument is (`resolve`).
 RECEIVER, CLASS = "receiver", "class"
@@ -341,6 +362,18 @@ class Capture:
         # reached it.
         self.test = None
         self.reached = [set() for _ in self.targets]
+        # The values kept calls returned, watched for method calls (`use`): id -> (value,
+        # target index, the call's record); the watched values' methods' code objects -> the
+        # method's name (None when two names share one code: an alias wrapper); per type,
+        # those of its methods; the ids of the values with a method call under way; per
+        # target, the uses kept.
+        self.watched: dict = {}
+        self.checks = 0
+        self.watched_codes: dict = {}
+        self.type_codes: dict = {}
+        self.using: set = set()
+        self.uses = [0 for _ in self.targets]
+        self.use_keys = [set() for _ in self.targets]
 
     def resolve_all(self):
         for i, t in enumerate(self.targets):
@@ -355,6 +388,14 @@ class Capture:
             return None
         entry = self.codes.get(frame.f_code)
         if entry is None:
+            if frame.f_code in self.watched_codes:
+                self.busy = True
+                try:
+                    return self.use(frame)
+                except BaseException:
+                    return None
+                finally:
+                    self.busy = False
             return None
         if self.test is not None:
             reached = self.reached[entry[0]]
@@ -378,35 +419,15 @@ class Capture:
         self.tries[index] += 1
         code = frame.f_code
         values = frame.f_locals
-        names = code.co_varnames
-        n_pos, n_kw = code.co_argcount, code.co_kwonlyargcount
-        positional = [values[name] for name in names[:n_pos]]
-        keyword = [(name, values[name]) for name in names[n_pos : n_pos + n_kw]]
-        at = n_pos + n_kw
-        if code.co_flags & CO_VARARGS:
-            positional.extend(values[names[at]])
-            at += 1
-        if code.co_flags & CO_VARKEYWORDS:
-            keyword.extend(values[names[at]].items())
         instance = None
-        if receiver is RECEIVER and positional:
+        if receiver is RECEIVER and code.co_argcount:
             # The instance as the tests called the method on it (None when it does not
             # rebuild: the explorer constructs one then, as for any call site).
-            instance = self.encoder.text(positional[0])
-        if receiver is not None:
-            positional = positional[1:]
-        args = []
-        for value in positional:
-            text = self.encoder.text(value)
-            if text is None:
-                return None
-            args.append(text)
-        kwargs = {}
-        for name, value in keyword:
-            text = self.encoder.text(value)
-            if text is None:
-                return None
-            kwargs[str(name)] = text
+            instance = self.encoder.text(values[code.co_varnames[0]])
+        encoded = self.arguments(code, values, skip=0 if receiver is None else 1)
+        if encoded is None:
+            return None
+        args, kwargs = encoded
         key = (tuple(args), tuple(sorted(kwargs.items())), instance)
         if key in self.seen[index]:
             return None
@@ -441,6 +462,143 @@ class Capture:
             del kept[at], adds[at]
             kept.append(call)
             adds.append(new)
+        else:
+            return False
+        return True
+
+    # -- what the tests did with what a target returned ----------------------------------------
+
+    def watch(self, index: int, call: dict, value, path: str = ""):
+        """Watches a value a kept call of target `index` returned for the method calls made on
+        it (`use`), while the target's uses are not all kept; the first ITEMS items of a
+        returned tuple or list too (a pair of parsers), their uses' names prefixed with their
+        place (`[0].parse_string`)."""
+        if self.uses[index] >= USES or isinstance(value, UNWATCHED):
+            return
+        if isinstance(value, (tuple, list)):
+            if not path:
+                for i, item in enumerate(value[:ITEMS]):
+                    self.watch(index, call, item, f"[{i}].")
+            return
+        codes = self.methods_of(type(value))
+        if not codes:
+            return
+        self.watched.pop(id(value), None)
+        self.watched[id(value)] = (value, index, call, self.checks, path)
+        while len(self.watched) > WATCHED:
+            del self.watched[next(iter(self.watched))]
+        self.watch_codes()
+
+    def watch_codes(self):
+        self.watched_codes = {}
+        for value, *_ in self.watched.values():
+            self.watched_codes.update(self.methods_of(type(value)))
+
+    def methods_of(self, t: type) -> dict:
+        """The code objects of a class's methods (as its instances resolve them, not dunder
+        names, not static or class methods nor properties) -> the method's name; None where
+        two names share a code object that are not one function (alias wrappers)."""
+        found = self.type_codes.get(t)
+        if found is not None:
+            return found
+        found = {}
+        functions = {}
+        names = []
+        for klass in getattr(t, "__mro__", ()):
+            if getattr(klass, "__module__", None) == "builtins":
+                continue
+            names.extend(n for n in vars(klass) if isinstance(n, str) and not n.startswith("__"))
+        for name in dict.fromkeys(names):
+            try:
+                raw = inspect.getattr_static(t, name)
+            except AttributeError:
+                continue
+            code = getattr(raw, "__code__", None) if isinstance(raw, types.FunctionType) else None
+            if code is None:
+                continue
+            if code not in found:
+                found[code], functions[code] = name, raw
+            elif functions[code] is not raw:
+                found[code] = None
+            elif name == code.co_name:
+                found[code] = name
+        self.type_codes[t] = found
+        return found
+
+    def use(self, frame):
+        """A call of a watched value's method (the value its first argument): kept, with its
+        arguments encoded, for the call that returned the value (its "then"), unless a call of
+        one of the value's methods is under way (this one is part of that one), the method's
+        name is not known, or its arguments do not rebuild. Its frame gets a tracer of its
+        own that ends the "under way" at its return."""
+        code = frame.f_code
+        name = self.watched_codes.get(code)
+        if name is None or not code.co_argcount:
+            return None
+        self.checks += 1
+        if not self.checks % 256:
+            old = [k for k, w in self.watched.items() if self.checks - w[3] > WINDOW]
+            for k in old:
+                del self.watched[k]
+            if old:
+                self.watch_codes()
+        first = frame.f_locals.get(code.co_varnames[0])
+        entry = self.watched.get(id(first))
+        if entry is None or entry[0] is not first or id(first) in self.using:
+            return None
+        _, index, call, _, path = entry
+        name = path + name
+        encoded = self.arguments(code, frame.f_locals, skip=1)
+        if encoded is None:
+            return None
+        args, kwargs = encoded
+        key = (name, tuple(args), tuple(sorted(kwargs.items())))
+        if key not in self.use_keys[index] and self.uses[index] < USES:
+            self.use_keys[index].add(key)
+            self.uses[index] += 1
+            call.setdefault("then", []).append({"method": name, "args": args, "kwargs": kwargs})
+            if self.uses[index] >= USES:
+                for k in [k for k, w in self.watched.items() if w[1] == index]:
+                    del self.watched[k]
+                self.watch_codes()
+        watched = id(first)
+        self.using.add(watched)
+        frame.f_trace_lines = False
+
+        def under_way(frame, event, arg):
+            if event == "return":
+                self.using.discard(watched)
+                return None
+            return under_way
+
+        return under_way
+
+    def arguments(self, code, values, skip: int = 0):
+        """The encoded (args, kwargs) of a frame's call, the first `skip` positional ones left
+        out; None when one does not rebuild."""
+        names = code.co_varnames
+        n_pos, n_kw = code.co_argcount, code.co_kwonlyargcount
+        positional = [values[name] for name in names[:n_pos]]
+        keyword = [(name, values[name]) for name in names[n_pos : n_pos + n_kw]]
+        at = n_pos + n_kw
+        if code.co_flags & CO_VARARGS:
+            positional.extend(values[names[at]])
+            at += 1
+        if code.co_flags & CO_VARKEYWORDS:
+            keyword.extend(values[names[at]].items())
+        args = []
+        for value in positional[skip:]:
+            text = self.encoder.text(value)
+            if text is None:
+                return None
+            args.append(text)
+        kwargs = {}
+        for name, value in keyword:
+            text = self.encoder.text(value)
+            if text is None:
+                return None
+            kwargs[str(name)] = text
+        return args, kwargs
 
 
 class Pending:
@@ -463,7 +621,12 @@ class Pending:
             self.arcs.add((self.last, -frame.f_code.co_firstlineno))
             with contextlib.suppress(ValueError):  # flushed already
                 self.capture.live.remove(self)
-            self.capture.finish(self.index, self.call, self.arcs)
+            if self.capture.finish(self.index, self.call, self.arcs):
+                self.capture.busy = True
+                try:
+                    self.capture.watch(self.index, self.call, arg)
+                finally:
+                    self.capture.busy = False
             return None
         return self.event
 

@@ -461,8 +461,9 @@ class Observation:
         self.args = args
         self.kwargs = kwargs
         self.instance = instance
-        # The outcomes of calling a returned function (a closure, a decorator's wrapper) with
-        # each of the `then` calls, in order; () when nothing was called.
+        # The outcomes of the `then` calls of what the call returned (a closure, a decorator's
+        # wrapper, a parser and its methods), in order, as (outcome, nested, name) triples;
+        # () when nothing was called (`_call_returned`).
         self.then = then
         self.warned = tuple(warned)
 
@@ -755,8 +756,13 @@ def observe_function(fn, args, kwargs, *, copy_memo=None, then=(), module=None) 
     """Calls fn on deep copies of (args, kwargs) and records the outcome and the arguments'
     states afterwards. `copy_memo` maps reference objects to candidate twins (_twin_memo).
 
-    `then`: a list of (args, kwargs) calls made, on deep copies, of the function fn returned
-    (when it returned one), so that the behaviour of a returned closure is compared too.
+    `then`: a list of calls made, on deep copies of their arguments, of what fn returned:
+    (args, kwargs) calls the function fn returned (when it returned one), so that the
+    behaviour of a returned closure is compared too; (args, kwargs, name) calls the method
+    `name` of the object fn returned (when it has one), the way the project's own tests used
+    what the function returned (`r2e_capture.py`'s uses: a returned parser's `parse_string`).
+    A returned function's own zero-argument functions (a cache wrapper's `cache_info`) are
+    called after them (`_attribute_functions`).
     `module`: the name of the module under test, whose warnings are observed (by default fn's
     module)."""
     own = _module_of(fn)
@@ -785,34 +791,107 @@ THEN_GUESSES = 10
 def _nested_calls(then):
     """The calls made of a function a `then` call returned. A returned callable that the
     target does not define (a parser element, whose call gives another) gets the first few
-    only: its calls are many already."""
-    then = tuple(then)
+    only: its calls are many already. Method calls (named) are for the target's own return."""
+    then = tuple(call for call in then if len(call) < 3)
     own = then[THEN_GUESSES:]
     return then[:_THEN_NESTED] + own[len(own) - min(_THEN_NESTED_LAST, len(own)) :]
 
 
+# The zero-argument functions a returned function carries as attributes that are called after
+# its `then` calls: at most this many, in name order.
+_ATTRIBUTE_CALLS = 4
+
+
+def _attribute_functions(fn) -> list:
+    """(name, function) for the functions a returned function carries as attributes of its
+    own (`wrapper.cache_info = ...`, as cachetools' and functools' caches do) that take no
+    arguments: what a project's tests call on a wrapper. Not dunder names (`__wrapped__` is
+    the wrapped function), not classes."""
+    own = getattr(fn, "__dict__", None)
+    if not isinstance(own, dict) or not isinstance(fn, types.FunctionType):
+        return []
+    found = []
+    for name in sorted(k for k in own if isinstance(k, str) and not k.startswith("__")):
+        value = own[name]
+        if isinstance(value, type) or not callable(value):
+            continue
+        try:
+            parameters = inspect.signature(value).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        if all(
+            p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            for p in parameters
+        ):
+            found.append((name, value))
+            if len(found) == _ATTRIBUTE_CALLS:
+                break
+    return found
+
+
+def _method_owner(value, name: str):
+    """(the value whose attribute a named `then` call calls, the attribute's name), or None
+    when it has none (looked up without running its code; never a class or an atom). A name
+    `[i].attr` is the attribute of item i of a returned tuple or list (a pair of parsers)."""
+    if name.startswith("[") and "]." in name and isinstance(value, (tuple, list)):
+        index, _, name = name[1:].partition("].")
+        if not index.isdigit() or int(index) >= len(value):
+            return None
+        value = value[int(index)]
+    if isinstance(value, type) or type(value) in _ATOMS:
+        return None
+    try:
+        inspect.getattr_static(value, name)
+    except AttributeError:
+        return None
+    return value, name
+
+
+def _method_call(owner, name: str):
+    return lambda *a, **k: getattr(owner, name)(*a, **k)
+
+
 def _call_returned(outcome, then, copy_memo, depth=1):
-    """((outcome, nested), ...) for each `then` call of the function `outcome` returned."""
-    if not then or not returns_callable(outcome):
+    """((outcome, nested, name), ...) for each `then` call of what `outcome` returned: name is
+    None for a call of the returned function itself, else the attribute called."""
+    if not then or outcome[0] != "return":
         return ()
     returned = outcome[1]
+    is_function = returns_callable(outcome)
     out = []
-    for a, k in then:
-        result = call_outcome(returned, *_copy_call(a, k, copy_memo))
-        nested = (
-            _call_returned(result, _nested_calls(then), copy_memo, depth + 1)
-            if depth < _THEN_DEPTH
-            else ()
-        )
-        out.append((result, nested))
+    for call in then:
+        a, k = call[0], call[1]
+        name = call[2] if len(call) > 2 else None
+        if name is None:
+            if not is_function:
+                continue
+            result = call_outcome(returned, *_copy_call(a, k, copy_memo))
+            nested = (
+                _call_returned(result, _nested_calls(then), copy_memo, depth + 1)
+                if depth < _THEN_DEPTH
+                else ()
+            )
+        else:
+            owner = _method_owner(returned, name)
+            if owner is None:
+                continue
+            result = call_outcome(_method_call(*owner), *_copy_call(a, k, copy_memo))
+            nested = ()
+        out.append((result, nested, name))
+    if is_function and out:
+        for name, fn in _attribute_functions(returned):
+            out.append((call_outcome(fn, (), {}), (), name))
     return tuple(out)
 
 
 def _then_differences(cand, ref, prefix, diffs, detailed=True, messages=True):
     if len(cand) != len(ref):
         diffs.append((prefix, "one side returned a function and the other did not"))
-    for i, ((co, cn), (ro, rn)) in enumerate(zip(cand, ref)):
-        where = f"{prefix} call {i}"
+    for i, ((co, cn, cname), (ro, rn, rname)) in enumerate(zip(cand, ref)):
+        where = f"{prefix} call {i}" if rname is None else f"{prefix}'s {rname}()"
+        if cname != rname:
+            diffs.append((where, f"{cname}() / {rname}()" if detailed else ""))
+            continue
         if co[0] == "return":
             same = compare(co[1], ro[1]) if co[0] == ro[0] else False
         else:
@@ -1357,9 +1436,13 @@ def _outcome_snapshot(outcome) -> dict:
 
 
 def _then_snapshot(then) -> list:
-    return [
-        {"outcome": _outcome_snapshot(o), "then": _then_snapshot(nested)} for o, nested in then
-    ]
+    out = []
+    for o, nested, name in then:
+        snap = {"outcome": _outcome_snapshot(o), "then": _then_snapshot(nested)}
+        if name is not None:
+            snap["name"] = name
+        out.append(snap)
+    return out
 
 
 def record_observation(obs: Observation, call: str) -> dict:
@@ -1387,8 +1470,9 @@ def _record(obs: Observation, call: str) -> None:
 
 def check_function(test, cand_fn, ref_fn, args=(), kwargs=None, then=()):
     """Fails `test` unless cand_fn and ref_fn behave the same on (deep copies of) args/kwargs;
-    and, when they return functions, unless those behave the same on each of the `then` calls
-    ((args, kwargs) pairs). Model-written harnesses often leave out empty kwargs.
+    and unless what they return behaves the same on each of the `then` calls ((args, kwargs)
+    calls of a returned function, (args, kwargs, name) calls of a returned object's method
+    `name`: `observe_function`). Model-written harnesses often leave out empty kwargs.
 
     In record and candidate modes the one side this process holds is observed and recorded;
     the comparison happens outside (r2e's verdict)."""

@@ -179,6 +179,7 @@ pub fn prepare(
             args: site.args,
             kwargs: site.kwargs,
             receiver: None,
+            then: Vec::new(),
         })
         .collect();
     Ok(Candidate {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use r2e_core::config::GenerateConfig;
 use r2e_core::error::Result;
 use r2e_core::keys::{CaptureKey, CaptureSettings, ProjectTestsKey};
-use r2e_core::records::{CallSiteArgs, CaptureTarget};
+use r2e_core::records::{CallSiteArgs, CallUse, CaptureTarget};
 use r2e_exec::jobs::{Exec, MESSAGE_CAP, redact, run_script};
 use r2e_exec::py::{
     self, AnswerStatus, CaptureAnswer, CaptureRequest, ProjectTestsAnswer, ProjectTestsRequest,
@@ -139,6 +139,9 @@ pub fn capture_repo(
             let names = runtime.names(&scratch, exec.cache.root());
             for calls in &mut answer.calls {
                 calls.retain(|call| !names_machine(call, &names));
+                for call in calls.iter_mut() {
+                    call.then.retain(|used| !use_names_machine(used, &names));
+                }
             }
             for tests in &mut answer.reached {
                 tests.retain(|id| !names_path(id, &names));
@@ -181,6 +184,12 @@ fn names_machine(call: &CallSiteArgs, names: &[(std::path::PathBuf, &str)]) -> b
     let texts = (call.args.iter())
         .chain(call.kwargs.iter().map(|(_, t)| t))
         .chain(call.receiver.iter());
+    texts.into_iter().any(|text| names_path(text, names))
+}
+
+/// Whether the texts of a use of a captured call's value name one of this machine's folders.
+fn use_names_machine(used: &CallUse, names: &[(std::path::PathBuf, &str)]) -> bool {
+    let texts = (used.args.iter()).chain(used.kwargs.iter().map(|(_, t)| t));
     texts.into_iter().any(|text| names_path(text, names))
 }
 
@@ -324,6 +333,7 @@ mod tests {
             args: vec![a.to_owned()],
             kwargs: Vec::new(),
             receiver: None,
+            then: Vec::new(),
         };
         let mut sites = vec![call("1"), call("2")];
         merge(&[call("3"), call("1")], &mut sites);
@@ -337,19 +347,34 @@ mod tests {
             args: vec!["'/home/me/repo/data.txt'".into()],
             kwargs: Vec::new(),
             receiver: None,
+            then: Vec::new(),
         };
         assert!(names_machine(&call, &names));
         let call = CallSiteArgs {
             args: vec!["'data.txt'".into()],
             kwargs: Vec::new(),
             receiver: Some("r2e_equiv.loads(b'/home/me/repo/x')".into()),
+            then: Vec::new(),
         };
         assert!(names_machine(&call, &names));
         let call = CallSiteArgs {
             args: vec!["'data.txt'".into()],
             kwargs: vec![("k".into(), "1".into())],
             receiver: Some("r2e_equiv.loads(b'x')".into()),
+            then: vec![CallUse {
+                method: "parse".into(),
+                args: vec!["'/home/me/repo/data.txt'".into()],
+                kwargs: Vec::new(),
+            }],
         };
         assert!(!names_machine(&call, &names));
+        // A use of the call's value that names one is told apart (and dropped alone).
+        assert!(use_names_machine(&call.then[0], &names));
+        let clean = CallUse {
+            method: "parse".into(),
+            args: vec!["'data.txt'".into()],
+            kwargs: vec![("start".into(), "'/tmp/x'".into())],
+        };
+        assert!(!use_names_machine(&clean, &names));
     }
 }

@@ -118,6 +118,10 @@ MUTANT_MIN_TIMEOUT = 0.1
 HUNT_PATIENCE = 300
 # Surviving mutants described in the answer.
 MAX_SURVIVORS = 5
+# The named `then` calls taken from what the project's tests did with the target's return
+# values (`Explorer.site_uses`), at most.
+SITE_USES = 6
+
 # Executions of the first inputs (doctest examples, call sites, the base input and its first
 # variations) during which the compiled patterns the function uses are watched, and strings
 # made to match them at most (tried on every string parameter, then in its pool).
@@ -1073,7 +1077,9 @@ class Explorer:
         self.space = InputSpace(
             target.signature, pools, target.annotations, target.globalns, target.node
         )
-        self.then_calls = THEN_CALLS + closure_calls(target.node, pools, target.globalns)
+        self.then_calls = (
+            THEN_CALLS + closure_calls(target.node, pools, target.globalns) + self.site_uses()
+        )
         ctor_count = len(self.constructions) if self.constructions else 1
         ctor0 = 0 if self.constructions else None
 
@@ -1323,6 +1329,32 @@ class Explorer:
             if self.usable_receiver(spec):
                 kept.append(spec)
         return kept
+
+    def site_uses(self) -> tuple:
+        """What the project's tests did with the values the target returned (the captured call
+        sites' `then`: calls of their methods), as named `then` calls (args, kwargs, name),
+        made of what every input returns that has the method (`r2e_equiv._call_returned`):
+        distinct, in order, at most SITE_USES; a use whose arguments do not convert is left
+        out."""
+        found, seen = [], set()
+        for site in self.req.get("call_sites") or []:
+            uses = site.get("then") if isinstance(site, dict) else None
+            for use in uses if isinstance(uses, list) else []:
+                name = use.get("method") if isinstance(use, dict) else None
+                call = call_site_specs(use, self.reference) if isinstance(name, str) else None
+                if call is None or any(
+                    v is UNKNOWN for v in itertools.chain(call[0], call[1].values())
+                ):
+                    continue
+                spec = (call[0], call[1], name)
+                try:
+                    key = render(spec)
+                except (Unwritable, RecursionError):
+                    continue
+                if key not in seen and len(found) < SITE_USES:
+                    seen.add(key)
+                    found.append(spec)
+        return tuple(found)
 
     def _site_receiver(self, site):
         """The spec of a captured call's receiver (`r2e_equiv.loads(...)`), or None."""

@@ -182,6 +182,24 @@ CORE_SOURCE = textwrap.dedent('''
         return x * factor
 
 
+    class Counted:
+        # A parser that hands the words of a text to its action.
+        def __init__(self, action):
+            self.action = action
+
+        def parse(self, text):
+            return self.action(text.split())
+
+
+    def counted(item):
+        # A parser of a count, then that many items: its behaviour is its action's, seen only
+        # by parsing with it.
+        def action(words):
+            return [item] * int(words[0])
+
+        return Counted(action)
+
+
     def roll(sides):
         # Draws: a throw of a die with `sides` sides, 0 for none, "top" for its highest face.
         import random

@@ -136,6 +136,58 @@ FILES = {
             sign(random.random() - 0.5)
             sign(random.SystemRandom().random() - 0.5)
     ''',
+    "shop/parse.py": '''
+        def _replaced(name):
+            def inner(self, *args, **kwargs):
+                return getattr(self, name)(*args, **kwargs)
+
+            return inner
+
+
+        class Counted:
+            def __init__(self, item):
+                self.item = item
+
+            def parse(self, text, start=0):
+                return [self.item] * self._count(text.split()[start:])
+
+            def _count(self, words):
+                return int(words[0])
+
+            parseString = _replaced("parse")
+            scanString = _replaced("parse")
+
+
+        def counted(item):
+            """A parser of a count and that many items."""
+            return Counted(item)
+
+
+        def group(*parts):
+            """The parts, in a list."""
+            return list(parts)
+
+
+        def pair(a, b):
+            """Two parsers."""
+            return counted(a), counted(b)
+    ''',
+    "tests/test_parse.py": '''
+        from shop.parse import counted, group, pair
+
+
+        def test_counted():
+            assert counted("x").parse("2 a b") == ["x", "x"]
+            words = counted("w")
+            assert words.parseString("1 a") == ["w"]
+            assert words.parse("a 0", start=1) == []
+            for text in ("3 a b c", "4 a b c d", "5", "6", "7"):
+                words.parse(text)
+            assert group(counted("y")) is not None
+            counted(lambda: 1).parse("1 z")
+            first, second = pair("p", "q")
+            assert second.parse("1 b") == ["q"]
+    ''',
     "tests/test_zzz_spin.py": '''
         from shop.core import spin
 
@@ -257,6 +309,41 @@ class CaptureTest(unittest.TestCase):
         )
         # A lambda does not rebuild: that call is not kept.
         self.assertEqual(callbacks, [])
+
+    def test_what_the_tests_did_with_a_returned_value_is_kept(self):
+        out = self.capture(
+            [
+                ("shop.parse", "counted", "function"),
+                ("shop.parse", "group", "function"),
+                ("shop.parse", "pair", "function"),
+            ],
+            ["tests/test_parse.py"],
+        )
+        self.assertEqual(out["status"], "ok", out)
+        counted, groups, pairs = out["calls"]
+        # An item of a returned pair is watched too, its use named by its place.
+        self.assertEqual(
+            pairs[0]["then"], [{"method": "[1].parse", "args": ["'1 b'", "0"], "kwargs": {}}]
+        )
+        self.assertEqual([c["args"] for c in counted][:3], [["'x'"], ["'w'"], ["'y'"]], out)
+        # The calls of the returned parser's methods, as the call's "then": not `_count`, which
+        # `parse` makes; `parseString`, an alias that two names share, is known by the method
+        # it calls. At most USES per target, distinct.
+        self.assertEqual(
+            counted[0]["then"], [{"method": "parse", "args": ["'2 a b'", "0"], "kwargs": {}}]
+        )
+        self.assertEqual(
+            counted[1]["then"],
+            [
+                {"method": "parse", "args": ["'1 a'", "0"], "kwargs": {}},
+                {"method": "parse", "args": ["'a 0'", "1"], "kwargs": {}},
+                {"method": "parse", "args": ["'3 a b c'", "0"], "kwargs": {}},
+            ],
+        )
+        # The fourth use was the last kept; `y` was never parsed; a lambda's call is not kept,
+        # nor what was done with its value. A list's methods are not watched.
+        self.assertNotIn("then", counted[2])
+        self.assertNotIn("then", groups[0])
 
     def test_calls_that_reach_other_branches_take_the_slots_of_alike_ones(self):
         out = self.capture([("shop.core", "sign", "function")], ["tests/test_signs.py"], per_target=4)

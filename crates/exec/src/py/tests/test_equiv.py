@@ -529,6 +529,82 @@ class CheckTest(unittest.TestCase):
             with self.assertFailsWith("returned function call 1", "return 7 / return 6"):
                 r2e_equiv.check_method(self, SloppyScalers, Scalers, (), {}, name, (2,), {}, then)
 
+    def test_what_a_function_returns_is_used_the_way_the_tests_used_it(self):
+        # A returned object's state is alike on both sides; only parsing with it tells them
+        # apart: its method `parse`, called as the project's tests called it (a named `then`).
+        def counted(sloppy):
+            class Counted:
+                def __init__(self, item):
+                    self.item = item
+
+                def parse(self, text, start=0):
+                    words = text.split()[start:]
+                    n = int(words[0]) - (1 if sloppy and int(words[0]) > 2 else 0)
+                    return [self.item] * n
+
+            return lambda item: Counted(item)
+
+        then = (((), {}), (("3 a b c",), {}, "parse"), (("1 a",), {"start": 0}, "parse"))
+        r2e_equiv.check_function(self, counted(False), counted(False), ("x",), {}, then)
+        with self.assertFailsWith("returned function's parse()", "return ['x', 'x']"):
+            r2e_equiv.check_function(self, counted(True), counted(False), ("x",), {}, then)
+        obs = r2e_equiv.observe_function(counted(False), ("x",), {}, then=then)
+        # The unnamed call is for a returned function only; a method the value lacks is not
+        # called; an atom gets no named calls.
+        self.assertEqual([n for _, _, n in obs.then], ["parse", "parse"])
+        missing = ((("1",), {}, "absent"),)
+        self.assertEqual(r2e_equiv.observe_function(counted(False), ("x",), {}, then=missing).then, ())
+        self.assertEqual(r2e_equiv.observe_function(len, ("ab",), {}, then=then[1:]).then, ())
+        # An item of a returned pair, by its place.
+        pair = lambda item: (counted(False)(item), counted(True)(item))  # noqa: E731
+        items = ((("3 a b c",), {}, "[0].parse"), (("3 a b c",), {}, "[1].parse"), ((), {}, "[2].parse"))
+        paired = r2e_equiv.observe_function(pair, ("x",), {}, then=items)
+        self.assertEqual(
+            [(n, o[1]) for o, _, n in paired.then],
+            [("[0].parse", ["x"] * 3), ("[1].parse", ["x"] * 2)],
+        )
+        # Recorded with the method's name, which r2e's verdict compares too.
+        self.assertEqual(r2e_equiv._then_snapshot(obs.then)[0]["name"], "parse")
+        self.assertEqual(
+            r2e_equiv._then_snapshot(obs.then)[0]["outcome"]["return"],
+            r2e_equiv._then_snapshot(obs.then)[0]["outcome"]["return"],
+        )
+
+    def test_a_returned_wrappers_own_functions_are_called_after_its_calls(self):
+        # A cache decorator whose size is seen only through the wrapper's `cache_info()`.
+        def cache(maxsize):
+            def decorate(fn):
+                def wrapper(*args):
+                    return fn(*args)
+
+                wrapper.cache_info = lambda: {"maxsize": maxsize}
+                wrapper.cache_clear = lambda: None
+                wrapper.needs_an_argument = lambda key: key
+                wrapper.__wrapped__ = fn
+                return wrapper
+
+            return decorate
+
+        def cache_128(maxsize=128):
+            return cache(maxsize)
+
+        def cache_127(maxsize=127):
+            return cache(maxsize)
+
+        then = ((
+            (r2e_equiv.sample_function,), {}),)
+        r2e_equiv.check_function(self, cache_128, cache_128, (), {}, then)
+        with self.assertFailsWith("cache_info()", "{'maxsize': 127}", "{'maxsize': 128}"):
+            r2e_equiv.check_function(self, cache_127, cache_128, (), {}, then)
+        obs = r2e_equiv.observe_function(cache_128, (), {}, then=then)
+        # The decorator is called; its wrapper's zero-argument functions are, in name order
+        # (not `needs_an_argument`, not `__wrapped__`).
+        ((_, nested, name),) = obs.then
+        self.assertIsNone(name)
+        self.assertEqual(
+            [n for _, _, n in nested][-2:], ["cache_clear", "cache_info"]
+        )
+
     def example_modules(self):
         """The reference module, and one whose registered action doubles odd values too."""
 

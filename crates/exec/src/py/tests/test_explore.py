@@ -292,6 +292,30 @@ class ExploreTest(unittest.TestCase):
         for survivor in mutants["survivors"]:
             self.assertIn(f"line {line}:", survivor)
 
+    def test_a_returned_parser_is_used_the_way_the_tests_used_it(self):
+        # `counted` returns a parser whose behaviour is a closure's, seen only by parsing with
+        # it. The project's tests parsed with it (the captured call's `then`): the harness does
+        # too, and tells a candidate that counts one more. Without the use it cannot.
+        used = {"method": "parse", "args": ["'2 a b'"], "kwargs": {}}
+        wrong = self.source_with("[item] * int(words[0])", "[item] * (int(words[0]) + 1)")
+        outcomes = []
+        for then in ([used], []):
+            site = {"args": ["'x'"], "kwargs": {}, "then": then}
+            name = "counted_used" if then else "counted_unused"
+            out = self.sample.explore("counted", name=name, call_sites=[site])
+            self.assertValidHarness(out, "counted")
+            run = self.sample.run_harness(
+                out["harness"], "counted", candidate_source=wrong, name=name + "_wrong"
+            )
+            self.assertEqual(run["status"], "ok", run["error"])
+            outcomes.append({t["outcome"] for t in run["tests"]})
+            if then:
+                self.assertIn("'parse'", out["harness"])
+                # The explorer's own mutants of the closure are killed through the use.
+                self.assertEqual(out["mutants"]["survivors"], [], out["mutants"])
+        self.assertIn("fail", outcomes[0])
+        self.assertEqual(outcomes[1], {"pass"})
+
     def test_a_slow_machine_writes_the_same_harness(self):
         # The explorer is bounded by counts of executions; time is only its safety stop. Here
         # the machine becomes 1000 times slower halfway (LOADED_CLOCK): the harness and the
