@@ -54,6 +54,7 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
+import dis
 import importlib
 import inspect
 import io
@@ -91,6 +92,8 @@ WATCHED = 16
 WINDOW = 4096
 # The items of a returned tuple or list that are watched, at most.
 ITEMS = 4
+# The instructions before a call that are read for the attribute it loaded (`spelled`).
+SPELLED = 32
 # Values whose methods are not watched: atoms, and what a method call does not apply to.
 UNWATCHED = (
     type(None), bool, int, float, complex, str, bytes, type, types.FunctionType,
@@ -372,6 +375,8 @@ class Capture:
         self.watched_codes: dict = {}
         self.type_codes: dict = {}
         self.using: set = set()
+        # Per code object of a use's caller, its instructions (`spelled`).
+        self.instructions: dict = {}
         self.uses = [0 for _ in self.targets]
         self.use_keys = [set() for _ in self.targets]
 
@@ -496,8 +501,9 @@ class Capture:
 
     def methods_of(self, t: type) -> dict:
         """The code objects of a class's methods (as its instances resolve them, not dunder
-        names, not static or class methods nor properties) -> the method's name; None where
-        two names share a code object that are not one function (alias wrappers)."""
+        names, not static or class methods nor properties) -> the names that resolve to that
+        method (`_parse` and `_parseNoCache`: one function under two names), or None where
+        one code object serves two functions (alias wrappers, each calling another method)."""
         found = self.type_codes.get(t)
         if found is not None:
             return found
@@ -517,13 +523,35 @@ class Capture:
             if code is None:
                 continue
             if code not in found:
-                found[code], functions[code] = name, raw
+                found[code], functions[code] = (name,), raw
             elif functions[code] is not raw:
                 found[code] = None
-            elif name == code.co_name:
-                found[code] = name
+            elif found[code] is not None:
+                found[code] += (name,)
         self.type_codes[t] = found
         return found
+
+    def spelled(self, code, names: tuple, caller) -> str:
+        """Which of the names of one method a use calls it by: the one the caller's call loads
+        (`self.expr._parse(...)`, while `_parse` is `_parseCache` because the tests turned
+        packrat on: a fresh process has `_parse` but no cache), else the one its code names,
+        else the function's own."""
+        if len(names) == 1:
+            return names[0]
+        if caller is not None:
+            instructions = self.instructions.get(caller.f_code)
+            if instructions is None:
+                instructions = self.instructions[caller.f_code] = list(
+                    dis.get_instructions(caller.f_code)
+                )
+            before = [i for i in instructions if i.offset <= caller.f_lasti][-SPELLED:]
+            for ins in reversed(before):
+                if ins.opname in ("LOAD_METHOD", "LOAD_ATTR") and ins.argval in names:
+                    return ins.argval
+            used = [n for n in names if n in caller.f_code.co_names]
+            if len(used) == 1:
+                return used[0]
+        return code.co_name if code.co_name in names else names[0]
 
     def use(self, frame):
         """A call of a watched value's method (the value its first argument): kept, with its
@@ -532,8 +560,8 @@ class Capture:
         name is not known, or its arguments do not rebuild. Its frame gets a tracer of its
         own that ends the "under way" at its return."""
         code = frame.f_code
-        name = self.watched_codes.get(code)
-        if name is None or not code.co_argcount:
+        names = self.watched_codes.get(code)
+        if names is None or not code.co_argcount:
             return None
         self.checks += 1
         if not self.checks % 256:
@@ -547,7 +575,7 @@ class Capture:
         if entry is None or entry[0] is not first or id(first) in self.using:
             return None
         _, index, call, _, path = entry
-        name = path + name
+        name = path + self.spelled(code, names, frame.f_back)
         encoded = self.arguments(code, frame.f_locals, skip=1)
         if encoded is None:
             return None

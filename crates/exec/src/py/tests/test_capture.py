@@ -156,6 +156,7 @@ FILES = {
 
             parseString = _replaced("parse")
             scanString = _replaced("parse")
+            read = parse
 
 
         def counted(item):
@@ -187,6 +188,7 @@ FILES = {
             counted(lambda: 1).parse("1 z")
             first, second = pair("p", "q")
             assert second.parse("1 b") == ["q"]
+            assert first.read("1 b") == ["p"]
     ''',
     "tests/test_zzz_spin.py": '''
         from shop.core import spin
@@ -321,9 +323,15 @@ class CaptureTest(unittest.TestCase):
         )
         self.assertEqual(out["status"], "ok", out)
         counted, groups, pairs = out["calls"]
-        # An item of a returned pair is watched too, its use named by its place.
+        # An item of a returned pair is watched too, its use named by its place; a method of
+        # two names by the one the caller spelled.
         self.assertEqual(
-            pairs[0]["then"], [{"method": "[1].parse", "args": ["'1 b'", "0"], "kwargs": {}}]
+            pairs[0]["then"],
+            [
+                {"method": "[1].parse", "args": ["'1 b'", "0"], "kwargs": {}},
+                {"method": "[0].read", "args": ["'1 b'", "0"], "kwargs": {}},
+            ],
+            out,
         )
         self.assertEqual([c["args"] for c in counted][:3], [["'x'"], ["'w'"], ["'y'"]], out)
         # The calls of the returned parser's methods, as the call's "then": not `_count`, which
