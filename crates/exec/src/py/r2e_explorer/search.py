@@ -1797,6 +1797,8 @@ class Explorer:
             typed = [e for e in sources if not e.ill_typed]
             sources = typed or sources
             reaching = [e for e in sources if any(mutant.line in arc for arc in e.arcs)]
+            # A construction this step added (`varied_construction`), taken back when unused.
+            added = None
             if not sources:
                 inp = self.space.random_input(rng, ctor_count)
             else:
@@ -1816,7 +1818,6 @@ class Explorer:
                 # A changed number is told apart by its old or new value (`n < 10` -> `n < 9`
                 # by 9), most often.
                 bounds = _numbers(mutant) if mutant.kind == "constant" else []
-                added = None
                 if named:
                     i = named[0]
                     inp = inp.replace(i, rng.choice(self.space.params[i].pool))

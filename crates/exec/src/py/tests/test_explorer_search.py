@@ -409,6 +409,16 @@ class Until(dict):
             del self[key]
             del self.until[key]
         return gone
+
+
+def stall(n):
+    """Waits: every call runs past its limit."""
+    import time
+
+    if n:
+        time.sleep(1)
+    time.sleep(1)
+    return n
 '''
 
 
@@ -1022,6 +1032,14 @@ class ExplorerTest(SearchCase):
         for seed in range(4):
             out = self.explore("Node.total", kind="method", max_tests=8, budget=300, seed=seed)
             self.assertEqual(out["status"], "ok")
+
+    def test_the_hunt_with_no_input_kept_tries_inputs_of_its_own(self):
+        # Every call of `stall` runs past its limit, so no input is kept: the hunt for its
+        # mutants draws inputs of its own (it crashed on an unbound name doing so), and the
+        # search ends with no input kept.
+        with self.assertRaises(ExploreError) as caught:
+            self.explore("stall", per_call_timeout=0.02, budget=40)
+        self.assertIn("no input could be kept", str(caught.exception))
 
     def test_keyword_names_that_cannot_be_written_are_left_out(self):
         # `attrs.get("class")`: `Tag(class=True)` does not compile.
