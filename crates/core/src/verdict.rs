@@ -480,7 +480,7 @@ pub fn outcome_differs(expected: &Outcome, actual: &Outcome, policy: Policy) -> 
 
 fn thens_differ(expected: &[Then], actual: &[Then], policy: Policy) -> Option<String> {
     if expected.len() != actual.len() {
-        return Some("one side returned a function and the other did not".into());
+        return Some("one side made calls of what it returned that the other did not".into());
     }
     expected
         .iter()

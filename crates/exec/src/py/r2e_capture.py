@@ -365,9 +365,8 @@ class Capture:
         # reached it.
         self.test = None
         self.reached = [set() for _ in self.targets]
-        # The values kept calls returned, watched for method calls (`use`): id -> (value,
-        # target index, the call's record); the watched values' methods' code objects -> the
-        # method's name (None when two names share one code: an alias wrapper); per type,
+        # The values kept calls returned, watched for method calls (`use`): id -> `Watched`;
+        # the watched values' methods' code objects -> their names (`methods_of`); per type,
         # those of its methods; the ids of the values with a method call under way; per
         # target, the uses kept.
         self.watched: dict = {}
@@ -489,15 +488,15 @@ class Capture:
         if not codes:
             return
         self.watched.pop(id(value), None)
-        self.watched[id(value)] = (value, index, call, self.checks, path)
+        self.watched[id(value)] = Watched(value, index, call, self.checks, path)
         while len(self.watched) > WATCHED:
             del self.watched[next(iter(self.watched))]
         self.watch_codes()
 
     def watch_codes(self):
         self.watched_codes = {}
-        for value, *_ in self.watched.values():
-            self.watched_codes.update(self.methods_of(type(value)))
+        for w in self.watched.values():
+            self.watched_codes.update(self.methods_of(type(w.value)))
 
     def methods_of(self, t: type) -> dict:
         """The code objects of a class's methods (as its instances resolve them, not dunder
@@ -565,18 +564,19 @@ class Capture:
             return None
         self.checks += 1
         if not self.checks % 256:
-            old = [k for k, w in self.watched.items() if self.checks - w[3] > WINDOW]
+            old = [k for k, w in self.watched.items() if self.checks - w.since > WINDOW]
             for k in old:
                 del self.watched[k]
             if old:
                 self.watch_codes()
-        first = frame.f_locals.get(code.co_varnames[0])
+        values = frame.f_locals
+        first = values.get(code.co_varnames[0])
         entry = self.watched.get(id(first))
-        if entry is None or entry[0] is not first or id(first) in self.using:
+        if entry is None or entry.value is not first or id(first) in self.using:
             return None
-        _, index, call, _, path = entry
-        name = path + self.spelled(code, names, frame.f_back)
-        encoded = self.arguments(code, frame.f_locals, skip=1)
+        index, call = entry.index, entry.call
+        name = entry.path + self.spelled(code, names, frame.f_back)
+        encoded = self.arguments(code, values, skip=1)
         if encoded is None:
             return None
         args, kwargs = encoded
@@ -586,7 +586,7 @@ class Capture:
             self.uses[index] += 1
             call.setdefault("then", []).append({"method": name, "args": args, "kwargs": kwargs})
             if self.uses[index] >= USES:
-                for k in [k for k, w in self.watched.items() if w[1] == index]:
+                for k in [k for k, w in self.watched.items() if w.index == index]:
                     del self.watched[k]
                 self.watch_codes()
         watched = id(first)
@@ -627,6 +627,16 @@ class Capture:
                 return None
             kwargs[str(name)] = text
         return args, kwargs
+
+
+class Watched:
+    """A value a kept call of target `index` returned (`call`, its record), watched since
+    `since` (`Capture.checks`); `path`: its place in the returned value (`[0].`, or empty)."""
+
+    __slots__ = ("value", "index", "call", "since", "path")
+
+    def __init__(self, value, index: int, call: dict, since: int, path: str):
+        self.value, self.index, self.call, self.since, self.path = value, index, call, since, path
 
 
 class Pending:

@@ -803,10 +803,10 @@ _ATTRIBUTE_CALLS = 4
 
 
 def _attribute_functions(fn) -> list:
-    """(name, function) for the functions a returned function carries as attributes of its
-    own (`wrapper.cache_info = ...`, as cachetools' and functools' caches do) that take no
-    arguments: what a project's tests call on a wrapper. Not dunder names (`__wrapped__` is
-    the wrapped function), not classes."""
+    """(name, function) for the functions a returned Python function carries as attributes of
+    its own (`wrapper.cache_info = ...`, as cachetools' caches do; functools' C wrappers have
+    theirs on their type, not seen here) that take no arguments: what a project's tests call
+    on a wrapper. Not dunder names (`__wrapped__` is the wrapped function), not classes."""
     own = getattr(fn, "__dict__", None)
     if not isinstance(own, dict) or not isinstance(fn, types.FunctionType):
         return []
@@ -859,9 +859,8 @@ def _call_returned(outcome, then, copy_memo, depth=1):
     returned = outcome[1]
     is_function = returns_callable(outcome)
     out = []
-    for call in then:
-        a, k = call[0], call[1]
-        name = call[2] if len(call) > 2 else None
+    for a, k, *named in then:
+        name = named[0] if named else None
         if name is None:
             if not is_function:
                 continue
@@ -886,7 +885,7 @@ def _call_returned(outcome, then, copy_memo, depth=1):
 
 def _then_differences(cand, ref, prefix, diffs, detailed=True, messages=True):
     if len(cand) != len(ref):
-        diffs.append((prefix, "one side returned a function and the other did not"))
+        diffs.append((prefix, "one side made calls of what it returned that the other did not"))
     for i, ((co, cn, cname), (ro, rn, rname)) in enumerate(zip(cand, ref)):
         where = f"{prefix} call {i}" if rname is None else f"{prefix}'s {rname}()"
         if cname != rname:

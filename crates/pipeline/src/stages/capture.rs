@@ -184,13 +184,20 @@ fn names_machine(call: &CallSiteArgs, names: &[(std::path::PathBuf, &str)]) -> b
     let texts = (call.args.iter())
         .chain(call.kwargs.iter().map(|(_, t)| t))
         .chain(call.receiver.iter());
-    texts.into_iter().any(|text| names_path(text, names))
+    texts_name_machine(texts, names)
 }
 
 /// Whether the texts of a use of a captured call's value name one of this machine's folders.
 fn use_names_machine(used: &CallUse, names: &[(std::path::PathBuf, &str)]) -> bool {
     let texts = (used.args.iter()).chain(used.kwargs.iter().map(|(_, t)| t));
-    texts.into_iter().any(|text| names_path(text, names))
+    texts_name_machine(texts, names)
+}
+
+fn texts_name_machine<'a>(
+    mut texts: impl Iterator<Item = &'a String>,
+    names: &[(std::path::PathBuf, &str)],
+) -> bool {
+    texts.any(|text| names_path(text, names))
 }
 
 /// Whether `text` names one of this machine's folders.
@@ -368,7 +375,7 @@ mod tests {
             }],
         };
         assert!(!names_machine(&call, &names));
-        // A use of the call's value that names one is told apart (and dropped alone).
+        // A use of the call's value that names one is told apart (`capture_repo` drops it alone).
         assert!(use_names_machine(&call.then[0], &names));
         let clean = CallUse {
             method: "parse".into(),
